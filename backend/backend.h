@@ -1,0 +1,144 @@
+// backend/backend.h: Backend, the arithmetic every layer calls (CPU or CUDA).
+//
+// A small interface struct: function pointers (BackendOps) + the backend's own state in a
+// union. Layers hold shapes, the tensor-parallel split and the communication; they never
+// loop over tensors themselves. The CPU backend (C + OpenMP + BLAS, fp32, deterministic) is
+// the reference; the CUDA backend (kernels + cuBLASLt) is tested against it op by op.
+//
+// Conventions
+//   * Row-major fp32. N = rows (B*T), C = channels, OC = output channels, NH = heads,
+//     hs = head size, V_local = this rank's vocabulary columns.
+//   * Activation gradients (`dinp`) are OVERWRITTEN, except layernorm_backward, which
+//     ACCUMULATES into dinp (it closes a residual branch). Parameter gradients (`dweight`,
+//     `dbias`, `dtable`, `dwpe`) always ACCUMULATE (+=), for gradient accumulation over
+//     micro-batches. A NULL gradient pointer skips that gradient.
+//   * Pointers are device pointers of this backend (host memory for CPU). Integer tokens
+//     are int32. Ops are asynchronous on CUDA; anything returning a host value syncs.
+#pragma once
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { BACKEND_CPU, BACKEND_CUDA } BackendKind;
+typedef enum { BACKEND_H2D, BACKEND_D2H, BACKEND_D2D } BackendCopyKind;
+
+typedef struct Backend Backend;
+
+typedef struct {
+    // --- memory ----------------------------------------------------------------------
+    void *(*alloc)(Backend *be, size_t bytes);  // zeroed, 64-byte aligned; aborts on failure
+    void (*free)(Backend *be, void *p);         // NULL is fine
+    void (*zero)(Backend *be, void *p, size_t bytes);
+    void (*copy)(Backend *be, void *dst, const void *src, size_t bytes, BackendCopyKind kind);
+    void (*sync)(Backend *be);                  // waits for all queued work
+    void (*destroy)(Backend *be);               // frees the backend's own state (not `be`)
+
+    // --- linear ----------------------------------------------------------------------
+    // out (N, OC) = inp (N, C) @ weight (OC, C)^T + bias (OC); bias may be NULL.
+    void (*matmul_forward)(Backend *be, float *out, const float *inp, const float *weight,
+                           const float *bias, int N, int C, int OC);
+    // dinp (N, C) = dout (N, OC) @ weight (OC, C)          [overwritten; skipped if NULL]
+    // dweight (OC, C) += dout^T @ inp;  dbias (OC) += column sums of dout  [if not NULL]
+    void (*matmul_backward)(Backend *be, float *dinp, float *dweight, float *dbias,
+                            const float *dout, const float *inp, const float *weight,
+                            int N, int C, int OC);
+
+    // --- layernorm (eps 1e-5) ------------------------------------------------------
+    // out (N, C) = (inp - mean) * rstd * weight + bias; saves mean (N), rstd (N).
+    void (*layernorm_forward)(Backend *be, float *out, float *mean, float *rstd,
+                              const float *inp, const float *weight, const float *bias,
+                              int N, int C);
+    // dinp (N, C) += ..., dweight (C) += ..., dbias (C) += ...
+    void (*layernorm_backward)(Backend *be, float *dinp, float *dweight, float *dbias,
+                               const float *dout, const float *inp, const float *weight,
+                               const float *mean, const float *rstd, int N, int C);
+
+    // --- pointwise -----------------------------------------------------------------
+    // GELU, tanh approximation: out (n) = gelu(inp)
+    void (*gelu_forward)(Backend *be, float *out, const float *inp, size_t n);
+    // dinp (n) = gelu'(inp) * dout   [overwritten]
+    void (*gelu_backward)(Backend *be, float *dinp, const float *inp, const float *dout, size_t n);
+    // out (n) = a + b   (out may alias a or b)
+    void (*add)(Backend *be, float *out, const float *a, const float *b, size_t n);
+    // x (n) *= s
+    void (*scale)(Backend *be, float *x, float s, size_t n);
+
+    // --- causal self-attention, scale 1/sqrt(hs) -----------------------------------
+    // qkv (B, T, 3*NH*hs) laid out [q: NH heads | k: NH heads | v: NH heads] per token;
+    // out (B, T, NH*hs); att (B, NH, T, T) softmax probabilities, saved for backward
+    // (entries above the diagonal are 0).
+    void (*attention_forward)(Backend *be, float *out, float *att, const float *qkv,
+                              int B, int T, int NH, int hs);
+    // dqkv (B, T, 3*NH*hs) [overwritten]; scratch (B, NH, T, T) is workspace.
+    void (*attention_backward)(Backend *be, float *dqkv, float *scratch, const float *dout,
+                               const float *qkv, const float *att, int B, int T, int NH, int hs);
+
+    // --- embeddings (vocab-parallel: this rank holds rows [vocab_start, vocab_start+V_local)) ---
+    // out (N, C) = table[tok - vocab_start] for tokens in the block, 0 for the others.
+    void (*embedding_forward)(Backend *be, float *out, const int *tokens, const float *table,
+                              int N, int C, int vocab_start, int V_local);
+    // dtable (V_local, C) += dout rows of the tokens in the block.
+    void (*embedding_backward)(Backend *be, float *dtable, const float *dout, const int *tokens,
+                               int N, int C, int vocab_start, int V_local);
+    // out (B, T, C) += wpe (T, C)
+    void (*position_forward)(Backend *be, float *out, const float *wpe, int B, int T, int C);
+    // dwpe (T, C) += sum over b of dout (B, T, C)
+    void (*position_backward)(Backend *be, float *dwpe, const float *dout, int B, int T, int C);
+
+    // --- vocab-parallel softmax cross-entropy over a logit shard (N, V_local) -----------
+    // Columns [0, V_valid) are real vocabulary, [V_valid, V_local) padding, masked out.
+    // The layer calls, with TP all-reduces in between:
+    //   xent_max    -> rowmax (N) over valid columns (-FLT_MAX when none); all-reduce MAX
+    //   xent_sumexp -> sumexp (N) = sum exp(l - rowmax); tgt (N) = l[target - vocab_start]
+    //                  if the target is in this shard else 0;  all-reduce SUM of both
+    //   xent_loss   -> loss (N) = log(sumexp) + rowmax - tgt
+    //   xent_backward -> dlogits (N, V_local) = dscale[i] * (softmax - onehot), 0 at padding;
+    //                  dlogits may alias logits.
+    void (*xent_max)(Backend *be, float *rowmax, const float *logits, int N, int V_local, int V_valid);
+    void (*xent_sumexp)(Backend *be, float *sumexp, float *tgt, const float *logits,
+                        const float *rowmax, const int *targets, int N, int V_local, int V_valid,
+                        int vocab_start);
+    void (*xent_loss)(Backend *be, float *loss, const float *sumexp, const float *rowmax,
+                      const float *tgt, int N);
+    void (*xent_backward)(Backend *be, float *dlogits, const float *logits, const float *rowmax,
+                          const float *sumexp, const int *targets, const float *dscale,
+                          int N, int V_local, int V_valid, int vocab_start);
+
+    // --- optimizer and reductions ------------------------------------------------------
+    // AdamW (decoupled weight decay, bias-corrected, `step` counts from 1) on n elements:
+    //   g = grad * grad_scale; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2
+    //   param -= lr * (m/(1-b1^step) / (sqrt(v/(1-b2^step)) + eps) + wd * param)
+    void (*adamw)(Backend *be, float *param, const float *grad, float *m, float *v, size_t n,
+                  float lr, float beta1, float beta2, float eps, float wd, float grad_scale, int step);
+    // Sum of x[i]^2 in double, returned on the host (NaN/Inf propagate).
+    double (*sum_squares)(Backend *be, const float *x, size_t n);
+    // Sum of x[i] in double, returned on the host.
+    double (*sum)(Backend *be, const float *x, size_t n);
+} BackendOps;
+
+struct Backend {
+    const BackendOps *ops;
+    BackendKind kind;
+    char name[64];  // e.g. "cpu (2 threads, OpenBLAS SkylakeX)" or "cuda:0 (NVIDIA H100)"
+    union {
+        struct { int nthreads; } cpu;
+        struct { int device; void *stream; void *lt; void *workspace; size_t workspace_bytes; } cuda;
+    } u;
+};
+
+// CPU backend with `nthreads` OpenMP/BLAS threads (<= 0: all cores). Never returns NULL.
+Backend *backend_cpu_create(int nthreads);
+#ifdef MEGAC_HAVE_CUDA
+// CUDA backend on `device`; aborts the job naming the CUDA error when no device is usable.
+Backend *backend_cuda_create(int device);
+// 1 if a CUDA device can be used (driver present and a device visible), else 0. Never fails.
+int backend_cuda_available(void);
+#endif
+// Frees the backend's state. NULL is fine.
+void backend_destroy(Backend *be);
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,91 @@
+// comm/comm.c: backend-independent part of Comm: traffic counters and dispatch.
+#include "comm.h"
+#include "core/check.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+size_t comm_dtype_size(CommDtype t) {
+    switch (t) {
+    case COMM_F32: return 4;
+    case COMM_F64: return 8;
+    case COMM_I32: return 4;
+    }
+    return 0;
+}
+
+const char *comm_kind_name(CommKind k) {
+    static const char *names[COMM_NKINDS] = {"all_reduce", "all_gather", "reduce_scatter",
+                                             "broadcast", "send", "recv"};
+    return k < COMM_NKINDS ? names[k] : "?";
+}
+
+void comm_stats_reset(Comm *c) { memset(&c->stats, 0, sizeof c->stats); }
+
+// Adds `num/den x bytes` (integer arithmetic, exact for the formulas in comm.h).
+static void count(Comm *c, CommKind k, uint64_t bytes, uint64_t num, uint64_t den) {
+    c->stats.calls[k] += 1;
+    c->stats.bytes[k] += den ? bytes * num / den : 0;
+}
+
+void comm_all_reduce(Comm *c, void *buf, size_t count_, CommDtype t, CommOp op) {
+    uint64_t n = (uint64_t)c->size;
+    count(c, COMM_ALL_REDUCE, count_ * comm_dtype_size(t), 2 * (n - 1), n);
+    if (count_ > 0) c->vt->all_reduce(c, buf, count_, t, op);
+}
+
+void comm_all_gather(Comm *c, const void *in, void *out, size_t per, CommDtype t) {
+    uint64_t n = (uint64_t)c->size;
+    count(c, COMM_ALL_GATHER, n * per * comm_dtype_size(t), n - 1, n);
+    if (per > 0) c->vt->all_gather(c, in, out, per, t);
+}
+
+void comm_reduce_scatter(Comm *c, const void *in, void *out, size_t per, CommDtype t, CommOp op) {
+    uint64_t n = (uint64_t)c->size;
+    count(c, COMM_REDUCE_SCATTER, n * per * comm_dtype_size(t), n - 1, n);
+    if (per > 0) c->vt->reduce_scatter(c, in, out, per, t, op);
+}
+
+void comm_broadcast(Comm *c, void *buf, size_t count_, CommDtype t, int root) {
+    if (root < 0 || root >= c->size)
+        core_fatal("broadcast on group %s: root %d outside [0, %d)", c->name, root, c->size);
+    count(c, COMM_BROADCAST, count_ * comm_dtype_size(t), c->size > 1, 1);
+    if (count_ > 0 && c->size > 1) c->vt->broadcast(c, buf, count_, t, root);
+}
+
+static void check_peer(const Comm *c, int peer, const char *what) {
+    if (peer >= c->size || peer == c->rank)
+        core_fatal("%s on group %s: peer %d invalid (group size %d, own rank %d)", what, c->name,
+                   peer, c->size, c->rank);
+}
+
+void comm_send(Comm *c, const void *buf, size_t count_, CommDtype t, int peer) {
+    if (peer < 0) return;
+    check_peer(c, peer, "send");
+    count(c, COMM_SEND, count_ * comm_dtype_size(t), 1, 1);
+    c->vt->send(c, buf, count_, t, peer);
+}
+
+void comm_recv(Comm *c, void *buf, size_t count_, CommDtype t, int peer) {
+    if (peer < 0) return;
+    check_peer(c, peer, "recv");
+    count(c, COMM_RECV, count_ * comm_dtype_size(t), 1, 1);
+    c->vt->recv(c, buf, count_, t, peer);
+}
+
+void comm_send_recv(Comm *c, const void *sbuf, size_t scount, int dst, void *rbuf,
+                    size_t rcount, int src, CommDtype t) {
+    if (dst < 0 && src < 0) return;
+    if (dst >= 0) { check_peer(c, dst, "send_recv"); count(c, COMM_SEND, scount * comm_dtype_size(t), 1, 1); }
+    if (src >= 0) { check_peer(c, src, "send_recv"); count(c, COMM_RECV, rcount * comm_dtype_size(t), 1, 1); }
+    c->vt->send_recv(c, sbuf, scount, dst, rbuf, rcount, src, t);
+}
+
+void comm_barrier(Comm *c) { c->vt->barrier(c); }
+
+void comm_destroy(Comm *c) {
+    if (!c) return;
+    c->vt->destroy(c);
+    free(c->members);
+    free(c);
+}

@@ -1,0 +1,99 @@
+// comm/comm.h: Comm, one communicator per process group (TP, PP, DP, ...).
+//
+// A small interface struct (function pointers + per-backend state in a union) so every
+// layer is written once: the MPI backend moves host memory, the NCCL backend device memory.
+// Ranks passed to send/recv are group-local (0 .. size-1); a negative peer means "nobody"
+// (like MPI_PROC_NULL), so pipeline ends need no special case.
+//
+// Every public call counts the bytes this rank moves with the algorithm's traffic:
+//   all-reduce      2(n-1)/n x buffer      (ring: reduce-scatter + all-gather)
+//   all-gather      (n-1)/n  x output buffer
+//   reduce-scatter  (n-1)/n  x input buffer
+//   broadcast       buffer (n > 1)
+//   send / recv     buffer
+// A group of one moves nothing and every collective is a copy or a no-op.
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+#include <mpi.h>  // defines: MPI_Comm
+
+typedef enum { COMM_F32, COMM_F64, COMM_I32 } CommDtype;
+typedef enum { COMM_SUM, COMM_MAX, COMM_AVG } CommOp;
+typedef enum {
+    COMM_ALL_REDUCE, COMM_ALL_GATHER, COMM_REDUCE_SCATTER, COMM_BROADCAST, COMM_SEND, COMM_RECV,
+    COMM_NKINDS
+} CommKind;
+
+typedef struct {
+    uint64_t bytes[COMM_NKINDS];  // algorithm traffic sent by this rank, per kind
+    uint64_t calls[COMM_NKINDS];  // number of calls, per kind
+} CommStats;
+
+typedef struct Comm Comm;
+
+typedef struct {
+    void (*all_reduce)(Comm *c, void *buf, size_t count, CommDtype t, CommOp op);
+    void (*all_gather)(Comm *c, const void *in, void *out, size_t count_per_rank, CommDtype t);
+    void (*reduce_scatter)(Comm *c, const void *in, void *out, size_t count_per_rank,
+                           CommDtype t, CommOp op);
+    void (*broadcast)(Comm *c, void *buf, size_t count, CommDtype t, int root);
+    void (*send)(Comm *c, const void *buf, size_t count, CommDtype t, int peer);
+    void (*recv)(Comm *c, void *buf, size_t count, CommDtype t, int peer);
+    void (*send_recv)(Comm *c, const void *sbuf, size_t scount, int dst, void *rbuf,
+                      size_t rcount, int src, CommDtype t);
+    void (*barrier)(Comm *c);
+    void (*destroy)(Comm *c);
+} CommVtable;
+
+struct Comm {
+    const CommVtable *vt;
+    char name[32];      // "tp", "pp", "dp", "model", "embedding", "world"
+    int rank, size;     // this rank's index in the group, the group's size
+    int *members;       // (size) global ranks of the group, in group order
+    double timeout_s;   // a wait longer than this ends the job naming the op (0 = forever)
+    CommStats stats;
+    union {
+        struct { MPI_Comm comm; } mpi;
+        struct { void *nccl_comm; void *stream; MPI_Comm boot; } nccl;
+    } u;
+};
+
+// --- backends --------------------------------------------------------------------------
+// Wraps an MPI communicator (duplicated; the caller keeps its own). Host memory.
+// `members` (size) are the group's global ranks. Aborts the job on MPI failure.
+Comm *comm_mpi_create(MPI_Comm mpi_comm, const char *name, const int *members, double timeout_s);
+
+#ifdef MEGAC_HAVE_CUDA
+// NCCL communicator over the same ranks as `mpi_comm` (used only to share the unique id),
+// operating on device memory on `cuda_stream` (a cudaStream_t). Aborts on failure.
+Comm *comm_nccl_create(MPI_Comm mpi_comm, const char *name, const int *members,
+                       void *cuda_stream, double timeout_s);
+#endif
+
+// --- operations (count bytes, then dispatch) -----------------------------------------------
+// buf (count) reduced over the group in place; AVG = SUM / size.
+void comm_all_reduce(Comm *c, void *buf, size_t count, CommDtype t, CommOp op);
+// in (count_per_rank) from every rank -> out (size * count_per_rank), in rank order.
+void comm_all_gather(Comm *c, const void *in, void *out, size_t count_per_rank, CommDtype t);
+// in (size * count_per_rank) reduced; rank r gets block r in out (count_per_rank).
+void comm_reduce_scatter(Comm *c, const void *in, void *out, size_t count_per_rank,
+                         CommDtype t, CommOp op);
+// buf (count) from group rank `root` to all.
+void comm_broadcast(Comm *c, void *buf, size_t count, CommDtype t, int root);
+// Blocking point-to-point with group-local peers; peer < 0 is a no-op.
+void comm_send(Comm *c, const void *buf, size_t count, CommDtype t, int peer);
+void comm_recv(Comm *c, void *buf, size_t count, CommDtype t, int peer);
+// Send sbuf to dst and receive rbuf from src at once; never deadlocks whatever the order
+// in which the ranks call it. dst or src < 0 skips that half.
+void comm_send_recv(Comm *c, const void *sbuf, size_t scount, int dst, void *rbuf,
+                    size_t rcount, int src, CommDtype t);
+void comm_barrier(Comm *c);
+// Frees the communicator. NULL is fine.
+void comm_destroy(Comm *c);
+
+// Size in bytes of one element of t. Pure.
+size_t comm_dtype_size(CommDtype t);
+// "all_reduce", "all_gather", ... Pure.
+const char *comm_kind_name(CommKind k);
+// Zeroes the counters. Never fails.
+void comm_stats_reset(Comm *c);

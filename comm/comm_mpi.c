@@ -1,0 +1,134 @@
+// comm/comm_mpi.c: the MPI backend of Comm (host memory).
+//
+// Every operation is started non-blocking and completed by wait_all(), which polls with
+// MPI_Testall and yields the core between polls: with many ranks on few cores this keeps
+// waiting ranks from spinning, and it lets a wait longer than the Comm's timeout end the
+// whole job with a message naming the operation and the group (instead of a silent hang).
+#include "comm.h"
+#include "core/check.h"
+#include "core/timer.h"
+
+#include <sched.h>   // defines: sched_yield
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static MPI_Datatype mpi_type(CommDtype t) {
+    switch (t) {
+    case COMM_F32: return MPI_FLOAT;
+    case COMM_F64: return MPI_DOUBLE;
+    case COMM_I32: return MPI_INT;
+    }
+    return MPI_DATATYPE_NULL;
+}
+
+// gcc 12 misreads MPICH's MPI_STATUSES_IGNORE constant as a zero-size buffer.
+#pragma GCC diagnostic ignored "-Wstringop-overflow"
+static void wait_all(Comm *c, MPI_Request *reqs, int n, const char *op) {
+    if (c->timeout_s <= 0) {
+        MPI_CHECK(MPI_Waitall(n, reqs, MPI_STATUSES_IGNORE));
+        return;
+    }
+    double t0 = core_now();
+    for (;;) {
+        int done = 0;
+        MPI_CHECK(MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE));
+        if (done) return;
+        if (core_now() - t0 > c->timeout_s) {
+            char who[256] = "";
+            for (int i = 0, o = 0; i < c->size && o < (int)sizeof who - 12; i++)
+                o += snprintf(who + o, sizeof who - o, "%s%d", i ? "," : "", c->members[i]);
+            core_fatal("%s on group %s (global ranks %s; this rank is #%d) did not complete "
+                       "within %.0f s (--distributed-timeout-minutes): a peer is stuck or dead",
+                       op, c->name, who, c->rank, c->timeout_s);
+        }
+        sched_yield();
+    }
+}
+
+// In-place divide by the group size, for CommOp AVG (MPI has no average).
+static void divide(void *buf, size_t count, CommDtype t, int n) {
+    for (size_t i = 0; i < count; i++) {
+        if (t == COMM_F32) ((float *)buf)[i] /= (float)n;
+        else if (t == COMM_F64) ((double *)buf)[i] /= (double)n;
+        else ((int *)buf)[i] /= n;
+    }
+}
+
+static MPI_Op mpi_op(CommOp op) { return op == COMM_MAX ? MPI_MAX : MPI_SUM; }
+
+static void mpi_all_reduce(Comm *c, void *buf, size_t count, CommDtype t, CommOp op) {
+    MPI_Request r[1];
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, (int)count, mpi_type(t), mpi_op(op), c->u.mpi.comm, &r[0]));
+    wait_all(c, r, 1, "all_reduce");
+    if (op == COMM_AVG) divide(buf, count, t, c->size);
+}
+
+static void mpi_all_gather(Comm *c, const void *in, void *out, size_t per, CommDtype t) {
+    MPI_Request r[1];
+    MPI_CHECK(MPI_Iallgather(in, (int)per, mpi_type(t), out, (int)per, mpi_type(t), c->u.mpi.comm, &r[0]));
+    wait_all(c, r, 1, "all_gather");
+}
+
+static void mpi_reduce_scatter(Comm *c, const void *in, void *out, size_t per, CommDtype t,
+                               CommOp op) {
+    MPI_Request r[1];
+    MPI_CHECK(MPI_Ireduce_scatter_block(in, out, (int)per, mpi_type(t), mpi_op(op), c->u.mpi.comm, &r[0]));
+    wait_all(c, r, 1, "reduce_scatter");
+    if (op == COMM_AVG) divide(out, per, t, c->size);
+}
+
+static void mpi_broadcast(Comm *c, void *buf, size_t count, CommDtype t, int root) {
+    MPI_Request r[1];
+    MPI_CHECK(MPI_Ibcast(buf, (int)count, mpi_type(t), root, c->u.mpi.comm, &r[0]));
+    wait_all(c, r, 1, "broadcast");
+}
+
+static void mpi_send(Comm *c, const void *buf, size_t count, CommDtype t, int peer) {
+    MPI_Request r[1];
+    MPI_CHECK(MPI_Isend(buf, (int)count, mpi_type(t), peer, 0, c->u.mpi.comm, &r[0]));
+    wait_all(c, r, 1, "send");
+}
+
+static void mpi_recv(Comm *c, void *buf, size_t count, CommDtype t, int peer) {
+    MPI_Request r[1];
+    MPI_CHECK(MPI_Irecv(buf, (int)count, mpi_type(t), peer, 0, c->u.mpi.comm, &r[0]));
+    wait_all(c, r, 1, "recv");
+}
+
+// Both halves are posted before waiting on either, so no order of calls can deadlock.
+static void mpi_send_recv(Comm *c, const void *sbuf, size_t scount, int dst, void *rbuf,
+                          size_t rcount, int src, CommDtype t) {
+    MPI_Request r[2];
+    int n = 0;
+    if (src >= 0) MPI_CHECK(MPI_Irecv(rbuf, (int)rcount, mpi_type(t), src, 0, c->u.mpi.comm, &r[n++]));
+    if (dst >= 0) MPI_CHECK(MPI_Isend(sbuf, (int)scount, mpi_type(t), dst, 0, c->u.mpi.comm, &r[n++]));
+    wait_all(c, r, n, "send_recv");
+}
+
+static void mpi_barrier(Comm *c) {
+    MPI_Request r[1];
+    MPI_CHECK(MPI_Ibarrier(c->u.mpi.comm, &r[0]));
+    wait_all(c, r, 1, "barrier");
+}
+
+static void mpi_destroy(Comm *c) { MPI_Comm_free(&c->u.mpi.comm); }
+
+static const CommVtable MPI_VTABLE = {
+    .all_reduce = mpi_all_reduce, .all_gather = mpi_all_gather,
+    .reduce_scatter = mpi_reduce_scatter, .broadcast = mpi_broadcast, .send = mpi_send,
+    .recv = mpi_recv, .send_recv = mpi_send_recv, .barrier = mpi_barrier, .destroy = mpi_destroy,
+};
+
+Comm *comm_mpi_create(MPI_Comm mpi_comm, const char *name, const int *members, double timeout_s) {
+    Comm *c = core_calloc(1, sizeof *c);
+    c->vt = &MPI_VTABLE;
+    snprintf(c->name, sizeof c->name, "%s", name);
+    MPI_CHECK(MPI_Comm_dup(mpi_comm, &c->u.mpi.comm));
+    MPI_CHECK(MPI_Comm_rank(c->u.mpi.comm, &c->rank));
+    MPI_CHECK(MPI_Comm_size(c->u.mpi.comm, &c->size));
+    c->members = core_calloc((size_t)c->size, sizeof(int));
+    memcpy(c->members, members, (size_t)c->size * sizeof(int));
+    c->timeout_s = timeout_s;
+    return c;
+}

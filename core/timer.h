@@ -1,0 +1,4 @@
+// core/timer.h: wall-clock time for logs, benchmarks and traces.
+#pragma once
+// Seconds since an arbitrary fixed point (CLOCK_MONOTONIC). Never fails.
+double core_now(void);

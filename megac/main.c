@@ -1,0 +1,45 @@
+// megac/main.c: one program, many subcommands (git style): megac <command> [flags].
+#include "commands.h"
+
+#include <stdio.h>
+#include <string.h>
+
+typedef struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *help;
+} Command;
+
+static const Command COMMANDS[] = {
+    {"layout", cmd_layout, "print every rank's coordinates and groups for a TP x PP x DP layout"},
+    {"train", cmd_train, "pretrain a GPT model (run under mpiexec for TP/PP/DP > 1)"},
+    {"preprocess", cmd_preprocess, "tokenize text / JSON Lines into an HDF5 token dataset"},
+    {"tokenizer", cmd_tokenizer, "train a byte-level BPE tokenizer (megac tokenizer train ...)"},
+};
+#define N_COMMANDS (int)(sizeof COMMANDS / sizeof COMMANDS[0])
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: megac <command> [flags]   (megac <command> --help for its flags)\n\ncommands:\n");
+    for (int i = 0; i < N_COMMANDS; i++) fprintf(f, "  %-12s %s\n", COMMANDS[i].name, COMMANDS[i].help);
+    fprintf(f, "\n  --version    print the version\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("megac %s\n", MEGAC_VERSION);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        usage(stdout);
+        return 0;
+    }
+    for (int i = 0; i < N_COMMANDS; i++)
+        if (!strcmp(argv[1], COMMANDS[i].name)) return COMMANDS[i].run(argc - 2, argv + 2);
+    fprintf(stderr, "megac: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

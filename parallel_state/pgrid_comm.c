@@ -1,0 +1,75 @@
+// parallel_state/pgrid_comm.c: communicators for each group of the process grid.
+#include "pgrid_comm.h"
+#include "core/check.h"
+
+#include <stdlib.h>
+
+// One Comm for the group of `kind` holding this rank; NULL if the rank is in none.
+static Comm *make_group(const PGridDims *d, PGridKind kind, int rank, PGridCommKind ck,
+                        void *stream, double timeout_s) {
+    int index = pgrid_group_index(d, kind, rank);
+    MPI_Comm split;
+    // Key = position in the group, so the new communicator's ranks follow group order.
+    int size = pgrid_group_size(d, kind), key = 0;
+    int *members = core_calloc((size_t)size, sizeof(int));
+    if (index >= 0) {
+        pgrid_group_members(d, kind, index, members);
+        for (int i = 0; i < size; i++)
+            if (members[i] == rank) key = i;
+    }
+    MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, index >= 0 ? index : MPI_UNDEFINED, key, &split));
+    Comm *c = NULL;
+    if (split != MPI_COMM_NULL) {
+#ifdef MEGAC_HAVE_CUDA
+        if (ck == PGRID_COMM_NCCL)
+            c = comm_nccl_create(split, pgrid_kind_name(kind), members, stream, timeout_s);
+        else
+#endif
+            c = comm_mpi_create(split, pgrid_kind_name(kind), members, timeout_s);
+        MPI_CHECK(MPI_Comm_free(&split));
+    }
+    (void)ck;
+    (void)stream;
+    free(members);
+    return c;
+}
+
+ProcessGrid *pgrid_create(int tp, int pp, PGridCommKind kind, void *cuda_stream, double timeout_s) {
+    int world = 0, rank = 0;
+    MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world));
+    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+#ifndef MEGAC_HAVE_CUDA
+    if (kind == PGRID_COMM_NCCL) core_usage_error("NCCL requested but megac was built without CUDA");
+#endif
+    ProcessGrid *g = core_calloc(1, sizeof *g);
+    char err[256];
+    if (pgrid_dims_init(&g->dims, world, tp, pp, err, sizeof err) != 0) core_usage_error("%s", err);
+    g->coord = pgrid_coord(&g->dims, rank);
+    int s = g->coord.pp_rank;
+    g->pp_prev = s > 0 ? s - 1 : -1;
+    g->pp_next = s < pp - 1 ? s + 1 : -1;
+    g->is_first_stage = (s == 0);
+    g->is_last_stage = (s == pp - 1);
+
+    int *all = core_calloc((size_t)world, sizeof(int));
+    for (int i = 0; i < world; i++) all[i] = i;
+    g->world = comm_mpi_create(MPI_COMM_WORLD, "world", all, timeout_s);
+    free(all);
+    g->tp = make_group(&g->dims, PGRID_TP, rank, kind, cuda_stream, timeout_s);
+    g->dp = make_group(&g->dims, PGRID_DP, rank, kind, cuda_stream, timeout_s);
+    g->pp = make_group(&g->dims, PGRID_PP, rank, kind, cuda_stream, timeout_s);
+    g->model = make_group(&g->dims, PGRID_MODEL, rank, kind, cuda_stream, timeout_s);
+    g->embedding = make_group(&g->dims, PGRID_EMBEDDING, rank, kind, cuda_stream, timeout_s);
+    return g;
+}
+
+void pgrid_destroy(ProcessGrid *g) {
+    if (!g) return;
+    comm_destroy(g->world);
+    comm_destroy(g->tp);
+    comm_destroy(g->dp);
+    comm_destroy(g->pp);
+    comm_destroy(g->model);
+    comm_destroy(g->embedding);
+    free(g);
+}

@@ -1,0 +1,29 @@
+// parallel_state/pgrid_comm.h: ProcessGrid, the one struct every module gets passed.
+//
+// It holds this rank's coordinates, its pipeline neighbours and one Comm per group, built
+// from the pure arithmetic in pgrid.h with MPI_Comm_split. No global state: callers pass
+// the grid explicitly.
+#pragma once
+#include "pgrid.h"
+#include "comm/comm.h"
+
+typedef enum { PGRID_COMM_MPI, PGRID_COMM_NCCL } PGridCommKind;
+
+typedef struct {
+    PGridDims dims;
+    PGridCoord coord;
+    int pp_prev, pp_next;  // group-local ranks of the previous/next stage in `pp`; -1 at the ends
+    int is_first_stage, is_last_stage;
+    Comm *world;           // all ranks (always MPI: control traffic, host memory)
+    Comm *tp, *dp, *pp, *model;
+    Comm *embedding;       // first + last stage; NULL on middle stages
+} ProcessGrid;
+
+// Builds the grid over MPI_COMM_WORLD (MPI must be initialised). The layout must divide the
+// world size: otherwise every rank prints the same one-line error and exits with code 2.
+// `kind` picks MPI (host memory) or NCCL (device memory, on `cuda_stream`) for the group
+// communicators. `timeout_s` bounds every wait (0 = forever).
+ProcessGrid *pgrid_create(int tp, int pp, PGridCommKind kind, void *cuda_stream, double timeout_s);
+
+// Frees the communicators and the grid. NULL is fine.
+void pgrid_destroy(ProcessGrid *g);

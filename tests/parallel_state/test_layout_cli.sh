@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# tests/parallel_state/test_layout_cli.sh: `megac layout` prints the worked example, valid
+# JSON with the documented keys, and rejects bad layouts with one line and exit code 2.
+set -u
+megac="$1"
+fail=0
+check() { if ! eval "$1"; then echo "FAIL: $2"; fail=1; fi; }
+
+out=$("$megac" layout --world-size 16 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 4)
+check '[[ $? -eq 0 ]]' "layout exit code"
+check 'grep -q "tensor-parallel groups (8 of 2): \[0,1\] \[2,3\] \[4,5\]" <<<"$out"' "tp groups"
+check 'grep -q "pipeline-parallel groups (4 of 4): \[0,4,8,12\] \[1,5,9,13\]" <<<"$out"' "pp groups"
+check 'grep -q "data-parallel groups (8 of 2): \[0,2\] \[1,3\] \[4,6\]" <<<"$out"' "dp groups"
+
+json=$("$megac" layout --world-size 16 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 4 --json)
+check 'python3 - "$json" <<"PY"
+import json, sys
+d = json.loads(sys.argv[1])
+assert (d["world_size"], d["tp"], d["pp"], d["dp"]) == (16, 2, 4, 2)
+assert d["tp_groups"][:3] == [[0, 1], [2, 3], [4, 5]]
+assert d["pp_groups"][:2] == [[0, 4, 8, 12], [1, 5, 9, 13]]
+assert d["dp_groups"][:3] == [[0, 2], [1, 3], [4, 6]]
+assert d["model_parallel_groups"][0] == [0, 1, 4, 5, 8, 9, 12, 13]
+assert d["embedding_groups"] == [[0, 12], [1, 13], [2, 14], [3, 15]]
+assert d["ranks"][6] == {"rank": 6, "tp_rank": 0, "pp_rank": 1, "dp_rank": 1}
+PY' "json content"
+
+for bad in "--world-size 12 --tensor-model-parallel-size 8" "--world-size 0" \
+           "--world-size abc" "--world-size 8 --tensor-model-parallel-size -2" \
+           "--world-size 8 --bogus 1" "--world-size"; do
+  err=$("$megac" layout $bad 2>&1 >/dev/null); rc=$?
+  check '[[ $rc -eq 2 ]]' "'$bad' exit $rc, want 2"
+  check '[[ $(wc -l <<<"$err") -eq 1 ]]' "'$bad' one-line error: $err"
+done
+err=$("$megac" layout --world-size 12 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 4 2>&1)
+check 'grep -q "12" <<<"$err" && grep -q "2" <<<"$err" && grep -q "4" <<<"$err"' "error names factors: $err"
+"$megac" --version | grep -q "^megac " || { echo "FAIL: --version"; fail=1; }
+[[ $fail -eq 0 ]] && echo "test_layout_cli: ok"
+exit $fail

@@ -1,0 +1,115 @@
+// tests/parallel_state/test_pgrid.c: the process grid's pure arithmetic.
+// Golden tables for the 16-rank example of pgrid.h, then invariants over many layouts up to
+// 4096 ranks: each rank sits in exactly one group of each kind, at the right position, and
+// coordinates round-trip.
+#include "parallel_state/pgrid.h"
+#include "tests/testing.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static void expect_groups(const PGridDims *d, PGridKind k, int n, int s, const int *golden) {
+    EXPECT_EQ_INT(pgrid_num_groups(d, k), n);
+    EXPECT_EQ_INT(pgrid_group_size(d, k), s);
+    int m[64];
+    for (int g = 0; g < n; g++) {
+        pgrid_group_members(d, k, g, m);
+        for (int i = 0; i < s; i++)
+            EXPECT(m[i] == golden[g * s + i], "%s group %d member %d: %d != %d",
+                   pgrid_kind_name(k), g, i, m[i], golden[g * s + i]);
+    }
+}
+
+static void test_golden_16(void) {
+    PGridDims d;
+    char err[256];
+    EXPECT_EQ_INT(pgrid_dims_init(&d, 16, 2, 4, err, sizeof err), 0);
+    EXPECT_EQ_INT(d.dp, 2);
+    int tp[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+    int dp[] = {0, 2, 1, 3, 4, 6, 5, 7, 8, 10, 9, 11, 12, 14, 13, 15};
+    int pp[] = {0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15};
+    int mp[] = {0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15};
+    int emb[] = {0, 12, 1, 13, 2, 14, 3, 15};
+    expect_groups(&d, PGRID_TP, 8, 2, tp);
+    expect_groups(&d, PGRID_DP, 8, 2, dp);
+    expect_groups(&d, PGRID_PP, 4, 4, pp);
+    expect_groups(&d, PGRID_MODEL, 2, 8, mp);
+    expect_groups(&d, PGRID_EMBEDDING, 4, 2, emb);
+    PGridCoord c = pgrid_coord(&d, 6);
+    EXPECT(c.tp_rank == 0 && c.dp_rank == 1 && c.pp_rank == 1, "rank 6 -> (%d,%d,%d)",
+           c.tp_rank, c.dp_rank, c.pp_rank);
+    EXPECT_EQ_INT(pgrid_group_index(&d, PGRID_EMBEDDING, 6), -1);
+
+    // PP = 1: the embedding group is the first stage alone.
+    EXPECT_EQ_INT(pgrid_dims_init(&d, 8, 2, 1, err, sizeof err), 0);
+    int emb1[] = {0, 1, 2, 3, 4, 5, 6, 7};
+    expect_groups(&d, PGRID_EMBEDDING, 8, 1, emb1);
+}
+
+static void test_bad_layouts(void) {
+    PGridDims d;
+    char err[256];
+    EXPECT_EQ_INT(pgrid_dims_init(&d, 12, 2, 4, err, sizeof err), -1);
+    EXPECT(strstr(err, "12") && strstr(err, "2") && strstr(err, "4"), "message: %s", err);
+    EXPECT_EQ_INT(pgrid_dims_init(&d, 0, 1, 1, err, sizeof err), -1);
+    EXPECT_EQ_INT(pgrid_dims_init(&d, 8, -2, 1, err, sizeof err), -1);
+    EXPECT_EQ_INT(pgrid_dims_init(&d, 8, 1, 0, err, sizeof err), -1);
+}
+
+// Every rank in exactly one group per kind, at its own index, with the right coordinates.
+static void check_layout(int world, int tp, int pp) {
+    PGridDims d;
+    char err[256];
+    if (pgrid_dims_init(&d, world, tp, pp, err, sizeof err) != 0) return;
+    for (int r = 0; r < world; r++) {
+        PGridCoord c = pgrid_coord(&d, r);
+        EXPECT_EQ_INT(pgrid_rank(&d, c.tp_rank, c.dp_rank, c.pp_rank), r);
+    }
+    int *seen = calloc((size_t)world, sizeof(int)), *m = calloc((size_t)world, sizeof(int));
+    for (int k = 0; k < PGRID_NKINDS; k++) {
+        memset(seen, 0, (size_t)world * sizeof(int));
+        int n = pgrid_num_groups(&d, (PGridKind)k), s = pgrid_group_size(&d, (PGridKind)k);
+        int prev_first = -1;
+        for (int g = 0; g < n; g++) {
+            pgrid_group_members(&d, (PGridKind)k, g, m);
+            EXPECT(m[0] > prev_first, "groups not ordered by first member");
+            prev_first = m[0];
+            for (int i = 0; i < s; i++) {
+                seen[m[i]]++;
+                EXPECT_EQ_INT(pgrid_group_index(&d, (PGridKind)k, m[i]), g);
+                PGridCoord c = pgrid_coord(&d, m[i]), c0 = pgrid_coord(&d, m[0]);
+                if (k == PGRID_TP) EXPECT(c.tp_rank == i && c.dp_rank == c0.dp_rank && c.pp_rank == c0.pp_rank, "tp");
+                if (k == PGRID_DP) EXPECT(c.dp_rank == i && c.tp_rank == c0.tp_rank && c.pp_rank == c0.pp_rank, "dp");
+                if (k == PGRID_PP) EXPECT(c.pp_rank == i && c.tp_rank == c0.tp_rank && c.dp_rank == c0.dp_rank, "pp");
+                if (k == PGRID_MODEL) EXPECT(c.dp_rank == c0.dp_rank, "model");
+            }
+        }
+        for (int r = 0; r < world; r++) {
+            int want = 1;
+            if (k == PGRID_EMBEDDING) {
+                int s_ = pgrid_coord(&d, r).pp_rank;
+                want = (s_ == 0 || s_ == pp - 1);
+            }
+            EXPECT(seen[r] == want, "%s: rank %d in %d groups (world %d tp %d pp %d)",
+                   pgrid_kind_name((PGridKind)k), r, seen[r], world, tp, pp);
+        }
+    }
+    free(seen);
+    free(m);
+}
+
+int main(void) {
+    test_golden_16();
+    test_bad_layouts();
+    int worlds[] = {1, 2, 8, 12, 16, 64, 128, 1024, 4096};
+    int n_layouts = 0;
+    for (size_t w = 0; w < sizeof worlds / sizeof worlds[0]; w++)
+        for (int tp = 1; tp <= 64; tp *= 2)
+            for (int pp = 1; pp <= 64; pp++)
+                if (worlds[w] % (tp * pp) == 0) {
+                    check_layout(worlds[w], tp, pp);
+                    n_layouts++;
+                }
+    printf("checked %d layouts\n", n_layouts);
+    return test_result("test_pgrid");
+}
