@@ -1,8 +1,90 @@
-// megac/cmd_preprocess.c: placeholder until its issue lands.
+// megac/cmd_preprocess.c: `megac preprocess`: text / JSON Lines (or a Megatron-LM indexed
+// dataset) -> one megac token dataset in HDF5 (layout: data/FORMAT.md).
 #include "commands.h"
+#include "core/args.h"
+#include "core/check.h"
+#include "data/preprocess.h"
+
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>  // defines: isatty
+
+static const char *USAGE =
+    "usage: megac preprocess --input FILES... --output data.h5 [--tokenizer byte|tok.json]\n"
+    "                        [--json-keys text] [--doc-separator LINE] [--input-format auto|text|jsonl]\n"
+    "       megac preprocess --from-megatron PREFIX --vocab-size N [--eod-id N] --output data.h5\n\n"
+    "Text files hold one document each, or documents separated by --doc-separator lines (e.g. '%'\n"
+    "for /usr/share/games/fortunes). *.jsonl / *.json files are JSON Lines with the text under\n"
+    "--json-keys. Every document ends with the end-of-document token.";
+
+static DataInputFormat parse_format(const char *s) {
+    if (!strcmp(s, "auto")) return DATA_FMT_AUTO;
+    if (!strcmp(s, "text")) return DATA_FMT_TEXT;
+    if (!strcmp(s, "jsonl")) return DATA_FMT_JSONL;
+    core_usage_error("--input-format must be auto, text or jsonl, got '%s'", s);
+}
+
+static void report(const char *output, const DataPreprocessStats *st, int64_t vocab, const char *tok) {
+    printf("megac preprocess: wrote %s: %lld documents, %lld tokens (%s, vocab %lld, tokenizer %s) "
+           "from %.2f MB in %.2f s (%.2f MB/s, %.2fM tokens/s)\n",
+           output, (long long)st->n_docs, (long long)st->n_tokens, vocab <= 65536 ? "uint16" : "uint32",
+           (long long)vocab, tok, st->n_bytes / 1e6, st->seconds, st->n_bytes / 1e6 / (st->seconds + 1e-9),
+           st->n_tokens / 1e6 / (st->seconds + 1e-9));
+}
+
+static int from_megatron(const char *prefix, const char *output, int64_t vocab, int64_t eod) {
+    if (vocab < 1) core_usage_error("--from-megatron needs --vocab-size (e.g. 50257 for GPT-2)");
+    if (eod < 0) eod = vocab - 1;
+    if (eod >= vocab) core_usage_error("--eod-id %lld must be < --vocab-size %lld", (long long)eod, (long long)vocab);
+    DataPreprocessStats st = {0};
+    char err[1024];
+    if (data_from_megatron(prefix, output, vocab, eod, "external", isatty(2), &st, err, sizeof err))
+        core_usage_error("%s", err);
+    report(output, &st, vocab, "external");
+    return 0;
+}
+
 int cmd_preprocess(int argc, char **argv) {
-    (void)argc; (void)argv;
-    fprintf(stderr, "megac: 'preprocess' is not implemented yet\n");
-    return 2;
+    CoreStrList inputs = {0}, keys = {0};
+    const char *output = NULL, *tokenizer = "byte", *sep = NULL, *format = "auto", *megatron = NULL;
+    int allow_invalid = 0;
+    int64_t vocab = 0, eod = -1;
+    ArgSpec specs[] = {
+        {"--input", ARG_LIST, &inputs, "input files (text or JSON Lines)"},
+        {"--output", ARG_STR, &output, "the HDF5 dataset to write"},
+        {"--tokenizer", ARG_STR, &tokenizer, "'byte' or a tokenizer file from `megac tokenizer train`"},
+        {"--json-keys", ARG_LIST, &keys, "JSON Lines: the key holding the text (default text)"},
+        {"--doc-separator", ARG_STR, &sep, "text: a line equal to this separates documents"},
+        {"--input-format", ARG_STR, &format, "auto (by extension), text or jsonl"},
+        {"--allow-invalid-utf8", ARG_BOOL, &allow_invalid, "tokenize invalid UTF-8 as raw bytes"},
+        {"--from-megatron", ARG_STR, &megatron, "convert PREFIX.bin/PREFIX.idx (Megatron-LM)"},
+        {"--vocab-size", ARG_I64, &vocab, "--from-megatron: the vocabulary size"},
+        {"--eod-id", ARG_I64, &eod, "--from-megatron: end-of-document id (default vocab-size - 1)"},
+    };
+    core_args_parse(USAGE, specs, (int)(sizeof specs / sizeof specs[0]), argc, argv);
+    if (!output) core_usage_error("--output is required (see --help)");
+    if (megatron) {
+        if (inputs.n) core_usage_error("--from-megatron and --input exclude each other");
+        return from_megatron(megatron, output, vocab, eod);
+    }
+    if (!inputs.n) core_usage_error("--input is required (see --help)");
+    if (keys.n > 1) core_usage_error("--json-keys: one key per dataset (got %d)", keys.n);
+    char err[1024];
+    Tokenizer *tok = tok_load(tokenizer, err, sizeof err);
+    if (!tok) core_usage_error("%s", err);
+    DataPreprocessOptions o = {
+        .inputs = inputs.items, .n_inputs = inputs.n, .output = output, .tok = tok,
+        .docs = {.format = parse_format(format), .json_key = keys.n ? keys.items[0] : "text",
+                 .doc_separator = sep, .allow_invalid_utf8 = allow_invalid},
+        .progress = isatty(2),
+    };
+    DataPreprocessStats st = {0};
+    if (data_preprocess(&o, &st, err, sizeof err)) {
+        tok_free(tok);
+        core_usage_error("%s", err);
+    }
+    report(output, &st, tok->vocab_size, tok->kind == TOK_BYTE ? "byte" : tokenizer);
+    tok_free(tok);
+    return 0;
 }

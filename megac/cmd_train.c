@@ -1,8 +1,16 @@
-// megac/cmd_train.c: placeholder until its issue lands.
+// megac/cmd_train.c: `megac train`: parse flags, set up MPI and the run, train.
 #include "commands.h"
-#include <stdio.h>
+#include "core/check.h"
+#include "train/train_args.h"
+#include "train/trainer.h"
+
 int cmd_train(int argc, char **argv) {
-    (void)argc; (void)argv;
-    fprintf(stderr, "megac: 'train' is not implemented yet\n");
-    return 2;
+    TrainArgs args;
+    MPI_CHECK(MPI_Init(NULL, NULL));
+    train_args_parse(&args, argc, argv);
+    Trainer *t = trainer_create(&args);
+    int rc = trainer_run(t);
+    trainer_destroy(t);
+    MPI_CHECK(MPI_Finalize());
+    return rc;
 }

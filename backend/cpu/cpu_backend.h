@@ -1,0 +1,77 @@
+// backend/cpu/cpu_backend.h: private declarations shared by the CPU backend's files.
+//
+// The CPU backend is the reference every other backend is tested against: fp32, row-major,
+// deterministic (the same inputs give bitwise the same outputs on every run). GEMMs go to
+// OpenBLAS from the calling thread; everything else is plain loops in OpenMP regions that
+// never call BLAS. Reductions are parallelised over independent outputs (rows, or blocks
+// of channels summed over rows in order), never with atomics, so most ops give the same
+// bits for any thread count. Each op below implements the BackendOps entry of the same
+// name; the contracts are in backend/backend.h.
+#pragma once
+#include "backend/backend.h"
+
+#include <stddef.h>
+
+// Elementwise loops shorter than this run on one thread (a parallel region costs more).
+#define CPU_PAR_MIN 16384
+// Channel block for reductions over rows (dbias, dweight of layernorm, embedding grads).
+#define CPU_COLBLK 32
+
+// The backend's OpenMP thread count. Never fails.
+static inline int cpu_nt(const Backend *be) { return be->u.cpu.nthreads; }
+
+// cpu_matmul.c
+void cpu_matmul_forward(Backend *be, float *out, const float *inp, const float *weight,
+                        const float *bias, int N, int C, int OC);
+void cpu_matmul_backward(Backend *be, float *dinp, float *dweight, float *dbias,
+                         const float *dout, const float *inp, const float *weight,
+                         int N, int C, int OC);
+// acc (C) += column sums of x (N, C), each column summed over rows in order.
+void cpu_colsum_acc(Backend *be, float *acc, const float *x, int N, int C);
+// Row-major C (M, N) = alpha * op(A) @ op(B) + beta * C; ta/tb: 1 = transposed. Degenerate
+// sizes (M, N or K zero) are handled without calling BLAS. Main thread only.
+void cpu_sgemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+               const float *B, int ldb, float beta, float *Cm, int ldc);
+
+// cpu_norm.c
+void cpu_layernorm_forward(Backend *be, float *out, float *mean, float *rstd,
+                           const float *inp, const float *weight, const float *bias,
+                           int N, int C);
+void cpu_layernorm_backward(Backend *be, float *dinp, float *dweight, float *dbias,
+                            const float *dout, const float *inp, const float *weight,
+                            const float *mean, const float *rstd, int N, int C);
+void cpu_gelu_forward(Backend *be, float *out, const float *inp, size_t n);
+void cpu_gelu_backward(Backend *be, float *dinp, const float *inp, const float *dout, size_t n);
+void cpu_add(Backend *be, float *out, const float *a, const float *b, size_t n);
+void cpu_scale(Backend *be, float *x, float s, size_t n);
+
+// cpu_attention.c
+void cpu_attention_forward(Backend *be, float *out, float *att, const float *qkv,
+                           int B, int T, int NH, int hs);
+void cpu_attention_backward(Backend *be, float *dqkv, float *scratch, const float *dout,
+                            const float *qkv, const float *att, int B, int T, int NH, int hs);
+
+// cpu_embed_xent.c
+void cpu_embedding_forward(Backend *be, float *out, const int *tokens, const float *table,
+                           int N, int C, int vocab_start, int V_local);
+void cpu_embedding_backward(Backend *be, float *dtable, const float *dout, const int *tokens,
+                            int N, int C, int vocab_start, int V_local);
+void cpu_position_forward(Backend *be, float *out, const float *wpe, int B, int T, int C);
+void cpu_position_backward(Backend *be, float *dwpe, const float *dout, int B, int T, int C);
+void cpu_xent_max(Backend *be, float *rowmax, const float *logits, int N, int V_local,
+                  int V_valid);
+void cpu_xent_sumexp(Backend *be, float *sumexp, float *tgt, const float *logits,
+                     const float *rowmax, const int *targets, int N, int V_local, int V_valid,
+                     int vocab_start);
+void cpu_xent_loss(Backend *be, float *loss, const float *sumexp, const float *rowmax,
+                   const float *tgt, int N);
+void cpu_xent_backward(Backend *be, float *dlogits, const float *logits, const float *rowmax,
+                       const float *sumexp, const int *targets, const float *dscale,
+                       int N, int V_local, int V_valid, int vocab_start);
+
+// cpu_optim.c
+void cpu_adamw(Backend *be, float *param, const float *grad, float *m, float *v, size_t n,
+               float lr, float beta1, float beta2, float eps, float wd, float grad_scale,
+               int step);
+double cpu_sum_squares(Backend *be, const float *x, size_t n);
+double cpu_sum(Backend *be, const float *x, size_t n);

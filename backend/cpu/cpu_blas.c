@@ -1,0 +1,71 @@
+// backend/cpu/cpu_blas.c: choose OpenBLAS's kernels and libgomp's wait policy for this CPU,
+// re-executing the program when the libraries must see a different environment at load.
+#include "cpu_blas.h"
+
+#include <cblas.h>    // defines: openblas_get_corename
+#include <stdlib.h>   // defines: getenv, setenv, unsetenv
+#include <strings.h>  // defines: strcasecmp
+#include <unistd.h>   // defines: execv
+
+// Spin iterations of an idle OpenMP worker before it sleeps (libgomp's default is 300000,
+// ~1-10 ms, during which it competes with the BLAS threads for the same cores).
+#define CPU_GOMP_SPINCOUNT "1000"
+#define CPU_REEXEC_MARK "MEGAC_CPU_REEXEC"
+
+// 2: AVX-512 kernels, 1: AVX2+FMA kernels, 0: anything older (or unknown).
+static int kernel_tier(const char *corename) {
+    static const char *avx512[] = {"SkylakeX", "Cooperlake", "SapphireRapids"};
+    static const char *avx2[] = {"Haswell", "Zen"};
+    for (size_t i = 0; i < sizeof avx512 / sizeof *avx512; i++)
+        if (strcasecmp(corename, avx512[i]) == 0) return 2;
+    for (size_t i = 0; i < sizeof avx2 / sizeof *avx2; i++)
+        if (strcasecmp(corename, avx2[i]) == 0) return 1;
+    return 0;
+}
+
+const char *backend_cpu_blas_upgrade(const char *corename, int has_avx512, int has_avx2_fma) {
+    int want = has_avx512 ? 2 : has_avx2_fma ? 1 : 0;
+    if (!corename || want <= kernel_tier(corename)) return NULL;
+    return want == 2 ? "SkylakeX" : "Haswell";
+}
+
+const char *backend_cpu_blas_corename(void) {
+    const char *s = openblas_get_corename();
+    return s ? s : "unknown";
+}
+
+// What this CPU (and the OS, which must save the wide registers) supports. Never fails.
+static void cpu_features(int *avx512, int *avx2_fma) {
+    *avx512 = *avx2_fma = 0;
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    *avx2_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    // SkylakeX kernels use the F, CD, BW, DQ and VL subsets.
+    *avx512 = *avx2_fma && __builtin_cpu_supports("avx512f") &&
+              __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx512bw") &&
+              __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+#endif
+}
+
+void backend_cpu_select_blas_kernels(int argc, char **argv) {
+    if (getenv(CPU_REEXEC_MARK)) {  // we are the re-executed process: done (children start clean)
+        unsetenv(CPU_REEXEC_MARK);
+        return;
+    }
+    if (argc < 1 || !argv || !argv[0]) return;
+    int set_core = 0, set_spin = 0;
+    if (!getenv("OPENBLAS_CORETYPE")) {
+        int avx512, avx2_fma;
+        cpu_features(&avx512, &avx2_fma);
+        const char *core = backend_cpu_blas_upgrade(backend_cpu_blas_corename(), avx512, avx2_fma);
+        if (core) set_core = setenv("OPENBLAS_CORETYPE", core, 1) == 0;
+    }
+    if (!getenv("OMP_WAIT_POLICY") && !getenv("GOMP_SPINCOUNT"))
+        set_spin = setenv("GOMP_SPINCOUNT", CPU_GOMP_SPINCOUNT, 1) == 0;
+    if (!set_core && !set_spin) return;
+    setenv(CPU_REEXEC_MARK, "1", 1);
+    execv("/proc/self/exe", argv);  // returns only on failure: carry on as we are
+    if (set_core) unsetenv("OPENBLAS_CORETYPE");
+    if (set_spin) unsetenv("GOMP_SPINCOUNT");
+    unsetenv(CPU_REEXEC_MARK);
+}

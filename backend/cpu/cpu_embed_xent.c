@@ -1,0 +1,150 @@
+// backend/cpu/cpu_embed_xent.c: vocab-parallel embedding lookup, position embedding, and
+// the pieces of vocab-parallel softmax cross-entropy (Megatron-LM's VocabParallelEmbedding
+// and vocab_parallel_cross_entropy): this rank holds vocabulary rows/columns
+// [vocab_start, vocab_start + V_local), of which the first V_valid are real, the rest padding.
+//
+// A target counts as "in this shard" when target - vocab_start lies in [0, V_valid): a
+// padding column is never a target, so forward (tgt) and backward (one-hot) agree.
+#include "cpu_backend.h"
+#include "cpu_math.h"
+
+#include <float.h>   // defines: FLT_MAX
+#include <math.h>    // defines: logf
+#include <string.h>  // defines: memcpy, memset
+
+// out (N, C) = table (V_local, C)[tok - vocab_start], zero rows for tokens of other shards.
+void cpu_embedding_forward(Backend *be, float *out, const int *tokens, const float *table,
+                           int N, int C, int vocab_start, int V_local) {
+    int nt = cpu_nt(be);
+#pragma omp parallel for num_threads(nt) schedule(static) if ((size_t)N * C > CPU_PAR_MIN)
+    for (int i = 0; i < N; i++) {
+        int r = tokens[i] - vocab_start;
+        float *y = out + (size_t)i * C;
+        if (r >= 0 && r < V_local) memcpy(y, table + (size_t)r * C, (size_t)C * sizeof(float));
+        else memset(y, 0, (size_t)C * sizeof(float));
+    }
+}
+
+// dtable (V_local, C) += dout (N, C) rows of the tokens in the shard. Threads own blocks of
+// channels and walk the tokens in order: no two threads touch the same float, and the sum
+// order of a repeated token does not depend on the thread count.
+void cpu_embedding_backward(Backend *be, float *dtable, const float *dout, const int *tokens,
+                            int N, int C, int vocab_start, int V_local) {
+    int nblk = (C + CPU_COLBLK - 1) / CPU_COLBLK, nt = cpu_nt(be);
+#pragma omp parallel for num_threads(nt) schedule(static) if ((size_t)N * C > CPU_PAR_MIN)
+    for (int blk = 0; blk < nblk; blk++) {
+        int c0 = blk * CPU_COLBLK, w = C - c0 < CPU_COLBLK ? C - c0 : CPU_COLBLK;
+        for (int i = 0; i < N; i++) {
+            int r = tokens[i] - vocab_start;
+            if (r < 0 || r >= V_local) continue;
+            float *dt = dtable + (size_t)r * C + c0;
+            const float *dy = dout + (size_t)i * C + c0;
+#pragma omp simd
+            for (int j = 0; j < w; j++) dt[j] += dy[j];
+        }
+    }
+}
+
+// out (B, T, C) += wpe (T, C).
+void cpu_position_forward(Backend *be, float *out, const float *wpe, int B, int T, int C) {
+    int nt = cpu_nt(be), rows = B * T;
+#pragma omp parallel for num_threads(nt) schedule(static) if ((size_t)rows * C > CPU_PAR_MIN)
+    for (int r = 0; r < rows; r++) {
+        float *y = out + (size_t)r * C;
+        const float *p = wpe + (size_t)(r % T) * C;
+#pragma omp simd
+        for (int j = 0; j < C; j++) y[j] += p[j];
+    }
+}
+
+// dwpe (T, C) += sum over b of dout (B, T, C); rows of dwpe are independent.
+void cpu_position_backward(Backend *be, float *dwpe, const float *dout, int B, int T, int C) {
+    int nt = cpu_nt(be);
+#pragma omp parallel for num_threads(nt) schedule(static) if ((size_t)B * T * C > CPU_PAR_MIN)
+    for (int t = 0; t < T; t++) {
+        float *dp = dwpe + (size_t)t * C;
+        for (int b = 0; b < B; b++) {
+            const float *dy = dout + ((size_t)b * T + t) * C;
+#pragma omp simd
+            for (int j = 0; j < C; j++) dp[j] += dy[j];
+        }
+    }
+}
+
+// Max of l (n); -FLT_MAX when n = 0.
+CPU_SIMD_CLONES static float cpu_max_row(const float *l, int n) {
+    float m = -FLT_MAX;
+#pragma omp simd reduction(max : m)
+    for (int j = 0; j < n; j++) m = l[j] > m ? l[j] : m;
+    return m;
+}
+
+// rowmax (N) = max of logits (N, V_local) over columns [0, V_valid); -FLT_MAX when V_valid = 0.
+void cpu_xent_max(Backend *be, float *rowmax, const float *logits, int N, int V_local,
+                  int V_valid) {
+    int nt = cpu_nt(be);
+#pragma omp parallel for num_threads(nt) schedule(static) if ((size_t)N * V_valid > CPU_PAR_MIN)
+    for (int i = 0; i < N; i++) rowmax[i] = cpu_max_row(logits + (size_t)i * V_local, V_valid);
+}
+
+// Sum of exp(l[j] - m) over l (n): float partial sums per block, blocks added in double.
+CPU_SIMD_CLONES static float cpu_sumexp_row(const float *l, float m, int n) {
+    enum { BLK = 1024 };
+    double total = 0.0;
+    for (int j0 = 0; j0 < n; j0 += BLK) {
+        int j1 = j0 + BLK < n ? j0 + BLK : n;
+        float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+        for (int j = j0; j < j1; j++) s += cpu_expf(l[j] - m);
+        total += s;
+    }
+    return (float)total;
+}
+
+// sumexp (N) = sum over valid columns of exp(l - rowmax); tgt (N) = l[target - vocab_start]
+// for targets in this shard, else 0.
+void cpu_xent_sumexp(Backend *be, float *sumexp, float *tgt, const float *logits,
+                     const float *rowmax, const int *targets, int N, int V_local, int V_valid,
+                     int vocab_start) {
+    int nt = cpu_nt(be);
+#pragma omp parallel for num_threads(nt) schedule(static) if ((size_t)N * V_valid > CPU_PAR_MIN)
+    for (int i = 0; i < N; i++) {
+        const float *l = logits + (size_t)i * V_local;
+        int t = targets[i] - vocab_start;
+        sumexp[i] = cpu_sumexp_row(l, rowmax[i], V_valid);
+        tgt[i] = t >= 0 && t < V_valid ? l[t] : 0.0f;
+    }
+}
+
+// loss (N) = log(sumexp) + rowmax - tgt (all three already reduced over the TP group).
+void cpu_xent_loss(Backend *be, float *loss, const float *sumexp, const float *rowmax,
+                   const float *tgt, int N) {
+    for (int i = 0; i < N; i++) loss[i] = logf(sumexp[i]) + rowmax[i] - tgt[i];
+}
+
+// dl (n) = d * exp(l - m) * inv; dl may alias l.
+CPU_SIMD_CLONES static void cpu_softmax_grad_row(float *dl, const float *l, float m, float inv,
+                                                 float d, int n) {
+#pragma omp simd
+    for (int j = 0; j < n; j++) dl[j] = d * (cpu_expf(l[j] - m) * inv);
+}
+
+// dlogits (N, V_local) = dscale * (softmax - onehot) over valid columns, 0 at padding.
+// Element j is read before it is written, so dlogits may alias logits.
+void cpu_xent_backward(Backend *be, float *dlogits, const float *logits, const float *rowmax,
+                       const float *sumexp, const int *targets, const float *dscale,
+                       int N, int V_local, int V_valid, int vocab_start) {
+    int nt = cpu_nt(be);
+#pragma omp parallel for num_threads(nt) schedule(static) if ((size_t)N * V_local > CPU_PAR_MIN)
+    for (int i = 0; i < N; i++) {
+        const float *l = logits + (size_t)i * V_local;
+        float *dl = dlogits + (size_t)i * V_local;
+        float m = rowmax[i], inv = 1.0f / sumexp[i], d = dscale[i];
+        int t = targets[i] - vocab_start;
+        int in_shard = t >= 0 && t < V_valid;
+        float lt = in_shard ? l[t] : 0.0f;  // kept: the row loop may overwrite it
+        cpu_softmax_grad_row(dl, l, m, inv, d, V_valid);
+        for (int j = V_valid; j < V_local; j++) dl[j] = 0.0f;
+        if (in_shard) dl[t] = d * (cpu_expf(lt - m) * inv - 1.0f);
+    }
+}

@@ -1,0 +1,62 @@
+// backend/cpu/cpu_matmul.c: the linear layer (llm.c layout: weight is (OC, C)) on OpenBLAS,
+// and the column sums used for bias gradients.
+#include "cpu_backend.h"
+
+#include <cblas.h>   // defines: cblas_sgemm
+#include <string.h>  // defines: memcpy
+
+void cpu_sgemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+               const float *B, int ldb, float beta, float *Cm, int ldc) {
+    if (M <= 0 || N <= 0) return;
+    if (K <= 0) {  // C = beta * C, with beta = 0 meaning "overwrite" as in BLAS
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                float *c = Cm + (size_t)i * ldc + j;
+                *c = beta == 0.0f ? 0.0f : *c * beta;
+            }
+        return;
+    }
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                M, N, K, alpha, A, lda, B, ldb, beta, Cm, ldc);
+}
+
+// out (N, OC) = inp (N, C) @ weight (OC, C)^T + bias (OC): the bias is copied into every
+// row first, then the GEMM accumulates onto it (beta = 1).
+void cpu_matmul_forward(Backend *be, float *out, const float *inp, const float *weight,
+                        const float *bias, int N, int C, int OC) {
+    float beta = 0.0f;
+    if (bias) {
+        int nt = cpu_nt(be);
+#pragma omp parallel for num_threads(nt) schedule(static) if ((size_t)N * OC > CPU_PAR_MIN)
+        for (int i = 0; i < N; i++) memcpy(out + (size_t)i * OC, bias, (size_t)OC * sizeof(float));
+        beta = 1.0f;
+    }
+    cpu_sgemm(0, 1, N, OC, C, 1.0f, inp, C, weight, C, beta, out, OC);
+}
+
+// dinp (N, C) = dout (N, OC) @ weight (OC, C); dweight (OC, C) += dout^T @ inp (N, C);
+// dbias (OC) += column sums of dout.
+void cpu_matmul_backward(Backend *be, float *dinp, float *dweight, float *dbias,
+                         const float *dout, const float *inp, const float *weight,
+                         int N, int C, int OC) {
+    if (dinp) cpu_sgemm(0, 0, N, C, OC, 1.0f, dout, OC, weight, C, 0.0f, dinp, C);
+    if (dweight) cpu_sgemm(1, 0, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
+    if (dbias) cpu_colsum_acc(be, dbias, dout, N, OC);
+}
+
+// acc (C) += sum over rows of x (N, C). Parallel over blocks of CPU_COLBLK channels; each
+// channel is summed over rows 0..N-1 in order, so the bits do not depend on thread count.
+void cpu_colsum_acc(Backend *be, float *acc, const float *x, int N, int C) {
+    int nblk = (C + CPU_COLBLK - 1) / CPU_COLBLK, nt = cpu_nt(be);
+#pragma omp parallel for num_threads(nt) schedule(static) if ((size_t)N * C > CPU_PAR_MIN)
+    for (int blk = 0; blk < nblk; blk++) {
+        int c0 = blk * CPU_COLBLK, w = C - c0 < CPU_COLBLK ? C - c0 : CPU_COLBLK;
+        float s[CPU_COLBLK] = {0};
+        for (int i = 0; i < N; i++) {
+            const float *row = x + (size_t)i * C + c0;
+#pragma omp simd
+            for (int j = 0; j < w; j++) s[j] += row[j];
+        }
+        for (int j = 0; j < w; j++) acc[c0 + j] += s[j];
+    }
+}

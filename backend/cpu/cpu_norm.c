@@ -1,0 +1,149 @@
+// backend/cpu/cpu_norm.c: layernorm (forward, backward) and the pointwise ops (GELU, add,
+// scale). Rows are independent, so they are split over threads; the layernorm parameter
+// gradients are reductions over rows, done per block of channels (see cpu_colsum_acc).
+#include "cpu_backend.h"
+#include "cpu_math.h"
+
+#include <math.h>  // defines: sqrtf
+
+#define CPU_LN_EPS 1e-5f
+#define CPU_SPAN 4096  // elements per work item of the pointwise ops
+
+// One row: y (C) = (x - mean) * rstd * w + b; returns mean and rstd.
+CPU_SIMD_CLONES static void cpu_layernorm_row(float *y, float *mean, float *rstd,
+                                              const float *x, const float *w, const float *b,
+                                              int C) {
+    float m = 0.0f;
+#pragma omp simd reduction(+ : m)
+    for (int j = 0; j < C; j++) m += x[j];
+    m /= (float)C;
+    float var = 0.0f;
+#pragma omp simd reduction(+ : var)
+    for (int j = 0; j < C; j++) var += (x[j] - m) * (x[j] - m);
+    float s = 1.0f / sqrtf(var / (float)C + CPU_LN_EPS);
+#pragma omp simd
+    for (int j = 0; j < C; j++) y[j] = (x[j] - m) * s * w[j] + b[j];
+    *mean = m;
+    *rstd = s;
+}
+
+// out (N, C) = (inp - mean) * rstd * weight + bias; mean (N), rstd (N) saved when not NULL.
+void cpu_layernorm_forward(Backend *be, float *out, float *mean, float *rstd,
+                           const float *inp, const float *weight, const float *bias,
+                           int N, int C) {
+    int nt = cpu_nt(be);
+#pragma omp parallel for num_threads(nt) schedule(static) if ((size_t)N * C > CPU_PAR_MIN)
+    for (int i = 0; i < N; i++) {
+        float m, s;
+        cpu_layernorm_row(out + (size_t)i * C, &m, &s, inp + (size_t)i * C, weight, bias, C);
+        if (mean) mean[i] = m;
+        if (rstd) rstd[i] = s;
+    }
+}
+
+// One row: dx (C) += s * (dn - mean(dn) - norm * mean(dn * norm)), norm = (x - m) * s,
+// dn = dy * w.
+CPU_SIMD_CLONES static void cpu_layernorm_dinp_row(float *dx, const float *dy, const float *x,
+                                                   const float *w, float m, float s, int C) {
+    float dn_mean = 0.0f, dn_norm_mean = 0.0f;
+#pragma omp simd reduction(+ : dn_mean, dn_norm_mean)
+    for (int j = 0; j < C; j++) {
+        float dn = dy[j] * w[j];
+        dn_mean += dn;
+        dn_norm_mean += dn * (x[j] - m) * s;
+    }
+    dn_mean /= (float)C;
+    dn_norm_mean /= (float)C;
+#pragma omp simd
+    for (int j = 0; j < C; j++) {
+        float dn = dy[j] * w[j];
+        dx[j] += s * (dn - dn_mean - (x[j] - m) * s * dn_norm_mean);
+    }
+}
+
+// dweight (C) += sum_i dout * norm; dbias (C) += sum_i dout; per block of channels, rows
+// in order (bits independent of the thread count).
+static void cpu_layernorm_dparams(Backend *be, float *dweight, float *dbias, const float *dout,
+                                  const float *inp, const float *mean, const float *rstd,
+                                  int N, int C) {
+    int nblk = (C + CPU_COLBLK - 1) / CPU_COLBLK, nt = cpu_nt(be);
+#pragma omp parallel for num_threads(nt) schedule(static) if ((size_t)N * C > CPU_PAR_MIN)
+    for (int blk = 0; blk < nblk; blk++) {
+        int c0 = blk * CPU_COLBLK, w = C - c0 < CPU_COLBLK ? C - c0 : CPU_COLBLK;
+        float sw[CPU_COLBLK] = {0}, sb[CPU_COLBLK] = {0};
+        for (int i = 0; i < N; i++) {
+            const float *x = inp + (size_t)i * C + c0, *dy = dout + (size_t)i * C + c0;
+            float m = mean[i], s = rstd[i];
+#pragma omp simd
+            for (int j = 0; j < w; j++) {
+                sw[j] += dy[j] * (x[j] - m) * s;
+                sb[j] += dy[j];
+            }
+        }
+        for (int j = 0; j < w; j++) {
+            if (dweight) dweight[c0 + j] += sw[j];
+            if (dbias) dbias[c0 + j] += sb[j];
+        }
+    }
+}
+
+// dinp (N, C) += ...; dweight (C) += ...; dbias (C) += ... (each skipped when NULL).
+void cpu_layernorm_backward(Backend *be, float *dinp, float *dweight, float *dbias,
+                            const float *dout, const float *inp, const float *weight,
+                            const float *mean, const float *rstd, int N, int C) {
+    int nt = cpu_nt(be);
+    if (dinp) {
+#pragma omp parallel for num_threads(nt) schedule(static) if ((size_t)N * C > CPU_PAR_MIN)
+        for (int i = 0; i < N; i++)
+            cpu_layernorm_dinp_row(dinp + (size_t)i * C, dout + (size_t)i * C,
+                                   inp + (size_t)i * C, weight, mean[i], rstd[i], C);
+    }
+    if (dweight || dbias) cpu_layernorm_dparams(be, dweight, dbias, dout, inp, mean, rstd, N, C);
+}
+
+CPU_SIMD_CLONES static void cpu_gelu_span(float *out, const float *inp, size_t n) {
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) out[i] = cpu_gelu(inp[i]);
+}
+
+CPU_SIMD_CLONES static void cpu_gelu_grad_span(float *dinp, const float *inp, const float *dout,
+                                               size_t n) {
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) dinp[i] = cpu_gelu_grad(inp[i]) * dout[i];
+}
+
+// out (n) = gelu(inp), tanh approximation.
+void cpu_gelu_forward(Backend *be, float *out, const float *inp, size_t n) {
+    size_t nspan = (n + CPU_SPAN - 1) / CPU_SPAN;
+    int nt = cpu_nt(be);
+#pragma omp parallel for num_threads(nt) schedule(static) if (n > CPU_PAR_MIN)
+    for (size_t k = 0; k < nspan; k++) {
+        size_t i0 = k * CPU_SPAN, len = n - i0 < CPU_SPAN ? n - i0 : CPU_SPAN;
+        cpu_gelu_span(out + i0, inp + i0, len);
+    }
+}
+
+// dinp (n) = gelu'(inp) * dout (overwritten; dinp may alias dout).
+void cpu_gelu_backward(Backend *be, float *dinp, const float *inp, const float *dout, size_t n) {
+    size_t nspan = (n + CPU_SPAN - 1) / CPU_SPAN;
+    int nt = cpu_nt(be);
+#pragma omp parallel for num_threads(nt) schedule(static) if (n > CPU_PAR_MIN)
+    for (size_t k = 0; k < nspan; k++) {
+        size_t i0 = k * CPU_SPAN, len = n - i0 < CPU_SPAN ? n - i0 : CPU_SPAN;
+        cpu_gelu_grad_span(dinp + i0, inp + i0, dout + i0, len);
+    }
+}
+
+// out (n) = a + b; out may alias a or b.
+void cpu_add(Backend *be, float *out, const float *a, const float *b, size_t n) {
+    int nt = cpu_nt(be);
+#pragma omp parallel for simd num_threads(nt) schedule(static) if (n > CPU_PAR_MIN)
+    for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+}
+
+// x (n) *= s.
+void cpu_scale(Backend *be, float *x, float s, size_t n) {
+    int nt = cpu_nt(be);
+#pragma omp parallel for simd num_threads(nt) schedule(static) if (n > CPU_PAR_MIN)
+    for (size_t i = 0; i < n; i++) x[i] *= s;
+}

@@ -1,0 +1,66 @@
+// data/h5ds.h: megac token datasets in HDF5: the writer (preprocessing) and the reader
+// every training rank opens. Layout (data/FORMAT.md):
+//
+//   /tokens        1-D, uint16 when vocab_size <= 65536 else uint32, chunked: all documents
+//                  back to back, each ending with the end-of-document id
+//   /doc_offsets   1-D uint64, n_docs + 1 entries: document d is tokens[off[d] .. off[d+1])
+//   attributes of "/": format = "megac-tokens", version = 1, vocab_size, eod_id,
+//                      tokenizer ("byte" or the tokenizer's JSON)
+//
+// The reader validates the whole layout at open (not the token ids: that would read the
+// whole file); each read checks its ids against vocab_size and names the file and position.
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+#include <hdf5.h>  // defines: hid_t
+#include <mpi.h>   // defines: MPI_Comm
+
+#define H5DS_FORMAT "megac-tokens"
+#define H5DS_VERSION 1
+
+// ---- writer --------------------------------------------------------------------------------
+
+typedef struct H5dsWriter H5dsWriter;
+
+// Creates path (truncating it) for a vocabulary of vocab_size ids. tokenizer is stored as the
+// "tokenizer" attribute. Returns NULL with "path: problem" in err when the file cannot be
+// created or vocab_size / eod_id are out of range. Serial (no MPI needed).
+H5dsWriter *h5ds_writer_create(const char *path, int64_t vocab_size, int64_t eod_id,
+                               const char *tokenizer, char *err, size_t errlen);
+// Appends ids[0..n) to the current document. Every id must be < vocab_size (checked:
+// returns -1 with a message in err otherwise).
+int h5ds_writer_append(H5dsWriter *w, const uint32_t *ids /* (n) */, size_t n, char *err, size_t errlen);
+// Ends the current document (its tokens become one entry of doc_offsets). Never fails.
+void h5ds_writer_end_doc(H5dsWriter *w);
+// Tokens and documents written so far. Pure.
+int64_t h5ds_writer_tokens(const H5dsWriter *w);
+int64_t h5ds_writer_docs(const H5dsWriter *w);
+// Flushes and closes; the file is complete. Tokens after the last end_doc are dropped.
+void h5ds_writer_close(H5dsWriter *w);
+
+// ---- reader --------------------------------------------------------------------------------
+
+typedef struct {
+    char *path;
+    hid_t file, tokens;        // open HDF5 handles
+    int64_t n_tokens, n_docs;
+    int64_t vocab_size, eod_id;
+    int token_bytes;           // 2 (uint16) or 4 (uint32)
+    uint64_t *doc_offsets;     // (n_docs + 1): document d is tokens [off[d], off[d+1])
+    char *tokenizer;           // "byte" or the tokenizer JSON
+    int parallel;              // opened with MPI-IO (1) or serially (0)
+} H5Dataset;
+
+// Opens and validates a token dataset. comm != MPI_COMM_NULL: collective over comm; the file
+// is opened with MPI-IO, rank 0 validates it and broadcasts doc_offsets. comm == MPI_COMM_NULL:
+// serial open without MPI (tools, tests). A missing, non-HDF5, damaged or invalid file is a
+// usage error ("megac: <path>: <problem>", exit 2) on every rank.
+H5Dataset *h5ds_open(const char *path, MPI_Comm comm);
+// Same checks, but returns NULL with "path: problem" in err instead of exiting. Serial.
+H5Dataset *h5ds_open_serial(const char *path, char *err, size_t errlen);
+// Reads tokens[start .. start + n) (independent I/O: only those bytes) into out and checks
+// each id < vocab_size; a bad id or a failed read stops the job with exit code 2 and a
+// message naming the file and the token position.
+void h5ds_read(H5Dataset *ds, int64_t start, int64_t n, uint32_t *out /* (n) */);
+// Closes the file (collective over the open's comm when opened with one).
+void h5ds_close(H5Dataset *ds);

@@ -1,0 +1,168 @@
+// data/h5ds_write.c: writes a megac token dataset (layout in h5ds.h and data/FORMAT.md).
+//
+// Tokens and document offsets are buffered and appended to extendible chunked datasets, so
+// memory stays bounded whatever the corpus size. The datasets are created at the first flush:
+// a dataset that fits in one buffer gets exactly one chunk of its own size (small files stay
+// small), larger ones get H5DS_CHUNK-element chunks.
+#include "h5ds.h"
+#include "core/check.h"  // defines: H5_CHECK, core_calloc
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define H5DS_CHUNK ((size_t)1 << 20)   // elements per chunk (2 or 4 MiB of tokens)
+#define H5DS_BUFFER H5DS_CHUNK         // elements buffered before a write
+
+typedef struct {
+    const char *name;
+    hid_t file_type, mem_type;
+    hid_t dset;           // -1 until the first flush
+    void *buf;            // (H5DS_BUFFER) elements not yet written, of mem_type
+    size_t elem, n_buf;   // element size in memory, elements buffered
+    int64_t n_written;
+} Appender;
+
+struct H5dsWriter {
+    char *path;
+    hid_t file;
+    int64_t vocab_size, eod_id;
+    Appender tokens, offsets;
+    int64_t n_tokens, n_docs;   // including buffered ones
+    int64_t doc_end;            // tokens up to the end of the last finished document
+};
+
+static void app_init(Appender *a, const char *name, hid_t file_type, hid_t mem_type, size_t elem) {
+    a->name = name;
+    a->file_type = file_type;
+    a->mem_type = mem_type;
+    a->dset = -1;
+    a->buf = core_calloc(H5DS_BUFFER, elem);
+    a->elem = elem;
+}
+
+static void app_flush(hid_t file, Appender *a) {
+    if (a->dset < 0) {
+        hsize_t dims = 0, maxdims = H5S_UNLIMITED;
+        hsize_t chunk = a->n_buf == H5DS_BUFFER ? H5DS_CHUNK : (a->n_buf ? a->n_buf : 1);
+        hid_t space, dcpl;
+        H5_CHECK(space = H5Screate_simple(1, &dims, &maxdims));
+        H5_CHECK(dcpl = H5Pcreate(H5P_DATASET_CREATE));
+        H5_CHECK(H5Pset_chunk(dcpl, 1, &chunk));
+        H5_CHECK(a->dset = H5Dcreate2(file, a->name, a->file_type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT));
+        H5_CHECK(H5Pclose(dcpl));
+        H5_CHECK(H5Sclose(space));
+    }
+    if (a->n_buf == 0) return;
+    hsize_t start = (hsize_t)a->n_written, count = a->n_buf, total = start + count;
+    H5_CHECK(H5Dset_extent(a->dset, &total));
+    hid_t fspace, mspace;
+    H5_CHECK(fspace = H5Dget_space(a->dset));
+    H5_CHECK(H5Sselect_hyperslab(fspace, H5S_SELECT_SET, &start, NULL, &count, NULL));
+    H5_CHECK(mspace = H5Screate_simple(1, &count, NULL));
+    H5_CHECK(H5Dwrite(a->dset, a->mem_type, mspace, fspace, H5P_DEFAULT, a->buf));
+    H5_CHECK(H5Sclose(mspace));
+    H5_CHECK(H5Sclose(fspace));
+    a->n_written = (int64_t)total;
+    a->n_buf = 0;
+}
+
+static void app_push(hid_t file, Appender *a, const void *x) {
+    memcpy((char *)a->buf + a->n_buf * a->elem, x, a->elem);
+    if (++a->n_buf == H5DS_BUFFER) app_flush(file, a);
+}
+
+static void write_attr(hid_t obj, const char *name, hid_t file_type, hid_t mem_type, const void *v) {
+    hid_t space, attr;
+    H5_CHECK(space = H5Screate(H5S_SCALAR));
+    H5_CHECK(attr = H5Acreate2(obj, name, file_type, space, H5P_DEFAULT, H5P_DEFAULT));
+    H5_CHECK(H5Awrite(attr, mem_type, v));
+    H5_CHECK(H5Aclose(attr));
+    H5_CHECK(H5Sclose(space));
+}
+
+static void write_str_attr(hid_t obj, const char *name, const char *s) {
+    hid_t type;
+    H5_CHECK(type = H5Tcopy(H5T_C_S1));
+    H5_CHECK(H5Tset_size(type, strlen(s) ? strlen(s) : 1));
+    H5_CHECK(H5Tset_strpad(type, H5T_STR_NULLPAD));
+    write_attr(obj, name, type, type, s);
+    H5_CHECK(H5Tclose(type));
+}
+
+H5dsWriter *h5ds_writer_create(const char *path, int64_t vocab_size, int64_t eod_id,
+                               const char *tokenizer, char *err, size_t errlen) {
+    if (vocab_size < 1 || vocab_size > ((int64_t)1 << 32) || eod_id < 0 || eod_id >= vocab_size) {
+        snprintf(err, errlen, "%s: vocab_size %lld / eod_id %lld out of range", path,
+                 (long long)vocab_size, (long long)eod_id);
+        return NULL;
+    }
+    FILE *probe = fopen(path, "wb");  // a clear message for a bad directory or permissions
+    if (!probe) {
+        snprintf(err, errlen, "%s: cannot create: %s", path, strerror(errno));
+        return NULL;
+    }
+    fclose(probe);
+    hid_t fapl;
+    H5_CHECK(fapl = H5Pcreate(H5P_FILE_ACCESS));
+    // Format >= 1.8: checksummed metadata, and attributes larger than 64 KiB (the tokenizer).
+    H5_CHECK(H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_LATEST));
+    H5dsWriter *w = core_calloc(1, sizeof *w);
+    H5_CHECK(w->file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl));
+    H5_CHECK(H5Pclose(fapl));
+    w->path = strdup(path);
+    w->vocab_size = vocab_size;
+    w->eod_id = eod_id;
+    hid_t tok_type = vocab_size <= 65536 ? H5T_STD_U16LE : H5T_STD_U32LE;
+    app_init(&w->tokens, "tokens", tok_type, H5T_NATIVE_UINT32, sizeof(uint32_t));
+    app_init(&w->offsets, "doc_offsets", H5T_STD_U64LE, H5T_NATIVE_UINT64, sizeof(uint64_t));
+    uint64_t zero = 0;
+    app_push(w->file, &w->offsets, &zero);
+    int32_t version = H5DS_VERSION;
+    write_str_attr(w->file, "format", H5DS_FORMAT);
+    write_attr(w->file, "version", H5T_STD_I32LE, H5T_NATIVE_INT32, &version);
+    write_attr(w->file, "vocab_size", H5T_STD_I64LE, H5T_NATIVE_INT64, &vocab_size);
+    write_attr(w->file, "eod_id", H5T_STD_I64LE, H5T_NATIVE_INT64, &eod_id);
+    write_str_attr(w->file, "tokenizer", tokenizer);
+    return w;
+}
+
+int h5ds_writer_append(H5dsWriter *w, const uint32_t *ids, size_t n, char *err, size_t errlen) {
+    for (size_t i = 0; i < n; i++) {
+        if ((int64_t)ids[i] >= w->vocab_size) {
+            snprintf(err, errlen, "token id %u at position %lld is >= vocab_size %lld", ids[i],
+                     (long long)w->n_tokens, (long long)w->vocab_size);
+            return -1;
+        }
+        app_push(w->file, &w->tokens, &ids[i]);
+        w->n_tokens++;
+    }
+    return 0;
+}
+
+void h5ds_writer_end_doc(H5dsWriter *w) {
+    uint64_t end = (uint64_t)w->n_tokens;
+    app_push(w->file, &w->offsets, &end);
+    w->n_docs++;
+    w->doc_end = w->n_tokens;
+}
+
+int64_t h5ds_writer_tokens(const H5dsWriter *w) { return w->n_tokens; }
+int64_t h5ds_writer_docs(const H5dsWriter *w) { return w->n_docs; }
+
+void h5ds_writer_close(H5dsWriter *w) {
+    if (!w) return;
+    app_flush(w->file, &w->tokens);
+    app_flush(w->file, &w->offsets);
+    // Drop the tokens of an unfinished document.
+    hsize_t committed = (hsize_t)w->doc_end;
+    if ((int64_t)committed < w->tokens.n_written) H5_CHECK(H5Dset_extent(w->tokens.dset, &committed));
+    H5_CHECK(H5Dclose(w->tokens.dset));
+    H5_CHECK(H5Dclose(w->offsets.dset));
+    H5_CHECK(H5Fclose(w->file));
+    free(w->tokens.buf);
+    free(w->offsets.buf);
+    free(w->path);
+    free(w);
+}

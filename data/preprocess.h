@@ -1,0 +1,37 @@
+// data/preprocess.h: text / JSON Lines -> megac token dataset (HDF5), and the import of
+// Megatron-LM indexed datasets (PREFIX.bin + PREFIX.idx).
+//
+// Both stream (bounded memory), write to "<output>.tmp.<pid>" and rename it to output only
+// when everything succeeded, so output is never a half-written file. Serial; no MPI.
+#pragma once
+#include <stdint.h>
+
+#include "data/docs.h"
+#include "data/tokenizer.h"
+
+typedef struct {
+    const char *const *inputs;
+    int n_inputs;
+    const char *output;
+    Tokenizer *tok;          // encodes the documents (EOD appended after each)
+    DataDocsOptions docs;    // chunk_bytes is set by data_preprocess
+    int progress;            // progress line on stderr
+} DataPreprocessOptions;
+
+typedef struct {
+    int64_t n_docs, n_tokens;
+    uint64_t n_bytes;        // input bytes read
+    double seconds;
+} DataPreprocessStats;
+
+// Tokenizes every input into output. Returns 0, or -1 with "file[:line]: problem" in err
+// (output is then left untouched).
+int data_preprocess(const DataPreprocessOptions *o, DataPreprocessStats *st, char *err, size_t errlen);
+
+// Converts PREFIX.bin / PREFIX.idx (Megatron's "MMIDIDX" indexed dataset, integer token
+// types) to output. Every token must be < vocab_size; a document not ending with eod_id gets
+// one appended. tokenizer is stored as the dataset's tokenizer attribute. Returns 0, or -1
+// with "file: problem" in err.
+int data_from_megatron(const char *prefix, const char *output, int64_t vocab_size, int64_t eod_id,
+                       const char *tokenizer, int progress, DataPreprocessStats *st, char *err,
+                       size_t errlen);

@@ -1,0 +1,227 @@
+// data/sampler.c: Megatron-style sample construction and batch assembly (see sampler.h).
+#include "sampler.h"
+#include "core/check.h"   // defines: core_usage_error, core_fatal, core_calloc
+#include "core/philox.h"  // defines: core_philox4x32
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *SPLIT_NAMES[3] = {"train", "valid", "test"};
+#define STREAM_DOCS 1ull     // Philox stream kinds: per-epoch document order ...
+#define STREAM_SAMPLES 2ull  // ... and per-block sample order
+#define MAX_SLOTS ((int64_t)1 << 31)
+
+int data_parse_split(const char *s, double w[3], char *err, size_t errlen) {
+    w[0] = w[1] = w[2] = 0;
+    const char *p = s;
+    int n = 0;
+    double sum = 0;
+    while (*p) {
+        if (n == 3) {
+            snprintf(err, errlen, "--split '%s': at most 3 weights (train,valid,test)", s);
+            return -1;
+        }
+        char *end;
+        double x = strtod(p, &end);
+        if (end == p || !isfinite(x) || x < 0) {
+            snprintf(err, errlen, "--split '%s': weight %d is not a non-negative number", s, n + 1);
+            return -1;
+        }
+        w[n++] = x;
+        sum += x;
+        while (*end == ' ') end++;
+        if (*end && *end != ',' && *end != '/') {
+            snprintf(err, errlen, "--split '%s': weights are separated by ',' or '/'", s);
+            return -1;
+        }
+        p = *end ? end + 1 : end;
+    }
+    if (!(sum > 0)) {
+        snprintf(err, errlen, "--split '%s': the weights must add up to more than 0", s);
+        return -1;
+    }
+    return 0;
+}
+
+void data_split_bounds(const double w[3], int64_t n_docs, int64_t bounds[4]) {
+    double sum = w[0] + w[1] + w[2], cum = 0;
+    bounds[0] = 0;
+    for (int k = 0; k < 3; k++) {
+        cum += w[k];
+        int64_t b = (int64_t)llround((double)n_docs * cum / sum);
+        bounds[k + 1] = b < bounds[k] ? bounds[k] : (b > n_docs ? n_docs : b);
+    }
+    bounds[3] = n_docs;
+}
+
+// Uniform integer in [0, n) for element i of a Philox stream. Pure.
+static uint64_t uniform_below(uint64_t seed, uint64_t stream, uint64_t i, uint64_t n) {
+    uint32_t r[4];
+    core_philox4x32(seed, stream, i, r);
+    return (((uint64_t)r[0] << 32) | r[1]) % n;
+}
+
+static uint64_t stream_id(DataSplitKind kind, uint64_t what, int64_t index) {
+    return ((uint64_t)(kind + 1) << 60) | (what << 56) | (uint64_t)index;
+}
+
+// Fisher-Yates on a[0..n) driven by (seed, stream). Pure function of its inputs.
+static void shuffle_i32(int32_t *a, int64_t n, uint64_t seed, uint64_t stream) {
+    for (int64_t i = n - 1; i > 0; i--) {
+        int64_t j = (int64_t)uniform_below(seed, stream, (uint64_t)i, (uint64_t)i + 1);
+        int32_t t = a[i]; a[i] = a[j]; a[j] = t;
+    }
+}
+
+static void shuffle_i64(int64_t *a, int64_t n, uint64_t seed, uint64_t stream) {
+    for (int64_t i = n - 1; i > 0; i--) {
+        int64_t j = (int64_t)uniform_below(seed, stream, (uint64_t)i, (uint64_t)i + 1);
+        int64_t t = a[i]; a[i] = a[j]; a[j] = t;
+    }
+}
+
+static int64_t doc_len(const DataSplit *sp, int64_t rel) {
+    const uint64_t *o = sp->ds->doc_offsets + sp->doc_begin + rel;
+    return (int64_t)(o[1] - o[0]);
+}
+
+// Checks the split has enough data and sizes blocks, samples and epochs.
+static void plan(DataSplit *sp, const char *split) {
+    const char *path = sp->ds->path, *name = SPLIT_NAMES[sp->kind];
+    if (sp->n_docs == 0)
+        core_usage_error("%s: --split '%s' leaves the %s split no documents (of %lld); it needs "
+                         "%lld samples", path, split, name, (long long)sp->ds->n_docs,
+                         (long long)sp->num_samples);
+    sp->tokens_per_epoch = (int64_t)(sp->ds->doc_offsets[sp->doc_begin + sp->n_docs] -
+                                     sp->ds->doc_offsets[sp->doc_begin]);
+    sp->block = (sp->tokens_per_epoch - 1) / sp->seq_length;
+    if (sp->block < 1)
+        core_usage_error("%s: the %s split has %lld tokens, fewer than one sample needs "
+                         "(seq_length + 1 = %d)", path, name, (long long)sp->tokens_per_epoch,
+                         sp->seq_length + 1);
+    int64_t n_blocks = (sp->num_samples + sp->block - 1) / sp->block;
+    sp->n_samples_built = n_blocks * sp->block;
+    // The last sample ends at stream token n_samples_built * T (inclusive).
+    double need = (double)sp->n_samples_built * sp->seq_length + 1;
+    sp->n_epochs = (int64_t)ceil(need / (double)sp->tokens_per_epoch);
+    if ((double)sp->n_epochs * (double)sp->n_docs > (double)MAX_SLOTS)
+        core_usage_error("%s: %lld samples of the %s split need %lld epochs of %lld documents: "
+                         "too many (ask for fewer samples or use more data)", path,
+                         (long long)sp->num_samples, name, (long long)sp->n_epochs,
+                         (long long)sp->n_docs);
+}
+
+// Document order per epoch; where each sample starts; the shuffled sample order.
+static void build(DataSplit *sp) {
+    int64_t n = sp->n_docs, slots = sp->n_epochs * n;
+    sp->doc_order = core_calloc((size_t)slots, sizeof(int32_t));
+    for (int64_t e = 0; e < sp->n_epochs; e++) {
+        int32_t *o = sp->doc_order + e * n;
+        for (int64_t k = 0; k < n; k++) o[k] = (int32_t)k;
+        shuffle_i32(o, n, sp->seed, stream_id(sp->kind, STREAM_DOCS, e));
+    }
+    sp->sample_slot = core_calloc((size_t)sp->n_samples_built, sizeof(int64_t));
+    sp->sample_skip = core_calloc((size_t)sp->n_samples_built, sizeof(int64_t));
+    int64_t slot = 0, slot_start = 0;  // stream token where slot's document starts
+    for (int64_t s = 0; s < sp->n_samples_built; s++) {
+        int64_t start = s * sp->seq_length;
+        while (slot_start + doc_len(sp, sp->doc_order[slot]) <= start)
+            slot_start += doc_len(sp, sp->doc_order[slot++]);
+        sp->sample_slot[s] = slot;
+        sp->sample_skip[s] = start - slot_start;
+    }
+    sp->order = core_calloc((size_t)sp->n_samples_built, sizeof(int64_t));
+    for (int64_t s = 0; s < sp->n_samples_built; s++) sp->order[s] = s;
+    for (int64_t b = 0; b * sp->block < sp->n_samples_built; b++)
+        shuffle_i64(sp->order + b * sp->block, sp->block, sp->seed,
+                    stream_id(sp->kind, STREAM_SAMPLES, b));
+}
+
+DataSplit *data_split_new(H5Dataset *ds, const char *split, DataSplitKind kind, int seq_length,
+                          uint64_t seed, int64_t num_samples) {
+    double w[3];
+    char err[512];
+    if (data_parse_split(split, w, err, sizeof err)) core_usage_error("%s", err);
+    if (seq_length < 1) core_usage_error("--seq-length must be >= 1, got %d", seq_length);
+    if (num_samples < 0) core_usage_error("number of samples must be >= 0, got %lld", (long long)num_samples);
+    int64_t bounds[4];
+    data_split_bounds(w, ds->n_docs, bounds);
+    DataSplit *sp = core_calloc(1, sizeof *sp);
+    sp->ds = ds;
+    sp->kind = kind;
+    sp->seq_length = seq_length;
+    sp->seed = seed;
+    sp->doc_begin = bounds[kind];
+    sp->n_docs = bounds[kind + 1] - bounds[kind];
+    sp->num_samples = num_samples;
+    sp->buf = core_calloc((size_t)seq_length + 1, sizeof(uint32_t));
+    if (num_samples == 0) return sp;
+    plan(sp, split);
+    build(sp);
+    return sp;
+}
+
+void data_split_free(DataSplit *sp) {
+    if (!sp) return;
+    free(sp->doc_order);
+    free(sp->sample_slot);
+    free(sp->sample_skip);
+    free(sp->order);
+    free(sp->buf);
+    free(sp);
+}
+
+int64_t data_split_sample_at(const DataSplit *sp, int64_t p) {
+    if (p < 0 || p >= sp->n_samples_built)
+        core_fatal("order position %lld outside the %lld samples built", (long long)p,
+                   (long long)sp->n_samples_built);
+    return sp->order[p];
+}
+
+int64_t data_split_doc_at(const DataSplit *sp, int64_t epoch, int64_t k) {
+    if (epoch < 0 || epoch >= sp->n_epochs || k < 0 || k >= sp->n_docs)
+        core_fatal("epoch %lld slot %lld outside the %lld x %lld built", (long long)epoch,
+                   (long long)k, (long long)sp->n_epochs, (long long)sp->n_docs);
+    return sp->doc_begin + sp->doc_order[epoch * sp->n_docs + k];
+}
+
+void data_read_sample(DataSplit *sp, int64_t s, uint32_t *tokens) {
+    if (s < 0 || s >= sp->n_samples_built)
+        core_fatal("sample %lld outside the %lld samples built", (long long)s, (long long)sp->n_samples_built);
+    int64_t slot = sp->sample_slot[s], skip = sp->sample_skip[s], need = sp->seq_length + 1;
+    while (need > 0) {
+        int64_t doc = sp->doc_begin + sp->doc_order[slot++];
+        int64_t len = (int64_t)(sp->ds->doc_offsets[doc + 1] - sp->ds->doc_offsets[doc]) - skip;
+        int64_t take = len < need ? len : need;
+        h5ds_read(sp->ds, (int64_t)sp->ds->doc_offsets[doc] + skip, take, tokens);
+        tokens += take;
+        need -= take;
+        skip = 0;
+    }
+}
+
+void data_get_batch(DataSplit *sp, int64_t iteration, int global_batch, int dp_rank, int dp_size,
+                    int micro_batch, int micro_index, int *inputs, int *targets) {
+    if (dp_size < 1 || micro_batch < 1 || global_batch % dp_size || (global_batch / dp_size) % micro_batch)
+        core_fatal("global batch %d is not a multiple of data-parallel size %d x micro batch %d",
+                   global_batch, dp_size, micro_batch);
+    int share = global_batch / dp_size;
+    if (dp_rank < 0 || dp_rank >= dp_size || micro_index < 0 || micro_index >= share / micro_batch)
+        core_fatal("dp_rank %d / micro_index %d out of range (DP %d, %d micro-batches)", dp_rank,
+                   micro_index, dp_size, share / micro_batch);
+    int64_t first = iteration * global_batch + (int64_t)dp_rank * share + (int64_t)micro_index * micro_batch;
+    if (iteration < 0 || first + micro_batch > sp->num_samples)
+        core_fatal("%s split: batch %lld needs samples up to %lld but only %lld were built",
+                   SPLIT_NAMES[sp->kind], (long long)iteration, (long long)(first + micro_batch),
+                   (long long)sp->num_samples);
+    int T = sp->seq_length;
+    for (int j = 0; j < micro_batch; j++) {
+        data_read_sample(sp, sp->order[first + j], sp->buf);
+        for (int t = 0; t < T; t++) {
+            inputs[(size_t)j * T + t] = (int)sp->buf[t];
+            targets[(size_t)j * T + t] = (int)sp->buf[t + 1];
+        }
+    }
+}

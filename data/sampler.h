@@ -1,0 +1,76 @@
+// data/sampler.h: Megatron-style GPT samples over a token dataset, and the micro-batches each
+// data-parallel rank reads.
+//
+//  1. Split.   --split "a,b,c" weights cut the documents into contiguous train / valid / test
+//              ranges: boundary k = round(n_docs * (w_0 + ... + w_k) / (w_0 + w_1 + w_2)).
+//  2. Stream.  Every epoch lists the split's documents in a fresh shuffled order (Philox keyed
+//              by seed, split and epoch); the epochs back to back form one token stream.
+//  3. Samples. With T = seq_length, sample s is stream tokens [s*T, s*T + T + 1): T + 1 tokens
+//              that may cross document (and epoch) boundaries; consecutive samples share one
+//              token. inputs = its first T tokens, targets = its last T.
+//  4. Order.   Samples are shuffled in blocks of S = (L - 1) / T, one epoch's worth (L = tokens
+//              in the split): order positions [b*S, (b+1)*S) hold block b's samples permuted
+//              by Philox(seed, split, block). As many epochs are built as the requested number
+//              of samples needs. The order depends only on the data, split, T and seed: never on
+//              the layout, nor on how many samples were requested (so a longer run extends a
+//              shorter one).
+//  5. Batches. Global batch i is order positions [i*G, (i+1)*G). Data-parallel rank r of DP
+//              takes the contiguous share [r*G/DP, (r+1)*G/DP), read as micro-batches of mb.
+//              Batches are computed, not iterated: resuming at iteration k asks for batch k.
+//
+// Worked example: documents 0, 1, 2 holding tokens [0..4], [5..7], [8..11] (L = 12), T = 4,
+// so S = (12 - 1) / 4 = 2. If epoch 0's order is 2, 0, 1, the stream starts
+// 8 9 10 11 0 1 2 3 4 5 6 7 | (epoch 1) ...; sample 0 = 8 9 10 11 0 (inputs 8 9 10 11,
+// targets 9 10 11 0) and sample 1 = 0 1 2 3 4; block 0 is samples {0, 1} in some order.
+#pragma once
+#include <stdint.h>
+
+#include "data/h5ds.h"
+
+typedef enum { DATA_TRAIN = 0, DATA_VALID = 1, DATA_TEST = 2 } DataSplitKind;
+
+typedef struct {
+    H5Dataset *ds;              // not owned
+    DataSplitKind kind;
+    int seq_length;             // T
+    uint64_t seed;
+    int64_t doc_begin, n_docs;  // the split's documents [doc_begin, doc_begin + n_docs)
+    int64_t tokens_per_epoch;   // L
+    int64_t block;              // S = (L - 1) / T samples per shuffle block
+    int64_t num_samples;        // order positions available: [0, num_samples)
+    int64_t n_samples_built;    // whole blocks: >= num_samples
+    int64_t n_epochs;
+    int32_t *doc_order;         // (n_epochs, n_docs) document (relative to doc_begin) at each slot
+    int64_t *sample_slot;       // (n_samples_built) stream slot e * n_docs + k where sample s starts
+    int64_t *sample_skip;       // (n_samples_built) tokens of that document before sample s starts
+    int64_t *order;             // (n_samples_built) sample id at each order position
+    uint32_t *buf;              // (T + 1) one sample
+} DataSplit;
+
+// Parses "a,b,c" (or "a/b/c"; missing parts count 0) into non-negative weights with a positive
+// sum. Returns 0, or -1 with a message in err. Pure.
+int data_parse_split(const char *s, double w[3], char *err, size_t errlen);
+// Split k holds documents [bounds[k], bounds[k+1]); bounds[0] = 0, bounds[3] = n_docs. Pure.
+void data_split_bounds(const double w[3], int64_t n_docs, int64_t bounds[4]);
+
+// Builds split `kind` of ds for num_samples order positions (0 is allowed: an unused split).
+// The same on every rank (no communication). A bad split string, an empty split or a split
+// shorter than one sample is a usage error naming the file (exit code 2).
+DataSplit *data_split_new(H5Dataset *ds, const char *split, DataSplitKind kind, int seq_length,
+                          uint64_t seed, int64_t num_samples);
+void data_split_free(DataSplit *sp);
+
+// Sample id at order position p (0 <= p < n_samples_built). Pure.
+int64_t data_split_sample_at(const DataSplit *sp, int64_t p);
+// Document id (in the file) at slot k of epoch e's order. Pure.
+int64_t data_split_doc_at(const DataSplit *sp, int64_t epoch, int64_t k);
+// Reads sample s (stream tokens [s*T, s*T + T + 1)) into tokens.
+void data_read_sample(DataSplit *sp, int64_t s, uint32_t *tokens /* (T + 1) */);
+
+// Fills micro-batch micro_index of this DP rank's share of global batch `iteration`:
+// inputs[j*T + t] = sample[t], targets[j*T + t] = sample[t + 1] for the mb samples j at order
+// positions iteration*G + dp_rank*(G/DP) + micro_index*mb + j. Bad arguments (G not divisible
+// by DP * mb, a position beyond num_samples) stop the job naming them.
+void data_get_batch(DataSplit *sp, int64_t iteration, int global_batch, int dp_rank, int dp_size,
+                    int micro_batch, int micro_index, int *inputs /* (mb, T) */,
+                    int *targets /* (mb, T) */);

@@ -1,0 +1,54 @@
+// layers/tp_linear.c: column- and row-parallel linear layers (see tp_linear.h).
+#include "tp_linear.h"
+
+// Rows of this rank's sequence shard.
+static size_t shard_rows(const TPGroup *tp, int N) { return (size_t)N / (size_t)tp->comm->size; }
+
+void tp_column_linear_forward(Backend *be, TPGroup *tp, float *out, const float *inp,
+                              const float *w, const float *b, int N, int C, int OC_tp) {
+    const float *x = inp;  // (N, C)
+    if (tp->sequence_parallel) {  // f forward with SP: all-gather the row shards
+        comm_all_gather(tp->comm, inp, tp->gather, shard_rows(tp, N) * C, COMM_F32);
+        x = tp->gather;
+    }
+    be->ops->matmul_forward(be, out, x, w, b, N, C, OC_tp);  // (N, OC_tp)
+}
+
+void tp_column_linear_backward(Backend *be, TPGroup *tp, float *dinp, float *dw, float *db,
+                               const float *dout, const float *inp, const float *w,
+                               int N, int C, int OC_tp) {
+    if (!tp->sequence_parallel) {
+        be->ops->matmul_backward(be, dinp, dw, db, dout, inp, w, N, C, OC_tp);
+        // f backward: each rank holds the gradient through its own OC_tp columns; sum them.
+        if (dinp) comm_all_reduce(tp->comm, dinp, (size_t)N * C, COMM_F32, COMM_SUM);
+        return;
+    }
+    // SP: the full input was not kept (that is the memory saving): gather it again.
+    comm_all_gather(tp->comm, inp, tp->gather, shard_rows(tp, N) * C, COMM_F32);
+    be->ops->matmul_backward(be, tp->full, dw, db, dout, tp->gather, w, N, C, OC_tp);
+    // f backward with SP: sum the partial input gradients and keep this rank's rows.
+    comm_reduce_scatter(tp->comm, tp->full, dinp, shard_rows(tp, N) * C, COMM_F32, COMM_SUM);
+}
+
+void tp_row_linear_forward(Backend *be, TPGroup *tp, float *out, const float *inp,
+                           const float *w, const float *b, int N, int C_tp, int OC) {
+    const float *bias = tp->comm->rank == 0 ? b : NULL;  // enters the sum once
+    if (!tp->sequence_parallel) {
+        be->ops->matmul_forward(be, out, inp, w, bias, N, C_tp, OC);
+        comm_all_reduce(tp->comm, out, (size_t)N * OC, COMM_F32, COMM_SUM);  // g forward
+        return;
+    }
+    be->ops->matmul_forward(be, tp->full, inp, w, bias, N, C_tp, OC);
+    comm_reduce_scatter(tp->comm, tp->full, out, shard_rows(tp, N) * OC, COMM_F32, COMM_SUM);
+}
+
+void tp_row_linear_backward(Backend *be, TPGroup *tp, float *dinp, float *dw, float *db,
+                            const float *dout, const float *inp, const float *w,
+                            int N, int C_tp, int OC) {
+    const float *dy = dout;  // (N, OC)
+    if (tp->sequence_parallel) {  // g backward with SP: all-gather the gradient's row shards
+        comm_all_gather(tp->comm, dout, tp->gather, shard_rows(tp, N) * OC, COMM_F32);
+        dy = tp->gather;
+    }
+    be->ops->matmul_backward(be, dinp, dw, db, dy, inp, w, N, C_tp, OC);
+}

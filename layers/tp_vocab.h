@@ -1,0 +1,52 @@
+// layers/tp_vocab.h: vocab-parallel embedding and cross-entropy (Megatron-LM).
+//
+// The padded vocabulary Vp (a multiple of 128 * tp) is split into tp contiguous blocks of
+// V_tp rows; rank i owns token ids [i*V_tp, (i+1)*V_tp). Rows at or beyond the real
+// vocabulary size V are padding: never looked up, and masked out of the softmax, so the
+// loss is the same for every tp.
+#pragma once
+#include "backend/backend.h"
+#include "comm/comm.h"
+#include "tp_linear.h"
+
+typedef struct {
+    int V;            // real vocabulary size
+    int V_tp;         // rows per rank (padded vocabulary / tp)
+    int vocab_start;  // first token id of this rank's block
+    int V_valid;      // real rows in this rank's block: clamp(V - vocab_start, 0, V_tp)
+} TPVocab;
+
+// The vocabulary split for tp rank `tp_rank` of `tp`, padded vocabulary `Vp`. Pure.
+TPVocab tp_vocab_split(int V, int Vp, int tp, int tp_rank);
+
+// out = wte[token] + wpe[t]: each rank looks up the tokens in its block (zero rows for the
+// others) and the sum over tp is taken: all-reduce to (B*T, C), or with sequence
+// parallelism reduce-scatter to this rank's (B*T/tp, C) rows. The replicated position
+// embedding enters once.
+void tp_vocab_embedding_forward(Backend *be, TPGroup *tp, const TPVocab *v, float *out,
+                                const int *tokens, const float *wte, const float *wpe,
+                                int B, int T, int C);
+
+// dwte (V_tp, C) += rows of dout for this rank's tokens; dwpe (T, C) += sum over B.
+// dout (B*T, C) is the same on every tp rank; with sequence parallelism it is this rank's
+// (B*T/tp, C) rows, all-gathered first.
+void tp_vocab_embedding_backward(Backend *be, TPGroup *tp, const TPVocab *v, float *dwte, float *dwpe,
+                                 const float *dout, const int *tokens, int B, int T, int C);
+
+// Cross-entropy buffers for N rows. rowmax and stats live in one allocation so the sum of
+// exponentials and the target logit are all-reduced together.
+typedef struct {
+    float *rowmax;  // (N)
+    float *stats;   // (2, N): [sumexp | target logit]
+    float *loss;    // (N) per-token loss
+} TPXentBuffers;
+
+// loss (N) = logsumexp(logits row) - logits[target], computed over the sharded logits
+// (N, V_tp) without gathering them: max and sums are all-reduced over tp.
+void tp_vocab_xent_forward(Backend *be, TPGroup *tp, const TPVocab *v, TPXentBuffers *xb,
+                           const float *logits, const int *targets, int N);
+
+// dlogits (N, V_tp) = dscale[i] * (softmax - onehot), zero at padding; may alias logits.
+void tp_vocab_xent_backward(Backend *be, const TPVocab *v, const TPXentBuffers *xb,
+                            float *dlogits, const float *logits, const int *targets,
+                            const float *dscale, int N);

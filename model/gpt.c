@@ -1,0 +1,134 @@
+// model/gpt.c: forward and backward of a GPT stage, written once for every layout.
+//
+// Block (pre-LayerNorm GPT-2), with the tensor-parallel split of each linear:
+//   ln1 = LN(x); qkv = ln1 Wqkv^T (column) ; y = attention(qkv) on local heads ;
+//   res2 = x + y Wproj^T (row, all-reduce) ; ln2 = LN(res2) ; h = ln2 Wfc^T (column) ;
+//   res3 = res2 + gelu(h) Wfcproj^T (row, all-reduce)
+// Last stage: lnf = LN(x); logits = lnf wte^T (column over the vocabulary); vocab-parallel
+// cross-entropy.
+#include "gpt.h"
+#include "core/check.h"
+#include "layers/tp_linear.h"
+
+#include <stdlib.h>
+
+float *gpt_stage_input(GPT *m, int slot) { return m->slots[slot].x0; }
+
+const float *gpt_stage_output(GPT *m, int slot) {
+    GPTActs *a = &m->slots[slot];
+    return m->n_layers ? a->layers[m->n_layers - 1].res3 : a->x0;
+}
+
+const float *gpt_stage_input_grad(GPT *m) { return m->s.dres; }
+
+size_t gpt_stage_io_numel(const GPT *m) { return (size_t)m->N_sp * m->cfg.hidden_size; }
+
+// The tensor-parallel group as the layers see it, with the model's SP workspace.
+static TPGroup tp_group(GPT *m, Comm *tp) {
+    TPGroup g = {tp, m->sp, m->s.sp_gather, m->s.sp_full};
+    return g;
+}
+
+// x and the residual stream are (Ns, C): Ns = N, or N/tp rows with sequence parallelism.
+static void block_forward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTLayerActs *a, const float *x) {
+    Backend *be = m->be;
+    int N = m->N, Ns = m->N_sp, C = m->cfg.hidden_size, hs = C / m->cfg.num_heads;
+    be->ops->layernorm_forward(be, a->ln1, a->ln1_mean, a->ln1_rstd, x, w->ln1w, w->ln1b, Ns, C);
+    tp_column_linear_forward(be, tp, a->qkv, a->ln1, w->qkvw, w->qkvb, N, C, 3 * m->C_tp);
+    be->ops->attention_forward(be, a->atty, a->att, a->qkv, m->B, m->T, m->NH_tp, hs);
+    tp_row_linear_forward(be, tp, a->res2, a->atty, w->projw, w->projb, N, m->C_tp, C);
+    be->ops->add(be, a->res2, a->res2, x, (size_t)Ns * C);
+    be->ops->layernorm_forward(be, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, w->ln2w, w->ln2b, Ns, C);
+    tp_column_linear_forward(be, tp, a->fch, a->ln2, w->fcw, w->fcb, N, C, m->F_tp);
+    be->ops->gelu_forward(be, a->fch_gelu, a->fch, (size_t)N * m->F_tp);
+    tp_row_linear_forward(be, tp, a->res3, a->fch_gelu, w->fcprojw, w->fcprojb, N, m->F_tp, C);
+    be->ops->add(be, a->res3, a->res3, a->res2, (size_t)Ns * C);
+}
+
+// On entry m->s.dres holds d(res3); on exit d(x). `x` is the block's input.
+static void block_backward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTBlockW *g,
+                           const GPTLayerActs *a, const float *x) {
+    Backend *be = m->be;
+    int N = m->N, Ns = m->N_sp, C = m->cfg.hidden_size, hs = C / m->cfg.num_heads;
+    float *dres = m->s.dres, *dln = m->s.dln;
+    // MLP branch
+    tp_row_linear_backward(be, tp, m->s.dfch_gelu, g->fcprojw, g->fcprojb, dres, a->fch_gelu,
+                           w->fcprojw, N, m->F_tp, C);
+    be->ops->gelu_backward(be, m->s.dfch, a->fch, m->s.dfch_gelu, (size_t)N * m->F_tp);
+    tp_column_linear_backward(be, tp, dln, g->fcw, g->fcb, m->s.dfch, a->ln2, w->fcw, N, C, m->F_tp);
+    be->ops->layernorm_backward(be, dres, g->ln2w, g->ln2b, dln, a->res2, w->ln2w, a->ln2_mean,
+                                a->ln2_rstd, Ns, C);  // dres += : now d(res2)
+    // attention branch
+    tp_row_linear_backward(be, tp, m->s.datty, g->projw, g->projb, dres, a->atty, w->projw, N,
+                           m->C_tp, C);
+    be->ops->attention_backward(be, m->s.dqkv, m->s.datt, m->s.datty, a->qkv, a->att, m->B,
+                                m->T, m->NH_tp, hs);
+    tp_column_linear_backward(be, tp, dln, g->qkvw, g->qkvb, m->s.dqkv, a->ln1, w->qkvw, N, C,
+                              3 * m->C_tp);
+    be->ops->layernorm_backward(be, dres, g->ln1w, g->ln1b, dln, x, w->ln1w, a->ln1_mean,
+                                a->ln1_rstd, Ns, C);  // dres += : now d(x)
+}
+
+void gpt_forward(GPT *m, Comm *tp_comm, int slot, const int *tokens, const int *targets) {
+    Backend *be = m->be;
+    GPTActs *a = &m->slots[slot];
+    TPGroup tpg = tp_group(m, tp_comm), *tp = &tpg;
+    int N = m->N, Ns = m->N_sp, C = m->cfg.hidden_size;
+    if (m->first) {
+        be->ops->copy(be, a->tokens, tokens, (size_t)N * sizeof(int), BACKEND_H2D);
+        tp_vocab_embedding_forward(be, tp, &m->vocab, a->x0, a->tokens, m->w.wte, m->w.wpe,
+                                   m->B, m->T, C);
+    }
+    const float *x = a->x0;
+    for (int l = 0; l < m->n_layers; l++) {
+        block_forward(m, tp, &m->w.blocks[l], &a->layers[l], x);
+        x = a->layers[l].res3;
+    }
+    if (m->last) {
+        be->ops->copy(be, a->targets, targets, (size_t)N * sizeof(int), BACKEND_H2D);
+        be->ops->layernorm_forward(be, a->lnf, a->lnf_mean, a->lnf_rstd, x, m->w.lnfw, m->w.lnfb, Ns, C);
+        tp_column_linear_forward(be, tp, a->logits, a->lnf, m->w.wte, NULL, N, C, m->vocab.V_tp);
+        tp_vocab_xent_forward(be, tp, &m->vocab, &a->xent, a->logits, a->targets, N);
+    }
+}
+
+double gpt_loss_sum(GPT *m, int slot) {
+    return m->be->ops->sum(m->be, m->slots[slot].xent.loss, (size_t)m->N);
+}
+
+static void set_dscale(GPT *m, float v) {
+    if (m->s.dscale_value == v) return;
+    float *h = core_calloc((size_t)m->N, sizeof(float));
+    for (int i = 0; i < m->N; i++) h[i] = v;
+    m->be->ops->copy(m->be, m->s.dscale, h, (size_t)m->N * sizeof(float), BACKEND_H2D);
+    free(h);
+    m->s.dscale_value = v;
+}
+
+void gpt_backward(GPT *m, Comm *tp_comm, int slot, const float *dout, float loss_scale) {
+    Backend *be = m->be;
+    GPTActs *a = &m->slots[slot];
+    TPGroup tpg = tp_group(m, tp_comm), *tp = &tpg;
+    int N = m->N, Ns = m->N_sp, C = m->cfg.hidden_size;
+    size_t NC = (size_t)Ns * C;
+    if (m->last) {
+        set_dscale(m, loss_scale);
+        tp_vocab_xent_backward(be, &m->vocab, &a->xent, a->logits, a->logits, a->targets,
+                               m->s.dscale, N);  // dlogits in place
+        const float *x = m->n_layers ? a->layers[m->n_layers - 1].res3 : a->x0;
+        tp_column_linear_backward(be, tp, m->s.dln, m->g.wte, NULL, a->logits, a->lnf, m->w.wte,
+                                  N, C, m->vocab.V_tp);
+        be->ops->zero(be, m->s.dres, NC * sizeof(float));
+        be->ops->layernorm_backward(be, m->s.dres, m->g.lnfw, m->g.lnfb, m->s.dln, x, m->w.lnfw,
+                                    a->lnf_mean, a->lnf_rstd, Ns, C);
+    } else {
+        be->ops->copy(be, m->s.dres, dout, NC * sizeof(float), BACKEND_D2D);
+    }
+    for (int l = m->n_layers - 1; l >= 0; l--) {
+        const float *x = l ? a->layers[l - 1].res3 : a->x0;
+        block_backward(m, tp, &m->w.blocks[l], &m->g.blocks[l], &a->layers[l], x);
+    }
+    if (m->first)
+        tp_vocab_embedding_backward(be, tp, &m->vocab, m->g.wte, m->g.wpe, m->s.dres, a->tokens,
+                                    m->B, m->T, C);
+}

@@ -1,0 +1,194 @@
+// model/gpt_alloc.c: allocation of a GPT stage: flat parameter/gradient buffers and their
+// views, activation slots and backward workspace, all carved out of a few big allocations
+// made once at start-up (nothing is allocated in the training step).
+#include "gpt.h"
+#include "core/check.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+// Bump allocator over one backend allocation: pass 1 (base NULL) counts, pass 2 carves.
+typedef struct {
+    char *base;
+    size_t used;
+} Carver;
+
+static void *carve(Carver *cv, size_t bytes) {
+    void *p = cv->base ? cv->base + cv->used : NULL;
+    cv->used += (bytes + 63) / 64 * 64;
+    return p;
+}
+#define CARVE_F(cv, n) ((float *)carve((cv), (size_t)(n) * sizeof(float)))
+
+static void carve_slot(GPT *m, Carver *cv, GPTActs *a) {
+    size_t N = (size_t)m->N, Ns = (size_t)m->N_sp, C = (size_t)m->cfg.hidden_size;
+    size_t att = (size_t)m->B * m->NH_tp * m->T * m->T;
+    a->tokens = carve(cv, N * sizeof(int));
+    a->targets = carve(cv, N * sizeof(int));
+    a->x0 = CARVE_F(cv, Ns * C);
+    for (int l = 0; l < m->n_layers; l++) {
+        GPTLayerActs *L = &a->layers[l];
+        L->ln1 = CARVE_F(cv, Ns * C);
+        L->ln1_mean = CARVE_F(cv, Ns);
+        L->ln1_rstd = CARVE_F(cv, Ns);
+        L->qkv = CARVE_F(cv, N * 3 * m->C_tp);
+        L->att = CARVE_F(cv, att);
+        L->atty = CARVE_F(cv, N * m->C_tp);
+        L->res2 = CARVE_F(cv, Ns * C);
+        L->ln2 = CARVE_F(cv, Ns * C);
+        L->ln2_mean = CARVE_F(cv, Ns);
+        L->ln2_rstd = CARVE_F(cv, Ns);
+        L->fch = CARVE_F(cv, N * m->F_tp);
+        L->fch_gelu = CARVE_F(cv, N * m->F_tp);
+        L->res3 = CARVE_F(cv, Ns * C);
+    }
+    if (m->last) {
+        a->lnf = CARVE_F(cv, Ns * C);
+        a->lnf_mean = CARVE_F(cv, Ns);
+        a->lnf_rstd = CARVE_F(cv, Ns);
+        a->logits = CARVE_F(cv, N * m->vocab.V_tp);
+        a->xent.rowmax = CARVE_F(cv, N);
+        a->xent.stats = CARVE_F(cv, 2 * N);
+        a->xent.loss = CARVE_F(cv, N);
+    }
+}
+
+static void carve_scratch(GPT *m, Carver *cv) {
+    size_t N = (size_t)m->N, Ns = (size_t)m->N_sp, C = (size_t)m->cfg.hidden_size;
+    m->s.dres = CARVE_F(cv, Ns * C);
+    m->s.dln = CARVE_F(cv, Ns * C);
+    m->s.dqkv = CARVE_F(cv, N * 3 * m->C_tp);
+    m->s.datt = CARVE_F(cv, (size_t)m->B * m->NH_tp * m->T * m->T);
+    m->s.datty = CARVE_F(cv, N * m->C_tp);
+    m->s.dfch = CARVE_F(cv, N * m->F_tp);
+    m->s.dfch_gelu = CARVE_F(cv, N * m->F_tp);
+    m->s.dscale = CARVE_F(cv, N);
+    if (m->sp) {
+        m->s.sp_gather = CARVE_F(cv, N * C);
+        m->s.sp_full = CARVE_F(cv, N * C);
+    }
+}
+
+// Points the views of `w` into `base` following the table's offsets.
+static void make_views(GPT *m, GPTWeights *w, float *base) {
+    int k = 0;
+    for (int i = 0; i < m->n_params; i++)
+        if (!strcmp(m->params[i].name, "wte")) w->wte = base + m->params[i].offset;
+    if (m->first) {
+        w->wpe = base + m->params[gpt_param_index(m, "wpe")].offset;
+        k = 2;
+    }
+    for (int l = 0; l < m->n_layers; l++, k += 12) {
+        const ParamInfo *t = &m->params[k];
+        GPTBlockW *b = &w->blocks[l];
+        b->ln1w = base + t[0].offset;  b->ln1b = base + t[1].offset;
+        b->qkvw = base + t[2].offset;  b->qkvb = base + t[3].offset;
+        b->projw = base + t[4].offset; b->projb = base + t[5].offset;
+        b->ln2w = base + t[6].offset;  b->ln2b = base + t[7].offset;
+        b->fcw = base + t[8].offset;   b->fcb = base + t[9].offset;
+        b->fcprojw = base + t[10].offset; b->fcprojb = base + t[11].offset;
+    }
+    if (m->last) {
+        w->lnfw = base + m->params[gpt_param_index(m, "final_ln.weight")].offset;
+        w->lnfb = base + m->params[gpt_param_index(m, "final_ln.bias")].offset;
+    }
+}
+
+static void init_params(GPT *m, uint64_t seed) {
+    float *host = core_calloc(m->n_floats, sizeof(float));
+    for (int i = 0; i < m->n_params; i++)
+        gpt_param_init(&m->params[i], &m->cfg, m->tp, m->tp_rank, seed, host + m->params[i].offset);
+    m->be->ops->copy(m->be, m->param_mem, host, m->n_floats * sizeof(float), BACKEND_H2D);
+    free(host);
+}
+
+GPT *gpt_create(const GPTConfig *cfg, Backend *be, int tp, int tp_rank, int pp, int pp_rank,
+                int micro_batch, int n_slots, uint64_t seed, size_t pad_multiple,
+                int sequence_parallel) {
+    GPT *m = core_calloc(1, sizeof *m);
+    m->cfg = *cfg;
+    m->be = be;
+    m->tp = tp;
+    m->tp_rank = tp_rank;
+    m->n_layers = cfg->num_layers / pp;
+    m->layer0 = pp_rank * m->n_layers;
+    m->first = (pp_rank == 0);
+    m->last = (pp_rank == pp - 1);
+    m->B = micro_batch;
+    m->T = cfg->seq_length;
+    m->N = m->B * m->T;
+    m->sp = sequence_parallel && tp > 1;
+    m->N_sp = m->sp ? m->N / tp : m->N;
+    if (m->sp && m->N % tp)
+        core_usage_error("--sequence-parallel: micro-batch x seq-length = %d is not divisible by "
+                         "tensor-model-parallel-size %d", m->N, tp);
+    m->C_tp = cfg->hidden_size / tp;
+    m->NH_tp = cfg->num_heads / tp;
+    m->F_tp = cfg->ffn_hidden_size / tp;
+    m->Vp = gpt_padded_vocab(cfg, tp);
+    m->vocab = tp_vocab_split(cfg->vocab_size, m->Vp, tp, tp_rank);
+    m->params = gpt_params_build(cfg, tp, m->Vp, m->layer0, m->n_layers, m->first, m->last,
+                                 &m->n_params, &m->n_floats);
+    m->n_alloc = (m->n_floats + pad_multiple - 1) / pad_multiple * pad_multiple;
+    m->param_mem = be->ops->alloc(be, m->n_alloc * sizeof(float));
+    m->grad_mem = be->ops->alloc(be, m->n_alloc * sizeof(float));
+    m->w.blocks = core_calloc((size_t)m->n_layers, sizeof(GPTBlockW));
+    m->g.blocks = core_calloc((size_t)m->n_layers, sizeof(GPTBlockW));
+    make_views(m, &m->w, m->param_mem);
+    make_views(m, &m->g, m->grad_mem);
+    init_params(m, seed);
+
+    m->n_slots = n_slots;
+    m->slots = core_calloc((size_t)n_slots, sizeof(GPTActs));
+    for (int s = 0; s < n_slots; s++) {
+        GPTActs *a = &m->slots[s];
+        a->layers = core_calloc((size_t)m->n_layers, sizeof(GPTLayerActs));
+        Carver cv = {NULL, 0};
+        carve_slot(m, &cv, a);
+        cv.base = be->ops->alloc(be, cv.used);
+        m->slot_bytes = cv.used;
+        a->mem = cv.base;
+        cv.used = 0;
+        carve_slot(m, &cv, a);
+    }
+    Carver cv = {NULL, 0};
+    carve_scratch(m, &cv);
+    cv.base = be->ops->alloc(be, cv.used);
+    m->s.mem = cv.base;
+    cv.used = 0;
+    carve_scratch(m, &cv);
+    m->s.dscale_value = 0.0f;
+    return m;
+}
+
+void gpt_destroy(GPT *m) {
+    if (!m) return;
+    Backend *be = m->be;
+    for (int s = 0; s < m->n_slots; s++) {
+        be->ops->free(be, m->slots[s].mem);
+        free(m->slots[s].layers);
+    }
+    free(m->slots);
+    be->ops->free(be, m->s.mem);
+    be->ops->free(be, m->param_mem);
+    be->ops->free(be, m->grad_mem);
+    free(m->w.blocks);
+    free(m->g.blocks);
+    free(m->params);
+    free(m);
+}
+
+int gpt_param_index(const GPT *m, const char *name) {
+    for (int i = 0; i < m->n_params; i++)
+        if (!strcmp(m->params[i].name, name)) return i;
+    return -1;
+}
+
+void gpt_sync_sequence_parallel_grads(GPT *m, Comm *tp) {
+    if (!m->sp) return;
+    for (int i = 0; i < m->n_params; i++)
+        if (m->params[i].norm_param)
+            comm_all_reduce(tp, m->grad_mem + m->params[i].offset, m->params[i].numel, COMM_F32, COMM_SUM);
+}
+
+void gpt_zero_grads(GPT *m) { m->be->ops->zero(m->be, m->grad_mem, m->n_alloc * sizeof(float)); }

@@ -1,0 +1,54 @@
+// model/gpt_config.c: config checks and Megatron's FLOPs count.
+#include "gpt_config.h"
+#include <stdio.h>
+
+int gpt_padded_vocab(const GPTConfig *c, int tp) {
+    int m = c->vocab_divisible_by * tp;
+    return (c->vocab_size + m - 1) / m * m;
+}
+
+int gpt_config_check(const GPTConfig *c, int tp, int pp, char *err, size_t n) {
+    if (c->num_layers <= 0 || c->hidden_size <= 0 || c->num_heads <= 0 || c->seq_length <= 0 ||
+        c->ffn_hidden_size <= 0 || c->vocab_size <= 0 || c->vocab_divisible_by <= 0) {
+        snprintf(err, n, "sizes must be positive: num-layers %d, hidden-size %d, num-attention-heads %d, "
+                 "ffn-hidden-size %d, seq-length %d, vocab size %d, make-vocab-size-divisible-by %d",
+                 c->num_layers, c->hidden_size, c->num_heads, c->ffn_hidden_size, c->seq_length,
+                 c->vocab_size, c->vocab_divisible_by);
+        return -1;
+    }
+    if (c->hidden_size % c->num_heads) {
+        snprintf(err, n, "hidden-size %d is not divisible by num-attention-heads %d", c->hidden_size,
+                 c->num_heads);
+        return -1;
+    }
+    if (c->seq_length > c->max_position_embeddings) {
+        snprintf(err, n, "seq-length %d exceeds max-position-embeddings %d", c->seq_length,
+                 c->max_position_embeddings);
+        return -1;
+    }
+    if (c->num_heads % tp || c->hidden_size % tp || c->ffn_hidden_size % tp) {
+        snprintf(err, n, "tensor-model-parallel-size %d must divide num-attention-heads %d, "
+                 "hidden-size %d and ffn-hidden-size %d", tp, c->num_heads, c->hidden_size,
+                 c->ffn_hidden_size);
+        return -1;
+    }
+    if (c->num_layers % pp) {
+        snprintf(err, n, "num-layers %d is not divisible by pipeline-model-parallel-size %d",
+                 c->num_layers, pp);
+        return -1;
+    }
+    return 0;
+}
+
+// Megatron-LM's count (Narayanan et al. 2021, appendix on FLOPs): every GEMM runs three
+// times (forward, data gradient, weight gradient) at 2 FLOPs per multiply-add. Forward, per
+// layer and token: QKV 6C^2 + projection 2C^2 + MLP 4CF + QK^T and AV 4TC; the output layer
+// 2 C Vp per token once. So FLOPs = 12 B T L C^2 (2 + T/C + F/C + Vp/(2 L C)),
+// which for F = 4C is Megatron's 72 B T L C^2 (1 + T/(6C) + Vp/(12 L C)).
+double gpt_flops_per_iteration(const GPTConfig *c, int padded_vocab, long long samples) {
+    double C = c->hidden_size, T = c->seq_length, L = c->num_layers;
+    double attention = 2.0 + T / C;
+    double mlp = (double)c->ffn_hidden_size / C;
+    double logits = padded_vocab / (2.0 * L * C);
+    return 12.0 * (double)samples * T * L * C * C * (attention + mlp + logits);
+}

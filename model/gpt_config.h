@@ -1,0 +1,26 @@
+// model/gpt_config.h: GPT-2 hyper-parameters and their checks against a layout.
+#pragma once
+#include <stddef.h>
+
+typedef struct {
+    int num_layers;               // L
+    int hidden_size;              // C
+    int num_heads;                // NH (head size hs = C / NH)
+    int ffn_hidden_size;          // F, 4*C for GPT-2
+    int seq_length;               // T
+    int max_position_embeddings;  // rows of the position table (>= T)
+    int vocab_size;               // V, the tokenizer's
+    int vocab_divisible_by;       // --make-vocab-size-divisible-by (128)
+} GPTConfig;
+
+// Padded vocabulary Vp: V rounded up to a multiple of vocab_divisible_by * tp (Megatron). Pure.
+int gpt_padded_vocab(const GPTConfig *c, int tp);
+
+// Checks the config alone and against tp and pp (heads, hidden, ffn divisible by tp; layers
+// divisible by pp; T <= max positions; all sizes > 0). Returns 0, or -1 with one line
+// naming the numbers in err.
+int gpt_config_check(const GPTConfig *c, int tp, int pp, char *err, size_t errlen);
+
+// Megatron-LM's FLOPs per iteration (forward + backward, no recomputation) for `samples`
+// sequences: 12 B T L C^2 (2 + T/C + F/C + Vp/(2LC)), see gpt_config.c. Pure.
+double gpt_flops_per_iteration(const GPTConfig *c, int padded_vocab, long long samples);

@@ -1,0 +1,156 @@
+// model/gpt_params.c: parameter table, shard geometry and layout-independent init.
+#include "gpt_params.h"
+#include "core/check.h"
+#include "core/philox.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+// Per-block parameters, in the order they are laid out in the flat buffer.
+// Dimensions are symbolic: resolved against the config in dim().
+typedef enum { D1, DC, D3C, DF } Dim;
+typedef struct {
+    const char *name;
+    Dim rows, cols;
+    ShardKind shard;
+    InitKind init;
+    int wd;
+    int norm;  // LayerNorm parameter
+} BlockSpec;
+
+static const BlockSpec BLOCK[] = {
+    {"ln1.weight", DC, D1, SHARD_NONE, INIT_ONE, 0, 1},
+    {"ln1.bias", DC, D1, SHARD_NONE, INIT_ZERO, 0, 1},
+    {"attn.qkv.weight", D3C, DC, SHARD_QKV, INIT_NORMAL, 1, 0},
+    {"attn.qkv.bias", D3C, D1, SHARD_QKV, INIT_ZERO, 0, 0},
+    {"attn.proj.weight", DC, DC, SHARD_ROW, INIT_NORMAL_OUT, 1, 0},
+    {"attn.proj.bias", DC, D1, SHARD_NONE, INIT_ZERO, 0, 0},
+    {"ln2.weight", DC, D1, SHARD_NONE, INIT_ONE, 0, 1},
+    {"ln2.bias", DC, D1, SHARD_NONE, INIT_ZERO, 0, 1},
+    {"mlp.fc.weight", DF, DC, SHARD_COLUMN, INIT_NORMAL, 1, 0},
+    {"mlp.fc.bias", DF, D1, SHARD_COLUMN, INIT_ZERO, 0, 0},
+    {"mlp.proj.weight", DC, DF, SHARD_ROW, INIT_NORMAL_OUT, 1, 0},
+    {"mlp.proj.bias", DC, D1, SHARD_NONE, INIT_ZERO, 0, 0},
+};
+#define N_BLOCK (int)(sizeof BLOCK / sizeof BLOCK[0])
+
+// Tensor ids: 1..4 for the model-level tensors, 64 + 64*layer + slot for block tensors.
+enum { TID_WTE = 1, TID_WPE = 2, TID_LNF_W = 3, TID_LNF_B = 4 };
+
+static int dim(Dim d, const GPTConfig *c) {
+    switch (d) {
+    case D1: return 1;
+    case DC: return c->hidden_size;
+    case D3C: return 3 * c->hidden_size;
+    case DF: return c->ffn_hidden_size;
+    }
+    return 0;
+}
+
+static void set_local_shape(ParamInfo *p, int tp, int padded_vocab) {
+    p->local_rows = p->rows;
+    p->local_cols = p->cols;
+    if (p->shard == SHARD_COLUMN || p->shard == SHARD_QKV) p->local_rows = p->rows / tp;
+    if (p->shard == SHARD_ROW) p->local_cols = p->cols / tp;
+    if (p->shard == SHARD_VOCAB) p->local_rows = padded_vocab / tp;
+    p->tp_replicated = (p->shard == SHARD_NONE);
+    p->numel = (size_t)p->local_rows * p->local_cols;
+}
+
+static ParamInfo make(const char *name, uint32_t id, int rows, int cols, ShardKind s,
+                      InitKind init, int wd) {
+    ParamInfo p;
+    memset(&p, 0, sizeof p);
+    snprintf(p.name, sizeof p.name, "%s", name);
+    p.tensor_id = id;
+    p.rows = rows;
+    p.cols = cols;
+    p.shard = s;
+    p.init = init;
+    p.weight_decay = wd;
+    return p;
+}
+
+ParamInfo *gpt_params_build(const GPTConfig *c, int tp, int padded_vocab, int layer0,
+                            int n_layers, int first_stage, int last_stage, int *n, size_t *total) {
+    int cap = 4 + 2 + n_layers * N_BLOCK;
+    ParamInfo *t = core_calloc((size_t)cap, sizeof *t);
+    int k = 0, C = c->hidden_size;
+    if (first_stage) {
+        t[k++] = make("wte", TID_WTE, c->vocab_size, C, SHARD_VOCAB, INIT_NORMAL, 1);
+        t[k++] = make("wpe", TID_WPE, c->max_position_embeddings, C, SHARD_NONE, INIT_NORMAL, 1);
+    }
+    for (int l = layer0; l < layer0 + n_layers; l++)
+        for (int s = 0; s < N_BLOCK; s++) {
+            char name[48];
+            snprintf(name, sizeof name, "layers.%d.%s", l, BLOCK[s].name);
+            t[k++] = make(name, 64u + 64u * (uint32_t)l + (uint32_t)s, dim(BLOCK[s].rows, c),
+                          dim(BLOCK[s].cols, c), BLOCK[s].shard, BLOCK[s].init, BLOCK[s].wd);
+            t[k - 1].norm_param = BLOCK[s].norm;
+        }
+    if (last_stage) {
+        t[k] = make("final_ln.weight", TID_LNF_W, C, 1, SHARD_NONE, INIT_ONE, 0);
+        t[k++].norm_param = 1;
+        t[k] = make("final_ln.bias", TID_LNF_B, C, 1, SHARD_NONE, INIT_ZERO, 0);
+        t[k++].norm_param = 1;
+        if (!first_stage) {  // the output layer's copy of the tied embedding
+            t[k] = make("wte", TID_WTE, c->vocab_size, C, SHARD_VOCAB, INIT_NORMAL, 1);
+            t[k++].tied_copy = 1;
+        }
+    }
+    size_t off = 0;
+    for (int i = 0; i < k; i++) {
+        set_local_shape(&t[i], tp, padded_vocab);
+        t[i].offset = off;
+        off += (t[i].numel + 15) / 16 * 16;  // 64-byte aligned views
+    }
+    *n = k;
+    *total = off;
+    return t;
+}
+
+int gpt_param_slices(const ParamInfo *p, int tp, int tp_rank, ParamSlice out[3]) {
+    switch (p->shard) {
+    case SHARD_NONE:
+        out[0] = (ParamSlice){0, 0, p->rows, 0, p->cols};
+        return 1;
+    case SHARD_COLUMN:
+        out[0] = (ParamSlice){tp_rank * p->local_rows, 0, p->local_rows, 0, p->cols};
+        return 1;
+    case SHARD_ROW:
+        out[0] = (ParamSlice){0, 0, p->rows, tp_rank * p->local_cols, p->local_cols};
+        return 1;
+    case SHARD_QKV: {  // local rows [q_i | k_i | v_i], each rows/3/tp long
+        int sec = p->rows / 3, part = sec / tp;
+        for (int s = 0; s < 3; s++)
+            out[s] = (ParamSlice){s * sec + tp_rank * part, s * part, part, 0, p->cols};
+        return 3;
+    }
+    case SHARD_VOCAB: {
+        int start = tp_rank * p->local_rows, valid = p->rows - start;
+        if (valid > p->local_rows) valid = p->local_rows;
+        if (valid <= 0) return 0;
+        out[0] = (ParamSlice){start, 0, valid, 0, p->cols};
+        return 1;
+    }
+    }
+    return 0;
+}
+
+void gpt_param_init(const ParamInfo *p, const GPTConfig *c, int tp, int tp_rank, uint64_t seed,
+                    float *out) {
+    memset(out, 0, p->numel * sizeof(float));  // zeros, and the vocab padding rows
+    if (p->init == INIT_ZERO) return;
+    double std = p->init == INIT_NORMAL_OUT ? 0.02 / sqrt(2.0 * c->num_layers) : 0.02;
+    ParamSlice sl[3];
+    int ns = gpt_param_slices(p, tp, tp_rank, sl);
+    for (int s = 0; s < ns; s++)
+        for (int r = 0; r < sl[s].nrows; r++)
+            for (int j = 0; j < sl[s].ncols; j++) {
+                float *dst = &out[(size_t)(sl[s].local_row0 + r) * p->local_cols + j];
+                uint64_t full = (uint64_t)(sl[s].row0 + r) * (uint64_t)p->cols + (uint64_t)(sl[s].col0 + j);
+                *dst = p->init == INIT_ONE ? 1.0f
+                     : (float)(std * core_philox_normal(seed, p->tensor_id, full));
+            }
+}

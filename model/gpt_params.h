@@ -1,0 +1,59 @@
+// model/gpt_params.h: the parameter table of one model shard (a pipeline stage's layers,
+// split over tensor parallelism), its place in the flat buffer, and its initialisation.
+//
+// Every parameter is described once, with its full (unsharded) shape and how tensor
+// parallelism splits it. From that follow the local shape, which rows/columns of the full
+// tensor a rank holds (for initialisation and checkpoints), and the optimizer's settings.
+// Vectors are (n, 1) matrices.
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+#include "gpt_config.h"
+
+typedef enum {
+    SHARD_NONE,    // replicated on every tp rank (LayerNorms, row-parallel biases, wpe)
+    SHARD_COLUMN,  // column-parallel: rows (output features) split in tp blocks
+    SHARD_QKV,     // fused QKV: each of the q, k, v row sections split (whole heads per rank)
+    SHARD_ROW,     // row-parallel weight: columns (input features) split
+    SHARD_VOCAB,   // vocab-parallel: rows split over the padded vocabulary; rows >= V padding
+} ShardKind;
+
+typedef enum { INIT_NORMAL, INIT_NORMAL_OUT, INIT_ZERO, INIT_ONE } InitKind;
+
+typedef struct {
+    char name[48];        // logical name, e.g. "layers.3.mlp.fc.weight" (checkpoint key)
+    uint32_t tensor_id;   // RNG stream: same for every layout
+    int rows, cols;       // full shape (vocab: real V rows)
+    int local_rows, local_cols;
+    ShardKind shard;
+    InitKind init;
+    int weight_decay;     // 1 for weight matrices and embeddings, 0 for biases and norms
+    int tp_replicated;    // same value on every tp rank: counted once in the grad norm
+    int tied_copy;        // the last stage's copy of wte (counted on the first stage only)
+    int norm_param;       // LayerNorm weight/bias: with sequence parallelism each tp rank's
+                          // gradient covers its own rows only (summed over tp each step)
+    size_t offset;        // in floats, into the flat parameter/gradient buffers
+    size_t numel;         // local_rows * local_cols
+} ParamInfo;
+
+// A rectangle of the full tensor held locally: full rows [row0, row0+nrows) x cols
+// [col0, col0+ncols) sit at local rows [local_row0, ...) and local cols [0, ncols).
+typedef struct {
+    int row0, local_row0, nrows, col0, ncols;
+} ParamSlice;
+
+// The slices rank `tp_rank` holds of p (at most 3: q, k, v). Padding rows of a vocab shard
+// are in no slice. Returns the count. Pure.
+int gpt_param_slices(const ParamInfo *p, int tp, int tp_rank, ParamSlice out[3]);
+
+// Builds the table for the stage owning layers [layer0, layer0 + n_layers), with the
+// embeddings on the first stage and the final LayerNorm + tied output layer on the last.
+// Returns the table (caller frees) and its length in *n; *total = floats in all.
+ParamInfo *gpt_params_build(const GPTConfig *c, int tp, int padded_vocab, int layer0,
+                            int n_layers, int first_stage, int last_stage, int *n, size_t *total);
+
+// Fills host buffer `out` (p->numel) with this rank's slice of parameter p: N(0, 0.02),
+// N(0, 0.02/sqrt(2L)) for output projections, zeros, ones; each element from
+// (seed, tensor id, full element index), so the value does not depend on the layout.
+void gpt_param_init(const ParamInfo *p, const GPTConfig *c, int tp, int tp_rank, uint64_t seed,
+                    float *out);

@@ -1,0 +1,130 @@
+// optim/optimizer.c: ZeRO-1 / DDP AdamW (see optimizer.h).
+#include "optimizer.h"
+#include "core/check.h"
+
+#include <stdlib.h>
+
+size_t optim_pad_multiple(int dp) { return (size_t)dp * 16; }
+
+size_t optim_padded_size(size_t n_floats, int dp) {
+    size_t q = optim_pad_multiple(dp);
+    return (n_floats + q - 1) / q * q;
+}
+
+// Parameter parts that fall inside [begin, begin + len).
+static void build_segments(Optimizer *o, const ParamInfo *params, int n_params, int tp_rank) {
+    o->segs = core_calloc((size_t)n_params, sizeof(OptSegment));
+    size_t lo = o->shard_begin, hi = o->shard_begin + o->shard_len;
+    for (int i = 0; i < n_params; i++) {
+        size_t b = params[i].offset, e = b + params[i].numel;
+        if (e <= lo || b >= hi) continue;
+        OptSegment *s = &o->segs[o->n_segs++];
+        s->begin = b > lo ? b : lo;
+        s->len = (e < hi ? e : hi) - s->begin;
+        s->param = i;
+        s->weight_decay = params[i].weight_decay;
+        s->count_in_norm = !params[i].tied_copy && !(params[i].tp_replicated && tp_rank > 0);
+    }
+}
+
+Optimizer *optim_create(Backend *be, Comm *dp, int zero1, const ParamInfo *params, int n_params,
+                        size_t n_floats, int tp_rank, size_t bucket_size) {
+    Optimizer *o = core_calloc(1, sizeof *o);
+    o->be = be;
+    o->dp = dp;
+    o->zero1 = zero1 && dp->size > 1;
+    o->n_padded = optim_padded_size(n_floats, dp->size);
+    if (o->zero1) {
+        o->shard_len = o->n_padded / (size_t)dp->size;
+        o->shard_begin = o->shard_len * (size_t)dp->rank;
+        o->grad_shard = be->ops->alloc(be, o->shard_len * sizeof(float));
+        o->param_shard = be->ops->alloc(be, o->shard_len * sizeof(float));
+    } else {
+        o->shard_begin = 0;
+        o->shard_len = o->n_padded;
+    }
+    o->dp_rank_counts_norm = o->zero1 || dp->rank == 0;
+    size_t per = o->zero1 ? o->shard_len : o->n_padded;  // what one rank reduces in all
+    size_t want = bucket_size == 0 ? per
+                : o->zero1 ? (bucket_size + (size_t)dp->size - 1) / (size_t)dp->size : bucket_size;
+    o->bucket = want < per ? (want + 15) / 16 * 16 : per;
+    if (o->zero1 && o->bucket < o->shard_len)
+        o->pack = be->ops->alloc(be, (size_t)dp->size * o->bucket * sizeof(float));
+    o->m = be->ops->alloc(be, o->shard_len * sizeof(float));
+    o->v = be->ops->alloc(be, o->shard_len * sizeof(float));
+    build_segments(o, params, n_params, tp_rank);
+    return o;
+}
+
+void optim_destroy(Optimizer *o) {
+    if (!o) return;
+    o->be->ops->free(o->be, o->m);
+    o->be->ops->free(o->be, o->v);
+    o->be->ops->free(o->be, o->grad_shard);
+    o->be->ops->free(o->be, o->param_shard);
+    o->be->ops->free(o->be, o->pack);
+    free(o->segs);
+    free(o);
+}
+
+// ZeRO-1 bucket k: piece [k*b, k*b + len) of every rank's slice, packed in rank order,
+// reduce-scattered into the same piece of this rank's gradient slice.
+static void reduce_scatter_bucket(Optimizer *o, float *grads, size_t at, size_t len) {
+    Backend *be = o->be;
+    int n = o->dp->size;
+    for (int r = 0; r < n; r++)
+        be->ops->copy(be, o->pack + (size_t)r * len, grads + (size_t)r * o->shard_len + at,
+                      len * sizeof(float), BACKEND_D2D);
+    comm_reduce_scatter(o->dp, o->pack, o->grad_shard + at, len, COMM_F32, COMM_AVG);
+}
+
+void optim_reduce_grads(Optimizer *o, float *grads) {
+    if (o->zero1 && !o->pack) {
+        comm_reduce_scatter(o->dp, grads, o->grad_shard, o->shard_len, COMM_F32, COMM_AVG);
+    } else if (o->zero1) {
+        for (size_t at = 0; at < o->shard_len; at += o->bucket) {
+            size_t len = o->shard_len - at < o->bucket ? o->shard_len - at : o->bucket;
+            reduce_scatter_bucket(o, grads, at, len);
+        }
+    } else if (o->dp->size > 1) {
+        for (size_t at = 0; at < o->n_padded; at += o->bucket) {
+            size_t len = o->n_padded - at < o->bucket ? o->n_padded - at : o->bucket;
+            comm_all_reduce(o->dp, grads + at, len, COMM_F32, COMM_AVG);
+        }
+    }
+}
+
+// The gradient of segment s: in the reduce-scatter output (ZeRO-1) or the flat buffer.
+static const float *seg_grad(const Optimizer *o, const OptSegment *s, const float *grads) {
+    return o->zero1 ? o->grad_shard + (s->begin - o->shard_begin) : grads + s->begin;
+}
+
+double optim_local_grad_sq(Optimizer *o, const float *grads) {
+    double sq = 0.0;
+    if (!o->dp_rank_counts_norm) return 0.0;
+    for (int i = 0; i < o->n_segs; i++)
+        if (o->segs[i].count_in_norm)
+            sq += o->be->ops->sum_squares(o->be, seg_grad(o, &o->segs[i], grads), o->segs[i].len);
+    return sq;
+}
+
+void optim_update(Optimizer *o, const AdamWConfig *cfg, double lr, double grad_scale,
+                  float *params, const float *grads) {
+    Backend *be = o->be;
+    o->step++;
+    for (int i = 0; i < o->n_segs; i++) {
+        const OptSegment *s = &o->segs[i];
+        size_t k = s->begin - o->shard_begin;
+        be->ops->adamw(be, params + s->begin, seg_grad(o, s, grads), o->m + k, o->v + k, s->len,
+                       (float)lr, (float)cfg->beta1, (float)cfg->beta2, (float)cfg->eps,
+                       s->weight_decay ? (float)cfg->weight_decay : 0.0f, (float)grad_scale,
+                       (int)o->step);
+    }
+    if (o->zero1) {
+        be->ops->copy(be, o->param_shard, params + o->shard_begin, o->shard_len * sizeof(float),
+                      BACKEND_D2D);
+        comm_all_gather(o->dp, o->param_shard, params, o->shard_len, COMM_F32);
+    }
+}
+
+size_t optim_state_bytes(const Optimizer *o) { return 2 * o->shard_len * sizeof(float); }

@@ -1,0 +1,74 @@
+// optim/optimizer.h: AdamW over the model's flat gradient buffer, data-parallel, with the
+// ZeRO-1 distributed optimizer (Megatron's --use-distributed-optimizer) or plain DDP.
+//
+// ZeRO-1: the flat buffer (padded to a multiple of DP) is cut into DP contiguous slices,
+// ignoring parameter boundaries. Gradients are reduce-scattered (averaged) so DP rank r
+// holds the gradient of slice r; AdamW updates only that slice, whose moments are the only
+// ones this rank stores (1/DP of the optimizer state); the parameters are all-gathered.
+// Plain DDP: gradients all-reduced (averaged), every rank updates everything.
+//
+// Buckets (--ddp-bucket-size E): the reduction runs as several collectives of about E
+// elements each instead of one. A ZeRO-1 bucket k takes the k-th piece of every rank's slice
+// (packed together), so each rank's slice stays one contiguous range.
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+#include "backend/backend.h"
+#include "comm/comm.h"
+#include "model/gpt_params.h"
+
+typedef struct {
+    size_t begin, len;  // range of the flat buffer (floats)
+    int param;          // index into the parameter table
+    int weight_decay;
+    int count_in_norm;  // 0 for tp-replicated copies on tp_rank > 0 and the tied wte copy
+} OptSegment;
+
+typedef struct {
+    double lr, beta1, beta2, eps, weight_decay, clip_grad;
+} AdamWConfig;
+
+typedef struct {
+    Backend *be;
+    Comm *dp;
+    int zero1;
+    size_t n_padded;            // flat buffer length incl. padding (multiple of DP)
+    size_t shard_begin, shard_len;  // the slice this rank updates (everything without ZeRO)
+    float *m, *v;               // (shard_len) AdamW moments
+    float *grad_shard;          // (shard_len) reduce-scatter output (ZeRO-1), else NULL
+    float *param_shard;         // (shard_len) all-gather input (ZeRO-1), else NULL
+    size_t bucket;              // elements per rank per bucket (ZeRO-1) or per bucket (DDP)
+    float *pack;                // (DP * bucket) packed reduce-scatter input (ZeRO-1 buckets)
+    OptSegment *segs;           // parameters (parts) inside the slice
+    int n_segs;
+    int64_t step;               // AdamW steps taken (bias correction)
+    int dp_rank_counts_norm;    // plain DDP: only dp rank 0 adds to the norm
+} Optimizer;
+
+// The model's flat buffers must be a multiple of this many floats, so that DP slices
+// divide them evenly and stay 64-byte aligned. Pure.
+size_t optim_pad_multiple(int dp);
+// n_floats rounded up to optim_pad_multiple(dp). Pure.
+size_t optim_padded_size(size_t n_floats, int dp);
+
+// Builds the optimizer for the model's table (params, n_params) of n_floats floats.
+// tp_rank decides which replicated tensors count in the gradient norm. Never fails.
+// bucket_size: elements per gradient-reduction bucket (0: one bucket).
+Optimizer *optim_create(Backend *be, Comm *dp, int zero1, const ParamInfo *params, int n_params,
+                        size_t n_floats, int tp_rank, size_t bucket_size);
+void optim_destroy(Optimizer *o);
+
+// Synchronises gradients over DP (reduce-scatter or all-reduce, averaging); grads (n_padded).
+void optim_reduce_grads(Optimizer *o, float *grads);
+
+// This rank's share of the squared gradient norm (sum over the slice of the counted
+// segments), to be summed over all ranks. Call after optim_reduce_grads.
+double optim_local_grad_sq(Optimizer *o, const float *grads);
+
+// AdamW on the slice with learning rate lr and gradient scale (clipping), then all-gathers
+// the parameters (ZeRO-1). params, grads (n_padded).
+void optim_update(Optimizer *o, const AdamWConfig *cfg, double lr, double grad_scale,
+                  float *params, const float *grads);
+
+// Bytes of optimizer state on this rank (both moments) and without ZeRO (for the log).
+size_t optim_state_bytes(const Optimizer *o);

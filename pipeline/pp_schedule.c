@@ -1,0 +1,85 @@
+// pipeline/pp_schedule.c: the step driver: this rank's GPT stage wrapped as a PPStage
+// (the last stage computes the loss and seeds the backward with loss_scale per token), run
+// by the 1F1B or GPipe schedule over the pipeline group.
+#include "schedule.h"
+#include "core/check.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+// --- the GPT stage as a PPStage ----------------------------------------------------------
+static void stage_forward(void *ctx, int micro, int slot) {
+    PPStep *st = ctx;
+    GPT *m = st->model;
+    if (m->first || m->last) st->get_batch(st->batch_ctx, micro, st->tokens, st->targets);
+    gpt_forward(m, st->grid->tp, slot, st->tokens, st->targets);
+    if (m->last) st->loss += gpt_loss_sum(m, slot);
+}
+
+static void stage_backward(void *ctx, int micro, int slot) {
+    PPStep *st = ctx;
+    gpt_backward(st->model, st->grid->tp, slot, st->model->last ? NULL : st->dout, st->loss_scale);
+}
+
+static float *stage_input(void *ctx, int slot) { return gpt_stage_input(((PPStep *)ctx)->model, slot); }
+
+static const float *stage_output(void *ctx, int slot) {
+    return gpt_stage_output(((PPStep *)ctx)->model, slot);
+}
+
+static const float *stage_input_grad(void *ctx) { return gpt_stage_input_grad(((PPStep *)ctx)->model); }
+
+static void sync_backend(void *ctx) {
+    Backend *be = ctx;
+    be->ops->sync(be);
+}
+
+// --- the step ------------------------------------------------------------------------------
+void pp_step_init(PPStep *st, GPT *model, ProcessGrid *grid, PPScheduleKind kind,
+                  PPBatchFn get_batch, void *batch_ctx, int n_micro, float loss_scale,
+                  PPTrace *trace) {
+    size_t N = (size_t)model->N, C = (size_t)model->cfg.hidden_size;
+    *st = (PPStep){.model = model, .grid = grid, .kind = kind, .get_batch = get_batch,
+                   .batch_ctx = batch_ctx, .n_micro = n_micro, .loss_scale = loss_scale,
+                   .trace = trace};
+    st->tokens = core_calloc(N, sizeof(int));
+    st->targets = core_calloc(N, sizeof(int));
+    st->dout = model->be->ops->alloc(model->be, N * C * sizeof(float));
+    st->stage = (PPStage){.ctx = st, .forward = stage_forward, .backward = stage_backward,
+                          .input = stage_input, .output = stage_output,
+                          .input_grad = stage_input_grad, .output_grad = st->dout};
+    st->link = (PPLink){grid->pp, grid->pp_prev, grid->pp_next, N * C, trace};
+    if (trace && trace->cap && model->be->kind != BACKEND_CPU) {
+        trace->sync = sync_backend;  // device work is queued: time it when it is done
+        trace->sync_ctx = model->be;
+    }
+}
+
+void pp_step_free(PPStep *st) {
+    free(st->tokens);
+    free(st->targets);
+    if (st->dout) st->model->be->ops->free(st->model->be, st->dout);
+    memset(st, 0, sizeof *st);
+}
+
+double pp_forward_backward(PPStep *st) {
+    st->loss = 0.0;
+    pp_schedule_run(st->kind, &st->stage, &st->link, st->n_micro, st->model->n_slots);
+    return st->loss;
+}
+
+double pp_forward_only(PPStep *st) {
+    st->loss = 0.0;
+    pp_schedule_forward_only(&st->stage, &st->link, st->n_micro, st->model->n_slots);
+    return st->loss;
+}
+
+int pp_num_slots(PPScheduleKind kind, int pp, int pp_rank, int n_micro) {
+    return pp_schedule_slots(kind, pp, pp_rank, n_micro);
+}
+
+int pp_schedule_parse(const char *name) {
+    if (!strcmp(name, "1f1b")) return PP_SCHEDULE_1F1B;
+    if (!strcmp(name, "gpipe")) return PP_SCHEDULE_GPIPE;
+    return -1;
+}

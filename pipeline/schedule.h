@@ -1,0 +1,55 @@
+// pipeline/schedule.h: how one training step runs its micro-batches through the stages.
+//
+// A step is m micro-batches, forward and backward. PPStep wraps this rank's model stage
+// (gpt_forward / gpt_backward) as a PPStage and hands it to a schedule in pp_1f1b.c:
+// 1F1B (default) or GPipe (--pipeline-schedule gpipe). With one stage both reduce to the
+// plain loop (1F1B: forward 0, backward 0, forward 1, ...; the p2p calls are no-ops). The
+// schedules know nothing about layers; this file knows nothing about the order.
+#pragma once
+#include "model/gpt.h"
+#include "parallel_state/pgrid_comm.h"
+#include "pp_stage.h"
+#include "pp_trace.h"
+
+// Fills host buffers tokens (B, T) and targets (B, T) with micro-batch `micro` of the step.
+typedef void (*PPBatchFn)(void *ctx, int micro, int *tokens, int *targets);
+
+typedef struct {
+    GPT *model;
+    ProcessGrid *grid;
+    PPScheduleKind kind;
+    PPBatchFn get_batch;
+    void *batch_ctx;
+    int n_micro;        // micro-batches per step on this data-parallel rank
+    float loss_scale;   // gradient of the loss per token: 1 / (tokens per DP rank per step)
+    int *tokens, *targets;  // (B, T) host staging buffers
+    float *dout;        // (N, C) gradient of the stage output received from the next stage
+    double loss;        // summed per-token loss of the current run (last stage)
+    PPTrace *trace;     // timeline and bubble counters; NULL: none
+    PPStage stage;      // the model stage as the schedules see it (ctx = this PPStep)
+    PPLink link;        // the pipeline group's point-to-point calls
+} PPStep;
+
+// Sets up *st in place (it must not move afterwards): staging buffers, the received-gradient
+// buffer (on the model's backend), the stage adapter and the link over grid->pp. The trace
+// (may be NULL) is borrowed; with a device backend its spans sync the device. Allocates
+// everything the steps need, once. Never fails.
+void pp_step_init(PPStep *st, GPT *model, ProcessGrid *grid, PPScheduleKind kind,
+                  PPBatchFn get_batch, void *batch_ctx, int n_micro, float loss_scale,
+                  PPTrace *trace);
+// Frees what pp_step_init allocated. Never fails.
+void pp_step_free(PPStep *st);
+
+// Forward and backward of all micro-batches; parameter gradients accumulate in the model.
+// Returns the sum of per-token losses on the last stage (0 on other stages).
+double pp_forward_backward(PPStep *st);
+
+// Forward only (evaluation). Returns the summed loss on the last stage (0 elsewhere).
+double pp_forward_only(PPStep *st);
+
+// Micro-batches in flight on this stage under `kind`, i.e. the activation slots the model
+// needs: min(PP - s, m) for 1F1B, m for GPipe. Pure.
+int pp_num_slots(PPScheduleKind kind, int pp, int pp_rank, int n_micro);
+
+// "1f1b" -> PP_SCHEDULE_1F1B, "gpipe" -> PP_SCHEDULE_GPIPE; -1 for anything else. Pure.
+int pp_schedule_parse(const char *name);

@@ -1,0 +1,108 @@
+// tests/backend/test_cpu_attention.c: CPU backend causal self-attention. The forward (out
+// and the saved probabilities) against a double-precision reference; the backward against
+// central finite differences of that reference; dqkv overwritten even when it starts as
+// NaN; scratch needs no initialisation; bitwise repeatability.
+#include "backend/backend.h"
+#include "backend/cpu/cpu_blas.h"
+#include "tests/backend/backend_test_util.h"
+
+#include <math.h>
+
+typedef struct {
+    int B, T, NH, hs;
+    double *qkv, *out, *att;  // (B, T, 3C), (B, T, C), (B, NH, T, T)
+    const float *g;           // (B, T, C) upstream gradient
+} AttnCtx;
+
+// out (B, T, C), att (B, NH, T, T): causal softmax(q k^T / sqrt(hs)) v, all in double.
+static void attention_ref(AttnCtx *c) {
+    int B = c->B, T = c->T, NH = c->NH, hs = c->hs, C = NH * hs;
+    double scale = 1.0 / sqrt((double)hs);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < T; t++) {
+                const double *q = c->qkv + ((size_t)b * T + t) * 3 * C + h * hs;
+                double *a = c->att + (((size_t)b * NH + h) * T + t) * T;
+                double m = -INFINITY, s = 0;
+                for (int u = 0; u <= t; u++) {
+                    const double *k = c->qkv + ((size_t)b * T + u) * 3 * C + C + h * hs;
+                    double d = 0;
+                    for (int i = 0; i < hs; i++) d += q[i] * k[i];
+                    a[u] = d * scale;
+                    m = fmax(m, a[u]);
+                }
+                for (int u = 0; u <= t; u++) s += (a[u] = exp(a[u] - m));
+                for (int u = 0; u < T; u++) a[u] = u <= t ? a[u] / s : 0.0;
+                double *o = c->out + ((size_t)b * T + t) * C + h * hs;
+                for (int i = 0; i < hs; i++) {
+                    double acc = 0;
+                    for (int u = 0; u <= t; u++)
+                        acc += a[u] * c->qkv[((size_t)b * T + u) * 3 * C + 2 * C + h * hs + i];
+                    o[i] = acc;
+                }
+            }
+}
+
+static double attention_loss(void *p) {
+    AttnCtx *c = p;
+    attention_ref(c);
+    return dot_fd(c->g, c->out, (size_t)c->B * c->T * c->NH * c->hs);
+}
+
+static void test_attention(Backend *be, TestRng *r, int B, int T, int NH, int hs) {
+    int C = NH * hs;
+    size_t nqkv = (size_t)B * T * 3 * C, nout = (size_t)B * T * C, natt = (size_t)B * NH * T * T;
+    float *qkv = test_floats(nqkv), *out = test_floats(nout), *att = test_floats(natt);
+    float *g = test_floats(nout), *dqkv = test_floats(nqkv), *scratch = test_floats(natt);
+    rng_fill(r, qkv, nqkv, -2, 2), rng_fill(r, g, nout, -1, 1);
+    AttnCtx c = {B, T, NH, hs, to_double(qkv, nqkv), test_doubles(nout), test_doubles(natt), g};
+    for (size_t i = 0; i < natt; i++) att[i] = NAN, scratch[i] = NAN;
+
+    be->ops->attention_forward(be, out, att, qkv, B, T, NH, hs);
+    attention_ref(&c);
+    EXPECT_CLOSE(out, c.out, nout, 1e-6, "attention out");
+    EXPECT_CLOSE(att, c.att, natt, 1e-6, "attention probabilities");
+    int above = 0;
+    for (size_t row = 0; row < (size_t)B * NH * T; row++)
+        for (int u = (int)(row % T) + 1; u < T; u++) above += att[row * T + u] != 0.0f;
+    EXPECT(above == 0, "%d probabilities above the diagonal are not exactly 0", above);
+
+    for (size_t i = 0; i < nqkv; i++) dqkv[i] = NAN;
+    be->ops->attention_backward(be, dqkv, scratch, g, qkv, att, B, T, NH, hs);
+    double *want = test_doubles(nqkv);
+    fd_grad(c.qkv, nqkv, attention_loss, &c, want);
+    EXPECT_CLOSE(dqkv, want, nqkv, 5e-6, "attention dqkv vs finite differences");
+    free(qkv), free(out), free(att), free(g), free(dqkv), free(scratch), free(want);
+    free(c.qkv), free(c.out), free(c.att);
+}
+
+// Twice on the same backend: bitwise equal outputs, probabilities and gradients.
+static void test_repeatable(Backend *be, TestRng *r) {
+    const int B = 2, T = 64, NH = 4, hs = 16, C = NH * hs;
+    size_t nqkv = (size_t)B * T * 3 * C, nout = (size_t)B * T * C, natt = (size_t)B * NH * T * T;
+    float *qkv = test_floats(nqkv), *g = test_floats(nout), *scratch = test_floats(natt);
+    float *out[2], *att[2], *dqkv[2];
+    rng_fill(r, qkv, nqkv, -2, 2), rng_fill(r, g, nout, -1, 1);
+    for (int k = 0; k < 2; k++) {
+        out[k] = test_floats(nout), att[k] = test_floats(natt), dqkv[k] = test_floats(nqkv);
+        be->ops->attention_forward(be, out[k], att[k], qkv, B, T, NH, hs);
+        be->ops->attention_backward(be, dqkv[k], scratch, g, qkv, att[k], B, T, NH, hs);
+    }
+    EXPECT_SAME_BITS(out[0], out[1], nout, "attention out");
+    EXPECT_SAME_BITS(att[0], att[1], natt, "attention probabilities");
+    EXPECT_SAME_BITS(dqkv[0], dqkv[1], nqkv, "attention dqkv");
+    for (int k = 0; k < 2; k++) free(out[k]), free(att[k]), free(dqkv[k]);
+    free(qkv), free(g), free(scratch);
+}
+
+int main(int argc, char **argv) {
+    backend_cpu_select_blas_kernels(argc, argv);
+    Backend *be = backend_cpu_create(2);
+    TestRng r = {7};
+    test_attention(be, &r, 2, 5, 3, 4);
+    test_attention(be, &r, 1, 1, 2, 3);   // a single token attends to itself only
+    test_attention(be, &r, 1, 9, 1, 8);   // one head
+    test_repeatable(be, &r);
+    backend_destroy(be);
+    return test_result("test_cpu_attention");
+}

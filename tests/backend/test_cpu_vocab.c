@@ -1,0 +1,190 @@
+// tests/backend/test_cpu_vocab.c: CPU backend vocab-parallel embedding, position embedding
+// and softmax cross-entropy. The cross-entropy is checked unsharded (against a double
+// reference and finite differences) and sharded the way a TP layer runs it: every shard
+// computes its pieces, the test combines them by hand (max, then sum) as the all-reduces
+// would, and the loss and gradients must match the unsharded ones, padding included.
+#include "backend/backend.h"
+#include "backend/cpu/cpu_blas.h"
+#include "tests/backend/backend_test_util.h"
+
+#include <float.h>
+#include <math.h>
+
+static void test_embedding(Backend *be, TestRng *r) {
+    enum { N = 9, C = 5, VL = 6, START = 4 };
+    int tokens[N] = {4, 9, 3, 10, 5, 4, -1, 12, 9};  // in shard: 4, 9, 5, 4, 9
+    float table[VL * C], out[N * C], dout[N * C], dtable[VL * C];
+    rng_fill(r, table, VL * C, -1, 1), rng_fill(r, dout, N * C, -1, 1);
+    for (int i = 0; i < N * C; i++) out[i] = NAN;
+    be->ops->embedding_forward(be, out, tokens, table, N, C, START, VL);
+    int bad = 0;
+    for (int i = 0; i < N; i++) {
+        int row = tokens[i] - START, in = row >= 0 && row < VL;
+        for (int c = 0; c < C; c++) bad += out[i * C + c] != (in ? table[row * C + c] : 0.0f);
+    }
+    EXPECT(bad == 0, "embedding forward: %d wrong values", bad);
+
+    for (int i = 0; i < VL * C; i++) dtable[i] = 0.5f;
+    be->ops->embedding_backward(be, dtable, dout, tokens, N, C, START, VL);
+    double want[VL * C];
+    for (int i = 0; i < VL * C; i++) want[i] = 0.5;
+    for (int i = 0; i < N; i++) {
+        int row = tokens[i] - START;
+        if (row >= 0 && row < VL)
+            for (int c = 0; c < C; c++) want[row * C + c] += dout[i * C + c];
+    }
+    EXPECT_CLOSE(dtable, want, VL * C, 1e-7, "embedding backward (accumulated, repeated tokens)");
+
+    // Two shards of 6 rows: the sum of their outputs is the full lookup (what the TP
+    // all-reduce computes). Tokens 0..11 are all covered.
+    int tok2[N] = {0, 11, 5, 6, 7, 2, 11, 0, 8};
+    float full[2 * VL * C], o0[N * C], o1[N * C];
+    rng_fill(r, full, 2 * VL * C, -1, 1);
+    be->ops->embedding_forward(be, o0, tok2, full, N, C, 0, VL);
+    be->ops->embedding_forward(be, o1, tok2, full + VL * C, N, C, VL, VL);
+    bad = 0;
+    for (int i = 0; i < N; i++)
+        for (int c = 0; c < C; c++) bad += o0[i * C + c] + o1[i * C + c] != full[tok2[i] * C + c];
+    EXPECT(bad == 0, "two embedding shards do not add up to the full lookup (%d)", bad);
+}
+
+static void test_position(Backend *be, TestRng *r) {
+    enum { B = 3, T = 4, C = 7 };
+    float wpe[T * C], out[B * T * C], out0[B * T * C], dout[B * T * C], dwpe[T * C];
+    rng_fill(r, wpe, T * C, -1, 1), rng_fill(r, out, B * T * C, -1, 1);
+    rng_fill(r, dout, B * T * C, -1, 1);
+    memcpy(out0, out, sizeof out);
+    be->ops->position_forward(be, out, wpe, B, T, C);
+    int bad = 0;
+    for (int i = 0; i < B * T * C; i++) bad += out[i] != out0[i] + wpe[i % (T * C)];
+    EXPECT(bad == 0, "position forward: %d wrong values", bad);
+    for (int i = 0; i < T * C; i++) dwpe[i] = -1.0f;
+    be->ops->position_backward(be, dwpe, dout, B, T, C);
+    double want[T * C];
+    for (int i = 0; i < T * C; i++) want[i] = -1.0 + dout[i] + dout[T * C + i] + dout[2 * T * C + i];
+    EXPECT_CLOSE(dwpe, want, T * C, 1e-7, "position backward (accumulated)");
+}
+
+// ------------------------------------------------------------------ cross-entropy ----
+enum { XN = 6, XVP = 16 };  // rows, padded vocabulary
+
+typedef struct {
+    int V;                 // real vocabulary: columns [0, V) of the (XN, XVP) logits
+    double *logits;        // (XN, XVP)
+    const int *targets;    // (XN)
+    const float *dscale;   // (XN)
+} XentCtx;
+
+static double xent_ref_row(const double *l, int V, int target) {
+    double m = -INFINITY, s = 0;
+    for (int j = 0; j < V; j++) m = fmax(m, l[j]);
+    for (int j = 0; j < V; j++) s += exp(l[j] - m);
+    return log(s) + m - (target >= 0 && target < V ? l[target] : 0.0);
+}
+
+static double xent_loss(void *p) {
+    XentCtx *c = p;
+    double L = 0;
+    for (int i = 0; i < XN; i++)
+        L += c->dscale[i] * xent_ref_row(c->logits + i * XVP, c->V, c->targets[i]);
+    return L;
+}
+
+// Runs the four xent ops on `tp` shards of the (XN, XVP) logits, combining as the TP
+// all-reduces would. loss (XN); dlogits (XN, XVP) reassembled from the shards.
+static void xent_sharded(Backend *be, int tp, int V, const float *logits, const int *targets,
+                         const float *dscale, float *loss, float *dlogits) {
+    int Vtp = XVP / tp;
+    float rowmax[XN], m[XN], sumexp[XN], tgt[XN], se[XN], tg[XN], shard[XN * XVP];
+    for (int i = 0; i < XN; i++) rowmax[i] = -FLT_MAX, sumexp[i] = 0, tgt[i] = 0;
+    for (int k = 0; k < tp; k++) {  // xent_max, then all-reduce MAX
+        int start = k * Vtp, valid = V - start < 0 ? 0 : V - start > Vtp ? Vtp : V - start;
+        for (int i = 0; i < XN; i++) memcpy(shard + i * Vtp, logits + i * XVP + start, Vtp * 4);
+        be->ops->xent_max(be, m, shard, XN, Vtp, valid);
+        for (int i = 0; i < XN; i++) rowmax[i] = fmaxf(rowmax[i], m[i]);
+        if (valid == 0) EXPECT(m[0] == -FLT_MAX, "an all-padding shard's max is -FLT_MAX");
+    }
+    for (int k = 0; k < tp; k++) {  // xent_sumexp, then all-reduce SUM of both
+        int start = k * Vtp, valid = V - start < 0 ? 0 : V - start > Vtp ? Vtp : V - start;
+        for (int i = 0; i < XN; i++) memcpy(shard + i * Vtp, logits + i * XVP + start, Vtp * 4);
+        be->ops->xent_sumexp(be, se, tg, shard, rowmax, targets, XN, Vtp, valid, start);
+        for (int i = 0; i < XN; i++) sumexp[i] += se[i], tgt[i] += tg[i];
+    }
+    be->ops->xent_loss(be, loss, sumexp, rowmax, tgt, XN);
+    for (int k = 0; k < tp; k++) {  // backward: no communication
+        int start = k * Vtp, valid = V - start < 0 ? 0 : V - start > Vtp ? Vtp : V - start;
+        for (int i = 0; i < XN; i++) memcpy(shard + i * Vtp, logits + i * XVP + start, Vtp * 4);
+        be->ops->xent_backward(be, shard, shard, rowmax, sumexp, targets, dscale, XN, Vtp, valid,
+                               start);  // in place: dlogits aliases logits
+        for (int i = 0; i < XN; i++) memcpy(dlogits + i * XVP + start, shard + i * Vtp, Vtp * 4);
+    }
+}
+
+static void test_xent(Backend *be, TestRng *r, int V) {
+    float logits[XN * XVP], dscale[XN], loss[XN], dl[XN * XVP], loss_tp[XN], dl_tp[XN * XVP];
+    int targets[XN];
+    rng_fill(r, logits, XN * XVP, -4, 4), rng_fill(r, dscale, XN, 0.1, 1);
+    for (int i = 0; i < XN; i++) {
+        targets[i] = (int)rng_uniform(r, 0, V);
+        for (int j = V; j < XVP; j++) logits[i * XVP + j] = 1e30f;  // padding must be ignored
+    }
+    targets[XN - 1] = -1;  // a target in no shard: tgt = 0, no one-hot
+    XentCtx c = {V, to_double(logits, XN * XVP), targets, dscale};
+
+    // Unsharded: against the double reference and finite differences.
+    xent_sharded(be, 1, V, logits, targets, dscale, loss, dl);
+    double want[XN * XVP];
+    for (int i = 0; i < XN; i++) want[i] = xent_ref_row(c.logits + i * XVP, V, targets[i]);
+    EXPECT_CLOSE(loss, want, XN, 1e-6, "xent loss, unsharded");
+    for (int i = 0; i < XN * XVP; i++) c.logits[i] = i % XVP < V ? c.logits[i] : 0.0;
+    fd_grad(c.logits, XN * XVP, xent_loss, &c, want);
+    EXPECT_CLOSE(dl, want, XN * XVP, 2e-6, "xent dlogits vs finite differences (0 at padding)");
+
+    // TP = 2 and 4: the same loss and gradients from shards.
+    for (int tp = 2; tp <= 4; tp *= 2) {
+        xent_sharded(be, tp, V, logits, targets, dscale, loss_tp, dl_tp);
+        double l0[XN], d0[XN * XVP];
+        for (int i = 0; i < XN; i++) l0[i] = loss[i];
+        for (int i = 0; i < XN * XVP; i++) d0[i] = dl[i];
+        EXPECT_CLOSE(loss_tp, l0, XN, 1e-6, tp == 2 ? "xent loss, TP=2" : "xent loss, TP=4");
+        EXPECT_CLOSE(dl_tp, d0, XN * XVP, 1e-6, tp == 2 ? "xent dlogits, TP=2" : "xent dlogits, TP=4");
+    }
+    free(c.logits);
+}
+
+// Bigger rows (several exp blocks), twice on 2 threads and once on 1: bitwise equal.
+static void test_xent_deterministic(Backend *be2, Backend *be1, TestRng *r) {
+    enum { N = 64, VL = 3000, VV = 2950 };
+    float *logits = test_floats(N * VL), *dl[3], stats[3][3 * N];
+    int targets[N];
+    float dscale[N];
+    rng_fill(r, logits, N * VL, -10, 10), rng_fill(r, dscale, N, 0, 1);
+    for (int i = 0; i < N; i++) targets[i] = (int)rng_uniform(r, 0, VV) + 1000;
+    Backend *bes[3] = {be2, be2, be1};
+    for (int k = 0; k < 3; k++) {
+        float *s = stats[k];
+        dl[k] = test_floats(N * VL);
+        bes[k]->ops->xent_max(bes[k], s, logits, N, VL, VV);
+        bes[k]->ops->xent_sumexp(bes[k], s + N, s + 2 * N, logits, s, targets, N, VL, VV, 1000);
+        bes[k]->ops->xent_backward(bes[k], dl[k], logits, s, s + N, targets, dscale, N, VL, VV, 1000);
+    }
+    EXPECT_SAME_BITS(stats[0], stats[1], 3 * N, "xent max/sumexp/tgt");
+    EXPECT_SAME_BITS(stats[0], stats[2], 3 * N, "xent max/sumexp/tgt, 1 vs 2 threads");
+    EXPECT_SAME_BITS(dl[0], dl[1], (size_t)N * VL, "xent dlogits");
+    EXPECT_SAME_BITS(dl[0], dl[2], (size_t)N * VL, "xent dlogits, 1 vs 2 threads");
+    for (int k = 0; k < 3; k++) free(dl[k]);
+    free(logits);
+}
+
+int main(int argc, char **argv) {
+    backend_cpu_select_blas_kernels(argc, argv);
+    Backend *be1 = backend_cpu_create(1), *be = backend_cpu_create(2);
+    TestRng r = {2024};
+    test_embedding(be, &r);
+    test_position(be, &r);
+    test_xent(be, &r, 13);  // TP=2: shards of 8 valid / 5 valid + 3 padding
+    test_xent(be, &r, 9);   // TP=4: the last shard is all padding
+    test_xent_deterministic(be, be1, &r);
+    backend_destroy(be), backend_destroy(be1);
+    return test_result("test_cpu_vocab");
+}

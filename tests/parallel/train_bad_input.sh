@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# tests/parallel/train_bad_input.sh: bad `megac train` flags and layouts end every rank with
+# exit code 2 and one clear line naming the numbers, before any work.
+# usage: train_bad_input.sh MPIEXEC MEGAC
+set -u
+mpiexec="$1"; megac="$2"
+base="--mock-data --train-iters 2 --num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 32 --micro-batch-size 2 --global-batch-size 8 --num-threads 1"
+fail=0
+expect2() {  # ranks, expected text, flags...
+  local n="$1" want="$2"; shift 2
+  local out rc
+  out=$(timeout 60 "$mpiexec" -n "$n" "$megac" train $base "$@" 2>&1); rc=$?
+  local lines; lines=$(grep -c "megac:" <<<"$out")
+  if [[ $rc -ne 2 || $lines -ne 1 ]] || ! grep -q -- "$want" <<<"$out"; then
+    echo "FAIL (rc $rc, $lines message lines, want '$want'): $*"; echo "$out" | tail -5; fail=1
+  else
+    echo "ok: $(grep 'megac:' <<<"$out")"
+  fi
+}
+expect2 2 "num-attention-heads 3" --tensor-model-parallel-size 2 --num-attention-heads 3 --hidden-size 66
+expect2 2 "hidden-size 66 is not divisible by num-attention-heads 4" --tensor-model-parallel-size 2 --hidden-size 66
+expect2 4 "ffn-hidden-size 66" --tensor-model-parallel-size 4 --ffn-hidden-size 66
+expect2 3 "world size 3 is not divisible by tensor-model-parallel-size 2" --tensor-model-parallel-size 2
+expect2 2 "global-batch-size 6 is not divisible by --micro-batch-size 2 x data-parallel size 2" --global-batch-size 6
+expect2 1 "global-batch-size 7 is not a multiple of --micro-batch-size 2" --global-batch-size 7
+expect2 2 "num-layers 3 is not divisible by pipeline-model-parallel-size 2" --num-layers 3 --pipeline-model-parallel-size 2
+expect2 1 "seq-length 64 exceeds max-position-embeddings 32" --seq-length 64 --max-position-embeddings 32
+expect2 2 "unknown flag '--hiden-size'" --hiden-size 64
+expect2 1 "expects an integer, got 'x'" --num-layers x
+expect2 1 "lr-decay-style must be" --lr-decay-style exp
+[[ $fail -eq 0 ]] && echo "train_bad_input: ok"
+exit $fail

@@ -1,0 +1,63 @@
+#!/usr/bin/env python3
+"""tests/train/parity.py: train the same tiny model under several (TP, PP, DP) layouts and
+check every iteration's loss and grad norm against the first layout's (the reference,
+normally one rank). Prints a table and the largest relative difference; exits 1 if it is
+above --tol.
+
+usage: parity.py --megac BIN --mpiexec MPIEXEC --layouts 1,1,1 2,1,1 ... [--tol 1e-4]
+                 [--extra '--sequence-parallel'] -- <megac train flags>
+A layout is TP,PP,DP; the job runs TP*PP*DP ranks.
+"""
+import argparse, json, os, subprocess, sys, tempfile
+
+
+def run(args, layout, extra, workdir):
+    tp, pp, dp = layout
+    n = tp * pp * dp
+    log = os.path.join(workdir, f"log_{tp}_{pp}_{dp}_{len(extra)}.jsonl")
+    cmd = [args.mpiexec, "-n", str(n), args.megac, "train",
+           "--tensor-model-parallel-size", str(tp), "--pipeline-model-parallel-size", str(pp),
+           "--log-json", log, "--num-threads", "1"] + args.train + extra
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=args.timeout)
+    if p.returncode != 0:
+        print(p.stdout[-4000:])
+        sys.exit(f"FAIL: layout {layout} exited {p.returncode}: {' '.join(cmd)}")
+    return [json.loads(l) for l in open(log)]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--megac", required=True)
+    ap.add_argument("--mpiexec", default="mpiexec")
+    ap.add_argument("--layouts", nargs="+", required=True)
+    ap.add_argument("--tol", type=float, default=1e-4)
+    ap.add_argument("--extra", action="append", default=[],
+                    help="flags added to every non-reference run (repeatable)")
+    ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument("train", nargs=argparse.REMAINDER)
+    args = ap.parse_args()
+    if args.train and args.train[0] == "--":
+        args.train = args.train[1:]
+    layouts = [tuple(int(x) for x in l.split(",")) for l in args.layouts]
+    extra = sum((e.split() for e in args.extra), [])
+    worst = 0.0
+    with tempfile.TemporaryDirectory() as wd:
+        ref = run(args, layouts[0], [], wd)
+        print(f"{'layout (tp,pp,dp)':>20} {'iters':>5} {'max rel diff loss':>18} {'max rel diff gnorm':>19}")
+        for lay in layouts[1:]:
+            got = run(args, lay, extra, wd)
+            if len(got) != len(ref):
+                sys.exit(f"FAIL: layout {lay}: {len(got)} iterations, reference {len(ref)}")
+            dl = max(abs(g["lm_loss"] - r["lm_loss"]) / abs(r["lm_loss"]) for g, r in zip(got, ref))
+            dg = max(abs(g["grad_norm"] - r["grad_norm"]) / max(abs(r["grad_norm"]), 1e-12)
+                     for g, r in zip(got, ref))
+            worst = max(worst, dl, dg)
+            print(f"{str(lay):>20} {len(got):>5} {dl:>18.3e} {dg:>19.3e}")
+    print(f"largest relative difference: {worst:.3e} (tolerance {args.tol:g})")
+    if worst > args.tol:
+        sys.exit("FAIL: layouts disagree")
+    print("parity: ok")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,234 @@
+// train/checkpoint.c: saving and loading checkpoints, layout-independent (format in
+// checkpoint_format.h and train/CHECKPOINT.md).
+//
+// Save: rank 0 makes DIR/iter_N/; every rank opens DIR/iter_N/checkpoint.h5.tmp with
+// parallel HDF5, creates the same datasets (collective) and writes its own slices
+// (independent); the file is flushed and closed; rank 0 fsyncs it, renames it to
+// checkpoint.h5, then replaces DIR/latest_checkpointed_iteration.txt (tmp + rename).
+// A crash at any point leaves `latest` naming the previous, complete checkpoint.
+// Load: rank 0 validates the file and broadcasts the verdict; every rank reads its slices.
+#include "checkpoint.h"
+#include "checkpoint_format.h"
+#include "checkpoint_fs.h"
+#include "core/check.h"
+#include "core/timer.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+// Elements [e0, e1) of parameter `param` (index into the rank's table), host copy at buf.
+typedef struct {
+    int param;
+    size_t e0, e1;
+    float *buf;
+} CkptRange;
+
+// Host copies of what a checkpoint holds (the backend's buffers may live on a device).
+typedef struct {
+    float *params;  // (n_floats) the model's flat parameter buffer
+    float *m, *v;   // (shard_len) the optimizer's moment slice
+} HostState;
+
+// Collective: when any rank's status is nonzero, every rank exits 2 with the message of the
+// lowest failing rank (broadcast from it).
+static void agree_or_exit(int status, char *msg, int msglen) {
+    int rank = 0, in[2], out[2];
+    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+    in[0] = status != 0;
+    in[1] = rank;
+    MPI_CHECK(MPI_Allreduce(in, out, 1, MPI_2INT, MPI_MAXLOC, MPI_COMM_WORLD));
+    if (!out[0]) return;
+    MPI_CHECK(MPI_Bcast(msg, msglen, MPI_CHAR, out[1], MPI_COMM_WORLD));
+    msg[msglen - 1] = '\0';
+    core_usage_error("%s", msg);
+}
+
+static void meta_from_trainer(const Trainer *t, CkptMeta *m) {
+    const TrainArgs *a = &t->args;
+    const GPTConfig *c = &a->model;
+    *m = (CkptMeta){CKPT_VERSION, t->iteration, t->iteration * a->global_batch, t->opt->step,
+                    t->nan_total, (int64_t)a->seed, a->global_batch, c->num_layers,
+                    c->hidden_size, c->num_heads, c->ffn_hidden_size, c->seq_length,
+                    c->max_position_embeddings, c->vocab_size, t->grid->dims.tp,
+                    t->grid->dims.pp, t->grid->dims.dp, t->opt->zero1};
+}
+
+// Copies the parameters (and, with moments = 1, the moments; else zeros) to the host.
+static HostState host_state(const Trainer *t, int moments) {
+    Backend *be = t->be;
+    const Optimizer *o = t->opt;
+    HostState h = {core_calloc(t->model->n_floats, sizeof(float)),
+                   core_calloc(o->shard_len, sizeof(float)), core_calloc(o->shard_len, sizeof(float))};
+    be->ops->copy(be, h.params, t->model->param_mem, t->model->n_floats * sizeof(float), BACKEND_D2H);
+    if (moments) {
+        be->ops->copy(be, h.m, o->m, o->shard_len * sizeof(float), BACKEND_D2H);
+        be->ops->copy(be, h.v, o->v, o->shard_len * sizeof(float), BACKEND_D2H);
+    }
+    return h;
+}
+
+static void host_state_free(HostState *h) {
+    free(h->params);
+    free(h->m);
+    free(h->v);
+}
+
+// Whether this copy of p is the one that writes it among the tp ranks and pipeline stages.
+static int writes_tensor(const ParamInfo *p, int tp_rank) {
+    return !p->tied_copy && !(p->tp_replicated && tp_rank > 0);
+}
+
+// The ranges of group g this rank writes (saving = 1) or reads (0); returns their count.
+// Parameters are written by dp rank 0 (every rank reads all its own); moments follow the
+// optimizer's segments, written by every dp rank under ZeRO-1, by dp rank 0 otherwise.
+static int plan(const Trainer *t, CkptGroup g, int saving, const HostState *h, CkptRange *out) {
+    const GPT *m = t->model;
+    const Optimizer *o = t->opt;
+    int tp_rank = t->grid->coord.tp_rank, dp_rank = t->grid->coord.dp_rank, n = 0;
+    if (g == CKPT_MODEL) {
+        for (int i = 0; i < m->n_params; i++) {
+            const ParamInfo *p = &m->params[i];
+            if (saving && (dp_rank != 0 || !writes_tensor(p, tp_rank))) continue;
+            out[n++] = (CkptRange){i, 0, p->numel, h->params + p->offset};
+        }
+        return n;
+    }
+    if (saving && !o->zero1 && dp_rank != 0) return 0;
+    float *base = g == CKPT_EXP_AVG ? h->m : h->v;
+    for (int i = 0; i < o->n_segs; i++) {
+        const OptSegment *s = &o->segs[i];
+        const ParamInfo *p = &m->params[s->param];
+        if (saving && !writes_tensor(p, tp_rank)) continue;
+        size_t e0 = s->begin - p->offset;
+        out[n++] = (CkptRange){s->param, e0, e0 + s->len, base + (s->begin - o->shard_begin)};
+    }
+    return n;
+}
+
+// Moves every range of every group between the host state and file f. Returns 0, or -1
+// with the failing dataset in err.
+static int transfer_all(hid_t f, const Trainer *t, const HostState *h, int write, char *err,
+                        size_t errlen) {
+    const GPT *m = t->model;
+    CkptRange *r = core_calloc((size_t)m->n_params + 1, sizeof *r);
+    int rc = 0;
+    for (int g = 0; g < CKPT_NGROUPS && rc == 0; g++) {
+        int n = plan(t, (CkptGroup)g, write, h, r);
+        for (int k = 0; k < n && rc == 0; k++) {
+            const ParamInfo *p = &m->params[r[k].param];
+            char path[128];
+            snprintf(path, sizeof path, "%s/%s", ckpt_group_path((CkptGroup)g), p->name);
+            hid_t ds = H5Dopen2(f, path, H5P_DEFAULT);
+            rc = ds < 0 ? -1 : ckpt_h5_transfer(ds, p, m->tp, m->tp_rank, r[k].e0, r[k].e1, r[k].buf, write);
+            if (ds >= 0 && H5Dclose(ds) < 0) rc = -1;
+            if (rc != 0) snprintf(err, errlen, "dataset %s cannot be %s", path, write ? "written" : "read");
+        }
+    }
+    free(r);
+    return rc;
+}
+
+static hid_t mpio_fapl(void) {
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    H5_CHECK(fapl);
+    H5_CHECK(H5Pset_fapl_mpio(fapl, MPI_COMM_WORLD, MPI_INFO_NULL));
+    return fapl;
+}
+
+// Every rank: creates the file, its attributes and datasets, writes its slices. Collective.
+static void write_file(const Trainer *t, const char *path) {
+    CkptMeta meta;
+    meta_from_trainer(t, &meta);
+    int n_full = 0;
+    ParamInfo *full = ckpt_full_table(&t->args.model, &n_full);
+    hid_t fapl = mpio_fapl();
+    hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    H5_CHECK(f);
+    H5_CHECK(H5Pclose(fapl));
+    ckpt_h5_write_meta(f, &meta);
+    ckpt_h5_create_datasets(f, full, n_full);
+    free(full);
+    HostState h = host_state(t, 1);
+    char err[CKPT_MSG_MAX];
+    if (transfer_all(f, t, &h, 1, err, sizeof err) != 0) core_fatal("saving %s: %s", path, err);
+    host_state_free(&h);
+    H5_CHECK(H5Fflush(f, H5F_SCOPE_GLOBAL));  // MPI_File_sync on every rank
+    H5_CHECK(H5Fclose(f));
+}
+
+void ckpt_save(Trainer *t) {
+    double t0 = core_now();
+    int rank0 = t->grid->coord.rank == 0, status = 0;
+    char dir[CKPT_PATH_MAX], tmp[CKPT_PATH_MAX], msg[CKPT_MSG_MAX] = "";
+    if (ckpt_fs_path(dir, t->args.save, t->iteration, NULL) ||
+        ckpt_fs_path(tmp, t->args.save, t->iteration, CKPT_TMP_FILE))
+        core_usage_error("--save: directory name too long: %.200s...", t->args.save);
+    if (rank0) status = ckpt_fs_mkdirs(dir, msg, sizeof msg);
+    agree_or_exit(status, msg, (int)sizeof msg);
+    write_file(t, tmp);
+    if (rank0) status = ckpt_fs_publish(t->args.save, t->iteration, msg, sizeof msg);
+    agree_or_exit(status, msg, (int)sizeof msg);
+    if (rank0) {
+        printf(" saved checkpoint at iteration %lld to %s in %.3f s\n", (long long)t->iteration,
+               dir, core_now() - t0);
+        fflush(stdout);
+    }
+}
+
+// Every rank: opens the validated file in parallel and reads its slices into the trainer.
+static int read_file(Trainer *t, const char *path, char *err, size_t errlen) {
+    H5E_auto2_t old_fn;
+    void *old_data;
+    H5Eget_auto2(H5E_DEFAULT, &old_fn, &old_data);
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    hid_t fapl = mpio_fapl();
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, fapl);
+    H5_CHECK(H5Pclose(fapl));
+    int rc = -1;
+    if (f < 0) {
+        snprintf(err, errlen, "%s: cannot be opened with parallel HDF5", path);
+    } else {
+        char why[CKPT_MSG_MAX] = "";
+        HostState h = host_state(t, 0);
+        rc = transfer_all(f, t, &h, 0, why, sizeof why);
+        if (H5Fclose(f) < 0 && rc == 0) rc = -1;
+        if (rc != 0) snprintf(err, errlen, "%s: %s", path, why);
+        if (rc == 0) {
+            Backend *be = t->be;
+            Optimizer *o = t->opt;
+            be->ops->copy(be, t->model->param_mem, h.params, t->model->n_floats * sizeof(float), BACKEND_H2D);
+            be->ops->copy(be, o->m, h.m, o->shard_len * sizeof(float), BACKEND_H2D);
+            be->ops->copy(be, o->v, h.v, o->shard_len * sizeof(float), BACKEND_H2D);
+        }
+        host_state_free(&h);
+    }
+    H5Eset_auto2(H5E_DEFAULT, old_fn, old_data);
+    return rc;
+}
+
+void ckpt_load(Trainer *t) {
+    int rank0 = t->grid->coord.rank == 0, status = 0;
+    char path[CKPT_PATH_MAX] = "", msg[CKPT_MSG_MAX] = "";
+    CkptMeta want, got;
+    meta_from_trainer(t, &want);
+    memset(&got, 0, sizeof got);
+    if (rank0) status = ckpt_check(t->args.load, &want, &got, path, msg, sizeof msg);
+    agree_or_exit(status, msg, (int)sizeof msg);
+    MPI_CHECK(MPI_Bcast(&got, (int)sizeof got, MPI_BYTE, 0, MPI_COMM_WORLD));
+    MPI_CHECK(MPI_Bcast(path, (int)sizeof path, MPI_CHAR, 0, MPI_COMM_WORLD));
+    status = read_file(t, path, msg, sizeof msg);
+    agree_or_exit(status, msg, (int)sizeof msg);
+    t->iteration = got.iteration;
+    t->opt->step = got.adam_step;
+    t->nan_total = (int)got.nan_iterations;
+    if (!rank0) return;
+    printf(" loaded checkpoint %s at iteration %lld (consumed samples %lld; written by TP %lld x "
+           "PP %lld x DP %lld%s)\n", path, (long long)got.iteration, (long long)got.consumed_samples,
+           (long long)got.saved_tp, (long long)got.saved_pp, (long long)got.saved_dp,
+           got.saved_zero1 ? ", ZeRO-1" : "");
+    if (got.seed != want.seed)
+        printf(" warning: the checkpoint was trained with --seed %lld, this run uses %lld\n",
+               (long long)got.seed, (long long)want.seed);
+    fflush(stdout);
+}

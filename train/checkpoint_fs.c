@@ -1,0 +1,82 @@
+// train/checkpoint_fs.c: directories, fsync and atomic renames for checkpoint saves
+// (rank 0 only; see checkpoint_fs.h).
+#include "checkpoint_fs.h"
+#include "checkpoint_format.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int ckpt_fs_path(char *out, const char *dir, int64_t iteration, const char *name) {
+    int len = iteration < 0 ? snprintf(out, CKPT_PATH_MAX, "%s", dir)
+                            : snprintf(out, CKPT_PATH_MAX, "%s/iter_%07lld", dir, (long long)iteration);
+    if (len >= 0 && len < CKPT_PATH_MAX && name)
+        len += snprintf(out + len, CKPT_PATH_MAX - (size_t)len, "/%s", name);
+    return len >= 0 && len < CKPT_PATH_MAX ? 0 : -1;
+}
+
+int ckpt_fs_mkdirs(const char *path, char *err, size_t n) {
+    char buf[CKPT_PATH_MAX];
+    snprintf(buf, sizeof buf, "%s", path);
+    size_t len = strlen(buf);
+    for (size_t i = 1; i <= len; i++) {
+        if (buf[i] != '/' && buf[i] != '\0') continue;
+        char c = buf[i];
+        buf[i] = '\0';
+        struct stat st;
+        if (mkdir(buf, 0777) != 0 && errno != EEXIST) {
+            snprintf(err, n, "--save: cannot create directory %s: %s", buf, strerror(errno));
+            return -1;
+        }
+        if (stat(buf, &st) != 0 || !S_ISDIR(st.st_mode)) {
+            snprintf(err, n, "--save: %s exists and is not a directory", buf);
+            return -1;
+        }
+        buf[i] = c;
+    }
+    return 0;
+}
+
+// fsync of a file or a directory by name. Returns 0 or -1 (errno set).
+static int fsync_path(const char *path, int directory) {
+    int fd = open(path, directory ? O_RDONLY | O_DIRECTORY : O_RDONLY);
+    if (fd < 0) return -1;
+    int rc = fsync(fd);
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    return rc;
+}
+
+// Writes "N\n" to path.tmp, fsyncs it and renames it to path.
+static int write_latest(const char *path, int64_t iteration) {
+    char tmp[CKPT_PATH_MAX];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) return -1;
+    FILE *fp = fopen(tmp, "w");
+    if (!fp) return -1;
+    int ok = fprintf(fp, "%lld\n", (long long)iteration) > 0 && fflush(fp) == 0 && fsync(fileno(fp)) == 0;
+    int saved = errno;
+    if (fclose(fp) != 0) ok = 0;
+    errno = saved;
+    return ok && rename(tmp, path) == 0 ? 0 : -1;
+}
+
+int ckpt_fs_publish(const char *dir, int64_t iteration, char *err, size_t n) {
+    char iter_dir[CKPT_PATH_MAX], tmp[CKPT_PATH_MAX], final[CKPT_PATH_MAX], latest[CKPT_PATH_MAX];
+    if (ckpt_fs_path(iter_dir, dir, iteration, NULL) || ckpt_fs_path(tmp, dir, iteration, CKPT_TMP_FILE) ||
+        ckpt_fs_path(final, dir, iteration, CKPT_FILE) || ckpt_fs_path(latest, dir, -1, CKPT_LATEST)) {
+        snprintf(err, n, "--save: directory name too long: %.200s...", dir);
+        return -1;
+    }
+    const char *step = tmp;
+    int rc = fsync_path(tmp, 0);
+    if (rc == 0 && (rc = rename(tmp, final)) != 0) step = final;
+    if (rc == 0 && (rc = fsync_path(iter_dir, 1)) != 0) step = iter_dir;
+    if (rc == 0 && (rc = write_latest(latest, iteration)) != 0) step = latest;
+    if (rc == 0 && (rc = fsync_path(dir, 1)) != 0) step = dir;
+    if (rc != 0) snprintf(err, n, "--save: %s: %s", step, strerror(errno));
+    return rc;
+}

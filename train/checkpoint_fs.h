@@ -1,0 +1,19 @@
+// train/checkpoint_fs.h: rank 0's file-system steps of a checkpoint save: making the
+// directories and publishing a finished file atomically (fsync, rename, then `latest`).
+// Internal to train/.
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+// Formats DIR/iter_NNNNNNN/NAME into out (CKPT_PATH_MAX bytes); iteration < 0 leaves out
+// the iter_ part, name NULL the /NAME part. Returns 0, or -1 if the path is too long.
+int ckpt_fs_path(char *out, const char *dir, int64_t iteration, const char *name);
+
+// mkdir -p path. Returns 0, or -1 with one line naming the directory in err.
+int ckpt_fs_mkdirs(const char *path, char *err, size_t errlen);
+
+// Publishes the closed file DIR/iter_N/checkpoint.h5.tmp: fsyncs it, renames it to
+// checkpoint.h5, fsyncs the directory, then writes DIR/latest_checkpointed_iteration.txt
+// through a temporary file + fsync + rename, and fsyncs DIR. Until the last rename the
+// previous `latest` (and its checkpoint) stays valid. Returns 0, or -1 with one line in err.
+int ckpt_fs_publish(const char *dir, int64_t iteration, char *err, size_t errlen);

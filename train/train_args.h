@@ -1,0 +1,39 @@
+// train/train_args.h: the flags of `megac train` (Megatron-LM's names) and their checks.
+#pragma once
+#include <stdint.h>
+#include "model/gpt_config.h"
+#include "optim/lr_schedule.h"
+#include "optim/optimizer.h"
+
+typedef struct {
+    GPTConfig model;
+    int tp, pp;
+    int micro_batch, global_batch;
+    int64_t train_iters;
+    LRSchedule lr;
+    AdamWConfig adamw;
+    uint64_t seed;
+    const char *data_path, *split;
+    int mock_data, mock_vocab, mock_samples;
+    const char *save, *load;
+    int64_t save_interval, eval_interval, eval_iters, log_interval;
+    const char *log_json;
+    const char *device;
+    int num_threads;
+    int zero1;
+    double timeout_minutes;
+    int max_nan_iters;
+    const char *trace;
+    const char *pipeline_schedule;  // "1f1b" (default) or "gpipe" (all-forward-all-backward)
+    int sequence_parallel;
+    int64_t ddp_bucket_size;        // floats per reduce-scatter bucket (0: one bucket)
+    int overlap_grad_reduce;
+} TrainArgs;
+
+// Parses argv (after "train") into *a with Megatron's defaults. Bad or inconsistent flags
+// (that can be checked without the data or the world size): one line, exit 2.
+void train_args_parse(TrainArgs *a, int argc, char **argv);
+
+// Checks the flags against the world size (layout divides, batch divides). Every rank
+// calls it with the same values; on failure all exit 2 with the same one-line message.
+void train_args_check_layout(const TrainArgs *a, int world_size);

@@ -1,0 +1,185 @@
+// train/trainer.c: set-up and the training step.
+//
+// A step: zero gradients -> the pipeline schedule runs m micro-batches forward and backward
+// -> tied-embedding gradients summed over the embedding group (first + last stage) ->
+// gradients averaged over data parallelism (reduce-scatter with ZeRO-1) -> global gradient
+// norm (each rank's unique share, summed over all ranks) -> skip on NaN/Inf, else clip and
+// AdamW -> parameters all-gathered (ZeRO-1).
+#include "trainer.h"
+#include "core/check.h"
+
+#include <math.h>
+#include <signal.h>  // defines: raise, SIGKILL (test hook)
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int threads_per_rank(const TrainArgs *a) {
+    if (a->num_threads > 0) return a->num_threads;
+    MPI_Comm node;
+    int local = 1;
+    MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+    MPI_CHECK(MPI_Comm_size(node, &local));
+    MPI_CHECK(MPI_Comm_free(&node));
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int n = (int)(cores / local);
+    return n > 0 ? n : 1;
+}
+
+static Backend *make_backend(const TrainArgs *a) {
+    if (!strcmp(a->device, "cuda")) {
+#ifdef MEGAC_HAVE_CUDA
+        if (!backend_cuda_available()) core_usage_error("--device cuda: no usable CUDA device");
+        return backend_cuda_create(0);
+#else
+        core_usage_error("--device cuda: megac was built without CUDA");
+#endif
+    }
+    return backend_cpu_create(threads_per_rank(a));
+}
+
+// Events a --trace run records: per step about 5 per micro-batch (forward, backward, their
+// p2p waits) + step, gradient sync, optimizer; per evaluation 3 per micro-batch.
+static size_t trace_capacity(const TrainArgs *a, int n_micro) {
+    double evals = (double)a->train_iters / a->eval_interval + 1;
+    double n = (double)a->train_iters * (5.0 * n_micro + 3) + evals * a->eval_iters * 3.0 * n_micro;
+    return n < 1024 ? 1024 : n > (1 << 22) ? (size_t)1 << 22 : (size_t)n;
+}
+
+// Test hook (tests/pipeline/test_stage_dies.sh): MEGAC_TEST_DIE_AT_ITER=R:I makes global
+// rank R kill itself (SIGKILL) at the start of iteration I, while the other ranks are
+// inside the step, to check that the job then ends instead of hanging. Returns I on rank
+// R, else 0.
+static int64_t test_die_at_iter(int rank) {
+    const char *v = getenv("MEGAC_TEST_DIE_AT_ITER");
+    long long r = -1, it = 0;
+    if (!v || sscanf(v, "%lld:%lld", &r, &it) != 2 || r != rank) return 0;
+    return it;
+}
+
+Trainer *trainer_create(const TrainArgs *args) {
+    Trainer *t = core_calloc(1, sizeof *t);
+    t->args = *args;
+    TrainArgs *a = &t->args;
+    int world = 0;
+    MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world));
+    train_args_check_layout(a, world);
+    if (a->mock_data) {
+        t->data = batches_mock_create(a->seed, a->mock_vocab, a->mock_samples, a->model.seq_length);
+    } else {
+        core_usage_error("--data-path: HDF5 datasets are not wired into training yet; use --mock-data");
+    }
+    a->model.vocab_size = batches_vocab_size(t->data);
+    char err[512];
+    if (gpt_config_check(&a->model, a->tp, a->pp, err, sizeof err) != 0) core_usage_error("%s", err);
+
+    int nccl = !strcmp(a->device, "cuda");
+    t->be = make_backend(a);
+    t->grid = pgrid_create(a->tp, a->pp, nccl ? PGRID_COMM_NCCL : PGRID_COMM_MPI,
+                           nccl ? t->be->u.cuda.stream : NULL, a->timeout_minutes * 60.0);
+    ProcessGrid *g = t->grid;
+    t->dp = g->dims.dp;
+    t->n_micro = a->global_batch / (a->micro_batch * t->dp);
+    PPScheduleKind kind = (PPScheduleKind)pp_schedule_parse(a->pipeline_schedule);
+    int slots = pp_num_slots(kind, a->pp, g->coord.pp_rank, t->n_micro);
+    t->model = gpt_create(&a->model, t->be, a->tp, g->coord.tp_rank, a->pp, g->coord.pp_rank,
+                          a->micro_batch, slots, a->seed, optim_pad_multiple(t->dp),
+                          a->sequence_parallel);
+    t->opt = optim_create(t->be, g->dp, a->zero1, t->model->params, t->model->n_params,
+                          t->model->n_floats, g->coord.tp_rank, (size_t)a->ddp_bucket_size);
+    t->wte_param = gpt_param_index(t->model, "wte");
+    t->cursor = (BatchCursor){t->data, SPLIT_TRAIN, 0, a->global_batch, g->coord.dp_rank, t->dp,
+                              a->micro_batch, a->model.seq_length};
+    size_t N = (size_t)a->micro_batch * a->model.seq_length;
+    t->trace = pp_trace_create(g->world, a->trace ? trace_capacity(a, t->n_micro) : 0);
+    pp_step_init(&t->step, t->model, g, kind, batches_get, &t->cursor, t->n_micro,
+                 (float)(1.0 / ((double)N * t->n_micro)), t->trace);
+    t->die_at_iter = test_die_at_iter(g->coord.rank);
+    if (a->log_json && g->coord.rank == 0) {
+        t->log_json = fopen(a->log_json, "w");
+        if (!t->log_json) core_usage_error("cannot write --log-json %s", a->log_json);
+    }
+    return t;
+}
+
+void trainer_destroy(Trainer *t) {
+    if (!t) return;
+    if (t->log_json) fclose(t->log_json);
+    pp_step_free(&t->step);
+    pp_trace_destroy(t->trace);
+    optim_destroy(t->opt);
+    gpt_destroy(t->model);
+    pgrid_destroy(t->grid);
+    backend_destroy(t->be);
+    batches_destroy(t->data);
+    free(t);
+}
+
+// Sums the two copies of the tied embedding's gradient (first and last stage).
+static void sync_tied_embedding(Trainer *t) {
+    ProcessGrid *g = t->grid;
+    if (g->dims.pp == 1 || !g->embedding || t->wte_param < 0) return;
+    const ParamInfo *p = &t->model->params[t->wte_param];
+    comm_all_reduce(g->embedding, t->model->grad_mem + p->offset, p->numel, COMM_F32, COMM_SUM);
+}
+
+// Global sums of [grad norm^2, loss sum] over all ranks (each adds its unique share).
+static void global_sums(Trainer *t, double *sq, double *loss_sum) {
+    const ProcessGrid *g = t->grid;
+    double v[2] = {*sq, (g->is_last_stage && g->coord.tp_rank == 0) ? *loss_sum : 0.0};
+    comm_all_reduce(g->world, v, 2, COMM_F64, COMM_SUM);
+    *sq = v[0];
+    *loss_sum = v[1];
+}
+
+StepResult trainer_step(Trainer *t) {
+    StepResult r = {0};
+    GPT *m = t->model;
+    int64_t it = t->iteration + 1;
+    t->cursor.split = SPLIT_TRAIN;
+    t->cursor.iteration = t->iteration;
+    t->step.n_micro = t->n_micro;
+    Comm *groups[] = {t->grid->tp, t->grid->pp, t->grid->dp, t->grid->embedding};
+    for (int i = 0; i < 4; i++)
+        if (groups[i]) comm_stats_reset(groups[i]);  // the log reports one step's traffic
+    if (it == t->die_at_iter) raise(SIGKILL);  // test hook, see test_die_at_iter
+    gpt_zero_grads(m);
+    double loss_sum = pp_forward_backward(&t->step);
+    double t0 = pp_trace_begin(t->trace);
+    gpt_sync_sequence_parallel_grads(m, t->grid->tp);
+    sync_tied_embedding(t);
+    optim_reduce_grads(t->opt, m->grad_mem);
+    double sq = optim_local_grad_sq(t->opt, m->grad_mem);
+    global_sums(t, &sq, &loss_sum);
+    pp_trace_end(t->trace, PP_EV_GRAD_SYNC, -1, t0);
+    r.grad_norm = sqrt(sq);
+    r.loss = loss_sum / ((double)t->args.global_batch * t->args.model.seq_length);
+    r.lr = optim_lr_at(&t->args.lr, it);
+    if (!isfinite(r.grad_norm) || !isfinite(r.loss)) {
+        r.skipped = 1;  // Megatron: count it, skip the update, go on
+    } else {
+        double clip = t->args.adamw.clip_grad, scale = 1.0;
+        if (clip > 0 && r.grad_norm + 1e-6 > clip) scale = clip / (r.grad_norm + 1e-6);
+        t0 = pp_trace_begin(t->trace);
+        optim_update(t->opt, &t->args.adamw, r.lr, scale, m->param_mem, m->grad_mem);
+        pp_trace_end(t->trace, PP_EV_OPTIMIZER, -1, t0);
+    }
+    t->iteration = it;
+    return r;
+}
+
+double trainer_evaluate(Trainer *t) {
+    int64_t iters = t->args.eval_iters;
+    if (iters <= 0) return NAN;
+    double total = 0.0;
+    t->cursor.split = SPLIT_VALID;
+    for (int64_t i = 0; i < iters; i++) {
+        t->cursor.iteration = i;
+        double loss = pp_forward_only(&t->step), zero = 0.0;
+        global_sums(t, &zero, &loss);
+        total += loss;
+    }
+    t->cursor.split = SPLIT_TRAIN;
+    return total / ((double)iters * t->args.global_batch * t->args.model.seq_length);
+}

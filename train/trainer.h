@@ -1,0 +1,51 @@
+// train/trainer.h: one training run: the grid, backend, model stage, optimizer and data of
+// this rank, and the step that ties them together.
+#pragma once
+#include <stdint.h>
+#include <stdio.h>
+#include "backend/backend.h"
+#include "model/gpt.h"
+#include "optim/optimizer.h"
+#include "parallel_state/pgrid_comm.h"
+#include "pipeline/schedule.h"
+#include "train_args.h"
+#include "batches.h"
+
+typedef struct {
+    double loss;        // mean lm loss over the global batch
+    double grad_norm;   // global gradient norm before clipping
+    double lr;
+    int skipped;        // 1 if the step was skipped (NaN/Inf)
+} StepResult;
+
+typedef struct {
+    TrainArgs args;
+    ProcessGrid *grid;
+    Backend *be;
+    GPT *model;
+    Optimizer *opt;
+    BatchSource *data;
+    BatchCursor cursor;
+    PPStep step;
+    PPTrace *trace;             // step timeline (--trace) and pipeline bubble counters
+    int64_t die_at_iter;        // test hook MEGAC_TEST_DIE_AT_ITER (see trainer.c); 0: off
+    int dp, n_micro;
+    int64_t iteration;          // iterations completed
+    int nan_in_row, nan_total;
+    int wte_param;              // index of wte in the model's table, or -1
+    FILE *log_json;
+} Trainer;
+
+// Sets up everything from the parsed flags (MPI initialised). Bad layouts, flags or data:
+// one line and exit 2 on every rank, before any work. Never returns NULL.
+Trainer *trainer_create(const TrainArgs *args);
+void trainer_destroy(Trainer *t);
+
+// Runs iteration t->iteration + 1 (forward, backward, gradient sync, clip, AdamW).
+StepResult trainer_step(Trainer *t);
+
+// Mean validation loss over eval_iters batches of the validation split.
+double trainer_evaluate(Trainer *t);
+
+// The whole run: steps, logs, evaluation and checkpoints. Returns the exit code.
+int trainer_run(Trainer *t);
