@@ -50,6 +50,8 @@ static int utf8_error(const Reader *r, const uint8_t *s, size_t n, const char *w
     return -1;
 }
 
+static int is_graph(uint8_t c) { return c > ' ' && c < 0x7f; }
+
 // "%" or "%\r" (with or without the newline) equals separator "%".
 static int is_separator(const char *line, size_t n, const char *sep) {
     while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) n--;
@@ -70,9 +72,9 @@ static int read_text(Reader *r, const DataDocsOptions *o, char *err, size_t errl
         }
         if (!o->allow_invalid_utf8 && (rc = utf8_error(r, (uint8_t *)r->line, (size_t)n, "line", err, errlen)))
             break;
-        uint8_t first = (uint8_t)r->line[0];
-        if (o->chunk_bytes && doc.n >= o->chunk_bytes && first > ' ' && first < 0x7f) {
-            r->sink->text(r->sink->ctx, doc.v, doc.n);  // a safe cut: "\n" then non-space ASCII
+        if (o->chunk_bytes && doc.n >= o->chunk_bytes && doc.n >= 2 && is_graph(doc.v[doc.n - 2]) &&
+            is_graph((uint8_t)r->line[0])) {
+            r->sink->text(r->sink->ctx, doc.v, doc.n);  // a safe cut: "x\n" | "y"
             doc.n = 0;
         }
         tok_bytes_append(&doc, (uint8_t *)r->line, (size_t)n);

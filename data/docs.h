@@ -8,8 +8,9 @@
 // Empty documents are skipped. Invalid UTF-8 is an error naming the file, line and byte
 // (unless allow_invalid_utf8: byte-level tokenizers encode any bytes). Memory is bounded by
 // chunk_bytes plus the longest line: a long text document is handed on in parts, cut only
-// after a "\n" followed by a non-space ASCII character, where pre-tokenisation never joins
-// (pretok.h), so encoding the parts gives exactly the tokens of the whole document.
+// between "x\n" and "y" with x, y printable non-space ASCII, where pre-tokenisation pieces
+// always end and start (pretok.h), so encoding the parts gives exactly the tokens of the
+// whole document.
 #pragma once
 #include <stddef.h>
 #include <stdint.h>

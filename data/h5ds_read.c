@@ -39,8 +39,11 @@ static int attr_int(hid_t file, const char *name, int64_t *out, const char *path
     return ok ? 0 : -1;
 }
 
-// Reads a scalar string attribute (fixed or variable length) into a malloc'ed string.
+// Reads a scalar string attribute (fixed or variable length) into a malloc'ed string. A
+// fixed length larger than the file is damage, not a string.
 static char *attr_str(hid_t file, const char *name, const char *path, char *err) {
+    hsize_t file_size = 0;
+    H5Fget_filesize(file, &file_size);
     char *out = NULL;
     hid_t a = H5Aexists(file, name) > 0 ? H5Aopen(file, name, H5P_DEFAULT) : -1;
     hid_t t = a >= 0 ? H5Aget_type(a) : -1, s = a >= 0 ? H5Aget_space(a) : -1;
@@ -53,9 +56,10 @@ static char *attr_str(hid_t file, const char *name, const char *path, char *err)
             if (v) H5free_memory(v);
         } else {
             size_t n = H5Tget_size(t);
-            if (n > 0 && n < ((size_t)1 << 30)) {
+            if (n > 0 && n <= file_size) {
                 out = core_calloc(n + 1, 1);
                 H5Tset_size(mt, n);
+                H5Tset_strpad(mt, H5T_STR_NULLPAD);  // all n bytes, whatever the padding
                 if (H5Aread(a, mt, out) < 0) { free(out); out = NULL; }
             }
         }
@@ -90,6 +94,25 @@ static int64_t dset_len(hid_t d, const char *name, int want_unsigned, const int 
     return (int64_t)dims[0];
 }
 
+// Damaged metadata can claim more bytes than the file holds, and HDF5 would then allocate
+// them: the dataset's storage must fit in the file, and (unfiltered, as the writer makes
+// them) hold all n elements.
+static int check_storage(hid_t file, hid_t d, const char *name, int64_t n, int elem, const char *path,
+                         char *err) {
+    hsize_t file_size = 0, stored = H5Dget_storage_size(d);
+    H5Fget_filesize(file, &file_size);
+    hid_t dcpl = H5Dget_create_plist(d);
+    int filters = dcpl >= 0 ? H5Pget_nfilters(dcpl) : 0;
+    if (dcpl >= 0) H5Pclose(dcpl);
+    if (stored > file_size || (filters == 0 && (hsize_t)n * (hsize_t)elem > stored)) {
+        snprintf(err, ERRLEN, "%s: damaged file: dataset '%s' has %lld elements, %llu bytes stored, in a "
+                 "%llu-byte file", path, name, (long long)n, (unsigned long long)stored,
+                 (unsigned long long)file_size);
+        return -1;
+    }
+    return 0;
+}
+
 // Checks doc_offsets: starts at 0, strictly increasing (every document has its EOD), ends at
 // n_tokens.
 static int check_offsets(const H5Dataset *ds, const char *path, char *err) {
@@ -110,6 +133,38 @@ static int check_offsets(const H5Dataset *ds, const char *path, char *err) {
         return -1;
     }
     return 0;
+}
+
+// Checks /tokens and /doc_offsets (types, shapes, storage) and reads + checks the offsets.
+static int validate_datasets(hid_t file, H5Dataset *ds, const char *path, char *err) {
+    if (H5Lexists(file, "tokens", H5P_DEFAULT) <= 0 || H5Lexists(file, "doc_offsets", H5P_DEFAULT) <= 0) {
+        snprintf(err, ERRLEN, "%s: dataset 'tokens' or 'doc_offsets' is missing", path);
+        return -1;
+    }
+    hid_t tok = H5Dopen2(file, "tokens", H5P_DEFAULT), off = H5Dopen2(file, "doc_offsets", H5P_DEFAULT);
+    const int tok_sizes[2] = {2, 4}, off_sizes[1] = {8};
+    int elem = 0, rc = -1;
+    int64_t n_off = -1;
+    char m[256];
+    if (tok < 0 || off < 0) {
+        snprintf(err, ERRLEN, "%s: cannot open 'tokens' / 'doc_offsets': %s", path, h5_message(m));
+    } else if ((ds->n_tokens = dset_len(tok, "tokens", 1, tok_sizes, 2, &ds->token_bytes, path, err)) >= 0 &&
+               (n_off = dset_len(off, "doc_offsets", 0, off_sizes, 1, &elem, path, err)) >= 0) {
+        ds->n_docs = n_off - 1;
+        if (ds->n_docs < 1 || ds->n_tokens < 1) {
+            snprintf(err, ERRLEN, "%s: empty dataset (%lld documents, %lld tokens)", path,
+                     (long long)(ds->n_docs > 0 ? ds->n_docs : 0), (long long)ds->n_tokens);
+        } else if (check_storage(file, tok, "tokens", ds->n_tokens, ds->token_bytes, path, err) == 0 &&
+                   check_storage(file, off, "doc_offsets", n_off, elem, path, err) == 0) {
+            ds->doc_offsets = core_calloc((size_t)n_off, sizeof(uint64_t));
+            if (H5Dread(off, H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, ds->doc_offsets) < 0)
+                snprintf(err, ERRLEN, "%s: cannot read doc_offsets: %s", path, h5_message(m));
+            else rc = check_offsets(ds, path, err);
+        }
+    }
+    if (tok >= 0) H5Dclose(tok);
+    if (off >= 0) H5Dclose(off);
+    return rc;
 }
 
 // Validates the attributes and datasets of an open file and fills ds (except handles).
@@ -139,34 +194,7 @@ static int validate(hid_t file, H5Dataset *ds, const char *path, char *err) {
         return -1;
     }
     if (!(ds->tokenizer = attr_str(file, "tokenizer", path, err))) return -1;
-    if (H5Lexists(file, "tokens", H5P_DEFAULT) <= 0 || H5Lexists(file, "doc_offsets", H5P_DEFAULT) <= 0) {
-        snprintf(err, ERRLEN, "%s: dataset 'tokens' or 'doc_offsets' is missing", path);
-        return -1;
-    }
-    hid_t tok = H5Dopen2(file, "tokens", H5P_DEFAULT), off = H5Dopen2(file, "doc_offsets", H5P_DEFAULT);
-    const int tok_sizes[2] = {2, 4}, off_sizes[1] = {8};
-    int elem = 0, rc = -1;
-    char m[256];
-    if (tok < 0 || off < 0) {
-        snprintf(err, ERRLEN, "%s: cannot open 'tokens' / 'doc_offsets': %s", path, h5_message(m));
-    } else if ((ds->n_tokens = dset_len(tok, "tokens", 1, tok_sizes, 2, &ds->token_bytes, path, err)) >= 0) {
-        int64_t n_off = dset_len(off, "doc_offsets", 0, off_sizes, 1, &elem, path, err);
-        ds->n_docs = n_off - 1;
-        if (n_off < 0) {
-            // err is set
-        } else if (ds->n_docs < 1 || ds->n_tokens < 1) {
-            snprintf(err, ERRLEN, "%s: empty dataset (%lld documents, %lld tokens)", path,
-                     (long long)(ds->n_docs > 0 ? ds->n_docs : 0), (long long)ds->n_tokens);
-        } else {
-            ds->doc_offsets = core_calloc((size_t)n_off, sizeof(uint64_t));
-            if (H5Dread(off, H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, ds->doc_offsets) < 0)
-                snprintf(err, ERRLEN, "%s: cannot read doc_offsets: %s", path, h5_message(m));
-            else rc = check_offsets(ds, path, err);
-        }
-    }
-    if (tok >= 0) H5Dclose(tok);
-    if (off >= 0) H5Dclose(off);
-    return rc;
+    return validate_datasets(file, ds, path, err);
 }
 
 static void dataset_free(H5Dataset *ds) {
@@ -177,8 +205,8 @@ static void dataset_free(H5Dataset *ds) {
     free(ds);
 }
 
-// Opens path with fapl and validates it; NULL with a message on any problem.
-static H5Dataset *open_checked(const char *path, hid_t fapl, char *err) {
+// Opens path (serially) and validates it; NULL with a message on any problem.
+static H5Dataset *open_checked(const char *path, char *err) {
     struct stat st;
     if (stat(path, &st) != 0) {
         snprintf(err, ERRLEN, "%s: %s", path, strerror(errno));
@@ -194,7 +222,7 @@ static H5Dataset *open_checked(const char *path, hid_t fapl, char *err) {
     }
     H5Dataset *ds = core_calloc(1, sizeof *ds);
     ds->path = strdup(path);
-    ds->file = H5Fopen(path, H5F_ACC_RDONLY, fapl);
+    ds->file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     ds->tokens = -1;
     if (ds->file < 0) {
         char m[256];
@@ -223,7 +251,7 @@ H5Dataset *h5ds_open_serial(const char *path, char *err, size_t errlen) {
     H5Eget_auto2(H5E_DEFAULT, &fn, &fn_data);
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);  // our own one-line messages instead of HDF5's stack
     char msg[ERRLEN];
-    H5Dataset *ds = open_checked(path, H5P_DEFAULT, msg);
+    H5Dataset *ds = open_checked(path, msg);
     if (ds && (ds->tokens = open_tokens(ds->file)) < 0) {
         snprintf(msg, sizeof msg, "%s: cannot open dataset 'tokens'", path);
         H5Fclose(ds->file);
@@ -321,7 +349,7 @@ H5Dataset *h5ds_open(const char *path, MPI_Comm comm) {
     hid_t fapl;
     H5_CHECK(fapl = H5Pcreate(H5P_FILE_ACCESS));
     H5_CHECK(H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL));
-    ds->file = H5Fopen(path, H5F_ACC_RDONLY, fapl);
+    ds->file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     ds->tokens = ds->file >= 0 ? open_tokens(ds->file) : -1;
     H5Pclose(fapl);
     char m[256];

@@ -7,8 +7,10 @@
 // pieces always cover the input exactly, byte for byte. Pieces longer than max_piece bytes are
 // cut into max_piece-byte parts (bounds the cost of encoding one piece).
 //
-// Boundary rule used for streaming: no piece ever contains "\n" followed by a non-space ASCII
-// character, so text may be cut (and encoded in parts) between such a "\n" and that character.
+// Boundary rule used for streaming: in "x\ny" with x and y printable non-space ASCII, the
+// "\n" is a piece of its own whatever follows y or precedes x (x ends a non-space piece, and
+// a lone "\n" is a piece at the end of the text too), so text may be cut between "x\n" and
+// "y" and encoded in parts with exactly the result of encoding it whole.
 #pragma once
 #include <stddef.h>
 #include <stdint.h>

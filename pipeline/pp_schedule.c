@@ -38,17 +38,17 @@ static void sync_backend(void *ctx) {
 void pp_step_init(PPStep *st, GPT *model, ProcessGrid *grid, PPScheduleKind kind,
                   PPBatchFn get_batch, void *batch_ctx, int n_micro, float loss_scale,
                   PPTrace *trace) {
-    size_t N = (size_t)model->N, C = (size_t)model->cfg.hidden_size;
+    size_t N = (size_t)model->N, io = gpt_stage_io_numel(model);  // io: (N, C), or (N/tp, C) with SP
     *st = (PPStep){.model = model, .grid = grid, .kind = kind, .get_batch = get_batch,
                    .batch_ctx = batch_ctx, .n_micro = n_micro, .loss_scale = loss_scale,
                    .trace = trace};
     st->tokens = core_calloc(N, sizeof(int));
     st->targets = core_calloc(N, sizeof(int));
-    st->dout = model->be->ops->alloc(model->be, N * C * sizeof(float));
+    st->dout = model->be->ops->alloc(model->be, io * sizeof(float));
     st->stage = (PPStage){.ctx = st, .forward = stage_forward, .backward = stage_backward,
                           .input = stage_input, .output = stage_output,
                           .input_grad = stage_input_grad, .output_grad = st->dout};
-    st->link = (PPLink){grid->pp, grid->pp_prev, grid->pp_next, N * C, trace};
+    st->link = (PPLink){grid->pp, grid->pp_prev, grid->pp_next, io, trace};
     if (trace && trace->cap && model->be->kind != BACKEND_CPU) {
         trace->sync = sync_backend;  // device work is queued: time it when it is done
         trace->sync_ctx = model->be;

@@ -71,6 +71,11 @@ void pp_trace_step_end(PPTrace *tr) {
     tr->steps++;
 }
 
+void pp_trace_reset_counters(PPTrace *tr) {
+    tr->steps = tr->in_step = 0;
+    tr->busy_s = tr->sched_s = tr->first_busy_s = tr->first_sched_s = tr->step_busy = 0.0;
+}
+
 // One event as a line of JSON (times in microseconds), comma first unless it opens a list.
 static void write_event(FILE *f, const PPEvent *e, int rank) {
     char name[32];

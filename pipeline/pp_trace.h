@@ -54,6 +54,9 @@ void pp_trace_end(PPTrace *tr, PPEventKind kind, int micro, double t0);
 void pp_trace_step_begin(PPTrace *tr);
 void pp_trace_step_end(PPTrace *tr);
 
+// Zeroes the bubble counters (the events stay). Never fails.
+void pp_trace_reset_counters(PPTrace *tr);
+
 // "forward", "send_forward_recv_backward", ... Pure.
 const char *pp_trace_kind_name(PPEventKind kind);
 

@@ -23,7 +23,7 @@ typedef struct {
     int n_micro;        // micro-batches per step on this data-parallel rank
     float loss_scale;   // gradient of the loss per token: 1 / (tokens per DP rank per step)
     int *tokens, *targets;  // (B, T) host staging buffers
-    float *dout;        // (N, C) gradient of the stage output received from the next stage
+    float *dout;        // (N_sp, C) gradient of the stage output received from the next stage
     double loss;        // summed per-token loss of the current run (last stage)
     PPTrace *trace;     // timeline and bubble counters; NULL: none
     PPStage stage;      // the model stage as the schedules see it (ctx = this PPStep)

@@ -1,15 +1,31 @@
-// train/batches.c: micro-batches from --mock-data (the HDF5 path plugs in here too).
+// train/batches.c: micro-batches from an HDF5 token dataset (data/sampler.h) or from
+// --mock-data.
 #include "batches.h"
 #include "core/check.h"
 #include "core/philox.h"
+#include "data/sampler.h"
 
 #include <stdlib.h>
 
 struct BatchSource {
     uint64_t seed;
     int vocab, n_samples;
-    int *sample;  // (T + 1) scratch, allocated once
+    int *sample;              // (T + 1) scratch, allocated once (mock data)
+    H5Dataset *ds;            // NULL for mock data
+    DataSplit *splits[2];     // train, valid (NULL when unused)
 };
+
+BatchSource *batches_hdf5_create(const char *path, const char *split, uint64_t seed,
+                                 int seq_length, int64_t train_samples, int64_t valid_samples) {
+    BatchSource *s = core_calloc(1, sizeof *s);
+    s->ds = h5ds_open(path, MPI_COMM_WORLD);
+    s->vocab = (int)s->ds->vocab_size;
+    s->seed = seed;
+    s->splits[0] = data_split_new(s->ds, split, DATA_TRAIN, seq_length, seed, train_samples);
+    if (valid_samples > 0)
+        s->splits[1] = data_split_new(s->ds, split, DATA_VALID, seq_length, seed, valid_samples);
+    return s;
+}
 
 BatchSource *batches_mock_create(uint64_t seed, int vocab, int n_samples, int seq_length) {
     BatchSource *s = core_calloc(1, sizeof *s);
@@ -24,6 +40,9 @@ int batches_vocab_size(const BatchSource *s) { return s->vocab; }
 
 void batches_destroy(BatchSource *s) {
     if (!s) return;
+    for (int i = 0; i < 2; i++)
+        if (s->splits[i]) data_split_free(s->splits[i]);
+    if (s->ds) h5ds_close(s->ds);
     free(s->sample);
     free(s);
 }
@@ -40,6 +59,13 @@ static void mock_sample(const BatchSource *s, SplitKind split, int64_t sample, i
 
 void batches_get(void *cursor, int micro, int *tokens, int *targets) {
     const BatchCursor *c = cursor;
+    if (c->src->ds) {
+        DataSplit *sp = c->src->splits[c->split == SPLIT_TRAIN ? 0 : 1];
+        if (!sp) core_fatal("no %s split built", c->split == SPLIT_TRAIN ? "train" : "validation");
+        data_get_batch(sp, c->iteration, c->global_batch, c->dp_rank, c->dp, c->micro_batch, micro,
+                       tokens, targets);
+        return;
+    }
     int T = c->seq_length, per_rank = c->global_batch / c->dp;
     int *buf = c->src->sample;
     for (int b = 0; b < c->micro_batch; b++) {

@@ -19,6 +19,11 @@ typedef struct {
 // Synthetic data: token t of sample s is a hash of (seed, s mod n_samples, t) mod V.
 // n_samples = 0 means every sample differs. Never fails.
 BatchSource *batches_mock_create(uint64_t seed, int vocab, int n_samples, int seq_length);
+// An HDF5 token dataset (megac preprocess) opened collectively over MPI_COMM_WORLD, with its
+// train split built for train_samples order positions and its validation split for
+// valid_samples (0: no validation). Bad files or splits: one line naming the file, exit 2.
+BatchSource *batches_hdf5_create(const char *path, const char *split, uint64_t seed,
+                                 int seq_length, int64_t train_samples, int64_t valid_samples);
 // Vocabulary size of the source. Pure.
 int batches_vocab_size(const BatchSource *s);
 void batches_destroy(BatchSource *s);

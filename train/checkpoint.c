@@ -13,9 +13,11 @@
 #include "core/check.h"
 #include "core/timer.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>  // defines: access
 
 // Elements [e0, e1) of parameter `param` (index into the rank's table), host copy at buf.
 typedef struct {
@@ -24,10 +26,11 @@ typedef struct {
     float *buf;
 } CkptRange;
 
-// Host copies of what a checkpoint holds (the backend's buffers may live on a device).
+// The host buffers HDF5 moves data between: the backend's own on the CPU, copies otherwise.
 typedef struct {
     float *params;  // (n_floats) the model's flat parameter buffer
     float *m, *v;   // (shard_len) the optimizer's moment slice
+    int copies;     // 1: host copies of device buffers (freed by host_state_done)
 } HostState;
 
 // Collective: when any rank's status is nonzero, every rank exits 2 with the message of the
@@ -47,28 +50,53 @@ static void agree_or_exit(int status, char *msg, int msglen) {
 static void meta_from_trainer(const Trainer *t, CkptMeta *m) {
     const TrainArgs *a = &t->args;
     const GPTConfig *c = &a->model;
-    *m = (CkptMeta){CKPT_VERSION, t->iteration, t->iteration * a->global_batch, t->opt->step,
-                    t->nan_total, (int64_t)a->seed, a->global_batch, c->num_layers,
-                    c->hidden_size, c->num_heads, c->ffn_hidden_size, c->seq_length,
-                    c->max_position_embeddings, c->vocab_size, t->grid->dims.tp,
-                    t->grid->dims.pp, t->grid->dims.dp, t->opt->zero1};
+    const PGridDims *d = &t->grid->dims;
+    *m = (CkptMeta){.format_version = CKPT_VERSION, .iteration = t->iteration,
+                    .consumed_samples = t->iteration * a->global_batch, .adam_step = t->opt->step,
+                    .nan_iterations = t->nan_total, .seed = (int64_t)a->seed,
+                    .global_batch_size = a->global_batch, .num_layers = c->num_layers,
+                    .hidden_size = c->hidden_size, .num_attention_heads = c->num_heads,
+                    .ffn_hidden_size = c->ffn_hidden_size, .seq_length = c->seq_length,
+                    .max_position_embeddings = c->max_position_embeddings,
+                    .vocab_size = c->vocab_size, .saved_tp = d->tp, .saved_pp = d->pp,
+                    .saved_dp = d->dp, .saved_zero1 = t->opt->zero1};
 }
 
-// Copies the parameters (and, with moments = 1, the moments; else zeros) to the host.
-static HostState host_state(const Trainer *t, int moments) {
+// The buffers to save from (loading = 0) or load into (1). For loading, the moments start
+// at zero (elements outside every slice stay so) and the parameters keep their values.
+static HostState host_state(const Trainer *t, int loading) {
     Backend *be = t->be;
     const Optimizer *o = t->opt;
-    HostState h = {core_calloc(t->model->n_floats, sizeof(float)),
-                   core_calloc(o->shard_len, sizeof(float)), core_calloc(o->shard_len, sizeof(float))};
-    be->ops->copy(be, h.params, t->model->param_mem, t->model->n_floats * sizeof(float), BACKEND_D2H);
-    if (moments) {
-        be->ops->copy(be, h.m, o->m, o->shard_len * sizeof(float), BACKEND_D2H);
-        be->ops->copy(be, h.v, o->v, o->shard_len * sizeof(float), BACKEND_D2H);
+    size_t pbytes = t->model->n_floats * sizeof(float), mbytes = o->shard_len * sizeof(float);
+    if (be->kind == BACKEND_CPU) {
+        if (loading) {
+            be->ops->zero(be, o->m, mbytes);
+            be->ops->zero(be, o->v, mbytes);
+        }
+        return (HostState){t->model->param_mem, o->m, o->v, 0};
     }
+    HostState h = {core_calloc(pbytes, 1), core_calloc(mbytes, 1), core_calloc(mbytes, 1), 1};
+    be->ops->copy(be, h.params, t->model->param_mem, pbytes, BACKEND_D2H);
+    if (!loading) {
+        be->ops->copy(be, h.m, o->m, mbytes, BACKEND_D2H);
+        be->ops->copy(be, h.v, o->v, mbytes, BACKEND_D2H);
+    }
+    be->ops->sync(be);
     return h;
 }
 
-static void host_state_free(HostState *h) {
+// Ends the use of h: after a load (loaded = 1) copies to the device; frees the copies.
+static void host_state_done(const Trainer *t, HostState *h, int loaded) {
+    if (!h->copies) return;
+    Backend *be = t->be;
+    const Optimizer *o = t->opt;
+    if (loaded) {
+        size_t mbytes = o->shard_len * sizeof(float);
+        be->ops->copy(be, t->model->param_mem, h->params, t->model->n_floats * sizeof(float), BACKEND_H2D);
+        be->ops->copy(be, o->m, h->m, mbytes, BACKEND_H2D);
+        be->ops->copy(be, o->v, h->v, mbytes, BACKEND_H2D);
+        be->ops->sync(be);
+    }
     free(h->params);
     free(h->m);
     free(h->v);
@@ -106,26 +134,35 @@ static int plan(const Trainer *t, CkptGroup g, int saving, const HostState *h, C
     return n;
 }
 
-// Moves every range of every group between the host state and file f. Returns 0, or -1
-// with the failing dataset in err.
+// Moves every range of every group between the host state and file f. Every rank opens and
+// closes every dataset of the whole model in the same order (H5Dclose is collective under
+// parallel HDF5) and moves its own ranges in between (independent I/O). Returns 0, or -1
+// with the first failing dataset in err.
 static int transfer_all(hid_t f, const Trainer *t, const HostState *h, int write, char *err,
                         size_t errlen) {
     const GPT *m = t->model;
+    int n_full = 0, rc = 0;
+    ParamInfo *full = ckpt_full_table(&t->args.model, &n_full);
     CkptRange *r = core_calloc((size_t)m->n_params + 1, sizeof *r);
-    int rc = 0;
-    for (int g = 0; g < CKPT_NGROUPS && rc == 0; g++) {
+    for (int g = 0; g < CKPT_NGROUPS; g++) {
         int n = plan(t, (CkptGroup)g, write, h, r);
-        for (int k = 0; k < n && rc == 0; k++) {
-            const ParamInfo *p = &m->params[r[k].param];
+        for (int i = 0; i < n_full; i++) {
             char path[128];
-            snprintf(path, sizeof path, "%s/%s", ckpt_group_path((CkptGroup)g), p->name);
+            snprintf(path, sizeof path, "%s/%s", ckpt_group_path((CkptGroup)g), full[i].name);
+            int local = gpt_param_index(m, full[i].name), bad = 0;
             hid_t ds = H5Dopen2(f, path, H5P_DEFAULT);
-            rc = ds < 0 ? -1 : ckpt_h5_transfer(ds, p, m->tp, m->tp_rank, r[k].e0, r[k].e1, r[k].buf, write);
-            if (ds >= 0 && H5Dclose(ds) < 0) rc = -1;
-            if (rc != 0) snprintf(err, errlen, "dataset %s cannot be %s", path, write ? "written" : "read");
+            for (int k = 0; k < n && local >= 0 && !bad; k++)
+                if (r[k].param == local)
+                    bad = ds < 0 || ckpt_h5_transfer(ds, &m->params[local], m->tp, m->tp_rank,
+                                                     r[k].e0, r[k].e1, r[k].buf, write) != 0;
+            if (ds < 0 || H5Dclose(ds) < 0) bad = 1;
+            if (bad && rc == 0)
+                snprintf(err, errlen, "dataset %s cannot be %s", path, write ? "written" : "read");
+            if (bad) rc = -1;
         }
     }
     free(r);
+    free(full);
     return rc;
 }
 
@@ -149,12 +186,25 @@ static void write_file(const Trainer *t, const char *path) {
     ckpt_h5_write_meta(f, &meta);
     ckpt_h5_create_datasets(f, full, n_full);
     free(full);
-    HostState h = host_state(t, 1);
+    HostState h = host_state(t, 0);
     char err[CKPT_MSG_MAX];
     if (transfer_all(f, t, &h, 1, err, sizeof err) != 0) core_fatal("saving %s: %s", path, err);
-    host_state_free(&h);
+    host_state_done(t, &h, 0);
     H5_CHECK(H5Fflush(f, H5F_SCOPE_GLOBAL));  // MPI_File_sync on every rank
     H5_CHECK(H5Fclose(f));
+}
+
+void ckpt_prepare_save(Trainer *t) {
+    int status = 0;
+    char msg[CKPT_MSG_MAX] = "";
+    if (t->grid->coord.rank == 0) {
+        status = ckpt_fs_mkdirs(t->args.save, msg, sizeof msg);
+        if (status == 0 && access(t->args.save, W_OK | X_OK) != 0) {
+            snprintf(msg, sizeof msg, "--save: cannot write into %s: %s", t->args.save, strerror(errno));
+            status = -1;
+        }
+    }
+    agree_or_exit(status, msg, (int)sizeof msg);
 }
 
 void ckpt_save(Trainer *t) {
@@ -190,18 +240,11 @@ static int read_file(Trainer *t, const char *path, char *err, size_t errlen) {
         snprintf(err, errlen, "%s: cannot be opened with parallel HDF5", path);
     } else {
         char why[CKPT_MSG_MAX] = "";
-        HostState h = host_state(t, 0);
+        HostState h = host_state(t, 1);
         rc = transfer_all(f, t, &h, 0, why, sizeof why);
         if (H5Fclose(f) < 0 && rc == 0) rc = -1;
         if (rc != 0) snprintf(err, errlen, "%s: %s", path, why);
-        if (rc == 0) {
-            Backend *be = t->be;
-            Optimizer *o = t->opt;
-            be->ops->copy(be, t->model->param_mem, h.params, t->model->n_floats * sizeof(float), BACKEND_H2D);
-            be->ops->copy(be, o->m, h.m, o->shard_len * sizeof(float), BACKEND_H2D);
-            be->ops->copy(be, o->v, h.v, o->shard_len * sizeof(float), BACKEND_H2D);
-        }
-        host_state_free(&h);
+        host_state_done(t, &h, rc == 0);
     }
     H5Eset_auto2(H5E_DEFAULT, old_fn, old_data);
     return rc;

@@ -27,10 +27,13 @@ static int read_latest(const char *dir, int64_t *it, char *err, size_t n) {
     size_t len = fread(text, 1, sizeof text - 1, fp);
     fclose(fp);
     text[len] = '\0';
+    for (size_t i = 0; i < len; i++)  // keep the message on one line
+        if (text[i] < ' ' && text[i] != '\n') text[i] = '?';
     errno = 0;
     long long v = strtoll(text, &end, 10);
     while (end && (*end == '\n' || *end == ' ' || *end == '\r')) end++;
     if (len == 0 || errno || end == text || *end != '\0' || v < 0) {
+        text[strcspn(text, "\n")] = '\0';
         snprintf(err, n, "%s: expected an iteration number, found '%.20s'", path, text);
         return -1;
     }
@@ -149,7 +152,9 @@ static int check_file(const char *path, int64_t latest, const CkptMeta *want, Ck
     }
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (f < 0) {
-        snprintf(err, n, "%s: not a readable HDF5 file (truncated or damaged?)", path);
+        char why[256];
+        ckpt_h5_last_error(why, sizeof why);
+        snprintf(err, n, "%s: not a readable HDF5 file, truncated or damaged (HDF5: %s)", path, why);
         return -1;
     }
     char why[CKPT_MSG_MAX] = "";

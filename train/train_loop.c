@@ -7,7 +7,33 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
+
+// Every rank's process id, by host, so that a launcher message naming only a PID (hydra's
+// "BAD TERMINATION ... PID 1234 RUNNING AT host" when a rank dies) identifies the rank.
+// Collective.
+static void log_process_ids(const Trainer *t) {
+    enum { HOST_INTS = 8, PER_RANK = 1 + HOST_INTS };  // pid, host name (32 bytes)
+    Comm *w = t->grid->world;
+    int mine[PER_RANK] = {(int)getpid()};
+    gethostname((char *)&mine[1], HOST_INTS * sizeof(int) - 1);
+    int *all = core_calloc((size_t)w->size * PER_RANK, sizeof(int));
+    comm_all_gather(w, mine, all, PER_RANK, COMM_I32);
+    if (w->rank == 0) {
+        printf("process ids (rank:pid):");
+        for (int r = 0; r < w->size; r++) {
+            const char *host = (const char *)&all[r * PER_RANK + 1];
+            if (r == 0 || strcmp(host, (const char *)&all[(r - 1) * PER_RANK + 1]))
+                printf("%s %s:", r ? ";" : "", host);
+            printf(" %d:%d", r, all[r * PER_RANK]);
+        }
+        printf("\n");
+        fflush(stdout);
+    }
+    free(all);
+}
 
 static void log_startup(const Trainer *t) {
     const ProcessGrid *g = t->grid;
@@ -80,11 +106,11 @@ static void progress(int64_t it, int64_t total, double elapsed) {
     fflush(stderr);
 }
 
-// The measured pipeline bubble per stage (PP > 1 or --trace), and the --trace timeline.
-// Collective: every rank calls it at the end of the run.
+// The measured pipeline bubble per stage (PP > 1 on the CPU, or --trace, whose spans wait
+// for queued device work), and the --trace timeline. Collective: all ranks, end of the run.
 static void report_pipeline(Trainer *t) {
     ProcessGrid *g = t->grid;
-    if (g->dims.pp > 1 || t->args.trace)
+    if ((g->dims.pp > 1 && t->be->kind == BACKEND_CPU) || t->args.trace)
         pp_trace_report_bubble(t->trace, g->world, g->coord.pp_rank, g->dims.pp, t->n_micro);
     if (t->args.trace) {
         char label[96];
@@ -98,7 +124,12 @@ int trainer_run(Trainer *t) {
     const TrainArgs *a = &t->args;
     int rank0 = t->grid->coord.rank == 0, tty = rank0 && isatty(2);
     log_startup(t);
+    log_process_ids(t);
+    if (a->save) ckpt_prepare_save(t);  // an unwritable --save fails now, not after training
     if (a->load) ckpt_load(t);
+    if (rank0 && t->iteration >= a->train_iters)
+        printf("megac train: the loaded checkpoint is at iteration %lld >= --train-iters %lld: "
+               "nothing to do\n", (long long)t->iteration, (long long)a->train_iters);
     double t_start = core_now();
     while (t->iteration < a->train_iters) {
         double t0 = core_now();

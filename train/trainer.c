@@ -47,15 +47,46 @@ static size_t trace_capacity(const TrainArgs *a, int n_micro) {
     return n < 1024 ? 1024 : n > (1 << 22) ? (size_t)1 << 22 : (size_t)n;
 }
 
-// Test hook (tests/pipeline/test_stage_dies.sh): MEGAC_TEST_DIE_AT_ITER=R:I makes global
-// rank R kill itself (SIGKILL) at the start of iteration I, while the other ranks are
-// inside the step, to check that the job then ends instead of hanging. Returns I on rank
-// R, else 0.
-static int64_t test_die_at_iter(int rank) {
+// Test hook (tests/pipeline/test_stage_dies.sh): MEGAC_TEST_DIE_AT_ITER=R:I[:abort|:stop]
+// makes global rank R kill itself with SIGKILL (or SIGABRT, or stop with SIGSTOP: a hung
+// rank) at the start of iteration I, while the other ranks are inside the step, to check
+// that the job then ends instead of hanging.
+// Sets t->die_at_iter (0: off) and t->die_signal.
+static void test_die_at_iter(Trainer *t, int rank) {
     const char *v = getenv("MEGAC_TEST_DIE_AT_ITER");
     long long r = -1, it = 0;
-    if (!v || sscanf(v, "%lld:%lld", &r, &it) != 2 || r != rank) return 0;
-    return it;
+    char how[8] = "";
+    if (!v || sscanf(v, "%lld:%lld:%7s", &r, &it, how) < 2 || r != rank) return;
+    t->die_at_iter = it;
+    t->die_signal = !strcmp(how, "abort") ? SIGABRT : !strcmp(how, "stop") ? SIGSTOP : SIGKILL;
+}
+
+// Crash report: a rank killed by a fatal signal it can catch (segfault, abort, bus error,
+// FPE, illegal instruction) prints "[rank R] megac: fatal signal N" before dying, since the
+// launcher's own message names only a PID (and, with MPICH 4.0's hydra, not reliably the
+// dead one). A signal handler can reach only static storage: the prefix is formatted once.
+// SIGKILL (e.g. the OOM killer) cannot be caught: see the start-up "process ids" line.
+static char crash_prefix[64];
+static void crash_report(int sig) {
+    char line[sizeof crash_prefix + 4];  // one write(), so the line reaches the log whole
+    size_t n = strlen(crash_prefix);
+    memcpy(line, crash_prefix, n);
+    if (sig >= 10) line[n++] = (char)('0' + sig / 10 % 10);
+    line[n++] = (char)('0' + sig % 10);
+    line[n++] = '\n';
+    ssize_t w = write(2, line, n);
+    (void)w;
+    raise(sig);  // SA_RESETHAND restored the default action: die with the signal
+}
+
+static void install_crash_report(int rank) {
+    snprintf(crash_prefix, sizeof crash_prefix, "[rank %d] megac: fatal signal ", rank);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = crash_report;
+    sa.sa_flags = SA_RESETHAND;
+    const int sigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+    for (int i = 0; i < 5; i++) sigaction(sigs[i], &sa, NULL);
 }
 
 Trainer *trainer_create(const TrainArgs *args) {
@@ -68,7 +99,9 @@ Trainer *trainer_create(const TrainArgs *args) {
     if (a->mock_data) {
         t->data = batches_mock_create(a->seed, a->mock_vocab, a->mock_samples, a->model.seq_length);
     } else {
-        core_usage_error("--data-path: HDF5 datasets are not wired into training yet; use --mock-data");
+        int64_t G = a->global_batch;
+        t->data = batches_hdf5_create(a->data_path, a->split, a->seed, a->model.seq_length,
+                                      a->train_iters * G, a->eval_iters * G);
     }
     a->model.vocab_size = batches_vocab_size(t->data);
     char err[512];
@@ -95,7 +128,8 @@ Trainer *trainer_create(const TrainArgs *args) {
     t->trace = pp_trace_create(g->world, a->trace ? trace_capacity(a, t->n_micro) : 0);
     pp_step_init(&t->step, t->model, g, kind, batches_get, &t->cursor, t->n_micro,
                  (float)(1.0 / ((double)N * t->n_micro)), t->trace);
-    t->die_at_iter = test_die_at_iter(g->coord.rank);
+    test_die_at_iter(t, g->coord.rank);
+    install_crash_report(g->coord.rank);
     if (a->log_json && g->coord.rank == 0) {
         t->log_json = fopen(a->log_json, "w");
         if (!t->log_json) core_usage_error("cannot write --log-json %s", a->log_json);
@@ -143,7 +177,7 @@ StepResult trainer_step(Trainer *t) {
     Comm *groups[] = {t->grid->tp, t->grid->pp, t->grid->dp, t->grid->embedding};
     for (int i = 0; i < 4; i++)
         if (groups[i]) comm_stats_reset(groups[i]);  // the log reports one step's traffic
-    if (it == t->die_at_iter) raise(SIGKILL);  // test hook, see test_die_at_iter
+    if (it == t->die_at_iter) raise(t->die_signal);  // test hook, see test_die_at_iter
     gpt_zero_grads(m);
     double loss_sum = pp_forward_backward(&t->step);
     double t0 = pp_trace_begin(t->trace);

@@ -29,6 +29,7 @@ typedef struct {
     PPStep step;
     PPTrace *trace;             // step timeline (--trace) and pipeline bubble counters
     int64_t die_at_iter;        // test hook MEGAC_TEST_DIE_AT_ITER (see trainer.c); 0: off
+    int die_signal;
     int dp, n_micro;
     int64_t iteration;          // iterations completed
     int nan_in_row, nan_total;

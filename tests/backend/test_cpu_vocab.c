@@ -139,6 +139,11 @@ static void test_xent(Backend *be, TestRng *r, int V) {
     for (int i = 0; i < XN * XVP; i++) c.logits[i] = i % XVP < V ? c.logits[i] : 0.0;
     fd_grad(c.logits, XN * XVP, xent_loss, &c, want);
     EXPECT_CLOSE(dl, want, XN * XVP, 2e-6, "xent dlogits vs finite differences (0 at padding)");
+    float rowmax[XN], stats[2 * XN], dl2[XN * XVP];  // out of place == in place, bitwise
+    be->ops->xent_max(be, rowmax, logits, XN, XVP, V);
+    be->ops->xent_sumexp(be, stats, stats + XN, logits, rowmax, targets, XN, XVP, V, 0);
+    be->ops->xent_backward(be, dl2, logits, rowmax, stats, targets, dscale, XN, XVP, V, 0);
+    EXPECT_SAME_BITS(dl2, dl, XN * XVP, "xent_backward out of place vs in place");
 
     // TP = 2 and 4: the same loss and gradients from shards.
     for (int tp = 2; tp <= 4; tp *= 2) {

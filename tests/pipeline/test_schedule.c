@@ -148,6 +148,23 @@ static void run_case(ProcessGrid *g, Recorder *r, PPScheduleKind kind, int m, in
     pp_trace_destroy(tr);
 }
 
+// A full trace buffer drops further events (with one warning) and never grows.
+static void check_trace_overflow(ProcessGrid *g, Recorder *r) {
+    r->n_slots = pp_schedule_slots(PP_SCHEDULE_1F1B, g->dims.pp, g->coord.pp_rank, 4);
+    r->forward_only = 0;
+    r->log[0] = 0;
+    for (int i = 0; i < MAX_SLOTS; i++) r->held[i] = -1;
+    r->n_held = 0;
+    PPStage st = {r, rec_forward, rec_backward, rec_input, rec_output, rec_input_grad, r->out_grad};
+    PPTrace *tr = pp_trace_create(g->world, 3);
+    PPLink link = {g->pp, g->pp_prev, g->pp_next, COUNT, tr};
+    pp_schedule_run(PP_SCHEDULE_1F1B, &st, &link, 4, r->n_slots);
+    EXPECT(tr->n == 3 && tr->dropped > 0, "trace of capacity 3: %zu kept, %zu dropped", tr->n,
+           tr->dropped);
+    EXPECT(tr->steps == 1 && tr->busy_s > 0, "bubble counters still run when the buffer is full");
+    pp_trace_destroy(tr);
+}
+
 int main(int argc, char **argv) {
     MPI_CHECK(MPI_Init(&argc, &argv));
     int world = 0;
@@ -166,6 +183,7 @@ int main(int argc, char **argv) {
         run_case(g, &r, PP_SCHEDULE_GPIPE, ms[k], 0);
         run_case(g, &r, PP_SCHEDULE_1F1B, ms[k], 1);
     }
+    check_trace_overflow(g, &r);
     for (int i = 0; i < MAX_SLOTS; i++) { free(r.in[i]); free(r.out[i]); }
     free(r.in_grad);
     free(r.out_grad);

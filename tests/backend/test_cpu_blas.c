@@ -1,0 +1,88 @@
+// tests/backend/test_cpu_blas.c: the BLAS kernel choice and the re-exec that applies it.
+// usage: test_cpu_blas [--mpi] ARGS...   (ARGS are echoed back through the re-exec)
+//
+// main() records its PID and counts its starts in the environment before calling
+// backend_cpu_select_blas_kernels, so after a re-exec the test sees: the same PID, the same
+// argv, at most two starts (no loop), the marker gone, and OpenBLAS running kernels at
+// least as good as the CPU supports. With --mpi it then joins MPI (run under mpiexec:
+// the re-exec happens before MPI_Init and must not break the launcher's connection).
+#include "backend/backend.h"
+#include "backend/cpu/cpu_blas.h"
+#include "tests/testing.h"
+
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void test_upgrade_table(void) {
+    struct { const char *core; int avx512, avx2; const char *want; } cases[] = {
+        {"Prescott", 1, 1, "SkylakeX"},  // Debian 0.3.21 on an unknown AVX-512 Xeon
+        {"Prescott", 0, 1, "Haswell"},   {"Prescott", 0, 0, NULL},
+        {"Sandybridge", 0, 1, "Haswell"}, {"Haswell", 1, 1, "SkylakeX"},
+        {"Zen", 0, 1, NULL},             {"Zen", 1, 1, "SkylakeX"},  // Zen 4 on 0.3.21
+        {"Haswell", 0, 1, NULL},         {"SkylakeX", 1, 1, NULL},
+        {"COOPERLAKE", 1, 1, NULL},      {"SapphireRapids", 1, 1, NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        const char *got = backend_cpu_blas_upgrade(cases[i].core, cases[i].avx512, cases[i].avx2);
+        int ok = got && cases[i].want ? strcmp(got, cases[i].want) == 0 : got == cases[i].want;
+        EXPECT(ok, "%s (avx512 %d, avx2 %d): got %s, want %s", cases[i].core, cases[i].avx512,
+               cases[i].avx2, got ? got : "NULL", cases[i].want ? cases[i].want : "NULL");
+    }
+}
+
+// After backend_cpu_select_blas_kernels: what the (possibly re-executed) process must see.
+static void test_after_select(int starts, int argc, char **argv) {
+    char pid[32];
+    snprintf(pid, sizeof pid, "%ld", (long)getpid());
+    EXPECT(strcmp(getenv("TEST_CPU_BLAS_PID"), pid) == 0, "re-exec must keep the PID (%s vs %s)",
+           getenv("TEST_CPU_BLAS_PID"), pid);
+    EXPECT(starts <= 2, "started %d times: re-exec loop", starts);
+    EXPECT(getenv("MEGAC_CPU_REEXEC") == NULL, "the re-exec marker must be cleared");
+    EXPECT(getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT"), "an OpenMP wait policy is set");
+    int user_core = strcmp(getenv("TEST_CPU_BLAS_USER_CORE"), "1") == 0;  // respected as is
+    __builtin_cpu_init();
+    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    int avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                 __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+                 __builtin_cpu_supports("avx512cd");
+    const char *core = backend_cpu_blas_corename();
+    EXPECT(user_core || !backend_cpu_blas_upgrade(core, avx512, avx2),
+           "OpenBLAS runs %s on a CPU with avx512 %d, avx2 %d", core, avx512, avx2);
+    const char *want[] = {"alpha", "two words", ""};  // meson passes these (after --mpi)
+    int first = argc > 1 && strcmp(argv[1], "--mpi") == 0 ? 2 : 1;
+    EXPECT_EQ_INT(argc - first, 3);
+    for (int i = 0; i < 3 && first + i < argc; i++)
+        EXPECT(strcmp(argv[first + i], want[i]) == 0, "argv[%d] = '%s'", first + i, argv[first + i]);
+    printf("test_cpu_blas: pid %s, %d start(s), OpenBLAS %s, GOMP_SPINCOUNT %s\n", pid, starts,
+           core, getenv("GOMP_SPINCOUNT") ? getenv("GOMP_SPINCOUNT") : "(unset)");
+}
+
+int main(int argc, char **argv) {
+    const char *n = getenv("TEST_CPU_BLAS_STARTS");
+    int starts = (n ? atoi(n) : 0) + 1;
+    char buf[32];
+    snprintf(buf, sizeof buf, "%d", starts);
+    setenv("TEST_CPU_BLAS_STARTS", buf, 1);
+    snprintf(buf, sizeof buf, "%ld", (long)getpid());
+    if (starts == 1) {
+        setenv("TEST_CPU_BLAS_PID", buf, 1);
+        setenv("TEST_CPU_BLAS_USER_CORE", getenv("OPENBLAS_CORETYPE") ? "1" : "0", 1);
+    }
+    backend_cpu_select_blas_kernels(argc, argv);
+
+    int mpi = argc > 1 && strcmp(argv[1], "--mpi") == 0;
+    if (mpi) MPI_Init(&argc, &argv);
+    test_upgrade_table();
+    test_after_select(starts, argc, argv);
+    if (mpi) {
+        int one = 1, size = 0, sum = 0;
+        MPI_Comm_size(MPI_COMM_WORLD, &size);
+        MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+        EXPECT_EQ_INT(sum, size);
+        MPI_Finalize();
+    }
+    return test_result("test_cpu_blas");
+}

@@ -1,0 +1,51 @@
+// tests/train/ckpt_tamper.c: damages a checkpoint file in one precise way, for the
+// damaged-checkpoint tests (checkpoint_test.py):
+//     ckpt_tamper FILE delete  DATASET       remove a dataset
+//     ckpt_tamper FILE reshape DATASET       replace it by a float32 (rows + 1) vector
+//     ckpt_tamper FILE attr    NAME VALUE    set an integer attribute of the root group
+// Exit 0 when done, 1 on an HDF5 failure, 2 on bad usage.
+#include <hdf5.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int reshape(hid_t f, const char *path) {
+    hid_t ds = H5Dopen2(f, path, H5P_DEFAULT);
+    if (ds < 0) return -1;
+    hid_t sp = H5Dget_space(ds);
+    hsize_t dims[2] = {0, 0};
+    H5Sget_simple_extent_dims(sp, dims, NULL);
+    H5Sclose(sp);
+    H5Dclose(ds);
+    if (H5Ldelete(f, path, H5P_DEFAULT) < 0) return -1;
+    hsize_t n = dims[0] + 1;
+    sp = H5Screate_simple(1, &n, NULL);
+    ds = H5Dcreate2(f, path, H5T_IEEE_F32LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    H5Sclose(sp);
+    return ds < 0 ? -1 : H5Dclose(ds);
+}
+
+static int set_attr(hid_t f, const char *name, long long value) {
+    if (H5Aexists(f, name) > 0 && H5Adelete(f, name) < 0) return -1;
+    hid_t sp = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate2(f, name, H5T_STD_I64LE, sp, H5P_DEFAULT, H5P_DEFAULT);
+    int rc = a < 0 ? -1 : H5Awrite(a, H5T_NATIVE_LLONG, &value);
+    if (a >= 0) H5Aclose(a);
+    H5Sclose(sp);
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 4 || (!strcmp(argv[2], "attr") && argc < 5)) {
+        fprintf(stderr, "usage: ckpt_tamper FILE delete|reshape DATASET | FILE attr NAME VALUE\n");
+        return 2;
+    }
+    hid_t f = H5Fopen(argv[1], H5F_ACC_RDWR, H5P_DEFAULT);
+    if (f < 0) return 1;
+    int rc = -1;
+    if (!strcmp(argv[2], "delete")) rc = H5Ldelete(f, argv[3], H5P_DEFAULT);
+    else if (!strcmp(argv[2], "reshape")) rc = reshape(f, argv[3]);
+    else if (!strcmp(argv[2], "attr")) rc = set_attr(f, argv[3], atoll(argv[4]));
+    if (H5Fclose(f) < 0) rc = -1;
+    return rc < 0 ? 1 : 0;
+}
