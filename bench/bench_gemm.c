@@ -71,7 +71,7 @@ static double bench_sgemm(int reps) {
 
 int main(int argc, char **argv) {
     backend_cpu_select_blas_kernels(argc, argv);
-    int threads = 0, reps = 5, steps = 2, no_ops = 0, no_gemm = 0;
+    int threads = 0, reps = 5, steps = 3, no_ops = 0, no_gemm = 0;
     ArgSpec specs[] = {
         {"--threads", ARG_INT, &threads, "OpenMP/BLAS threads (0: OMP_NUM_THREADS or all cores)"},
         {"--reps", ARG_INT, &reps, "timed runs per sgemm shape (best is reported)"},

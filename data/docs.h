@@ -6,11 +6,13 @@
 //               blank lines are skipped
 //
 // Empty documents are skipped. Invalid UTF-8 is an error naming the file, line and byte
-// (unless allow_invalid_utf8: byte-level tokenizers encode any bytes). Memory is bounded by
-// chunk_bytes plus the longest line: a long text document is handed on in parts, cut only
-// between "x\n" and "y" with x, y printable non-space ASCII, where pre-tokenisation pieces
-// always end and start (pretok.h), so encoding the parts gives exactly the tokens of the
-// whole document.
+// (unless allow_invalid_utf8: byte-level tokenizers encode any bytes). JSON escapes of lone
+// surrogates ("\udc00") are decoded by json-c as U+FFFD, so they count as valid text.
+//
+// Memory is bounded by chunk_bytes plus the longest line: a long text document is handed on
+// in parts, cut only between "x\n" and "y" with x, y printable non-space ASCII, where
+// pre-tokenisation pieces always end and start (pretok.h), so encoding the parts gives
+// exactly the tokens of the whole document. (CRLF text is therefore never cut.)
 #pragma once
 #include <stddef.h>
 #include <stdint.h>

@@ -17,6 +17,7 @@ typedef struct {
 
 // Empty map with room for about cap_hint keys. Never fails (aborts on out of memory).
 void data_u64map_init(DataU64Map *m, size_t cap_hint);
+// Frees the tables (m itself is the caller's).
 void data_u64map_free(DataU64Map *m);
 // Pointer to the value of key, or NULL when absent. Pure.
 int64_t *data_u64map_get(const DataU64Map *m, uint64_t key);
@@ -35,7 +36,9 @@ typedef struct {
     size_t n_slots;        // a power of two
 } DataStrMap;
 
+// Empty map. Never fails.
 void data_strmap_init(DataStrMap *m);
+// Frees the tables and keys (m itself is the caller's).
 void data_strmap_free(DataStrMap *m);
 // Forgets every key (keeps the memory). Never fails.
 void data_strmap_clear(DataStrMap *m);

@@ -28,6 +28,7 @@ typedef void (*TokPieceFn)(void *ctx, const uint8_t *piece, size_t n);
 // Compiles the pattern (JIT when available). Returns NULL with a message in err when the
 // pattern does not compile or max_piece < 1.
 TokPretok *tok_pretok_new(const char *pattern, int max_piece, char *err, size_t errlen);
+// Frees p (NULL is fine).
 void tok_pretok_free(TokPretok *p);
 // Calls fn for every piece of text[0..n); the pieces concatenate to the text exactly.
 // Not thread-safe (one match buffer per TokPretok).

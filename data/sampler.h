@@ -58,6 +58,7 @@ void data_split_bounds(const double w[3], int64_t n_docs, int64_t bounds[4]);
 // shorter than one sample is a usage error naming the file (exit code 2).
 DataSplit *data_split_new(H5Dataset *ds, const char *split, DataSplitKind kind, int seq_length,
                           uint64_t seed, int64_t num_samples);
+// Frees sp (NULL is fine); the dataset stays open.
 void data_split_free(DataSplit *sp);
 
 // Sample id at order position p (0 <= p < n_samples_built). Pure.

@@ -31,4 +31,5 @@ void tok_trainer_add(TokTrainer *tr, const uint8_t *text, size_t n);
 // progress != 0 prints merges/s to stderr while it runs. The trainer stays usable only for
 // tok_trainer_free afterwards.
 Tokenizer *tok_trainer_finish(TokTrainer *tr, int vocab_size, int progress, TokTrainStats *stats);
+// Frees tr (NULL is fine).
 void tok_trainer_free(TokTrainer *tr);

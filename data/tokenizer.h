@@ -53,6 +53,7 @@ Tokenizer *tok_byte_new(void);
 // refers to an id not yet defined or to EOD, repeats an earlier pair, or the pattern is bad.
 Tokenizer *tok_bpe_new(const uint32_t *merges /* (n_merges, 2) */, int n_merges,
                        const char *pattern, int max_piece, char *err, size_t errlen);
+// Frees t (NULL is fine).
 void tok_free(Tokenizer *t);
 
 // Appends the ids of text[0..n) to out (no EOD). Not thread-safe (uses the cache).

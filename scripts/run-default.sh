@@ -1,10 +1,31 @@
 #!/usr/bin/env bash
 # scripts/run-default.sh: the README's main job on the built-in default.
-# For now (foundation issue) it builds megac and shows the target production layout
-# (128 ranks = TP 2 x PP 4 x DP 16); training on Debian's fortunes corpus comes with the
-# training and data issues.
+#   1. install packages and build (scripts/setup.sh, scripts/build.sh);
+#   2. preprocess Debian's fortunes corpus (package `fortunes`, documents separated by "%")
+#      into out/fortunes.h5 with the byte-level tokenizer;
+#   3. train a small GPT (4 layers, 128 wide, 128-token context) on it for 300 iterations on
+#      this machine's cores, evaluating on the validation split and saving a checkpoint in
+#      out/checkpoints (resume with the same command plus --load out/checkpoints).
+# Extra arguments go to `megac train` (e.g. --train-iters 1000). Set RANKS=N (and TP/PP)
+# to run N MPI ranks through build/scripts/megac-mpiexec.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/build.sh build
-build/megac/megac layout --world-size 128 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 4
+mkdir -p out
+corpus=()
+for f in /usr/share/games/fortunes/*; do
+  [[ -f "$f" && "$f" != *.dat && "$f" != *.u8 ]] && corpus+=("$f")
+done
+build/megac/megac preprocess --input "${corpus[@]}" --output out/fortunes.h5 --doc-separator %
+launch=(build/megac/megac)
+if [[ -n "${RANKS:-}" ]]; then
+  launch=(build/scripts/megac-mpiexec -n "$RANKS" build/megac/megac)
+fi
+"${launch[@]}" train --data-path out/fortunes.h5 --split 949,50,1 \
+  --tensor-model-parallel-size "${TP:-1}" --pipeline-model-parallel-size "${PP:-1}" \
+  --num-layers 4 --hidden-size 128 --num-attention-heads 4 --seq-length 128 \
+  --micro-batch-size 8 --global-batch-size 16 --train-iters 300 \
+  --lr 2e-3 --min-lr 2e-4 --lr-warmup-iters 20 --lr-decay-style cosine --weight-decay 0.1 \
+  --clip-grad 1.0 --log-interval 25 --eval-interval 100 --eval-iters 8 \
+  --save out/checkpoints --log-json out/train_log.jsonl "$@"

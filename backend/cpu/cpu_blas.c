@@ -23,12 +23,14 @@ static int kernel_tier(const char *corename) {
     return 0;
 }
 
+// The OPENBLAS_CORETYPE to ask for, or NULL when OpenBLAS's own choice is as good. Pure.
 const char *backend_cpu_blas_upgrade(const char *corename, int has_avx512, int has_avx2_fma) {
     int want = has_avx512 ? 2 : has_avx2_fma ? 1 : 0;
     if (!corename || want <= kernel_tier(corename)) return NULL;
     return want == 2 ? "SkylakeX" : "Haswell";
 }
 
+// openblas_get_corename(), never NULL.
 const char *backend_cpu_blas_corename(void) {
     const char *s = openblas_get_corename();
     return s ? s : "unknown";
@@ -47,12 +49,14 @@ static void cpu_features(int *avx512, int *avx2_fma) {
 #endif
 }
 
+// Sets what OpenBLAS and libgomp must read at load time, re-executing the program when it
+// changed anything (see cpu_blas.h). Call before MPI_Init. Never fails.
 void backend_cpu_select_blas_kernels(int argc, char **argv) {
     if (getenv(CPU_REEXEC_MARK)) {  // we are the re-executed process: done (children start clean)
         unsetenv(CPU_REEXEC_MARK);
         return;
     }
-    if (argc < 1 || !argv || !argv[0]) return;
+    if (argc < 1 || !argv || !argv[0] || getenv("MEGAC_NO_REEXEC")) return;
     int set_core = 0, set_spin = 0;
     if (!getenv("OPENBLAS_CORETYPE")) {
         int avx512, avx2_fma;

@@ -21,7 +21,8 @@ extern "C" {
 // (MEGAC_CPU_REEXEC guards against loops). exec keeps the PID, open descriptors and the
 // environment, so it is safe under mpiexec/srun (the PMI connection survives) as long as
 // MPI is not initialised yet. If exec fails, it undoes its changes and returns: the
-// program runs, only slower. Never fails.
+// program runs, only slower. MEGAC_NO_REEXEC=1 turns the re-exec off (e.g. under valgrind,
+// where /proc/self/exe is the tool). Never fails.
 void backend_cpu_select_blas_kernels(int argc, char **argv);
 
 // The OPENBLAS_CORETYPE worth asking for when OpenBLAS picked `corename` on a CPU with the

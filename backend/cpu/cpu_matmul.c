@@ -5,6 +5,7 @@
 #include <cblas.h>   // defines: cblas_sgemm
 #include <string.h>  // defines: memcpy
 
+// Row-major sgemm with BLAS's alpha/beta meaning, safe for empty sizes (see cpu_backend.h).
 void cpu_sgemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                const float *B, int ldb, float beta, float *Cm, int ldc) {
     if (M <= 0 || N <= 0) return;

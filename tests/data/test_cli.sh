@@ -24,6 +24,8 @@ printf 'One fortune.\n%%\nTwo: caf\xc3\xa9.\n%%\n' > "$tmp/f.txt"
 printf '{"text": "hello"}\n{"text": "w\\u00f6rld", "x": 1}\n' > "$tmp/j.jsonl"
 expect 0 "2 documents" "$megac" preprocess --input "$tmp/f.txt" --doc-separator % --output "$tmp/f.h5"
 expect 0 "2 documents" "$megac" preprocess --input "$tmp/j.jsonl" --output "$tmp/j.h5"
+printf '{"body": "one"}\n{"body": "two", "text": 3}\n{"body": "three"}\n' > "$tmp/k.data"
+expect 0 "3 documents" "$megac" preprocess --input "$tmp/k.data" --input-format jsonl --json-keys body --output "$tmp/k.h5"
 expect 0 "vocab 2" "$megac" tokenizer train --input "$tmp/f.txt" "$tmp/j.jsonl" --doc-separator % \
   --vocab-size 300 --output "$tmp/tok.json"
 expect 0 "tokenizer $tmp/tok.json" "$megac" preprocess --input "$tmp/f.txt" "$tmp/j.jsonl" \
