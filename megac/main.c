@@ -1,5 +1,7 @@
 // megac/main.c: one program, many subcommands (git style): megac <command> [flags].
 #include "commands.h"
+#include "backend/cpu/cpu_blas.h"  // defines: backend_cpu_select_blas_kernels
+#include "core/rank_guard.h"       // defines: core_rank_guard
 
 #include <stdio.h>
 #include <string.h>
@@ -36,6 +38,10 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage(stdout);
         return 0;
+    }
+    if (!strcmp(argv[1], "train")) {
+        core_rank_guard(argc, argv);                   // a killed rank is named (under mpiexec/srun)
+        backend_cpu_select_blas_kernels(argc, argv);  // may re-execute: before MPI_Init
     }
     for (int i = 0; i < N_COMMANDS; i++)
         if (!strcmp(argv[1], COMMANDS[i].name)) return COMMANDS[i].run(argc - 2, argv + 2);

@@ -1,0 +1,62 @@
+// core/rank_guard.c: a guard process per rank that names the rank when it is killed.
+#include "rank_guard.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>  // defines: prctl, PR_SET_PDEATHSIG
+#include <sys/wait.h>   // defines: waitpid
+#include <unistd.h>     // defines: fork, execv
+
+#define GUARD_MARK "MEGAC_GUARDED"
+
+static volatile sig_atomic_t guard_child = 0;  // the rank's pid, for the forwarding handler
+
+// The guard forwards termination requests (scancel, Ctrl-C) to the rank.
+static void forward(int sig) {
+    if (guard_child > 0) kill((pid_t)guard_child, sig);
+}
+
+static const char *launcher_rank(void) {
+    const char *names[] = {"PMI_RANK", "PMIX_RANK", "SLURM_PROCID"};
+    for (int i = 0; i < 3; i++) {
+        const char *v = getenv(names[i]);
+        if (v && *v) return v;
+    }
+    return NULL;
+}
+
+void core_rank_guard(int argc, char **argv) {
+    (void)argc;
+    const char *rank = launcher_rank();
+    if (!rank || getenv(GUARD_MARK) || getenv("MEGAC_NO_GUARD")) return;
+    if (setenv(GUARD_MARK, "1", 1) != 0) return;
+    pid_t guard = getpid();
+    pid_t child = fork();
+    if (child < 0) return;  // no guard: run unguarded
+    if (child == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != guard) _exit(1);  // the guard is already gone
+        execv("/proc/self/exe", argv);     // a fresh process image (libraries start clean)
+        _exit(127);
+    }
+    guard_child = child;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = forward;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    int status = 0;
+    while (waitpid(child, &status, 0) < 0 && errno == EINTR) {}
+    if (WIFSIGNALED(status)) {
+        int sig = WTERMSIG(status);
+        fprintf(stderr, "[rank %s] megac: rank process %d killed by signal %d (%s); ending the job\n",
+                rank, (int)child, sig, strsignal(sig));
+        fflush(stderr);
+        _exit(128 + sig);
+    }
+    _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 1);
+}
