@@ -1,0 +1,153 @@
+// train/train_log.c: what a run prints: the start-up summary (layout, model, memory per
+// rank), process ids, one Megatron-style line per log interval (loss, grad norm, tokens/s,
+// TFLOP/s per rank with Megatron's FLOPs formula, bytes moved per group), the --log-json
+// records and the progress bar.
+#include "train_log.h"
+#include "core/check.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+// Every rank's process id, by host, so that a launcher message naming only a PID (hydra's
+// "BAD TERMINATION ... PID 1234 RUNNING AT host" when a rank dies) identifies the rank.
+// Collective.
+void train_log_process_ids(const Trainer *t) {
+    enum { HOST_INTS = 8, PER_RANK = 1 + HOST_INTS };  // pid, host name (32 bytes)
+    Comm *w = t->grid->world;
+    int mine[PER_RANK] = {(int)getpid()};
+    gethostname((char *)&mine[1], HOST_INTS * sizeof(int) - 1);
+    int *all = core_calloc((size_t)w->size * PER_RANK, sizeof(int));
+    comm_all_gather(w, mine, all, PER_RANK, COMM_I32);
+    if (w->rank == 0) {
+        printf("process ids (rank:pid):");
+        for (int r = 0; r < w->size; r++) {
+            const char *host = (const char *)&all[r * PER_RANK + 1];
+            if (r == 0 || strcmp(host, (const char *)&all[(r - 1) * PER_RANK + 1]))
+                printf("%s %s:", r ? ";" : "", host);
+            printf(" %d:%d", r, all[r * PER_RANK]);
+        }
+        printf("\n");
+        fflush(stdout);
+    }
+    free(all);
+}
+
+// What one rank holds, in bytes: gathered to rank 0 for the start-up table.
+enum { MEM_PARAMS, MEM_GRADS, MEM_OPTIM, MEM_OPTIM_UNSHARDED, MEM_ACTIVATIONS, MEM_N };
+
+static void memory_of(const Trainer *t, double out[MEM_N]) {
+    const GPT *m = t->model;
+    out[MEM_PARAMS] = (double)m->n_floats * sizeof(float);
+    out[MEM_GRADS] = (double)m->n_alloc * sizeof(float);
+    out[MEM_OPTIM] = (double)optim_state_bytes(t->opt);
+    out[MEM_OPTIM_UNSHARDED] = 2.0 * t->opt->n_padded * sizeof(float);
+    out[MEM_ACTIVATIONS] = (double)m->slot_bytes * m->n_slots;
+}
+
+// Per-rank memory: every rank up to 16 ranks, else the smallest and largest of each column.
+static void print_memory(const Trainer *t, const double *all, int n) {
+    double mb = 1.0 / (1 << 20);
+    printf("memory per rank (MiB): parameters | gradients | optimizer state (%s) | without ZeRO-1 | "
+           "activations in flight\n", t->opt->zero1 ? "ZeRO-1" : "not sharded");
+    if (n <= 16) {
+        for (int r = 0; r < n; r++) {
+            const double *v = &all[r * MEM_N];
+            printf("  rank %3d: %10.2f | %10.2f | %10.2f | %10.2f | %10.2f\n", r, v[0] * mb,
+                   v[1] * mb, v[2] * mb, v[3] * mb, v[4] * mb);
+        }
+        return;
+    }
+    for (int k = 0; k < 2; k++) {
+        printf("  %s:", k ? "max" : "min");
+        for (int c = 0; c < MEM_N; c++) {
+            double x = all[c];
+            for (int r = 1; r < n; r++) x = k ? fmax(x, all[r * MEM_N + c]) : fmin(x, all[r * MEM_N + c]);
+            printf(" %10.2f%s", x * mb, c < MEM_N - 1 ? " |" : "\n");
+        }
+    }
+}
+
+void train_log_startup(const Trainer *t) {
+    const ProcessGrid *g = t->grid;
+    const GPT *m = t->model;
+    const TrainArgs *a = &t->args;
+    double mine[MEM_N], *all = core_calloc((size_t)g->dims.world_size * MEM_N, sizeof(double));
+    memory_of(t, mine);
+    comm_all_gather(g->world, mine, all, MEM_N, COMM_F64);
+    if (g->coord.rank == 0) {
+        printf("megac train: world %d = TP %d x PP %d x DP %d | backend %s\n", g->dims.world_size,
+               g->dims.tp, g->dims.pp, g->dims.dp, t->be->name);
+        printf("model: L=%d C=%d NH=%d F=%d T=%d V=%d (padded %d) | micro-batch %d, global batch %d, "
+               "%d micro-batches per step per DP rank%s\n", a->model.num_layers, a->model.hidden_size,
+               a->model.num_heads, a->model.ffn_hidden_size, a->model.seq_length, a->model.vocab_size,
+               m->Vp, a->micro_batch, a->global_batch, t->n_micro,
+               m->sp ? " | sequence parallel" : "");
+        print_memory(t, all, g->dims.world_size);
+        fflush(stdout);
+    }
+    free(all);
+}
+
+// Bytes this rank moved per group during the last step, as JSON members.
+static void json_traffic(FILE *f, const ProcessGrid *g) {
+    const Comm *groups[] = {g->tp, g->pp, g->dp, g->embedding};
+    const char *names[] = {"tp", "pp", "dp", "embedding"};
+    for (int i = 0; i < 4; i++) {
+        uint64_t bytes = 0;
+        if (groups[i])
+            for (int k = 0; k < COMM_NKINDS; k++) bytes += groups[i]->stats.bytes[k];
+        fprintf(f, ",\"%s_bytes\":%llu", names[i], (unsigned long long)bytes);
+    }
+    if (g->tp)
+        fprintf(f, ",\"tp_all_reduce_calls\":%llu,\"tp_all_reduce_bytes\":%llu",
+                (unsigned long long)g->tp->stats.calls[COMM_ALL_REDUCE],
+                (unsigned long long)g->tp->stats.bytes[COMM_ALL_REDUCE]);
+}
+
+void train_log_iteration(Trainer *t, const StepResult *r, double ms, int64_t it) {
+    const TrainArgs *a = &t->args;
+    double tokens = (double)a->global_batch * a->model.seq_length;
+    double tok_s = tokens / (ms / 1e3);
+    double gflops = gpt_flops_per_iteration(&a->model, t->model->Vp, a->global_batch) / (ms / 1e3) /
+                    1e9 / t->grid->dims.world_size;
+    if (t->log_json) {
+        fprintf(t->log_json, "{\"iteration\":%lld,\"lm_loss\":%.17g,\"grad_norm\":%.17g,\"lr\":%.9g,"
+                "\"elapsed_ms\":%.3f,\"tokens_per_s\":%.1f,\"gflops_per_rank\":%.3f,\"skipped\":%d",
+                (long long)it, r->loss, r->grad_norm, r->lr, ms, tok_s, gflops, r->skipped);
+        json_traffic(t->log_json, t->grid);
+        fprintf(t->log_json, ",\"grad_buffer_bytes\":%zu,\"optimizer_state_bytes\":%zu",
+                t->opt->n_padded * sizeof(float), optim_state_bytes(t->opt));
+        fprintf(t->log_json, "}\n");
+    }
+    if (it % a->log_interval && it != a->train_iters) return;
+    printf(" iteration %8lld/%8lld | consumed samples: %12lld | elapsed time per iteration (ms): %.1f"
+           " | learning rate: %.6E | global batch size: %5d | lm loss: %.6E | grad norm: %.3f"
+           " | number of nan iterations: %3d | tokens/s: %.0f | TFLOP/s per rank: %.4f |",
+           (long long)it, (long long)a->train_iters, (long long)(it * a->global_batch), ms, r->lr,
+           a->global_batch, r->loss, r->grad_norm, t->nan_total, tok_s, gflops / 1e3);
+    const Comm *groups[] = {t->grid->tp, t->grid->pp, t->grid->dp, t->grid->embedding};
+    const char *names[] = {"tp", "pp", "dp", "emb"};
+    printf(" MB moved by rank 0:");
+    for (int i = 0; i < 4; i++) {
+        uint64_t bytes = 0;
+        if (groups[i])
+            for (int k = 0; k < COMM_NKINDS; k++) bytes += groups[i]->stats.bytes[k];
+        printf(" %s %.2f", names[i], bytes / 1e6);
+    }
+    printf(" |\n");
+    fflush(stdout);
+}
+
+void train_log_progress(int64_t it, int64_t total, double elapsed) {
+    double eta = elapsed / (double)it * (double)(total - it);
+    int width = 30, done = (int)(width * it / total);
+    fprintf(stderr, "\r[");
+    for (int i = 0; i < width; i++) fputc(i < done ? '#' : '.', stderr);
+    fprintf(stderr, "] %lld/%lld  ETA %.0f s   ", (long long)it, (long long)total, eta);
+    if (it == total) fputc('\n', stderr);
+    fflush(stderr);
+}
+

@@ -1,0 +1,13 @@
+// train/train_log.h: the run's output (see train_log.c).
+#pragma once
+#include <stdint.h>
+#include "trainer.h"
+
+// Start-up summary on rank 0, with every rank's memory. Collective over the world.
+void train_log_startup(const Trainer *t);
+// Every rank's process id (by host), so a launcher message naming a PID names a rank. Collective.
+void train_log_process_ids(const Trainer *t);
+// Rank 0: the --log-json record of iteration `it`, and the text line every log interval.
+void train_log_iteration(Trainer *t, const StepResult *r, double ms, int64_t it);
+// A progress bar with ETA on stderr (call only when it is a terminal).
+void train_log_progress(int64_t it, int64_t total, double elapsed);
