@@ -91,6 +91,12 @@ void train_log_startup(const Trainer *t) {
     free(all);
 }
 
+// A double as JSON: all 17 digits (bitwise comparisons), null for NaN and Inf.
+static void json_number(FILE *f, double x) {
+    if (isfinite(x)) fprintf(f, "%.17g", x);
+    else fprintf(f, "null");
+}
+
 // Bytes this rank moved per group during the last step, as JSON members.
 static void json_traffic(FILE *f, const ProcessGrid *g) {
     const Comm *groups[] = {g->tp, g->pp, g->dp, g->embedding};
@@ -114,9 +120,12 @@ void train_log_iteration(Trainer *t, const StepResult *r, double ms, int64_t it)
     double gflops = gpt_flops_per_iteration(&a->model, t->model->Vp, a->global_batch) / (ms / 1e3) /
                     1e9 / t->grid->dims.world_size;
     if (t->log_json) {
-        fprintf(t->log_json, "{\"iteration\":%lld,\"lm_loss\":%.17g,\"grad_norm\":%.17g,\"lr\":%.9g,"
-                "\"elapsed_ms\":%.3f,\"tokens_per_s\":%.1f,\"gflops_per_rank\":%.3f,\"skipped\":%d",
-                (long long)it, r->loss, r->grad_norm, r->lr, ms, tok_s, gflops, r->skipped);
+        fprintf(t->log_json, "{\"iteration\":%lld,\"lm_loss\":", (long long)it);
+        json_number(t->log_json, r->loss);
+        fprintf(t->log_json, ",\"grad_norm\":");
+        json_number(t->log_json, r->grad_norm);
+        fprintf(t->log_json, ",\"lr\":%.9g,\"elapsed_ms\":%.3f,\"tokens_per_s\":%.1f,"
+                "\"gflops_per_rank\":%.3f,\"skipped\":%d", r->lr, ms, tok_s, gflops, r->skipped);
         json_traffic(t->log_json, t->grid);
         fprintf(t->log_json, ",\"grad_buffer_bytes\":%zu,\"optimizer_state_bytes\":%zu",
                 t->opt->n_padded * sizeof(float), optim_state_bytes(t->opt));

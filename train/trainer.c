@@ -61,6 +61,26 @@ static void test_die_at_iter(Trainer *t, int rank) {
     t->die_signal = !strcmp(how, "abort") ? SIGABRT : !strcmp(how, "stop") ? SIGSTOP : SIGKILL;
 }
 
+// Test hook (tests/train/nan_steps.sh): MEGAC_TEST_NAN_AT_ITER=I[,I...] (at most 8) turns
+// the gradient norm of those iterations into NaN, as an overflow would, to check that such
+// steps are skipped and counted and that too many in a row stop the run.
+static void test_nan_at_iter(Trainer *t) {
+    const char *v = getenv("MEGAC_TEST_NAN_AT_ITER");
+    for (const char *p = v; p && *p && t->n_nan_at < 8;) {
+        char *end = NULL;
+        long long it = strtoll(p, &end, 10);
+        if (end == p) break;
+        t->nan_at[t->n_nan_at++] = it;
+        p = *end == ',' ? end + 1 : end;
+    }
+}
+
+static int nan_hook(const Trainer *t, int64_t it) {
+    for (int i = 0; i < t->n_nan_at; i++)
+        if (t->nan_at[i] == it) return 1;
+    return 0;
+}
+
 // Crash report: a rank killed by a fatal signal it can catch (segfault, abort, bus error,
 // FPE, illegal instruction) prints "[rank R] megac: fatal signal N" before dying, since the
 // launcher's own message names only a PID (and, with MPICH 4.0's hydra, not reliably the
@@ -129,6 +149,7 @@ Trainer *trainer_create(const TrainArgs *args) {
     pp_step_init(&t->step, t->model, g, kind, batches_get, &t->cursor, t->n_micro,
                  (float)(1.0 / ((double)N * t->n_micro)), t->trace);
     test_die_at_iter(t, g->coord.rank);
+    test_nan_at_iter(t);
     install_crash_report(g->coord.rank);
     if (a->log_json && g->coord.rank == 0) {
         t->log_json = fopen(a->log_json, "w");
@@ -185,6 +206,7 @@ StepResult trainer_step(Trainer *t) {
     sync_tied_embedding(t);
     optim_reduce_grads(t->opt, m->grad_mem);
     double sq = optim_local_grad_sq(t->opt, m->grad_mem);
+    if (nan_hook(t, it)) sq = NAN;  // test hook, see test_nan_at_iter
     global_sums(t, &sq, &loss_sum);
     pp_trace_end(t->trace, PP_EV_GRAD_SYNC, -1, t0);
     r.grad_norm = sqrt(sq);

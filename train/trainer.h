@@ -30,6 +30,8 @@ typedef struct {
     PPTrace *trace;             // step timeline (--trace) and pipeline bubble counters
     int64_t die_at_iter;        // test hook MEGAC_TEST_DIE_AT_ITER (see trainer.c); 0: off
     int die_signal;
+    int64_t nan_at[8];          // test hook MEGAC_TEST_NAN_AT_ITER (see trainer.c)
+    int n_nan_at;
     int dp, n_micro;
     int64_t iteration;          // iterations completed
     int nan_in_row, nan_total;

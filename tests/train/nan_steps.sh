@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# tests/train/nan_steps.sh MPIEXEC MEGAC: a NaN/Inf gradient norm skips the step (counted,
+# logged, no update) and training goes on; more than --max-nan-iters in a row stops the run
+# (exit 3, one clear line) and the last checkpoint stays loadable. NaNs are injected with the
+# test hook MEGAC_TEST_NAN_AT_ITER (train/trainer.c) on 2 ranks (TP 2).
+set -uo pipefail
+mpiexec="$1" megac="$2"
+wd=$(mktemp -d); trap 'rm -rf "$wd"' EXIT
+fail() { echo "FAIL: $*"; cat "$wd/out.txt" 2>/dev/null | tail -15; exit 1; }
+flags=(--tensor-model-parallel-size 2 --num-threads 1 --mock-data --num-layers 2 --hidden-size 64
+       --num-attention-heads 4 --seq-length 32 --micro-batch-size 2 --global-batch-size 4
+       --lr 1e-3 --log-interval 1 --eval-iters 0 --max-nan-iters 3)
+
+# One NaN step: skipped, counted, training goes on to the end.
+MEGAC_TEST_NAN_AT_ITER=3 "$mpiexec" -n 2 "$megac" train "${flags[@]}" --train-iters 8 \
+  --log-json "$wd/nan.jsonl" >"$wd/out.txt" 2>&1 || fail "a single NaN step ended the run"
+grep -q "iteration 3: NaN or Inf .*step skipped" "$wd/out.txt" || fail "no skip message"
+grep -q "iteration        8/ .*number of nan iterations:   1" "$wd/out.txt" || fail "not counted"
+"$mpiexec" -n 2 "$megac" train "${flags[@]}" --train-iters 8 --log-json "$wd/ref.jsonl" >/dev/null 2>&1
+python3 - "$wd/nan.jsonl" "$wd/ref.jsonl" <<'PY' || fail "the skipped step changed the model"
+import json, sys
+nan = [json.loads(l) for l in open(sys.argv[1])]
+ref = [json.loads(l) for l in open(sys.argv[2])]
+assert nan[2]["skipped"] == 1 and all(r["skipped"] == 0 for i, r in enumerate(nan) if i != 2)
+# Iterations 1-2 are unchanged; iteration 4 sees the parameters of iteration 3's start,
+# so its loss is not the reference's iteration 4 loss (that model had one more update).
+assert [r["lm_loss"] for r in nan[:2]] == [r["lm_loss"] for r in ref[:2]]
+assert nan[3]["lm_loss"] != ref[3]["lm_loss"]
+PY
+echo "ok: a NaN step at iteration 3 was skipped and counted; training went on to iteration 8"
+
+# NaN at 3..7 with --max-nan-iters 3: the fourth in a row (iteration 6) stops the run.
+MEGAC_TEST_NAN_AT_ITER=3,4,5,6,7 "$mpiexec" -n 2 "$megac" train "${flags[@]}" --train-iters 10 \
+  --save "$wd/ckpt" --save-interval 2 >"$wd/out.txt" 2>&1
+rc=$?
+[[ $rc -eq 3 ]] || fail "exit code $rc, want 3"
+grep -q "megac: 4 NaN/Inf iterations in a row (limit --max-nan-iters 3): stopping" "$wd/out.txt" || fail "no stop message"
+[[ "$(cat "$wd/ckpt/latest_checkpointed_iteration.txt")" == 4 ]] || fail "latest checkpoint is not iteration 4"
+"$mpiexec" -n 2 "$megac" train "${flags[@]}" --train-iters 6 --load "$wd/ckpt" >"$wd/out.txt" 2>&1 \
+  || fail "the last checkpoint does not load"
+grep -q "iteration        6/" "$wd/out.txt" || fail "resumed run did not train"
+echo "ok: 4 NaN steps in a row stopped the run (exit 3); checkpoint 4 loads and training resumes"
