@@ -35,6 +35,9 @@ void h5ds_writer_end_doc(H5dsWriter *w);
 // Tokens and documents written so far. Pure.
 int64_t h5ds_writer_tokens(const H5dsWriter *w);
 int64_t h5ds_writer_docs(const H5dsWriter *w);
+// Unigram entropy (nats per token) of the ids appended so far: the loss of a model that
+// knows only token frequencies, the bar a language model must beat. NaN if not counted.
+double h5ds_writer_unigram_entropy(const H5dsWriter *w);
 // Flushes and closes; the file is complete. Tokens after the last end_doc are dropped.
 void h5ds_writer_close(H5dsWriter *w);
 

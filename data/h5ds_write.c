@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 
 #define H5DS_CHUNK ((size_t)1 << 20)   // elements per chunk (2 or 4 MiB of tokens)
@@ -31,7 +32,11 @@ struct H5dsWriter {
     Appender tokens, offsets;
     int64_t n_tokens, n_docs;   // including buffered ones
     int64_t doc_end;            // tokens up to the end of the last finished document
+    uint64_t *counts;           // (vocab_size) occurrences of each id, for the unigram entropy;
+                                // NULL for vocabularies above H5DS_COUNT_MAX
 };
+
+#define H5DS_COUNT_MAX (1 << 24)
 
 static void app_init(Appender *a, const char *name, hid_t file_type, hid_t mem_type, size_t elem) {
     a->name = name;
@@ -114,6 +119,7 @@ H5dsWriter *h5ds_writer_create(const char *path, int64_t vocab_size, int64_t eod
     w->path = strdup(path);
     w->vocab_size = vocab_size;
     w->eod_id = eod_id;
+    if (vocab_size <= H5DS_COUNT_MAX) w->counts = core_calloc((size_t)vocab_size, sizeof(uint64_t));
     hid_t tok_type = vocab_size <= 65536 ? H5T_STD_U16LE : H5T_STD_U32LE;
     app_init(&w->tokens, "tokens", tok_type, H5T_NATIVE_UINT32, sizeof(uint32_t));
     app_init(&w->offsets, "doc_offsets", H5T_STD_U64LE, H5T_NATIVE_UINT64, sizeof(uint64_t));
@@ -136,6 +142,7 @@ int h5ds_writer_append(H5dsWriter *w, const uint32_t *ids, size_t n, char *err, 
             return -1;
         }
         app_push(w->file, &w->tokens, &ids[i]);
+        if (w->counts) w->counts[ids[i]]++;
         w->n_tokens++;
     }
     return 0;
@@ -151,6 +158,14 @@ void h5ds_writer_end_doc(H5dsWriter *w) {
 int64_t h5ds_writer_tokens(const H5dsWriter *w) { return w->n_tokens; }
 int64_t h5ds_writer_docs(const H5dsWriter *w) { return w->n_docs; }
 
+double h5ds_writer_unigram_entropy(const H5dsWriter *w) {
+    if (!w->counts || w->n_tokens == 0) return NAN;
+    double h = 0.0, n = (double)w->n_tokens;
+    for (int64_t i = 0; i < w->vocab_size; i++)
+        if (w->counts[i]) h -= (double)w->counts[i] / n * log((double)w->counts[i] / n);
+    return h;
+}
+
 void h5ds_writer_close(H5dsWriter *w) {
     if (!w) return;
     app_flush(w->file, &w->tokens);
@@ -161,6 +176,7 @@ void h5ds_writer_close(H5dsWriter *w) {
     H5_CHECK(H5Dclose(w->tokens.dset));
     H5_CHECK(H5Dclose(w->offsets.dset));
     H5_CHECK(H5Fclose(w->file));
+    free(w->counts);
     free(w->tokens.buf);
     free(w->offsets.buf);
     free(w->path);

@@ -215,6 +215,7 @@ int data_from_megatron(const char *prefix, const char *output, int64_t vocab_siz
     }
     st->n_docs = h5ds_writer_docs(w);
     st->n_tokens = h5ds_writer_tokens(w);
+    st->unigram_entropy = h5ds_writer_unigram_entropy(w);
     st->n_bytes = in.bin_bytes;
     h5ds_writer_close(w);
     close_input(&in);

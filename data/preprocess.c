@@ -96,6 +96,7 @@ int data_preprocess(const DataPreprocessOptions *o, DataPreprocessStats *st, cha
     }
     st->n_docs = h5ds_writer_docs(j.w);
     st->n_tokens = h5ds_writer_tokens(j.w);
+    st->unigram_entropy = h5ds_writer_unigram_entropy(j.w);
     st->n_bytes = j.bytes_before;
     h5ds_writer_close(j.w);
     free(j.ids.v);

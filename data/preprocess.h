@@ -21,6 +21,7 @@ typedef struct {
 typedef struct {
     int64_t n_docs, n_tokens;
     uint64_t n_bytes;        // input bytes read
+    double unigram_entropy;  // nats per token (NaN when not counted)
     double seconds;
 } DataPreprocessStats;
 

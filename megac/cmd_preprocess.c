@@ -31,6 +31,8 @@ static void report(const char *output, const DataPreprocessStats *st, int64_t vo
            output, (long long)st->n_docs, (long long)st->n_tokens, vocab <= 65536 ? "uint16" : "uint32",
            (long long)vocab, tok, st->n_bytes / 1e6, st->seconds, st->n_bytes / 1e6 / (st->seconds + 1e-9),
            st->n_tokens / 1e6 / (st->seconds + 1e-9));
+    printf("megac preprocess: unigram entropy %.4f nats/token (the loss of a frequency-only model)\n",
+           st->unigram_entropy);
 }
 
 static int from_megatron(const char *prefix, const char *output, int64_t vocab, int64_t eod) {
