@@ -4,6 +4,7 @@
 #include <stdarg.h>  // defines: va_list
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>    // defines: nanosleep
 #include <hdf5.h>    // defines: H5Ewalk2
 
 int core_world_rank(void) {
@@ -16,15 +17,23 @@ int core_world_rank(void) {
     return r;
 }
 
-static CORE_NORETURN void abort_job(void) {
+void core_abort_job(int code) {
     fflush(stdout);
     fflush(stderr);
     int init = 0, fin = 0;
     MPI_Initialized(&init);
     MPI_Finalized(&fin);
-    if (init && !fin) MPI_Abort(MPI_COMM_WORLD, 1);
-    exit(1);
+    if (init && !fin) {
+        // The launcher forwards each rank's output asynchronously and drops what it has not
+        // forwarded when it tears the job down: give it a moment to pass our message on.
+        struct timespec pause = {0, 300 * 1000 * 1000};
+        nanosleep(&pause, NULL);
+        MPI_Abort(MPI_COMM_WORLD, code);
+    }
+    exit(code);
 }
+
+static CORE_NORETURN void abort_job(void) { core_abort_job(1); }
 
 void core_die(const char *lib, const char *call, const char *file, int line, const char *msg) {
     fprintf(stderr, "[rank %d] %s error in %s at %s:%d: %s\n", core_world_rank(), lib, call,

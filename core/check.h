@@ -22,6 +22,10 @@ int core_world_rank(void);
 CORE_NORETURN void core_die(const char *lib, const char *call, const char *file, int line,
                         const char *msg);
 
+// Flushes output, lets the launcher forward it, then MPI_Abort(code) (exit(code) without
+// MPI). For an error only this rank sees, after printing it. Never returns.
+CORE_NORETURN void core_abort_job(int code);
+
 // printf-style fatal error: prints "[rank r] error at file:line: ..." and aborts the job.
 CORE_NORETURN void core_fatal_at(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -280,9 +280,7 @@ static CORE_NORETURN void fail_here(const char *msg) {
     if (init && !fin) MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (size <= 1) core_usage_error("%s", msg);
     fprintf(stderr, "megac: [rank %d] %s\n", core_world_rank(), msg);
-    fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, 2);
-    exit(2);
+    core_abort_job(2);
 }
 
 // Broadcasts n elements from rank 0 in pieces that fit an int count.

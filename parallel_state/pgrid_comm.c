@@ -60,6 +60,7 @@ ProcessGrid *pgrid_create(int tp, int pp, PGridCommKind kind, void *cuda_stream,
     g->pp = make_group(&g->dims, PGRID_PP, rank, kind, cuda_stream, timeout_s);
     g->model = make_group(&g->dims, PGRID_MODEL, rank, kind, cuda_stream, timeout_s);
     g->embedding = make_group(&g->dims, PGRID_EMBEDDING, rank, kind, cuda_stream, timeout_s);
+    g->tp_host = make_group(&g->dims, PGRID_TP, rank, PGRID_COMM_MPI, NULL, timeout_s);
     return g;
 }
 
@@ -71,5 +72,6 @@ void pgrid_destroy(ProcessGrid *g) {
     comm_destroy(g->pp);
     comm_destroy(g->model);
     comm_destroy(g->embedding);
+    comm_destroy(g->tp_host);
     free(g);
 }

@@ -17,6 +17,8 @@ typedef struct {
     Comm *world;           // all ranks (always MPI: control traffic, host memory)
     Comm *tp, *dp, *pp, *model;
     Comm *embedding;       // first + last stage; NULL on middle stages
+    Comm *tp_host;         // the tensor-parallel group over MPI (host memory, e.g. input
+                           // batches), whatever the kind of the others
 } ProcessGrid;
 
 // Builds the grid over MPI_COMM_WORLD (MPI must be initialised). The layout must divide the

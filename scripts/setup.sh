@@ -6,6 +6,7 @@ set -euo pipefail
 pkgs=(gcc g++ pkg-config ninja-build meson python3
       mpich libmpich-dev libhdf5-mpich-dev hdf5-tools libopenblas-dev hwloc-nox
       libpcre2-dev libjson-c-dev
+      slurm-wlm munge  # tests/scripts: a one-machine Slurm cluster runs pretrain_gpt.sbatch
       fortunes)        # fortunes: the default training corpus (/usr/share/games/fortunes)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done

@@ -6,6 +6,7 @@
 #include "data/sampler.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 struct BatchSource {
     uint64_t seed;
@@ -57,8 +58,8 @@ static void mock_sample(const BatchSource *s, SplitKind split, int64_t sample, i
     }
 }
 
-void batches_get(void *cursor, int micro, int *tokens, int *targets) {
-    const BatchCursor *c = cursor;
+// Reads micro-batch `micro` at the cursor from the source.
+static void read_batch(const BatchCursor *c, int micro, int *tokens, int *targets) {
     if (c->src->ds) {
         DataSplit *sp = c->src->splits[c->split == SPLIT_TRAIN ? 0 : 1];
         if (!sp) core_fatal("no %s split built", c->split == SPLIT_TRAIN ? "train" : "validation");
@@ -77,4 +78,19 @@ void batches_get(void *cursor, int micro, int *tokens, int *targets) {
             targets[b * T + t] = buf[t + 1];
         }
     }
+}
+
+void batches_get(void *cursor, int micro, int *tokens, int *targets) {
+    const BatchCursor *c = cursor;
+    if (!c->tp || c->tp->size == 1) {
+        read_batch(c, micro, tokens, targets);
+        return;
+    }
+    size_t n = (size_t)c->micro_batch * c->seq_length;
+    if (c->tp->rank == 0) {
+        read_batch(c, micro, c->bcast, c->bcast + n);
+    }
+    comm_broadcast(c->tp, c->bcast, 2 * n, COMM_I32, 0);
+    memcpy(tokens, c->bcast, n * sizeof(int));
+    memcpy(targets, c->bcast + n, n * sizeof(int));
 }

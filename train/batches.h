@@ -2,8 +2,11 @@
 // synthetic --mock-data. Global batch i holds samples [i*G, (i+1)*G) of the split's order;
 // data-parallel rank r takes the contiguous share [r*G/DP, (r+1)*G/DP), cut into
 // micro-batches. So the samples of a step never depend on the layout.
+// Within a tensor-parallel group only tp rank 0 reads; the batch is broadcast to the others
+// (Megatron's broadcast_data), so file reads happen once per data-parallel rank and stage.
 #pragma once
 #include <stdint.h>
+#include "comm/comm.h"
 
 typedef enum { SPLIT_TRAIN = 0, SPLIT_VALID = 1, SPLIT_TEST = 2 } SplitKind;
 
@@ -14,6 +17,8 @@ typedef struct {
     SplitKind split;
     int64_t iteration;     // global batch index (0-based)
     int global_batch, dp_rank, dp, micro_batch, seq_length;
+    Comm *tp;              // tensor-parallel group: rank 0 reads, broadcasts (NULL: read)
+    int *bcast;            // (2, micro_batch, seq_length) host staging for the broadcast
 } BatchCursor;
 
 // Synthetic data: token t of sample s is a hash of (seed, s mod n_samples, t) mod V.

@@ -7,6 +7,9 @@
 // AdamW -> parameters all-gathered (ZeRO-1).
 #include "trainer.h"
 #include "core/check.h"
+#ifdef MEGAC_HAVE_CUDA
+#include "core/check_cuda.h"  // defines: CUDA_CHECK
+#endif
 
 #include <math.h>
 #include <signal.h>  // defines: raise, SIGKILL (test hook)
@@ -15,28 +18,49 @@
 #include <string.h>
 #include <unistd.h>
 
-static int threads_per_rank(const TrainArgs *a) {
+// This rank's index among the ranks on its host, and their number. Hosts are compared by
+// name (MPI's shared-memory split cannot be used: MPIR_CVAR_NOLOCAL=1, which megac-mpiexec
+// sets, makes every rank look alone). Collective over MPI_COMM_WORLD.
+static void node_local_rank(int *local_rank, int *local_size) {
+    enum { NAME = 64 };
+    int rank = 0, size = 1;
+    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+    MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size));
+    char mine[NAME] = {0};
+    gethostname(mine, NAME - 1);
+    char *all = core_calloc((size_t)size, NAME);
+    MPI_CHECK(MPI_Allgather(mine, NAME, MPI_CHAR, all, NAME, MPI_CHAR, MPI_COMM_WORLD));
+    *local_rank = *local_size = 0;
+    for (int r = 0; r < size; r++)
+        if (!strncmp(all + (size_t)r * NAME, mine, NAME)) {
+            if (r < rank) (*local_rank)++;
+            (*local_size)++;
+        }
+    free(all);
+}
+
+// CPU threads per rank: --num-threads, else the host's cores shared by its ranks.
+static int threads_per_rank(const TrainArgs *a, int local_size) {
     if (a->num_threads > 0) return a->num_threads;
-    MPI_Comm node;
-    int local = 1;
-    MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
-    MPI_CHECK(MPI_Comm_size(node, &local));
-    MPI_CHECK(MPI_Comm_free(&node));
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    int n = (int)(cores / local);
+    int n = (int)(cores / local_size);
     return n > 0 ? n : 1;
 }
 
 static Backend *make_backend(const TrainArgs *a) {
+    int local_rank, local_size;
+    node_local_rank(&local_rank, &local_size);
     if (!strcmp(a->device, "cuda")) {
 #ifdef MEGAC_HAVE_CUDA
         if (!backend_cuda_available()) core_usage_error("--device cuda: no usable CUDA device");
-        return backend_cuda_create(0);
+        int n_dev = 0;
+        CUDA_CHECK(cudaGetDeviceCount(&n_dev));
+        return backend_cuda_create(local_rank % n_dev);  // one GPU per rank on each node
 #else
         core_usage_error("--device cuda: megac was built without CUDA");
 #endif
     }
-    return backend_cpu_create(threads_per_rank(a));
+    return backend_cpu_create(threads_per_rank(a, local_size));
 }
 
 // Events a --trace run records: per step about 5 per micro-batch (forward, backward, their
@@ -142,9 +166,10 @@ Trainer *trainer_create(const TrainArgs *args) {
     t->opt = optim_create(t->be, g->dp, a->zero1, t->model->params, t->model->n_params,
                           t->model->n_floats, g->coord.tp_rank, (size_t)a->ddp_bucket_size);
     t->wte_param = gpt_param_index(t->model, "wte");
-    t->cursor = (BatchCursor){t->data, SPLIT_TRAIN, 0, a->global_batch, g->coord.dp_rank, t->dp,
-                              a->micro_batch, a->model.seq_length};
     size_t N = (size_t)a->micro_batch * a->model.seq_length;
+    t->cursor = (BatchCursor){t->data, SPLIT_TRAIN, 0, a->global_batch, g->coord.dp_rank, t->dp,
+                              a->micro_batch, a->model.seq_length, g->tp_host,
+                              core_calloc(2 * N, sizeof(int))};
     t->trace = pp_trace_create(g->world, a->trace ? trace_capacity(a, t->n_micro) : 0);
     pp_step_init(&t->step, t->model, g, kind, batches_get, &t->cursor, t->n_micro,
                  (float)(1.0 / ((double)N * t->n_micro)), t->trace);
@@ -168,6 +193,7 @@ void trainer_destroy(Trainer *t) {
     pgrid_destroy(t->grid);
     backend_destroy(t->be);
     batches_destroy(t->data);
+    free(t->cursor.bcast);
     free(t);
 }
 
