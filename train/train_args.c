@@ -80,7 +80,6 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
         {"--pipeline-schedule", ARG_STR, &a->pipeline_schedule, "1f1b | gpipe (all-forward-all-backward)"},
         {"--sequence-parallel", ARG_BOOL, &a->sequence_parallel, "split LayerNorm regions along the sequence over TP"},
         {"--ddp-bucket-size", ARG_I64, &a->ddp_bucket_size, "gradient elements per DP reduction bucket (0: one)"},
-        {"--overlap-grad-reduce", ARG_BOOL, &a->overlap_grad_reduce, "overlap DP gradient reduction with backward"},
     };
     core_args_parse(USAGE, specs, (int)(sizeof specs / sizeof specs[0]), argc, argv);
     if (m->ffn_hidden_size == 0) m->ffn_hidden_size = 4 * m->hidden_size;

@@ -27,7 +27,6 @@ typedef struct {
     const char *pipeline_schedule;  // "1f1b" (default) or "gpipe" (all-forward-all-backward)
     int sequence_parallel;
     int64_t ddp_bucket_size;        // floats per reduce-scatter bucket (0: one bucket)
-    int overlap_grad_reduce;
 } TrainArgs;
 
 // Parses argv (after "train") into *a with Megatron's defaults. Bad or inconsistent flags

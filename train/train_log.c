@@ -153,10 +153,10 @@ void train_log_iteration(Trainer *t, const StepResult *r, double ms, int64_t it)
 void train_log_progress(int64_t it, int64_t total, double elapsed) {
     double eta = elapsed / (double)it * (double)(total - it);
     int width = 30, done = (int)(width * it / total);
-    fprintf(stderr, "\r[");
-    for (int i = 0; i < width; i++) fputc(i < done ? '#' : '.', stderr);
-    fprintf(stderr, "] %lld/%lld  ETA %.0f s   ", (long long)it, (long long)total, eta);
-    if (it == total) fputc('\n', stderr);
-    fflush(stderr);
+    printf("\r[");
+    for (int i = 0; i < width; i++) putchar(i < done ? '#' : '.');
+    printf("] %lld/%lld  ETA %.0f s", (long long)it, (long long)total, eta);
+    if (it == total) putchar('\n');
+    fflush(stdout);
 }
 

@@ -9,5 +9,6 @@ void train_log_startup(const Trainer *t);
 void train_log_process_ids(const Trainer *t);
 // Rank 0: the --log-json record of iteration `it`, and the text line every log interval.
 void train_log_iteration(Trainer *t, const StepResult *r, double ms, int64_t it);
-// A progress bar with ETA on stderr (call only when it is a terminal).
+// A progress bar with ETA on stdout (call only when stdout is a terminal); the next line
+// printed should start with "\r\033[K" to clear it.
 void train_log_progress(int64_t it, int64_t total, double elapsed);

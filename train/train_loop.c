@@ -25,7 +25,7 @@ static void report_pipeline(Trainer *t) {
 
 int trainer_run(Trainer *t) {
     const TrainArgs *a = &t->args;
-    int rank0 = t->grid->coord.rank == 0, tty = rank0 && isatty(2);
+    int rank0 = t->grid->coord.rank == 0, tty = rank0 && isatty(1);
     train_log_startup(t);
     train_log_process_ids(t);
     if (a->save) ckpt_prepare_save(t);  // an unwritable --save fails now, not after training
@@ -47,6 +47,7 @@ int trainer_run(Trainer *t) {
         } else {
             t->nan_in_row = 0;
         }
+        if (tty) fputs("\r\033[K", stdout);  // clear the progress bar before any log line
         if (rank0) train_log_iteration(t, &r, ms, it);
         if (t->nan_in_row > a->max_nan_iters) {
             if (rank0) fprintf(stderr, "megac: %d NaN/Inf iterations in a row (limit --max-nan-iters %d): "
