@@ -49,7 +49,7 @@ static double sgemm_gflops(int M, int N, int K) {
 
 // Times `steps` steps (after one warm-up): forward, backward, AdamW. Returns ms per step.
 static double time_steps(const BenchConfig *bc, Backend *be, Comm *one, int steps, int *Vp) {
-    GPTConfig cfg = {bc->L, bc->C, bc->NH, 4 * bc->C, bc->T, bc->T, bc->V, 128};
+    GPTConfig cfg = {bc->L, bc->C, bc->NH, 4 * bc->C, bc->T, bc->T, bc->V, 128, 0, 0};
     GPT *m = gpt_create(&cfg, be, 1, 0, 1, 0, bc->B, 1, 1234, optim_pad_multiple(1), 0);
     Optimizer *o = optim_create(be, one, 1, m->params, m->n_params, m->n_floats, 0, 0);
     AdamWConfig ac = {3e-4, 0.9, 0.95, 1e-8, 0.1, 1.0};
@@ -95,7 +95,7 @@ int main(int argc, char **argv) {
         if (only && strcmp(only, bc->name)) continue;
         int Vp = 0;
         double ms = time_steps(bc, be, one, steps, &Vp);
-        GPTConfig cfg = {bc->L, bc->C, bc->NH, 4 * bc->C, bc->T, bc->T, bc->V, 128};
+        GPTConfig cfg = {bc->L, bc->C, bc->NH, 4 * bc->C, bc->T, bc->T, bc->V, 128, 0, 0};
         double gflops = gpt_flops_per_iteration(&cfg, Vp, bc->B) / (ms * 1e-3) * 1e-9;
         // The model's own largest GEMM (the MLP's, or the output layer's) as a second ceiling.
         double own = sgemm_gflops(bc->B * bc->T, Vp > 4 * bc->C ? Vp : 4 * bc->C, bc->C);

@@ -110,8 +110,7 @@ GPT *gpt_create(const GPTConfig *cfg, Backend *be, int tp, int tp_rank, int pp, 
     m->be = be;
     m->tp = tp;
     m->tp_rank = tp_rank;
-    m->n_layers = cfg->num_layers / pp;
-    m->layer0 = pp_rank * m->n_layers;
+    gpt_stage_layers(cfg, pp, pp_rank, &m->layer0, &m->n_layers);
     m->first = (pp_rank == 0);
     m->last = (pp_rank == pp - 1);
     m->B = micro_batch;

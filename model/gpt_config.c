@@ -32,12 +32,40 @@ int gpt_config_check(const GPTConfig *c, int tp, int pp, char *err, size_t n) {
                  c->ffn_hidden_size);
         return -1;
     }
-    if (c->num_layers % pp) {
-        snprintf(err, n, "num-layers %d is not divisible by pipeline-model-parallel-size %d",
-                 c->num_layers, pp);
+    int first = c->first_stage_layers, last = c->last_stage_layers;
+    if (first < 0 || last < 0 || ((first || last) && pp == 1)) {
+        snprintf(err, n, "decoder-first/last-pipeline-num-layers (%d, %d) must be >= 0 and need "
+                 "pipeline-model-parallel-size > 1 (it is %d)", first, last, pp);
+        return -1;
+    }
+    int fixed = (first > 0) + (last > 0), rest = c->num_layers - first - last, others = pp - fixed;
+    if (rest < 0 || (others == 0 && rest != 0) || (others > 0 && rest % others)) {
+        if (fixed)
+            snprintf(err, n, "num-layers %d minus decoder-first-pipeline-num-layers %d and "
+                     "decoder-last-pipeline-num-layers %d leaves %d layers, which the other %d "
+                     "stage(s) of pipeline-model-parallel-size %d cannot share evenly",
+                     c->num_layers, first, last, rest, others, pp);
+        else
+            snprintf(err, n, "num-layers %d is not divisible by pipeline-model-parallel-size %d",
+                     c->num_layers, pp);
         return -1;
     }
     return 0;
+}
+
+void gpt_stage_layers(const GPTConfig *c, int pp, int stage, int *layer0, int *n) {
+    int first = c->first_stage_layers, last = c->last_stage_layers;
+    int fixed = (first > 0) + (last > 0), others = pp - fixed;
+    int even = others > 0 ? (c->num_layers - first - last) / others : 0;
+    int start = 0;
+    for (int s = 0; s <= stage; s++) {
+        int count = (s == 0 && first > 0) ? first : (s == pp - 1 && last > 0) ? last : even;
+        if (s == stage) {
+            *layer0 = start;
+            *n = count;
+        }
+        start += count;
+    }
 }
 
 // Megatron-LM's count (Narayanan et al. 2021, appendix on FLOPs): every GEMM runs three

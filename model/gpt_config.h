@@ -11,15 +11,23 @@ typedef struct {
     int max_position_embeddings;  // rows of the position table (>= T)
     int vocab_size;               // V, the tokenizer's
     int vocab_divisible_by;       // --make-vocab-size-divisible-by (128)
+    int first_stage_layers;       // --decoder-first-pipeline-num-layers (0: even split)
+    int last_stage_layers;        // --decoder-last-pipeline-num-layers (0: even split)
 } GPTConfig;
 
 // Padded vocabulary Vp: V rounded up to a multiple of vocab_divisible_by * tp (Megatron). Pure.
 int gpt_padded_vocab(const GPTConfig *c, int tp);
 
 // Checks the config alone and against tp and pp (heads, hidden, ffn divisible by tp; layers
-// divisible by pp; T <= max positions; all sizes > 0). Returns 0, or -1 with one line
-// naming the numbers in err.
+// split over pp stages, see gpt_stage_layers; T <= max positions; all sizes > 0). Returns 0,
+// or -1 with one line naming the numbers in err.
 int gpt_config_check(const GPTConfig *c, int tp, int pp, char *err, size_t errlen);
+
+// The layers of pipeline stage `stage` of pp: [*layer0, *layer0 + *n). Evenly split, except
+// that first_stage_layers / last_stage_layers (when > 0) fix the first / last stage's count
+// and the other stages share the rest evenly (Megatron's uneven pipeline split, used to
+// balance the embedding and loss stages). Call after gpt_config_check. Pure.
+void gpt_stage_layers(const GPTConfig *c, int pp, int stage, int *layer0, int *n);
 
 // Megatron-LM's FLOPs per iteration (forward + backward, no recomputation) for `samples`
 // sequences: 12 B T L C^2 (2 + T/C + F/C + Vp/(2LC)), see gpt_config.c. Pure.

@@ -42,6 +42,8 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
         {"--seq-length", ARG_INT, &m->seq_length, "sequence length T"},
         {"--max-position-embeddings", ARG_INT, &m->max_position_embeddings, "position table rows (0: seq-length)"},
         {"--make-vocab-size-divisible-by", ARG_INT, &m->vocab_divisible_by, "pad the vocabulary to a multiple of this x TP"},
+        {"--decoder-first-pipeline-num-layers", ARG_INT, &m->first_stage_layers, "layers on the first stage (0: even split)"},
+        {"--decoder-last-pipeline-num-layers", ARG_INT, &m->last_stage_layers, "layers on the last stage (0: even split)"},
         {"--tensor-model-parallel-size", ARG_INT, &a->tp, "TP"},
         {"--pipeline-model-parallel-size", ARG_INT, &a->pp, "PP"},
         {"--micro-batch-size", ARG_INT, &a->micro_batch, "sequences per micro-batch"},

@@ -24,6 +24,9 @@ expect2 3 "world size 3 is not divisible by tensor-model-parallel-size 2" --tens
 expect2 2 "global-batch-size 6 is not divisible by --micro-batch-size 2 x data-parallel size 2" --global-batch-size 6
 expect2 1 "global-batch-size 7 is not a multiple of --micro-batch-size 2" --global-batch-size 7
 expect2 2 "num-layers 3 is not divisible by pipeline-model-parallel-size 2" --num-layers 3 --pipeline-model-parallel-size 2
+expect2 4 "leaves 4 layers, which the other 3 stage(s) of pipeline-model-parallel-size 4 cannot share evenly" \
+  --pipeline-model-parallel-size 4 --num-layers 5 --decoder-first-pipeline-num-layers 1
+expect2 1 "need pipeline-model-parallel-size > 1" --decoder-last-pipeline-num-layers 1
 expect2 1 "seq-length 64 exceeds max-position-embeddings 32" --seq-length 64 --max-position-embeddings 32
 expect2 2 "unknown flag '--hiden-size'" --hiden-size 64
 expect2 1 "expects an integer, got 'x'" --num-layers x
