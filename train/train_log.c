@@ -132,21 +132,24 @@ void train_log_iteration(Trainer *t, const StepResult *r, double ms, int64_t it)
         fprintf(t->log_json, "}\n");
     }
     if (it % a->log_interval && it != a->train_iters) return;
-    printf(" iteration %8lld/%8lld | consumed samples: %12lld | elapsed time per iteration (ms): %.1f"
-           " | learning rate: %.6E | global batch size: %5d | lm loss: %.6E | grad norm: %.3f"
-           " | number of nan iterations: %3d | tokens/s: %.0f | TFLOP/s per rank: %.4f |",
-           (long long)it, (long long)a->train_iters, (long long)(it * a->global_batch), ms, r->lr,
-           a->global_batch, r->loss, r->grad_norm, t->nan_total, tok_s, gflops / 1e3);
+    // One write per line, so other ranks' messages cannot land inside it.
+    char line[768];
+    int o = snprintf(line, sizeof line,
+                     " iteration %8lld/%8lld | consumed samples: %12lld | elapsed time per iteration (ms): %.1f"
+                     " | learning rate: %.6E | global batch size: %5d | lm loss: %.6E | grad norm: %.3f"
+                     " | number of nan iterations: %3d | tokens/s: %.0f | TFLOP/s per rank: %.4f |"
+                     " MB moved by rank 0:",
+                     (long long)it, (long long)a->train_iters, (long long)(it * a->global_batch), ms,
+                     r->lr, a->global_batch, r->loss, r->grad_norm, t->nan_total, tok_s, gflops / 1e3);
     const Comm *groups[] = {t->grid->tp, t->grid->pp, t->grid->dp, t->grid->embedding};
     const char *names[] = {"tp", "pp", "dp", "emb"};
-    printf(" MB moved by rank 0:");
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 4 && o > 0 && o < (int)sizeof line; i++) {
         uint64_t bytes = 0;
         if (groups[i])
             for (int k = 0; k < COMM_NKINDS; k++) bytes += groups[i]->stats.bytes[k];
-        printf(" %s %.2f", names[i], bytes / 1e6);
+        o += snprintf(line + o, sizeof line - (size_t)o, " %s %.2f", names[i], bytes / 1e6);
     }
-    printf(" |\n");
+    printf("%s |\n", line);
     fflush(stdout);
 }
 

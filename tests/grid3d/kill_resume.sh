@@ -38,7 +38,7 @@ kill -0 "$job" 2>/dev/null && { kill -9 "$job"; fail "the job still runs 30 s af
 wait "$job"; rc=$?
 ended=$(( $(date +%s) - t0 ))
 [[ $rc -ne 0 ]] || fail "the job exited 0 although rank $victim was killed"
-line=$(grep -m1 "^\[rank $victim\] megac: rank process $pid killed by signal 9" "$wd/killed.txt")
+line=$(grep -o -m1 "\[rank $victim\] megac: rank process $pid killed by signal 9.*" "$wd/killed.txt")
 [[ -n "$line" ]] || fail "no line naming rank $victim"
 echo "ok: the job ended ${ended} s after the kill (exit $rc): $line"
 last=$(cat "$wd/ckpt/latest_checkpointed_iteration.txt")
