@@ -8,6 +8,7 @@
 #include "core/check.h"
 #include "core/timer.h"
 
+#include <limits.h>  // defines: INT_MAX
 #include <sched.h>   // defines: sched_yield
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,44 +56,52 @@ static void divide(void *buf, size_t count, CommDtype t, int n) {
     }
 }
 
+// MPI counts are int: a larger transfer must be split by the caller (e.g. --ddp-bucket-size).
+static int icount(const Comm *c, size_t n, const char *op) {
+    if (n > (size_t)INT_MAX)
+        core_fatal("%s on group %s: %zu elements exceed MPI's int count; use smaller buckets "
+                   "(--ddp-bucket-size)", op, c->name, n);
+    return (int)n;
+}
+
 static MPI_Op mpi_op(CommOp op) { return op == COMM_MAX ? MPI_MAX : MPI_SUM; }
 
 static void mpi_all_reduce(Comm *c, void *buf, size_t count, CommDtype t, CommOp op) {
     MPI_Request r[1];
-    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, (int)count, mpi_type(t), mpi_op(op), c->u.mpi.comm, &r[0]));
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, icount(c, count, "all_reduce"), mpi_type(t), mpi_op(op), c->u.mpi.comm, &r[0]));
     wait_all(c, r, 1, "all_reduce");
     if (op == COMM_AVG) divide(buf, count, t, c->size);
 }
 
 static void mpi_all_gather(Comm *c, const void *in, void *out, size_t per, CommDtype t) {
     MPI_Request r[1];
-    MPI_CHECK(MPI_Iallgather(in, (int)per, mpi_type(t), out, (int)per, mpi_type(t), c->u.mpi.comm, &r[0]));
+    MPI_CHECK(MPI_Iallgather(in, icount(c, per, "all_gather"), mpi_type(t), out, (int)per, mpi_type(t), c->u.mpi.comm, &r[0]));
     wait_all(c, r, 1, "all_gather");
 }
 
 static void mpi_reduce_scatter(Comm *c, const void *in, void *out, size_t per, CommDtype t,
                                CommOp op) {
     MPI_Request r[1];
-    MPI_CHECK(MPI_Ireduce_scatter_block(in, out, (int)per, mpi_type(t), mpi_op(op), c->u.mpi.comm, &r[0]));
+    MPI_CHECK(MPI_Ireduce_scatter_block(in, out, icount(c, per, "reduce_scatter"), mpi_type(t), mpi_op(op), c->u.mpi.comm, &r[0]));
     wait_all(c, r, 1, "reduce_scatter");
     if (op == COMM_AVG) divide(out, per, t, c->size);
 }
 
 static void mpi_broadcast(Comm *c, void *buf, size_t count, CommDtype t, int root) {
     MPI_Request r[1];
-    MPI_CHECK(MPI_Ibcast(buf, (int)count, mpi_type(t), root, c->u.mpi.comm, &r[0]));
+    MPI_CHECK(MPI_Ibcast(buf, icount(c, count, "broadcast"), mpi_type(t), root, c->u.mpi.comm, &r[0]));
     wait_all(c, r, 1, "broadcast");
 }
 
 static void mpi_send(Comm *c, const void *buf, size_t count, CommDtype t, int peer) {
     MPI_Request r[1];
-    MPI_CHECK(MPI_Isend(buf, (int)count, mpi_type(t), peer, 0, c->u.mpi.comm, &r[0]));
+    MPI_CHECK(MPI_Isend(buf, icount(c, count, "send"), mpi_type(t), peer, 0, c->u.mpi.comm, &r[0]));
     wait_all(c, r, 1, "send");
 }
 
 static void mpi_recv(Comm *c, void *buf, size_t count, CommDtype t, int peer) {
     MPI_Request r[1];
-    MPI_CHECK(MPI_Irecv(buf, (int)count, mpi_type(t), peer, 0, c->u.mpi.comm, &r[0]));
+    MPI_CHECK(MPI_Irecv(buf, icount(c, count, "recv"), mpi_type(t), peer, 0, c->u.mpi.comm, &r[0]));
     wait_all(c, r, 1, "recv");
 }
 
@@ -101,8 +110,8 @@ static void mpi_send_recv(Comm *c, const void *sbuf, size_t scount, int dst, voi
                           size_t rcount, int src, CommDtype t) {
     MPI_Request r[2];
     int n = 0;
-    if (src >= 0) MPI_CHECK(MPI_Irecv(rbuf, (int)rcount, mpi_type(t), src, 0, c->u.mpi.comm, &r[n++]));
-    if (dst >= 0) MPI_CHECK(MPI_Isend(sbuf, (int)scount, mpi_type(t), dst, 0, c->u.mpi.comm, &r[n++]));
+    if (src >= 0) MPI_CHECK(MPI_Irecv(rbuf, icount(c, rcount, "send_recv"), mpi_type(t), src, 0, c->u.mpi.comm, &r[n++]));
+    if (dst >= 0) MPI_CHECK(MPI_Isend(sbuf, icount(c, scount, "send_recv"), mpi_type(t), dst, 0, c->u.mpi.comm, &r[n++]));
     wait_all(c, r, n, "send_recv");
 }
 

@@ -77,16 +77,41 @@ void core_die_mpi(int err, const char *call, const char *file, int line) {
     core_die("MPI", call, file, line, msg);
 }
 
+typedef struct {
+    char *buf;
+    size_t n;
+} ErrBuf;
+
 // Walks the HDF5 error stack and keeps the innermost description.
 static herr_t keep_last(unsigned n, const H5E_error2_t *e, void *data) {
-    if (n == 0 && e->desc) snprintf((char *)data, 512, "%s (in %s)", e->desc, e->func_name);
+    ErrBuf *b = data;
+    if (n == 0 && e->desc) snprintf(b->buf, b->n, "%s", e->desc);
     return 0;
 }
 
+void core_hdf5_last_error(char *buf, size_t n) {
+    if (n == 0) return;
+    snprintf(buf, n, "unknown HDF5 failure");
+    ErrBuf b = {buf, n};
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, keep_last, &b);
+}
+
 void core_die_hdf5(const char *call, const char *file, int line) {
-    char msg[512] = "unknown HDF5 failure";
-    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, keep_last, msg);
+    char msg[512];
+    core_hdf5_last_error(msg, sizeof msg);
     core_die("HDF5", call, file, line, msg);
+}
+
+void core_agree_or_exit(int status, char *msg, int msglen) {
+    int rank = 0, in[2], out[2];
+    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+    in[0] = status != 0;
+    in[1] = rank;
+    MPI_CHECK(MPI_Allreduce(in, out, 1, MPI_2INT, MPI_MAXLOC, MPI_COMM_WORLD));
+    if (!out[0]) return;
+    MPI_CHECK(MPI_Bcast(msg, msglen, MPI_CHAR, out[1], MPI_COMM_WORLD));
+    msg[msglen - 1] = '\0';
+    core_usage_error("%s", msg);
 }
 
 void *core_calloc_at(size_t n, size_t size, const char *file, int line) {

@@ -35,6 +35,16 @@ CORE_NORETURN void core_fatal_at(const char *file, int line, const char *fmt, ..
 // Every rank must reach it with the same input (flags are identical on all ranks). Never returns.
 CORE_NORETURN void core_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+// Collective over MPI_COMM_WORLD: if any rank has status != 0, the message of the highest
+// such rank (msg, msglen bytes, on that rank) goes to every rank and all exit 2 through
+// core_usage_error. Otherwise returns. For checks only some ranks can make (a file rank 0
+// opens, a device a node lacks): never one rank exiting while the others wait.
+void core_agree_or_exit(int status, char *msg, int msglen);
+
+// Writes the innermost message of the current HDF5 error stack ("truncated file ...") into
+// buf (n bytes), or "unknown HDF5 failure". Never fails.
+void core_hdf5_last_error(char *buf, size_t n);
+
 // MPI: the message comes from MPI_Error_string.
 void core_die_mpi(int err, const char *call, const char *file, int line);
 #define MPI_CHECK(call)                                                            \

@@ -15,14 +15,8 @@
 #define ERRLEN 1024
 
 // The innermost message of HDF5's error stack ("truncated file ...").
-static herr_t keep_innermost(unsigned n, const H5E_error2_t *e, void *data) {
-    if (n == 0 && e->desc) snprintf((char *)data, 256, "%s", e->desc);
-    return 0;
-}
-
 static const char *h5_message(char buf[256]) {
-    snprintf(buf, 256, "unknown HDF5 error");
-    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, keep_innermost, buf);
+    core_hdf5_last_error(buf, 256);
     return buf;
 }
 

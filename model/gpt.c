@@ -98,10 +98,8 @@ double gpt_loss_sum(GPT *m, int slot) {
 
 static void set_dscale(GPT *m, float v) {
     if (m->s.dscale_value == v) return;
-    float *h = core_calloc((size_t)m->N, sizeof(float));
-    for (int i = 0; i < m->N; i++) h[i] = v;
-    m->be->ops->copy(m->be, m->s.dscale, h, (size_t)m->N * sizeof(float), BACKEND_H2D);
-    free(h);
+    for (int i = 0; i < m->N; i++) m->s.dscale_host[i] = v;
+    m->be->ops->copy(m->be, m->s.dscale, m->s.dscale_host, (size_t)m->N * sizeof(float), BACKEND_H2D);
     m->s.dscale_value = v;
 }
 

@@ -67,8 +67,9 @@ typedef struct {
     ParamInfo *params;                 // (n_params) table; offsets into the flat buffers
     int n_params;
     size_t n_floats;                   // floats used by the table
-    size_t n_alloc;                    // floats allocated (padded), >= n_floats
-    float *param_mem, *grad_mem;       // (n_floats) each
+    size_t n_alloc;                    // floats allocated (padded), >= n_floats: the optimizer
+                                       // reduces and gathers all n_alloc (zero tail)
+    float *param_mem, *grad_mem;       // (n_alloc) each
     GPTWeights w, g;                   // views into param_mem and grad_mem
     GPTActs *slots;                    // (n_slots)
     int n_slots;
@@ -82,11 +83,13 @@ typedef struct {
         float *dscale;                 // (N) loss gradient per token
         float *sp_gather, *sp_full;    // (N, C) each, sequence-parallel workspace (else NULL)
         float dscale_value;
+        float *dscale_host;            // (N) host staging for dscale, allocated once
         void *mem;
     } s;
 } GPT;
 
-// Builds the stage: checks nothing (call gpt_config_check first), allocates everything on
+// Builds the stage (call gpt_config_check first; a sequence-parallel micro-batch that tp
+// does not divide is a usage error), allocates everything on
 // `be`, initialises parameters from `seed` (layout-independent). The flat buffers hold
 // n_alloc floats, n_floats rounded up to a multiple of pad_multiple (the optimizer's
 // data-parallel slicing); the tail is zero. With sequence_parallel (B*T divisible by tp)
@@ -102,7 +105,7 @@ void gpt_destroy(GPT *m);
 // filled gpt_stage_input(m, slot) first. On the last stage computes per-token losses.
 void gpt_forward(GPT *m, Comm *tp, int slot, const int *tokens, const int *targets);
 
-// Backward of the micro-batch in `slot`. dout (N, C): gradient of the stage output (from the
+// Backward of the micro-batch in `slot`. dout (N_sp, C): gradient of the stage output (from the
 // next stage); NULL on the last stage, where the loss gradient is loss_scale per token.
 // Parameter gradients accumulate; afterwards gpt_stage_input_grad() holds d(stage input).
 void gpt_backward(GPT *m, Comm *tp, int slot, const float *dout, float loss_scale);

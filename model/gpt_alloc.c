@@ -157,6 +157,7 @@ GPT *gpt_create(const GPTConfig *cfg, Backend *be, int tp, int tp_rank, int pp, 
     cv.used = 0;
     carve_scratch(m, &cv);
     m->s.dscale_value = 0.0f;
+    m->s.dscale_host = core_calloc((size_t)m->N, sizeof(float));
     return m;
 }
 
@@ -169,6 +170,7 @@ void gpt_destroy(GPT *m) {
     }
     free(m->slots);
     be->ops->free(be, m->s.mem);
+    free(m->s.dscale_host);
     be->ops->free(be, m->param_mem);
     be->ops->free(be, m->grad_mem);
     free(m->w.blocks);

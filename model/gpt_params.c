@@ -110,6 +110,10 @@ ParamInfo *gpt_params_build(const GPTConfig *c, int tp, int padded_vocab, int la
     return t;
 }
 
+int gpt_param_is_owner(const ParamInfo *p, int tp_rank) {
+    return !p->tied_copy && !(p->tp_replicated && tp_rank > 0);
+}
+
 int gpt_param_slices(const ParamInfo *p, int tp, int tp_rank, ParamSlice out[3]) {
     switch (p->shard) {
     case SHARD_NONE:

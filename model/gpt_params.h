@@ -52,6 +52,11 @@ int gpt_param_slices(const ParamInfo *p, int tp, int tp_rank, ParamSlice out[3])
 ParamInfo *gpt_params_build(const GPTConfig *c, int tp, int padded_vocab, int layer0,
                             int n_layers, int first_stage, int last_stage, int *n, size_t *total);
 
+// Whether tp rank tp_rank's copy of p is the one that counts among the tensor-parallel
+// ranks and pipeline stages holding it: not a replicated tensor on tp rank > 0, not the last
+// stage's tied copy of wte. The gradient norm counts, and checkpoints write, only these. Pure.
+int gpt_param_is_owner(const ParamInfo *p, int tp_rank);
+
 // Fills host buffer `out` (p->numel) with this rank's slice of parameter p: N(0, 0.02),
 // N(0, 0.02/sqrt(2L)) for output projections, zeros, ones; each element from
 // (seed, tensor id, full element index), so the value does not depend on the layout.

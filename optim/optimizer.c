@@ -23,7 +23,7 @@ static void build_segments(Optimizer *o, const ParamInfo *params, int n_params, 
         s->len = (e < hi ? e : hi) - s->begin;
         s->param = i;
         s->weight_decay = params[i].weight_decay;
-        s->count_in_norm = !params[i].tied_copy && !(params[i].tp_replicated && tp_rank > 0);
+        s->count_in_norm = gpt_param_is_owner(&params[i], tp_rank);
     }
 }
 

@@ -33,19 +33,6 @@ typedef struct {
     int copies;     // 1: host copies of device buffers (freed by host_state_done)
 } HostState;
 
-// Collective: when any rank's status is nonzero, every rank exits 2 with the message of the
-// lowest failing rank (broadcast from it).
-static void agree_or_exit(int status, char *msg, int msglen) {
-    int rank = 0, in[2], out[2];
-    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
-    in[0] = status != 0;
-    in[1] = rank;
-    MPI_CHECK(MPI_Allreduce(in, out, 1, MPI_2INT, MPI_MAXLOC, MPI_COMM_WORLD));
-    if (!out[0]) return;
-    MPI_CHECK(MPI_Bcast(msg, msglen, MPI_CHAR, out[1], MPI_COMM_WORLD));
-    msg[msglen - 1] = '\0';
-    core_usage_error("%s", msg);
-}
 
 static void meta_from_trainer(const Trainer *t, CkptMeta *m) {
     const TrainArgs *a = &t->args;
@@ -102,11 +89,6 @@ static void host_state_done(const Trainer *t, HostState *h, int loaded) {
     free(h->v);
 }
 
-// Whether this copy of p is the one that writes it among the tp ranks and pipeline stages.
-static int writes_tensor(const ParamInfo *p, int tp_rank) {
-    return !p->tied_copy && !(p->tp_replicated && tp_rank > 0);
-}
-
 // The ranges of group g this rank writes (saving = 1) or reads (0); returns their count.
 // Parameters are written by dp rank 0 (every rank reads all its own); moments follow the
 // optimizer's segments, written by every dp rank under ZeRO-1, by dp rank 0 otherwise.
@@ -117,7 +99,7 @@ static int plan(const Trainer *t, CkptGroup g, int saving, const HostState *h, C
     if (g == CKPT_MODEL) {
         for (int i = 0; i < m->n_params; i++) {
             const ParamInfo *p = &m->params[i];
-            if (saving && (dp_rank != 0 || !writes_tensor(p, tp_rank))) continue;
+            if (saving && (dp_rank != 0 || !gpt_param_is_owner(p, tp_rank))) continue;
             out[n++] = (CkptRange){i, 0, p->numel, h->params + p->offset};
         }
         return n;
@@ -127,7 +109,7 @@ static int plan(const Trainer *t, CkptGroup g, int saving, const HostState *h, C
     for (int i = 0; i < o->n_segs; i++) {
         const OptSegment *s = &o->segs[i];
         const ParamInfo *p = &m->params[s->param];
-        if (saving && !writes_tensor(p, tp_rank)) continue;
+        if (saving && !gpt_param_is_owner(p, tp_rank)) continue;
         size_t e0 = s->begin - p->offset;
         out[n++] = (CkptRange){s->param, e0, e0 + s->len, base + (s->begin - o->shard_begin)};
     }
@@ -204,7 +186,7 @@ void ckpt_prepare_save(Trainer *t) {
             status = -1;
         }
     }
-    agree_or_exit(status, msg, (int)sizeof msg);
+    core_agree_or_exit(status, msg, (int)sizeof msg);
 }
 
 void ckpt_save(Trainer *t) {
@@ -215,10 +197,10 @@ void ckpt_save(Trainer *t) {
         ckpt_fs_path(tmp, t->args.save, t->iteration, CKPT_TMP_FILE))
         core_usage_error("--save: directory name too long: %.200s...", t->args.save);
     if (rank0) status = ckpt_fs_mkdirs(dir, msg, sizeof msg);
-    agree_or_exit(status, msg, (int)sizeof msg);
+    core_agree_or_exit(status, msg, (int)sizeof msg);
     write_file(t, tmp);
     if (rank0) status = ckpt_fs_publish(t->args.save, t->iteration, msg, sizeof msg);
-    agree_or_exit(status, msg, (int)sizeof msg);
+    core_agree_or_exit(status, msg, (int)sizeof msg);
     if (rank0) {
         printf(" saved checkpoint at iteration %lld to %s in %.3f s\n", (long long)t->iteration,
                dir, core_now() - t0);
@@ -257,11 +239,11 @@ void ckpt_load(Trainer *t) {
     meta_from_trainer(t, &want);
     memset(&got, 0, sizeof got);
     if (rank0) status = ckpt_check(t->args.load, &want, &got, path, msg, sizeof msg);
-    agree_or_exit(status, msg, (int)sizeof msg);
+    core_agree_or_exit(status, msg, (int)sizeof msg);
     MPI_CHECK(MPI_Bcast(&got, (int)sizeof got, MPI_BYTE, 0, MPI_COMM_WORLD));
     MPI_CHECK(MPI_Bcast(path, (int)sizeof path, MPI_CHAR, 0, MPI_COMM_WORLD));
     status = read_file(t, path, msg, sizeof msg);
-    agree_or_exit(status, msg, (int)sizeof msg);
+    core_agree_or_exit(status, msg, (int)sizeof msg);
     t->iteration = got.iteration;
     t->opt->step = got.adam_step;
     t->nan_total = (int)got.nan_iterations;

@@ -4,6 +4,7 @@
 // Every failure is one line naming the file; the caller broadcasts it so all ranks exit 2.
 #include "checkpoint_format.h"
 #include "checkpoint_fs.h"
+#include "core/check.h"  // defines: core_hdf5_last_error
 
 #include <errno.h>
 #include <stddef.h>  // defines: offsetof
@@ -153,7 +154,7 @@ static int check_file(const char *path, int64_t latest, const CkptMeta *want, Ck
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (f < 0) {
         char why[256];
-        ckpt_h5_last_error(why, sizeof why);
+        core_hdf5_last_error(why, sizeof why);
         snprintf(err, n, "%s: not a readable HDF5 file, truncated or damaged (HDF5: %s)", path, why);
         return -1;
     }

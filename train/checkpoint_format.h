@@ -50,9 +50,7 @@ void ckpt_h5_write_meta(hid_t f, const CkptMeta *m);
 // the missing or malformed attribute. Changes nothing on the HDF5 error stack's printing.
 int ckpt_h5_read_meta(hid_t f, CkptMeta *m, char *err, size_t errlen);
 
-// The innermost message on the HDF5 error stack (e.g. "truncated file: eof = ..."), for
-// error lines. Never fails.
-void ckpt_h5_last_error(char *out, size_t n);
+
 
 // Creates the groups and one float32 dataset per group and table entry, full shape
 // ((rows) when cols == 1, else (rows, cols)). Collective. Aborts on an HDF5 failure.

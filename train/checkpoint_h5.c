@@ -94,17 +94,6 @@ int ckpt_h5_read_meta(hid_t f, CkptMeta *m, char *err, size_t n) {
     return 0;
 }
 
-static herr_t keep_innermost(unsigned n, const H5E_error2_t *e, void *data) {
-    char **out = data;
-    if (n == 0 && e->desc) snprintf(out[0], (size_t)(out[1] - out[0]), "%s", e->desc);
-    return 0;
-}
-
-void ckpt_h5_last_error(char *out, size_t n) {
-    char *span[2] = {out, out + n};
-    snprintf(out, n, "no detail");
-    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, keep_innermost, span);
-}
 
 static hid_t full_space(const ParamInfo *p) {
     hsize_t dims[2] = {(hsize_t)p->rows, (hsize_t)p->cols};

@@ -76,7 +76,7 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
         {"--num-threads", ARG_INT, &a->num_threads, "CPU threads per rank (0: cores / ranks on the node)"},
         {"--use-distributed-optimizer", ARG_BOOL, &use_zero1, "ZeRO-1 optimizer sharding over DP (default)"},
         {"--no-distributed-optimizer", ARG_BOOL, &no_zero1, "plain DDP: all-reduce, full optimizer per rank"},
-        {"--distributed-timeout-minutes", ARG_FLOAT, &a->timeout_minutes, "end the job if a transfer waits longer"},
+        {"--distributed-timeout-minutes", ARG_FLOAT, &a->timeout_minutes, "end the job if a collective or p2p transfer of the training step waits longer"},
         {"--max-nan-iters", ARG_INT, &a->max_nan_iters, "stop after this many NaN/Inf steps in a row"},
         {"--trace", ARG_STR, &a->trace, "write a Chrome trace (Perfetto) of the steps to FILE"},
         {"--pipeline-schedule", ARG_STR, &a->pipeline_schedule, "1f1b | gpipe (all-forward-all-backward)"},
@@ -109,6 +109,15 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
     if (strcmp(a->device, "cpu") && strcmp(a->device, "cuda"))
         core_usage_error("--device must be cpu or cuda, got '%s'", a->device);
     if (a->timeout_minutes < 0) core_usage_error("--distributed-timeout-minutes must be >= 0");
+    if (a->max_nan_iters < 0 || a->mock_samples < 0 || a->num_threads < 0 || a->mock_vocab < 2)
+        core_usage_error("--max-nan-iters %d, --mock-samples %d, --num-threads %d must be >= 0 and "
+                         "--mock-vocab-size %d >= 2", a->max_nan_iters, a->mock_samples,
+                         a->num_threads, a->mock_vocab);
+    if (use_zero1 && no_zero1)
+        core_usage_error("--use-distributed-optimizer and --no-distributed-optimizer contradict each other");
+    if (!strcmp(a->device, "cuda"))
+        core_usage_error("--device cuda: the CUDA backend is not implemented yet (its sources are "
+                         "placeholders that only compile); use --device cpu");
     if (strcmp(a->pipeline_schedule, "1f1b") && strcmp(a->pipeline_schedule, "gpipe"))
         core_usage_error("--pipeline-schedule must be 1f1b or gpipe, got '%s'", a->pipeline_schedule);
     if (a->ddp_bucket_size < 0) core_usage_error("--ddp-bucket-size must be >= 0");

@@ -153,8 +153,8 @@ void train_log_iteration(Trainer *t, const StepResult *r, double ms, int64_t it)
     fflush(stdout);
 }
 
-void train_log_progress(int64_t it, int64_t total, double elapsed) {
-    double eta = elapsed / (double)it * (double)(total - it);
+void train_log_progress(int64_t it, int64_t it_start, int64_t total, double elapsed) {
+    double eta = it > it_start ? elapsed / (double)(it - it_start) * (double)(total - it) : 0.0;
     int width = 30, done = (int)(width * it / total);
     printf("\r[");
     for (int i = 0; i < width; i++) putchar(i < done ? '#' : '.');

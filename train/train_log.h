@@ -11,4 +11,5 @@ void train_log_process_ids(const Trainer *t);
 void train_log_iteration(Trainer *t, const StepResult *r, double ms, int64_t it);
 // A progress bar with ETA on stdout (call only when stdout is a terminal); the next line
 // printed should start with "\r\033[K" to clear it.
-void train_log_progress(int64_t it, int64_t total, double elapsed);
+// it: iterations done, of total; `elapsed` seconds were spent on those after it_start.
+void train_log_progress(int64_t it, int64_t it_start, int64_t total, double elapsed);

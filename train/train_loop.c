@@ -34,11 +34,13 @@ int trainer_run(Trainer *t) {
         printf("megac train: the loaded checkpoint is at iteration %lld >= --train-iters %lld: "
                "nothing to do\n", (long long)t->iteration, (long long)a->train_iters);
     double t_start = core_now();
+    int64_t it_start = t->iteration;  // after a resume, the ETA uses this run's pace
     while (t->iteration < a->train_iters) {
         double t0 = core_now();
         StepResult r = trainer_step(t);
         double ms = (core_now() - t0) * 1e3;
         int64_t it = t->iteration;
+        if (tty) fputs("\r\033[K", stdout);  // clear the progress bar before any log line
         if (r.skipped) {
             t->nan_total++;
             t->nan_in_row++;
@@ -47,7 +49,6 @@ int trainer_run(Trainer *t) {
         } else {
             t->nan_in_row = 0;
         }
-        if (tty) fputs("\r\033[K", stdout);  // clear the progress bar before any log line
         if (rank0) train_log_iteration(t, &r, ms, it);
         if (t->nan_in_row > a->max_nan_iters) {
             if (rank0) fprintf(stderr, "megac: %d NaN/Inf iterations in a row (limit --max-nan-iters %d): "
@@ -62,7 +63,7 @@ int trainer_run(Trainer *t) {
         }
         if (a->save && ((a->save_interval > 0 && it % a->save_interval == 0) || it == a->train_iters))
             ckpt_save(t);
-        if (tty) train_log_progress(it, a->train_iters, core_now() - t_start);
+        if (tty) train_log_progress(it, it_start, a->train_iters, core_now() - t_start);
     }
     report_pipeline(t);
     return 0;

@@ -11,6 +11,7 @@
 #include "core/check_cuda.h"  // defines: CUDA_CHECK
 #endif
 
+#include <errno.h>
 #include <math.h>
 #include <signal.h>  // defines: raise, SIGKILL (test hook)
 #include <stdio.h>
@@ -52,10 +53,14 @@ static Backend *make_backend(const TrainArgs *a) {
     node_local_rank(&local_rank, &local_size);
     if (!strcmp(a->device, "cuda")) {
 #ifdef MEGAC_HAVE_CUDA
-        if (!backend_cuda_available()) core_usage_error("--device cuda: no usable CUDA device");
         int n_dev = 0;
-        CUDA_CHECK(cudaGetDeviceCount(&n_dev));
-        return backend_cuda_create(local_rank % n_dev);  // one GPU per rank on each node
+        if (backend_cuda_available()) CUDA_CHECK(cudaGetDeviceCount(&n_dev));
+        char msg[256] = "";
+        int bad = n_dev < local_size;  // decided per node, agreed by all ranks
+        if (bad) snprintf(msg, sizeof msg, "--device cuda: %d rank(s) on this node but %d usable "
+                          "CUDA device(s)", local_size, n_dev);
+        core_agree_or_exit(bad, msg, (int)sizeof msg);
+        return backend_cuda_create(local_rank);  // one GPU per rank on each node
 #else
         core_usage_error("--device cuda: megac was built without CUDA");
 #endif
@@ -165,6 +170,8 @@ Trainer *trainer_create(const TrainArgs *args) {
                           a->sequence_parallel);
     t->opt = optim_create(t->be, g->dp, a->zero1, t->model->params, t->model->n_params,
                           t->model->n_floats, g->coord.tp_rank, (size_t)a->ddp_bucket_size);
+    if (t->opt->n_padded != t->model->n_alloc)  // the optimizer reads/writes n_padded floats
+        core_fatal("optimizer buffer %zu floats, model buffers %zu", t->opt->n_padded, t->model->n_alloc);
     t->wte_param = gpt_param_index(t->model, "wte");
     size_t N = (size_t)a->micro_batch * a->model.seq_length;
     t->cursor = (BatchCursor){t->data, SPLIT_TRAIN, 0, a->global_batch, g->coord.dp_rank, t->dp,
@@ -176,10 +183,12 @@ Trainer *trainer_create(const TrainArgs *args) {
     test_die_at_iter(t, g->coord.rank);
     test_nan_at_iter(t);
     install_crash_report(g->coord.rank);
+    char msg[512] = "";
     if (a->log_json && g->coord.rank == 0) {
         t->log_json = fopen(a->log_json, "w");
-        if (!t->log_json) core_usage_error("cannot write --log-json %s", a->log_json);
+        if (!t->log_json) snprintf(msg, sizeof msg, "cannot write --log-json %s: %s", a->log_json, strerror(errno));
     }
+    core_agree_or_exit(a->log_json && g->coord.rank == 0 && !t->log_json, msg, (int)sizeof msg);
     return t;
 }
 

@@ -31,5 +31,9 @@ expect2 1 "seq-length 64 exceeds max-position-embeddings 32" --seq-length 64 --m
 expect2 2 "unknown flag '--hiden-size'" --hiden-size 64
 expect2 1 "expects an integer, got 'x'" --num-layers x
 expect2 1 "lr-decay-style must be" --lr-decay-style exp
+expect2 2 "cannot write --log-json /nonexistent/dir/log.json" --log-json /nonexistent/dir/log.json
+expect2 2 "contradict each other" --use-distributed-optimizer --no-distributed-optimizer
+expect2 1 "--max-nan-iters -1" --max-nan-iters -1
+expect2 2 "the CUDA backend is not implemented yet" --device cuda
 [[ $fail -eq 0 ]] && echo "train_bad_input: ok"
 exit $fail
