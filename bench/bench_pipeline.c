@@ -124,7 +124,7 @@ int main(int argc, char **argv) {
     ProcessGrid *g = pgrid_create(1, pp, PGRID_COMM_MPI, NULL, 600.0);
     int s = g->coord.pp_rank;
     GPT *m = gpt_create(&cfg, be, 1, 0, pp, s, micro_batch,
-                        pp_num_slots((PPScheduleKind)kind, pp, s, max_m), 1234, 1, 0);
+                        pp_schedule_slots((PPScheduleKind)kind, pp, s, max_m), 1234, 1, 0);
     PPTrace *tr = pp_trace_create(g->world, 0);
     PPStep st;
     pp_step_init(&st, m, g, (PPScheduleKind)kind, bench_batch, m, 1, 1.0f / (float)m->N, tr);

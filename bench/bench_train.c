@@ -52,7 +52,7 @@ static double time_steps(const BenchConfig *bc, Backend *be, Comm *one, int step
     GPTConfig cfg = {bc->L, bc->C, bc->NH, 4 * bc->C, bc->T, bc->T, bc->V, 128, 0, 0};
     GPT *m = gpt_create(&cfg, be, 1, 0, 1, 0, bc->B, 1, 1234, optim_pad_multiple(1), 0);
     Optimizer *o = optim_create(be, one, 1, m->params, m->n_params, m->n_floats, 0, 0);
-    AdamWConfig ac = {3e-4, 0.9, 0.95, 1e-8, 0.1, 1.0};
+    AdamWConfig ac = {0.9, 0.95, 1e-8, 0.1, 1.0};
     int N = bc->B * bc->T, *tok = calloc((size_t)N, sizeof(int)), *tgt = calloc((size_t)N, sizeof(int));
     for (int i = 0; i < N; i++) { tok[i] = (i * 7919) % bc->V; tgt[i] = (i * 104729 + 1) % bc->V; }
     double t0 = 0;

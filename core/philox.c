@@ -36,12 +36,6 @@ static double to_unit(uint32_t a, uint32_t b) {
     return ((double)x + 0.5) / 9007199254740992.0;
 }
 
-double core_philox_uniform(uint64_t seed, uint64_t stream, uint64_t index) {
-    uint32_t r[4];
-    core_philox4x32(seed, stream, index, r);
-    return to_unit(r[0], r[1]);
-}
-
 double core_philox_normal(uint64_t seed, uint64_t stream, uint64_t index) {
     uint32_t r[4];
     core_philox4x32(seed, stream, index, r);

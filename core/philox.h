@@ -9,8 +9,5 @@
 // Four 32-bit random words for counter (index, stream) under key seed. Pure.
 void core_philox4x32(uint64_t seed, uint64_t stream, uint64_t index, uint32_t out[4]);
 
-// Uniform in (0, 1) for element `index` of stream `stream`. Pure.
-double core_philox_uniform(uint64_t seed, uint64_t stream, uint64_t index);
-
 // Standard normal N(0, 1) for element `index` of stream `stream` (Box-Muller). Pure.
 double core_philox_normal(uint64_t seed, uint64_t stream, uint64_t index);

@@ -25,7 +25,7 @@ typedef struct {
 } OptSegment;
 
 typedef struct {
-    double lr, beta1, beta2, eps, weight_decay, clip_grad;
+    double beta1, beta2, eps, weight_decay, clip_grad;  // the learning rate comes per step
 } AdamWConfig;
 
 typedef struct {

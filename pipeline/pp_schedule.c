@@ -74,10 +74,6 @@ double pp_forward_only(PPStep *st) {
     return st->loss;
 }
 
-int pp_num_slots(PPScheduleKind kind, int pp, int pp_rank, int n_micro) {
-    return pp_schedule_slots(kind, pp, pp_rank, n_micro);
-}
-
 int pp_schedule_parse(const char *name) {
     if (!strcmp(name, "1f1b")) return PP_SCHEDULE_1F1B;
     if (!strcmp(name, "gpipe")) return PP_SCHEDULE_GPIPE;

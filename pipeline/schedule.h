@@ -47,9 +47,5 @@ double pp_forward_backward(PPStep *st);
 // Forward only (evaluation). Returns the summed loss on the last stage (0 elsewhere).
 double pp_forward_only(PPStep *st);
 
-// Micro-batches in flight on this stage under `kind`, i.e. the activation slots the model
-// needs: min(PP - s, m) for 1F1B, m for GPipe. Pure.
-int pp_num_slots(PPScheduleKind kind, int pp, int pp_rank, int n_micro);
-
 // "1f1b" -> PP_SCHEDULE_1F1B, "gpipe" -> PP_SCHEDULE_GPIPE; -1 for anything else. Pure.
 int pp_schedule_parse(const char *name);

@@ -89,7 +89,7 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
     if (optim_lr_style_parse(style, &a->lr.style) != 0)
         core_usage_error("--lr-decay-style must be constant, linear or cosine, got '%s'", style);
     a->lr = (LRSchedule){lr, min_lr, warmup, decay < 0 ? a->train_iters : decay, a->lr.style};
-    a->adamw = (AdamWConfig){lr, b1, b2, eps, wd, clip};
+    a->adamw = (AdamWConfig){b1, b2, eps, wd, clip};
     a->seed = (uint64_t)seed;
     a->zero1 = !no_zero1;
     if (lr <= 0 || min_lr < 0 || min_lr > lr) core_usage_error("need 0 <= --min-lr %g <= --lr %g, --lr > 0", min_lr, lr);

@@ -97,16 +97,24 @@ static void json_number(FILE *f, double x) {
     else fprintf(f, "null");
 }
 
-// Bytes this rank moved per group during the last step, as JSON members.
-static void json_traffic(FILE *f, const ProcessGrid *g) {
-    const Comm *groups[] = {g->tp, g->pp, g->dp, g->embedding};
-    const char *names[] = {"tp", "pp", "dp", "embedding"};
-    for (int i = 0; i < 4; i++) {
-        uint64_t bytes = 0;
+// Bytes this rank moved during the last step in each group: tp, pp, dp, embedding.
+enum { N_TRAFFIC = 4 };
+static void group_traffic(const ProcessGrid *g, uint64_t bytes[N_TRAFFIC]) {
+    const Comm *groups[N_TRAFFIC] = {g->tp, g->pp, g->dp, g->embedding};
+    for (int i = 0; i < N_TRAFFIC; i++) {
+        bytes[i] = 0;
         if (groups[i])
-            for (int k = 0; k < COMM_NKINDS; k++) bytes += groups[i]->stats.bytes[k];
-        fprintf(f, ",\"%s_bytes\":%llu", names[i], (unsigned long long)bytes);
+            for (int k = 0; k < COMM_NKINDS; k++) bytes[i] += groups[i]->stats.bytes[k];
     }
+}
+
+// The last step's traffic per group, as JSON members.
+static void json_traffic(FILE *f, const ProcessGrid *g) {
+    const char *names[N_TRAFFIC] = {"tp", "pp", "dp", "embedding"};
+    uint64_t bytes[N_TRAFFIC];
+    group_traffic(g, bytes);
+    for (int i = 0; i < N_TRAFFIC; i++)
+        fprintf(f, ",\"%s_bytes\":%llu", names[i], (unsigned long long)bytes[i]);
     if (g->tp)
         fprintf(f, ",\"tp_all_reduce_calls\":%llu,\"tp_all_reduce_bytes\":%llu",
                 (unsigned long long)g->tp->stats.calls[COMM_ALL_REDUCE],
@@ -141,14 +149,11 @@ void train_log_iteration(Trainer *t, const StepResult *r, double ms, int64_t it)
                      " MB moved by rank 0:",
                      (long long)it, (long long)a->train_iters, (long long)(it * a->global_batch), ms,
                      r->lr, a->global_batch, r->loss, r->grad_norm, t->nan_total, tok_s, gflops / 1e3);
-    const Comm *groups[] = {t->grid->tp, t->grid->pp, t->grid->dp, t->grid->embedding};
-    const char *names[] = {"tp", "pp", "dp", "emb"};
-    for (int i = 0; i < 4 && o > 0 && o < (int)sizeof line; i++) {
-        uint64_t bytes = 0;
-        if (groups[i])
-            for (int k = 0; k < COMM_NKINDS; k++) bytes += groups[i]->stats.bytes[k];
-        o += snprintf(line + o, sizeof line - (size_t)o, " %s %.2f", names[i], bytes / 1e6);
-    }
+    const char *names[N_TRAFFIC] = {"tp", "pp", "dp", "emb"};
+    uint64_t bytes[N_TRAFFIC];
+    group_traffic(t->grid, bytes);
+    for (int i = 0; i < N_TRAFFIC && o > 0 && o < (int)sizeof line; i++)
+        o += snprintf(line + o, sizeof line - (size_t)o, " %s %.2f", names[i], bytes[i] / 1e6);
     printf("%s |\n", line);
     fflush(stdout);
 }

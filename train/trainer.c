@@ -164,7 +164,7 @@ Trainer *trainer_create(const TrainArgs *args) {
     t->dp = g->dims.dp;
     t->n_micro = a->global_batch / (a->micro_batch * t->dp);
     PPScheduleKind kind = (PPScheduleKind)pp_schedule_parse(a->pipeline_schedule);
-    int slots = pp_num_slots(kind, a->pp, g->coord.pp_rank, t->n_micro);
+    int slots = pp_schedule_slots(kind, a->pp, g->coord.pp_rank, t->n_micro);
     t->model = gpt_create(&a->model, t->be, a->tp, g->coord.tp_rank, a->pp, g->coord.pp_rank,
                           a->micro_batch, slots, a->seed, optim_pad_multiple(t->dp),
                           a->sequence_parallel);
