@@ -26,6 +26,15 @@ typedef enum { BACKEND_H2D, BACKEND_D2H, BACKEND_D2D } BackendCopyKind;
 
 typedef struct Backend Backend;
 
+// A range of the flat parameter/gradient buffers for the multi-tensor ops (adamw_multi,
+// sum_squares_multi): elements [begin, begin + len). Tables of these live in the backend's
+// memory (allocated with alloc, filled with copy), built once when the optimizer is made.
+typedef struct {
+    size_t begin, len;
+    int weight_decay;  // adamw_multi: 1 applies the weight decay, 0 none
+    int pad_;
+} BackendSegment;
+
 typedef struct {
     // --- memory ----------------------------------------------------------------------
     void *(*alloc)(Backend *be, size_t bytes);  // zeroed, 64-byte aligned; aborts on failure
@@ -116,6 +125,22 @@ typedef struct {
     double (*sum_squares)(Backend *be, const float *x, size_t n);
     // Sum of x[i] in double, returned on the host.
     double (*sum)(Backend *be, const float *x, size_t n);
+
+    // --- multi-tensor ops: one launch each on CUDA, no host sync unless stated -----------
+    // AdamW (formula of `adamw`) on elements [s.begin, s.begin + s.len) of param, grad, m
+    // and v for every segment s of segs (nseg, backend memory), with weight decay wd where
+    // s.weight_decay and 0 elsewhere. max_len >= every s.len (sizes the launch).
+    void (*adamw_multi)(Backend *be, float *param, const float *grad, float *m, float *v,
+                        const BackendSegment *segs, int nseg, size_t max_len, float lr,
+                        float beta1, float beta2, float eps, float wd, float grad_scale, int step);
+    // Sum over every segment s of segs (nseg, backend memory) of x[i]^2, i in [s.begin,
+    // s.begin + s.len), in double, returned on the host: one device-to-host read. The sum
+    // order is fixed (same bits every run). NaN/Inf propagate.
+    double (*sum_squares_multi)(Backend *be, const float *x, const BackendSegment *segs, int nseg,
+                                size_t max_len);
+    // acc[0] += sum of x[i] in double; acc is one double in backend memory. Asynchronous
+    // (no host read): per-micro-batch losses summed on the device, read once per step.
+    void (*sum_acc)(Backend *be, double *acc, const float *x, size_t n);
 } BackendOps;
 
 struct Backend {
@@ -124,15 +149,19 @@ struct Backend {
     char name[64];  // e.g. "cpu (2 threads, OpenBLAS SkylakeX)" or "cuda:0 (NVIDIA H100)"
     union {
         struct { int nthreads; } cpu;
-        struct { int device; void *stream; void *lt; void *workspace; size_t workspace_bytes; } cuda;
+        struct { int device; void *stream; void *state; } cuda;  // stream: cudaStream_t;
+                                                                    // state: CudaState (cuda_internal.h)
     } u;
 };
 
 // CPU backend with `nthreads` OpenMP/BLAS threads (<= 0: all cores). Never returns NULL.
 Backend *backend_cpu_create(int nthreads);
 #ifdef MEGAC_HAVE_CUDA
-// CUDA backend on `device`; aborts the job naming the CUDA error when no device is usable.
-Backend *backend_cuda_create(int device);
+// Math of the CUDA backend's GEMMs: TF32 tensor cores (fast, ~1e-3 relative) or strict fp32.
+typedef enum { BACKEND_MATH_TF32, BACKEND_MATH_FP32 } BackendMath;
+// CUDA backend on `device` with GEMMs in `math`; aborts the job naming the CUDA error when
+// no device is usable. The name says the device and the math mode. Never returns NULL.
+Backend *backend_cuda_create(int device, BackendMath math);
 // 1 if a CUDA device can be used (driver present and a device visible), else 0. Never fails.
 int backend_cuda_available(void);
 #endif

@@ -1,10 +1,15 @@
-// bench/bench_train.c: whole training steps of named GPT configs on one rank, against the
-// machine's measured sgemm ceiling. Not a test: run by hand, e.g.
-//     build/bench/bench_train                      (all configs, all cores)
+// bench/bench_train.c: whole training steps of named GPT configs on one rank. Not a test:
+// run by hand, e.g.
+//     build/bench/bench_train                      (the CPU configs, all cores)
 //     build/bench/bench_train --config medium --steps 5 --threads 2
-// Prints, per config: ms per step, tokens/s, achieved GFLOP/s (Megatron's FLOPs formula,
-// forward + backward, padded vocabulary) and that as a fraction of the sgemm ceiling
-// (best of 2048^3 and the model's own largest GEMM shape, measured here with the same threads).
+//     build/bench/bench_train --device cuda --config gpt2-124m --seq-length 1024 --micro-batch 16
+// Prints, per config: ms per step, tokens/s, achieved FLOP/s (Megatron's FLOPs formula,
+// forward + backward, padded vocabulary) and
+//   CPU:  that as a fraction of the sgemm ceiling (best of 2048^3 and the model's own largest
+//         GEMM shape, measured here with the same threads);
+//   CUDA: model TFLOP/s and MFU against --peak-tflops (default 989: H100/H200 dense bf16),
+//         timed between backend syncs; TF32 GEMMs unless --no-tf32.
+// On CUDA each config also prints one "RESULT key=value ..." line (scripts/gpu/selfcheck.sh).
 #include "backend/cpu/cpu_blas.h"
 #include "core/args.h"
 #include "core/check.h"
@@ -20,13 +25,15 @@
 typedef struct {
     const char *name;
     int L, C, NH, T, B, V;
+    int in_all;  // run when no --config is given (gpt2-350m only when named: slow on CPUs)
 } BenchConfig;
 
 static const BenchConfig CONFIGS[] = {
-    {"small", 4, 256, 4, 256, 4, 256},
-    {"medium", 6, 384, 6, 256, 4, 256},
-    {"gpt2-vocab", 6, 384, 6, 256, 4, 50257},
-    {"gpt2-124m", 12, 768, 12, 256, 4, 50257},
+    {"small", 4, 256, 4, 256, 4, 256, 1},
+    {"medium", 6, 384, 6, 256, 4, 256, 1},
+    {"gpt2-vocab", 6, 384, 6, 256, 4, 50257, 1},
+    {"gpt2-124m", 12, 768, 12, 256, 4, 50257, 1},
+    {"gpt2-350m", 24, 1024, 16, 256, 4, 50257, 0},
 };
 #define N_CONFIGS (int)(sizeof CONFIGS / sizeof CONFIGS[0])
 
@@ -47,22 +54,34 @@ static double sgemm_gflops(int M, int N, int K) {
     return 2.0 * M * N * K / best * 1e-9;
 }
 
-// Times `steps` steps (after one warm-up): forward, backward, AdamW. Returns ms per step.
+static GPTConfig gpt_config_of(const BenchConfig *bc) {
+    return (GPTConfig){bc->L, bc->C, bc->NH, 4 * bc->C, bc->T, bc->T, bc->V, 128, 0, 0};
+}
+
+// Times `steps` steps (after one warm-up): forward, backward, AdamW, between backend syncs
+// (CUDA queues its work; the CPU sync is a no-op). Returns ms per step.
 static double time_steps(const BenchConfig *bc, Backend *be, Comm *one, int steps, int *Vp) {
-    GPTConfig cfg = {bc->L, bc->C, bc->NH, 4 * bc->C, bc->T, bc->T, bc->V, 128, 0, 0};
+    GPTConfig cfg = gpt_config_of(bc);
+    char err[512];
+    if (gpt_config_check(&cfg, 1, 1, err, sizeof err) != 0) core_usage_error("%s: %s", bc->name, err);
     GPT *m = gpt_create(&cfg, be, 1, 0, 1, 0, bc->B, 1, 1234, optim_pad_multiple(1), 0);
     Optimizer *o = optim_create(be, one, 1, m->params, m->n_params, m->n_floats, 0, 0);
     AdamWConfig ac = {0.9, 0.95, 1e-8, 0.1, 1.0};
     int N = bc->B * bc->T, *tok = calloc((size_t)N, sizeof(int)), *tgt = calloc((size_t)N, sizeof(int));
+    if (!tok || !tgt) core_fatal("out of memory");
     for (int i = 0; i < N; i++) { tok[i] = (i * 7919) % bc->V; tgt[i] = (i * 104729 + 1) % bc->V; }
     double t0 = 0;
     for (int s = 0; s <= steps; s++) {
-        if (s == 1) t0 = core_now();
+        if (s == 1) {
+            be->ops->sync(be);
+            t0 = core_now();
+        }
         gpt_zero_grads(m);
         gpt_forward(m, one, 0, tok, tgt);
         gpt_backward(m, one, 0, NULL, 1.0f / N);
         optim_update(o, &ac, 3e-4, 1.0, m->param_mem, m->grad_mem);
     }
+    be->ops->sync(be);
     double ms = (core_now() - t0) * 1e3 / steps;
     *Vp = m->Vp;
     free(tok), free(tgt);
@@ -71,37 +90,90 @@ static double time_steps(const BenchConfig *bc, Backend *be, Comm *one, int step
     return ms;
 }
 
+// CPU: the figures against the sgemm ceiling, as before the CUDA path existed.
+static void run_cpu(const BenchConfig *bc, Backend *be, Comm *one, int steps, double square) {
+    int Vp = 0;
+    double ms = time_steps(bc, be, one, steps, &Vp);
+    GPTConfig cfg = gpt_config_of(bc);
+    double gflops = gpt_flops_per_iteration(&cfg, Vp, bc->B) / (ms * 1e-3) * 1e-9;
+    // The model's own largest GEMM (the MLP's, or the output layer's) as a second ceiling.
+    double own = sgemm_gflops(bc->B * bc->T, Vp > 4 * bc->C ? Vp : 4 * bc->C, bc->C);
+    double ceiling = own > square ? own : square;
+    printf("%-11s %9.1f %10.0f %10.1f %9.1f %8.0f%%\n", bc->name, ms,
+           bc->B * bc->T / (ms * 1e-3), gflops, ceiling, 100.0 * gflops / ceiling);
+}
+
+// CUDA: model TFLOP/s and MFU against the peak.
+static void run_cuda(const BenchConfig *bc, Backend *be, Comm *one, int steps, double peak) {
+    int Vp = 0;
+    double ms = time_steps(bc, be, one, steps, &Vp);
+    GPTConfig cfg = gpt_config_of(bc);
+    double tflops = gpt_flops_per_iteration(&cfg, Vp, bc->B) / (ms * 1e-3) * 1e-12;
+    double tok_s = bc->B * bc->T / (ms * 1e-3);
+    printf("%-11s %5d %4d %9.2f %10.0f %9.1f %7.1f%%\n", bc->name, bc->T, bc->B, ms, tok_s,
+           tflops, 100.0 * tflops / peak);
+    printf("RESULT config=%s device=cuda T=%d B=%d ms=%.3f tokens_s=%.1f tflops=%.3f mfu=%.4f "
+           "peak_tflops=%.1f\n", bc->name, bc->T, bc->B, ms, tok_s, tflops, tflops / peak, peak);
+}
+
 int main(int argc, char **argv) {
     backend_cpu_select_blas_kernels(argc, argv);
     MPI_CHECK(MPI_Init(NULL, NULL));
-    const char *only = NULL;
-    int steps = 3, threads = 0;
+    const char *only = NULL, *device = "cpu";
+    int steps = 3, threads = 0, T = 0, B = 0, no_tf32 = 0;
+    double peak = 989.0;
     ArgSpec specs[] = {
-        {"--config", ARG_STR, &only, "small | medium | gpt2-vocab | gpt2-124m (default: all)"},
+        {"--config", ARG_STR, &only,
+         "small | medium | gpt2-vocab | gpt2-124m | gpt2-350m (default: all but gpt2-350m)"},
         {"--steps", ARG_INT, &steps, "timed steps per config"},
-        {"--threads", ARG_INT, &threads, "threads (0: all cores)"},
+        {"--threads", ARG_INT, &threads, "CPU threads (0: all cores)"},
+        {"--device", ARG_STR, &device, "cpu | cuda"},
+        {"--seq-length", ARG_INT, &T, "sequence length T (0: the config's)"},
+        {"--micro-batch", ARG_INT, &B, "sequences per step B (0: the config's)"},
+        {"--no-tf32", ARG_BOOL, &no_tf32, "CUDA: strict fp32 GEMMs (default: TF32 tensor cores)"},
+        {"--peak-tflops", ARG_FLOAT, &peak, "CUDA: the GPU's peak TFLOP/s for MFU (H100/H200 dense bf16)"},
     };
-    core_args_parse("usage: bench_train [--config NAME] [--steps N] [--threads N]", specs, 3,
-                    argc - 1, argv + 1);
-    Backend *be = backend_cpu_create(threads);
+    core_args_parse("usage: bench_train [--config NAME] [--steps N] [--threads N] [--device cpu|cuda] "
+                    "[--seq-length T] [--micro-batch B] [--no-tf32] [--peak-tflops X]",
+                    specs, (int)(sizeof specs / sizeof specs[0]), argc - 1, argv + 1);
+    int cuda = !strcmp(device, "cuda");
+    if (!cuda && strcmp(device, "cpu")) core_usage_error("--device must be cpu or cuda, got '%s'", device);
+    if (steps < 1 || T < 0 || B < 0 || peak <= 0)
+        core_usage_error("--steps must be >= 1, --seq-length/--micro-batch >= 0, --peak-tflops > 0");
+    int found = !only;
+    for (int i = 0; i < N_CONFIGS; i++) found |= only && !strcmp(only, CONFIGS[i].name);
+    if (!found) core_usage_error("unknown --config '%s'", only);
+
+    Backend *be = NULL;
+    Comm *one = NULL;
     int self = 0;
-    Comm *one = comm_mpi_create(MPI_COMM_SELF, "one", &self, 0);
-    double square = sgemm_gflops(2048, 2048, 2048);
-    printf("backend: %s\nsgemm ceiling: %.1f GFLOP/s (2048^3)\n\n", be->name, square);
-    printf("%-11s %9s %10s %10s %9s %9s\n", "config", "ms/step", "tokens/s", "GFLOP/s", "ceiling",
-           "fraction");
+    double square = 0;
+    if (cuda) {
+#ifdef MEGAC_HAVE_CUDA
+        if (!backend_cuda_available()) core_usage_error("--device cuda: no usable CUDA device");
+        be = backend_cuda_create(0, no_tf32 ? BACKEND_MATH_FP32 : BACKEND_MATH_TF32);
+        one = comm_nccl_create(MPI_COMM_SELF, "one", &self, be->u.cuda.stream, 0);  // size 1: no NCCL
+        printf("backend: %s\npeak: %.1f TFLOP/s (MFU = model TFLOP/s / peak)\n\n", be->name, peak);
+        printf("%-11s %5s %4s %9s %10s %9s %8s\n", "config", "T", "B", "ms/step", "tokens/s",
+               "TFLOP/s", "MFU");
+#else
+        core_usage_error("--device cuda: bench_train was built without CUDA");
+#endif
+    } else {
+        be = backend_cpu_create(threads);
+        one = comm_mpi_create(MPI_COMM_SELF, "one", &self, 0);
+        square = sgemm_gflops(2048, 2048, 2048);
+        printf("backend: %s\nsgemm ceiling: %.1f GFLOP/s (2048^3)\n\n", be->name, square);
+        printf("%-11s %9s %10s %10s %9s %9s\n", "config", "ms/step", "tokens/s", "GFLOP/s", "ceiling",
+               "fraction");
+    }
     for (int i = 0; i < N_CONFIGS; i++) {
-        const BenchConfig *bc = &CONFIGS[i];
-        if (only && strcmp(only, bc->name)) continue;
-        int Vp = 0;
-        double ms = time_steps(bc, be, one, steps, &Vp);
-        GPTConfig cfg = {bc->L, bc->C, bc->NH, 4 * bc->C, bc->T, bc->T, bc->V, 128, 0, 0};
-        double gflops = gpt_flops_per_iteration(&cfg, Vp, bc->B) / (ms * 1e-3) * 1e-9;
-        // The model's own largest GEMM (the MLP's, or the output layer's) as a second ceiling.
-        double own = sgemm_gflops(bc->B * bc->T, Vp > 4 * bc->C ? Vp : 4 * bc->C, bc->C);
-        double ceiling = own > square ? own : square;
-        printf("%-11s %9.1f %10.0f %10.1f %9.1f %8.0f%%\n", bc->name, ms,
-               bc->B * bc->T / (ms * 1e-3), gflops, ceiling, 100.0 * gflops / ceiling);
+        BenchConfig bc = CONFIGS[i];
+        if (only ? strcmp(only, bc.name) != 0 : !bc.in_all) continue;
+        if (T) bc.T = T;
+        if (B) bc.B = B;
+        if (cuda) run_cuda(&bc, be, one, steps, peak);
+        else run_cpu(&bc, be, one, steps, square);
         fflush(stdout);
     }
     comm_destroy(one);

@@ -54,7 +54,8 @@ struct Comm {
     CommStats stats;
     union {
         struct { MPI_Comm comm; } mpi;
-        struct { void *nccl_comm; void *stream; MPI_Comm boot; } nccl;
+        struct { void *nccl_comm; void *stream; MPI_Comm boot; } nccl;  // nccl_comm NULL: size 1
+        struct { Comm *inner; void *stream; void *host[2]; size_t cap[2]; } staged;
     } u;
 };
 
@@ -65,9 +66,16 @@ Comm *comm_mpi_create(MPI_Comm mpi_comm, const char *name, const int *members, d
 
 #ifdef MEGAC_HAVE_CUDA
 // NCCL communicator over the same ranks as `mpi_comm` (used only to share the unique id),
-// operating on device memory on `cuda_stream` (a cudaStream_t). Aborts on failure.
+// operating on device memory on `cuda_stream` (a cudaStream_t). Collectives and p2p are
+// stream-ordered: they are queued behind the compute on that stream and return at once; the
+// host waits only where it reads a value. A group of one never touches NCCL. Aborts on failure.
 Comm *comm_nccl_create(MPI_Comm mpi_comm, const char *name, const int *members,
                        void *cuda_stream, double timeout_s);
+// Staged communicator for device memory: device -> pinned host -> MPI -> device, ordered on
+// `cuda_stream`. Slow; it exists so that several ranks can share one GPU (NCCL refuses two
+// ranks on one device): tests and single-GPU machines. Aborts on failure.
+Comm *comm_staged_create(MPI_Comm mpi_comm, const char *name, const int *members,
+                         void *cuda_stream, double timeout_s);
 #endif
 
 // --- operations (count bytes, then dispatch) -----------------------------------------------

@@ -1,8 +1,12 @@
 // comm/comm_nccl.c: the NCCL backend of Comm (device memory, one CUDA stream).
 //
-// The unique id is made on group rank 0 and shared over the group's MPI communicator.
-// Operations are enqueued on the Comm's stream and then synchronised with a polling loop
-// that honours the timeout, so a stuck peer ends the job with a message instead of a hang.
+// The unique id is made on group rank 0 and shared over the group's MPI communicator (in
+// the CPU emulator, MEGAC_CUDA_EMU, the fake NCCL is built directly over that communicator).
+// Operations are enqueued on the Comm's stream, the same stream as the backend's kernels, and
+// return at once: stream order alone makes them see the right data. The barrier waits for
+// the stream with a polling loop that honours the timeout, so a stuck peer ends the job with
+// a message instead of a hang. A group of one has no NCCL communicator: its collectives are
+// copies or no-ops.
 #include "comm.h"
 #include "core/check_cuda.h"
 #include "core/timer.h"
@@ -46,35 +50,45 @@ static void wait_stream(Comm *c, const char *op) {
     }
 }
 
+// A group of one: out = in (a device copy unless in place).
+static void solo_copy(Comm *c, void *out, const void *in, size_t n, CommDtype t) {
+    if (out != in)
+        CUDA_CHECK(cudaMemcpyAsync(out, in, n * comm_dtype_size(t), cudaMemcpyDeviceToDevice, ST(c)));
+}
+
 static void nccl_all_reduce(Comm *c, void *buf, size_t n, CommDtype t, CommOp op) {
+    if (!NC(c)) return;
     NCCL_CHECK(ncclAllReduce(buf, buf, n, nccl_type(t), nccl_op(op), NC(c), ST(c)));
-    wait_stream(c, "all_reduce");
 }
 
 static void nccl_all_gather(Comm *c, const void *in, void *out, size_t per, CommDtype t) {
+    if (!NC(c)) {
+        solo_copy(c, out, in, per, t);
+        return;
+    }
     NCCL_CHECK(ncclAllGather(in, out, per, nccl_type(t), NC(c), ST(c)));
-    wait_stream(c, "all_gather");
 }
 
 static void nccl_reduce_scatter(Comm *c, const void *in, void *out, size_t per, CommDtype t,
                                 CommOp op) {
+    if (!NC(c)) {
+        solo_copy(c, out, in, per, t);
+        return;
+    }
     NCCL_CHECK(ncclReduceScatter(in, out, per, nccl_type(t), nccl_op(op), NC(c), ST(c)));
-    wait_stream(c, "reduce_scatter");
 }
 
 static void nccl_broadcast(Comm *c, void *buf, size_t n, CommDtype t, int root) {
+    if (!NC(c)) return;
     NCCL_CHECK(ncclBroadcast(buf, buf, n, nccl_type(t), root, NC(c), ST(c)));
-    wait_stream(c, "broadcast");
 }
 
 static void nccl_send(Comm *c, const void *buf, size_t n, CommDtype t, int peer) {
     NCCL_CHECK(ncclSend(buf, n, nccl_type(t), peer, NC(c), ST(c)));
-    wait_stream(c, "send");
 }
 
 static void nccl_recv(Comm *c, void *buf, size_t n, CommDtype t, int peer) {
     NCCL_CHECK(ncclRecv(buf, n, nccl_type(t), peer, NC(c), ST(c)));
-    wait_stream(c, "recv");
 }
 
 // Grouped send + recv: NCCL schedules both together, so no call order can deadlock.
@@ -84,16 +98,16 @@ static void nccl_send_recv(Comm *c, const void *sbuf, size_t sn, int dst, void *
     if (dst >= 0) NCCL_CHECK(ncclSend(sbuf, sn, nccl_type(t), dst, NC(c), ST(c)));
     if (src >= 0) NCCL_CHECK(ncclRecv(rbuf, rn, nccl_type(t), src, NC(c), ST(c)));
     NCCL_CHECK(ncclGroupEnd());
-    wait_stream(c, "send_recv");
 }
 
 static void nccl_barrier(Comm *c) {
-    CUDA_CHECK(cudaStreamSynchronize(ST(c)));
+    if (NC(c)) wait_stream(c, "barrier");
+    else CUDA_CHECK(cudaStreamSynchronize(ST(c)));
     MPI_CHECK(MPI_Barrier(c->u.nccl.boot));
 }
 
 static void nccl_destroy(Comm *c) {
-    ncclCommDestroy(NC(c));
+    if (NC(c)) ncclCommDestroy(NC(c));
     MPI_Comm_free(&c->u.nccl.boot);
 }
 
@@ -115,12 +129,17 @@ Comm *comm_nccl_create(MPI_Comm mpi_comm, const char *name, const int *members,
     c->members = core_calloc((size_t)c->size, sizeof(int));
     memcpy(c->members, members, (size_t)c->size * sizeof(int));
     c->timeout_s = timeout_s;
+    c->u.nccl.stream = cuda_stream;
+    if (c->size == 1) return c;  // never touches NCCL
+    ncclComm_t nc;
+#ifdef MEGAC_CUDA_EMU
+    NCCL_CHECK(emu_nccl_comm_init_mpi(&nc, c->u.nccl.boot));  // the fake NCCL runs over MPI
+#else
     ncclUniqueId id;
     if (c->rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
     MPI_CHECK(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, c->u.nccl.boot));
-    ncclComm_t nc;
     NCCL_CHECK(ncclCommInitRank(&nc, c->size, id, c->rank));
+#endif
     c->u.nccl.nccl_comm = nc;
-    c->u.nccl.stream = cuda_stream;
     return c;
 }

@@ -96,6 +96,10 @@ double gpt_loss_sum(GPT *m, int slot) {
     return m->be->ops->sum(m->be, m->slots[slot].xent.loss, (size_t)m->N);
 }
 
+void gpt_loss_accumulate(GPT *m, int slot, double *acc) {
+    m->be->ops->sum_acc(m->be, acc, m->slots[slot].xent.loss, (size_t)m->N);
+}
+
 static void set_dscale(GPT *m, float v) {
     if (m->s.dscale_value == v) return;
     for (int i = 0; i < m->N; i++) m->s.dscale_host[i] = v;

@@ -117,6 +117,9 @@ size_t gpt_stage_io_numel(const GPT *m);          // N_sp * C: floats of those t
 
 // Sum of the per-token losses of `slot` (last stage only; syncs). Pure otherwise.
 double gpt_loss_sum(GPT *m, int slot);
+// acc[0] += sum of the per-token losses of `slot`; acc is one double in the backend's memory
+// (last stage only). No sync: the step reads the total once.
+void gpt_loss_accumulate(GPT *m, int slot, double *acc);
 
 // Sequence parallelism: sums over tp the LayerNorm gradients, which each rank computed
 // from its own rows only. Call once per step after the last backward. No-op without SP.

@@ -27,6 +27,27 @@ static void build_segments(Optimizer *o, const ParamInfo *params, int n_params, 
     }
 }
 
+// Uploads the segment tables for the multi-tensor ops (ranges relative to the slice start).
+static void build_tables(Optimizer *o) {
+    Backend *be = o->be;
+    BackendSegment *upd = core_calloc((size_t)o->n_segs + 1, sizeof *upd);
+    BackendSegment *nrm = core_calloc((size_t)o->n_segs + 1, sizeof *nrm);
+    for (int i = 0; i < o->n_segs; i++) {
+        const OptSegment *s = &o->segs[i];
+        BackendSegment b = {s->begin - o->shard_begin, s->len, s->weight_decay, 0};
+        upd[i] = b;
+        if (s->count_in_norm && o->dp_rank_counts_norm) nrm[o->n_norm++] = b;
+        if (s->len > o->max_seg_len) o->max_seg_len = s->len;
+    }
+    size_t bytes = ((size_t)o->n_segs + 1) * sizeof(BackendSegment);
+    o->update_table = be->ops->alloc(be, bytes);
+    o->norm_table = be->ops->alloc(be, bytes);
+    be->ops->copy(be, o->update_table, upd, bytes, BACKEND_H2D);
+    be->ops->copy(be, o->norm_table, nrm, bytes, BACKEND_H2D);
+    free(upd);
+    free(nrm);
+}
+
 Optimizer *optim_create(Backend *be, Comm *dp, int zero1, const ParamInfo *params, int n_params,
                         size_t n_floats, int tp_rank, size_t bucket_size) {
     Optimizer *o = core_calloc(1, sizeof *o);
@@ -53,6 +74,7 @@ Optimizer *optim_create(Backend *be, Comm *dp, int zero1, const ParamInfo *param
     o->m = be->ops->alloc(be, o->shard_len * sizeof(float));
     o->v = be->ops->alloc(be, o->shard_len * sizeof(float));
     build_segments(o, params, n_params, tp_rank);
+    build_tables(o);
     return o;
 }
 
@@ -63,6 +85,8 @@ void optim_destroy(Optimizer *o) {
     o->be->ops->free(o->be, o->grad_shard);
     o->be->ops->free(o->be, o->param_shard);
     o->be->ops->free(o->be, o->pack);
+    o->be->ops->free(o->be, o->update_table);
+    o->be->ops->free(o->be, o->norm_table);
     free(o->segs);
     free(o);
 }
@@ -94,32 +118,26 @@ void optim_reduce_grads(Optimizer *o, float *grads) {
     }
 }
 
-// The gradient of segment s: in the reduce-scatter output (ZeRO-1) or the flat buffer.
-static const float *seg_grad(const Optimizer *o, const OptSegment *s, const float *grads) {
-    return o->zero1 ? o->grad_shard + (s->begin - o->shard_begin) : grads + s->begin;
+// The gradients of the slice: the reduce-scatter output (ZeRO-1) or the flat buffer.
+static const float *slice_grads(const Optimizer *o, const float *grads) {
+    return o->zero1 ? o->grad_shard : grads + o->shard_begin;
 }
 
 double optim_local_grad_sq(Optimizer *o, const float *grads) {
-    double sq = 0.0;
-    if (!o->dp_rank_counts_norm) return 0.0;
-    for (int i = 0; i < o->n_segs; i++)
-        if (o->segs[i].count_in_norm)
-            sq += o->be->ops->sum_squares(o->be, seg_grad(o, &o->segs[i], grads), o->segs[i].len);
-    return sq;
+    if (o->n_norm == 0) return 0.0;
+    return o->be->ops->sum_squares_multi(o->be, slice_grads(o, grads), o->norm_table, o->n_norm,
+                                         o->max_seg_len);
 }
 
 void optim_update(Optimizer *o, const AdamWConfig *cfg, double lr, double grad_scale,
                   float *params, const float *grads) {
     Backend *be = o->be;
     o->step++;
-    for (int i = 0; i < o->n_segs; i++) {
-        const OptSegment *s = &o->segs[i];
-        size_t k = s->begin - o->shard_begin;
-        be->ops->adamw(be, params + s->begin, seg_grad(o, s, grads), o->m + k, o->v + k, s->len,
-                       (float)lr, (float)cfg->beta1, (float)cfg->beta2, (float)cfg->eps,
-                       s->weight_decay ? (float)cfg->weight_decay : 0.0f, (float)grad_scale,
-                       (int)o->step);
-    }
+    if (o->n_segs > 0)
+        be->ops->adamw_multi(be, params + o->shard_begin, slice_grads(o, grads), o->m, o->v,
+                             o->update_table, o->n_segs, o->max_seg_len, (float)lr,
+                             (float)cfg->beta1, (float)cfg->beta2, (float)cfg->eps,
+                             (float)cfg->weight_decay, (float)grad_scale, (int)o->step);
     if (o->zero1) {
         be->ops->copy(be, o->param_shard, params + o->shard_begin, o->shard_len * sizeof(float),
                       BACKEND_D2D);

@@ -41,6 +41,11 @@ typedef struct {
     float *pack;                // (DP * bucket) packed reduce-scatter input (ZeRO-1 buckets)
     OptSegment *segs;           // parameters (parts) inside the slice
     int n_segs;
+    // The same ranges as multi-tensor tables in backend memory, relative to the slice start:
+    BackendSegment *update_table;   // (n_segs) every segment, for adamw_multi
+    BackendSegment *norm_table;     // (n_norm) those counted in the gradient norm
+    int n_norm;
+    size_t max_seg_len;             // longest segment (sizes the multi-tensor launches)
     int64_t step;               // AdamW steps taken (bias correction)
     int dp_rank_counts_norm;    // plain DDP: only dp rank 0 adds to the norm
 } Optimizer;
@@ -62,11 +67,12 @@ void optim_destroy(Optimizer *o);
 void optim_reduce_grads(Optimizer *o, float *grads);
 
 // This rank's share of the squared gradient norm (sum over the slice of the counted
-// segments), to be summed over all ranks. Call after optim_reduce_grads.
+// segments), to be summed over all ranks. Call after optim_reduce_grads. One multi-tensor
+// reduction: a single device-to-host read.
 double optim_local_grad_sq(Optimizer *o, const float *grads);
 
-// AdamW on the slice with learning rate lr and gradient scale (clipping), then all-gathers
-// the parameters (ZeRO-1). params, grads (n_padded).
+// AdamW on the slice with learning rate lr and gradient scale (clipping), one multi-tensor
+// launch, then all-gathers the parameters (ZeRO-1). params, grads (n_padded).
 void optim_update(Optimizer *o, const AdamWConfig *cfg, double lr, double grad_scale,
                   float *params, const float *grads);
 

@@ -23,6 +23,8 @@ static Comm *make_group(const PGridDims *d, PGridKind kind, int rank, PGridCommK
 #ifdef MEGAC_HAVE_CUDA
         if (ck == PGRID_COMM_NCCL)
             c = comm_nccl_create(split, pgrid_kind_name(kind), members, stream, timeout_s);
+        else if (ck == PGRID_COMM_STAGED)
+            c = comm_staged_create(split, pgrid_kind_name(kind), members, stream, timeout_s);
         else
 #endif
             c = comm_mpi_create(split, pgrid_kind_name(kind), members, timeout_s);
@@ -39,7 +41,7 @@ ProcessGrid *pgrid_create(int tp, int pp, PGridCommKind kind, void *cuda_stream,
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world));
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
 #ifndef MEGAC_HAVE_CUDA
-    if (kind == PGRID_COMM_NCCL) core_usage_error("NCCL requested but megac was built without CUDA");
+    if (kind != PGRID_COMM_MPI) core_usage_error("device communicators requested but megac was built without CUDA");
 #endif
     ProcessGrid *g = core_calloc(1, sizeof *g);
     char err[256];

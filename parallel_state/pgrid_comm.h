@@ -7,7 +7,9 @@
 #include "pgrid.h"
 #include "comm/comm.h"
 
-typedef enum { PGRID_COMM_MPI, PGRID_COMM_NCCL } PGridCommKind;
+// MPI: host memory. NCCL: device memory, stream-ordered. STAGED: device memory through host
+// memory and MPI (several ranks may share a GPU; for testing).
+typedef enum { PGRID_COMM_MPI, PGRID_COMM_NCCL, PGRID_COMM_STAGED } PGridCommKind;
 
 typedef struct {
     PGridDims dims;
@@ -23,8 +25,8 @@ typedef struct {
 
 // Builds the grid over MPI_COMM_WORLD (MPI must be initialised). The layout must divide the
 // world size: otherwise every rank prints the same one-line error and exits with code 2.
-// `kind` picks MPI (host memory) or NCCL (device memory, on `cuda_stream`) for the group
-// communicators. `timeout_s` bounds every wait (0 = forever).
+// `kind` picks MPI (host memory), NCCL or STAGED (device memory, ordered on `cuda_stream`)
+// for the group communicators. `timeout_s` bounds every wait (0 = forever).
 ProcessGrid *pgrid_create(int tp, int pp, PGridCommKind kind, void *cuda_stream, double timeout_s);
 
 // Frees the communicators and the grid. NULL is fine.

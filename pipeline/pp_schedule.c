@@ -13,7 +13,7 @@ static void stage_forward(void *ctx, int micro, int slot) {
     GPT *m = st->model;
     if (m->first || m->last) st->get_batch(st->batch_ctx, micro, st->tokens, st->targets);
     gpt_forward(m, st->grid->tp, slot, st->tokens, st->targets);
-    if (m->last) st->loss += gpt_loss_sum(m, slot);
+    if (m->last) gpt_loss_accumulate(m, slot, st->loss_acc);
 }
 
 static void stage_backward(void *ctx, int micro, int slot) {
@@ -45,6 +45,7 @@ void pp_step_init(PPStep *st, GPT *model, ProcessGrid *grid, PPScheduleKind kind
     st->tokens = core_calloc(N, sizeof(int));
     st->targets = core_calloc(N, sizeof(int));
     st->dout = model->be->ops->alloc(model->be, io * sizeof(float));
+    st->loss_acc = model->be->ops->alloc(model->be, sizeof(double));
     st->stage = (PPStage){.ctx = st, .forward = stage_forward, .backward = stage_backward,
                           .input = stage_input, .output = stage_output,
                           .input_grad = stage_input_grad, .output_grad = st->dout};
@@ -59,19 +60,30 @@ void pp_step_free(PPStep *st) {
     free(st->tokens);
     free(st->targets);
     if (st->dout) st->model->be->ops->free(st->model->be, st->dout);
+    if (st->loss_acc) st->model->be->ops->free(st->model->be, st->loss_acc);
     memset(st, 0, sizeof *st);
 }
 
-double pp_forward_backward(PPStep *st) {
+// The loss of the run just finished: one device-to-host read (last stage only).
+static double read_loss(PPStep *st) {
+    Backend *be = st->model->be;
     st->loss = 0.0;
-    pp_schedule_run(st->kind, &st->stage, &st->link, st->n_micro, st->model->n_slots);
+    if (st->model->last) be->ops->copy(be, &st->loss, st->loss_acc, sizeof(double), BACKEND_D2H);
     return st->loss;
 }
 
+double pp_forward_backward(PPStep *st) {
+    Backend *be = st->model->be;
+    be->ops->zero(be, st->loss_acc, sizeof(double));
+    pp_schedule_run(st->kind, &st->stage, &st->link, st->n_micro, st->model->n_slots);
+    return read_loss(st);
+}
+
 double pp_forward_only(PPStep *st) {
-    st->loss = 0.0;
+    Backend *be = st->model->be;
+    be->ops->zero(be, st->loss_acc, sizeof(double));
     pp_schedule_forward_only(&st->stage, &st->link, st->n_micro, st->model->n_slots);
-    return st->loss;
+    return read_loss(st);
 }
 
 int pp_schedule_parse(const char *name) {

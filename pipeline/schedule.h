@@ -25,6 +25,7 @@ typedef struct {
     int *tokens, *targets;  // (B, T) host staging buffers
     float *dout;        // (N_sp, C) gradient of the stage output received from the next stage
     double loss;        // summed per-token loss of the current run (last stage)
+    double *loss_acc;   // (1) the same sum on the model's backend, read once per run
     PPTrace *trace;     // timeline and bubble counters; NULL: none
     PPStage stage;      // the model stage as the schedules see it (ctx = this PPStep)
     PPLink link;        // the pipeline group's point-to-point calls

@@ -27,6 +27,7 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
     a->eval_interval = 1000;
     a->eval_iters = 10;
     a->device = "cpu";
+    a->dist_backend = "nccl";
     a->timeout_minutes = 10;
     a->max_nan_iters = 5;
     a->pipeline_schedule = "1f1b";
@@ -73,6 +74,8 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
         {"--log-interval", ARG_I64, &a->log_interval, "iterations between log lines"},
         {"--log-json", ARG_STR, &a->log_json, "write one JSON object per iteration to FILE"},
         {"--device", ARG_STR, &a->device, "cpu | cuda"},
+        {"--no-tf32", ARG_BOOL, &a->no_tf32, "CUDA: strict fp32 GEMMs (default: TF32 tensor cores)"},
+        {"--distributed-backend", ARG_STR, &a->dist_backend, "CUDA: nccl | staged (device->host->MPI; several ranks may share a GPU: for testing)"},
         {"--num-threads", ARG_INT, &a->num_threads, "CPU threads per rank (0: cores / ranks on the node)"},
         {"--use-distributed-optimizer", ARG_BOOL, &use_zero1, "ZeRO-1 optimizer sharding over DP (default)"},
         {"--no-distributed-optimizer", ARG_BOOL, &no_zero1, "plain DDP: all-reduce, full optimizer per rank"},
@@ -115,9 +118,8 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
                          a->num_threads, a->mock_vocab);
     if (use_zero1 && no_zero1)
         core_usage_error("--use-distributed-optimizer and --no-distributed-optimizer contradict each other");
-    if (!strcmp(a->device, "cuda"))
-        core_usage_error("--device cuda: the CUDA backend is not implemented yet (its sources are "
-                         "placeholders that only compile); use --device cpu");
+    if (strcmp(a->dist_backend, "nccl") && strcmp(a->dist_backend, "staged"))
+        core_usage_error("--distributed-backend must be nccl or staged, got '%s'", a->dist_backend);
     if (strcmp(a->pipeline_schedule, "1f1b") && strcmp(a->pipeline_schedule, "gpipe"))
         core_usage_error("--pipeline-schedule must be 1f1b or gpipe, got '%s'", a->pipeline_schedule);
     if (a->ddp_bucket_size < 0) core_usage_error("--ddp-bucket-size must be >= 0");

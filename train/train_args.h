@@ -19,6 +19,8 @@ typedef struct {
     int64_t save_interval, eval_interval, eval_iters, log_interval;
     const char *log_json;
     const char *device;
+    int no_tf32;                    // CUDA: strict fp32 GEMMs instead of TF32 tensor cores
+    const char *dist_backend;       // CUDA: "nccl" (default) or "staged" (device->host->MPI)
     int num_threads;
     int zero1;
     double timeout_minutes;

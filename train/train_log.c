@@ -78,8 +78,11 @@ void train_log_startup(const Trainer *t) {
     memory_of(t, mine);
     comm_all_gather(g->world, mine, all, MEM_N, COMM_F64);
     if (g->coord.rank == 0) {
-        printf("megac train: world %d = TP %d x PP %d x DP %d | backend %s\n", g->dims.world_size,
-               g->dims.tp, g->dims.pp, g->dims.dp, t->be->name);
+        const char *comm = t->be->kind == BACKEND_CPU ? "MPI"
+                         : !strcmp(a->dist_backend, "staged") ? "staged (device-host-MPI, for testing)"
+                         : "NCCL";
+        printf("megac train: world %d = TP %d x PP %d x DP %d | backend %s | communication %s\n",
+               g->dims.world_size, g->dims.tp, g->dims.pp, g->dims.dp, t->be->name, comm);
         printf("model: L=%d C=%d NH=%d F=%d T=%d V=%d (padded %d) | micro-batch %d, global batch %d, "
                "%d micro-batches per step per DP rank%s\n", a->model.num_layers, a->model.hidden_size,
                a->model.num_heads, a->model.ffn_hidden_size, a->model.seq_length, a->model.vocab_size,

@@ -53,14 +53,20 @@ static Backend *make_backend(const TrainArgs *a) {
     node_local_rank(&local_rank, &local_size);
     if (!strcmp(a->device, "cuda")) {
 #ifdef MEGAC_HAVE_CUDA
-        int n_dev = 0;
+        int n_dev = 0, staged = !strcmp(a->dist_backend, "staged");
         if (backend_cuda_available()) CUDA_CHECK(cudaGetDeviceCount(&n_dev));
-        char msg[256] = "";
-        int bad = n_dev < local_size;  // decided per node, agreed by all ranks
-        if (bad) snprintf(msg, sizeof msg, "--device cuda: %d rank(s) on this node but %d usable "
-                          "CUDA device(s)", local_size, n_dev);
+        char msg[320] = "";
+        int bad = n_dev == 0 || (!staged && n_dev < local_size);  // per node, agreed by all
+        if (n_dev == 0)
+            snprintf(msg, sizeof msg, "--device cuda: no usable CUDA device on this node (no GPU, "
+                     "no driver, or CUDA_VISIBLE_DEVICES hides them)");
+        else if (bad)
+            snprintf(msg, sizeof msg, "--device cuda: %d rank(s) on this node but %d usable CUDA "
+                     "device(s); NCCL needs one GPU per rank (--distributed-backend staged lets "
+                     "ranks share a GPU, for testing)", local_size, n_dev);
         core_agree_or_exit(bad, msg, (int)sizeof msg);
-        return backend_cuda_create(local_rank);  // one GPU per rank on each node
+        // one GPU per rank on each node (staged: ranks share them round-robin)
+        return backend_cuda_create(local_rank % n_dev, a->no_tf32 ? BACKEND_MATH_FP32 : BACKEND_MATH_TF32);
 #else
         core_usage_error("--device cuda: megac was built without CUDA");
 #endif
@@ -156,10 +162,12 @@ Trainer *trainer_create(const TrainArgs *args) {
     char err[512];
     if (gpt_config_check(&a->model, a->tp, a->pp, err, sizeof err) != 0) core_usage_error("%s", err);
 
-    int nccl = !strcmp(a->device, "cuda");
+    int cuda = !strcmp(a->device, "cuda");
     t->be = make_backend(a);
-    t->grid = pgrid_create(a->tp, a->pp, nccl ? PGRID_COMM_NCCL : PGRID_COMM_MPI,
-                           nccl ? t->be->u.cuda.stream : NULL, a->timeout_minutes * 60.0);
+    PGridCommKind ck = !cuda ? PGRID_COMM_MPI
+                     : !strcmp(a->dist_backend, "staged") ? PGRID_COMM_STAGED : PGRID_COMM_NCCL;
+    t->grid = pgrid_create(a->tp, a->pp, ck, cuda ? t->be->u.cuda.stream : NULL,
+                           a->timeout_minutes * 60.0);
     ProcessGrid *g = t->grid;
     t->dp = g->dims.dp;
     t->n_micro = a->global_batch / (a->micro_batch * t->dp);

@@ -65,6 +65,9 @@ static const BackendOps CPU_OPS = {
     .adamw = cpu_adamw,
     .sum_squares = cpu_sum_squares,
     .sum = cpu_sum,
+    .adamw_multi = cpu_adamw_multi,
+    .sum_squares_multi = cpu_sum_squares_multi,
+    .sum_acc = cpu_sum_acc,
 };
 
 // OMP_NUM_THREADS's first entry when it is a positive number, else the cores this process

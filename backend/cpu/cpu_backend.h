@@ -75,3 +75,9 @@ void cpu_adamw(Backend *be, float *param, const float *grad, float *m, float *v,
                int step);
 double cpu_sum_squares(Backend *be, const float *x, size_t n);
 double cpu_sum(Backend *be, const float *x, size_t n);
+void cpu_adamw_multi(Backend *be, float *param, const float *grad, float *m, float *v,
+                     const BackendSegment *segs, int nseg, size_t max_len, float lr,
+                     float beta1, float beta2, float eps, float wd, float grad_scale, int step);
+double cpu_sum_squares_multi(Backend *be, const float *x, const BackendSegment *segs, int nseg,
+                             size_t max_len);
+void cpu_sum_acc(Backend *be, double *acc, const float *x, size_t n);

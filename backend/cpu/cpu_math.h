@@ -16,12 +16,13 @@
 // machine's vector width. The build is ISO C (-std=c11), so FMA contraction stays off and
 // elementwise results are the same bits in every clone; only the order inside `omp simd`
 // reductions follows the vector width. Such functions must not open OpenMP regions.
-// -DCPU_NO_SIMD_CLONES builds the plain x86-64 code only (to measure what the clones buy).
+// -DCPU_NO_SIMD_CLONES builds the plain x86-64 code only (to measure what the clones buy);
+// ThreadSanitizer builds get it too (the clones' ifunc resolvers run before its runtime).
 #pragma once
 #include <stdint.h>  // defines: uint32_t, int32_t
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__) && \
-    !defined(CPU_NO_SIMD_CLONES)
+    !defined(CPU_NO_SIMD_CLONES) && !defined(__SANITIZE_THREAD__)
 #define CPU_SIMD_CLONES \
     __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
 #else

@@ -58,3 +58,25 @@ double cpu_sum_squares(Backend *be, const float *x, size_t n) { return cpu_reduc
 
 // Sum of x[i] in double.
 double cpu_sum(Backend *be, const float *x, size_t n) { return cpu_reduce(be, x, n, 0); }
+
+// AdamW on every segment of segs (host memory for this backend), as cpu_adamw.
+void cpu_adamw_multi(Backend *be, float *param, const float *grad, float *m, float *v,
+                     const BackendSegment *segs, int nseg, size_t max_len, float lr,
+                     float beta1, float beta2, float eps, float wd, float grad_scale, int step) {
+    for (int s = 0; s < nseg; s++) {
+        size_t b = segs[s].begin;
+        cpu_adamw(be, param + b, grad + b, m + b, v + b, segs[s].len, lr, beta1, beta2, eps,
+                  segs[s].weight_decay ? wd : 0.0f, grad_scale, step);
+    }
+}
+
+// Sum of x^2 over the segments, each segment summed as cpu_sum_squares, in segment order.
+double cpu_sum_squares_multi(Backend *be, const float *x, const BackendSegment *segs, int nseg,
+                             size_t max_len) {
+    double total = 0.0;
+    for (int s = 0; s < nseg; s++) total += cpu_reduce(be, x + segs[s].begin, segs[s].len, 1);
+    return total;
+}
+
+// acc[0] += sum of x.
+void cpu_sum_acc(Backend *be, double *acc, const float *x, size_t n) { acc[0] += cpu_reduce(be, x, n, 0); }

@@ -1,11 +1,186 @@
-// backend/cuda/cuda_backend.cu: placeholder until the CUDA backend lands.
-#include "backend/backend.h"
-#include "core/check_cuda.h"
+// backend/cuda/cuda_backend.cu: the CUDA Backend: creation (device, stream, cuBLASLt handle,
+// workspace, reduction scratch, pinned staging), device memory, copies, and the ops table.
+// The arithmetic lives in cuda_gemm.cu, cuda_attention.cu, cuda_norm.cu, cuda_embed_xent.cu
+// and cuda_optim.cu; kernels in the .cuh files beside them.
+#include "backend/cuda/cuda_internal.h"
+
+#include <sched.h>   // defines: sched_yield
+#include <stdio.h>   // defines: snprintf
+#include <stdlib.h>  // defines: free
+#include <string.h>  // defines: memcpy
+
+// Waits for everything queued on the backend's stream. Polls (yielding the core) instead of
+// blocking in the driver, so the rank stays responsive to signals; a kernel fault surfaces
+// here with its CUDA error.
+void cuda_wait(Backend *be) {
+    cudaStream_t s = cuda_stream(be);
+    for (;;) {
+        cudaError_t e = cudaStreamQuery(s);
+        if (e == cudaSuccess) return;
+        if (e != cudaErrorNotReady) CUDA_CHECK(e);
+        sched_yield();
+    }
+}
+
+// Device memory, zeroed (cudaMalloc's is not). A failure names the bytes asked and free.
+static void *cuda_alloc(Backend *be, size_t bytes) {
+    void *p = NULL;
+    size_t want = bytes ? bytes : 1;
+    cudaError_t e = cudaMalloc(&p, want);
+    if (e != cudaSuccess) {
+        size_t free_b = 0, total_b = 0;
+        (void)cudaGetLastError();  // clear the sticky allocation error before asking
+        cudaMemGetInfo(&free_b, &total_b);
+        core_fatal("cuda backend: cannot allocate %zu bytes (%.2f GiB) of device memory on "
+                   "device %d: %.2f GiB free of %.2f GiB (%s)", bytes, bytes / 1073741824.0,
+                   cuda_state(be)->device, free_b / 1073741824.0, total_b / 1073741824.0,
+                   cudaGetErrorString(e));
+    }
+    CUDA_CHECK(cudaMemsetAsync(p, 0, want, cuda_stream(be)));
+    return p;
+}
+
+// Frees after the queued work that may still use p (cudaFree synchronises the device).
+static void cuda_free(Backend *be, void *p) {
+    if (p) CUDA_CHECK(cudaFree(p));
+}
+
+static void cuda_zero(Backend *be, void *p, size_t bytes) {
+    if (bytes) CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, cuda_stream(be)));
+}
+
+// Host-to-device copies up to CUDA_STAGING_BYTES go through the pinned staging buffer, so the
+// caller's pageable memory is free when this returns and the transfer itself is
+// asynchronous (tokens and targets every micro-batch). Larger ones (checkpoints, init) are
+// plain synchronous copies. Device-to-host copies wait for the data.
+static void cuda_copy(Backend *be, void *dst, const void *src, size_t bytes, BackendCopyKind kind) {
+    if (!bytes) return;
+    CudaState *st = cuda_state(be);
+    switch (kind) {
+    case BACKEND_H2D:
+        if (bytes <= CUDA_STAGING_BYTES) {
+            CUDA_CHECK(cudaEventSynchronize(st->staging_free));  // the previous copy is out
+            memcpy(st->staging, src, bytes);
+            CUDA_CHECK(cudaMemcpyAsync(dst, st->staging, bytes, cudaMemcpyHostToDevice, st->stream));
+            CUDA_CHECK(cudaEventRecord(st->staging_free, st->stream));
+        } else {
+            CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, st->stream));
+            cuda_wait(be);
+        }
+        return;
+    case BACKEND_D2H:
+        CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, st->stream));
+        cuda_wait(be);
+        return;
+    case BACKEND_D2D:
+        CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, st->stream));
+        return;
+    }
+}
+
+static void cuda_sync(Backend *be) { cuda_wait(be); }
+
+static void cuda_destroy(Backend *be) {
+    CudaState *st = cuda_state(be);
+    if (!st) return;
+    cudaStreamSynchronize(st->stream);
+    cudaFree(st->workspace);
+    cudaFree(st->partials);
+    cudaFree(st->result);
+    cudaFreeHost(st->result_host);
+    cudaFreeHost(st->staging);
+    cudaEventDestroy(st->staging_free);
+    cublasLtDestroy(st->lt);
+    cudaStreamDestroy(st->stream);
+    free(st);
+    be->u.cuda.state = NULL;
+}
+
+static const BackendOps CUDA_OPS = {
+    .alloc = cuda_alloc,
+    .free = cuda_free,
+    .zero = cuda_zero,
+    .copy = cuda_copy,
+    .sync = cuda_sync,
+    .destroy = cuda_destroy,
+    .matmul_forward = cuda_matmul_forward,
+    .matmul_backward = cuda_matmul_backward,
+    .layernorm_forward = cuda_layernorm_forward,
+    .layernorm_backward = cuda_layernorm_backward,
+    .gelu_forward = cuda_gelu_forward,
+    .gelu_backward = cuda_gelu_backward,
+    .add = cuda_add,
+    .scale = cuda_scale,
+    .attention_forward = cuda_attention_forward,
+    .attention_backward = cuda_attention_backward,
+    .embedding_forward = cuda_embedding_forward,
+    .embedding_backward = cuda_embedding_backward,
+    .position_forward = cuda_position_forward,
+    .position_backward = cuda_position_backward,
+    .xent_max = cuda_xent_max,
+    .xent_sumexp = cuda_xent_sumexp,
+    .xent_loss = cuda_xent_loss,
+    .xent_backward = cuda_xent_backward,
+    .adamw = cuda_adamw,
+    .sum_squares = cuda_sum_squares,
+    .sum = cuda_sum,
+    .adamw_multi = cuda_adamw_multi,
+    .sum_squares_multi = cuda_sum_squares_multi,
+    .sum_acc = cuda_sum_acc,
+};
+
 extern "C" int backend_cuda_available(void) {
     int n = 0;
-    return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    (void)cudaGetLastError();  // a failed query leaves a sticky error behind
+    return e == cudaSuccess && n > 0;
 }
-extern "C" Backend *backend_cuda_create(int device) {
-    (void)device;
-    core_fatal("CUDA backend not implemented yet");
+
+// A device allocation made at start-up, named in the failure message.
+static void *startup_alloc(int device, size_t bytes, const char *what) {
+    void *p = NULL;
+    cudaError_t e = cudaMalloc(&p, bytes);
+    if (e != cudaSuccess) {
+        size_t free_b = 0, total_b = 0;
+        (void)cudaGetLastError();
+        cudaMemGetInfo(&free_b, &total_b);
+        core_fatal("cuda backend: cannot allocate %s (%zu bytes) on device %d: %zu bytes free "
+                   "of %zu (%s)", what, bytes, device, free_b, total_b, cudaGetErrorString(e));
+    }
+    return p;
+}
+
+extern "C" Backend *backend_cuda_create(int device, BackendMath math) {
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n == 0)
+        core_fatal("cuda backend: no usable CUDA device (%s)",
+                   e != cudaSuccess ? cudaGetErrorString(e) : "0 devices visible");
+    if (device < 0 || device >= n)
+        core_fatal("cuda backend: device %d asked for, %d visible", device, n);
+    CUDA_CHECK(cudaSetDevice(device));
+    CudaState *st = (CudaState *)core_calloc(1, sizeof *st);
+    st->device = device;
+    st->math = math;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&st->stream, cudaStreamNonBlocking));
+    CUBLAS_CHECK(cublasLtCreate(&st->lt));
+    st->workspace = startup_alloc(device, CUDA_WORKSPACE_BYTES, "the cuBLASLt workspace");
+    st->partials = (double *)startup_alloc(device, CUDA_PARTIALS * sizeof(double), "reduction scratch");
+    st->result = (double *)startup_alloc(device, sizeof(double), "a reduction result");
+    CUDA_CHECK(cudaMallocHost((void **)&st->result_host, sizeof(double)));
+    CUDA_CHECK(cudaMallocHost(&st->staging, CUDA_STAGING_BYTES));
+    CUDA_CHECK(cudaEventCreateWithFlags(&st->staging_free, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventRecord(st->staging_free, st->stream));
+
+    Backend *be = (Backend *)core_calloc(1, sizeof(Backend));
+    be->ops = &CUDA_OPS;
+    be->kind = BACKEND_CUDA;
+    be->u.cuda.device = device;
+    be->u.cuda.stream = st->stream;
+    be->u.cuda.state = st;
+    cudaDeviceProp prop;
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+    snprintf(be->name, sizeof be->name, "cuda:%d (%.20s, %s)", device, prop.name,
+             math == BACKEND_MATH_TF32 ? "TF32 tensor cores" : "strict fp32");
+    return be;
 }

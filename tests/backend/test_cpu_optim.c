@@ -100,6 +100,39 @@ static void test_create(void) {
     backend_destroy(NULL);
 }
 
+// The multi-tensor ops equal their per-segment counterparts bit for bit: adamw_multi = adamw
+// per segment (weight decay only where flagged, elements between segments untouched),
+// sum_squares_multi = the sum of per-segment sum_squares in order, sum_acc accumulates.
+static void test_multi_tensor(Backend *be, TestRng *r) {
+    enum { N = 5000 };
+    BackendSegment segs[3] = {{0, 1000, 1, 0}, {1024, 7, 0, 0}, {1040, 3900, 1, 0}};
+    float *p1 = test_floats(N), *g = test_floats(N), *m1 = test_floats(N), *v1 = test_floats(N);
+    float *p2 = test_floats(N), *m2 = test_floats(N), *v2 = test_floats(N);
+    rng_fill(r, p1, N, -1, 1), rng_fill(r, g, N, -1, 1), rng_fill(r, m1, N, -0.1, 0.1);
+    rng_fill(r, v1, N, 0, 0.1);
+    memcpy(p2, p1, N * 4), memcpy(m2, m1, N * 4), memcpy(v2, v1, N * 4);
+    for (int step = 1; step <= 3; step++) {
+        be->ops->adamw_multi(be, p1, g, m1, v1, segs, 3, 3900, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, step);
+        for (int s = 0; s < 3; s++) {
+            size_t b = segs[s].begin;
+            be->ops->adamw(be, p2 + b, g + b, m2 + b, v2 + b, segs[s].len, 1e-2f, 0.9f, 0.95f,
+                           1e-8f, segs[s].weight_decay ? 0.1f : 0.0f, 0.5f, step);
+        }
+    }
+    EXPECT_SAME_BITS(p1, p2, N, "adamw_multi params (gaps untouched)");
+    EXPECT_SAME_BITS(m1, m2, N, "adamw_multi first moments");
+    EXPECT_SAME_BITS(v1, v2, N, "adamw_multi second moments");
+    double want = 0.0;
+    for (int s = 0; s < 3; s++) want += be->ops->sum_squares(be, g + segs[s].begin, segs[s].len);
+    EXPECT(be->ops->sum_squares_multi(be, g, segs, 3, 3900) == want, "sum_squares_multi");
+    EXPECT(be->ops->sum_squares_multi(be, g, segs, 0, 0) == 0.0, "no segments: 0");
+    double acc = 1.5;
+    be->ops->sum_acc(be, &acc, g, 100);
+    be->ops->sum_acc(be, &acc, g + 100, 200);
+    EXPECT(acc == 1.5 + be->ops->sum(be, g, 100) + be->ops->sum(be, g + 100, 200), "sum_acc accumulates");
+    free(p1), free(g), free(m1), free(v1), free(p2), free(m2), free(v2);
+}
+
 // cpu_expf: within 2 ulp of exp over its whole normal range; the special cases exact.
 static void test_expf(void) {
     double worst = 0;
@@ -123,6 +156,7 @@ int main(int argc, char **argv) {
     test_adamw(be, &r);
     test_reductions(be, be1, &r);
     test_memory(be);
+    test_multi_tensor(be, &r);
     test_expf();
     backend_destroy(be), backend_destroy(be1);
     return test_result("test_cpu_optim");

@@ -1,0 +1,82 @@
+// backend/cuda/cuda_common.cuh: what every kernel file includes: the launch macro, shared
+// memory, and warp/block reductions. Written once for both builds:
+//   * GPU (nvcc): plain CUDA; CUDA_LAUNCH is kernel<<<grid, block, smem, stream>>>(...).
+//   * emulator (g++, MEGAC_CUDA_EMU): backend/cuda/emu/emu_kernel.h defines threadIdx,
+//     __syncthreads, __shfl_*_sync, __shared__ (one copy per block: blocks run in turn) and
+//     runs each block's threads as real threads; CUDA_LAUNCH checks the launch limits.
+// Rules for kernels (so that both builds agree): blockDim.x a multiple of 32 wherever warp
+// shuffles are used, and every thread of a warp reaches each shuffle; no atomics on floats;
+// no inline PTX, wmma/mma, cp.async (a plain path is needed for the emulator); ints use
+// ternaries, not min/max (the host compiler has no device overloads); shared memory beyond
+// 48 KB needs cudaFuncSetAttribute (none here so far).
+#pragma once
+#include "backend/cuda/cuda_internal.h"
+
+#ifdef MEGAC_CUDA_EMU
+#include "backend/cuda/emu/emu_kernel.h"  // defines: threadIdx, __syncthreads, emu_launch
+#define CUDA_LAUNCH(kernel, grid, block, smem, stream, ...)                                 \
+    do {                                                                                    \
+        emu_launch(#kernel, kernel, dim3(grid), dim3(block), (size_t)(smem), (stream),      \
+                   __VA_ARGS__);                                                            \
+        CUDA_CHECK(cudaGetLastError());                                                     \
+    } while (0)
+// Dynamic shared memory of the launch (the `smem` bytes), as an array of T.
+#define DYNAMIC_SHARED(T, name) T *name = (T *)emu_dynamic_shared()
+#else
+#define CUDA_LAUNCH(kernel, grid, block, smem, stream, ...)                                 \
+    do {                                                                                    \
+        kernel<<<(grid), (block), (smem), (stream)>>>(__VA_ARGS__);                        \
+        CUDA_CHECK(cudaGetLastError());                                                     \
+    } while (0)
+#define DYNAMIC_SHARED(T, name)                                                             \
+    extern __shared__ __align__(16) unsigned char megac_dynamic_smem_[];                    \
+    T *name = reinterpret_cast<T *>(megac_dynamic_smem_)
+#endif
+
+#define WARP 32
+#define FULL_MASK 0xffffffffu
+
+// Sum / max of v over the 32 lanes of the warp; every lane gets the result (xor butterfly:
+// the same order on every lane, so all lanes hold the same bits).
+static __device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
+    return v;
+}
+static __device__ __forceinline__ double warp_sum_d(double v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
+    return v;
+}
+static __device__ __forceinline__ float warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) {
+        float w = __shfl_xor_sync(FULL_MASK, v, o);
+        v = w > v ? w : v;
+    }
+    return v;
+}
+
+// Sum of v over the block (blockDim.x a multiple of 32, at most 1024); every thread gets
+// the result. `buf` is __shared__ scratch of 32 elements. Contains two __syncthreads: every
+// thread of the block must call it.
+template <typename F>
+static __device__ __forceinline__ F block_sum(F v, F *buf) {
+    int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP, nwarps = blockDim.x / WARP;
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
+    if (lane == 0) buf[warp] = v;
+    __syncthreads();
+    F t = lane < nwarps ? buf[lane] : (F)0;
+    for (int o = 16; o > 0; o >>= 1) t += __shfl_xor_sync(FULL_MASK, t, o);
+    __syncthreads();  // buf may be reused by the caller
+    return t;
+}
+
+// Max of v over the block, as block_sum.
+static __device__ __forceinline__ float block_max(float v, float *buf) {
+    int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP, nwarps = blockDim.x / WARP;
+    v = warp_max(v);
+    if (lane == 0) buf[warp] = v;
+    __syncthreads();
+    float t = lane < nwarps ? buf[lane] : -3.402823466e38f;
+    t = warp_max(t);
+    __syncthreads();
+    return t;
+}

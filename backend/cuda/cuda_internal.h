@@ -1,0 +1,122 @@
+// backend/cuda/cuda_internal.h: private declarations shared by the CUDA backend's files.
+//
+// The CUDA backend implements every BackendOps entry (contracts in backend/backend.h) on one
+// stream: kernels (the .cuh files, launched through CUDA_LAUNCH in cuda_common.cuh) and
+// cuBLASLt GEMMs. Everything is asynchronous on that stream; only ops that return a host
+// value (sum, sum_squares, sum_squares_multi) and device-to-host copies wait for it.
+// Deterministic: no float atomics; every reduction has a fixed order for a given shape;
+// cuBLASLt algorithms are chosen once per GEMM shape and reused, with a fixed workspace.
+//
+// The same sources build for the GPU (nvcc) and for the CPU emulator (g++, MEGAC_CUDA_EMU:
+// backend/cuda/emu/ fakes the CUDA runtime, cuBLASLt and NCCL and runs kernels on threads).
+#pragma once
+#include "backend/backend.h"
+#include "core/check_cuda.h"  // defines: CUDA_CHECK, CUBLAS_CHECK, cudaStream_t, cublasLt*
+
+#include <stddef.h>
+#include <stdint.h>
+
+// One cached cuBLASLt algorithm choice: the key is everything that shapes the GEMM.
+typedef struct {
+    int used;
+    int ta, tb, m, n, k, lda, ldb, ldc, batch, epilogue;
+    long long sa, sb, sc;
+    cublasLtMatmulAlgo_t algo;
+} CudaGemmAlgo;
+
+#define CUDA_GEMM_CACHE 64               // distinct GEMM shapes of one model: ~20
+#define CUDA_WORKSPACE_BYTES (32u << 20)  // cuBLASLt workspace (Hopper wants 32 MiB)
+#define CUDA_PARTIALS 65536              // doubles of reduction scratch (partial sums)
+#define CUDA_STAGING_BYTES (1u << 20)    // pinned host staging for small host->device copies
+
+typedef struct {
+    int device;
+    BackendMath math;
+    cudaStream_t stream;
+    cublasLtHandle_t lt;
+    void *workspace;                     // (CUDA_WORKSPACE_BYTES) cuBLASLt workspace
+    CudaGemmAlgo cache[CUDA_GEMM_CACHE];
+    double *partials;                    // (CUDA_PARTIALS) device: per-block partial sums
+    double *result;                      // (1) device: a reduction's final value
+    double *result_host;                 // (1) pinned host: where that value is read
+    void *staging;                       // (CUDA_STAGING_BYTES) pinned host staging
+    cudaEvent_t staging_free;            // recorded after the copy out of `staging`
+} CudaState;
+
+// The backend's state and stream. Pure.
+static inline CudaState *cuda_state(Backend *be) { return (CudaState *)be->u.cuda.state; }
+static inline cudaStream_t cuda_stream(Backend *be) { return cuda_state(be)->stream; }
+
+// Blocks of `threads` covering n items, at most `cap` (grid-stride loops cover the rest).
+static inline unsigned cuda_blocks(size_t n, unsigned threads, unsigned cap) {
+    size_t b = (n + threads - 1) / threads;
+    return (unsigned)(b == 0 ? 1 : b > cap ? cap : b);
+}
+
+// cuda_backend.cu: waits for the stream (polling, so a signal or a dead peer is noticed).
+void cuda_wait(Backend *be);
+
+// cuda_gemm.cu -------------------------------------------------------------------------------
+// Row-major, batched C (M, N) = alpha * op(A) (M, K) @ op(B) (K, N) + beta * C on the
+// backend's stream through cuBLASLt, ta/tb: 1 = transposed; lda/ldb/ldc are row strides;
+// sa/sb/sc the strides between the `batch` matrices (floats). bias (N) is added to every row
+// through the epilogue when not NULL (beta must then be 0). Math as the backend's mode.
+void cuda_gemm(Backend *be, int ta, int tb, int M, int N, int K, float alpha,
+               const float *A, int lda, long long sa, const float *B, int ldb, long long sb,
+               float beta, float *C, int ldc, long long sc, int batch, const float *bias);
+void cuda_matmul_forward(Backend *be, float *out, const float *inp, const float *weight,
+                         const float *bias, int N, int C, int OC);
+void cuda_matmul_backward(Backend *be, float *dinp, float *dweight, float *dbias,
+                          const float *dout, const float *inp, const float *weight,
+                          int N, int C, int OC);
+
+// cuda_attention.cu --------------------------------------------------------------------------
+void cuda_attention_forward(Backend *be, float *out, float *att, const float *qkv,
+                            int B, int T, int NH, int hs);
+void cuda_attention_backward(Backend *be, float *dqkv, float *scratch, const float *dout,
+                             const float *qkv, const float *att, int B, int T, int NH, int hs);
+
+// cuda_norm.cu: layernorm, GELU, add, scale, and the column sums used for bias gradients ----
+// acc (C) += column sums of x (N, C), each column summed in a fixed order.
+void cuda_colsum_acc(Backend *be, float *acc, const float *x, int N, int C);
+void cuda_layernorm_forward(Backend *be, float *out, float *mean, float *rstd,
+                            const float *inp, const float *weight, const float *bias,
+                            int N, int C);
+void cuda_layernorm_backward(Backend *be, float *dinp, float *dweight, float *dbias,
+                             const float *dout, const float *inp, const float *weight,
+                             const float *mean, const float *rstd, int N, int C);
+void cuda_gelu_forward(Backend *be, float *out, const float *inp, size_t n);
+void cuda_gelu_backward(Backend *be, float *dinp, const float *inp, const float *dout, size_t n);
+void cuda_add(Backend *be, float *out, const float *a, const float *b, size_t n);
+void cuda_scale(Backend *be, float *x, float s, size_t n);
+
+// cuda_embed_xent.cu -----------------------------------------------------------------------
+void cuda_embedding_forward(Backend *be, float *out, const int *tokens, const float *table,
+                            int N, int C, int vocab_start, int V_local);
+void cuda_embedding_backward(Backend *be, float *dtable, const float *dout, const int *tokens,
+                             int N, int C, int vocab_start, int V_local);
+void cuda_position_forward(Backend *be, float *out, const float *wpe, int B, int T, int C);
+void cuda_position_backward(Backend *be, float *dwpe, const float *dout, int B, int T, int C);
+void cuda_xent_max(Backend *be, float *rowmax, const float *logits, int N, int V_local,
+                   int V_valid);
+void cuda_xent_sumexp(Backend *be, float *sumexp, float *tgt, const float *logits,
+                      const float *rowmax, const int *targets, int N, int V_local, int V_valid,
+                      int vocab_start);
+void cuda_xent_loss(Backend *be, float *loss, const float *sumexp, const float *rowmax,
+                    const float *tgt, int N);
+void cuda_xent_backward(Backend *be, float *dlogits, const float *logits, const float *rowmax,
+                        const float *sumexp, const int *targets, const float *dscale,
+                        int N, int V_local, int V_valid, int vocab_start);
+
+// cuda_optim.cu: AdamW (single and multi-tensor) and the double-precision reductions --------
+void cuda_adamw(Backend *be, float *param, const float *grad, float *m, float *v, size_t n,
+                float lr, float beta1, float beta2, float eps, float wd, float grad_scale,
+                int step);
+void cuda_adamw_multi(Backend *be, float *param, const float *grad, float *m, float *v,
+                      const BackendSegment *segs, int nseg, size_t max_len, float lr,
+                      float beta1, float beta2, float eps, float wd, float grad_scale, int step);
+double cuda_sum_squares(Backend *be, const float *x, size_t n);
+double cuda_sum(Backend *be, const float *x, size_t n);
+double cuda_sum_squares_multi(Backend *be, const float *x, const BackendSegment *segs, int nseg,
+                              size_t max_len);
+void cuda_sum_acc(Backend *be, double *acc, const float *x, size_t n);

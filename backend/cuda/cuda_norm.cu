@@ -1,0 +1,110 @@
+// backend/cuda/cuda_norm.cu: launchers of layernorm, GELU, add, scale and the column sums
+// (bias gradients), kernels in norm.cuh. Contracts: backend/backend.h, cuda_internal.h.
+//
+// Column sums (colsum_acc, layernorm's dweight/dbias) take two passes when there are enough
+// rows: per-chunk partials into the backend's reduction scratch (cuda_state()->partials,
+// seen as floats), then an ordered sum over chunks. The scratch is reused by later ops; the
+// single stream orders them.
+#include "backend/cuda/norm.cuh"  // defines: the kernels, NORM_THREADS, NORM_ROWLANES
+
+#define NORM_SCRATCH_FLOATS (2 * (long long)CUDA_PARTIALS)  // partials (doubles) as floats
+#define NORM_MIN_ROWS 64      // rows per chunk at least (fewer chunks: less second pass)
+#define NORM_MAX_CHUNKS 1024  // enough blocks to fill an H200 for any C
+#define NORM_GRID_CAP 4096    // grid-stride kernels: at most this many blocks
+
+// Rows per chunk of a column sum over (N, C) with `nout` outputs (1 or 2): at least
+// NORM_MIN_ROWS, and few enough chunks for nout partial arrays of C floats each to fit the
+// scratch. Depends only on the shape (so the summation order does too). Pure.
+static int norm_rows_per_chunk(int N, int C, int nout) {
+    long long k = (N + NORM_MIN_ROWS - 1) / NORM_MIN_ROWS;
+    long long cap = NORM_SCRATCH_FLOATS / ((long long)nout * C);
+    if (k > cap) k = cap;
+    if (k > NORM_MAX_CHUNKS) k = NORM_MAX_CHUNKS;
+    if (k < 1) k = 1;
+    return (int)((N + k - 1) / k);
+}
+
+// acc_b (C) += sum over rows of dy (N, C); acc_w (C) += sum over rows of dy * (inp - mean)
+// * rstd (layernorm's dweight; inp (N, C), mean (N), rstd (N)). Either acc may be NULL.
+static void norm_colsum(Backend *be, float *acc_b, float *acc_w, const float *dy,
+                        const float *inp, const float *mean, const float *rstd, int N, int C) {
+    int nout = (acc_b != NULL) + (acc_w != NULL);
+    if (nout == 0 || N <= 0 || C <= 0) return;
+    int rows_per = norm_rows_per_chunk(N, C, nout);
+    int nchunk = (N + rows_per - 1) / rows_per;
+    dim3 grid((unsigned)((C + WARP - 1) / WARP), (unsigned)nchunk);
+    cudaStream_t st = cuda_stream(be);
+    if (nchunk == 1) {  // one chunk: add straight into the gradients
+        CUDA_LAUNCH(colsum_partial_kernel, grid, NORM_THREADS, 0, st, acc_b, acc_w, dy, inp,
+                    mean, rstd, N, C, rows_per, 1);
+        return;
+    }
+    float *scratch = (float *)cuda_state(be)->partials;        // (nout, nchunk, C)
+    float *part_b = acc_b ? scratch : (float *)NULL;           // (nchunk, C)
+    float *part_w = acc_w ? scratch + (acc_b ? (size_t)nchunk * C : 0) : (float *)NULL;
+    CUDA_LAUNCH(colsum_partial_kernel, grid, NORM_THREADS, 0, st, part_b, part_w, dy, inp, mean,
+                rstd, N, C, rows_per, 0);
+    unsigned blocks = cuda_blocks((size_t)C, NORM_THREADS, NORM_GRID_CAP);
+    if (acc_b) CUDA_LAUNCH(colsum_finish_kernel, blocks, NORM_THREADS, 0, st, acc_b,
+                           (const float *)part_b, nchunk, C);
+    if (acc_w) CUDA_LAUNCH(colsum_finish_kernel, blocks, NORM_THREADS, 0, st, acc_w,
+                           (const float *)part_w, nchunk, C);
+}
+
+// acc (C) += column sums of x (N, C); each column in a fixed order for a given shape.
+void cuda_colsum_acc(Backend *be, float *acc, const float *x, int N, int C) {
+    const float *none = NULL;
+    norm_colsum(be, acc, (float *)NULL, x, none, none, none, N, C);
+}
+
+// out (N, C) = (inp - mean) * rstd * weight + bias; mean (N), rstd (N) saved when not NULL.
+void cuda_layernorm_forward(Backend *be, float *out, float *mean, float *rstd,
+                            const float *inp, const float *weight, const float *bias,
+                            int N, int C) {
+    if (N <= 0 || C <= 0) return;
+    unsigned blocks = cuda_blocks((size_t)N, NORM_ROWLANES, NORM_GRID_CAP);  // warp per row
+    CUDA_LAUNCH(layernorm_forward_kernel, blocks, NORM_THREADS, 0, cuda_stream(be), out, mean,
+                rstd, inp, weight, bias, N, C);
+}
+
+// dinp (N, C) += ..., dweight (C) += sum dout * norm, dbias (C) += sum dout; each skipped
+// when NULL. mean (N), rstd (N) as saved by the forward.
+void cuda_layernorm_backward(Backend *be, float *dinp, float *dweight, float *dbias,
+                             const float *dout, const float *inp, const float *weight,
+                             const float *mean, const float *rstd, int N, int C) {
+    if (N <= 0 || C <= 0) return;
+    if (dinp) {
+        unsigned blocks = cuda_blocks((size_t)N, NORM_ROWLANES, NORM_GRID_CAP);
+        CUDA_LAUNCH(layernorm_dinp_kernel, blocks, NORM_THREADS, 0, cuda_stream(be), dinp, dout,
+                    inp, weight, mean, rstd, N, C);
+    }
+    norm_colsum(be, dbias, dweight, dout, inp, mean, rstd, N, C);
+}
+
+// out (n) = gelu(inp), tanh approximation.
+void cuda_gelu_forward(Backend *be, float *out, const float *inp, size_t n) {
+    if (n == 0) return;
+    CUDA_LAUNCH(gelu_forward_kernel, cuda_blocks(n, NORM_THREADS, NORM_GRID_CAP), NORM_THREADS,
+                0, cuda_stream(be), out, inp, n);
+}
+
+// dinp (n) = gelu'(inp) * dout (overwritten; dinp may alias dout).
+void cuda_gelu_backward(Backend *be, float *dinp, const float *inp, const float *dout, size_t n) {
+    if (n == 0) return;
+    CUDA_LAUNCH(gelu_backward_kernel, cuda_blocks(n, NORM_THREADS, NORM_GRID_CAP), NORM_THREADS,
+                0, cuda_stream(be), dinp, inp, dout, n);
+}
+
+// out (n) = a + b; out may alias a or b.
+void cuda_add(Backend *be, float *out, const float *a, const float *b, size_t n) {
+    if (n == 0) return;
+    CUDA_LAUNCH(add_kernel, cuda_blocks(n, NORM_THREADS, NORM_GRID_CAP), NORM_THREADS, 0,
+                cuda_stream(be), out, a, b, n);
+}
+
+// x (n) *= s.
+void cuda_scale(Backend *be, float *x, float s, size_t n) {
+    if (n == 0) return;
+    CUDA_LAUNCH(scale_kernel, cuda_blocks(n, NORM_THREADS, NORM_GRID_CAP), NORM_THREADS, 0,
+                cuda_stream(be), x, s, n);
+}

@@ -1,0 +1,133 @@
+// backend/cuda/embed_xent.cuh: kernels of cuda_embed_xent.cu: vocab-parallel embedding
+// (forward, backward), position embedding (forward, backward), and the pieces of vocab-
+// parallel softmax cross-entropy (row max, sum of exponentials and target logit, loss,
+// dlogits). This rank holds vocabulary rows/columns [vocab_start, vocab_start + V_local), the
+// first V_valid of them real; a target is in the shard when target - vocab_start lies in
+// [0, V_valid) (as backend/cpu/cpu_embed_xent.c).
+//
+// Deterministic without atomics: every gradient element is owned by one thread, which adds
+// its contributions in a fixed order (tokens in order, batch rows in order); the row
+// reductions of cross-entropy use block_max / block_sum (fixed shuffle order).
+#pragma once
+#include "backend/cuda/cuda_common.cuh"  // defines: CUDA_LAUNCH, block_sum, block_max
+
+#include <float.h>  // defines: FLT_MAX
+
+#define EX_THREADS 256  // every kernel here
+
+// out (N, C) = table (V_local, C)[tok - vocab_start], zero rows for tokens outside the shard.
+// One block per row (grid-stride over rows), threads over channels.
+static __global__ void embedding_forward_kernel(float *out, const int *tokens,
+                                                const float *table, int N, int C,
+                                                int vocab_start, int V_local) {
+    for (int i = blockIdx.x; i < N; i += gridDim.x) {
+        int r = tokens[i] - vocab_start;
+        int in = r >= 0 && r < V_local;
+        float *y = out + (size_t)i * C;
+        const float *src = table + (size_t)(in ? r : 0) * C;
+        for (int c = threadIdx.x; c < C; c += blockDim.x) y[c] = in ? src[c] : 0.0f;
+    }
+}
+
+// dtable (V_local, C) += dout (N, C) rows of the tokens in the shard. Thread (channel c,
+// vocabulary range blockIdx.y of rows_per rows) walks all N tokens in order and adds the
+// rows of tokens in its range: each dtable element has one owner, so no atomics, and a
+// repeated token's rows add in token order (the CPU order). Cost: every thread reads all N
+// token ids (broadcast loads, cached) for its share of the N*C adds: grid.y ranges multiply
+// the parallelism (C * ranges threads) at the price of re-reading the ids; fine for
+// N * ranges in the millions. A sort of the tokens would scale better; not needed yet.
+static __global__ void embedding_backward_kernel(float *dtable, const float *dout,
+                                                 const int *tokens, int N, int C,
+                                                 int vocab_start, int V_local, int rows_per) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    int lo = blockIdx.y * rows_per, hi = lo + rows_per < V_local ? lo + rows_per : V_local;
+    if (c >= C) return;
+    for (int i = 0; i < N; i++) {
+        int r = tokens[i] - vocab_start;
+        if (r >= lo && r < hi) dtable[(size_t)r * C + c] += dout[(size_t)i * C + c];
+    }
+}
+
+// out (B, T, C) += wpe (T, C); n = B*T*C, tc = T*C. Grid-stride over out.
+static __global__ void position_forward_kernel(float *out, const float *wpe, size_t n,
+                                               size_t tc) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        out[i] += wpe[i % tc];
+}
+
+// dwpe (T, C) += sum over b of dout (B, T, C), b in order (the CPU's order: same bits).
+// One thread per element of dwpe (grid-stride over tc = T*C).
+static __global__ void position_backward_kernel(float *dwpe, const float *dout, int B,
+                                                size_t tc) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < tc;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float s = dwpe[i];
+        for (int b = 0; b < B; b++) s += dout[(size_t)b * tc + i];
+        dwpe[i] = s;
+    }
+}
+
+// rowmax (N) = max of logits (N, V_local) over columns [0, V_valid); -FLT_MAX when none.
+// One block per row (grid-stride over rows; the bound is block-uniform, so every thread
+// reaches block_max's barriers).
+static __global__ void xent_max_kernel(float *rowmax, const float *logits, int N, int V_local,
+                                       int V_valid) {
+    __shared__ float buf[WARP];
+    for (int i = blockIdx.x; i < N; i += gridDim.x) {
+        const float *l = logits + (size_t)i * V_local;
+        float m = -FLT_MAX;
+        for (int j = threadIdx.x; j < V_valid; j += blockDim.x) m = l[j] > m ? l[j] : m;
+        m = block_max(m, buf);
+        if (threadIdx.x == 0) rowmax[i] = m;
+    }
+}
+
+// sumexp (N) = sum over valid columns of exp(l - rowmax); tgt (N) = l[target - vocab_start]
+// for targets in the shard, else 0. One block per row, as xent_max_kernel.
+static __global__ void xent_sumexp_kernel(float *sumexp, float *tgt, const float *logits,
+                                          const float *rowmax, const int *targets, int N,
+                                          int V_local, int V_valid, int vocab_start) {
+    __shared__ float buf[WARP];
+    for (int i = blockIdx.x; i < N; i += gridDim.x) {
+        const float *l = logits + (size_t)i * V_local;
+        float m = rowmax[i], s = 0.0f;
+        for (int j = threadIdx.x; j < V_valid; j += blockDim.x) s += expf(l[j] - m);
+        s = block_sum(s, buf);
+        if (threadIdx.x == 0) {
+            int t = targets[i] - vocab_start;
+            sumexp[i] = s;
+            tgt[i] = t >= 0 && t < V_valid ? l[t] : 0.0f;
+        }
+    }
+}
+
+// loss (N) = log(sumexp) + rowmax - tgt. Grid-stride over rows.
+static __global__ void xent_loss_kernel(float *loss, const float *sumexp, const float *rowmax,
+                                        const float *tgt, int N) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < N; i += gridDim.x * blockDim.x)
+        loss[i] = logf(sumexp[i]) + rowmax[i] - tgt[i];
+}
+
+// dlogits (N, V_local) = dscale * (softmax - onehot) over valid columns, 0 at padding. Each
+// element is read and written by the same thread (the target's "- 1" included), so dlogits
+// may alias logits. One block per row, threads over columns.
+static __global__ void xent_backward_kernel(float *dlogits, const float *logits,
+                                            const float *rowmax, const float *sumexp,
+                                            const int *targets, const float *dscale, int N,
+                                            int V_local, int V_valid, int vocab_start) {
+    for (int i = blockIdx.x; i < N; i += gridDim.x) {
+        const float *l = logits + (size_t)i * V_local;
+        float *dl = dlogits + (size_t)i * V_local;
+        float m = rowmax[i], inv = 1.0f / sumexp[i], d = dscale[i];
+        int t = targets[i] - vocab_start;  // matches a column j only when in the shard
+        for (int j = threadIdx.x; j < V_local; j += blockDim.x) {
+            float g = 0.0f;
+            if (j < V_valid) {
+                float p = expf(l[j] - m) * inv;
+                g = d * (j == t ? p - 1.0f : p);
+            }
+            dl[j] = g;
+        }
+    }
+}

@@ -1,0 +1,265 @@
+// backend/cuda/emu/emu_cublaslt.c: the CPU emulator's cuBLASLt: a reference GEMM for exactly
+// what the CUDA backend asks of cuBLASLt.
+//
+//   D = alpha * op(A) @ op(B) + beta * C (+ bias)    column-major, as cuBLAS
+//   op(A) (m, k), op(B) (k, n), C and D (m, n); op N or T; C may be D (same layout).
+//   fp32 data and scale; CUBLAS_COMPUTE_32F, or _FAST_TF32 / _FAST_16BF, which round each
+//   element of A and B to 10 / 7 mantissa bits (round to nearest even) before multiplying,
+//   so emulated TF32 runs carry TF32-like error. Products are accumulated in DOUBLE (exact
+//   products, one rounding at the end): this is a reference, not a model of GPU rounding.
+//   Strided batches (BATCH_COUNT, STRIDED_BATCH_OFFSET on every layout; counts must agree);
+//   epilogue DEFAULT, or BIAS: bias (m) added to every column (every batch).
+// Layouts that do not fit the ops and m/n/k give CUBLAS_STATUS_INVALID_VALUE with one stderr
+// line saying what; anything outside the list above gives CUBLAS_STATUS_NOT_SUPPORTED.
+// The heuristic's one algo records a marker and the alignments of A, B, C, D the preference
+// promised (CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*_BYTES, default 256, as cuBLASLt assumes):
+// cublasLtMatmul refuses (INVALID_VALUE) pointers less aligned than their algo was chosen for,
+// the failure a cached algo reused with other pointers can meet on a GPU.
+// Columns of D are split over up to 8 threads for large GEMMs (env MEGAC_EMU_GEMM_THREADS,
+// default the online CPUs); each element is the same dot product in the same order whatever
+// the thread count, so results do not depend on it.
+#include "emu_cublaslt_types.h"  // defines: the descriptor structs
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define ALGO_MARKER 0x454d55414c474f31ull  // "EMUALGO1": the only algorithm there is
+#define MAX_THREADS 8
+#define PARALLEL_WORK (1 << 20)            // multiply-adds below which one thread is used
+#define IB 64                              // rows of op(A) packed at a time
+#define JB 256                             // columns of op(B) packed at a time
+
+// One validated GEMM (all sizes in elements).
+typedef struct {
+    int ta, tb, keep_bits, batch;
+    int64_t m, n, k, lda, ldb, ldc, ldd, sa, sb, sc, sd;
+    float alpha, beta;
+    const float *A, *B, *C, *bias;
+    float *D;
+} Gemm;
+
+static cublasStatus_t bad(cublasStatus_t s, const char *what) {
+    fprintf(stderr, "emu: cublasLtMatmul: %s\n", what);
+    return s;
+}
+
+// Checks desc and the four layouts against each other; fills g's shape fields.
+static cublasStatus_t validate(const struct emu_lt_matmul_desc *d, const struct emu_lt_layout *a,
+                               const struct emu_lt_layout *b, const struct emu_lt_layout *c,
+                               const struct emu_lt_layout *dl, Gemm *g) {
+    char msg[200];
+    if (!d || !a || !b || !c || !dl) return bad(CUBLAS_STATUS_INVALID_VALUE, "NULL descriptor");
+    if (d->compute != CUBLAS_COMPUTE_32F && d->compute != CUBLAS_COMPUTE_32F_FAST_TF32 &&
+        d->compute != CUBLAS_COMPUTE_32F_FAST_16BF)
+        return bad(CUBLAS_STATUS_NOT_SUPPORTED, "compute type not emulated");
+    if (d->scale != CUDA_R_32F || a->type != CUDA_R_32F || b->type != CUDA_R_32F ||
+        c->type != CUDA_R_32F || dl->type != CUDA_R_32F)
+        return bad(CUBLAS_STATUS_NOT_SUPPORTED, "only CUDA_R_32F data and scale are emulated");
+    if ((d->transa != CUBLAS_OP_N && d->transa != CUBLAS_OP_T) ||
+        (d->transb != CUBLAS_OP_N && d->transb != CUBLAS_OP_T))
+        return bad(CUBLAS_STATUS_NOT_SUPPORTED, "only CUBLAS_OP_N and CUBLAS_OP_T are emulated");
+    if (d->epilogue != CUBLASLT_EPILOGUE_DEFAULT && d->epilogue != CUBLASLT_EPILOGUE_BIAS)
+        return bad(CUBLAS_STATUS_NOT_SUPPORTED, "only epilogues DEFAULT and BIAS are emulated");
+    g->ta = d->transa == CUBLAS_OP_T;
+    g->tb = d->transb == CUBLAS_OP_T;
+    g->m = (int64_t)dl->rows;
+    g->n = (int64_t)dl->cols;
+    g->k = (int64_t)(g->ta ? a->rows : a->cols);
+    uint64_t am = g->ta ? a->cols : a->rows;
+    uint64_t bk = g->tb ? b->cols : b->rows, bn = g->tb ? b->rows : b->cols;
+    if (am != dl->rows || bk != (uint64_t)g->k || bn != dl->cols || c->rows != dl->rows ||
+        c->cols != dl->cols) {
+        snprintf(msg, sizeof msg, "layouts do not fit: op%s(A) is %llux%llu, op%s(B) %llux%llu, "
+                 "C %llux%llu, D %llux%llu (want (m,k) (k,n) (m,n) (m,n))",
+                 g->ta ? "T" : "N", (unsigned long long)am, (unsigned long long)g->k,
+                 g->tb ? "T" : "N", (unsigned long long)bk, (unsigned long long)bn,
+                 (unsigned long long)c->rows, (unsigned long long)c->cols,
+                 (unsigned long long)dl->rows, (unsigned long long)dl->cols);
+        return bad(CUBLAS_STATUS_INVALID_VALUE, msg);
+    }
+    const struct emu_lt_layout *all[4] = {a, b, c, dl};
+    for (int i = 0; i < 4; i++) {
+        int64_t need = all[i]->rows > 1 ? (int64_t)all[i]->rows : 1;
+        if (all[i]->ld < need) {
+            snprintf(msg, sizeof msg, "%c layout: ld %lld < rows %lld", "ABCD"[i],
+                     (long long)all[i]->ld, (long long)need);
+            return bad(CUBLAS_STATUS_INVALID_VALUE, msg);
+        }
+        if (all[i]->batch != dl->batch) {
+            snprintf(msg, sizeof msg, "batch counts differ: A %d, B %d, C %d, D %d", a->batch,
+                     b->batch, c->batch, dl->batch);
+            return bad(CUBLAS_STATUS_INVALID_VALUE, msg);
+        }
+    }
+    if (d->epilogue == CUBLASLT_EPILOGUE_BIAS &&
+        (!d->bias || (d->bias_type != -1 && d->bias_type != CUDA_R_32F)))
+        return bad(CUBLAS_STATUS_INVALID_VALUE, "BIAS epilogue needs a CUDA_R_32F bias pointer");
+    g->keep_bits = d->compute == CUBLAS_COMPUTE_32F_FAST_TF32   ? 10
+                   : d->compute == CUBLAS_COMPUTE_32F_FAST_16BF ? 7
+                                                                : 23;
+    g->batch = dl->batch;
+    g->lda = a->ld, g->ldb = b->ld, g->ldc = c->ld, g->ldd = dl->ld;
+    g->sa = a->stride, g->sb = b->stride, g->sc = c->stride, g->sd = dl->stride;
+    g->bias = d->epilogue == CUBLASLT_EPILOGUE_BIAS ? (const float *)d->bias : NULL;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+// x rounded to `keep` explicit mantissa bits, to nearest even (Inf and NaN unchanged).
+static float round_mantissa(float x, int keep) {
+    if (keep >= 23) return x;
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    if ((u & 0x7f800000u) == 0x7f800000u) return x;
+    int drop = 23 - keep;
+    u += (1u << (drop - 1)) - 1 + ((u >> drop) & 1);
+    u &= ~((1u << drop) - 1);
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+static double dot(const float *a, const float *b, int64_t k) {
+    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    int64_t p = 0;
+    for (; p + 4 <= k; p += 4) {
+        s0 += (double)a[p] * b[p];
+        s1 += (double)a[p + 1] * b[p + 1];
+        s2 += (double)a[p + 2] * b[p + 2];
+        s3 += (double)a[p + 3] * b[p + 3];
+    }
+    for (; p < k; p++) s0 += (double)a[p] * b[p];
+    return (s0 + s1) + (s2 + s3);
+}
+
+typedef struct {
+    const Gemm *g;
+    int64_t j0, j1;  // this thread's columns of D
+    int status;      // 0, or 1 when out of memory
+} Part;
+
+// Columns [j0, j1) of D for every batch: packs JB columns of op(B) and IB rows of op(A)
+// (rounded) contiguously in k, then one dot product per element.
+static void *gemm_part(void *arg) {
+    Part *pt = arg;
+    const Gemm *g = pt->g;
+    const int64_t k = g->k;
+    float *Ap = malloc(sizeof(float) * (size_t)(IB * k + 1));  // (IB, k)
+    float *Bp = malloc(sizeof(float) * (size_t)(JB * k + 1));  // (JB, k)
+    if (!Ap || !Bp) pt->status = 1;
+    for (int64_t bt = 0; bt < g->batch && !pt->status; bt++) {
+        const float *A = g->A + bt * g->sa, *B = g->B + bt * g->sb;
+        const float *C = g->C ? g->C + bt * g->sc : NULL;
+        float *D = g->D + bt * g->sd;
+        for (int64_t jc = pt->j0; jc < pt->j1; jc += JB) {
+            int64_t jn = pt->j1 - jc < JB ? pt->j1 - jc : JB;
+            for (int64_t j = 0; j < jn; j++)
+                for (int64_t p = 0; p < k; p++)
+                    Bp[j * k + p] = round_mantissa(g->tb ? B[(jc + j) + p * g->ldb]
+                                                         : B[p + (jc + j) * g->ldb],
+                                                   g->keep_bits);
+            for (int64_t ic = 0; ic < g->m; ic += IB) {
+                int64_t in = g->m - ic < IB ? g->m - ic : IB;
+                for (int64_t i = 0; i < in; i++)
+                    for (int64_t p = 0; p < k; p++)
+                        Ap[i * k + p] = round_mantissa(g->ta ? A[p + (ic + i) * g->lda]
+                                                             : A[(ic + i) + p * g->lda],
+                                                       g->keep_bits);
+                for (int64_t j = 0; j < jn; j++) {
+                    for (int64_t i = 0; i < in; i++) {
+                        double v = (double)g->alpha * dot(Ap + i * k, Bp + j * k, k);
+                        if (g->beta != 0.0f) v += (double)g->beta * C[(ic + i) + (jc + j) * g->ldc];
+                        if (g->bias) v += g->bias[ic + i];
+                        D[(ic + i) + (jc + j) * g->ldd] = (float)v;
+                    }
+                }
+            }
+        }
+    }
+    free(Ap);
+    free(Bp);
+    return NULL;
+}
+
+// Runs the GEMM over up to MAX_THREADS threads (split by columns of D).
+static cublasStatus_t gemm_run(const Gemm *g) {
+    double work = (double)g->m * (double)g->n * (double)g->k * g->batch;
+    const char *env = getenv("MEGAC_EMU_GEMM_THREADS");
+    long ncpu = env && *env ? strtol(env, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
+    int nt = work < PARALLEL_WORK || ncpu < 2 ? 1 : ncpu > MAX_THREADS ? MAX_THREADS : (int)ncpu;
+    if (nt > g->n) nt = g->n > 0 ? (int)g->n : 1;
+    Part parts[MAX_THREADS];
+    pthread_t tids[MAX_THREADS];
+    int started[MAX_THREADS] = {0};
+    for (int t = 0; t < nt; t++) parts[t] = (Part){g, g->n * t / nt, g->n * (t + 1) / nt, 0};
+    for (int t = 1; t < nt; t++)
+        started[t] = pthread_create(&tids[t], NULL, gemm_part, &parts[t]) == 0;
+    gemm_part(&parts[0]);
+    int failed = parts[0].status;
+    for (int t = 1; t < nt; t++) {
+        if (started[t]) pthread_join(tids[t], NULL);
+        else gemm_part(&parts[t]);  // no thread: do it here
+        failed |= parts[t].status;
+    }
+    return failed ? bad(CUBLAS_STATUS_ALLOC_FAILED, "out of host memory") : CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc,
+                              const void *alpha, const void *A, cublasLtMatrixLayout_t Adesc,
+                              const void *B, cublasLtMatrixLayout_t Bdesc, const void *beta,
+                              const void *C, cublasLtMatrixLayout_t Cdesc, void *D,
+                              cublasLtMatrixLayout_t Ddesc, const cublasLtMatmulAlgo_t *algo,
+                              void *workspace, size_t workspaceSizeInBytes, cudaStream_t stream) {
+    (void)workspace, (void)workspaceSizeInBytes, (void)stream;
+    if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
+    Gemm g;
+    cublasStatus_t s = validate(desc, Adesc, Bdesc, Cdesc, Ddesc, &g);
+    if (s != CUBLAS_STATUS_SUCCESS) return s;
+    if (algo && algo->data[0] != ALGO_MARKER)
+        return bad(CUBLAS_STATUS_INVALID_VALUE, "algo not from cublasLtMatmulAlgoGetHeuristic");
+    if (!alpha || !beta || !D || (g.k > 0 && (!A || !B)))
+        return bad(CUBLAS_STATUS_INVALID_VALUE, "NULL alpha, beta, A, B or D");
+    g.alpha = *(const float *)alpha;
+    g.beta = *(const float *)beta;
+    if (g.beta != 0.0f && !C) return bad(CUBLAS_STATUS_INVALID_VALUE, "NULL C with beta != 0");
+    if (C == D && (Cdesc->ld != Ddesc->ld || Cdesc->stride != Ddesc->stride))
+        return bad(CUBLAS_STATUS_INVALID_VALUE, "C is D but their layouts differ");
+    const void *ptrs[4] = {A, B, C, D};
+    for (int i = 0; algo && i < 4; i++) {
+        if (ptrs[i] && algo->data[1 + i] && (uintptr_t)ptrs[i] % algo->data[1 + i]) {
+            char msg[160];
+            snprintf(msg, sizeof msg, "%c (%p) is not aligned to the %llu bytes its algo was "
+                     "chosen for (CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_%c_BYTES)", "ABCD"[i],
+                     ptrs[i], (unsigned long long)algo->data[1 + i], "ABCD"[i]);
+            return bad(CUBLAS_STATUS_INVALID_VALUE, msg);
+        }
+    }
+    g.A = A, g.B = B, g.C = C, g.D = D;
+    return gemm_run(&g);
+}
+
+cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
+    cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t Adesc,
+    cublasLtMatrixLayout_t Bdesc, cublasLtMatrixLayout_t Cdesc, cublasLtMatrixLayout_t Ddesc,
+    cublasLtMatmulPreference_t preference, int requested, cublasLtMatmulHeuristicResult_t results[],
+    int *returned) {
+    if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (requested < 1 || !results || !returned) return CUBLAS_STATUS_INVALID_VALUE;
+    *returned = 0;
+    Gemm g;
+    cublasStatus_t s = validate(desc, Adesc, Bdesc, Cdesc, Ddesc, &g);
+    if (s != CUBLAS_STATUS_SUCCESS) return s;
+    memset(&results[0], 0, sizeof results[0]);
+    results[0].algo.data[0] = ALGO_MARKER;
+    for (int i = 0; i < 4; i++)  // the algo needs what the caller promised (256 by default)
+        results[0].algo.data[1 + i] = preference ? preference->align[i] : 256;
+    results[0].workspaceSize = 0;
+    results[0].state = CUBLAS_STATUS_SUCCESS;
+    results[0].wavesCount = 1.0f;
+    *returned = 1;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+// The descriptor objects and their attributes are in emu_cublaslt_desc.c.

@@ -1,0 +1,20 @@
+// backend/cuda/emu/emu_internal.h: what the emulator's own files share (the CUDA backend
+// never includes this). C11 and C++20.
+#pragma once
+#include <cuda_runtime.h>  // defines: cudaError_t
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// Fills fresh device memory and each launch's dynamic shared memory (real memory is not
+// zeroed): every float and double reads as NaN, every int as -1.
+#define EMU_GARBAGE_BYTE 0xFF
+
+// Records e as this host thread's last error (cudaGetLastError returns it and resets it to
+// cudaSuccess; cudaPeekAtLastError only returns it). cudaSuccess is ignored. Never fails.
+void emu_set_last_error(cudaError_t e);
+
+#ifdef __cplusplus
+}
+#endif

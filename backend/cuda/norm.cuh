@@ -1,0 +1,145 @@
+// backend/cuda/norm.cuh: kernels of cuda_norm.cu: column sums over rows (bias gradients,
+// layernorm parameter gradients), layernorm forward/backward, GELU, add, scale.
+//
+// Reductions over rows are deterministic without atomics: a first pass sums fixed chunks of
+// rows into per-chunk partials (scratch), a second pass adds the chunks in order. The chunk
+// count depends only on the shape, so the bits are the same on every run. Layernorm rows are
+// independent: one warp per row, the row's sums by warp shuffles (warp_sum's fixed order).
+#pragma once
+#include "backend/cuda/cuda_common.cuh"  // defines: CUDA_LAUNCH, WARP, warp_sum
+
+#define NORM_THREADS 256                    // every kernel here: 8 warps per block
+#define NORM_ROWLANES (NORM_THREADS / WARP)  // colsum: rows read at once by one block
+#define NORM_LN_EPS 1e-5f
+#define NORM_GELU_K 0.7978845608028654f     // sqrt(2/pi), as backend/cpu/cpu_math.h
+#define NORM_GELU_A 0.044715f
+
+// --- column sums over rows ---------------------------------------------------------------
+// Block = 32 columns x 8 row lanes (threadIdx.x % 32 = column, / 32 = row lane); grid.x =
+// column tiles, grid.y = chunks of `rows_per` rows. Lane y sums rows r0+y, r0+y+8, ... in
+// order, then lane 0 of each column adds the 8 lane sums in order. Per column and chunk it
+// writes sb = sum dy and, when sw is wanted, sw = sum dy * (x - mean) * rstd (layernorm's
+// dweight). out_b/out_w: (nchunk, C) partials, or with `add` (one chunk) the gradient itself
+// to += into; either may be NULL (skipped). inp/mean/rstd are only read when out_w is set.
+static __global__ void colsum_partial_kernel(float *out_b, float *out_w, const float *dy,
+                                             const float *inp, const float *mean,
+                                             const float *rstd, int N, int C, int rows_per,
+                                             int add) {
+    __shared__ float sh_b[NORM_ROWLANES][WARP];
+    __shared__ float sh_w[NORM_ROWLANES][WARP];
+    int col = threadIdx.x % WARP, lane = threadIdx.x / WARP;
+    int c = blockIdx.x * WARP + col;
+    int r0 = blockIdx.y * rows_per, r1 = r0 + rows_per < N ? r0 + rows_per : N;
+    float sb = 0.0f, sw = 0.0f;
+    if (c < C) {
+        for (int r = r0 + lane; r < r1; r += NORM_ROWLANES) {
+            float g = dy[(size_t)r * C + c];
+            sb += g;
+            if (out_w) sw += g * (inp[(size_t)r * C + c] - mean[r]) * rstd[r];
+        }
+    }
+    sh_b[lane][col] = sb;
+    sh_w[lane][col] = sw;
+    __syncthreads();
+    if (lane != 0 || c >= C) return;
+    float tb = 0.0f, tw = 0.0f;
+    for (int k = 0; k < NORM_ROWLANES; k++) tb += sh_b[k][col], tw += sh_w[k][col];
+    size_t at = add ? (size_t)c : (size_t)blockIdx.y * C + c;
+    if (out_b) out_b[at] = add ? out_b[at] + tb : tb;
+    if (out_w) out_w[at] = add ? out_w[at] + tw : tw;
+}
+
+// acc (C) += sum over k of part (nchunk, C), k in order; one thread per column (grid-stride).
+static __global__ void colsum_finish_kernel(float *acc, const float *part, int nchunk, int C) {
+    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < C; c += gridDim.x * blockDim.x) {
+        float s = 0.0f;
+        for (int k = 0; k < nchunk; k++) s += part[(size_t)k * C + c];
+        acc[c] += s;
+    }
+}
+
+// --- layernorm -----------------------------------------------------------------------------
+// One warp per row (grid-stride over rows; the loop bound is warp-uniform, so every lane
+// reaches each shuffle). out (N, C), mean (N) and rstd (N) (each may be NULL), inp (N, C),
+// weight (C), bias (C). Two passes over the row for the variance (as the CPU reference).
+static __global__ void layernorm_forward_kernel(float *out, float *mean, float *rstd,
+                                                const float *inp, const float *weight,
+                                                const float *bias, int N, int C) {
+    int lane = threadIdx.x % WARP, warps = blockDim.x / WARP;
+    for (int row = blockIdx.x * warps + threadIdx.x / WARP; row < N; row += gridDim.x * warps) {
+        const float *x = inp + (size_t)row * C;
+        float s = 0.0f;
+        for (int j = lane; j < C; j += WARP) s += x[j];
+        float m = warp_sum(s) / (float)C;
+        float v = 0.0f;
+        for (int j = lane; j < C; j += WARP) v += (x[j] - m) * (x[j] - m);
+        float rs = 1.0f / sqrtf(warp_sum(v) / (float)C + NORM_LN_EPS);
+        float *y = out + (size_t)row * C;
+        for (int j = lane; j < C; j += WARP) y[j] = (x[j] - m) * rs * weight[j] + bias[j];
+        if (lane == 0 && mean) mean[row] = m;
+        if (lane == 0 && rstd) rstd[row] = rs;
+    }
+}
+
+// dinp (N, C) += rstd * (dn - mean(dn) - norm * mean(dn * norm)), dn = dout * weight,
+// norm = (inp - mean) * rstd. One warp per row, as the forward.
+static __global__ void layernorm_dinp_kernel(float *dinp, const float *dout, const float *inp,
+                                             const float *weight, const float *mean,
+                                             const float *rstd, int N, int C) {
+    int lane = threadIdx.x % WARP, warps = blockDim.x / WARP;
+    for (int row = blockIdx.x * warps + threadIdx.x / WARP; row < N; row += gridDim.x * warps) {
+        const float *x = inp + (size_t)row * C, *dy = dout + (size_t)row * C;
+        float m = mean[row], s = rstd[row];
+        float a = 0.0f, b = 0.0f;
+        for (int j = lane; j < C; j += WARP) {
+            float dn = dy[j] * weight[j];
+            a += dn;
+            b += dn * (x[j] - m) * s;
+        }
+        float dn_mean = warp_sum(a) / (float)C, dn_norm_mean = warp_sum(b) / (float)C;
+        float *dx = dinp + (size_t)row * C;
+        for (int j = lane; j < C; j += WARP) {
+            float dn = dy[j] * weight[j];
+            dx[j] += s * (dn - dn_mean - (x[j] - m) * s * dn_norm_mean);
+        }
+    }
+}
+
+// --- pointwise (grid-stride over n) ---------------------------------------------------------
+// gelu(x) = x * sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3); out (n), inp (n).
+static __global__ void gelu_forward_kernel(float *out, const float *inp, size_t n) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float x = inp[i];
+        float u = NORM_GELU_K * (x + NORM_GELU_A * x * x * x);
+        out[i] = x / (1.0f + expf(-2.0f * u));
+    }
+}
+
+// dinp (n) = gelu'(inp) * dout, gelu' = s + x s (1 - s) 2 u'(x); dinp may alias dout (each
+// element is read before the same thread writes it).
+static __global__ void gelu_backward_kernel(float *dinp, const float *inp, const float *dout,
+                                            size_t n) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float x = inp[i];
+        float u = NORM_GELU_K * (x + NORM_GELU_A * x * x * x);
+        float s = 1.0f / (1.0f + expf(-2.0f * u));
+        float du = NORM_GELU_K * (1.0f + 3.0f * NORM_GELU_A * x * x);
+        dinp[i] = (s + x * s * (1.0f - s) * 2.0f * du) * dout[i];
+    }
+}
+
+// out (n) = a + b; out may alias a or b.
+static __global__ void add_kernel(float *out, const float *a, const float *b, size_t n) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        out[i] = a[i] + b[i];
+}
+
+// x (n) *= s.
+static __global__ void scale_kernel(float *x, float s, size_t n) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        x[i] *= s;
+}

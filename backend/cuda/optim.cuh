@@ -1,0 +1,93 @@
+// backend/cuda/optim.cuh: kernels of cuda_optim.cu: AdamW (one tensor, and every segment of
+// the flat parameter buffer in one launch) and the double-precision reductions (sum, sum of
+// squares, over one range or over segments).
+//
+// Reductions are deterministic two-pass sums: each block sums its grid-stride share in double
+// (block_sum's fixed shuffle order) into partials[block]; one block then adds the partials
+// in a fixed order. The grids depend only on the shape, so the bits do too.
+#pragma once
+#include "backend/cuda/cuda_common.cuh"  // defines: CUDA_LAUNCH, block_sum
+
+#define OPT_THREADS 256  // every kernel here
+
+// AdamW on element i (backend.h's formula; bc1 = 1 - beta1^step, bc2 = 1 - beta2^step).
+static __device__ __forceinline__ void adamw_element(float *param, const float *grad, float *m,
+                                                     float *v, size_t i, float lr, float beta1,
+                                                     float beta2, float eps, float wd,
+                                                     float grad_scale, float bc1, float bc2) {
+    float g = grad[i] * grad_scale;
+    float mi = beta1 * m[i] + (1.0f - beta1) * g;
+    float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
+    m[i] = mi;
+    v[i] = vi;
+    float mhat = mi / bc1, vhat = vi / bc2;
+    param[i] -= lr * (mhat / (sqrtf(vhat) + eps) + wd * param[i]);
+}
+
+// AdamW on param, grad, m, v (n). Grid-stride.
+static __global__ void adamw_kernel(float *param, const float *grad, float *m, float *v,
+                                    size_t n, float lr, float beta1, float beta2, float eps,
+                                    float wd, float grad_scale, float bc1, float bc2) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        adamw_element(param, grad, m, v, i, lr, beta1, beta2, eps, wd, grad_scale, bc1, bc2);
+}
+
+// AdamW on every segment of segs (nseg): grid.y walks the segments, grid.x (grid-stride)
+// the elements of one; weight decay wd where the segment asks for it, else 0.
+static __global__ void adamw_multi_kernel(float *param, const float *grad, float *m, float *v,
+                                          const BackendSegment *segs, int nseg, float lr,
+                                          float beta1, float beta2, float eps, float wd,
+                                          float grad_scale, float bc1, float bc2) {
+    for (int s = blockIdx.y; s < nseg; s += gridDim.y) {
+        size_t begin = segs[s].begin, len = segs[s].len;
+        float w = segs[s].weight_decay ? wd : 0.0f;
+        for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < len;
+             i += (size_t)gridDim.x * blockDim.x)
+            adamw_element(param, grad, m, v, begin + i, lr, beta1, beta2, eps, w, grad_scale,
+                          bc1, bc2);
+    }
+}
+
+// partials[blockIdx.x] = sum over the block's grid-stride share of x (n) of x[i]^2
+// (squares != 0) or x[i], in double.
+static __global__ void reduce_partial_kernel(double *partials, const float *x, size_t n,
+                                             int squares) {
+    __shared__ double buf[WARP];
+    double s = 0.0;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        double xi = (double)x[i];
+        s += squares ? xi * xi : xi;
+    }
+    s = block_sum(s, buf);
+    if (threadIdx.x == 0) partials[blockIdx.x] = s;
+}
+
+// partials[blockIdx.y * gridDim.x + blockIdx.x] = sum of x[i]^2 in double over the block's
+// share: segments blockIdx.y, blockIdx.y + gridDim.y, ..., grid-stride over each one.
+static __global__ void reduce_multi_partial_kernel(double *partials, const float *x,
+                                                   const BackendSegment *segs, int nseg) {
+    __shared__ double buf[WARP];
+    double s = 0.0;
+    for (int k = blockIdx.y; k < nseg; k += gridDim.y) {
+        const float *xs = x + segs[k].begin;
+        size_t len = segs[k].len;
+        for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < len;
+             i += (size_t)gridDim.x * blockDim.x)
+            s += (double)xs[i] * (double)xs[i];
+    }
+    s = block_sum(s, buf);
+    if (threadIdx.x == 0) partials[blockIdx.y * gridDim.x + blockIdx.x] = s;
+}
+
+// One block: out[0] = (add ? out[0] : 0) + sum of partials (count); thread t adds partials
+// t, t + blockDim.x, ... in order, then block_sum.
+static __global__ void reduce_finish_kernel(double *out, const double *partials, int count,
+                                            int add) {
+    __shared__ double buf[WARP];
+    double s = 0.0;
+    for (int i = threadIdx.x; i < count; i += blockDim.x) s += partials[i];
+    s = block_sum(s, buf);
+    if (threadIdx.x == 0) out[0] = add ? out[0] + s : s;
+}

@@ -1,0 +1,125 @@
+// comm/comm_staged.c: the staged backend of Comm: device buffers go through pinned host
+// memory and MPI (device -> host, the MPI backend's operation, host -> device), in the order
+// of the CUDA stream the backend computes on.
+//
+// For testing only: it is slow (two copies and a stream wait per operation), but unlike NCCL
+// it lets several ranks share one GPU (`--distributed-backend staged`), which is how the
+// multi-rank runs of the tests and of a single-GPU machine work. Statistics are counted by
+// comm.c as for the other backends; the inner MPI Comm's own counters are not used.
+#include "comm.h"
+#include "core/check_cuda.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define ST(c) ((cudaStream_t)(c)->u.staged.stream)
+#define INNER(c) ((c)->u.staged.inner)
+
+// Pinned host buffer k (0 or 1) of at least `bytes`, grown on first need (the largest
+// message of a step is seen in the first step; nothing is allocated after that).
+static void *host_buf(Comm *c, int k, size_t bytes) {
+    if (c->u.staged.cap[k] < bytes) {
+        if (c->u.staged.host[k]) CUDA_CHECK(cudaFreeHost(c->u.staged.host[k]));
+        CUDA_CHECK(cudaMallocHost(&c->u.staged.host[k], bytes));
+        c->u.staged.cap[k] = bytes;
+    }
+    return c->u.staged.host[k];
+}
+
+// host (bytes) = device src, after all queued work on the stream.
+static void *down(Comm *c, int k, const void *src, size_t bytes) {
+    void *h = host_buf(c, k, bytes);
+    CUDA_CHECK(cudaMemcpyAsync(h, src, bytes, cudaMemcpyDeviceToHost, ST(c)));
+    CUDA_CHECK(cudaStreamSynchronize(ST(c)));
+    return h;
+}
+
+// device dst = host (bytes); returns when the copy is done (the host buffer is reused).
+static void up(Comm *c, void *dst, const void *h, size_t bytes) {
+    CUDA_CHECK(cudaMemcpyAsync(dst, h, bytes, cudaMemcpyHostToDevice, ST(c)));
+    CUDA_CHECK(cudaStreamSynchronize(ST(c)));
+}
+
+static void staged_all_reduce(Comm *c, void *buf, size_t n, CommDtype t, CommOp op) {
+    size_t bytes = n * comm_dtype_size(t);
+    void *h = down(c, 0, buf, bytes);
+    INNER(c)->vt->all_reduce(INNER(c), h, n, t, op);
+    up(c, buf, h, bytes);
+}
+
+static void staged_all_gather(Comm *c, const void *in, void *out, size_t per, CommDtype t) {
+    size_t bytes = per * comm_dtype_size(t);
+    void *hi = down(c, 0, in, bytes), *ho = host_buf(c, 1, bytes * (size_t)c->size);
+    INNER(c)->vt->all_gather(INNER(c), hi, ho, per, t);
+    up(c, out, ho, bytes * (size_t)c->size);
+}
+
+static void staged_reduce_scatter(Comm *c, const void *in, void *out, size_t per, CommDtype t,
+                                  CommOp op) {
+    size_t bytes = per * comm_dtype_size(t);
+    void *hi = down(c, 0, in, bytes * (size_t)c->size), *ho = host_buf(c, 1, bytes);
+    INNER(c)->vt->reduce_scatter(INNER(c), hi, ho, per, t, op);
+    up(c, out, ho, bytes);
+}
+
+static void staged_broadcast(Comm *c, void *buf, size_t n, CommDtype t, int root) {
+    size_t bytes = n * comm_dtype_size(t);
+    void *h = down(c, 0, buf, bytes);
+    INNER(c)->vt->broadcast(INNER(c), h, n, t, root);
+    up(c, buf, h, bytes);
+}
+
+static void staged_send(Comm *c, const void *buf, size_t n, CommDtype t, int peer) {
+    void *h = down(c, 0, buf, n * comm_dtype_size(t));
+    INNER(c)->vt->send(INNER(c), h, n, t, peer);
+}
+
+static void staged_recv(Comm *c, void *buf, size_t n, CommDtype t, int peer) {
+    size_t bytes = n * comm_dtype_size(t);
+    void *h = host_buf(c, 1, bytes);
+    INNER(c)->vt->recv(INNER(c), h, n, t, peer);
+    up(c, buf, h, bytes);
+}
+
+static void staged_send_recv(Comm *c, const void *sbuf, size_t sn, int dst, void *rbuf,
+                             size_t rn, int src, CommDtype t) {
+    size_t sb = sn * comm_dtype_size(t), rb = rn * comm_dtype_size(t);
+    void *hs = dst >= 0 ? down(c, 0, sbuf, sb) : NULL;
+    void *hr = src >= 0 ? host_buf(c, 1, rb) : NULL;
+    INNER(c)->vt->send_recv(INNER(c), hs, sn, dst, hr, rn, src, t);
+    if (src >= 0) up(c, rbuf, hr, rb);
+}
+
+static void staged_barrier(Comm *c) {
+    CUDA_CHECK(cudaStreamSynchronize(ST(c)));
+    INNER(c)->vt->barrier(INNER(c));
+}
+
+static void staged_destroy(Comm *c) {
+    for (int k = 0; k < 2; k++)
+        if (c->u.staged.host[k]) cudaFreeHost(c->u.staged.host[k]);
+    comm_destroy(INNER(c));
+}
+
+static const CommVtable STAGED_VTABLE = {
+    .all_reduce = staged_all_reduce, .all_gather = staged_all_gather,
+    .reduce_scatter = staged_reduce_scatter, .broadcast = staged_broadcast,
+    .send = staged_send, .recv = staged_recv, .send_recv = staged_send_recv,
+    .barrier = staged_barrier, .destroy = staged_destroy,
+};
+
+Comm *comm_staged_create(MPI_Comm mpi_comm, const char *name, const int *members,
+                         void *cuda_stream, double timeout_s) {
+    Comm *inner = comm_mpi_create(mpi_comm, name, members, timeout_s);
+    Comm *c = core_calloc(1, sizeof *c);
+    c->vt = &STAGED_VTABLE;
+    snprintf(c->name, sizeof c->name, "%s", name);
+    c->rank = inner->rank;
+    c->size = inner->size;
+    c->members = core_calloc((size_t)c->size, sizeof(int));
+    memcpy(c->members, members, (size_t)c->size * sizeof(int));
+    c->timeout_s = timeout_s;
+    c->u.staged.inner = inner;
+    c->u.staged.stream = cuda_stream;
+    return c;
+}
