@@ -102,6 +102,10 @@ main() {
           echo "--- ldd $(basename "$b")"
           m timeout 30 ldd "$b" 2>&1
         done
+        # megac opens cuBLASLt on first use (dlopen), so ldd does not list it
+        echo "--- cuBLASLt for dlopen"
+        local cl; cl=$( (IFS=:; for d in $mld; do ls "$d"/libcublasLt.so.13 2>/dev/null; done) | head -1)
+        echo "        libcublasLt.so.13 => ${cl:-not found}"
       fi
     } > "$OUT/probe.txt" 2>&1
     # stdout: all but the ldd lines that resolved into the pack or the C library
