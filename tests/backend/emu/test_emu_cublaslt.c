@@ -12,16 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int failures;
-#define EXPECT(cond, ...)                                                   \
-    do {                                                                    \
-        if (!(cond)) {                                                      \
-            failures++;                                                     \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);            \
-            fprintf(stderr, __VA_ARGS__);                                   \
-            fputc('\n', stderr);                                            \
-        }                                                                   \
-    } while (0)
+#include "tests/testing.h"  // defines: EXPECT, test_failures_
 
 static cublasLtHandle_t lt;
 
@@ -274,8 +265,8 @@ int main(void) {
     test_tf32();
     test_refusals();
     cublasLtDestroy(lt);
-    if (failures) {
-        fprintf(stderr, "%d failure(s)\n", failures);
+    if (test_failures_) {
+        fprintf(stderr, "%d failure(s)\n", test_failures_);
         return 1;
     }
     printf("emu cuBLASLt tests passed\n");

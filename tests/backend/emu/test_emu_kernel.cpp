@@ -14,16 +14,7 @@
 #include <unistd.h>
 #include <vector>
 
-static int failures;
-#define EXPECT(cond, ...)                                                   \
-    do {                                                                    \
-        if (!(cond)) {                                                      \
-            failures++;                                                     \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);            \
-            fprintf(stderr, __VA_ARGS__);                                   \
-            fputc('\n', stderr);                                            \
-        }                                                                   \
-    } while (0)
+#include "tests/testing.h"  // defines: EXPECT, test_failures_
 
 template <class T>
 static T *to_device(const std::vector<T> &h) {
@@ -260,8 +251,8 @@ int main(int argc, char **argv) {
     test_shuffles();
     test_launch_limits();
     test_exit_in_kernel(argv[0]);
-    if (failures) {
-        fprintf(stderr, "%d failure(s)\n", failures);
+    if (test_failures_) {
+        fprintf(stderr, "%d failure(s)\n", test_failures_);
         return 1;
     }
     printf("emu kernel tests passed\n");

@@ -9,16 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int failures;
-#define EXPECT(cond, ...)                                                   \
-    do {                                                                    \
-        if (!(cond)) {                                                      \
-            failures++;                                                     \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);            \
-            fprintf(stderr, __VA_ARGS__);                                   \
-            fputc('\n', stderr);                                            \
-        }                                                                   \
-    } while (0)
+#include "tests/testing.h"  // defines: EXPECT, test_failures_
 
 static void test_devices(void) {
     int n = -1, dev = -1;
@@ -143,8 +134,8 @@ int main(void) {
     test_memory();
     test_copies_streams_events();
     test_error_strings();
-    if (failures) {
-        fprintf(stderr, "%d failure(s)\n", failures);
+    if (test_failures_) {
+        fprintf(stderr, "%d failure(s)\n", test_failures_);
         return 1;
     }
     printf("emu runtime tests passed\n");
