@@ -48,7 +48,14 @@ static inline CudaState *cuda_state(Backend *be) { return (CudaState *)be->u.cud
 static inline cudaStream_t cuda_stream(Backend *be) { return cuda_state(be)->stream; }
 
 // Blocks of `threads` covering n items, at most `cap` (grid-stride loops cover the rest).
+// Under the emulator, MEGAC_EMU_GRID_CAP lowers the cap: every block costs a round of thread
+// switches there, and the grid-stride kernels give the same results with fewer blocks
+// (reductions then add their partial sums in another, equally fixed, order).
 static inline unsigned cuda_blocks(size_t n, unsigned threads, unsigned cap) {
+#ifdef MEGAC_CUDA_EMU
+    unsigned emu_cap = emu_grid_cap();  // backend/cuda/emu/include/cuda_runtime.h
+    if (emu_cap > 0 && emu_cap < cap) cap = emu_cap;
+#endif
     size_t b = (n + threads - 1) / threads;
     return (unsigned)(b == 0 ? 1 : b > cap ? cap : b);
 }

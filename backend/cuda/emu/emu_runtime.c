@@ -48,6 +48,12 @@ static int device_count(void) {
     return n < 0 ? 0 : n > 64 ? 64 : (int)n;
 }
 
+unsigned emu_grid_cap(void) {
+    const char *s = getenv("MEGAC_EMU_GRID_CAP");
+    long n = s && *s ? strtol(s, NULL, 10) : 0;
+    return n > 0 && n < 65536 ? (unsigned)n : 0;
+}
+
 // Device memory limit in bytes (env MEGAC_EMU_DEVICE_MEMORY, default physical memory).
 static size_t memory_limit(void) {
     const char *s = getenv("MEGAC_EMU_DEVICE_MEMORY");

@@ -179,6 +179,11 @@ const char *cudaGetErrorString(cudaError_t error);  // CUDA's wording ("invalid 
 const char *cudaGetErrorName(cudaError_t error);    // the enum's name
 
 #ifdef __cplusplus
+// Emulator only: the most blocks the CUDA backend's grid-stride launches use (env
+// MEGAC_EMU_GRID_CAP, a positive number; 0 or unset: no cap). Every block costs a round of
+// thread switches on the CPU, so long emulated runs (training tests) set it.
+unsigned emu_grid_cap(void);
+
 }  // extern "C"
 
 // The C++ conveniences of the real header: typed pointers to pointers.
