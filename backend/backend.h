@@ -84,6 +84,20 @@ typedef struct {
     void (*attention_backward)(Backend *be, float *dqkv, float *scratch, const float *dout,
                                const float *qkv, const float *att, int B, int T, int NH, int hs);
 
+    // --- fused causal self-attention (--use-flash-attn): the (T, T) matrix is never stored --
+    // Same qkv layout, causal mask and scale as attention_forward; out (B, T, NH*hs) is the
+    // same function. lse (B, NH, T) = log(sum_{u<=t} exp(s_tu)) of each row's scaled scores
+    // s_tu = q_t . k_u / sqrt(hs) (natural log), saved for backward instead of att. Memory is
+    // linear in T. The CUDA backend takes hs <= 128 (aborts the job naming hs otherwise).
+    void (*flash_attention_forward)(Backend *be, float *out, float *lse, const float *qkv,
+                                    int B, int T, int NH, int hs);
+    // dqkv (B, T, 3*NH*hs) [overwritten] from dout (B, T, NH*hs) and the forward's qkv, out
+    // and lse: the probabilities are recomputed from lse. scratch (B, NH, T) is workspace
+    // (rowsum(dout * out) per row); no other memory is used. dqkv aliases none of the inputs.
+    void (*flash_attention_backward)(Backend *be, float *dqkv, float *scratch, const float *dout,
+                                     const float *qkv, const float *out, const float *lse,
+                                     int B, int T, int NH, int hs);
+
     // --- embeddings (vocab-parallel: this rank holds rows [vocab_start, vocab_start+V_local)) ---
     // out (N, C) = table[tok - vocab_start] for tokens in the block, 0 for the others.
     void (*embedding_forward)(Backend *be, float *out, const int *tokens, const float *table,

@@ -55,7 +55,7 @@ static double sgemm_gflops(int M, int N, int K) {
 }
 
 static GPTConfig gpt_config_of(const BenchConfig *bc) {
-    return (GPTConfig){bc->L, bc->C, bc->NH, 4 * bc->C, bc->T, bc->T, bc->V, 128, 0, 0};
+    return (GPTConfig){bc->L, bc->C, bc->NH, 4 * bc->C, bc->T, bc->T, bc->V, 128, 0, 0, 0};
 }
 
 // Times `steps` steps (after one warm-up): forward, backward, AdamW, between backend syncs

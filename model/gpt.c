@@ -29,13 +29,36 @@ static TPGroup tp_group(GPT *m, Comm *tp) {
     return g;
 }
 
+// y (N, C/tp) = causal attention of the local heads of qkv (N, 3*C/tp): materialised (att
+// saved) or fused (--use-flash-attn: lse saved, memory linear in T).
+static void attention_forward(GPT *m, GPTLayerActs *a) {
+    Backend *be = m->be;
+    int hs = m->cfg.hidden_size / m->cfg.num_heads;
+    if (m->cfg.use_flash_attn)
+        be->ops->flash_attention_forward(be, a->atty, a->lse, a->qkv, m->B, m->T, m->NH_tp, hs);
+    else
+        be->ops->attention_forward(be, a->atty, a->att, a->qkv, m->B, m->T, m->NH_tp, hs);
+}
+
+// m->s.dqkv = d(qkv) from m->s.datty = d(y); m->s.datt is the workspace.
+static void attention_backward(GPT *m, const GPTLayerActs *a) {
+    Backend *be = m->be;
+    int hs = m->cfg.hidden_size / m->cfg.num_heads;
+    if (m->cfg.use_flash_attn)
+        be->ops->flash_attention_backward(be, m->s.dqkv, m->s.datt, m->s.datty, a->qkv, a->atty,
+                                          a->lse, m->B, m->T, m->NH_tp, hs);
+    else
+        be->ops->attention_backward(be, m->s.dqkv, m->s.datt, m->s.datty, a->qkv, a->att, m->B,
+                                    m->T, m->NH_tp, hs);
+}
+
 // x and the residual stream are (Ns, C): Ns = N, or N/tp rows with sequence parallelism.
 static void block_forward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTLayerActs *a, const float *x) {
     Backend *be = m->be;
-    int N = m->N, Ns = m->N_sp, C = m->cfg.hidden_size, hs = C / m->cfg.num_heads;
+    int N = m->N, Ns = m->N_sp, C = m->cfg.hidden_size;
     be->ops->layernorm_forward(be, a->ln1, a->ln1_mean, a->ln1_rstd, x, w->ln1w, w->ln1b, Ns, C);
     tp_column_linear_forward(be, tp, a->qkv, a->ln1, w->qkvw, w->qkvb, N, C, 3 * m->C_tp);
-    be->ops->attention_forward(be, a->atty, a->att, a->qkv, m->B, m->T, m->NH_tp, hs);
+    attention_forward(m, a);
     tp_row_linear_forward(be, tp, a->res2, a->atty, w->projw, w->projb, N, m->C_tp, C);
     be->ops->add(be, a->res2, a->res2, x, (size_t)Ns * C);
     be->ops->layernorm_forward(be, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, w->ln2w, w->ln2b, Ns, C);
@@ -49,7 +72,7 @@ static void block_forward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTLayerActs 
 static void block_backward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTBlockW *g,
                            const GPTLayerActs *a, const float *x) {
     Backend *be = m->be;
-    int N = m->N, Ns = m->N_sp, C = m->cfg.hidden_size, hs = C / m->cfg.num_heads;
+    int N = m->N, Ns = m->N_sp, C = m->cfg.hidden_size;
     float *dres = m->s.dres, *dln = m->s.dln;
     // MLP branch
     tp_row_linear_backward(be, tp, m->s.dfch_gelu, g->fcprojw, g->fcprojb, dres, a->fch_gelu,
@@ -61,8 +84,7 @@ static void block_backward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTBlockW *g
     // attention branch
     tp_row_linear_backward(be, tp, m->s.datty, g->projw, g->projb, dres, a->atty, w->projw, N,
                            m->C_tp, C);
-    be->ops->attention_backward(be, m->s.dqkv, m->s.datt, m->s.datty, a->qkv, a->att, m->B,
-                                m->T, m->NH_tp, hs);
+    attention_backward(m, a);
     tp_column_linear_backward(be, tp, dln, g->qkvw, g->qkvb, m->s.dqkv, a->ln1, w->qkvw, N, C,
                               3 * m->C_tp);
     be->ops->layernorm_backward(be, dres, g->ln1w, g->ln1b, dln, x, w->ln1w, a->ln1_mean,

@@ -36,7 +36,8 @@ typedef struct {
 typedef struct {
     float *ln1, *ln1_mean, *ln1_rstd;  // (N, C), (N), (N)
     float *qkv;                        // (N, 3*C/tp)
-    float *att;                        // (B, NH/tp, T, T)
+    float *att;                        // (B, NH/tp, T, T) probabilities; NULL with flash
+    float *lse;                        // (B, NH/tp, T) log-sum-exp, with use_flash_attn; else NULL
     float *atty;                       // (N, C/tp)
     float *res2;                       // (N, C) after the attention residual
     float *ln2, *ln2_mean, *ln2_rstd;  // (N, C), (N), (N)
@@ -74,10 +75,12 @@ typedef struct {
     GPTActs *slots;                    // (n_slots)
     int n_slots;
     size_t slot_bytes;                 // activation memory of one micro-batch in flight
+    size_t scratch_bytes;              // backward workspace (s), shared by the slots
     struct {                           // backward workspace, shared by all slots
         float *dres, *dln;             // (N, C)
         float *dqkv;                   // (N, 3*C/tp)
-        float *datt;                   // (B, NH/tp, T, T)
+        float *datt;                   // (B, NH/tp, T, T) materialised attention's scratch,
+                                       // (B, NH/tp, T) with use_flash_attn
         float *datty;                  // (N, C/tp)
         float *dfch, *dfch_gelu;       // (N, F/tp)
         float *dscale;                 // (N) loss gradient per token

@@ -22,7 +22,8 @@ static void *carve(Carver *cv, size_t bytes) {
 
 static void carve_slot(GPT *m, Carver *cv, GPTActs *a) {
     size_t N = (size_t)m->N, Ns = (size_t)m->N_sp, C = (size_t)m->cfg.hidden_size;
-    size_t att = (size_t)m->B * m->NH_tp * m->T * m->T;
+    size_t rows = (size_t)m->B * m->NH_tp * m->T;  // attention rows (b, h, t)
+    int flash = m->cfg.use_flash_attn;
     a->tokens = carve(cv, N * sizeof(int));
     a->targets = carve(cv, N * sizeof(int));
     a->x0 = CARVE_F(cv, Ns * C);
@@ -32,7 +33,8 @@ static void carve_slot(GPT *m, Carver *cv, GPTActs *a) {
         L->ln1_mean = CARVE_F(cv, Ns);
         L->ln1_rstd = CARVE_F(cv, Ns);
         L->qkv = CARVE_F(cv, N * 3 * m->C_tp);
-        L->att = CARVE_F(cv, att);
+        L->att = flash ? NULL : CARVE_F(cv, rows * m->T);
+        L->lse = flash ? CARVE_F(cv, rows) : NULL;
         L->atty = CARVE_F(cv, N * m->C_tp);
         L->res2 = CARVE_F(cv, Ns * C);
         L->ln2 = CARVE_F(cv, Ns * C);
@@ -58,7 +60,8 @@ static void carve_scratch(GPT *m, Carver *cv) {
     m->s.dres = CARVE_F(cv, Ns * C);
     m->s.dln = CARVE_F(cv, Ns * C);
     m->s.dqkv = CARVE_F(cv, N * 3 * m->C_tp);
-    m->s.datt = CARVE_F(cv, (size_t)m->B * m->NH_tp * m->T * m->T);
+    size_t rows = (size_t)m->B * m->NH_tp * m->T;  // attention rows (b, h, t)
+    m->s.datt = CARVE_F(cv, m->cfg.use_flash_attn ? rows : rows * m->T);
     m->s.datty = CARVE_F(cv, N * m->C_tp);
     m->s.dfch = CARVE_F(cv, N * m->F_tp);
     m->s.dfch_gelu = CARVE_F(cv, N * m->F_tp);
@@ -154,6 +157,7 @@ GPT *gpt_create(const GPTConfig *cfg, Backend *be, int tp, int tp_rank, int pp, 
     carve_scratch(m, &cv);
     cv.base = be->ops->alloc(be, cv.used);
     m->s.mem = cv.base;
+    m->scratch_bytes = cv.used;
     cv.used = 0;
     carve_scratch(m, &cv);
     m->s.dscale_value = 0.0f;

@@ -13,6 +13,8 @@ typedef struct {
     int vocab_divisible_by;       // --make-vocab-size-divisible-by (128)
     int first_stage_layers;       // --decoder-first-pipeline-num-layers (0: even split)
     int last_stage_layers;        // --decoder-last-pipeline-num-layers (0: even split)
+    int use_flash_attn;           // --use-flash-attn: fused attention, no (T, T) stored; the
+                                  // same math (an implementation choice, not in checkpoints)
 } GPTConfig;
 
 // Padded vocabulary Vp: V rounded up to a multiple of vocab_divisible_by * tp (Megatron). Pure.

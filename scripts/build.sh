@@ -8,7 +8,7 @@ build="${1:-build}"
 shift || true
 args=("$@")
 emulator=0
-for a in "${args[@]}"; do [[ "$a" == -Dgpu_emulator=true ]] && emulator=1; done
+for a in "${args[@]}"; do [[ "$a" == -Dgpu_emulator=true || "$a" == -Dcuda=disabled ]] && emulator=1; done
 nvcc=$(command -v nvcc || true)
 [[ -z "$nvcc" && -x /usr/local/cuda/bin/nvcc ]] && nvcc=/usr/local/cuda/bin/nvcc
 if [[ -n "$nvcc" && $emulator -eq 0 ]]; then

@@ -106,7 +106,7 @@ static int check_dataset(hid_t grp, const char *gpath, const ParamInfo *p, char 
 static int check_datasets(hid_t f, const CkptMeta *want, char *err, size_t n) {
     GPTConfig c = {(int)want->num_layers, (int)want->hidden_size, (int)want->num_attention_heads,
                    (int)want->ffn_hidden_size, (int)want->seq_length,
-                   (int)want->max_position_embeddings, (int)want->vocab_size, 1, 0, 0};
+                   (int)want->max_position_embeddings, (int)want->vocab_size, 1, 0, 0, 0};
     int np = 0, rc = 0;
     ParamInfo *full = ckpt_full_table(&c, &np);
     for (int g = 0; g < CKPT_NGROUPS && rc == 0; g++) {

@@ -84,6 +84,7 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
         {"--trace", ARG_STR, &a->trace, "write a Chrome trace (Perfetto) of the steps to FILE"},
         {"--pipeline-schedule", ARG_STR, &a->pipeline_schedule, "1f1b | gpipe (all-forward-all-backward)"},
         {"--sequence-parallel", ARG_BOOL, &a->sequence_parallel, "split LayerNorm regions along the sequence over TP"},
+        {"--use-flash-attn", ARG_BOOL, &m->use_flash_attn, "fused causal attention: no (T, T) probabilities stored, memory linear in T (CUDA: head size <= 128)"},
         {"--ddp-bucket-size", ARG_I64, &a->ddp_bucket_size, "gradient elements per DP reduction bucket (0: one)"},
     };
     core_args_parse(USAGE, specs, (int)(sizeof specs / sizeof specs[0]), argc, argv);
@@ -123,6 +124,11 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
     if (strcmp(a->pipeline_schedule, "1f1b") && strcmp(a->pipeline_schedule, "gpipe"))
         core_usage_error("--pipeline-schedule must be 1f1b or gpipe, got '%s'", a->pipeline_schedule);
     if (a->ddp_bucket_size < 0) core_usage_error("--ddp-bucket-size must be >= 0");
+    if (m->use_flash_attn && !strcmp(a->device, "cuda") && m->num_heads > 0 &&
+        m->hidden_size / m->num_heads > 128)
+        core_usage_error("--use-flash-attn on --device cuda needs a head size <= 128, got %d "
+                         "(--hidden-size %d / --num-attention-heads %d)",
+                         m->hidden_size / m->num_heads, m->hidden_size, m->num_heads);
 }
 
 void train_args_check_layout(const TrainArgs *a, int world) {

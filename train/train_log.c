@@ -36,7 +36,7 @@ void train_log_process_ids(const Trainer *t) {
 }
 
 // What one rank holds, in bytes: gathered to rank 0 for the start-up table.
-enum { MEM_PARAMS, MEM_GRADS, MEM_OPTIM, MEM_OPTIM_UNSHARDED, MEM_ACTIVATIONS, MEM_N };
+enum { MEM_PARAMS, MEM_GRADS, MEM_OPTIM, MEM_OPTIM_UNSHARDED, MEM_ACTIVATIONS, MEM_WORKSPACE, MEM_N };
 
 static void memory_of(const Trainer *t, double out[MEM_N]) {
     const GPT *m = t->model;
@@ -45,18 +45,19 @@ static void memory_of(const Trainer *t, double out[MEM_N]) {
     out[MEM_OPTIM] = (double)optim_state_bytes(t->opt);
     out[MEM_OPTIM_UNSHARDED] = 2.0 * t->opt->n_padded * sizeof(float);
     out[MEM_ACTIVATIONS] = (double)m->slot_bytes * m->n_slots;
+    out[MEM_WORKSPACE] = (double)m->scratch_bytes;
 }
 
 // Per-rank memory: every rank up to 16 ranks, else the smallest and largest of each column.
 static void print_memory(const Trainer *t, const double *all, int n) {
     double mb = 1.0 / (1 << 20);
     printf("memory per rank (MiB): parameters | gradients | optimizer state (%s) | without ZeRO-1 | "
-           "activations in flight\n", t->opt->zero1 ? "ZeRO-1" : "not sharded");
+           "activations in flight | backward workspace\n", t->opt->zero1 ? "ZeRO-1" : "not sharded");
     if (n <= 16) {
         for (int r = 0; r < n; r++) {
             const double *v = &all[r * MEM_N];
-            printf("  rank %3d: %10.2f | %10.2f | %10.2f | %10.2f | %10.2f\n", r, v[0] * mb,
-                   v[1] * mb, v[2] * mb, v[3] * mb, v[4] * mb);
+            printf("  rank %3d: %10.2f | %10.2f | %10.2f | %10.2f | %10.2f | %10.2f\n", r,
+                   v[0] * mb, v[1] * mb, v[2] * mb, v[3] * mb, v[4] * mb, v[5] * mb);
         }
         return;
     }
@@ -84,10 +85,10 @@ void train_log_startup(const Trainer *t) {
         printf("megac train: world %d = TP %d x PP %d x DP %d | backend %s | communication %s\n",
                g->dims.world_size, g->dims.tp, g->dims.pp, g->dims.dp, t->be->name, comm);
         printf("model: L=%d C=%d NH=%d F=%d T=%d V=%d (padded %d) | micro-batch %d, global batch %d, "
-               "%d micro-batches per step per DP rank%s\n", a->model.num_layers, a->model.hidden_size,
+               "%d micro-batches per step per DP rank%s%s\n", a->model.num_layers, a->model.hidden_size,
                a->model.num_heads, a->model.ffn_hidden_size, a->model.seq_length, a->model.vocab_size,
                m->Vp, a->micro_batch, a->global_batch, t->n_micro,
-               m->sp ? " | sequence parallel" : "");
+               m->sp ? " | sequence parallel" : "", m->cfg.use_flash_attn ? " | flash attention" : "");
         print_memory(t, all, g->dims.world_size);
         fflush(stdout);
     }

@@ -1,6 +1,6 @@
 // backend/cpu/cpu_backend.c: the CPU Backend: creation, thread counts, host memory and the
 // ops table. The arithmetic lives in cpu_matmul.c, cpu_norm.c, cpu_attention.c,
-// cpu_embed_xent.c and cpu_optim.c.
+// cpu_attention_flash.c, cpu_embed_xent.c and cpu_optim.c.
 #include "cpu_backend.h"
 #include "cpu_blas.h"
 #include "core/check.h"
@@ -54,6 +54,8 @@ static const BackendOps CPU_OPS = {
     .scale = cpu_scale,
     .attention_forward = cpu_attention_forward,
     .attention_backward = cpu_attention_backward,
+    .flash_attention_forward = cpu_flash_attention_forward,
+    .flash_attention_backward = cpu_flash_attention_backward,
     .embedding_forward = cpu_embedding_forward,
     .embedding_backward = cpu_embedding_backward,
     .position_forward = cpu_position_forward,

@@ -51,6 +51,13 @@ void cpu_attention_forward(Backend *be, float *out, float *att, const float *qkv
 void cpu_attention_backward(Backend *be, float *dqkv, float *scratch, const float *dout,
                             const float *qkv, const float *att, int B, int T, int NH, int hs);
 
+// cpu_attention_flash.c
+void cpu_flash_attention_forward(Backend *be, float *out, float *lse, const float *qkv,
+                                 int B, int T, int NH, int hs);
+void cpu_flash_attention_backward(Backend *be, float *dqkv, float *scratch, const float *dout,
+                                  const float *qkv, const float *out, const float *lse,
+                                  int B, int T, int NH, int hs);
+
 // cpu_embed_xent.c
 void cpu_embedding_forward(Backend *be, float *out, const int *tokens, const float *table,
                            int N, int C, int vocab_start, int V_local);

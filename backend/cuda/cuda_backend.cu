@@ -1,7 +1,7 @@
 // backend/cuda/cuda_backend.cu: the CUDA Backend: creation (device, stream, cuBLASLt handle,
 // workspace, reduction scratch, pinned staging), device memory, copies, and the ops table.
-// The arithmetic lives in cuda_gemm.cu, cuda_attention.cu, cuda_norm.cu, cuda_embed_xent.cu
-// and cuda_optim.cu; kernels in the .cuh files beside them.
+// The arithmetic lives in cuda_gemm.cu, cuda_attention.cu, cuda_flash_attention.cu,
+// cuda_norm.cu, cuda_embed_xent.cu and cuda_optim.cu; kernels in the .cuh files beside them.
 #include "backend/cuda/cuda_internal.h"
 
 #include <sched.h>   // defines: sched_yield
@@ -113,6 +113,8 @@ static const BackendOps CUDA_OPS = {
     .scale = cuda_scale,
     .attention_forward = cuda_attention_forward,
     .attention_backward = cuda_attention_backward,
+    .flash_attention_forward = cuda_flash_attention_forward,
+    .flash_attention_backward = cuda_flash_attention_backward,
     .embedding_forward = cuda_embedding_forward,
     .embedding_backward = cuda_embedding_backward,
     .position_forward = cuda_position_forward,

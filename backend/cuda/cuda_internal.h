@@ -83,6 +83,13 @@ void cuda_attention_forward(Backend *be, float *out, float *att, const float *qk
 void cuda_attention_backward(Backend *be, float *dqkv, float *scratch, const float *dout,
                              const float *qkv, const float *att, int B, int T, int NH, int hs);
 
+// cuda_flash_attention.cu: fused causal attention, hs <= 128 (flash_attention.cuh) --------
+void cuda_flash_attention_forward(Backend *be, float *out, float *lse, const float *qkv,
+                                  int B, int T, int NH, int hs);
+void cuda_flash_attention_backward(Backend *be, float *dqkv, float *scratch, const float *dout,
+                                   const float *qkv, const float *out, const float *lse,
+                                   int B, int T, int NH, int hs);
+
 // cuda_norm.cu: layernorm, GELU, add, scale, and the column sums used for bias gradients ----
 // acc (C) += column sums of x (N, C), each column summed in a fixed order.
 void cuda_colsum_acc(Backend *be, float *acc, const float *x, int N, int C);

@@ -57,7 +57,7 @@ static void gradcheck(Backend *be, Comm *tp) {
 
 // Every shard of a TP = 2 model equals the matching slice of the TP = 1 model.
 static void init_is_layout_independent(Backend *be) {
-    GPTConfig cfg = {2, 16, 2, 64, 8, 8, 50, 16, 0, 0};
+    GPTConfig cfg = {2, 16, 2, 64, 8, 8, 50, 16, 0, 0, 0};
     GPT *full = gpt_create(&cfg, be, 1, 0, 1, 0, 1, 1, 7, 16, 0);
     for (int r = 0; r < 2; r++) {
         GPT *sh = gpt_create(&cfg, be, 2, r, 2, 1, 1, 1, 7, 16, 0);  // last stage of PP = 2

@@ -31,6 +31,7 @@ typedef struct {
 // The test's parts (each returns its number of failed checks).
 int cuda_ops_vocab(Parity *t);  // cuda_ops_vocab.c: embeddings, position, cross-entropy
 int cuda_ops_optim(Parity *t);  // cuda_ops_optim.c: AdamW, reductions
+int cuda_ops_flash(Parity *t);  // cuda_ops_flash.c: fused (flash) attention
 
 // Zeroed backend memory of `bytes`, freed by par_release.
 static inline void *par_alloc(Parity *t, int k, size_t bytes) {

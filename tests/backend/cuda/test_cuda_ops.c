@@ -1,7 +1,8 @@
 // tests/backend/cuda/test_cuda_ops.c: the CUDA backend against the CPU reference, op by op,
 // on the same random inputs (CUDA in strict fp32 GEMM mode; within 1e-5 of max(1, max|ref|)).
 // This file: memory ops, linear, layernorm, pointwise, attention, and main; the vocabulary
-// ops are in cuda_ops_vocab.c, AdamW and the reductions in cuda_ops_optim.c.
+// ops are in cuda_ops_vocab.c, AdamW and the reductions in cuda_ops_optim.c, fused (flash)
+// attention in cuda_ops_flash.c.
 //
 // Awkward sizes (N = 37, C = 100, OC = 67; B = 2, T = 65, NH = 3, hs = 24) catch tail and
 // tiling bugs. Outputs that an op overwrites are poisoned with NaN first; accumulated
@@ -268,6 +269,7 @@ int main(int argc, char **argv) {
     check_layernorm(&t, quick ? 70 : 130, quick ? 40 : 768);  // two-pass dweight/dbias
     test_failures_ += cuda_ops_vocab(&t);
     test_failures_ += cuda_ops_optim(&t);
+    test_failures_ += cuda_ops_flash(&t);
     backend_destroy(t.be[PAR_DEV]);
     backend_destroy(t.be[PAR_REF]);
     return test_result("cuda_ops");

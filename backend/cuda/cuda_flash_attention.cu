@@ -1,0 +1,74 @@
+// backend/cuda/cuda_flash_attention.cu: fused causal attention (--use-flash-attn) on the GPU:
+// launchers of the flash_attention.cuh kernels. The head size picks a compiled variant
+// (HS = 32, 64 or 128, zero-padded up to it) and its tiles, all within 48 KB of static
+// shared memory per block:
+//   HS   forward BQ x BK   backward BQ x BK   shared memory bytes (forward / backward)
+//   32   32 x 32           32 x 32            13056 / 25600
+//   64   32 x 32           32 x 32            21248 / 41984
+//   128  32 x 32           16 x 16            37632 / 35328
+// (sm_90 ptxas: 64-96 registers, no spills.)
+// Backward: D = rowsum(dout * out) into the scratch, then the dk/dv kernel (one block per key
+// tile) and the dq kernel (one block per query tile): each element of dqkv written once.
+#include "backend/cuda/flash_attention.cuh"  // defines: the kernels, FLASH_THREADS
+
+#include <math.h>  // defines: sqrtf
+
+#define FLASH_MAX_HS 128
+
+// Tiles of T rows (grid.y has at most 65535 blocks). Aborts when T is too long for that.
+static unsigned flash_tiles(int T, int rows) {
+    long long n = ((long long)T + rows - 1) / rows;
+    if (n > 65535) core_fatal("cuda flash attention: T = %d needs %lld tiles of %d (max 65535)",
+                              T, n, rows);
+    return (unsigned)n;
+}
+
+template <int HS, int BQ, int BK>
+static void flash_forward_launch(Backend *be, float *out, float *lse, const float *qkv,
+                                 int B, int T, int NH, int hs) {
+    dim3 grid((unsigned)(B * NH), flash_tiles(T, BQ));
+    CUDA_LAUNCH((flash_forward_kernel<HS, BQ, BK>), grid, FLASH_THREADS, 0, cuda_stream(be),
+                out, lse, qkv, T, NH, hs, 1.0f / sqrtf((float)hs));
+}
+
+template <int HS, int BQ, int BK>
+static void flash_backward_launch(Backend *be, float *dqkv, const float *D, const float *dout,
+                                  const float *qkv, const float *lse, int B, int T, int NH,
+                                  int hs) {
+    float scale = 1.0f / sqrtf((float)hs);
+    dim3 gk((unsigned)(B * NH), flash_tiles(T, BK)), gq((unsigned)(B * NH), flash_tiles(T, BQ));
+    CUDA_LAUNCH((flash_backward_dkv_kernel<HS, BQ, BK>), gk, FLASH_THREADS, 0, cuda_stream(be),
+                dqkv, dout, qkv, lse, D, T, NH, hs, scale);
+    CUDA_LAUNCH((flash_backward_dq_kernel<HS, BQ, BK>), gq, FLASH_THREADS, 0, cuda_stream(be),
+                dqkv, dout, qkv, lse, D, T, NH, hs, scale);
+}
+
+static void flash_check_hs(int hs) {
+    if (hs <= 0 || hs > FLASH_MAX_HS)
+        core_fatal("cuda flash attention: head size %d not supported (1..%d)", hs, FLASH_MAX_HS);
+}
+
+// out (B, T, C), lse (B, NH, T) from qkv (B, T, 3*C), C = NH*hs.
+void cuda_flash_attention_forward(Backend *be, float *out, float *lse, const float *qkv,
+                                  int B, int T, int NH, int hs) {
+    if (B <= 0 || T <= 0 || NH <= 0) return;
+    flash_check_hs(hs);
+    if (hs <= 32) flash_forward_launch<32, 32, 32>(be, out, lse, qkv, B, T, NH, hs);
+    else if (hs <= 64) flash_forward_launch<64, 32, 32>(be, out, lse, qkv, B, T, NH, hs);
+    else flash_forward_launch<128, 32, 32>(be, out, lse, qkv, B, T, NH, hs);
+}
+
+// dqkv (B, T, 3*C) overwritten; scratch (B, NH, T) gets D = rowsum(dout * out).
+void cuda_flash_attention_backward(Backend *be, float *dqkv, float *scratch, const float *dout,
+                                   const float *qkv, const float *out, const float *lse,
+                                   int B, int T, int NH, int hs) {
+    if (B <= 0 || T <= 0 || NH <= 0) return;
+    flash_check_hs(hs);
+    long long rows = (long long)B * NH * T;
+    unsigned blocks = (unsigned)((rows + FLASH_ROW_WARPS - 1) / FLASH_ROW_WARPS);
+    CUDA_LAUNCH(flash_rowdot_kernel, blocks, FLASH_ROW_WARPS * WARP, 0, cuda_stream(be),
+                scratch, dout, out, rows, T, NH, hs);
+    if (hs <= 32) flash_backward_launch<32, 32, 32>(be, dqkv, scratch, dout, qkv, lse, B, T, NH, hs);
+    else if (hs <= 64) flash_backward_launch<64, 32, 32>(be, dqkv, scratch, dout, qkv, lse, B, T, NH, hs);
+    else flash_backward_launch<128, 16, 16>(be, dqkv, scratch, dout, qkv, lse, B, T, NH, hs);
+}

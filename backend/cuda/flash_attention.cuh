@@ -1,0 +1,328 @@
+// backend/cuda/flash_attention.cuh: the kernels of fused causal attention (--use-flash-attn):
+// tiles of q, k, v, dout in shared memory, the (T, T) matrix never in global memory.
+//
+// Every kernel runs FLASH_THREADS = 128 threads (4 warps) on one tile of one head (b, h):
+// grid.x = B*NH heads, grid.y = tiles, heaviest causal tile first (blockIdx.y reversed).
+// Tiles are rows x HS floats, rows padded to HS+1 (conflict-free column reads); rows past T
+// and columns past hs are zero-filled, so the dot products run over the compile-time HS.
+// Two thread maps:
+//   entry map   (an R x CN tile of dot products): column j = tid % CN, rows tid / CN + i * (128 / CN)
+//   channel map (R rows x HS accumulators):       channel c = lane + 32 k, rows warp + 4 i
+// Forward (FlashAttention-style online softmax): per key tile, scores -> p (row max and sum
+// kept in shared memory by one thread per row), the output rescaled and p @ v added;
+// out = acc / l, lse = m + log l. Backward (FlashAttention-2 split, no atomics): D = rowsum
+// (dout * out); dk/dv: one block per key tile loops over the query tiles at or after it;
+// dq: one block per query tile loops over the key tiles at or before it. Both recompute
+// p = exp(s - lse) and ds = p (dout . v - D) per tile pair. Every output element is owned
+// by one thread and summed in tile order, then row order: the same bits every run.
+#pragma once
+#include "backend/cuda/cuda_common.cuh"
+
+#define FLASH_THREADS 128
+#define FLASH_WARPS (FLASH_THREADS / WARP)
+#define FLASH_ROW_WARPS 8  // rows (warps) per block of the row-dot kernel
+
+// Unrolled loops keep the per-thread accumulator arrays in registers (nvcc); the emulator's
+// host compiler ignores the hint.
+#ifdef MEGAC_CUDA_EMU
+#define FLASH_UNROLL
+#define FLASH_UNROLL_8
+#else
+#define FLASH_UNROLL _Pragma("unroll")
+#define FLASH_UNROLL_8 _Pragma("unroll 8")
+#endif
+
+// Shared memory of the forward: q tile, k tile (then v tile), scores (then p), row stats.
+template <int HS, int BQ, int BK>
+struct FlashFwdSmem {
+    float q[BQ][HS + 1];
+    float kv[BK][HS + 1];
+    float p[BQ][BK + 1];
+    float m[BQ], l[BQ], alpha[BQ];  // running max, running sum, this tile's rescale factor
+};
+
+// Shared memory of the backward kernels: one query tile, one key tile, their p and ds.
+template <int HS, int BQ, int BK>
+struct FlashBwdSmem {
+    float q[BQ][HS + 1], dy[BQ][HS + 1];
+    float k[BK][HS + 1], v[BK][HS + 1];
+    float p[BQ][BK + 1], ds[BQ][BK + 1];
+    float lse[BQ], d[BQ];
+};
+
+// dst (R, HS+1) = rows [row0, row0 + R) of src (row t at src + t*ld, hs columns); rows >= T
+// and columns >= hs are 0. All threads of the block.
+template <int R, int HS>
+static __device__ __forceinline__ void flash_load_rows(float (*dst)[HS + 1], const float *src,
+                                                       size_t ld, int row0, int T, int hs) {
+    for (int i = threadIdx.x; i < R * HS; i += FLASH_THREADS) {
+        int r = i / HS, c = i % HS, t = row0 + r;
+        dst[r][c] = t < T && c < hs ? src[(size_t)t * ld + c] : 0.0f;
+    }
+}
+
+// acc[i] = A[r_i] . Bm[j] over HS columns for this thread's entries of an (R, CN) tile
+// (entry map). Columns in order: fixed sums.
+template <int R, int CN, int HS>
+static __device__ __forceinline__ void flash_tile_dot(float *acc, const float (*A)[HS + 1],
+                                                      const float (*Bm)[HS + 1]) {
+    constexpr int RS = FLASH_THREADS / CN, NE = R * CN / FLASH_THREADS;
+    int j = threadIdx.x % CN, r0 = threadIdx.x / CN;
+FLASH_UNROLL
+    for (int i = 0; i < NE; i++) acc[i] = 0.0f;
+FLASH_UNROLL_8
+    for (int c = 0; c < HS; c++) {
+        float b = Bm[j][c];
+FLASH_UNROLL
+        for (int i = 0; i < NE; i++) acc[i] += A[r0 + RS * i][c] * b;
+    }
+}
+
+// One thread per row r of the forward: folds this tile's scores sm.p[r] into the running
+// max and sum; sm.p[r] becomes exp(s - m_new), sm.alpha[r] = exp(m_old - m_new). The first
+// key tile always holds key 0, so m is finite from then on (masked scores are -inf: p = 0).
+template <int HS, int BQ, int BK>
+static __device__ __forceinline__ void flash_online_softmax_row(FlashFwdSmem<HS, BQ, BK> &sm, int r) {
+    float m_old = sm.m[r], m = m_old;
+    for (int j = 0; j < BK; j++) m = fmaxf(m, sm.p[r][j]);
+    float sum = 0.0f;
+    for (int j = 0; j < BK; j++) {
+        float e = expf(sm.p[r][j] - m);
+        sm.p[r][j] = e;
+        sum += e;
+    }
+    float alpha = expf(m_old - m);  // 0 on the first tile (m_old = -inf)
+    sm.alpha[r] = alpha;
+    sm.m[r] = m;
+    sm.l[r] = sm.l[r] * alpha + sum;
+}
+
+// out (B, T, C), lse (B, NH, T) of query tile (reversed) blockIdx.y of head blockIdx.x.
+template <int HS, int BQ, int BK>
+static __global__ void __launch_bounds__(FLASH_THREADS)
+flash_forward_kernel(float *out, float *lse, const float *qkv, int T, int NH, int hs, float scale) {
+    __shared__ FlashFwdSmem<HS, BQ, BK> sm;
+    constexpr int RPT = BQ / FLASH_WARPS, CPT = HS / WARP;
+    constexpr int NE = BQ * BK / FLASH_THREADS, RS = FLASH_THREADS / BK;
+    int tid = threadIdx.x, lane = tid % WARP, warp = tid / WARP;
+    int bh = blockIdx.x, b = bh / NH, h = bh % NH, C = NH * hs;
+    int q0 = (gridDim.y - 1 - blockIdx.y) * BQ;
+    size_t ld = 3 * (size_t)C;
+    const float *q = qkv + (size_t)b * T * ld + (size_t)h * hs, *k = q + C, *v = q + 2 * C;
+    flash_load_rows<BQ, HS>(sm.q, q, ld, q0, T, hs);
+    if (tid < BQ) sm.m[tid] = -INFINITY, sm.l[tid] = 0.0f;
+    float acc[RPT][CPT];
+FLASH_UNROLL
+    for (int i = 0; i < RPT; i++)
+FLASH_UNROLL
+        for (int c = 0; c < CPT; c++) acc[i][c] = 0.0f;
+    int last = (q0 + BQ < T ? q0 + BQ : T) - 1;  // the tile's last query: keys 0..last matter
+    for (int k0 = 0; k0 <= last; k0 += BK) {
+        flash_load_rows<BK, HS>(sm.kv, k, ld, k0, T, hs);
+        __syncthreads();
+        float s[NE];
+        flash_tile_dot<BQ, BK, HS>(s, sm.q, sm.kv);
+        int j = tid % BK;
+FLASH_UNROLL
+        for (int i = 0; i < NE; i++) {
+            int r = tid / BK + RS * i;
+            sm.p[r][j] = k0 + j <= q0 + r ? s[i] * scale : -INFINITY;
+        }
+        __syncthreads();  // scores written, k no longer read
+        flash_load_rows<BK, HS>(sm.kv, v, ld, k0, T, hs);
+        if (tid < BQ) flash_online_softmax_row(sm, tid);
+        __syncthreads();
+FLASH_UNROLL
+        for (int i = 0; i < RPT; i++) {
+            float a = sm.alpha[warp + FLASH_WARPS * i];
+FLASH_UNROLL
+            for (int c = 0; c < CPT; c++) acc[i][c] *= a;
+        }
+        for (int jj = 0; jj < BK; jj++) {
+            float vv[CPT];
+FLASH_UNROLL
+            for (int c = 0; c < CPT; c++) vv[c] = sm.kv[jj][lane + WARP * c];
+FLASH_UNROLL
+            for (int i = 0; i < RPT; i++) {
+                float p = sm.p[warp + FLASH_WARPS * i][jj];
+FLASH_UNROLL
+                for (int c = 0; c < CPT; c++) acc[i][c] += p * vv[c];
+            }
+        }
+        __syncthreads();  // p and v read before the next tile overwrites them
+    }
+FLASH_UNROLL
+    for (int i = 0; i < RPT; i++) {
+        int r = warp + FLASH_WARPS * i, t = q0 + r;
+        if (t >= T) continue;
+        float inv = 1.0f / sm.l[r];
+        float *o = out + ((size_t)b * T + t) * C + (size_t)h * hs;
+FLASH_UNROLL
+        for (int c = 0; c < CPT; c++)
+            if (lane + WARP * c < hs) o[lane + WARP * c] = acc[i][c] * inv;
+    }
+    if (tid < BQ && q0 + tid < T) lse[(size_t)bh * T + q0 + tid] = sm.m[tid] + logf(sm.l[tid]);
+}
+
+// D (rows) = dout_t . out_t for row r = (b*NH + h)*T + t: one warp per row, fixed order.
+static __global__ void flash_rowdot_kernel(float *D, const float *dout, const float *out,
+                                           long long rows, int T, int NH, int hs) {
+    long long r = (long long)blockIdx.x * FLASH_ROW_WARPS + threadIdx.x / WARP;
+    int lane = threadIdx.x % WARP;
+    if (r >= rows) return;  // whole warps leave together
+    int t = (int)(r % T), h = (int)(r / T % NH), b = (int)(r / T / NH);
+    size_t off = ((size_t)b * T + t) * NH * hs + (size_t)h * hs;
+    float s = 0.0f;
+    for (int c = lane; c < hs; c += WARP) s += dout[off + c] * out[off + c];
+    s = warp_sum(s);
+    if (lane == 0) D[r] = s;
+}
+
+// The query tile at q0: q, dout rows and their lse, D (0 past T). All threads.
+template <int HS, int BQ, int BK>
+static __device__ __forceinline__ void flash_load_query_tile(FlashBwdSmem<HS, BQ, BK> &sm,
+        const float *q, size_t ld, const float *dy, size_t ldy, const float *lse,
+        const float *D, int q0, int T, int hs) {
+    flash_load_rows<BQ, HS>(sm.q, q, ld, q0, T, hs);
+    flash_load_rows<BQ, HS>(sm.dy, dy, ldy, q0, T, hs);
+    int t = q0 + (int)threadIdx.x;
+    if (threadIdx.x < BQ) sm.lse[threadIdx.x] = t < T ? lse[t] : 0.0f;
+    if (threadIdx.x < BQ) sm.d[threadIdx.x] = t < T ? D[t] : 0.0f;
+}
+
+// sm.p, sm.ds (BQ, BK) of the query tile at q0 against the key tile at k0 (entry map):
+// p = exp(scale q.k - lse) and ds = p (dout.v - D) where query < T and key <= query, else 0.
+template <int HS, int BQ, int BK>
+static __device__ __forceinline__ void flash_tile_probs(FlashBwdSmem<HS, BQ, BK> &sm, int q0,
+                                                        int k0, int T, float scale) {
+    constexpr int NE = BQ * BK / FLASH_THREADS, RS = FLASH_THREADS / BK;
+    float s[NE], dp[NE];
+    flash_tile_dot<BQ, BK, HS>(s, sm.q, sm.k);
+    flash_tile_dot<BQ, BK, HS>(dp, sm.dy, sm.v);
+    int j = threadIdx.x % BK;
+FLASH_UNROLL
+    for (int i = 0; i < NE; i++) {
+        int r = (int)threadIdx.x / BK + RS * i, t = q0 + r;
+        float p = t < T && k0 + j <= t ? expf(s[i] * scale - sm.lse[r]) : 0.0f;
+        sm.p[r][j] = p;
+        sm.ds[r][j] = p * (dp[i] - sm.d[r]);
+    }
+}
+
+// Pointers of head (b, h) = blockIdx.x: q, k, v rows in qkv (stride ld = 3C) and dout rows
+// (stride C); lse and D (T) of the head.
+struct FlashHead {
+    const float *q, *k, *v, *dy, *lse, *D;
+    size_t ld, ldy, row0;  // row0: index of (b, token 0) in the (B, T) rows
+    int C, h;
+};
+
+static __device__ __forceinline__ FlashHead flash_head(const float *qkv, const float *dout,
+                                                       const float *lse, const float *D,
+                                                       int T, int NH, int hs) {
+    int bh = blockIdx.x, b = bh / NH, h = bh % NH, C = NH * hs;
+    FlashHead f;
+    f.ld = 3 * (size_t)C, f.ldy = (size_t)C, f.row0 = (size_t)b * T, f.C = C, f.h = h;
+    f.q = qkv + f.row0 * f.ld + (size_t)h * hs, f.k = f.q + C, f.v = f.q + 2 * C;
+    f.dy = dout + f.row0 * C + (size_t)h * hs;
+    f.lse = lse + (size_t)bh * T, f.D = D + (size_t)bh * T;
+    return f;
+}
+
+// dk, dv of key tile (reversed) blockIdx.y of head blockIdx.x into dqkv (B, T, 3C): loops
+// over the query tiles at or after the key tile; each thread owns BK/4 rows x HS/32 channels.
+template <int HS, int BQ, int BK>
+static __global__ void __launch_bounds__(FLASH_THREADS)
+flash_backward_dkv_kernel(float *dqkv, const float *dout, const float *qkv, const float *lse,
+                          const float *D, int T, int NH, int hs, float scale) {
+    __shared__ FlashBwdSmem<HS, BQ, BK> sm;
+    constexpr int RPT = BK / FLASH_WARPS, CPT = HS / WARP;
+    int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
+    int k0 = (gridDim.y - 1 - blockIdx.y) * BK;
+    FlashHead f = flash_head(qkv, dout, lse, D, T, NH, hs);
+    flash_load_rows<BK, HS>(sm.k, f.k, f.ld, k0, T, hs);
+    flash_load_rows<BK, HS>(sm.v, f.v, f.ld, k0, T, hs);
+    float dk[RPT][CPT], dv[RPT][CPT];
+FLASH_UNROLL
+    for (int i = 0; i < RPT; i++)
+FLASH_UNROLL
+        for (int c = 0; c < CPT; c++) dk[i][c] = dv[i][c] = 0.0f;
+    for (int q0 = k0 / BQ * BQ; q0 < T; q0 += BQ) {
+        flash_load_query_tile(sm, f.q, f.ld, f.dy, f.ldy, f.lse, f.D, q0, T, hs);
+        __syncthreads();
+        flash_tile_probs(sm, q0, k0, T, scale);
+        __syncthreads();
+        for (int r = 0; r < BQ; r++) {  // dv[j] += p[r][j] dout[r]; dk[j] += ds[r][j] q[r]
+            float y[CPT], x[CPT];
+FLASH_UNROLL
+            for (int c = 0; c < CPT; c++) y[c] = sm.dy[r][lane + WARP * c], x[c] = sm.q[r][lane + WARP * c];
+FLASH_UNROLL
+            for (int i = 0; i < RPT; i++) {
+                float p = sm.p[r][warp + FLASH_WARPS * i], ds = sm.ds[r][warp + FLASH_WARPS * i];
+FLASH_UNROLL
+                for (int c = 0; c < CPT; c++) dv[i][c] += p * y[c], dk[i][c] += ds * x[c];
+            }
+        }
+        __syncthreads();  // the tiles are read before the next query tile overwrites them
+    }
+FLASH_UNROLL
+    for (int i = 0; i < RPT; i++) {
+        int u = k0 + warp + FLASH_WARPS * i;
+        if (u >= T) continue;
+        float *d = dqkv + (f.row0 + u) * f.ld + (size_t)f.h * hs + f.C;  // dk row u
+FLASH_UNROLL
+        for (int c = 0; c < CPT; c++)
+            if (lane + WARP * c < hs) {
+                d[lane + WARP * c] = scale * dk[i][c];
+                d[f.C + lane + WARP * c] = dv[i][c];
+            }
+    }
+}
+
+// dq of query tile (reversed) blockIdx.y of head blockIdx.x into dqkv (B, T, 3C): loops over
+// the key tiles at or before the query tile; each thread owns BQ/4 rows x HS/32 channels.
+template <int HS, int BQ, int BK>
+static __global__ void __launch_bounds__(FLASH_THREADS)
+flash_backward_dq_kernel(float *dqkv, const float *dout, const float *qkv, const float *lse,
+                         const float *D, int T, int NH, int hs, float scale) {
+    __shared__ FlashBwdSmem<HS, BQ, BK> sm;
+    constexpr int RPT = BQ / FLASH_WARPS, CPT = HS / WARP;
+    int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
+    int q0 = (gridDim.y - 1 - blockIdx.y) * BQ;
+    FlashHead f = flash_head(qkv, dout, lse, D, T, NH, hs);
+    flash_load_query_tile(sm, f.q, f.ld, f.dy, f.ldy, f.lse, f.D, q0, T, hs);
+    float dq[RPT][CPT];
+FLASH_UNROLL
+    for (int i = 0; i < RPT; i++)
+FLASH_UNROLL
+        for (int c = 0; c < CPT; c++) dq[i][c] = 0.0f;
+    int last = (q0 + BQ < T ? q0 + BQ : T) - 1;  // the tile's last query
+    for (int k0 = 0; k0 <= last; k0 += BK) {
+        flash_load_rows<BK, HS>(sm.k, f.k, f.ld, k0, T, hs);
+        flash_load_rows<BK, HS>(sm.v, f.v, f.ld, k0, T, hs);
+        __syncthreads();
+        flash_tile_probs(sm, q0, k0, T, scale);
+        __syncthreads();
+        for (int j = 0; j < BK; j++) {  // dq[r] += ds[r][j] k[j]
+            float kk[CPT];
+FLASH_UNROLL
+            for (int c = 0; c < CPT; c++) kk[c] = sm.k[j][lane + WARP * c];
+FLASH_UNROLL
+            for (int i = 0; i < RPT; i++) {
+                float ds = sm.ds[warp + FLASH_WARPS * i][j];
+FLASH_UNROLL
+                for (int c = 0; c < CPT; c++) dq[i][c] += ds * kk[c];
+            }
+        }
+        __syncthreads();
+    }
+FLASH_UNROLL
+    for (int i = 0; i < RPT; i++) {
+        int t = q0 + warp + FLASH_WARPS * i;
+        if (t >= T) continue;
+        float *d = dqkv + (f.row0 + t) * f.ld + (size_t)f.h * hs;
+FLASH_UNROLL
+        for (int c = 0; c < CPT; c++)
+            if (lane + WARP * c < hs) d[lane + WARP * c] = scale * dq[i][c];
+    }
+}

@@ -1,0 +1,69 @@
+// tests/backend/cuda/cuda_ops_flash.c: part of the CUDA-vs-CPU op-parity test (see
+// test_cuda_ops.c): fused causal attention, flash_attention_forward (out, lse) and
+// flash_attention_backward (dqkv, fed the reference's out and lse), at B = 2, NH = 3 and
+// awkward T (65, 100: not a multiple of any tile) and head sizes (24: zero-padded up to 32;
+// 64; 128: the 16 x 16 backward tiles). Outputs and the scratch are NaN-poisoned first; the
+// device runs everything twice and must give the same bits.
+#include "tests/backend/cuda/cuda_parity.h"
+
+#include <stdio.h>
+
+// Forward and backward of one shape on both backends (the device twice).
+static void check_flash(Parity *t, int B, int T, int NH, int hs) {
+    size_t nqkv = (size_t)B * T * 3 * NH * hs, nout = (size_t)B * T * NH * hs;
+    size_t nrow = (size_t)B * NH * T;
+    float *qkv = par_rand(t, nqkv, -2, 2), *dout = par_rand(t, nout, -1, 1);
+    float *rep = test_floats(nqkv);
+    ParOut out = par_out(nout), lse = par_out(nrow), dqkv = par_out(nqkv);
+    char what[160];
+    for (int k = 0; k < 2; k++) {
+        Backend *be = t->be[k];
+        float *d_qkv = par_up(t, k, qkv, nqkv);
+        float *d_out = par_alloc(t, k, nout * sizeof(float)), *d_lse = par_alloc(t, k, nrow * sizeof(float));
+        for (int run = 0; run < (k == PAR_DEV ? 2 : 1); run++) {
+            par_poison(t, k, d_out, nout), par_poison(t, k, d_lse, nrow);
+            be->ops->flash_attention_forward(be, d_out, d_lse, d_qkv, B, T, NH, hs);
+            par_down(t, k, run ? rep : out.h[k], d_out, nout);
+            par_down(t, k, run ? rep + nout : lse.h[k], d_lse, nrow);
+        }
+        if (k == PAR_DEV) {
+            EXPECT_SAME_BITS(rep, out.h[k], nout, "flash_attention_forward out rerun");
+            EXPECT_SAME_BITS(rep + nout, lse.h[k], nrow, "flash_attention_forward lse rerun");
+        }
+        par_release(t);
+    }
+    snprintf(what, sizeof what, "flash_attention_forward out B%d T%d NH%d hs%d", B, T, NH, hs);
+    PAR_CLOSE_OUT(out, what);
+    snprintf(what, sizeof what, "flash_attention_forward lse B%d T%d NH%d hs%d", B, T, NH, hs);
+    PAR_CLOSE_OUT(lse, what);
+    for (int k = 0; k < 2; k++) {
+        Backend *be = t->be[k];
+        float *d_qkv = par_up(t, k, qkv, nqkv), *d_dout = par_up(t, k, dout, nout);
+        float *d_out = par_up(t, k, out.h[PAR_REF], nout), *d_lse = par_up(t, k, lse.h[PAR_REF], nrow);
+        float *d_dqkv = par_alloc(t, k, nqkv * sizeof(float)), *d_scr = par_alloc(t, k, nrow * sizeof(float));
+        for (int run = 0; run < (k == PAR_DEV ? 2 : 1); run++) {
+            par_poison(t, k, d_dqkv, nqkv), par_poison(t, k, d_scr, nrow);
+            be->ops->flash_attention_backward(be, d_dqkv, d_scr, d_dout, d_qkv, d_out, d_lse,
+                                              B, T, NH, hs);
+            par_down(t, k, run ? rep : dqkv.h[k], d_dqkv, nqkv);
+        }
+        if (k == PAR_DEV) EXPECT_SAME_BITS(rep, dqkv.h[k], nqkv, "flash_attention_backward rerun");
+        par_release(t);
+    }
+    snprintf(what, sizeof what, "flash_attention_backward dqkv B%d T%d NH%d hs%d", B, T, NH, hs);
+    PAR_CLOSE_OUT(dqkv, what);
+    free(qkv), free(dout), free(rep);
+    par_out_free(&out), par_out_free(&lse), par_out_free(&dqkv);
+}
+
+int cuda_ops_flash(Parity *t) {
+    if (t->quick) {  // sanitizer builds: one short sequence, the two tilings
+        check_flash(t, 2, 17, 3, 24);
+        check_flash(t, 1, 33, 2, 128);
+        return test_failures_;
+    }
+    const int Ts[2] = {65, 100}, hss[3] = {24, 64, 128};
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 3; j++) check_flash(t, 2, Ts[i], 3, hss[j]);
+    return test_failures_;
+}
