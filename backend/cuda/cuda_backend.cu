@@ -22,20 +22,26 @@ void cuda_wait(Backend *be) {
     }
 }
 
-// Device memory, zeroed (cudaMalloc's is not). A failure names the bytes asked and free.
-static void *cuda_alloc(Backend *be, size_t bytes) {
+// `bytes` of device memory on `device`; a failure ends the job naming `what`, the bytes
+// asked and the bytes free.
+static void *device_alloc(int device, size_t bytes, const char *what) {
     void *p = NULL;
-    size_t want = bytes ? bytes : 1;
-    cudaError_t e = cudaMalloc(&p, want);
+    cudaError_t e = cudaMalloc(&p, bytes);
     if (e != cudaSuccess) {
         size_t free_b = 0, total_b = 0;
         (void)cudaGetLastError();  // clear the sticky allocation error before asking
         cudaMemGetInfo(&free_b, &total_b);
-        core_fatal("cuda backend: cannot allocate %zu bytes (%.2f GiB) of device memory on "
-                   "device %d: %.2f GiB free of %.2f GiB (%s)", bytes, bytes / 1073741824.0,
-                   cuda_state(be)->device, free_b / 1073741824.0, total_b / 1073741824.0,
-                   cudaGetErrorString(e));
+        core_fatal("cuda backend: cannot allocate %s (%zu bytes, %.2f GiB) on device %d: %zu "
+                   "bytes (%.2f GiB) free of %zu (%s)", what, bytes, bytes / 1073741824.0, device,
+                   free_b, free_b / 1073741824.0, total_b, cudaGetErrorString(e));
     }
+    return p;
+}
+
+// Device memory, zeroed (cudaMalloc's is not). A failure names the bytes asked and free.
+static void *cuda_alloc(Backend *be, size_t bytes) {
+    size_t want = bytes ? bytes : 1;
+    void *p = device_alloc(cuda_state(be)->device, want, "device memory");
     CUDA_CHECK(cudaMemsetAsync(p, 0, want, cuda_stream(be)));
     return p;
 }
@@ -138,20 +144,6 @@ extern "C" int backend_cuda_available(void) {
     return e == cudaSuccess && n > 0;
 }
 
-// A device allocation made at start-up, named in the failure message.
-static void *startup_alloc(int device, size_t bytes, const char *what) {
-    void *p = NULL;
-    cudaError_t e = cudaMalloc(&p, bytes);
-    if (e != cudaSuccess) {
-        size_t free_b = 0, total_b = 0;
-        (void)cudaGetLastError();
-        cudaMemGetInfo(&free_b, &total_b);
-        core_fatal("cuda backend: cannot allocate %s (%zu bytes) on device %d: %zu bytes free "
-                   "of %zu (%s)", what, bytes, device, free_b, total_b, cudaGetErrorString(e));
-    }
-    return p;
-}
-
 extern "C" Backend *backend_cuda_create(int device, BackendMath math) {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
@@ -166,9 +158,9 @@ extern "C" Backend *backend_cuda_create(int device, BackendMath math) {
     st->math = math;
     CUDA_CHECK(cudaStreamCreateWithFlags(&st->stream, cudaStreamNonBlocking));
     CUBLAS_CHECK(cublasLtCreate(&st->lt));
-    st->workspace = startup_alloc(device, CUDA_WORKSPACE_BYTES, "the cuBLASLt workspace");
-    st->partials = (double *)startup_alloc(device, CUDA_PARTIALS * sizeof(double), "reduction scratch");
-    st->result = (double *)startup_alloc(device, sizeof(double), "a reduction result");
+    st->workspace = device_alloc(device, CUDA_WORKSPACE_BYTES, "the cuBLASLt workspace");
+    st->partials = (double *)device_alloc(device, CUDA_PARTIALS * sizeof(double), "reduction scratch");
+    st->result = (double *)device_alloc(device, sizeof(double), "a reduction result");
     CUDA_CHECK(cudaMallocHost((void **)&st->result_host, sizeof(double)));
     CUDA_CHECK(cudaMallocHost(&st->staging, CUDA_STAGING_BYTES));
     CUDA_CHECK(cudaEventCreateWithFlags(&st->staging_free, cudaEventDisableTiming));
