@@ -6,7 +6,14 @@
 // the reference; the CUDA backend (kernels + cuBLASLt) is tested against it op by op.
 //
 // Conventions
-//   * Row-major fp32. N = rows (B*T), C = channels, OC = output channels, NH = heads,
+//   * Precision: activations and the compute copies of the weights are stored in the
+//     backend's activation type `be->act` (BackendDType): fp32 on the CPU backend (always),
+//     fp32, bf16 or fp16 on CUDA (--bf16 / --fp16). They are `void *` below. Everything typed
+//     `float *` is fp32 whatever be->act is: parameter gradients (main gradients, accumulated
+//     in fp32 over micro-batches), LayerNorm statistics, log-sum-exp, cross-entropy
+//     statistics and losses, attention backward scratch, master weights and optimizer state.
+//     Arithmetic inside every op is fp32; only loads and stores round.
+//   * Row-major. N = rows (B*T), C = channels, OC = output channels, NH = heads,
 //     hs = head size, V_local = this rank's vocabulary columns.
 //   * Activation gradients (`dinp`) are OVERWRITTEN, except layernorm_backward, which
 //     ACCUMULATES into dinp (it closes a residual branch). Parameter gradients (`dweight`,
@@ -22,6 +29,8 @@ extern "C" {
 #endif
 
 typedef enum { BACKEND_CPU, BACKEND_CUDA } BackendKind;
+// Element types of activation buffers and weight copies (values are stable: logged, tested).
+typedef enum { BACKEND_F32 = 0, BACKEND_BF16 = 1, BACKEND_F16 = 2 } BackendDType;
 typedef enum { BACKEND_H2D, BACKEND_D2H, BACKEND_D2D } BackendCopyKind;
 
 typedef struct Backend Backend;
@@ -46,69 +55,72 @@ typedef struct {
 
     // --- linear ----------------------------------------------------------------------
     // out (N, OC) = inp (N, C) @ weight (OC, C)^T + bias (OC); bias may be NULL.
-    void (*matmul_forward)(Backend *be, float *out, const float *inp, const float *weight,
-                           const float *bias, int N, int C, int OC);
+    void (*matmul_forward)(Backend *be, void *out, const void *inp, const void *weight,
+                           const void *bias, int N, int C, int OC);
     // dinp (N, C) = dout (N, OC) @ weight (OC, C)          [overwritten; skipped if NULL]
     // dweight (OC, C) += dout^T @ inp;  dbias (OC) += column sums of dout  [if not NULL]
-    void (*matmul_backward)(Backend *be, float *dinp, float *dweight, float *dbias,
-                            const float *dout, const float *inp, const float *weight,
+    void (*matmul_backward)(Backend *be, void *dinp, float *dweight, float *dbias,
+                            const void *dout, const void *inp, const void *weight,
                             int N, int C, int OC);
 
     // --- layernorm (eps 1e-5) ------------------------------------------------------
     // out (N, C) = (inp - mean) * rstd * weight + bias; saves mean (N), rstd (N).
-    void (*layernorm_forward)(Backend *be, float *out, float *mean, float *rstd,
-                              const float *inp, const float *weight, const float *bias,
+    void (*layernorm_forward)(Backend *be, void *out, float *mean, float *rstd,
+                              const void *inp, const void *weight, const void *bias,
                               int N, int C);
     // dinp (N, C) += ..., dweight (C) += ..., dbias (C) += ...
-    void (*layernorm_backward)(Backend *be, float *dinp, float *dweight, float *dbias,
-                               const float *dout, const float *inp, const float *weight,
+    void (*layernorm_backward)(Backend *be, void *dinp, float *dweight, float *dbias,
+                               const void *dout, const void *inp, const void *weight,
                                const float *mean, const float *rstd, int N, int C);
 
     // --- pointwise -----------------------------------------------------------------
     // GELU, tanh approximation: out (n) = gelu(inp)
-    void (*gelu_forward)(Backend *be, float *out, const float *inp, size_t n);
+    void (*gelu_forward)(Backend *be, void *out, const void *inp, size_t n);
     // dinp (n) = gelu'(inp) * dout   [overwritten]
-    void (*gelu_backward)(Backend *be, float *dinp, const float *inp, const float *dout, size_t n);
+    void (*gelu_backward)(Backend *be, void *dinp, const void *inp, const void *dout, size_t n);
     // out (n) = a + b   (out may alias a or b)
-    void (*add)(Backend *be, float *out, const float *a, const float *b, size_t n);
-    // x (n) *= s
+    void (*add)(Backend *be, void *out, const void *a, const void *b, size_t n);
+    // x (n) *= s   (x is fp32)
     void (*scale)(Backend *be, float *x, float s, size_t n);
+    // dst (n, type dt) = src (n, type st) converted, round to nearest even; dst and src do
+    // not overlap unless dt == st and dst == src (a no-op). Any pair of BackendDType.
+    void (*cast)(Backend *be, void *dst, BackendDType dt, const void *src, BackendDType st, size_t n);
 
     // --- causal self-attention, scale 1/sqrt(hs) -----------------------------------
     // qkv (B, T, 3*NH*hs) laid out [q: NH heads | k: NH heads | v: NH heads] per token;
     // out (B, T, NH*hs); att (B, NH, T, T) softmax probabilities, saved for backward
     // (entries above the diagonal are 0).
-    void (*attention_forward)(Backend *be, float *out, float *att, const float *qkv,
+    void (*attention_forward)(Backend *be, void *out, void *att, const void *qkv,
                               int B, int T, int NH, int hs);
     // dqkv (B, T, 3*NH*hs) [overwritten]; scratch (B, NH, T, T) is workspace.
-    void (*attention_backward)(Backend *be, float *dqkv, float *scratch, const float *dout,
-                               const float *qkv, const float *att, int B, int T, int NH, int hs);
+    void (*attention_backward)(Backend *be, void *dqkv, float *scratch, const void *dout,
+                               const void *qkv, const void *att, int B, int T, int NH, int hs);
 
     // --- fused causal self-attention (--use-flash-attn): the (T, T) matrix is never stored --
     // Same qkv layout, causal mask and scale as attention_forward; out (B, T, NH*hs) is the
     // same function. lse (B, NH, T) = log(sum_{u<=t} exp(s_tu)) of each row's scaled scores
     // s_tu = q_t . k_u / sqrt(hs) (natural log), saved for backward instead of att. Memory is
     // linear in T. The CUDA backend takes hs <= 128 (aborts the job naming hs otherwise).
-    void (*flash_attention_forward)(Backend *be, float *out, float *lse, const float *qkv,
+    void (*flash_attention_forward)(Backend *be, void *out, float *lse, const void *qkv,
                                     int B, int T, int NH, int hs);
     // dqkv (B, T, 3*NH*hs) [overwritten] from dout (B, T, NH*hs) and the forward's qkv, out
     // and lse: the probabilities are recomputed from lse. scratch (B, NH, T) is workspace
     // (rowsum(dout * out) per row); no other memory is used. dqkv aliases none of the inputs.
-    void (*flash_attention_backward)(Backend *be, float *dqkv, float *scratch, const float *dout,
-                                     const float *qkv, const float *out, const float *lse,
+    void (*flash_attention_backward)(Backend *be, void *dqkv, float *scratch, const void *dout,
+                                     const void *qkv, const void *out, const float *lse,
                                      int B, int T, int NH, int hs);
 
     // --- embeddings (vocab-parallel: this rank holds rows [vocab_start, vocab_start+V_local)) ---
     // out (N, C) = table[tok - vocab_start] for tokens in the block, 0 for the others.
-    void (*embedding_forward)(Backend *be, float *out, const int *tokens, const float *table,
+    void (*embedding_forward)(Backend *be, void *out, const int *tokens, const void *table,
                               int N, int C, int vocab_start, int V_local);
     // dtable (V_local, C) += dout rows of the tokens in the block.
-    void (*embedding_backward)(Backend *be, float *dtable, const float *dout, const int *tokens,
+    void (*embedding_backward)(Backend *be, float *dtable, const void *dout, const int *tokens,
                                int N, int C, int vocab_start, int V_local);
     // out (B, T, C) += wpe (T, C)
-    void (*position_forward)(Backend *be, float *out, const float *wpe, int B, int T, int C);
+    void (*position_forward)(Backend *be, void *out, const void *wpe, int B, int T, int C);
     // dwpe (T, C) += sum over b of dout (B, T, C)
-    void (*position_backward)(Backend *be, float *dwpe, const float *dout, int B, int T, int C);
+    void (*position_backward)(Backend *be, float *dwpe, const void *dout, int B, int T, int C);
 
     // --- vocab-parallel softmax cross-entropy over a logit shard (N, V_local) -----------
     // Columns [0, V_valid) are real vocabulary, [V_valid, V_local) padding, masked out.
@@ -119,13 +131,13 @@ typedef struct {
     //   xent_loss   -> loss (N) = log(sumexp) + rowmax - tgt
     //   xent_backward -> dlogits (N, V_local) = dscale[i] * (softmax - onehot), 0 at padding;
     //                  dlogits may alias logits.
-    void (*xent_max)(Backend *be, float *rowmax, const float *logits, int N, int V_local, int V_valid);
-    void (*xent_sumexp)(Backend *be, float *sumexp, float *tgt, const float *logits,
+    void (*xent_max)(Backend *be, float *rowmax, const void *logits, int N, int V_local, int V_valid);
+    void (*xent_sumexp)(Backend *be, float *sumexp, float *tgt, const void *logits,
                         const float *rowmax, const int *targets, int N, int V_local, int V_valid,
                         int vocab_start);
     void (*xent_loss)(Backend *be, float *loss, const float *sumexp, const float *rowmax,
                       const float *tgt, int N);
-    void (*xent_backward)(Backend *be, float *dlogits, const float *logits, const float *rowmax,
+    void (*xent_backward)(Backend *be, void *dlogits, const void *logits, const float *rowmax,
                           const float *sumexp, const int *targets, const float *dscale,
                           int N, int V_local, int V_valid, int vocab_start);
 
@@ -160,6 +172,7 @@ typedef struct {
 struct Backend {
     const BackendOps *ops;
     BackendKind kind;
+    BackendDType act;  // activations and weight copies (void * in BackendOps); F32 on the CPU
     char name[64];  // e.g. "cpu (2 threads, OpenBLAS SkylakeX)" or "cuda:0 (NVIDIA H100)"
     union {
         struct { int nthreads; } cpu;
@@ -173,14 +186,22 @@ Backend *backend_cpu_create(int nthreads);
 #ifdef MEGAC_HAVE_CUDA
 // Math of the CUDA backend's GEMMs: TF32 tensor cores (fast, ~1e-3 relative) or strict fp32.
 typedef enum { BACKEND_MATH_TF32, BACKEND_MATH_FP32 } BackendMath;
-// CUDA backend on `device` with GEMMs in `math`; aborts the job naming the CUDA error when
-// no device is usable. The name says the device and the math mode. Never returns NULL.
-Backend *backend_cuda_create(int device, BackendMath math);
+// CUDA backend on `device` with GEMMs in `math` and activations/weight copies stored as
+// `act` (BACKEND_F32, or BACKEND_BF16 / BACKEND_F16 for mixed precision: GEMMs on bf16/fp16
+// tensor cores with fp32 accumulation, `math` then applies to nothing). Aborts the job naming
+// the CUDA error when no device is usable. The name says the device, the math and `act`.
+// Never returns NULL.
+Backend *backend_cuda_create(int device, BackendMath math, BackendDType act);
 // 1 if a CUDA device can be used (driver present and a device visible), else 0. Never fails.
 int backend_cuda_available(void);
 #endif
 // Frees the backend's state. NULL is fine.
 void backend_destroy(Backend *be);
+
+// Bytes of one element of `t` (4 or 2). Pure.
+size_t backend_dtype_size(BackendDType t);
+// "fp32", "bf16" or "fp16". Pure.
+const char *backend_dtype_name(BackendDType t);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,7 @@
 // bench/bench_ops.c: where a training step's time goes on the CPU backend. Runs the ops of
 // one forward + backward + optimizer step of the `medium` GPT (L=6, C=384, NH=6, T=256,
-// B=4, V=50257 padded to 50304, weight-tied LM head) in the model's order, timing each call,
+// B=4, V given: 50257 padded to 50304 by default, 256 as bench_train's `medium`; weight-tied
+// LM head) in the model's order, timing each call,
 // so the costs of switching between OpenMP regions and BLAS threads are included.
 #include "bench.h"
 #include "core/check.h"
@@ -9,7 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-enum { L = 6, C = 384, NH = 6, T = 256, B = 4, V = 50257, VP = 50304, N = B * T };
+enum { L = 6, C = 384, NH = 6, T = 256, B = 4, N = B * T };
 
 typedef enum {
     OP_MM_FWD, OP_MM_BWD, OP_LM_FWD, OP_LM_BWD, OP_ATT_FWD, OP_ATT_BWD, OP_LN_FWD, OP_LN_BWD,
@@ -65,7 +66,7 @@ static double mm_flops(int oc, int c) { return 2.0 * N * c * oc; }
 // AdamW on every parameter (flat buffers of the medium model's size).
 static void run_step(Backend *be, OpStats *st, Layer *w, Layer *g, float **a, float **d,
                      int *tokens, float *wte, float *dwte, float *wpe, float *dwpe,
-                     float *logits, float *opt[4], size_t nparams) {
+                     float *logits, float *opt[4], size_t nparams, int V, int VP, int flash) {
     const BackendOps *o = be->ops;
     float *x = a[0], *ln = a[1], *mean = a[2], *rstd = a[3], *qkv = a[4], *att = a[5];
     float *y = a[6], *h = a[7], *hg = a[8], *xent = a[9];
@@ -76,7 +77,10 @@ static void run_step(Backend *be, OpStats *st, Layer *w, Layer *g, float **a, fl
     for (int l = 0; l < L; l++) {
         TIMED(st, OP_LN_FWD, 0, o->layernorm_forward(be, ln, mean, rstd, x, w->ln_w, w->ln_b, N, C));
         TIMED(st, OP_MM_FWD, mm_flops(3 * C, C), o->matmul_forward(be, qkv, ln, w->qkv_w, w->qkv_b, N, C, 3 * C));
-        TIMED(st, OP_ATT_FWD, attf, o->attention_forward(be, y, att, qkv, B, T, NH, C / NH));
+        if (flash)  // lse (B, NH, T) in att's buffer
+            TIMED(st, OP_ATT_FWD, attf, o->flash_attention_forward(be, y, att, qkv, B, T, NH, C / NH));
+        else
+            TIMED(st, OP_ATT_FWD, attf, o->attention_forward(be, y, att, qkv, B, T, NH, C / NH));
         TIMED(st, OP_MM_FWD, mm_flops(C, C), o->matmul_forward(be, dy, y, w->proj_w, w->proj_b, N, C, C));
         TIMED(st, OP_ADD, 0, o->add(be, x, x, dy, (size_t)N * C));
         TIMED(st, OP_LN_FWD, 0, o->layernorm_forward(be, ln, mean, rstd, x, w->ln_w, w->ln_b, N, C));
@@ -100,7 +104,10 @@ static void run_step(Backend *be, OpStats *st, Layer *w, Layer *g, float **a, fl
         TIMED(st, OP_MM_BWD, 2 * mm_flops(4 * C, C), o->matmul_backward(be, dln, g->fc_w, g->fc_b, dh, ln, w->fc_w, N, C, 4 * C));
         TIMED(st, OP_LN_BWD, 0, o->layernorm_backward(be, dx, g->ln_w, g->ln_b, dln, x, w->ln_w, mean, rstd, N, C));
         TIMED(st, OP_MM_BWD, 2 * mm_flops(C, C), o->matmul_backward(be, dy, g->proj_w, g->proj_b, dx, y, w->proj_w, N, C, C));
-        TIMED(st, OP_ATT_BWD, 2 * attf, o->attention_backward(be, dqkv, datt, dy, qkv, att, B, T, NH, C / NH));
+        if (flash)
+            TIMED(st, OP_ATT_BWD, 2 * attf, o->flash_attention_backward(be, dqkv, datt, dy, qkv, y, att, B, T, NH, C / NH));
+        else
+            TIMED(st, OP_ATT_BWD, 2 * attf, o->attention_backward(be, dqkv, datt, dy, qkv, att, B, T, NH, C / NH));
         TIMED(st, OP_MM_BWD, 2 * mm_flops(3 * C, C), o->matmul_backward(be, dln, g->qkv_w, g->qkv_b, dqkv, ln, w->qkv_w, N, C, 3 * C));
         TIMED(st, OP_LN_BWD, 0, o->layernorm_backward(be, dx, g->ln_w, g->ln_b, dln, x, w->ln_w, mean, rstd, N, C));
     }
@@ -137,7 +144,8 @@ static void print_stats(const OpStats *st, int steps, double ceiling) {
                gemm_f / total * 1e-9, 100 * gemm_f / total * 1e-9 / ceiling, ceiling);
 }
 
-void bench_ops_medium(Backend *be, int steps, double ceiling) {
+void bench_ops_medium(Backend *be, int steps, double ceiling, int V, int flash) {
+    int VP = (V + 127) / 128 * 128;  // padded as the model pads it (one rank)
     Layer w, g;
     layer_init(be, &w, 100), layer_init(be, &g, 200);
     // activations a[] and their gradients d[], sized for the largest use of each slot
@@ -155,14 +163,14 @@ void bench_ops_medium(Backend *be, int steps, double ceiling) {
     float *opt[4];  // params, grads, m, v (m and v start at zero, as in training)
     for (int k = 0; k < 4; k++)
         opt[k] = k < 2 ? buf(be, nparams, 600 + k) : be->ops->alloc(be, nparams * sizeof(float));
-    printf("\nmedium: L=%d C=%d NH=%d T=%d B=%d V=%d (padded %d), %.2fM parameters, %s\n", L, C,
-           NH, T, B, V, VP, nparams / 1e6, be->name);
+    printf("\nmedium: L=%d C=%d NH=%d T=%d B=%d V=%d (padded %d), %.2fM parameters, %s, %s attention\n",
+           L, C, NH, T, B, V, VP, nparams / 1e6, be->name, flash ? "fused (flash)" : "materialised");
 
     if (steps < 1) steps = 1;
     OpStats warm = {0}, *st = core_calloc((size_t)steps, sizeof(OpStats));
-    run_step(be, &warm, &w, &g, a, d, tokens, wte, dwte, wpe, dwpe, logits, opt, nparams);
+    run_step(be, &warm, &w, &g, a, d, tokens, wte, dwte, wpe, dwpe, logits, opt, nparams, V, VP, flash);
     for (int s = 0; s < steps; s++)
-        run_step(be, &st[s], &w, &g, a, d, tokens, wte, dwte, wpe, dwpe, logits, opt, nparams);
+        run_step(be, &st[s], &w, &g, a, d, tokens, wte, dwte, wpe, dwpe, logits, opt, nparams, V, VP, flash);
     print_stats(st, steps, ceiling);
     free(st);
 

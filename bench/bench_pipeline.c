@@ -1,6 +1,6 @@
 // bench/bench_pipeline.c: the 1F1B schedule's step time against its ideal.
 //
-//     megac-mpiexec -n 2 bench_pipeline [--micro 4,8] [--num-layers 4] ...
+//     megac-mpiexec -n 2 bench_pipeline [--micro 2,4,8] [--num-layers 4] ...
 //
 // One rank per pipeline stage (PP = world size), one thread each. First every stage times
 // forward + backward of one micro-batch alone (no p2p; all stages at once, as they run in
@@ -11,6 +11,7 @@
 // measured bubble per stage beside the theoretical one. --pipeline-schedule gpipe times
 // GPipe against the same ideal (its bubble is the same; it holds m activations, not PP - s).
 #include "backend/backend.h"
+#include "backend/cpu/cpu_blas.h"
 #include "core/args.h"
 #include "core/check.h"
 #include "core/timer.h"
@@ -80,7 +81,25 @@ static void measure(PPStep *st, Comm *world, int reps, double *t_mb, double *ste
     free(a);
 }
 
+// Parses --micro's values into ms (at most cap): "2,4,8" and "2 4 8" alike. Returns the
+// count; exits with a usage error on anything but positive integers.
+static int parse_micros(const CoreStrList *l, int *ms, int cap) {
+    int n = 0;
+    for (int i = 0; i < l->n; i++)
+        for (const char *p = l->items[i]; *p;) {
+            char *end = NULL;
+            long v = strtol(p, &end, 10);
+            if (end == p || v <= 0 || v > 1000000 || (*end && *end != ','))
+                core_usage_error("--micro: counts must be positive integers, got '%s'", l->items[i]);
+            if (n == cap) core_usage_error("--micro: at most %d counts", cap);
+            ms[n++] = (int)v;
+            p = *end ? end + 1 : end;
+        }
+    return n;
+}
+
 int main(int argc, char **argv) {
+    backend_cpu_select_blas_kernels(argc, argv);  // before MPI_Init: may re-execute
     MPI_CHECK(MPI_Init(&argc, &argv));
     GPTConfig cfg = {.num_layers = 4, .hidden_size = 256, .num_heads = 4, .seq_length = 128,
                      .vocab_size = 512, .vocab_divisible_by = 128};
@@ -94,7 +113,7 @@ int main(int argc, char **argv) {
         {"--seq-length", ARG_INT, &cfg.seq_length, "T"},
         {"--vocab-size", ARG_INT, &cfg.vocab_size, "V (small: stages stay balanced)"},
         {"--micro-batch-size", ARG_INT, &micro_batch, "B"},
-        {"--micro", ARG_LIST, &micros, "micro-batches per step to time (default 4 8)"},
+        {"--micro", ARG_LIST, &micros, "micro-batches per step to time, e.g. 2,4,8 (default 4,8)"},
         {"--reps", ARG_INT, &reps, "timed repetitions (median)"},
         {"--num-threads", ARG_INT, &threads, "threads per rank"},
         {"--pipeline-schedule", ARG_STR, &schedule, "1f1b | gpipe"},
@@ -102,14 +121,9 @@ int main(int argc, char **argv) {
     core_args_parse("megac-mpiexec -n PP bench_pipeline [flags]", specs,
                     sizeof specs / sizeof *specs, argc - 1, argv + 1);
     int ms[16] = {4, 8}, n_m = 2, max_m = 0;
-    if (micros.n) {
-        n_m = micros.n < 16 ? micros.n : 16;
-        for (int i = 0; i < n_m; i++) ms[i] = atoi(micros.items[i]);
-    }
-    for (int i = 0; i < n_m; i++) {
-        if (ms[i] <= 0) core_usage_error("--micro: counts must be > 0, got %d", ms[i]);
+    if (micros.n) n_m = parse_micros(&micros, ms, 16);
+    for (int i = 0; i < n_m; i++)
         if (ms[i] > max_m) max_m = ms[i];
-    }
     if (reps <= 0) core_usage_error("--reps must be > 0");
     int kind = pp_schedule_parse(schedule);
     if (kind < 0) core_usage_error("--pipeline-schedule must be 1f1b or gpipe, got '%s'", schedule);

@@ -8,7 +8,8 @@
 //   CPU:  that as a fraction of the sgemm ceiling (best of 2048^3 and the model's own largest
 //         GEMM shape, measured here with the same threads);
 //   CUDA: model TFLOP/s and MFU against --peak-tflops (default 989: H100/H200 dense bf16),
-//         timed between backend syncs; TF32 GEMMs unless --no-tf32.
+//         timed between backend syncs; TF32 GEMMs unless --no-tf32; --bf16 / --fp16 mixed
+//         precision; --use-flash-attn fused attention. Also the memory megac allocated.
 // On CUDA each config also prints one "RESULT key=value ..." line (scripts/gpu/selfcheck.sh).
 #include "backend/cpu/cpu_blas.h"
 #include "core/args.h"
@@ -54,14 +55,20 @@ static double sgemm_gflops(int M, int N, int K) {
     return 2.0 * M * N * K / best * 1e-9;
 }
 
-static GPTConfig gpt_config_of(const BenchConfig *bc) {
-    return (GPTConfig){bc->L, bc->C, bc->NH, 4 * bc->C, bc->T, bc->T, bc->V, 128, 0, 0, 0};
+static GPTConfig gpt_config_of(const BenchConfig *bc, int flash) {
+    return (GPTConfig){.num_layers = bc->L, .hidden_size = bc->C, .num_heads = bc->NH,
+                       .ffn_hidden_size = 4 * bc->C, .seq_length = bc->T,
+                       .max_position_embeddings = bc->T, .vocab_size = bc->V,
+                       .vocab_divisible_by = 128, .use_flash_attn = flash};
 }
 
 // Times `steps` steps (after one warm-up): forward, backward, AdamW, between backend syncs
 // (CUDA queues its work; the CPU sync is a no-op). Returns ms per step.
-static double time_steps(const BenchConfig *bc, Backend *be, Comm *one, int steps, int *Vp) {
-    GPTConfig cfg = gpt_config_of(bc);
+// *mem: bytes megac allocated for the model (weights, copies, grads, activations, workspace)
+// and the optimizer (moments).
+static double time_steps(const BenchConfig *bc, Backend *be, Comm *one, int steps, int flash,
+                         int *Vp, double *mem) {
+    GPTConfig cfg = gpt_config_of(bc, flash);
     char err[512];
     if (gpt_config_check(&cfg, 1, 1, err, sizeof err) != 0) core_usage_error("%s: %s", bc->name, err);
     GPT *m = gpt_create(&cfg, be, 1, 0, 1, 0, bc->B, 1, 1234, optim_pad_multiple(1), 0);
@@ -80,10 +87,13 @@ static double time_steps(const BenchConfig *bc, Backend *be, Comm *one, int step
         gpt_forward(m, one, 0, tok, tgt);
         gpt_backward(m, one, 0, NULL, 1.0f / N);
         optim_update(o, &ac, 3e-4, 1.0, m->param_mem, m->grad_mem);
+        gpt_refresh_weight_copies(m);
     }
     be->ops->sync(be);
     double ms = (core_now() - t0) * 1e3 / steps;
     *Vp = m->Vp;
+    *mem = (double)m->n_alloc * (8 + (be->act == BACKEND_F32 ? 0 : backend_dtype_size(be->act))) +
+           (double)m->slot_bytes * m->n_slots + (double)m->scratch_bytes + (double)optim_state_bytes(o);
     free(tok), free(tgt);
     optim_destroy(o);
     gpt_destroy(m);
@@ -91,10 +101,12 @@ static double time_steps(const BenchConfig *bc, Backend *be, Comm *one, int step
 }
 
 // CPU: the figures against the sgemm ceiling, as before the CUDA path existed.
-static void run_cpu(const BenchConfig *bc, Backend *be, Comm *one, int steps, double square) {
+static void run_cpu(const BenchConfig *bc, Backend *be, Comm *one, int steps, double square,
+                    int flash) {
     int Vp = 0;
-    double ms = time_steps(bc, be, one, steps, &Vp);
-    GPTConfig cfg = gpt_config_of(bc);
+    double mem = 0;
+    double ms = time_steps(bc, be, one, steps, flash, &Vp, &mem);
+    GPTConfig cfg = gpt_config_of(bc, flash);
     double gflops = gpt_flops_per_iteration(&cfg, Vp, bc->B) / (ms * 1e-3) * 1e-9;
     // The model's own largest GEMM (the MLP's, or the output layer's) as a second ceiling.
     double own = sgemm_gflops(bc->B * bc->T, Vp > 4 * bc->C ? Vp : 4 * bc->C, bc->C);
@@ -104,23 +116,27 @@ static void run_cpu(const BenchConfig *bc, Backend *be, Comm *one, int steps, do
 }
 
 // CUDA: model TFLOP/s and MFU against the peak.
-static void run_cuda(const BenchConfig *bc, Backend *be, Comm *one, int steps, double peak) {
+static void run_cuda(const BenchConfig *bc, Backend *be, Comm *one, int steps, double peak,
+                     int flash) {
     int Vp = 0;
-    double ms = time_steps(bc, be, one, steps, &Vp);
-    GPTConfig cfg = gpt_config_of(bc);
+    double mem = 0;
+    double ms = time_steps(bc, be, one, steps, flash, &Vp, &mem);
+    GPTConfig cfg = gpt_config_of(bc, flash);
     double tflops = gpt_flops_per_iteration(&cfg, Vp, bc->B) / (ms * 1e-3) * 1e-12;
     double tok_s = bc->B * bc->T / (ms * 1e-3);
-    printf("%-11s %5d %4d %9.2f %10.0f %9.1f %7.1f%%\n", bc->name, bc->T, bc->B, ms, tok_s,
-           tflops, 100.0 * tflops / peak);
-    printf("RESULT config=%s device=cuda T=%d B=%d ms=%.3f tokens_s=%.1f tflops=%.3f mfu=%.4f "
-           "peak_tflops=%.1f\n", bc->name, bc->T, bc->B, ms, tok_s, tflops, tflops / peak, peak);
+    printf("%-11s %5d %4d %9.2f %10.0f %9.1f %7.1f%% %9.0f\n", bc->name, bc->T, bc->B, ms, tok_s,
+           tflops, 100.0 * tflops / peak, mem / 1048576.0);
+    printf("RESULT config=%s device=cuda act=%s flash=%d T=%d B=%d ms=%.3f tokens_s=%.1f "
+           "tflops=%.3f mfu=%.4f peak_tflops=%.1f mem_mib=%.0f\n", bc->name,
+           backend_dtype_name(be->act), flash, bc->T, bc->B, ms, tok_s, tflops, tflops / peak, peak,
+           mem / 1048576.0);
 }
 
 int main(int argc, char **argv) {
     backend_cpu_select_blas_kernels(argc, argv);
     MPI_CHECK(MPI_Init(NULL, NULL));
     const char *only = NULL, *device = "cpu";
-    int steps = 3, threads = 0, T = 0, B = 0, no_tf32 = 0;
+    int steps = 3, threads = 0, T = 0, B = 0, no_tf32 = 0, bf16 = 0, fp16 = 0, flash = 0;
     double peak = 989.0;
     ArgSpec specs[] = {
         {"--config", ARG_STR, &only,
@@ -131,10 +147,14 @@ int main(int argc, char **argv) {
         {"--seq-length", ARG_INT, &T, "sequence length T (0: the config's)"},
         {"--micro-batch", ARG_INT, &B, "sequences per step B (0: the config's)"},
         {"--no-tf32", ARG_BOOL, &no_tf32, "CUDA: strict fp32 GEMMs (default: TF32 tensor cores)"},
+        {"--bf16", ARG_BOOL, &bf16, "CUDA: bf16 activations and weight copies (mixed precision)"},
+        {"--fp16", ARG_BOOL, &fp16, "CUDA: fp16 activations and weight copies (no loss scaling here)"},
+        {"--use-flash-attn", ARG_BOOL, &flash, "fused attention: no (T, T) matrix stored"},
         {"--peak-tflops", ARG_FLOAT, &peak, "CUDA: the GPU's peak TFLOP/s for MFU (H100/H200 dense bf16)"},
     };
     core_args_parse("usage: bench_train [--config NAME] [--steps N] [--threads N] [--device cpu|cuda] "
-                    "[--seq-length T] [--micro-batch B] [--no-tf32] [--peak-tflops X]",
+                    "[--seq-length T] [--micro-batch B] [--no-tf32] [--bf16|--fp16] [--use-flash-attn] "
+                    "[--peak-tflops X]",
                     specs, (int)(sizeof specs / sizeof specs[0]), argc - 1, argv + 1);
     int cuda = !strcmp(device, "cuda");
     if (!cuda && strcmp(device, "cpu")) core_usage_error("--device must be cpu or cuda, got '%s'", device);
@@ -143,6 +163,8 @@ int main(int argc, char **argv) {
     int found = !only;
     for (int i = 0; i < N_CONFIGS; i++) found |= only && !strcmp(only, CONFIGS[i].name);
     if (!found) core_usage_error("unknown --config '%s'", only);
+    if ((bf16 || fp16) && !cuda) core_usage_error("--bf16/--fp16 need --device cuda (the CPU computes in fp32)");
+    if (bf16 && fp16) core_usage_error("--bf16 and --fp16 contradict each other");
 
     Backend *be = NULL;
     Comm *one = NULL;
@@ -151,11 +173,12 @@ int main(int argc, char **argv) {
     if (cuda) {
 #ifdef MEGAC_HAVE_CUDA
         if (!backend_cuda_available()) core_usage_error("--device cuda: no usable CUDA device");
-        be = backend_cuda_create(0, no_tf32 ? BACKEND_MATH_FP32 : BACKEND_MATH_TF32);
+        BackendDType act = bf16 ? BACKEND_BF16 : fp16 ? BACKEND_F16 : BACKEND_F32;
+        be = backend_cuda_create(0, no_tf32 ? BACKEND_MATH_FP32 : BACKEND_MATH_TF32, act);
         one = comm_nccl_create(MPI_COMM_SELF, "one", &self, be->u.cuda.stream, 0);  // size 1: no NCCL
         printf("backend: %s\npeak: %.1f TFLOP/s (MFU = model TFLOP/s / peak)\n\n", be->name, peak);
-        printf("%-11s %5s %4s %9s %10s %9s %8s\n", "config", "T", "B", "ms/step", "tokens/s",
-               "TFLOP/s", "MFU");
+        printf("%-11s %5s %4s %9s %10s %9s %8s %9s\n", "config", "T", "B", "ms/step", "tokens/s",
+               "TFLOP/s", "MFU", "MiB");
 #else
         core_usage_error("--device cuda: bench_train was built without CUDA");
 #endif
@@ -172,8 +195,8 @@ int main(int argc, char **argv) {
         if (only ? strcmp(only, bc.name) != 0 : !bc.in_all) continue;
         if (T) bc.T = T;
         if (B) bc.B = B;
-        if (cuda) run_cuda(&bc, be, one, steps, peak);
-        else run_cpu(&bc, be, one, steps, square);
+        if (cuda) run_cuda(&bc, be, one, steps, peak, flash);
+        else run_cpu(&bc, be, one, steps, square, flash);
         fflush(stdout);
     }
     comm_destroy(one);

@@ -10,6 +10,8 @@ size_t comm_dtype_size(CommDtype t) {
     case COMM_F32: return 4;
     case COMM_F64: return 8;
     case COMM_I32: return 4;
+    case COMM_BF16: return 2;
+    case COMM_F16: return 2;
     }
     return 0;
 }

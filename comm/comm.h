@@ -17,7 +17,9 @@
 #include <stdint.h>
 #include <mpi.h>  // defines: MPI_Comm
 
-typedef enum { COMM_F32, COMM_F64, COMM_I32 } CommDtype;
+// COMM_BF16 / COMM_F16: 16-bit floats (activations under --bf16 / --fp16); sums and
+// maxima are computed in fp32 and rounded to the type after each addition.
+typedef enum { COMM_F32, COMM_F64, COMM_I32, COMM_BF16, COMM_F16 } CommDtype;
 typedef enum { COMM_SUM, COMM_MAX, COMM_AVG } CommOp;
 typedef enum {
     COMM_ALL_REDUCE, COMM_ALL_GATHER, COMM_REDUCE_SCATTER, COMM_BROADCAST, COMM_SEND, COMM_RECV,
@@ -53,7 +55,7 @@ struct Comm {
     double timeout_s;   // a wait longer than this ends the job naming the op (0 = forever)
     CommStats stats;
     union {
-        struct { MPI_Comm comm; } mpi;
+        struct { MPI_Comm comm; MPI_Op half_op[2][2]; } mpi;  // [bf16, f16][sum, max]
         struct { void *nccl_comm; void *stream; MPI_Comm boot; } nccl;  // nccl_comm NULL: size 1
         struct { Comm *inner; void *stream; void *host[2]; size_t cap[2]; } staged;
     } u;

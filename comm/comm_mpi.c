@@ -6,6 +6,7 @@
 // whole job with a message naming the operation and the group (instead of a silent hang).
 #include "comm.h"
 #include "core/check.h"
+#include "core/half.h"
 #include "core/timer.h"
 
 #include <limits.h>  // defines: INT_MAX
@@ -19,6 +20,8 @@ static MPI_Datatype mpi_type(CommDtype t) {
     case COMM_F32: return MPI_FLOAT;
     case COMM_F64: return MPI_DOUBLE;
     case COMM_I32: return MPI_INT;
+    case COMM_BF16: return MPI_UINT16_T;  // reduced by the user ops below
+    case COMM_F16: return MPI_UINT16_T;
     }
     return MPI_DATATYPE_NULL;
 }
@@ -47,12 +50,35 @@ static void wait_all(Comm *c, MPI_Request *reqs, int n, const char *op) {
     }
 }
 
+// MPI has no 16-bit float types: user operations on MPI_UINT16_T that add (or take the
+// maximum) in fp32 and round back, one element at a time.
+#define HALF_OP(NAME, TO32, FROM32, EXPR)                                              \
+    static void NAME(void *in, void *inout, int *len, MPI_Datatype *dt) {             \
+        (void)dt;                                                                      \
+        const uint16_t *x = in;                                                        \
+        uint16_t *y = inout;                                                           \
+        for (int i = 0; i < *len; i++) {                                               \
+            float a = TO32(x[i]), b = TO32(y[i]);                                      \
+            y[i] = FROM32(EXPR);                                                       \
+        }                                                                              \
+    }
+HALF_OP(bf16_sum, core_bf16_to_f32, core_f32_to_bf16, a + b)
+HALF_OP(bf16_max, core_bf16_to_f32, core_f32_to_bf16, a > b ? a : b)
+HALF_OP(f16_sum, core_f16_to_f32, core_f32_to_f16, a + b)
+HALF_OP(f16_max, core_f16_to_f32, core_f32_to_f16, a > b ? a : b)
+
 // In-place divide by the group size, for CommOp AVG (MPI has no average).
 static void divide(void *buf, size_t count, CommDtype t, int n) {
     for (size_t i = 0; i < count; i++) {
         if (t == COMM_F32) ((float *)buf)[i] /= (float)n;
         else if (t == COMM_F64) ((double *)buf)[i] /= (double)n;
-        else ((int *)buf)[i] /= n;
+        else if (t == COMM_BF16) {
+            uint16_t *h = buf;
+            h[i] = core_f32_to_bf16(core_bf16_to_f32(h[i]) / (float)n);
+        } else if (t == COMM_F16) {
+            uint16_t *h = buf;
+            h[i] = core_f32_to_f16(core_f16_to_f32(h[i]) / (float)n);
+        } else ((int *)buf)[i] /= n;
     }
 }
 
@@ -64,11 +90,14 @@ static int icount(const Comm *c, size_t n, const char *op) {
     return (int)n;
 }
 
-static MPI_Op mpi_op(CommOp op) { return op == COMM_MAX ? MPI_MAX : MPI_SUM; }
+static MPI_Op mpi_op(const Comm *c, CommOp op, CommDtype t) {
+    if (t == COMM_BF16 || t == COMM_F16) return c->u.mpi.half_op[t == COMM_F16][op == COMM_MAX];
+    return op == COMM_MAX ? MPI_MAX : MPI_SUM;
+}
 
 static void mpi_all_reduce(Comm *c, void *buf, size_t count, CommDtype t, CommOp op) {
     MPI_Request r[1];
-    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, icount(c, count, "all_reduce"), mpi_type(t), mpi_op(op), c->u.mpi.comm, &r[0]));
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, icount(c, count, "all_reduce"), mpi_type(t), mpi_op(c, op, t), c->u.mpi.comm, &r[0]));
     wait_all(c, r, 1, "all_reduce");
     if (op == COMM_AVG) divide(buf, count, t, c->size);
 }
@@ -82,7 +111,7 @@ static void mpi_all_gather(Comm *c, const void *in, void *out, size_t per, CommD
 static void mpi_reduce_scatter(Comm *c, const void *in, void *out, size_t per, CommDtype t,
                                CommOp op) {
     MPI_Request r[1];
-    MPI_CHECK(MPI_Ireduce_scatter_block(in, out, icount(c, per, "reduce_scatter"), mpi_type(t), mpi_op(op), c->u.mpi.comm, &r[0]));
+    MPI_CHECK(MPI_Ireduce_scatter_block(in, out, icount(c, per, "reduce_scatter"), mpi_type(t), mpi_op(c, op, t), c->u.mpi.comm, &r[0]));
     wait_all(c, r, 1, "reduce_scatter");
     if (op == COMM_AVG) divide(out, per, t, c->size);
 }
@@ -121,7 +150,10 @@ static void mpi_barrier(Comm *c) {
     wait_all(c, r, 1, "barrier");
 }
 
-static void mpi_destroy(Comm *c) { MPI_Comm_free(&c->u.mpi.comm); }
+static void mpi_destroy(Comm *c) {
+    for (int i = 0; i < 4; i++) MPI_Op_free(&c->u.mpi.half_op[i / 2][i % 2]);
+    MPI_Comm_free(&c->u.mpi.comm);
+}
 
 static const CommVtable MPI_VTABLE = {
     .all_reduce = mpi_all_reduce, .all_gather = mpi_all_gather,
@@ -139,5 +171,7 @@ Comm *comm_mpi_create(MPI_Comm mpi_comm, const char *name, const int *members, d
     c->members = core_calloc((size_t)c->size, sizeof(int));
     memcpy(c->members, members, (size_t)c->size * sizeof(int));
     c->timeout_s = timeout_s;
+    MPI_User_function *fns[4] = {bf16_sum, bf16_max, f16_sum, f16_max};
+    for (int i = 0; i < 4; i++) MPI_CHECK(MPI_Op_create(fns[i], 1, &c->u.mpi.half_op[i / 2][i % 2]));
     return c;
 }

@@ -20,6 +20,8 @@ static ncclDataType_t nccl_type(CommDtype t) {
     case COMM_F32: return ncclFloat32;
     case COMM_F64: return ncclFloat64;
     case COMM_I32: return ncclInt32;
+    case COMM_BF16: return ncclBfloat16;
+    case COMM_F16: return ncclFloat16;
     }
     return ncclFloat32;
 }

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>    // defines: nanosleep
+#include <unistd.h>  // defines: _exit
 #include <hdf5.h>    // defines: H5Ewalk2
 
 int core_world_rank(void) {
@@ -102,16 +103,25 @@ void core_die_hdf5(const char *call, const char *file, int line) {
     core_die("HDF5", call, file, line, msg);
 }
 
-void core_agree_or_exit(int status, char *msg, int msglen) {
+int core_agree(int status, char *msg, int msglen) {
     int rank = 0, in[2], out[2];
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
     in[0] = status != 0;
     in[1] = rank;
     MPI_CHECK(MPI_Allreduce(in, out, 1, MPI_2INT, MPI_MAXLOC, MPI_COMM_WORLD));
-    if (!out[0]) return;
+    if (!out[0]) return -1;
     MPI_CHECK(MPI_Bcast(msg, msglen, MPI_CHAR, out[1], MPI_COMM_WORLD));
     msg[msglen - 1] = '\0';
-    core_usage_error("%s", msg);
+    return out[1];
+}
+
+void core_agree_or_exit(int status, char *msg, int msglen) {
+    if (core_agree(status, msg, msglen) >= 0) core_usage_error("%s", msg);
+}
+
+void core_exit_all(int code) {
+    fflush(NULL);
+    _exit(code);
 }
 
 void *core_calloc_at(size_t n, size_t size, const char *file, int line) {

@@ -41,6 +41,18 @@ CORE_NORETURN void core_usage_error(const char *fmt, ...) __attribute__((format(
 // opens, a device a node lacks): never one rank exiting while the others wait.
 void core_agree_or_exit(int status, char *msg, int msglen);
 
+// Collective over MPI_COMM_WORLD: returns -1 when every rank has status 0; else the highest
+// failing rank, whose message (msg, msglen bytes) is then on every rank. For a failure the
+// caller must clean up after (a partial file) before core_exit_all. Never fails.
+int core_agree(int status, char *msg, int msglen);
+
+// Every rank calls it (after core_agree), for a run-time failure all ranks know of (code 1)
+// once the message is printed: flushes stdio and leaves with _exit(code), skipping
+// MPI_Finalize and atexit handlers (after an I/O failure HDF5 holds a file it cannot close,
+// and its clean-up inside MPI_Finalize crashes). The launcher sees every rank exit with
+// code. Never returns.
+CORE_NORETURN void core_exit_all(int code);
+
 // Writes the innermost message of the current HDF5 error stack ("truncated file ...") into
 // buf (n bytes), or "unknown HDF5 failure". Never fails.
 void core_hdf5_last_error(char *buf, size_t n);

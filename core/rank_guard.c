@@ -14,7 +14,8 @@
 
 static volatile sig_atomic_t guard_child = 0;  // the rank's pid, for the forwarding handler
 
-// The guard forwards termination requests (scancel, Ctrl-C) to the rank.
+// The guard forwards termination and stop requests (scancel, Ctrl-C, Slurm's --signal) to
+// the rank, which stops gracefully on them (core/stop.h); the guard waits for it.
 static void forward(int sig) {
     if (guard_child > 0) kill((pid_t)guard_child, sig);
 }
@@ -49,6 +50,8 @@ void core_rank_guard(int argc, char **argv) {
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
+    sigaction(SIGUSR1, &sa, NULL);  // default action would kill the guard, then the rank
+    sigaction(SIGUSR2, &sa, NULL);
     int status = 0;
     while (waitpid(child, &status, 0) < 0 && errno == EINTR) {}
     if (WIFSIGNALED(status)) {

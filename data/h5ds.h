@@ -39,7 +39,12 @@ int64_t h5ds_writer_docs(const H5dsWriter *w);
 // knows only token frequencies, the bar a language model must beat. NaN if not counted.
 double h5ds_writer_unigram_entropy(const H5dsWriter *w);
 // Flushes and closes; the file is complete. Tokens after the last end_doc are dropped.
-void h5ds_writer_close(H5dsWriter *w);
+// Returns 0, or -1 with "path: cannot write: <the system's reason>" in err when any write
+// failed (a full disk): the file is then incomplete and the caller removes it. Appends after
+// a failure write nothing (h5ds_writer_append returns -1). HDF5's error stack is not printed
+// while the writer is open (MEGAC_HDF5_DEBUG=1 prints it). Frees w.
+int h5ds_writer_close(H5dsWriter *w, char *err, size_t errlen);
+
 
 // ---- reader --------------------------------------------------------------------------------
 

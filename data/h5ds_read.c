@@ -10,7 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>  // defines: stat, S_ISDIR
+#include <sys/stat.h>  // defines: stat, S_ISDIR, S_ISREG
+#include <unistd.h>    // defines: access
 
 #define ERRLEN 1024
 
@@ -208,6 +209,15 @@ static H5Dataset *open_checked(const char *path, char *err) {
     }
     if (S_ISDIR(st.st_mode)) {
         snprintf(err, ERRLEN, "%s: is a directory, not a token dataset", path);
+        return NULL;
+    }
+    if (!S_ISREG(st.st_mode)) {  // a FIFO would block the open forever, a device never ends
+        snprintf(err, ERRLEN, "%s: not a regular file (a FIFO, socket or device): give the "
+                 "token file from `megac preprocess`", path);
+        return NULL;
+    }
+    if (access(path, R_OK) != 0) {  // HDF5 would call it "not an HDF5 file"
+        snprintf(err, ERRLEN, "%s: %s", path, strerror(errno));
         return NULL;
     }
     if (H5Fis_hdf5(path) <= 0) {

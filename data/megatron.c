@@ -217,7 +217,11 @@ int data_from_megatron(const char *prefix, const char *output, int64_t vocab_siz
     st->n_tokens = h5ds_writer_tokens(w);
     st->unigram_entropy = h5ds_writer_unigram_entropy(w);
     st->n_bytes = in.bin_bytes;
-    h5ds_writer_close(w);
+    char werr[1024] = "";
+    if (h5ds_writer_close(w, werr, sizeof werr) != 0 && rc == 0) {
+        snprintf(err, errlen, "%s (nothing written: the partial file was removed)", werr);
+        rc = -1;
+    }
     close_input(&in);
     if (rc == 0 && rename(tmp, output) != 0) {
         snprintf(err, errlen, "%s: cannot rename %s to it: %s", output, tmp, strerror(errno));

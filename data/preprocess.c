@@ -49,8 +49,18 @@ static void on_progress(void *ctx, uint64_t file_bytes) {
 }
 
 // Every input must exist and be a readable file before any work starts; sums their sizes.
-static int check_inputs(const char *const *inputs, int n, uint64_t *total, char *err, size_t errlen) {
+// The output, when it exists, must be a regular file that is none of the inputs (it is
+// replaced at the end).
+static int check_inputs(const char *const *inputs, int n, const char *output, uint64_t *total,
+                        char *err, size_t errlen) {
     *total = 0;
+    struct stat out;
+    int have_out = stat(output, &out) == 0;
+    if (have_out && !S_ISREG(out.st_mode)) {
+        snprintf(err, errlen, "--output %s: %s", output, S_ISDIR(out.st_mode) ? "is a directory"
+                 : "not a regular file (a FIFO or device)");
+        return -1;
+    }
     for (int i = 0; i < n; i++) {
         struct stat st;
         if (stat(inputs[i], &st) != 0) {
@@ -61,6 +71,11 @@ static int check_inputs(const char *const *inputs, int n, uint64_t *total, char 
             snprintf(err, errlen, "%s: is a directory (pass the files in it)", inputs[i]);
             return -1;
         }
+        if (have_out && st.st_dev == out.st_dev && st.st_ino == out.st_ino) {
+            snprintf(err, errlen, "--output %s is the input %s: refusing to replace an input",
+                     output, inputs[i]);
+            return -1;
+        }
         *total += (uint64_t)st.st_size;
     }
     return 0;
@@ -69,7 +84,7 @@ static int check_inputs(const char *const *inputs, int n, uint64_t *total, char 
 int data_preprocess(const DataPreprocessOptions *o, DataPreprocessStats *st, char *err, size_t errlen) {
     double t0 = core_now();
     uint64_t total;
-    if (check_inputs(o->inputs, o->n_inputs, &total, err, errlen)) return -1;
+    if (check_inputs(o->inputs, o->n_inputs, o->output, &total, err, errlen)) return -1;
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s.tmp.%d", o->output, (int)getpid());
     char *desc = tok_serialize(o->tok);
@@ -98,11 +113,15 @@ int data_preprocess(const DataPreprocessOptions *o, DataPreprocessStats *st, cha
     st->n_tokens = h5ds_writer_tokens(j.w);
     st->unigram_entropy = h5ds_writer_unigram_entropy(j.w);
     st->n_bytes = j.bytes_before;
-    h5ds_writer_close(j.w);
+    char werr[1024] = "";
+    if (h5ds_writer_close(j.w, werr, sizeof werr) != 0 && rc == 0) {
+        snprintf(err, errlen, "%s (nothing written: the partial file was removed)", werr);
+        rc = -2;
+    }
     free(j.ids.v);
     if (rc || j.failed) {
         remove(tmp);
-        return -1;
+        return rc == -2 ? -2 : -1;
     }
     if (rename(tmp, o->output) != 0) {
         snprintf(err, errlen, "%s: cannot rename %s to it: %s", o->output, tmp, strerror(errno));

@@ -26,7 +26,8 @@ typedef struct {
 } DataPreprocessStats;
 
 // Tokenizes every input into output. Returns 0, or -1 with "file[:line]: problem" in err
-// (output is then left untouched).
+// for a bad input, or -2 when writing failed (a full disk: "tmp: cannot write: No space
+// left on device ..."); output is then left untouched and the temporary file removed.
 int data_preprocess(const DataPreprocessOptions *o, DataPreprocessStats *st, char *err, size_t errlen);
 
 // Converts PREFIX.bin / PREFIX.idx (Megatron's "MMIDIDX" indexed dataset, integer token

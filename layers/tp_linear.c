@@ -4,50 +4,50 @@
 // Rows of this rank's sequence shard.
 static size_t shard_rows(const TPGroup *tp, int N) { return (size_t)N / (size_t)tp->comm->size; }
 
-void tp_column_linear_forward(Backend *be, TPGroup *tp, float *out, const float *inp,
-                              const float *w, const float *b, int N, int C, int OC_tp) {
-    const float *x = inp;  // (N, C)
+void tp_column_linear_forward(Backend *be, TPGroup *tp, void *out, const void *inp,
+                              const void *w, const void *b, int N, int C, int OC_tp) {
+    const void *x = inp;  // (N, C)
     if (tp->sequence_parallel) {  // f forward with SP: all-gather the row shards
-        comm_all_gather(tp->comm, inp, tp->gather, shard_rows(tp, N) * C, COMM_F32);
+        comm_all_gather(tp->comm, inp, tp->gather, shard_rows(tp, N) * C, tp_act_dtype(be));
         x = tp->gather;
     }
     be->ops->matmul_forward(be, out, x, w, b, N, C, OC_tp);  // (N, OC_tp)
 }
 
-void tp_column_linear_backward(Backend *be, TPGroup *tp, float *dinp, float *dw, float *db,
-                               const float *dout, const float *inp, const float *w,
+void tp_column_linear_backward(Backend *be, TPGroup *tp, void *dinp, float *dw, float *db,
+                               const void *dout, const void *inp, const void *w,
                                int N, int C, int OC_tp) {
     if (!tp->sequence_parallel) {
         be->ops->matmul_backward(be, dinp, dw, db, dout, inp, w, N, C, OC_tp);
         // f backward: each rank holds the gradient through its own OC_tp columns; sum them.
-        if (dinp) comm_all_reduce(tp->comm, dinp, (size_t)N * C, COMM_F32, COMM_SUM);
+        if (dinp) comm_all_reduce(tp->comm, dinp, (size_t)N * C, tp_act_dtype(be), COMM_SUM);
         return;
     }
     // SP: the full input was not kept (that is the memory saving): gather it again.
-    comm_all_gather(tp->comm, inp, tp->gather, shard_rows(tp, N) * C, COMM_F32);
+    comm_all_gather(tp->comm, inp, tp->gather, shard_rows(tp, N) * C, tp_act_dtype(be));
     be->ops->matmul_backward(be, tp->full, dw, db, dout, tp->gather, w, N, C, OC_tp);
     // f backward with SP: sum the partial input gradients and keep this rank's rows.
-    comm_reduce_scatter(tp->comm, tp->full, dinp, shard_rows(tp, N) * C, COMM_F32, COMM_SUM);
+    comm_reduce_scatter(tp->comm, tp->full, dinp, shard_rows(tp, N) * C, tp_act_dtype(be), COMM_SUM);
 }
 
-void tp_row_linear_forward(Backend *be, TPGroup *tp, float *out, const float *inp,
-                           const float *w, const float *b, int N, int C_tp, int OC) {
-    const float *bias = tp->comm->rank == 0 ? b : NULL;  // enters the sum once
+void tp_row_linear_forward(Backend *be, TPGroup *tp, void *out, const void *inp,
+                           const void *w, const void *b, int N, int C_tp, int OC) {
+    const void *bias = tp->comm->rank == 0 ? b : NULL;  // enters the sum once
     if (!tp->sequence_parallel) {
         be->ops->matmul_forward(be, out, inp, w, bias, N, C_tp, OC);
-        comm_all_reduce(tp->comm, out, (size_t)N * OC, COMM_F32, COMM_SUM);  // g forward
+        comm_all_reduce(tp->comm, out, (size_t)N * OC, tp_act_dtype(be), COMM_SUM);  // g forward
         return;
     }
     be->ops->matmul_forward(be, tp->full, inp, w, bias, N, C_tp, OC);
-    comm_reduce_scatter(tp->comm, tp->full, out, shard_rows(tp, N) * OC, COMM_F32, COMM_SUM);
+    comm_reduce_scatter(tp->comm, tp->full, out, shard_rows(tp, N) * OC, tp_act_dtype(be), COMM_SUM);
 }
 
-void tp_row_linear_backward(Backend *be, TPGroup *tp, float *dinp, float *dw, float *db,
-                            const float *dout, const float *inp, const float *w,
+void tp_row_linear_backward(Backend *be, TPGroup *tp, void *dinp, float *dw, float *db,
+                            const void *dout, const void *inp, const void *w,
                             int N, int C_tp, int OC) {
-    const float *dy = dout;  // (N, OC)
+    const void *dy = dout;  // (N, OC)
     if (tp->sequence_parallel) {  // g backward with SP: all-gather the gradient's row shards
-        comm_all_gather(tp->comm, dout, tp->gather, shard_rows(tp, N) * OC, COMM_F32);
+        comm_all_gather(tp->comm, dout, tp->gather, shard_rows(tp, N) * OC, tp_act_dtype(be));
         dy = tp->gather;
     }
     be->ops->matmul_backward(be, dinp, dw, db, dy, inp, w, N, C_tp, OC);

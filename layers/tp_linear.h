@@ -24,31 +24,37 @@
 typedef struct {
     Comm *comm;             // the tensor-parallel group
     int sequence_parallel;  // 1: inputs/outputs outside the pair are (N/tp, C) row shards
-    float *gather;          // (N, C) workspace when sequence_parallel, else unused
-    float *full;            // (N, C) workspace when sequence_parallel, else unused
+    void *gather;           // (N, C) workspace when sequence_parallel, else unused
+    void *full;             // (N, C) workspace when sequence_parallel, else unused
 } TPGroup;
+
+// Activations (`void *` here and in tp_vocab.h) hold be->act elements and travel over the
+// tensor-parallel group in that type: the CommDtype of be->act. Pure.
+static inline CommDtype tp_act_dtype(const Backend *be) {
+    return be->act == BACKEND_BF16 ? COMM_BF16 : be->act == BACKEND_F16 ? COMM_F16 : COMM_F32;
+}
 
 // out (N, OC_tp) = X (N, C) @ w (OC_tp, C)^T + b (OC_tp). f forward: identity, or with
 // sequence parallelism inp is this rank's (N/tp, C) rows, all-gathered into X first.
-void tp_column_linear_forward(Backend *be, TPGroup *tp, float *out, const float *inp,
-                              const float *w, const float *b, int N, int C, int OC_tp);
+void tp_column_linear_forward(Backend *be, TPGroup *tp, void *out, const void *inp,
+                              const void *w, const void *b, int N, int C, int OC_tp);
 
 // dw (OC_tp, C) +=, db (OC_tp) +=; dinp = f backward of the local input gradient:
 // all-reduced (N, C), or reduce-scattered to (N/tp, C) rows with sequence parallelism.
 // inp as given to the forward (re-gathered here with sequence parallelism).
-void tp_column_linear_backward(Backend *be, TPGroup *tp, float *dinp, float *dw, float *db,
-                               const float *dout, const float *inp, const float *w,
+void tp_column_linear_backward(Backend *be, TPGroup *tp, void *dinp, float *dw, float *db,
+                               const void *dout, const void *inp, const void *w,
                                int N, int C, int OC_tp);
 
 // out = g forward of inp (N, C_tp) @ w (OC, C_tp)^T: all-reduced (N, OC), or
 // reduce-scattered to (N/tp, OC) rows with sequence parallelism; + b (OC) once (it enters on
 // tp rank 0 before the sum).
-void tp_row_linear_forward(Backend *be, TPGroup *tp, float *out, const float *inp,
-                           const float *w, const float *b, int N, int C_tp, int OC);
+void tp_row_linear_forward(Backend *be, TPGroup *tp, void *out, const void *inp,
+                           const void *w, const void *b, int N, int C_tp, int OC);
 
 // g backward: dout is (N, OC), or (N/tp, OC) rows all-gathered first with sequence
 // parallelism. dinp (N, C_tp) = dout @ w; dw (OC, C_tp) +=; db (OC) += on every tp rank
 // (from the full dout, so the replicated bias gets the same gradient everywhere).
-void tp_row_linear_backward(Backend *be, TPGroup *tp, float *dinp, float *dw, float *db,
-                            const float *dout, const float *inp, const float *w,
+void tp_row_linear_backward(Backend *be, TPGroup *tp, void *dinp, float *dw, float *db,
+                            const void *dout, const void *inp, const void *w,
                             int N, int C_tp, int OC);

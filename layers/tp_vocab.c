@@ -11,27 +11,27 @@ TPVocab tp_vocab_split(int V, int Vp, int tp, int tp_rank) {
     return v;
 }
 
-void tp_vocab_embedding_forward(Backend *be, TPGroup *tp, const TPVocab *v, float *out,
-                                const int *tokens, const float *wte, const float *wpe,
+void tp_vocab_embedding_forward(Backend *be, TPGroup *tp, const TPVocab *v, void *out,
+                                const int *tokens, const void *wte, const void *wpe,
                                 int B, int T, int C) {
     size_t NC = (size_t)B * T * C;
     if (!tp->sequence_parallel) {
         be->ops->embedding_forward(be, out, tokens, wte, B * T, C, v->vocab_start, v->V_tp);
-        comm_all_reduce(tp->comm, out, NC, COMM_F32, COMM_SUM);  // each token from one rank
+        comm_all_reduce(tp->comm, out, NC, tp_act_dtype(be), COMM_SUM);  // each token from one rank
         be->ops->position_forward(be, out, wpe, B, T, C);
         return;
     }
     be->ops->embedding_forward(be, tp->full, tokens, wte, B * T, C, v->vocab_start, v->V_tp);
     if (tp->comm->rank == 0) be->ops->position_forward(be, tp->full, wpe, B, T, C);
-    comm_reduce_scatter(tp->comm, tp->full, out, NC / (size_t)tp->comm->size, COMM_F32, COMM_SUM);
+    comm_reduce_scatter(tp->comm, tp->full, out, NC / (size_t)tp->comm->size, tp_act_dtype(be), COMM_SUM);
 }
 
 void tp_vocab_embedding_backward(Backend *be, TPGroup *tp, const TPVocab *v, float *dwte, float *dwpe,
-                                 const float *dout, const int *tokens, int B, int T, int C) {
-    const float *dy = dout;  // (B*T, C)
+                                 const void *dout, const int *tokens, int B, int T, int C) {
+    const void *dy = dout;  // (B*T, C)
     if (tp->sequence_parallel) {
         size_t shard = (size_t)B * T * C / (size_t)tp->comm->size;
-        comm_all_gather(tp->comm, dout, tp->gather, shard, COMM_F32);
+        comm_all_gather(tp->comm, dout, tp->gather, shard, tp_act_dtype(be));
         dy = tp->gather;
     }
     be->ops->embedding_backward(be, dwte, dy, tokens, B * T, C, v->vocab_start, v->V_tp);
@@ -39,7 +39,7 @@ void tp_vocab_embedding_backward(Backend *be, TPGroup *tp, const TPVocab *v, flo
 }
 
 void tp_vocab_xent_forward(Backend *be, TPGroup *tp, const TPVocab *v, TPXentBuffers *xb,
-                           const float *logits, const int *targets, int N) {
+                           const void *logits, const int *targets, int N) {
     be->ops->xent_max(be, xb->rowmax, logits, N, v->V_tp, v->V_valid);
     comm_all_reduce(tp->comm, xb->rowmax, (size_t)N, COMM_F32, COMM_MAX);
     float *sumexp = xb->stats, *tgt = xb->stats + N;
@@ -50,7 +50,7 @@ void tp_vocab_xent_forward(Backend *be, TPGroup *tp, const TPVocab *v, TPXentBuf
 }
 
 void tp_vocab_xent_backward(Backend *be, const TPVocab *v, const TPXentBuffers *xb,
-                            float *dlogits, const float *logits, const int *targets,
+                            void *dlogits, const void *logits, const int *targets,
                             const float *dscale, int N) {
     be->ops->xent_backward(be, dlogits, logits, xb->rowmax, xb->stats, targets, dscale, N,
                            v->V_tp, v->V_valid, v->vocab_start);

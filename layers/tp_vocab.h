@@ -23,15 +23,15 @@ TPVocab tp_vocab_split(int V, int Vp, int tp, int tp_rank);
 // others) and the sum over tp is taken: all-reduce to (B*T, C), or with sequence
 // parallelism reduce-scatter to this rank's (B*T/tp, C) rows. The replicated position
 // embedding enters once.
-void tp_vocab_embedding_forward(Backend *be, TPGroup *tp, const TPVocab *v, float *out,
-                                const int *tokens, const float *wte, const float *wpe,
+void tp_vocab_embedding_forward(Backend *be, TPGroup *tp, const TPVocab *v, void *out,
+                                const int *tokens, const void *wte, const void *wpe,
                                 int B, int T, int C);
 
 // dwte (V_tp, C) += rows of dout for this rank's tokens; dwpe (T, C) += sum over B.
 // dout (B*T, C) is the same on every tp rank; with sequence parallelism it is this rank's
 // (B*T/tp, C) rows, all-gathered first.
 void tp_vocab_embedding_backward(Backend *be, TPGroup *tp, const TPVocab *v, float *dwte, float *dwpe,
-                                 const float *dout, const int *tokens, int B, int T, int C);
+                                 const void *dout, const int *tokens, int B, int T, int C);
 
 // Cross-entropy buffers for N rows. rowmax and stats live in one allocation so the sum of
 // exponentials and the target logit are all-reduced together.
@@ -44,9 +44,9 @@ typedef struct {
 // loss (N) = logsumexp(logits row) - logits[target], computed over the sharded logits
 // (N, V_tp) without gathering them: max and sums are all-reduced over tp.
 void tp_vocab_xent_forward(Backend *be, TPGroup *tp, const TPVocab *v, TPXentBuffers *xb,
-                           const float *logits, const int *targets, int N);
+                           const void *logits, const int *targets, int N);
 
 // dlogits (N, V_tp) = dscale[i] * (softmax - onehot), zero at padding; may alias logits.
 void tp_vocab_xent_backward(Backend *be, const TPVocab *v, const TPXentBuffers *xb,
-                            float *dlogits, const float *logits, const int *targets,
+                            void *dlogits, const void *logits, const int *targets,
                             const float *dscale, int N);

@@ -82,11 +82,19 @@ int cmd_preprocess(int argc, char **argv) {
         .progress = isatty(2),
     };
     DataPreprocessStats st = {0};
-    if (data_preprocess(&o, &st, err, sizeof err)) {
+    int rc = data_preprocess(&o, &st, err, sizeof err);
+    if (rc != 0) {
         tok_free(tok);
+        if (rc == -2) {  // the disk, not the user: exit 1. HDF5 leaks objects after a
+            fprintf(stderr, "megac: %s\n", err);  // failed write and would print "infinite
+            core_exit_all(1);                       // loop closing library" at exit: _exit
+        }
         core_usage_error("%s", err);
     }
     report(output, &st, tok->vocab_size, tok->kind == TOK_BYTE ? "byte" : tokenizer);
+    if (st.n_docs <= (int64_t)inputs.n && !sep && o.docs.format != DATA_FMT_JSONL)
+        printf("megac preprocess: note: each text file became one document; if a file holds many, "
+               "give the line that separates them with --doc-separator (e.g. %% for fortunes)\n");
     tok_free(tok);
     return 0;
 }

@@ -14,9 +14,14 @@ typedef struct {
 
 static const Command COMMANDS[] = {
     {"layout", cmd_layout, "print every rank's coordinates and groups for a TP x PP x DP layout"},
+    {"plan", cmd_plan, "predict memory, traffic, step time and MFU of every layout, ranked"},
+    {"ablate", cmd_ablate, "run a sweep of layouts, record it, report it with plots (megac ablate report DIR)"},
     {"train", cmd_train, "pretrain a GPT model (run under mpiexec for TP/PP/DP > 1)"},
     {"preprocess", cmd_preprocess, "tokenize text / JSON Lines into an HDF5 token dataset"},
     {"tokenizer", cmd_tokenizer, "train a byte-level BPE tokenizer (megac tokenizer train ...)"},
+    {"export", cmd_export, "write a checkpoint as a Hugging Face model folder (GPT2LMHeadModel)"},
+    {"import", cmd_import, "read a Hugging Face GPT-2 folder into a checkpoint (iteration 0)"},
+    {"generate", cmd_generate, "continue a prompt with a checkpoint's model (one CPU rank)"},
 };
 #define N_COMMANDS (int)(sizeof COMMANDS / sizeof COMMANDS[0])
 
@@ -39,7 +44,7 @@ int main(int argc, char **argv) {
         usage(stdout);
         return 0;
     }
-    if (!strcmp(argv[1], "train")) {
+    if (!strcmp(argv[1], "train") || !strcmp(argv[1], "plan")) {  // plan: --calibrate runs GEMMs
         core_rank_guard(argc, argv);                   // a killed rank is named (under mpiexec/srun)
         backend_cpu_select_blas_kernels(argc, argv);  // may re-execute: before MPI_Init
     }

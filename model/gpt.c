@@ -12,14 +12,14 @@
 
 #include <stdlib.h>
 
-float *gpt_stage_input(GPT *m, int slot) { return m->slots[slot].x0; }
+void *gpt_stage_input(GPT *m, int slot) { return m->slots[slot].x0; }
 
-const float *gpt_stage_output(GPT *m, int slot) {
+const void *gpt_stage_output(GPT *m, int slot) {
     GPTActs *a = &m->slots[slot];
     return m->n_layers ? a->layers[m->n_layers - 1].res3 : a->x0;
 }
 
-const float *gpt_stage_input_grad(GPT *m) { return m->s.dres; }
+const void *gpt_stage_input_grad(GPT *m) { return m->s.dres; }
 
 size_t gpt_stage_io_numel(const GPT *m) { return (size_t)m->N_sp * m->cfg.hidden_size; }
 
@@ -31,7 +31,7 @@ static TPGroup tp_group(GPT *m, Comm *tp) {
 
 // y (N, C/tp) = causal attention of the local heads of qkv (N, 3*C/tp): materialised (att
 // saved) or fused (--use-flash-attn: lse saved, memory linear in T).
-static void attention_forward(GPT *m, GPTLayerActs *a) {
+static void attention_forward(GPT *m, const GPTLayerActs *a) {
     Backend *be = m->be;
     int hs = m->cfg.hidden_size / m->cfg.num_heads;
     if (m->cfg.use_flash_attn)
@@ -53,7 +53,7 @@ static void attention_backward(GPT *m, const GPTLayerActs *a) {
 }
 
 // x and the residual stream are (Ns, C): Ns = N, or N/tp rows with sequence parallelism.
-static void block_forward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTLayerActs *a, const float *x) {
+static void block_forward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTLayerActs *a, const void *x) {
     Backend *be = m->be;
     int N = m->N, Ns = m->N_sp, C = m->cfg.hidden_size;
     be->ops->layernorm_forward(be, a->ln1, a->ln1_mean, a->ln1_rstd, x, w->ln1w, w->ln1b, Ns, C);
@@ -70,10 +70,10 @@ static void block_forward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTLayerActs 
 
 // On entry m->s.dres holds d(res3); on exit d(x). `x` is the block's input.
 static void block_backward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTBlockW *g,
-                           const GPTLayerActs *a, const float *x) {
+                           const GPTLayerActs *a, const void *x) {
     Backend *be = m->be;
     int N = m->N, Ns = m->N_sp, C = m->cfg.hidden_size;
-    float *dres = m->s.dres, *dln = m->s.dln;
+    void *dres = m->s.dres, *dln = m->s.dln;
     // MLP branch
     tp_row_linear_backward(be, tp, m->s.dfch_gelu, g->fcprojw, g->fcprojb, dres, a->fch_gelu,
                            w->fcprojw, N, m->F_tp, C);
@@ -84,6 +84,8 @@ static void block_backward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTBlockW *g
     // attention branch
     tp_row_linear_backward(be, tp, m->s.datty, g->projw, g->projb, dres, a->atty, w->projw, N,
                            m->C_tp, C);
+    if (m->cfg.recompute == GPT_RECOMPUTE_SELECTIVE && !m->cfg.use_flash_attn)
+        attention_forward(m, a);  // the probabilities again (same bits)
     attention_backward(m, a);
     tp_column_linear_backward(be, tp, dln, g->qkvw, g->qkvb, m->s.dqkv, a->ln1, w->qkvw, N, C,
                               3 * m->C_tp);
@@ -101,7 +103,7 @@ void gpt_forward(GPT *m, Comm *tp_comm, int slot, const int *tokens, const int *
         tp_vocab_embedding_forward(be, tp, &m->vocab, a->x0, a->tokens, m->w.wte, m->w.wpe,
                                    m->B, m->T, C);
     }
-    const float *x = a->x0;
+    const void *x = a->x0;
     for (int l = 0; l < m->n_layers; l++) {
         block_forward(m, tp, &m->w.blocks[l], &a->layers[l], x);
         x = a->layers[l].res3;
@@ -129,27 +131,32 @@ static void set_dscale(GPT *m, float v) {
     m->s.dscale_value = v;
 }
 
-void gpt_backward(GPT *m, Comm *tp_comm, int slot, const float *dout, float loss_scale) {
+void gpt_backward(GPT *m, Comm *tp_comm, int slot, const void *dout, float loss_scale) {
     Backend *be = m->be;
     GPTActs *a = &m->slots[slot];
     TPGroup tpg = tp_group(m, tp_comm), *tp = &tpg;
     int N = m->N, Ns = m->N_sp, C = m->cfg.hidden_size;
-    size_t NC = (size_t)Ns * C;
+    size_t NC_bytes = (size_t)Ns * C * backend_dtype_size(be->act);
     if (m->last) {
         set_dscale(m, loss_scale);
         tp_vocab_xent_backward(be, &m->vocab, &a->xent, a->logits, a->logits, a->targets,
                                m->s.dscale, N);  // dlogits in place
-        const float *x = m->n_layers ? a->layers[m->n_layers - 1].res3 : a->x0;
+        const void *x = m->n_layers ? a->layers[m->n_layers - 1].res3 : a->x0;
         tp_column_linear_backward(be, tp, m->s.dln, m->g.wte, NULL, a->logits, a->lnf, m->w.wte,
                                   N, C, m->vocab.V_tp);
-        be->ops->zero(be, m->s.dres, NC * sizeof(float));
+        be->ops->zero(be, m->s.dres, NC_bytes);
         be->ops->layernorm_backward(be, m->s.dres, m->g.lnfw, m->g.lnfb, m->s.dln, x, m->w.lnfw,
                                     a->lnf_mean, a->lnf_rstd, Ns, C);
     } else {
-        be->ops->copy(be, m->s.dres, dout, NC * sizeof(float), BACKEND_D2D);
+        be->ops->copy(be, m->s.dres, dout, NC_bytes, BACKEND_D2D);
     }
     for (int l = m->n_layers - 1; l >= 0; l--) {
-        const float *x = l ? a->layers[l - 1].res3 : a->x0;
+        int first, last;
+        int chunk_end = gpt_layer_recomputed(m, l, &first, &last) && l == last;
+        for (int j = first; chunk_end && j <= l; j++)  // --recompute-granularity full: re-run
+            block_forward(m, tp, &m->w.blocks[j], &a->layers[j],  // the chunk from its input
+                          j ? a->layers[j - 1].res3 : a->x0);
+        const void *x = l ? a->layers[l - 1].res3 : a->x0;
         block_backward(m, tp, &m->w.blocks[l], &m->g.blocks[l], &a->layers[l], x);
     }
     if (m->first)

@@ -16,41 +16,47 @@
 #include "gpt_config.h"
 #include "gpt_params.h"
 
-// Views of one transformer block's tensors (parameters or their gradients).
+// Views of one transformer block's tensors: the weight copies the ops read (m->w, type
+// be->act) or the fp32 gradients (m->g).
 typedef struct {
-    float *ln1w, *ln1b;    // (C), (C)
-    float *qkvw, *qkvb;    // (3*C/tp, C), (3*C/tp)
-    float *projw, *projb;  // (C, C/tp), (C)
-    float *ln2w, *ln2b;    // (C), (C)
-    float *fcw, *fcb;      // (F/tp, C), (F/tp)
-    float *fcprojw, *fcprojb;  // (C, F/tp), (C)
+    void *ln1w, *ln1b;    // (C), (C)
+    void *qkvw, *qkvb;    // (3*C/tp, C), (3*C/tp)
+    void *projw, *projb;  // (C, C/tp), (C)
+    void *ln2w, *ln2b;    // (C), (C)
+    void *fcw, *fcb;      // (F/tp, C), (F/tp)
+    void *fcprojw, *fcprojb;  // (C, F/tp), (C)
 } GPTBlockW;
 
 typedef struct {
-    float *wte;            // (Vp/tp, C) first stage, or the last stage's tied copy; else NULL
-    float *wpe;            // (maxT, C) first stage
-    float *lnfw, *lnfb;    // (C) last stage
+    void *wte;             // (Vp/tp, C) first stage, or the last stage's tied copy; else NULL
+    void *wpe;             // (maxT, C) first stage
+    void *lnfw, *lnfb;     // (C) last stage
     GPTBlockW *blocks;     // (n_layers)
 } GPTWeights;
 
+// Activations: `void *` buffers hold be->act elements (fp32, bf16 or fp16); `float *` are fp32.
+// Rows N = B*T, or N/tp (Ns) for the residual stream and LayerNorms with sequence parallelism.
 typedef struct {
-    float *ln1, *ln1_mean, *ln1_rstd;  // (N, C), (N), (N)
-    float *qkv;                        // (N, 3*C/tp)
-    float *att;                        // (B, NH/tp, T, T) probabilities; NULL with flash
+    void *ln1;                         // (Ns, C)
+    float *ln1_mean, *ln1_rstd;        // (Ns), (Ns)
+    void *qkv;                         // (N, 3*C/tp)
+    void *att;                         // (B, NH/tp, T, T) probabilities; NULL with flash
     float *lse;                        // (B, NH/tp, T) log-sum-exp, with use_flash_attn; else NULL
-    float *atty;                       // (N, C/tp)
-    float *res2;                       // (N, C) after the attention residual
-    float *ln2, *ln2_mean, *ln2_rstd;  // (N, C), (N), (N)
-    float *fch, *fch_gelu;             // (N, F/tp)
-    float *res3;                       // (N, C) block output
+    void *atty;                        // (N, C/tp)
+    void *res2;                        // (Ns, C) after the attention residual
+    void *ln2;                         // (Ns, C)
+    float *ln2_mean, *ln2_rstd;        // (Ns), (Ns)
+    void *fch, *fch_gelu;              // (N, F/tp)
+    void *res3;                        // (Ns, C) block output
 } GPTLayerActs;
 
 typedef struct {
     int *tokens, *targets;             // (B, T)
-    float *x0;                         // (N, C) stage input: embeddings, or received
+    void *x0;                          // (Ns, C) stage input: embeddings, or received
     GPTLayerActs *layers;              // (n_layers)
-    float *lnf, *lnf_mean, *lnf_rstd;  // (N, C), (N), (N)  last stage
-    float *logits;                     // (N, Vp/tp)          last stage
+    void *lnf;                         // (Ns, C)             last stage
+    float *lnf_mean, *lnf_rstd;        // (Ns), (Ns)          last stage
+    void *logits;                      // (N, Vp/tp)          last stage
     TPXentBuffers xent;                //                     last stage
     void *mem;
 } GPTActs;
@@ -70,21 +76,29 @@ typedef struct {
     size_t n_floats;                   // floats used by the table
     size_t n_alloc;                    // floats allocated (padded), >= n_floats: the optimizer
                                        // reduces and gathers all n_alloc (zero tail)
-    float *param_mem, *grad_mem;       // (n_alloc) each
-    GPTWeights w, g;                   // views into param_mem and grad_mem
+    float *param_mem, *grad_mem;       // (n_alloc) each: fp32 master weights, fp32 main grads
+    void *param_copy;                  // (n_alloc) be->act copies of the weights, which the ops
+                                       // read; == param_mem when be->act is fp32
+    GPTWeights w, g;                   // views into param_copy and grad_mem
+    GPTLayerActs *rc;                  // (n_rc) --recompute-granularity full: the activations
+    int n_rc;                          // of one chunk of recomputed layers, shared by all
+                                       // slots (in s.mem); NULL / 0 without
     GPTActs *slots;                    // (n_slots)
     int n_slots;
     size_t slot_bytes;                 // activation memory of one micro-batch in flight
     size_t scratch_bytes;              // backward workspace (s), shared by the slots
-    struct {                           // backward workspace, shared by all slots
-        float *dres, *dln;             // (N, C)
-        float *dqkv;                   // (N, 3*C/tp)
+    struct {                           // backward workspace, shared by all slots (be->act
+                                       // except where float)
+        void *dres, *dln;              // (Ns, C)
+        void *dqkv;                    // (N, 3*C/tp)
         float *datt;                   // (B, NH/tp, T, T) materialised attention's scratch,
                                        // (B, NH/tp, T) with use_flash_attn
-        float *datty;                  // (N, C/tp)
-        float *dfch, *dfch_gelu;       // (N, F/tp)
+        void *datty;                   // (N, C/tp)
+        void *dfch, *dfch_gelu;        // (N, F/tp)
         float *dscale;                 // (N) loss gradient per token
-        float *sp_gather, *sp_full;    // (N, C) each, sequence-parallel workspace (else NULL)
+        void *att;                     // (B, NH/tp, T, T) selective recomputation: the
+                                       // probabilities, shared by all slots (else NULL)
+        void *sp_gather, *sp_full;     // (N, C) each, sequence-parallel workspace (else NULL)
         float dscale_value;
         float *dscale_host;            // (N) host staging for dscale, allocated once
         void *mem;
@@ -108,15 +122,20 @@ void gpt_destroy(GPT *m);
 // filled gpt_stage_input(m, slot) first. On the last stage computes per-token losses.
 void gpt_forward(GPT *m, Comm *tp, int slot, const int *tokens, const int *targets);
 
-// Backward of the micro-batch in `slot`. dout (N_sp, C): gradient of the stage output (from the
+// Backward of the micro-batch in `slot`. dout (N_sp, C, be->act): gradient of the stage output (from the
 // next stage); NULL on the last stage, where the loss gradient is loss_scale per token.
 // Parameter gradients accumulate; afterwards gpt_stage_input_grad() holds d(stage input).
-void gpt_backward(GPT *m, Comm *tp, int slot, const float *dout, float loss_scale);
+void gpt_backward(GPT *m, Comm *tp, int slot, const void *dout, float loss_scale);
 
-float *gpt_stage_input(GPT *m, int slot);         // (N_sp, C) receive buffer of a slot
-const float *gpt_stage_output(GPT *m, int slot);  // (N_sp, C) what the next stage receives
-const float *gpt_stage_input_grad(GPT *m);        // (N_sp, C) what the previous stage receives
-size_t gpt_stage_io_numel(const GPT *m);          // N_sp * C: floats of those three buffers
+void *gpt_stage_input(GPT *m, int slot);         // (N_sp, C) receive buffer of a slot
+const void *gpt_stage_output(GPT *m, int slot);  // (N_sp, C) what the next stage receives
+const void *gpt_stage_input_grad(GPT *m);        // (N_sp, C) what the previous stage receives
+size_t gpt_stage_io_numel(const GPT *m);         // N_sp * C: elements (be->act) of those three
+
+// Rewrites the weight copies (param_copy, type be->act) from the fp32 master weights
+// (param_mem): call after anything writes param_mem (start-up does it; after each optimizer
+// step; after loading a checkpoint). No-op when be->act is fp32. Asynchronous on CUDA.
+void gpt_refresh_weight_copies(GPT *m);
 
 // Sum of the per-token losses of `slot` (last stage only; syncs). Pure otherwise.
 double gpt_loss_sum(GPT *m, int slot);
@@ -130,6 +149,11 @@ void gpt_sync_sequence_parallel_grads(GPT *m, Comm *tp);
 
 // Sets all parameter gradients to zero. Never fails.
 void gpt_zero_grads(GPT *m);
+
+// Activation recomputation (cfg.recompute): 1 if layer l (local index) is re-run in the
+// backward; its chunk's first and last local layers in *first, *last (l itself when not
+// recomputed). A chunk keeps only its input and output per micro-batch. Pure.
+int gpt_layer_recomputed(const GPT *m, int l, int *first, int *last);
 
 // Index of a parameter by logical name in m->params, or -1.
 int gpt_param_index(const GPT *m, const char *name);

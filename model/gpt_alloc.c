@@ -19,36 +19,53 @@ static void *carve(Carver *cv, size_t bytes) {
     return p;
 }
 #define CARVE_F(cv, n) ((float *)carve((cv), (size_t)(n) * sizeof(float)))
+// n activation elements of the backend's type (fp32, bf16 or fp16)
+#define CARVE_A(cv, n) carve((cv), (size_t)(n) * backend_dtype_size(m->be->act))
 
-static void carve_slot(GPT *m, Carver *cv, GPTActs *a) {
+// One layer's activations (GPTLayerActs in gpt.h).
+static void carve_layer(GPT *m, Carver *cv, GPTLayerActs *L) {
     size_t N = (size_t)m->N, Ns = (size_t)m->N_sp, C = (size_t)m->cfg.hidden_size;
     size_t rows = (size_t)m->B * m->NH_tp * m->T;  // attention rows (b, h, t)
     int flash = m->cfg.use_flash_attn;
+    L->ln1 = CARVE_A(cv, Ns * C);
+    L->ln1_mean = CARVE_F(cv, Ns);
+    L->ln1_rstd = CARVE_F(cv, Ns);
+    L->qkv = CARVE_A(cv, N * 3 * m->C_tp);
+    int selective = m->cfg.recompute == GPT_RECOMPUTE_SELECTIVE;
+    L->att = flash ? NULL : selective ? m->s.att : CARVE_A(cv, rows * m->T);  // selective: shared
+    L->lse = flash ? CARVE_F(cv, rows) : NULL;
+    L->atty = CARVE_A(cv, N * m->C_tp);
+    L->res2 = CARVE_A(cv, Ns * C);
+    L->ln2 = CARVE_A(cv, Ns * C);
+    L->ln2_mean = CARVE_F(cv, Ns);
+    L->ln2_rstd = CARVE_F(cv, Ns);
+    L->fch = CARVE_A(cv, N * m->F_tp);
+    L->fch_gelu = CARVE_A(cv, N * m->F_tp);
+    L->res3 = CARVE_A(cv, Ns * C);
+}
+
+// A micro-batch's activations. A recomputed layer uses the shared chunk buffers (m->rc) and
+// keeps only its output here when it ends its chunk: the next chunk's input.
+static void carve_slot(GPT *m, Carver *cv, GPTActs *a) {
+    size_t N = (size_t)m->N, Ns = (size_t)m->N_sp, C = (size_t)m->cfg.hidden_size;
     a->tokens = carve(cv, N * sizeof(int));
     a->targets = carve(cv, N * sizeof(int));
-    a->x0 = CARVE_F(cv, Ns * C);
+    a->x0 = CARVE_A(cv, Ns * C);
     for (int l = 0; l < m->n_layers; l++) {
         GPTLayerActs *L = &a->layers[l];
-        L->ln1 = CARVE_F(cv, Ns * C);
-        L->ln1_mean = CARVE_F(cv, Ns);
-        L->ln1_rstd = CARVE_F(cv, Ns);
-        L->qkv = CARVE_F(cv, N * 3 * m->C_tp);
-        L->att = flash ? NULL : CARVE_F(cv, rows * m->T);
-        L->lse = flash ? CARVE_F(cv, rows) : NULL;
-        L->atty = CARVE_F(cv, N * m->C_tp);
-        L->res2 = CARVE_F(cv, Ns * C);
-        L->ln2 = CARVE_F(cv, Ns * C);
-        L->ln2_mean = CARVE_F(cv, Ns);
-        L->ln2_rstd = CARVE_F(cv, Ns);
-        L->fch = CARVE_F(cv, N * m->F_tp);
-        L->fch_gelu = CARVE_F(cv, N * m->F_tp);
-        L->res3 = CARVE_F(cv, Ns * C);
+        int first, last;
+        if (!gpt_layer_recomputed(m, l, &first, &last)) {
+            carve_layer(m, cv, L);
+            continue;
+        }
+        *L = m->rc[l - first];
+        if (l == last) L->res3 = CARVE_A(cv, Ns * C);  // the chunk's output
     }
     if (m->last) {
-        a->lnf = CARVE_F(cv, Ns * C);
+        a->lnf = CARVE_A(cv, Ns * C);
         a->lnf_mean = CARVE_F(cv, Ns);
         a->lnf_rstd = CARVE_F(cv, Ns);
-        a->logits = CARVE_F(cv, N * m->vocab.V_tp);
+        a->logits = CARVE_A(cv, N * m->vocab.V_tp);
         a->xent.rowmax = CARVE_F(cv, N);
         a->xent.stats = CARVE_F(cv, 2 * N);
         a->xent.loss = CARVE_F(cv, N);
@@ -57,43 +74,61 @@ static void carve_slot(GPT *m, Carver *cv, GPTActs *a) {
 
 static void carve_scratch(GPT *m, Carver *cv) {
     size_t N = (size_t)m->N, Ns = (size_t)m->N_sp, C = (size_t)m->cfg.hidden_size;
-    m->s.dres = CARVE_F(cv, Ns * C);
-    m->s.dln = CARVE_F(cv, Ns * C);
-    m->s.dqkv = CARVE_F(cv, N * 3 * m->C_tp);
+    m->s.dres = CARVE_A(cv, Ns * C);
+    m->s.dln = CARVE_A(cv, Ns * C);
+    m->s.dqkv = CARVE_A(cv, N * 3 * m->C_tp);
     size_t rows = (size_t)m->B * m->NH_tp * m->T;  // attention rows (b, h, t)
     m->s.datt = CARVE_F(cv, m->cfg.use_flash_attn ? rows : rows * m->T);
-    m->s.datty = CARVE_F(cv, N * m->C_tp);
-    m->s.dfch = CARVE_F(cv, N * m->F_tp);
-    m->s.dfch_gelu = CARVE_F(cv, N * m->F_tp);
+    m->s.datty = CARVE_A(cv, N * m->C_tp);
+    m->s.dfch = CARVE_A(cv, N * m->F_tp);
+    m->s.dfch_gelu = CARVE_A(cv, N * m->F_tp);
     m->s.dscale = CARVE_F(cv, N);
     if (m->sp) {
-        m->s.sp_gather = CARVE_F(cv, N * C);
-        m->s.sp_full = CARVE_F(cv, N * C);
+        m->s.sp_gather = CARVE_A(cv, N * C);
+        m->s.sp_full = CARVE_A(cv, N * C);
     }
+    if (m->cfg.recompute == GPT_RECOMPUTE_SELECTIVE && !m->cfg.use_flash_attn)
+        m->s.att = CARVE_A(cv, rows * m->T);
+    for (int i = 0; i < m->n_rc; i++) carve_layer(m, cv, &m->rc[i]);
 }
 
-// Points the views of `w` into `base` following the table's offsets.
-static void make_views(GPT *m, GPTWeights *w, float *base) {
+int gpt_layer_recomputed(const GPT *m, int l, int *first, int *last) {
+    const GPTConfig *c = &m->cfg;
+    *first = *last = l;
+    if (c->recompute != GPT_RECOMPUTE_FULL) return 0;
+    if (c->recompute_block) return l < c->recompute_num_layers;  // each layer alone
+    int k = c->recompute_num_layers;
+    *first = l / k * k;
+    *last = *first + k - 1 < m->n_layers - 1 ? *first + k - 1 : m->n_layers - 1;
+    return 1;
+}
+
+// Element `off` of a buffer of `esize`-byte elements.
+static void *at(void *mem, size_t off, size_t esize) { return (char *)mem + off * esize; }
+
+// Points the views of `w` into `mem`, whose elements are `esize` bytes, following the
+// table's offsets.
+static void make_views(GPT *m, GPTWeights *w, void *mem, size_t esize) {
     int k = 0;
     for (int i = 0; i < m->n_params; i++)
-        if (!strcmp(m->params[i].name, "wte")) w->wte = base + m->params[i].offset;
+        if (!strcmp(m->params[i].name, "wte")) w->wte = at(mem, m->params[i].offset, esize);
     if (m->first) {
-        w->wpe = base + m->params[gpt_param_index(m, "wpe")].offset;
+        w->wpe = at(mem, m->params[gpt_param_index(m, "wpe")].offset, esize);
         k = 2;
     }
     for (int l = 0; l < m->n_layers; l++, k += 12) {
         const ParamInfo *t = &m->params[k];
         GPTBlockW *b = &w->blocks[l];
-        b->ln1w = base + t[0].offset;  b->ln1b = base + t[1].offset;
-        b->qkvw = base + t[2].offset;  b->qkvb = base + t[3].offset;
-        b->projw = base + t[4].offset; b->projb = base + t[5].offset;
-        b->ln2w = base + t[6].offset;  b->ln2b = base + t[7].offset;
-        b->fcw = base + t[8].offset;   b->fcb = base + t[9].offset;
-        b->fcprojw = base + t[10].offset; b->fcprojb = base + t[11].offset;
+        b->ln1w = at(mem, t[0].offset, esize);  b->ln1b = at(mem, t[1].offset, esize);
+        b->qkvw = at(mem, t[2].offset, esize);  b->qkvb = at(mem, t[3].offset, esize);
+        b->projw = at(mem, t[4].offset, esize); b->projb = at(mem, t[5].offset, esize);
+        b->ln2w = at(mem, t[6].offset, esize);  b->ln2b = at(mem, t[7].offset, esize);
+        b->fcw = at(mem, t[8].offset, esize);   b->fcb = at(mem, t[9].offset, esize);
+        b->fcprojw = at(mem, t[10].offset, esize); b->fcprojb = at(mem, t[11].offset, esize);
     }
     if (m->last) {
-        w->lnfw = base + m->params[gpt_param_index(m, "final_ln.weight")].offset;
-        w->lnfb = base + m->params[gpt_param_index(m, "final_ln.bias")].offset;
+        w->lnfw = at(mem, m->params[gpt_param_index(m, "final_ln.weight")].offset, esize);
+        w->lnfb = at(mem, m->params[gpt_param_index(m, "final_ln.bias")].offset, esize);
     }
 }
 
@@ -134,12 +169,27 @@ GPT *gpt_create(const GPTConfig *cfg, Backend *be, int tp, int tp_rank, int pp, 
     m->n_alloc = (m->n_floats + pad_multiple - 1) / pad_multiple * pad_multiple;
     m->param_mem = be->ops->alloc(be, m->n_alloc * sizeof(float));
     m->grad_mem = be->ops->alloc(be, m->n_alloc * sizeof(float));
+    size_t act = backend_dtype_size(be->act);
+    m->param_copy = be->act == BACKEND_F32 ? (void *)m->param_mem : be->ops->alloc(be, m->n_alloc * act);
     m->w.blocks = core_calloc((size_t)m->n_layers, sizeof(GPTBlockW));
     m->g.blocks = core_calloc((size_t)m->n_layers, sizeof(GPTBlockW));
-    make_views(m, &m->w, m->param_mem);
-    make_views(m, &m->g, m->grad_mem);
+    make_views(m, &m->w, m->param_copy, act);
+    make_views(m, &m->g, m->grad_mem, sizeof(float));
     init_params(m, seed);
+    gpt_refresh_weight_copies(m);
 
+    if (cfg->recompute == GPT_RECOMPUTE_FULL) {  // one chunk's layers, shared by the slots
+        int k = cfg->recompute_block ? 1 : cfg->recompute_num_layers;
+        m->n_rc = k < m->n_layers ? k : m->n_layers;
+        m->rc = core_calloc((size_t)(m->n_rc > 0 ? m->n_rc : 1), sizeof(GPTLayerActs));
+    }
+    Carver sc = {NULL, 0};  // the workspace first: recomputed layers point into it
+    carve_scratch(m, &sc);
+    sc.base = be->ops->alloc(be, sc.used);
+    m->s.mem = sc.base;
+    m->scratch_bytes = sc.used;
+    sc.used = 0;
+    carve_scratch(m, &sc);
     m->n_slots = n_slots;
     m->slots = core_calloc((size_t)n_slots, sizeof(GPTActs));
     for (int s = 0; s < n_slots; s++) {
@@ -153,13 +203,6 @@ GPT *gpt_create(const GPTConfig *cfg, Backend *be, int tp, int tp_rank, int pp, 
         cv.used = 0;
         carve_slot(m, &cv, a);
     }
-    Carver cv = {NULL, 0};
-    carve_scratch(m, &cv);
-    cv.base = be->ops->alloc(be, cv.used);
-    m->s.mem = cv.base;
-    m->scratch_bytes = cv.used;
-    cv.used = 0;
-    carve_scratch(m, &cv);
     m->s.dscale_value = 0.0f;
     m->s.dscale_host = core_calloc((size_t)m->N, sizeof(float));
     return m;
@@ -173,10 +216,12 @@ void gpt_destroy(GPT *m) {
         free(m->slots[s].layers);
     }
     free(m->slots);
+    free(m->rc);
     be->ops->free(be, m->s.mem);
     free(m->s.dscale_host);
     be->ops->free(be, m->param_mem);
     be->ops->free(be, m->grad_mem);
+    if (m->param_copy != (void *)m->param_mem) be->ops->free(be, m->param_copy);
     free(m->w.blocks);
     free(m->g.blocks);
     free(m->params);
@@ -197,3 +242,8 @@ void gpt_sync_sequence_parallel_grads(GPT *m, Comm *tp) {
 }
 
 void gpt_zero_grads(GPT *m) { m->be->ops->zero(m->be, m->grad_mem, m->n_alloc * sizeof(float)); }
+
+void gpt_refresh_weight_copies(GPT *m) {
+    if (m->be->act == BACKEND_F32) return;
+    m->be->ops->cast(m->be, m->param_copy, m->be->act, m->param_mem, BACKEND_F32, m->n_alloc);
+}

@@ -32,6 +32,11 @@ int gpt_config_check(const GPTConfig *c, int tp, int pp, char *err, size_t n) {
                  c->ffn_hidden_size);
         return -1;
     }
+    if (c->recompute == GPT_RECOMPUTE_FULL && c->recompute_num_layers < 1) {
+        snprintf(err, n, "recompute-num-layers %d must be >= 1 with recompute-granularity full",
+                 c->recompute_num_layers);
+        return -1;
+    }
     int first = c->first_stage_layers, last = c->last_stage_layers;
     if (first < 0 || last < 0 || ((first || last) && pp == 1)) {
         snprintf(err, n, "decoder-first/last-pipeline-num-layers (%d, %d) must be >= 0 and need "

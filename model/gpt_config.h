@@ -15,7 +15,18 @@ typedef struct {
     int last_stage_layers;        // --decoder-last-pipeline-num-layers (0: even split)
     int use_flash_attn;           // --use-flash-attn: fused attention, no (T, T) stored; the
                                   // same math (an implementation choice, not in checkpoints)
+    // Activation recomputation (Megatron's flags; bitwise the same results, less memory):
+    int recompute;                // --recompute-granularity: 0 none, GPT_RECOMPUTE_FULL (whole
+                                  // layers re-run in the backward), GPT_RECOMPUTE_SELECTIVE
+                                  // (only the attention probabilities; nothing with flash)
+    int recompute_block;          // --recompute-method: 0 uniform (the stage's layers in chunks
+                                  // of recompute_num_layers, only each chunk's input kept),
+                                  // 1 block (the first recompute_num_layers layers, each alone)
+    int recompute_num_layers;     // --recompute-num-layers (>= 1 with full)
+    double init_method_std;       // --init-method-std (0: Megatron's 0.02)
 } GPTConfig;
+
+enum { GPT_RECOMPUTE_NONE = 0, GPT_RECOMPUTE_FULL = 1, GPT_RECOMPUTE_SELECTIVE = 2 };
 
 // Padded vocabulary Vp: V rounded up to a multiple of vocab_divisible_by * tp (Megatron). Pure.
 int gpt_padded_vocab(const GPTConfig *c, int tp);

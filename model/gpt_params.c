@@ -146,7 +146,8 @@ void gpt_param_init(const ParamInfo *p, const GPTConfig *c, int tp, int tp_rank,
                     float *out) {
     memset(out, 0, p->numel * sizeof(float));  // zeros, and the vocab padding rows
     if (p->init == INIT_ZERO) return;
-    double std = p->init == INIT_NORMAL_OUT ? 0.02 / sqrt(2.0 * c->num_layers) : 0.02;
+    double std0 = c->init_method_std > 0 ? c->init_method_std : 0.02;  // Megatron's default
+    double std = p->init == INIT_NORMAL_OUT ? std0 / sqrt(2.0 * c->num_layers) : std0;
     ParamSlice sl[3];
     int ns = gpt_param_slices(p, tp, tp_rank, sl);
     for (int s = 0; s < ns; s++)

@@ -87,8 +87,32 @@ void optim_destroy(Optimizer *o) {
     o->be->ops->free(o->be, o->pack);
     o->be->ops->free(o->be, o->update_table);
     o->be->ops->free(o->be, o->norm_table);
+    o->be->ops->free(o->be, o->lp);
+    o->be->ops->free(o->be, o->lp_out);
     free(o->segs);
     free(o);
+}
+
+void optim_set_reduce_bf16(Optimizer *o) {
+    Backend *be = o->be;
+    if (o->dp->size == 1) return;  // nothing is reduced
+    o->reduce_bf16 = 1;
+    size_t n = o->zero1 ? (o->pack ? (size_t)o->dp->size * o->bucket : o->n_padded) : o->bucket;
+    o->lp = be->ops->alloc(be, n * 2);
+    if (o->zero1) o->lp_out = be->ops->alloc(be, o->shard_len * 2);
+}
+
+// The average over DP of in (n_ranks * per, fp32), this rank's piece [rank * per, + per)
+// into out (per): reduce-scatter in fp32, or in bf16 through the staging buffers.
+static void reduce_scatter_avg(Optimizer *o, const float *in, float *out, size_t per) {
+    Backend *be = o->be;
+    if (!o->reduce_bf16) {
+        comm_reduce_scatter(o->dp, in, out, per, COMM_F32, COMM_AVG);
+        return;
+    }
+    be->ops->cast(be, o->lp, BACKEND_BF16, in, BACKEND_F32, per * (size_t)o->dp->size);
+    comm_reduce_scatter(o->dp, o->lp, o->lp_out, per, COMM_BF16, COMM_AVG);
+    be->ops->cast(be, out, BACKEND_F32, o->lp_out, BACKEND_BF16, per);
 }
 
 // ZeRO-1 bucket k: piece [k*b, k*b + len) of every rank's slice, packed in rank order,
@@ -99,12 +123,24 @@ static void reduce_scatter_bucket(Optimizer *o, float *grads, size_t at, size_t 
     for (int r = 0; r < n; r++)
         be->ops->copy(be, o->pack + (size_t)r * len, grads + (size_t)r * o->shard_len + at,
                       len * sizeof(float), BACKEND_D2D);
-    comm_reduce_scatter(o->dp, o->pack, o->grad_shard + at, len, COMM_F32, COMM_AVG);
+    reduce_scatter_avg(o, o->pack, o->grad_shard + at, len);
+}
+
+// Plain DDP: grads (len) averaged over DP in place, in fp32 or bf16.
+static void all_reduce_avg(Optimizer *o, float *grads, size_t len) {
+    Backend *be = o->be;
+    if (!o->reduce_bf16) {
+        comm_all_reduce(o->dp, grads, len, COMM_F32, COMM_AVG);
+        return;
+    }
+    be->ops->cast(be, o->lp, BACKEND_BF16, grads, BACKEND_F32, len);
+    comm_all_reduce(o->dp, o->lp, len, COMM_BF16, COMM_AVG);
+    be->ops->cast(be, grads, BACKEND_F32, o->lp, BACKEND_BF16, len);
 }
 
 void optim_reduce_grads(Optimizer *o, float *grads) {
     if (o->zero1 && !o->pack) {
-        comm_reduce_scatter(o->dp, grads, o->grad_shard, o->shard_len, COMM_F32, COMM_AVG);
+        reduce_scatter_avg(o, grads, o->grad_shard, o->shard_len);
     } else if (o->zero1) {
         for (size_t at = 0; at < o->shard_len; at += o->bucket) {
             size_t len = o->shard_len - at < o->bucket ? o->shard_len - at : o->bucket;
@@ -113,7 +149,7 @@ void optim_reduce_grads(Optimizer *o, float *grads) {
     } else if (o->dp->size > 1) {
         for (size_t at = 0; at < o->n_padded; at += o->bucket) {
             size_t len = o->n_padded - at < o->bucket ? o->n_padded - at : o->bucket;
-            comm_all_reduce(o->dp, grads + at, len, COMM_F32, COMM_AVG);
+            all_reduce_avg(o, grads + at, len);
         }
     }
 }

@@ -46,6 +46,8 @@ typedef struct {
     BackendSegment *norm_table;     // (n_norm) those counted in the gradient norm
     int n_norm;
     size_t max_seg_len;             // longest segment (sizes the multi-tensor launches)
+    int reduce_bf16;            // --grad-reduce-in-bf16: the DP reduction moves bf16
+    void *lp, *lp_out;          // bf16 staging: (DP * bucket or n_padded), (shard_len); or NULL
     int64_t step;               // AdamW steps taken (bias correction)
     int dp_rank_counts_norm;    // plain DDP: only dp rank 0 adds to the norm
 } Optimizer;
@@ -61,6 +63,10 @@ size_t optim_padded_size(size_t n_floats, int dp);
 // bucket_size: elements per gradient-reduction bucket (0: one bucket).
 Optimizer *optim_create(Backend *be, Comm *dp, int zero1, const ParamInfo *params, int n_params,
                         size_t n_floats, int tp_rank, size_t bucket_size);
+// Megatron's --grad-reduce-in-bf16: the data-parallel reduction of the fp32 gradients moves
+// bf16 (half the bytes; each bucket rounded to bf16 before, summed in fp32 per addition and
+// rounded, widened back to fp32 after). Call right after optim_create. Never fails.
+void optim_set_reduce_bf16(Optimizer *o);
 void optim_destroy(Optimizer *o);
 
 // Synchronises gradients over DP (reduce-scatter or all-reduce, averaging); grads (n_padded).

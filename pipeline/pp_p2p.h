@@ -3,7 +3,7 @@
 //
 // "forward" traffic is a stage's output activation going to the next stage; "backward"
 // traffic is the gradient of that activation coming back. Every call moves one message of
-// `count` floats (micro-batch x sequence x hidden) over the pipeline Comm with
+// `count` elements of `dtype` (micro-batch x sequence x hidden, in the activation type) over the pipeline Comm with
 // comm_send_recv, which posts both halves before waiting: the paired calls
 //     stage s:   send_forward_recv_backward   <->   stage s+1: send_backward_recv_forward
 // can never deadlock, whatever order the two ranks reach them in. A missing neighbour
@@ -17,19 +17,20 @@
 typedef struct {
     Comm *comm;        // the pipeline group; rank = stage index
     int prev, next;    // group-local neighbours, -1 at the ends
-    size_t count;      // floats per message
+    size_t count;      // elements per message
+    CommDtype dtype;   // their type: the activations' (fp32, bf16 or fp16)
     PPTrace *trace;    // NULL: no recording
 } PPLink;
 
 // x (count) <- activation of micro-batch `micro` from the previous stage.
-void pp_recv_forward(PPLink *l, float *x, int micro);
+void pp_recv_forward(PPLink *l, void *x, int micro);
 // y (count) -> next stage.
-void pp_send_forward(PPLink *l, const float *y, int micro);
+void pp_send_forward(PPLink *l, const void *y, int micro);
 // dy (count) <- gradient of this stage's output from the next stage.
-void pp_recv_backward(PPLink *l, float *dy, int micro);
+void pp_recv_backward(PPLink *l, void *dy, int micro);
 // dx (count) -> previous stage.
-void pp_send_backward(PPLink *l, const float *dx, int micro);
+void pp_send_backward(PPLink *l, const void *dx, int micro);
 // y -> next stage and dy <- next stage, at once. `micro`: the micro-batch of y (for the trace).
-void pp_send_forward_recv_backward(PPLink *l, const float *y, float *dy, int micro);
+void pp_send_forward_recv_backward(PPLink *l, const void *y, void *dy, int micro);
 // dx -> previous stage and x <- previous stage, at once. `micro`: that of dx.
-void pp_send_backward_recv_forward(PPLink *l, const float *dx, float *x, int micro);
+void pp_send_backward_recv_forward(PPLink *l, const void *dx, void *x, int micro);

@@ -21,13 +21,13 @@ static void stage_backward(void *ctx, int micro, int slot) {
     gpt_backward(st->model, st->grid->tp, slot, st->model->last ? NULL : st->dout, st->loss_scale);
 }
 
-static float *stage_input(void *ctx, int slot) { return gpt_stage_input(((PPStep *)ctx)->model, slot); }
+static void *stage_input(void *ctx, int slot) { return gpt_stage_input(((PPStep *)ctx)->model, slot); }
 
-static const float *stage_output(void *ctx, int slot) {
+static const void *stage_output(void *ctx, int slot) {
     return gpt_stage_output(((PPStep *)ctx)->model, slot);
 }
 
-static const float *stage_input_grad(void *ctx) { return gpt_stage_input_grad(((PPStep *)ctx)->model); }
+static const void *stage_input_grad(void *ctx) { return gpt_stage_input_grad(((PPStep *)ctx)->model); }
 
 static void sync_backend(void *ctx) {
     Backend *be = ctx;
@@ -44,12 +44,12 @@ void pp_step_init(PPStep *st, GPT *model, ProcessGrid *grid, PPScheduleKind kind
                    .trace = trace};
     st->tokens = core_calloc(N, sizeof(int));
     st->targets = core_calloc(N, sizeof(int));
-    st->dout = model->be->ops->alloc(model->be, io * sizeof(float));
+    st->dout = model->be->ops->alloc(model->be, io * backend_dtype_size(model->be->act));
     st->loss_acc = model->be->ops->alloc(model->be, sizeof(double));
     st->stage = (PPStage){.ctx = st, .forward = stage_forward, .backward = stage_backward,
                           .input = stage_input, .output = stage_output,
                           .input_grad = stage_input_grad, .output_grad = st->dout};
-    st->link = (PPLink){grid->pp, grid->pp_prev, grid->pp_next, io, trace};
+    st->link = (PPLink){grid->pp, grid->pp_prev, grid->pp_next, io, tp_act_dtype(model->be), trace};
     if (trace && trace->cap && model->be->kind != BACKEND_CPU) {
         trace->sync = sync_backend;  // device work is queued: time it when it is done
         trace->sync_ctx = model->be;

@@ -27,10 +27,10 @@ typedef struct {
     // (not read on the last stage); afterwards input_grad() holds d(input) and the slot is
     // free.
     void (*backward)(void *ctx, int micro, int slot);
-    float *(*input)(void *ctx, int slot);         // (count) receive buffer of a slot
-    const float *(*output)(void *ctx, int slot);  // (count) activation for the next stage
-    const float *(*input_grad)(void *ctx);        // (count) gradient for the previous stage
-    float *output_grad;                           // (count) gradient from the next stage
+    void *(*input)(void *ctx, int slot);          // (count) receive buffer of a slot
+    const void *(*output)(void *ctx, int slot);   // (count) activation for the next stage
+    const void *(*input_grad)(void *ctx);         // (count) gradient for the previous stage
+    void *output_grad;                            // (count) gradient from the next stage
 } PPStage;
 
 // Activation slots stage `stage` of `stages` needs for m micro-batches: min(PP - s, m) for

@@ -23,7 +23,7 @@ typedef struct {
     int n_micro;        // micro-batches per step on this data-parallel rank
     float loss_scale;   // gradient of the loss per token: 1 / (tokens per DP rank per step)
     int *tokens, *targets;  // (B, T) host staging buffers
-    float *dout;        // (N_sp, C) gradient of the stage output received from the next stage
+    void *dout;         // (N_sp, C) gradient of the stage output received from the next stage
     double loss;        // summed per-token loss of the current run (last stage)
     double *loss_acc;   // (1) the same sum on the model's backend, read once per run
     PPTrace *trace;     // timeline and bubble counters; NULL: none

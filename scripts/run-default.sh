@@ -5,7 +5,10 @@
 #      into out/fortunes.h5 with the byte-level tokenizer;
 #   3. train a small GPT (4 layers, 128 wide, 128-token context) on it for 300 iterations on
 #      this machine's cores, evaluating on the validation split and saving a checkpoint in
-#      out/checkpoints (resume with the same command plus --load out/checkpoints).
+#      out/checkpoints. Run again, it resumes from out/checkpoints (e.g. after Ctrl-C, which
+#      saves a checkpoint and stops cleanly, or with --train-iters 1000 to train on) and
+#      appends to out/train_log.jsonl; FRESH=1 starts over (the old checkpoints are kept
+#      aside in out/checkpoints.old.N and the log continues with a run_start record).
 # Extra arguments go to `megac train` (e.g. --train-iters 1000). Set RANKS=N (and TP/PP)
 # to run N MPI ranks through build/scripts/megac-mpiexec.
 set -euo pipefail
@@ -17,7 +20,21 @@ corpus=()
 for f in /usr/share/games/fortunes/*; do
   [[ -f "$f" && "$f" != *.dat && "$f" != *.u8 ]] && corpus+=("$f")
 done
-build/megac/megac preprocess --input "${corpus[@]}" --output out/fortunes.h5 --doc-separator %
+# Written once: a resumed run reads the same tokens (delete the file to rebuild it).
+if [[ ! -s out/fortunes.h5 ]]; then
+  build/megac/megac preprocess --input "${corpus[@]}" --output out/fortunes.h5 --doc-separator %
+fi
+resume=()
+if [[ -s out/checkpoints/latest_checkpointed_iteration.txt ]]; then
+  if [[ "${FRESH:-0}" == 1 ]]; then
+    n=1; while [[ -e out/checkpoints.old.$n ]]; do n=$((n + 1)); done
+    mv out/checkpoints "out/checkpoints.old.$n"
+    echo "run-default: FRESH=1: starting over; the previous checkpoints are in out/checkpoints.old.$n"
+  else
+    resume=(--load out/checkpoints)
+    echo "run-default: resuming from out/checkpoints at iteration $(cat out/checkpoints/latest_checkpointed_iteration.txt) (FRESH=1 starts over)"
+  fi
+fi
 launch=(build/megac/megac)
 if [[ -n "${RANKS:-}" ]]; then
   launch=(build/scripts/megac-mpiexec -n "$RANKS" build/megac/megac)
@@ -28,4 +45,4 @@ fi
   --micro-batch-size 8 --global-batch-size 16 --train-iters 300 \
   --lr 2e-3 --min-lr 2e-4 --lr-warmup-iters 20 --lr-decay-style cosine --weight-decay 0.1 \
   --clip-grad 1.0 --log-interval 25 --eval-interval 100 --eval-iters 8 \
-  --save out/checkpoints --log-json out/train_log.jsonl "$@"
+  --save out/checkpoints --log-json out/train_log.jsonl "${resume[@]}" "$@"

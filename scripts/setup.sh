@@ -7,7 +7,9 @@ pkgs=(gcc g++ pkg-config ninja-build meson python3
       mpich libmpich-dev libhdf5-mpich-dev hdf5-tools libopenblas-dev hwloc-nox
       libpcre2-dev libjson-c-dev
       slurm-wlm munge  # tests/scripts: a one-machine Slurm cluster runs pretrain_gpt.sbatch
-      fortunes)        # fortunes: the default training corpus (/usr/share/games/fortunes)
+      fortunes         # fortunes: the default training corpus (/usr/share/games/fortunes)
+      gnuplot-nox      # megac ablate: the sweep's plots (tests/plan)
+      python3-torch python3-venv)  # tests/hf: transformers runs on Debian's torch (~5 min, once)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then
@@ -17,3 +19,4 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 echo "setup: all packages present"
+"$(dirname "$0")/../tests/hf/setup_venv.sh"  # transformers + safetensors in a venv (pip); never fails the set-up

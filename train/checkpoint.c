@@ -10,6 +10,7 @@
 #include "checkpoint.h"
 #include "checkpoint_format.h"
 #include "checkpoint_fs.h"
+#include "checkpoint_lock.h"
 #include "core/check.h"
 #include "core/timer.h"
 
@@ -17,7 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>  // defines: access
+#include <unistd.h>  // defines: access, unlink, rmdir
 
 // Elements [e0, e1) of parameter `param` (index into the rank's table), host copy at buf.
 typedef struct {
@@ -80,6 +81,7 @@ static void host_state_done(const Trainer *t, HostState *h, int loaded) {
     if (loaded) {
         size_t mbytes = o->shard_len * sizeof(float);
         be->ops->copy(be, t->model->param_mem, h->params, t->model->n_floats * sizeof(float), BACKEND_H2D);
+        gpt_refresh_weight_copies(t->model);  // --bf16/--fp16: the copies the forward reads
         be->ops->copy(be, o->m, h->m, mbytes, BACKEND_H2D);
         be->ops->copy(be, o->v, h->v, mbytes, BACKEND_H2D);
         be->ops->sync(be);
@@ -137,9 +139,12 @@ static int transfer_all(hid_t f, const Trainer *t, const HostState *h, int write
                 if (r[k].param == local)
                     bad = ds < 0 || ckpt_h5_transfer(ds, &m->params[local], m->tp, m->tp_rank,
                                                      r[k].e0, r[k].e1, r[k].buf, write) != 0;
+            char h5[512] = "";
+            if (bad) core_hdf5_last_error(h5, sizeof h5);  // before H5Dclose clears the stack
             if (ds < 0 || H5Dclose(ds) < 0) bad = 1;
             if (bad && rc == 0)
-                snprintf(err, errlen, "dataset %s cannot be %s", path, write ? "written" : "read");
+                snprintf(err, errlen, "dataset %s cannot be %s%s%s", path, write ? "written" : "read",
+                         h5[0] ? ": " : "", h5);
             if (bad) rc = -1;
         }
     }
@@ -155,25 +160,87 @@ static hid_t mpio_fapl(void) {
     return fapl;
 }
 
-// Every rank: creates the file, its attributes and datasets, writes its slices. Collective.
-static void write_file(const Trainer *t, const char *path) {
-    CkptMeta meta;
-    meta_from_trainer(t, &meta);
-    int n_full = 0;
-    ParamInfo *full = ckpt_full_table(&t->args.model, &n_full);
+// The system's reason inside an HDF5 / MPI-IO message ("... Other I/O error No space left
+// on device'"), else the message's last line, into out (n bytes).
+static void io_reason(const char *h5msg, char *out, size_t n) {
+    static const int codes[] = {ENOSPC, EDQUOT, EFBIG, EROFS, EACCES, EIO, ENOENT};
+    for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
+        if (strstr(h5msg, strerror(codes[i]))) {
+            snprintf(out, n, "%s", strerror(codes[i]));
+            return;
+        }
+    const char *last = strrchr(h5msg, '\n');
+    snprintf(out, n, "%s", last ? last + 1 : h5msg);
+}
+
+// Every rank: creates the file, its attributes and datasets, writes its slices, flushes and
+// closes it. Collective: after a failure of its own a rank still takes part in every
+// collective step (dataset closes, flush, close), so no rank waits forever. HDF5's error
+// stack is not printed (MEGAC_HDF5_DEBUG=1 prints it). Returns 0, or -1 with one line
+// (the file, the system's reason, the step) in err.
+static int write_file(const Trainer *t, const char *path, char *err, size_t errlen) {
+    H5E_auto2_t old_fn;
+    void *old_data;
+    H5Eget_auto2(H5E_DEFAULT, &old_fn, &old_data);
+    if (!getenv("MEGAC_HDF5_DEBUG")) H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    char h5[CKPT_MSG_MAX] = "", step[CKPT_MSG_MAX] = "", why[256] = "";
     hid_t fapl = mpio_fapl();
     hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
-    H5_CHECK(f);
     H5_CHECK(H5Pclose(fapl));
-    ckpt_h5_write_meta(f, &meta);
-    ckpt_h5_create_datasets(f, full, n_full);
-    free(full);
-    HostState h = host_state(t, 0);
-    char err[CKPT_MSG_MAX];
-    if (transfer_all(f, t, &h, 1, err, sizeof err) != 0) core_fatal("saving %s: %s", path, err);
-    host_state_done(t, &h, 0);
-    H5_CHECK(H5Fflush(f, H5F_SCOPE_GLOBAL));  // MPI_File_sync on every rank
-    H5_CHECK(H5Fclose(f));
+    int rc = 0;
+    if (f < 0) {
+        core_hdf5_last_error(h5, sizeof h5);
+        snprintf(step, sizeof step, "cannot create the file");
+        rc = -1;
+    } else {
+        CkptMeta meta;
+        meta_from_trainer(t, &meta);
+        int n_full = 0;
+        ParamInfo *full = ckpt_full_table(&t->args.model, &n_full);
+        ckpt_h5_write_meta(f, &meta);
+        ckpt_h5_create_datasets(f, full, n_full);
+        free(full);
+        HostState h = host_state(t, 0);
+        rc = transfer_all(f, t, &h, 1, step, sizeof step);
+        host_state_done(t, &h, 0);
+        const char *what[2] = {"flushing the file", "closing the file"};
+        for (int k = 0; k < 2; k++) {  // H5Fflush: MPI_File_sync on every rank
+            if ((k == 0 ? H5Fflush(f, H5F_SCOPE_GLOBAL) : H5Fclose(f)) >= 0 || rc != 0) continue;
+            core_hdf5_last_error(h5, sizeof h5);
+            snprintf(step, sizeof step, "%s", what[k]);
+            rc = -1;
+        }
+    }
+    H5Eset_auto2(H5E_DEFAULT, old_fn, old_data);
+    if (rc != 0) {
+        io_reason(h5[0] ? h5 : step, why, sizeof why);
+        step[strcspn(step, ":")] = '\0';  // "dataset X cannot be written", without HDF5's words
+        snprintf(err, errlen, "%.600s: %s (%.200s)", path, why, step);
+    }
+    return rc;
+}
+
+// After a failed save, known to every rank (the failing rank's message in msg): rank 0
+// removes the partial file (and the iteration's directory when this save created it) and
+// says what is left; every rank exits 1. Collective. Never returns.
+static CORE_NORETURN void save_failed(const Trainer *t, int bad_rank, const char *msg,
+                                      const char *tmp, const char *dir, int dir_was_there) {
+    if (t->grid->coord.rank == 0) {
+        unlink(tmp);
+        if (!dir_was_there) rmdir(dir);
+        char latest[64] = "no earlier checkpoint";
+        int64_t it = 0;
+        char ignored[CKPT_MSG_MAX];
+        if (ckpt_read_latest(t->args.save, &it, ignored, sizeof ignored) == 0)
+            snprintf(latest, sizeof latest, "`latest` still names iteration %lld", (long long)it);
+        fprintf(stderr, "megac: [rank %d] cannot save the checkpoint of iteration %lld: %s; the "
+                "partial file was removed, %s\n", bad_rank, (long long)t->iteration, msg, latest);
+        ckpt_lock_release();
+    }
+    // The launcher kills the other ranks as soon as one exits non-zero: nobody leaves until
+    // rank 0 has cleaned up and said so.
+    MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+    core_exit_all(1);
 }
 
 void ckpt_prepare_save(Trainer *t) {
@@ -196,11 +263,15 @@ void ckpt_save(Trainer *t) {
     if (ckpt_fs_path(dir, t->args.save, t->iteration, NULL) ||
         ckpt_fs_path(tmp, t->args.save, t->iteration, CKPT_TMP_FILE))
         core_usage_error("--save: directory name too long: %.200s...", t->args.save);
+    int dir_was_there = access(dir, F_OK) == 0;  // only rank 0's answer is used
     if (rank0) status = ckpt_fs_mkdirs(dir, msg, sizeof msg);
     core_agree_or_exit(status, msg, (int)sizeof msg);
-    write_file(t, tmp);
+    int bad = core_agree(write_file(t, tmp, msg, sizeof msg), msg, (int)sizeof msg);
+    if (bad >= 0) save_failed(t, bad, msg, tmp, dir, dir_was_there);
     if (rank0) status = ckpt_fs_publish(t->args.save, t->iteration, msg, sizeof msg);
-    core_agree_or_exit(status, msg, (int)sizeof msg);
+    bad = core_agree(status, msg, (int)sizeof msg);
+    if (bad >= 0) save_failed(t, bad, msg, tmp, dir, 1);
+    t->last_saved = t->iteration;
     if (rank0) {
         printf(" saved checkpoint at iteration %lld to %s in %.3f s\n", (long long)t->iteration,
                dir, core_now() - t0);

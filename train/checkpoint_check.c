@@ -13,13 +13,13 @@
 #include <string.h>
 #include <sys/stat.h>
 
-// Reads the iteration from DIR/latest_checkpointed_iteration.txt.
-static int read_latest(const char *dir, int64_t *it, char *err, size_t n) {
+int ckpt_read_latest(const char *dir, int64_t *it, char *err, size_t n) {
     char path[CKPT_PATH_MAX], text[64] = "", *end = NULL;
     if (ckpt_fs_path(path, dir, -1, CKPT_LATEST) != 0) {
         snprintf(err, n, "--load: directory name too long: %.200s...", dir);
         return -1;
     }
+    if (ckpt_fs_check_regular(path, err, n) != 0) return -1;  // a FIFO would block fopen
     FILE *fp = fopen(path, "r");
     if (!fp) {
         snprintf(err, n, "%s: %s (is --load a directory written by --save?)", path, strerror(errno));
@@ -104,9 +104,11 @@ static int check_dataset(hid_t grp, const char *gpath, const ParamInfo *p, char 
 }
 
 static int check_datasets(hid_t f, const CkptMeta *want, char *err, size_t n) {
-    GPTConfig c = {(int)want->num_layers, (int)want->hidden_size, (int)want->num_attention_heads,
-                   (int)want->ffn_hidden_size, (int)want->seq_length,
-                   (int)want->max_position_embeddings, (int)want->vocab_size, 1, 0, 0, 0};
+    GPTConfig c = {.num_layers = (int)want->num_layers, .hidden_size = (int)want->hidden_size,
+                   .num_heads = (int)want->num_attention_heads,
+                   .ffn_hidden_size = (int)want->ffn_hidden_size, .seq_length = (int)want->seq_length,
+                   .max_position_embeddings = (int)want->max_position_embeddings,
+                   .vocab_size = (int)want->vocab_size, .vocab_divisible_by = 1};
     int np = 0, rc = 0;
     ParamInfo *full = ckpt_full_table(&c, &np);
     for (int g = 0; g < CKPT_NGROUPS && rc == 0; g++) {
@@ -151,6 +153,7 @@ static int check_file(const char *path, int64_t latest, const CkptMeta *want, Ck
         snprintf(err, n, "%s: %s (named by %s)", path, strerror(errno), CKPT_LATEST);
         return -1;
     }
+    if (ckpt_fs_check_regular(path, err, n) != 0) return -1;  // FIFO, device; no read permission
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (f < 0) {
         char why[256];
@@ -177,7 +180,7 @@ int ckpt_check(const char *dir, const CkptMeta *want, CkptMeta *got, char *path,
     H5Eget_auto2(H5E_DEFAULT, &old_fn, &old_data);
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     int64_t it = 0;
-    int rc = read_latest(dir, &it, err, errlen);
+    int rc = ckpt_read_latest(dir, &it, err, errlen);
     if (rc == 0) {
         rc = ckpt_fs_path(path, dir, it, CKPT_FILE);
         if (rc != 0) snprintf(err, errlen, "--load: directory name too long: %.200s...", dir);

@@ -63,6 +63,11 @@ void ckpt_h5_create_datasets(hid_t f, const ParamInfo *full, int n);
 int ckpt_h5_transfer(hid_t ds, const ParamInfo *p, int tp, int tp_rank, size_t e0, size_t e1,
                      float *buf, int write);
 
+// Reads the iteration named by DIR/latest_checkpointed_iteration.txt into *it. Returns 0,
+// or -1 with one line naming the file in err (missing, not a regular file, unreadable, not
+// a number). Rank 0's file-system step; no HDF5.
+int ckpt_read_latest(const char *dir, int64_t *it, char *err, size_t errlen);
+
 // Rank 0 only, before any rank opens the file: reads DIR/latest, then checks that the named
 // checkpoint.h5 opens, has this format and version, matches `want`'s model config and
 // global batch size, and holds every dataset of the model with its full shape as float32.

@@ -80,3 +80,18 @@ int ckpt_fs_publish(const char *dir, int64_t iteration, char *err, size_t n) {
     if (rc != 0) snprintf(err, n, "--save: %s: %s", step, strerror(errno));
     return rc;
 }
+
+int ckpt_fs_check_regular(const char *path, char *err, size_t n) {
+    struct stat st;
+    if (stat(path, &st) != 0 || access(path, R_OK) != 0) {
+        snprintf(err, n, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        snprintf(err, n, "%s: not a regular file (a %s): refusing to open it", path,
+                 S_ISFIFO(st.st_mode) ? "FIFO" : S_ISDIR(st.st_mode) ? "directory"
+                 : S_ISSOCK(st.st_mode) ? "socket" : "device");
+        return -1;
+    }
+    return 0;
+}

@@ -17,3 +17,8 @@ int ckpt_fs_mkdirs(const char *path, char *err, size_t errlen);
 // through a temporary file + fsync + rename, and fsyncs DIR. Until the last rename the
 // previous `latest` (and its checkpoint) stays valid. Returns 0, or -1 with one line in err.
 int ckpt_fs_publish(const char *dir, int64_t iteration, char *err, size_t errlen);
+
+// Refuses, before anyone opens it, a path that is not a regular file (a FIFO would block the
+// open forever, a device never ends) or that this process may not read. Returns 0, or -1
+// with "PATH: not a regular file ..." or "PATH: Permission denied" in err.
+int ckpt_fs_check_regular(const char *path, char *err, size_t errlen);

@@ -143,8 +143,10 @@ static int piece(hid_t ds, const ParamSlice *sl, size_t r, size_t c, size_t nr, 
     if (e >= 0)
         e = write ? H5Dwrite(ds, H5T_NATIVE_FLOAT, ms, fs, H5P_DEFAULT, buf)
                   : H5Dread(ds, H5T_NATIVE_FLOAT, ms, fs, H5P_DEFAULT, buf);
+    hid_t why = e < 0 ? H5Eget_current_stack() : -1;  // kept: the closes below clear it
     if (ms >= 0) H5Sclose(ms);
     H5Sclose(fs);
+    if (why >= 0) H5Eset_current_stack(why);  // the caller reads the reason (full disk, ...)
     return e < 0 ? -1 : 0;
 }
 

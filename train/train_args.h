@@ -20,11 +20,21 @@ typedef struct {
     const char *log_json;
     const char *device;
     int no_tf32;                    // CUDA: strict fp32 GEMMs instead of TF32 tensor cores
+    int bf16, fp16;                 // CUDA mixed precision: activations and weight copies in
+                                    // bf16 / fp16; fp32 master weights, main grads, optimizer
+    double loss_scale;              // --fp16: static loss scale (0: dynamic)
+    double initial_loss_scale, min_loss_scale;  // --fp16 dynamic scaling (Megatron's)
+    int loss_scale_window, hysteresis;
+    int grad_reduce_in_bf16;        // DP gradient reduction in bf16 (default fp32)
     const char *dist_backend;       // CUDA: "nccl" (default) or "staged" (device->host->MPI)
     int num_threads;
     int zero1;
     double timeout_minutes;
     int max_nan_iters;
+    int exit_signal_handler;        // 1 (default): SIGTERM/SIGINT/SIGUSR1/SIGUSR2 stop gracefully
+    double exit_duration_mins;      // stop (save, exit 0) after this many minutes (0: off)
+    int64_t exit_interval;          // stop (save, exit 0) at iterations divisible by this (0: off)
+    int overwrite_newer;            // --save may move `latest` back (start over; see CHECKPOINT.md)
     const char *trace;
     const char *pipeline_schedule;  // "1f1b" (default) or "gpipe" (all-forward-all-backward)
     int sequence_parallel;

@@ -40,7 +40,9 @@ enum { MEM_PARAMS, MEM_GRADS, MEM_OPTIM, MEM_OPTIM_UNSHARDED, MEM_ACTIVATIONS, M
 
 static void memory_of(const Trainer *t, double out[MEM_N]) {
     const GPT *m = t->model;
-    out[MEM_PARAMS] = (double)m->n_floats * sizeof(float);
+    out[MEM_PARAMS] = (double)m->n_floats * sizeof(float);  // fp32 master weights, and with
+    if (m->be->act != BACKEND_F32)                              // --bf16/--fp16 their copies
+        out[MEM_PARAMS] += (double)m->n_alloc * backend_dtype_size(m->be->act);
     out[MEM_GRADS] = (double)m->n_alloc * sizeof(float);
     out[MEM_OPTIM] = (double)optim_state_bytes(t->opt);
     out[MEM_OPTIM_UNSHARDED] = 2.0 * t->opt->n_padded * sizeof(float);
@@ -71,7 +73,18 @@ static void print_memory(const Trainer *t, const double *all, int n) {
     }
 }
 
+// " | recompute full (uniform, 2 layers per chunk)" etc. in buf, or "" without recomputation.
+static const char *recompute_label(const GPTConfig *c, char *buf, size_t n) {
+    if (c->recompute == GPT_RECOMPUTE_SELECTIVE) return " | recompute selective (attention probabilities)";
+    if (c->recompute != GPT_RECOMPUTE_FULL) return "";
+    snprintf(buf, n, " | recompute full (%s, %d layer%s%s)", c->recompute_block ? "block" : "uniform",
+             c->recompute_num_layers, c->recompute_num_layers == 1 ? "" : "s",
+             c->recompute_block ? " per stage" : " per chunk");
+    return buf;
+}
+
 void train_log_startup(const Trainer *t) {
+    char rc[96];
     const ProcessGrid *g = t->grid;
     const GPT *m = t->model;
     const TrainArgs *a = &t->args;
@@ -85,10 +98,16 @@ void train_log_startup(const Trainer *t) {
         printf("megac train: world %d = TP %d x PP %d x DP %d | backend %s | communication %s\n",
                g->dims.world_size, g->dims.tp, g->dims.pp, g->dims.dp, t->be->name, comm);
         printf("model: L=%d C=%d NH=%d F=%d T=%d V=%d (padded %d) | micro-batch %d, global batch %d, "
-               "%d micro-batches per step per DP rank%s%s\n", a->model.num_layers, a->model.hidden_size,
+               "%d micro-batches per step per DP rank%s%s%s\n", a->model.num_layers, a->model.hidden_size,
                a->model.num_heads, a->model.ffn_hidden_size, a->model.seq_length, a->model.vocab_size,
                m->Vp, a->micro_batch, a->global_batch, t->n_micro,
-               m->sp ? " | sequence parallel" : "", m->cfg.use_flash_attn ? " | flash attention" : "");
+               m->sp ? " | sequence parallel" : "", m->cfg.use_flash_attn ? " | flash attention" : "",
+               recompute_label(&m->cfg, rc, sizeof rc));
+        if (a->mock_data)
+            printf("data: --mock-data (synthetic tokens, vocab %d, %s samples, seed %llu)\n",
+                   a->mock_vocab, a->mock_samples ? "repeating" : "distinct", (unsigned long long)a->seed);
+        else
+            printf("data: %s (split %s, seed %llu)\n", a->data_path, a->split, (unsigned long long)a->seed);
         print_memory(t, all, g->dims.world_size);
         fflush(stdout);
     }
@@ -137,22 +156,25 @@ void train_log_iteration(Trainer *t, const StepResult *r, double ms, int64_t it)
         fprintf(t->log_json, ",\"grad_norm\":");
         json_number(t->log_json, r->grad_norm);
         fprintf(t->log_json, ",\"lr\":%.9g,\"elapsed_ms\":%.3f,\"tokens_per_s\":%.1f,"
-                "\"gflops_per_rank\":%.3f,\"skipped\":%d", r->lr, ms, tok_s, gflops, r->skipped);
+                "\"gflops_per_rank\":%.3f,\"skipped\":%d,\"loss_scale\":%.17g", r->lr, ms, tok_s,
+                gflops, r->skipped, r->loss_scale);
         json_traffic(t->log_json, t->grid);
         fprintf(t->log_json, ",\"grad_buffer_bytes\":%zu,\"optimizer_state_bytes\":%zu",
                 t->opt->n_padded * sizeof(float), optim_state_bytes(t->opt));
         fprintf(t->log_json, "}\n");
+        fflush(t->log_json);  // a killed run keeps every record it logged
     }
     if (it % a->log_interval && it != a->train_iters) return;
     // One write per line, so other ranks' messages cannot land inside it.
-    char line[768];
+    char line[896];
     int o = snprintf(line, sizeof line,
                      " iteration %8lld/%8lld | consumed samples: %12lld | elapsed time per iteration (ms): %.1f"
-                     " | learning rate: %.6E | global batch size: %5d | lm loss: %.6E | grad norm: %.3f"
-                     " | number of nan iterations: %3d | tokens/s: %.0f | TFLOP/s per rank: %.4f |"
-                     " MB moved by rank 0:",
+                     " | learning rate: %.6E | global batch size: %5d | lm loss: %.6E | loss scale: %.1f"
+                     " | grad norm: %.3f | number of skipped iterations: %3d | number of nan iterations: %3d"
+                     " | tokens/s: %.0f | TFLOP/s per rank: %.4f | MB moved by rank 0:",
                      (long long)it, (long long)a->train_iters, (long long)(it * a->global_batch), ms,
-                     r->lr, a->global_batch, r->loss, r->grad_norm, t->nan_total, tok_s, gflops / 1e3);
+                     r->lr, a->global_batch, r->loss, r->loss_scale, r->grad_norm, t->skipped_total,
+                     t->nan_total, tok_s, gflops / 1e3);
     const char *names[N_TRAFFIC] = {"tp", "pp", "dp", "emb"};
     uint64_t bytes[N_TRAFFIC];
     group_traffic(t->grid, bytes);

@@ -2,12 +2,17 @@
 // pipeline report at the end (the log lines are in train_log.c).
 #include "trainer.h"
 #include "checkpoint.h"
+#include "checkpoint_lock.h"
 #include "train_log.h"
+#include "train_outputs.h"
+#include "train_stop.h"
 #include "core/timer.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <unistd.h>
+
+enum { CKPT_LINE = 4400 };  // a --save path (up to 4096 bytes) and the words around it
 
 // The measured pipeline bubble per stage (PP > 1 on the CPU, or --trace, whose spans wait
 // for queued device work), and the --trace timeline. Collective: all ranks, end of the run.
@@ -23,25 +28,58 @@ static void report_pipeline(Trainer *t) {
     }
 }
 
+// The agreed early stop (train_stop.h): a checkpoint of the last completed iteration unless
+// one was just written, then one line saying why and how to go on. Collective.
+static void stop_run(Trainer *t, int64_t it_start, const char *why) {
+    const TrainArgs *a = &t->args;
+    int rank0 = t->grid->coord.rank == 0, saved = 0;
+    if (a->save && t->iteration > it_start && t->last_saved != t->iteration) {
+        ckpt_save(t);
+        saved = 1;
+    }
+    if (t->log_json) fflush(t->log_json);
+    if (!rank0) return;
+    if (isatty(1)) fputs("\r\033[K", stdout);
+    char what[CKPT_LINE];
+    if (!a->save)
+        snprintf(what, sizeof what, "no --save: nothing saved");
+    else if (t->last_saved == t->iteration)
+        snprintf(what, sizeof what, "checkpoint %s iteration %lld in %s; resume with --load %s",
+                 saved ? "saved at" : "already at", (long long)t->iteration, a->save, a->save);
+    else
+        snprintf(what, sizeof what, "no iteration completed since the start: nothing new to save");
+    printf("megac train: stopped at iteration %lld of %lld (%s); %s\n", (long long)t->iteration,
+           (long long)a->train_iters, why, what);
+    fflush(stdout);
+}
+
 int trainer_run(Trainer *t) {
     const TrainArgs *a = &t->args;
     int rank0 = t->grid->coord.rank == 0, tty = rank0 && isatty(1);
     train_log_startup(t);
     train_log_process_ids(t);
     if (a->save) ckpt_prepare_save(t);  // an unwritable --save fails now, not after training
+    if (a->save) ckpt_lock_acquire(t);  // one run per --save directory
     if (a->load) ckpt_load(t);
+    if (a->save) ckpt_check_rollback(t);  // `latest` never moves back unless asked
+    if (rank0) train_outputs_run_start(t);
     if (rank0 && t->iteration >= a->train_iters)
         printf("megac train: the loaded checkpoint is at iteration %lld >= --train-iters %lld: "
                "nothing to do\n", (long long)t->iteration, (long long)a->train_iters);
     double t_start = core_now();
     int64_t it_start = t->iteration;  // after a resume, the ETA uses this run's pace
+    char why[160] = "";
+    int stopped = 0;
     while (t->iteration < a->train_iters) {
+        if ((stopped = train_stop_check(t, it_start, why, sizeof why))) break;
         double t0 = core_now();
         StepResult r = trainer_step(t);
         double ms = (core_now() - t0) * 1e3;
         int64_t it = t->iteration;
         if (tty) fputs("\r\033[K", stdout);  // clear the progress bar before any log line
-        if (r.skipped) {
+        if (r.overflow) {  // --fp16: the loss scale absorbs it (the log line shows the new scale)
+            t->skipped_total++;
+        } else if (r.skipped) {
             t->nan_total++;
             t->nan_in_row++;
             if (rank0) printf(" iteration %lld: NaN or Inf (loss %g, grad norm %g): step skipped\n",
@@ -50,7 +88,7 @@ int trainer_run(Trainer *t) {
             t->nan_in_row = 0;
         }
         if (rank0) train_log_iteration(t, &r, ms, it);
-        if (t->nan_in_row > a->max_nan_iters) {
+        if (t->nan_in_row > 0 && t->nan_in_row >= a->max_nan_iters) {
             if (rank0) fprintf(stderr, "megac: %d NaN/Inf iterations in a row (limit --max-nan-iters %d): "
                                "stopping; the last checkpoint is untouched\n", t->nan_in_row, a->max_nan_iters);
             return 3;
@@ -65,6 +103,7 @@ int trainer_run(Trainer *t) {
             ckpt_save(t);
         if (tty) train_log_progress(it, it_start, a->train_iters, core_now() - t_start);
     }
+    if (stopped) stop_run(t, it_start, why);
     report_pipeline(t);
     return 0;
 }

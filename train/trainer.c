@@ -6,6 +6,8 @@
 // norm (each rank's unique share, summed over all ranks) -> skip on NaN/Inf, else clip and
 // AdamW -> parameters all-gathered (ZeRO-1).
 #include "trainer.h"
+#include "train_outputs.h"
+#include "train_stop.h"
 #include "core/check.h"
 #ifdef MEGAC_HAVE_CUDA
 #include "core/check_cuda.h"  // defines: CUDA_CHECK
@@ -66,7 +68,8 @@ static Backend *make_backend(const TrainArgs *a) {
                      "ranks share a GPU, for testing)", local_size, n_dev);
         core_agree_or_exit(bad, msg, (int)sizeof msg);
         // one GPU per rank on each node (staged: ranks share them round-robin)
-        return backend_cuda_create(local_rank % n_dev, a->no_tf32 ? BACKEND_MATH_FP32 : BACKEND_MATH_TF32);
+        BackendDType act = a->bf16 ? BACKEND_BF16 : a->fp16 ? BACKEND_F16 : BACKEND_F32;
+        return backend_cuda_create(local_rank % n_dev, a->no_tf32 ? BACKEND_MATH_FP32 : BACKEND_MATH_TF32, act);
 #else
         core_usage_error("--device cuda: megac was built without CUDA");
 #endif
@@ -148,6 +151,8 @@ Trainer *trainer_create(const TrainArgs *args) {
     Trainer *t = core_calloc(1, sizeof *t);
     t->args = *args;
     TrainArgs *a = &t->args;
+    t->last_saved = -1;
+    train_stop_init(t);  // from here a stop signal waits for the first iteration boundary
     int world = 0;
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world));
     train_args_check_layout(a, world);
@@ -178,6 +183,7 @@ Trainer *trainer_create(const TrainArgs *args) {
                           a->sequence_parallel);
     t->opt = optim_create(t->be, g->dp, a->zero1, t->model->params, t->model->n_params,
                           t->model->n_floats, g->coord.tp_rank, (size_t)a->ddp_bucket_size);
+    if (a->grad_reduce_in_bf16) optim_set_reduce_bf16(t->opt);
     if (t->opt->n_padded != t->model->n_alloc)  // the optimizer reads/writes n_padded floats
         core_fatal("optimizer buffer %zu floats, model buffers %zu", t->opt->n_padded, t->model->n_alloc);
     t->wte_param = gpt_param_index(t->model, "wte");
@@ -186,17 +192,17 @@ Trainer *trainer_create(const TrainArgs *args) {
                               a->micro_batch, a->model.seq_length, g->tp_host,
                               core_calloc(2 * N, sizeof(int))};
     t->trace = pp_trace_create(g->world, a->trace ? trace_capacity(a, t->n_micro) : 0);
+    t->dscale_base = 1.0 / ((double)N * t->n_micro);
+    t->scaler = a->fp16 ? loss_scale_init(a->loss_scale > 0 ? a->loss_scale : a->initial_loss_scale,
+                                          a->min_loss_scale, a->loss_scale_window, a->hysteresis,
+                                          a->loss_scale <= 0)
+                        : loss_scale_init(1.0, 1.0, 1, 1, 0);
     pp_step_init(&t->step, t->model, g, kind, batches_get, &t->cursor, t->n_micro,
-                 (float)(1.0 / ((double)N * t->n_micro)), t->trace);
+                 (float)t->dscale_base, t->trace);
     test_die_at_iter(t, g->coord.rank);
     test_nan_at_iter(t);
     install_crash_report(g->coord.rank);
-    char msg[512] = "";
-    if (a->log_json && g->coord.rank == 0) {
-        t->log_json = fopen(a->log_json, "w");
-        if (!t->log_json) snprintf(msg, sizeof msg, "cannot write --log-json %s: %s", a->log_json, strerror(errno));
-    }
-    core_agree_or_exit(a->log_json && g->coord.rank == 0 && !t->log_json, msg, (int)sizeof msg);
+    train_outputs_check(t);  // --log-json, --trace: writable, not an input of this run
     return t;
 }
 
@@ -243,6 +249,8 @@ StepResult trainer_step(Trainer *t) {
         if (groups[i]) comm_stats_reset(groups[i]);  // the log reports one step's traffic
     if (it == t->die_at_iter) raise(t->die_signal);  // test hook, see test_die_at_iter
     gpt_zero_grads(m);
+    double S = t->scaler.scale;  // gradients come out S times too large (fp16), else S = 1
+    t->step.loss_scale = (float)(t->dscale_base * S);
     double loss_sum = pp_forward_backward(&t->step);
     double t0 = pp_trace_begin(t->trace);
     gpt_sync_sequence_parallel_grads(m, t->grid->tp);
@@ -252,16 +260,23 @@ StepResult trainer_step(Trainer *t) {
     if (nan_hook(t, it)) sq = NAN;  // test hook, see test_nan_at_iter
     global_sums(t, &sq, &loss_sum);
     pp_trace_end(t->trace, PP_EV_GRAD_SYNC, -1, t0);
-    r.grad_norm = sqrt(sq);
+    r.grad_norm = sqrt(sq) / S;
     r.loss = loss_sum / ((double)t->args.global_batch * t->args.model.seq_length);
     r.lr = optim_lr_at(&t->args.lr, it);
-    if (!isfinite(r.grad_norm) || !isfinite(r.loss)) {
+    int found_inf = !isfinite(r.grad_norm);
+    // fp16: an overflow is what the loss scale is for (Megatron skips and counts it), unless
+    // the dynamic scale is already at its floor: then it is a NaN iteration
+    r.overflow = found_inf && t->args.fp16 && (!t->scaler.dynamic || S > t->scaler.min_scale);
+    loss_scale_update(&t->scaler, found_inf);
+    r.loss_scale = t->scaler.scale;
+    if (found_inf || !isfinite(r.loss)) {
         r.skipped = 1;  // Megatron: count it, skip the update, go on
     } else {
         double clip = t->args.adamw.clip_grad, scale = 1.0;
         if (clip > 0 && r.grad_norm + 1e-6 > clip) scale = clip / (r.grad_norm + 1e-6);
         t0 = pp_trace_begin(t->trace);
-        optim_update(t->opt, &t->args.adamw, r.lr, scale, m->param_mem, m->grad_mem);
+        optim_update(t->opt, &t->args.adamw, r.lr, scale / S, m->param_mem, m->grad_mem);
+        gpt_refresh_weight_copies(m);  // bf16/fp16: the copies the next forward reads
         pp_trace_end(t->trace, PP_EV_OPTIMIZER, -1, t0);
     }
     t->iteration = it;

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include "backend/backend.h"
 #include "model/gpt.h"
+#include "optim/loss_scale.h"
 #include "optim/optimizer.h"
 #include "parallel_state/pgrid_comm.h"
 #include "pipeline/schedule.h"
@@ -16,6 +17,9 @@ typedef struct {
     double grad_norm;   // global gradient norm before clipping
     double lr;
     int skipped;        // 1 if the step was skipped (NaN/Inf)
+    int overflow;       // --fp16: 1 if skipped for an overflow the loss scale absorbs (then
+                        // not a NaN iteration)
+    double loss_scale;  // the loss scale after this step (1 without --fp16)
 } StepResult;
 
 typedef struct {
@@ -35,8 +39,14 @@ typedef struct {
     int dp, n_micro;
     int64_t iteration;          // iterations completed
     int nan_in_row, nan_total;
+    int skipped_total;          // steps skipped for an fp16 overflow
+    LossScaler scaler;          // --fp16 loss scale (static 1 otherwise)
+    double dscale_base;         // loss gradient per token without scaling: 1 / tokens per step
     int wte_param;              // index of wte in the model's table, or -1
     FILE *log_json;
+    long log_json_prior;        // bytes the --log-json file held before this run (appended to)
+    double t_launch;            // core_now() at set-up: the clock of --exit-duration-in-mins
+    int64_t last_saved;         // iteration of this run's last checkpoint, -1 before one
 } Trainer;
 
 // Sets up everything from the parsed flags (MPI initialised). Bad layouts, flags or data:

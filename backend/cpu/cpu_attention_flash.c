@@ -3,134 +3,161 @@
 //
 // Row (b, h, t) of a head: scaled scores s_u = q_t . k_u / sqrt(hs) for keys u <= t.
 //   forward:  m = max_u s_u; l = sum_u exp(s_u - m); out_t = sum_u exp(s_u - m) v_u / l;
-//             lse_t = m + log(l). Two passes over the keys (the scores are recomputed in the
-//             second), with out_t itself as the accumulator: no buffer of any size.
+//             lse_t = m + log(l), with m and l kept online over blocks of keys (a new block
+//             rescales what the earlier ones summed by exp(m_old - m_new)).
 //   backward: D_t = dout_t . out_t; p_tu = exp(s_tu - lse_t); dp_tu = dout_t . v_u;
 //             ds_tu = p_tu (dp_tu - D_t);
-//             dq_t = scale sum_{u<=t} ds_tu k_u          (one pass per query row t)
-//             dk_u = scale sum_{t>=u} ds_tu q_t,  dv_u = sum_{t>=u} p_tu dout_t
-//                                                         (one pass per key row u)
-// Every output element is written by one thread and summed in key (or query) order, so the
-// results do not depend on the thread count. p and dp are computed twice (once per pass);
-// this is a reference, simple over fast. The views into qkv are those of cpu_attention.c.
+//             dq_t = scale sum_{u<=t} ds_tu k_u,  dk_u = scale sum_{t>=u} ds_tu q_t,
+//             dv_u = sum_{t>=u} p_tu dout_t.
+// Blocked as in FlashAttention: queries and keys in blocks of CPU_FA_B rows, causal block
+// pairs only (key block <= query block), each pair's products as one-thread OpenBLAS calls
+// on a (CPU_FA_B, CPU_FA_B) tile on the stack. One OpenMP region over the B*NH heads; a
+// thread does a whole head, blocks in a fixed order (forward: key blocks ascending; backward:
+// key blocks ascending, and for each the query blocks ascending), so the results do not
+// depend on the thread count. The views into qkv are those of cpu_attention.c.
 #include "cpu_backend.h"
+#include "cpu_gemm.h"
 #include "cpu_math.h"
 
 #include <float.h>  // defines: FLT_MAX
 #include <math.h>   // defines: sqrtf, logf
 
-// Sum of a[i] * b[i], i < n. Pure.
-static inline float cpu_flash_dot(const float *a, const float *b, int n) {
-    float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-    for (int i = 0; i < n; i++) s += a[i] * b[i];
-    return s;
-}
+#define CPU_FA_B 64  // query / key rows per block
 
-// y (n) += a * x (n).
-static inline void cpu_flash_axpy(float *y, float a, const float *x, int n) {
-#pragma omp simd
-    for (int i = 0; i < n; i++) y[i] += a * x[i];
-}
-
-// Forward of one row: q (hs) sees keys k[u * ld], values v[u * ld], u <= t; writes o (hs)
-// and returns lse.
-CPU_SIMD_CLONES static float cpu_flash_row_forward(float *o, const float *q, const float *k,
-                                                   const float *v, int t, int hs, size_t ld,
-                                                   float scale) {
-    float m = -FLT_MAX;
-    for (int u = 0; u <= t; u++) {
-        float s = scale * cpu_flash_dot(q, k + u * ld, hs);
-        m = s > m ? s : m;
+// Online-softmax step of one query row over one key block: s (w) holds its scaled scores,
+// of which the first cnt are visible (causal). Overwrites s with exp(s - m_new) (0 where not
+// visible), updates *m and *l, and returns the factor exp(m_old - m_new) that the row's
+// output accumulator must be scaled by.
+CPU_SIMD_CLONES static float cpu_flash_online_row(float *s, int cnt, int w, float *m, float *l) {
+    float mx = *m;
+#pragma omp simd reduction(max : mx)
+    for (int j = 0; j < cnt; j++) mx = s[j] > mx ? s[j] : mx;
+    float corr = cpu_expf(*m - mx), sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+    for (int j = 0; j < cnt; j++) {
+        s[j] = cpu_expf(s[j] - mx);
+        sum += s[j];
     }
-    float l = 0.0f;
-    for (int i = 0; i < hs; i++) o[i] = 0.0f;
-    for (int u = 0; u <= t; u++) {
-        float p = cpu_expf(scale * cpu_flash_dot(q, k + u * ld, hs) - m);
-        l += p;
-        cpu_flash_axpy(o, p, v + u * ld, hs);
-    }
-    float inv = 1.0f / l;
-    for (int i = 0; i < hs; i++) o[i] *= inv;
-    return m + logf(l);
+    for (int j = cnt; j < w; j++) s[j] = 0.0f;
+    *l = *l * corr + sum;
+    *m = mx;
+    return corr;
 }
 
-// out (B, T, C) from qkv (B, T, 3*C); lse (B, NH, T). One OpenMP region over the rows.
+// One head, forward: o (T, hs) (rows of stride ldo) and lse (T) from q, k, v (stride ld).
+static void cpu_flash_head_forward(float *o, float *lse, const float *q, const float *k,
+                                   const float *v, int T, int hs, int ld, int ldo,
+                                   float scale) {
+    float s[CPU_FA_B * CPU_FA_B], m[CPU_FA_B], l[CPU_FA_B];
+    for (int t0 = 0; t0 < T; t0 += CPU_FA_B) {
+        int n = T - t0 < CPU_FA_B ? T - t0 : CPU_FA_B;
+        float *ob = o + (size_t)t0 * ldo;
+        for (int i = 0; i < n; i++) {
+            m[i] = -FLT_MAX, l[i] = 0.0f;
+            for (int c = 0; c < hs; c++) ob[(size_t)i * ldo + c] = 0.0f;
+        }
+        for (int u0 = 0; u0 <= t0; u0 += CPU_FA_B) {  // key blocks up to the diagonal one
+            int w = T - u0 < CPU_FA_B ? T - u0 : CPU_FA_B;
+            cpu_sgemm(0, 1, n, w, hs, scale, q + (size_t)t0 * ld, ld, k + (size_t)u0 * ld, ld,
+                      0.0f, s, CPU_FA_B);
+            for (int i = 0; i < n; i++) {
+                int cnt = t0 + i - u0 + 1 < w ? t0 + i - u0 + 1 : w;  // keys u0..t visible
+                float corr = cpu_flash_online_row(s + i * CPU_FA_B, cnt, w, &m[i], &l[i]);
+                for (int c = 0; c < hs; c++) ob[(size_t)i * ldo + c] *= corr;
+            }
+            cpu_sgemm(0, 0, n, hs, w, 1.0f, s, CPU_FA_B, v + (size_t)u0 * ld, ld, 1.0f, ob, ldo);
+        }
+        for (int i = 0; i < n; i++) {
+            float inv = 1.0f / l[i];
+            for (int c = 0; c < hs; c++) ob[(size_t)i * ldo + c] *= inv;
+            lse[t0 + i] = m[i] + logf(l[i]);
+        }
+    }
+}
+
+// out (B, T, C) from qkv (B, T, 3*C); lse (B, NH, T). One OpenMP region over the heads.
 void cpu_flash_attention_forward(Backend *be, float *out, float *lse, const float *qkv,
                                  int B, int T, int NH, int hs) {
-    int C = NH * hs, nt = cpu_nt(be);
-    size_t C3 = 3 * (size_t)C;
+    int C = NH * hs, C3 = 3 * C, nt = cpu_nt(be), heads = B * NH;
     float scale = 1.0f / sqrtf((float)hs);
-    long long rows = (long long)B * NH * T;
-#pragma omp parallel for num_threads(nt) schedule(dynamic, 16) if (rows * T > CPU_PAR_MIN)
-    for (long long r = 0; r < rows; r++) {  // r = (b * NH + h) * T + t
-        int t = (int)(r % T), h = (int)(r / T % NH), b = (int)(r / T / NH);
-        const float *base = qkv + (size_t)b * T * C3 + (size_t)h * hs;  // q of token 0
-        lse[r] = cpu_flash_row_forward(out + ((size_t)b * T + t) * C + (size_t)h * hs,
-                                       base + t * C3, base + C, base + 2 * (size_t)C, t, hs,
-                                       C3, scale);
+    int prev = cpu_blas_single_begin();
+#pragma omp parallel for num_threads(nt) schedule(static) if (heads > 1)
+    for (int bh = 0; bh < heads; bh++) {
+        int b = bh / NH, h = bh % NH;
+        const float *q = qkv + (size_t)b * T * C3 + h * hs;
+        cpu_flash_head_forward(out + (size_t)b * T * C + h * hs, lse + (size_t)bh * T, q, q + C,
+                               q + 2 * C, T, hs, C3, C, scale);
+    }
+    cpu_blas_single_end(prev);
+}
+
+// p (n, w) tile: exp(s - lse_t) where key u0 + j <= query t0 + i, else 0 (s overwritten).
+CPU_SIMD_CLONES static void cpu_flash_probs(float *p, const float *lse, int t0, int u0, int n,
+                                            int w) {
+    for (int i = 0; i < n; i++) {
+        float *r = p + i * CPU_FA_B, ls = lse[t0 + i];
+        int cnt = t0 + i - u0 + 1 < w ? t0 + i - u0 + 1 : w;
+#pragma omp simd
+        for (int j = 0; j < cnt; j++) r[j] = cpu_expf(r[j] - ls);
+        for (int j = cnt < 0 ? 0 : cnt; j < w; j++) r[j] = 0.0f;
     }
 }
 
-// Backward of query row t: dq (hs) = scale sum_{u<=t} ds_tu k_u (overwritten).
-CPU_SIMD_CLONES static void cpu_flash_row_dq(float *dq, const float *q, const float *dy,
-                                             const float *k, const float *v, float lse, float D,
-                                             int t, int hs, size_t ld, float scale) {
-    for (int i = 0; i < hs; i++) dq[i] = 0.0f;
-    for (int u = 0; u <= t; u++) {
-        float p = cpu_expf(scale * cpu_flash_dot(q, k + u * ld, hs) - lse);
-        float dp = cpu_flash_dot(dy, v + u * ld, hs);
-        cpu_flash_axpy(dq, scale * p * (dp - D), k + u * ld, hs);
+// One head, backward: dq, dk, dv (T, hs) rows of stride ld, overwritten; dy, o rows of
+// stride ldy; D (T) gets dout . out.
+static void cpu_flash_head_backward(float *dq, float *dk, float *dv, float *D, const float *dy,
+                                    const float *q, const float *k, const float *v,
+                                    const float *o, const float *lse, int T, int hs, int ld,
+                                    int ldy, float scale) {
+    float p[CPU_FA_B * CPU_FA_B], ds[CPU_FA_B * CPU_FA_B];
+    for (int t = 0; t < T; t++) {
+        const float *a = dy + (size_t)t * ldy, *b = o + (size_t)t * ldy;
+        float s = 0.0f;
+        for (int c = 0; c < hs; c++) s += a[c] * b[c];
+        D[t] = s;
+        float *zq = dq + (size_t)t * ld, *zk = dk + (size_t)t * ld, *zv = dv + (size_t)t * ld;
+        for (int c = 0; c < hs; c++) zq[c] = zk[c] = zv[c] = 0.0f;
     }
-}
-
-// Backward of key row u: dk (hs) = scale sum_{t>=u} ds_tu q_t, dv (hs) = sum_{t>=u} p_tu
-// dy_t (overwritten). q, dy: row t at q[t * ld], dy[t * ldy]; lse, D (T) of this head.
-CPU_SIMD_CLONES static void cpu_flash_row_dkv(float *dk, float *dv, const float *k,
-                                              const float *v, const float *q, const float *dy,
-                                              const float *lse, const float *D, int u, int T,
-                                              int hs, size_t ld, size_t ldy, float scale) {
-    for (int i = 0; i < hs; i++) dk[i] = 0.0f, dv[i] = 0.0f;
-    for (int t = u; t < T; t++) {
-        const float *qt = q + t * ld, *dyt = dy + t * ldy;
-        float p = cpu_expf(scale * cpu_flash_dot(qt, k, hs) - lse[t]);
-        float dp = cpu_flash_dot(dyt, v, hs);
-        cpu_flash_axpy(dk, scale * p * (dp - D[t]), qt, hs);
-        cpu_flash_axpy(dv, p, dyt, hs);
+    for (int u0 = 0; u0 < T; u0 += CPU_FA_B) {
+        int w = T - u0 < CPU_FA_B ? T - u0 : CPU_FA_B;
+        const float *kb = k + (size_t)u0 * ld, *vb = v + (size_t)u0 * ld;
+        for (int t0 = u0; t0 < T; t0 += CPU_FA_B) {  // query blocks that see this key block
+            int n = T - t0 < CPU_FA_B ? T - t0 : CPU_FA_B;
+            const float *qb = q + (size_t)t0 * ld, *dyb = dy + (size_t)t0 * ldy;
+            cpu_sgemm(0, 1, n, w, hs, scale, qb, ld, kb, ld, 0.0f, p, CPU_FA_B);
+            cpu_flash_probs(p, lse, t0, u0, n, w);
+            cpu_sgemm(1, 0, w, hs, n, 1.0f, p, CPU_FA_B, dyb, ldy, 1.0f, dv + (size_t)u0 * ld,
+                      ld);
+            cpu_sgemm(0, 1, n, w, hs, 1.0f, dyb, ldy, vb, ld, 0.0f, ds, CPU_FA_B);
+            for (int i = 0; i < n; i++)  // ds = p (dp - D_t); p = 0 where masked
+                for (int j = 0; j < w; j++)
+                    ds[i * CPU_FA_B + j] = p[i * CPU_FA_B + j] *
+                                           (ds[i * CPU_FA_B + j] - D[t0 + i]);
+            cpu_sgemm(1, 0, w, hs, n, scale, ds, CPU_FA_B, qb, ld, 1.0f, dk + (size_t)u0 * ld,
+                      ld);
+            cpu_sgemm(0, 0, n, hs, w, scale, ds, CPU_FA_B, kb, ld, 1.0f, dq + (size_t)t0 * ld,
+                      ld);
+        }
     }
 }
 
 // dqkv (B, T, 3*C) overwritten from dout (B, T, C), qkv, out (B, T, C), lse (B, NH, T);
-// scratch (B, NH, T) gets D. Three OpenMP regions over rows: D, dq, then dk and dv.
+// scratch (B, NH, T) gets D. One OpenMP region over the heads.
 void cpu_flash_attention_backward(Backend *be, float *dqkv, float *scratch, const float *dout,
                                   const float *qkv, const float *out, const float *lse,
                                   int B, int T, int NH, int hs) {
-    int C = NH * hs, nt = cpu_nt(be);
-    size_t C3 = 3 * (size_t)C;
+    int C = NH * hs, C3 = 3 * C, nt = cpu_nt(be), heads = B * NH;
     float scale = 1.0f / sqrtf((float)hs);
-    long long rows = (long long)B * NH * T;
-    float *D = scratch;  // (B, NH, T)
-#pragma omp parallel for num_threads(nt) schedule(static) if (rows * hs > CPU_PAR_MIN)
-    for (long long r = 0; r < rows; r++) {
-        int t = (int)(r % T), h = (int)(r / T % NH), b = (int)(r / T / NH);
-        size_t o = ((size_t)b * T + t) * C + (size_t)h * hs;
-        D[r] = cpu_flash_dot(dout + o, out + o, hs);
+    int prev = cpu_blas_single_begin();
+#pragma omp parallel for num_threads(nt) schedule(static) if (heads > 1)
+    for (int bh = 0; bh < heads; bh++) {
+        int b = bh / NH, h = bh % NH;
+        size_t off = (size_t)b * T * C3 + h * hs, o = (size_t)b * T * C + h * hs;
+        const float *q = qkv + off;
+        float *dq = dqkv + off;
+        cpu_flash_head_backward(dq, dq + C, dq + 2 * C, scratch + (size_t)bh * T, dout + o, q,
+                                q + C, q + 2 * C, out + o, lse + (size_t)bh * T, T, hs, C3, C,
+                                scale);
     }
-#pragma omp parallel for num_threads(nt) schedule(dynamic, 16) if (rows * T > CPU_PAR_MIN)
-    for (long long r = 0; r < rows; r++) {  // dq of row t
-        int t = (int)(r % T), h = (int)(r / T % NH), b = (int)(r / T / NH);
-        size_t head = (size_t)b * T * C3 + (size_t)h * hs;  // q of token 0 of this head
-        const float *q = qkv + head, *dy = dout + (size_t)b * T * C + (size_t)h * hs;
-        cpu_flash_row_dq(dqkv + head + t * C3, q + t * C3, dy + (size_t)t * C, q + C,
-                         q + 2 * (size_t)C, lse[r], D[r], t, hs, C3, scale);
-    }
-#pragma omp parallel for num_threads(nt) schedule(dynamic, 16) if (rows * T > CPU_PAR_MIN)
-    for (long long r = 0; r < rows; r++) {  // dk, dv of key row u
-        int u = (int)(r % T), h = (int)(r / T % NH), b = (int)(r / T / NH);
-        size_t head = (size_t)b * T * C3 + (size_t)h * hs;
-        const float *q = qkv + head, *dy = dout + (size_t)b * T * C + (size_t)h * hs;
-        float *dk = dqkv + head + u * C3 + C;
-        cpu_flash_row_dkv(dk, dk + C, q + u * C3 + C, q + u * C3 + 2 * (size_t)C, q, dy,
-                          lse + (r - u), D + (r - u), u, T, hs, C3, (size_t)C, scale);
-    }
+    cpu_blas_single_end(prev);
 }

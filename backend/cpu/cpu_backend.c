@@ -1,6 +1,6 @@
-// backend/cpu/cpu_backend.c: the CPU Backend: creation, thread counts, host memory and the
-// ops table. The arithmetic lives in cpu_matmul.c, cpu_norm.c, cpu_attention.c,
-// cpu_attention_flash.c, cpu_embed_xent.c and cpu_optim.c.
+// backend/cpu/cpu_backend.c: the CPU Backend: creation, thread counts and host memory. The
+// ops table is in cpu_ops.c; the arithmetic in cpu_matmul.c, cpu_norm.c, cpu_attention.c,
+// cpu_attention_flash.c, cpu_embed_xent.c, cpu_optim.c and cpu_cast.c.
 #include "cpu_backend.h"
 #include "cpu_blas.h"
 #include "core/check.h"
@@ -13,7 +13,7 @@
 
 #define CPU_ALIGN 64
 
-static void *cpu_alloc(Backend *be, size_t bytes) {
+void *cpu_alloc(Backend *be, size_t bytes) {
     size_t padded = (bytes + CPU_ALIGN - 1) / CPU_ALIGN * CPU_ALIGN;
     if (padded == 0) padded = CPU_ALIGN;
     void *p = NULL;
@@ -23,54 +23,20 @@ static void *cpu_alloc(Backend *be, size_t bytes) {
     return p;
 }
 
-static void cpu_free(Backend *be, void *p) { free(p); }
+void cpu_free(Backend *be, void *p) { free(p); }
 
-static void cpu_zero(Backend *be, void *p, size_t bytes) {
+void cpu_zero(Backend *be, void *p, size_t bytes) {
     if (bytes) memset(p, 0, bytes);
 }
 
 // Host to host whatever the kind; overlapping ranges are fine.
-static void cpu_copy(Backend *be, void *dst, const void *src, size_t bytes, BackendCopyKind kind) {
+void cpu_copy(Backend *be, void *dst, const void *src, size_t bytes, BackendCopyKind kind) {
     if (bytes) memmove(dst, src, bytes);
 }
 
-static void cpu_sync(Backend *be) {}     // every op has finished when it returns
-static void cpu_destroy(Backend *be) {}  // all state is in the Backend struct itself
+void cpu_sync(Backend *be) {}     // every op has finished when it returns
+void cpu_destroy(Backend *be) {}  // all state is in the Backend struct itself
 
-static const BackendOps CPU_OPS = {
-    .alloc = cpu_alloc,
-    .free = cpu_free,
-    .zero = cpu_zero,
-    .copy = cpu_copy,
-    .sync = cpu_sync,
-    .destroy = cpu_destroy,
-    .matmul_forward = cpu_matmul_forward,
-    .matmul_backward = cpu_matmul_backward,
-    .layernorm_forward = cpu_layernorm_forward,
-    .layernorm_backward = cpu_layernorm_backward,
-    .gelu_forward = cpu_gelu_forward,
-    .gelu_backward = cpu_gelu_backward,
-    .add = cpu_add,
-    .scale = cpu_scale,
-    .attention_forward = cpu_attention_forward,
-    .attention_backward = cpu_attention_backward,
-    .flash_attention_forward = cpu_flash_attention_forward,
-    .flash_attention_backward = cpu_flash_attention_backward,
-    .embedding_forward = cpu_embedding_forward,
-    .embedding_backward = cpu_embedding_backward,
-    .position_forward = cpu_position_forward,
-    .position_backward = cpu_position_backward,
-    .xent_max = cpu_xent_max,
-    .xent_sumexp = cpu_xent_sumexp,
-    .xent_loss = cpu_xent_loss,
-    .xent_backward = cpu_xent_backward,
-    .adamw = cpu_adamw,
-    .sum_squares = cpu_sum_squares,
-    .sum = cpu_sum,
-    .adamw_multi = cpu_adamw_multi,
-    .sum_squares_multi = cpu_sum_squares_multi,
-    .sum_acc = cpu_sum_acc,
-};
 
 // OMP_NUM_THREADS's first entry when it is a positive number, else the cores this process
 // may run on. Never fails.
@@ -90,7 +56,8 @@ static int cpu_default_threads(void) {
 Backend *backend_cpu_create(int nthreads) {
     if (nthreads <= 0) nthreads = cpu_default_threads();
     Backend *be = core_calloc(1, sizeof(Backend));
-    be->ops = &CPU_OPS;
+    be->ops = cpu_ops_table();
+    be->act = BACKEND_F32;
     be->kind = BACKEND_CPU;
     be->u.cpu.nthreads = nthreads;
     omp_set_num_threads(nthreads);

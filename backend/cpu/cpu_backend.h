@@ -1,9 +1,9 @@
 // backend/cpu/cpu_backend.h: private declarations shared by the CPU backend's files.
 //
 // The CPU backend is the reference every other backend is tested against: fp32, row-major,
-// deterministic (the same inputs give bitwise the same outputs on every run). GEMMs go to
-// OpenBLAS from the calling thread; everything else is plain loops in OpenMP regions that
-// never call BLAS. Reductions are parallelised over independent outputs (rows, or blocks
+// deterministic (the same inputs give bitwise the same outputs on every run). One pool of
+// threads, OpenMP's, does everything: GEMMs are one-thread OpenBLAS calls, one per thread
+// (cpu_gemm.h); everything else is plain loops in OpenMP regions. Reductions are parallelised over independent outputs (rows, or blocks
 // of channels summed over rows in order), never with atomics, so most ops give the same
 // bits for any thread count. Each op below implements the BackendOps entry of the same
 // name; the contracts are in backend/backend.h.
@@ -11,11 +11,27 @@
 #include "backend/backend.h"
 
 #include <stddef.h>
+#include <stdint.h>
 
 // Elementwise loops shorter than this run on one thread (a parallel region costs more).
 #define CPU_PAR_MIN 16384
 // Channel block for reductions over rows (dbias, dweight of layernorm, embedding grads).
 #define CPU_COLBLK 32
+
+// cpu_backend.c: host memory (the BackendOps entries of the same names)
+void *cpu_alloc(Backend *be, size_t bytes);
+void cpu_free(Backend *be, void *p);
+void cpu_zero(Backend *be, void *p, size_t bytes);
+void cpu_copy(Backend *be, void *dst, const void *src, size_t bytes, BackendCopyKind kind);
+void cpu_sync(Backend *be);
+void cpu_destroy(Backend *be);
+
+// cpu_ops.c: the ops table (activations are fp32 on the CPU: the `void *` entries of
+// BackendOps are float buffers here). Never fails.
+const BackendOps *cpu_ops_table(void);
+
+// cpu_cast.c: the `cast` op (conversions in core/half.h).
+void cpu_cast(Backend *be, void *dst, BackendDType dt, const void *src, BackendDType st, size_t n);
 
 // The backend's OpenMP thread count. Never fails.
 static inline int cpu_nt(const Backend *be) { return be->u.cpu.nthreads; }
@@ -29,7 +45,9 @@ void cpu_matmul_backward(Backend *be, float *dinp, float *dweight, float *dbias,
 // acc (C) += column sums of x (N, C), each column summed over rows in order.
 void cpu_colsum_acc(Backend *be, float *acc, const float *x, int N, int C);
 // Row-major C (M, N) = alpha * op(A) @ op(B) + beta * C; ta/tb: 1 = transposed. Degenerate
-// sizes (M, N or K zero) are handled without calling BLAS. Main thread only.
+// sizes (M, N or K zero) are handled without calling BLAS. OpenBLAS threads it as it is set
+// to: from the main thread, or from inside an OpenMP region between cpu_blas_single_begin
+// and cpu_blas_single_end (cpu_gemm.h), one thread per call.
 void cpu_sgemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                const float *B, int ldb, float beta, float *Cm, int ldc);
 

@@ -1,6 +1,7 @@
-// backend/cpu/cpu_matmul.c: the linear layer (llm.c layout: weight is (OC, C)) on OpenBLAS,
-// and the column sums used for bias gradients.
+// backend/cpu/cpu_matmul.c: the linear layer (llm.c layout: weight is (OC, C)) on OpenBLAS
+// (cpu_gemm: one panel per thread), and the column sums used for bias gradients.
 #include "cpu_backend.h"
+#include "cpu_gemm.h"
 
 #include <cblas.h>   // defines: cblas_sgemm
 #include <string.h>  // defines: memcpy
@@ -32,7 +33,7 @@ void cpu_matmul_forward(Backend *be, float *out, const float *inp, const float *
         for (int i = 0; i < N; i++) memcpy(out + (size_t)i * OC, bias, (size_t)OC * sizeof(float));
         beta = 1.0f;
     }
-    cpu_sgemm(0, 1, N, OC, C, 1.0f, inp, C, weight, C, beta, out, OC);
+    cpu_gemm(be, 0, 1, N, OC, C, 1.0f, inp, C, weight, C, beta, out, OC);
 }
 
 // dinp (N, C) = dout (N, OC) @ weight (OC, C); dweight (OC, C) += dout^T @ inp (N, C);
@@ -40,8 +41,8 @@ void cpu_matmul_forward(Backend *be, float *out, const float *inp, const float *
 void cpu_matmul_backward(Backend *be, float *dinp, float *dweight, float *dbias,
                          const float *dout, const float *inp, const float *weight,
                          int N, int C, int OC) {
-    if (dinp) cpu_sgemm(0, 0, N, C, OC, 1.0f, dout, OC, weight, C, 0.0f, dinp, C);
-    if (dweight) cpu_sgemm(1, 0, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
+    if (dinp) cpu_gemm(be, 0, 0, N, C, OC, 1.0f, dout, OC, weight, C, 0.0f, dinp, C);
+    if (dweight) cpu_gemm(be, 1, 0, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
     if (dbias) cpu_colsum_acc(be, dbias, dout, N, OC);
 }
 

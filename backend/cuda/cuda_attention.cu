@@ -3,62 +3,78 @@
 // over the NH heads for each product, the causal softmax (attention.cuh) in between.
 //
 // Per (b, h), q, k, v are strided views into qkv (B, T, 3*C), C = NH*hs, row stride 3*C:
-// q at column h*hs, k at C + h*hs, v at 2*C + h*hs; consecutive heads are hs floats apart.
+// q at column h*hs, k at C + h*hs, v at 2*C + h*hs; consecutive heads are hs elements apart.
+// Every buffer but the backward's scratch is of the activation type be->act (GEMMs in that
+// type with fp32 accumulation). The scratch is fp32 memory of (B, NH, T, T) floats; it holds
+// d(att), then d(scores), as be->act elements (with bf16/fp16 only its first half is used).
 #include "backend/cuda/attention.cuh"
 
 #include <math.h>  // defines: sqrtf
 
-static void causal_softmax(Backend *be, float *att, long long rows, int T) {
+template <typename T>
+static void causal_softmax_t(Backend *be, void *att, long long rows, int T_) {
     unsigned blocks = (unsigned)((rows + ATT_WARPS - 1) / ATT_WARPS);
-    CUDA_LAUNCH(causal_softmax_kernel, blocks, ATT_WARPS * WARP, 0, cuda_stream(be), att, rows, T);
+    CUDA_LAUNCH(causal_softmax_kernel<T>, blocks, ATT_WARPS * WARP, 0, cuda_stream(be), (T *)att,
+                rows, T_);
+}
+
+template <typename T>
+static void causal_softmax_backward_t(Backend *be, void *dp, const void *p, long long rows, int T_) {
+    unsigned blocks = (unsigned)((rows + ATT_WARPS - 1) / ATT_WARPS);
+    CUDA_LAUNCH(causal_softmax_backward_kernel<T>, blocks, ATT_WARPS * WARP, 0, cuda_stream(be),
+                (T *)dp, (const T *)p, rows, T_);
 }
 
 // out (B, T, C) from qkv (B, T, 3*C); att (B, NH, T, T) keeps the probabilities.
-void cuda_attention_forward(Backend *be, float *out, float *att, const float *qkv,
+void cuda_attention_forward(Backend *be, void *out, void *att, const void *qkv,
                             int B, int T, int NH, int hs) {
     if (B <= 0 || T <= 0 || NH <= 0) return;
     int C = NH * hs, C3 = 3 * C;
     long long TT = (long long)T * T;
     float scale = 1.0f / sqrtf((float)hs);
+    BackendDType a = be->act;
+    size_t es = backend_dtype_size(a);
     for (int b = 0; b < B; b++) {  // scores[b, h] (T, T) = scale * q (T, hs) @ k^T
-        const float *q = qkv + (size_t)b * T * C3, *k = q + C;
+        const void *q = elem_at(qkv, (size_t)b * T * C3, es), *k = elem_at(q, C, es);
         cuda_gemm(be, 0, 1, T, T, hs, scale, q, C3, hs, k, C3, hs, 0.0f,
-                  att + (size_t)b * NH * TT, T, TT, NH, NULL);
+                  elem_at(att, (size_t)b * NH * TT, es), T, TT, NH, NULL, a, a);
     }
-    causal_softmax(be, att, (long long)B * NH * T, T);
+    ACT_DISPATCH(a, causal_softmax_t, be, att, (long long)B * NH * T, T);
     for (int b = 0; b < B; b++) {  // out[b, :, h] (T, hs) = att[b, h] (T, T) @ v (T, hs)
-        const float *v = qkv + (size_t)b * T * C3 + 2 * C;
-        cuda_gemm(be, 0, 0, T, hs, T, 1.0f, att + (size_t)b * NH * TT, T, TT, v, C3, hs, 0.0f,
-                  out + (size_t)b * T * C, C, hs, NH, NULL);
+        const void *v = elem_at(qkv, (size_t)b * T * C3 + 2 * C, es);
+        cuda_gemm(be, 0, 0, T, hs, T, 1.0f, elem_at(att, (size_t)b * NH * TT, es), T, TT, v, C3,
+                  hs, 0.0f, elem_at(out, (size_t)b * T * C, es), C, hs, NH, NULL, a, a);
     }
 }
 
 // dqkv (B, T, 3*C) overwritten; scratch (B, NH, T, T) holds d(att), then d(scores).
-void cuda_attention_backward(Backend *be, float *dqkv, float *scratch, const float *dout,
-                             const float *qkv, const float *att, int B, int T, int NH, int hs) {
+void cuda_attention_backward(Backend *be, void *dqkv, float *scratch, const void *dout,
+                             const void *qkv, const void *att, int B, int T, int NH, int hs) {
     if (B <= 0 || T <= 0 || NH <= 0) return;
     int C = NH * hs, C3 = 3 * C;
     long long TT = (long long)T * T;
     float scale = 1.0f / sqrtf((float)hs);
+    BackendDType a = be->act;
+    size_t es = backend_dtype_size(a);
+    void *ds_all = scratch;  // (B, NH, T, T) of type a
     for (int b = 0; b < B; b++) {
-        const float *v = qkv + (size_t)b * T * C3 + 2 * C, *dy = dout + (size_t)b * T * C;
-        const float *a = att + (size_t)b * NH * TT;
-        float *da = scratch + (size_t)b * NH * TT;
+        const void *v = elem_at(qkv, (size_t)b * T * C3 + 2 * C, es);
+        const void *dy = elem_at(dout, (size_t)b * T * C, es);
+        const void *p = elem_at(att, (size_t)b * NH * TT, es);
+        void *da = elem_at(ds_all, (size_t)b * NH * TT, es);
         // datt (T, T) = dout_h (T, hs) @ v^T;  dv (T, hs) = att^T (T, T) @ dout_h
-        cuda_gemm(be, 0, 1, T, T, hs, 1.0f, dy, C, hs, v, C3, hs, 0.0f, da, T, TT, NH, NULL);
-        cuda_gemm(be, 1, 0, T, hs, T, 1.0f, a, T, TT, dy, C, hs, 0.0f,
-                  dqkv + (size_t)b * T * C3 + 2 * C, C3, hs, NH, NULL);
+        cuda_gemm(be, 0, 1, T, T, hs, 1.0f, dy, C, hs, v, C3, hs, 0.0f, da, T, TT, NH, NULL, a, a);
+        cuda_gemm(be, 1, 0, T, hs, T, 1.0f, p, T, TT, dy, C, hs, 0.0f,
+                  elem_at(dqkv, (size_t)b * T * C3 + 2 * C, es), C3, hs, NH, NULL, a, a);
     }
-    long long rows = (long long)B * NH * T;
-    unsigned blocks = (unsigned)((rows + ATT_WARPS - 1) / ATT_WARPS);
-    CUDA_LAUNCH(causal_softmax_backward_kernel, blocks, ATT_WARPS * WARP, 0, cuda_stream(be),
-                scratch, att, rows, T);
+    ACT_DISPATCH(a, causal_softmax_backward_t, be, ds_all, att, (long long)B * NH * T, T);
     for (int b = 0; b < B; b++) {
-        const float *q = qkv + (size_t)b * T * C3, *k = q + C;
-        const float *ds = scratch + (size_t)b * NH * TT;
-        float *dq = dqkv + (size_t)b * T * C3;
+        const void *q = elem_at(qkv, (size_t)b * T * C3, es), *k = elem_at(q, C, es);
+        const void *ds = elem_at(ds_all, (size_t)b * NH * TT, es);
+        void *dq = elem_at(dqkv, (size_t)b * T * C3, es);
         // dq (T, hs) = scale * dscores @ k;  dk (T, hs) = scale * dscores^T @ q
-        cuda_gemm(be, 0, 0, T, hs, T, scale, ds, T, TT, k, C3, hs, 0.0f, dq, C3, hs, NH, NULL);
-        cuda_gemm(be, 1, 0, T, hs, T, scale, ds, T, TT, q, C3, hs, 0.0f, dq + C, C3, hs, NH, NULL);
+        cuda_gemm(be, 0, 0, T, hs, T, scale, ds, T, TT, k, C3, hs, 0.0f, dq, C3, hs, NH, NULL, a, a);
+        cuda_gemm(be, 1, 0, T, hs, T, scale, ds, T, TT, q, C3, hs, 0.0f, elem_at(dq, C, es), C3,
+                  hs, NH, NULL, a, a);
     }
 }

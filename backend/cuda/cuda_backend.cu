@@ -1,7 +1,8 @@
 // backend/cuda/cuda_backend.cu: the CUDA Backend: creation (device, stream, cuBLASLt handle,
 // workspace, reduction scratch, pinned staging), device memory, copies, and the ops table.
 // The arithmetic lives in cuda_gemm.cu, cuda_attention.cu, cuda_flash_attention.cu,
-// cuda_norm.cu, cuda_embed_xent.cu and cuda_optim.cu; kernels in the .cuh files beside them.
+// cuda_norm.cu, cuda_embed_xent.cu, cuda_cast.cu and cuda_optim.cu; kernels in the .cuh files
+// beside them. Activations and weight copies are stored as be->act (fp32, bf16 or fp16).
 #include "backend/cuda/cuda_internal.h"
 
 #include <sched.h>   // defines: sched_yield
@@ -117,6 +118,7 @@ static const BackendOps CUDA_OPS = {
     .gelu_backward = cuda_gelu_backward,
     .add = cuda_add,
     .scale = cuda_scale,
+    .cast = cuda_cast,
     .attention_forward = cuda_attention_forward,
     .attention_backward = cuda_attention_backward,
     .flash_attention_forward = cuda_flash_attention_forward,
@@ -144,12 +146,14 @@ extern "C" int backend_cuda_available(void) {
     return e == cudaSuccess && n > 0;
 }
 
-extern "C" Backend *backend_cuda_create(int device, BackendMath math) {
+extern "C" Backend *backend_cuda_create(int device, BackendMath math, BackendDType act) {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess || n == 0)
         core_fatal("cuda backend: no usable CUDA device (%s)",
                    e != cudaSuccess ? cudaGetErrorString(e) : "0 devices visible");
+    if (act != BACKEND_F32 && act != BACKEND_BF16 && act != BACKEND_F16)
+        core_fatal("cuda backend: unknown activation type %d", (int)act);
     if (device < 0 || device >= n)
         core_fatal("cuda backend: device %d asked for, %d visible", device, n);
     CUDA_CHECK(cudaSetDevice(device));
@@ -169,12 +173,16 @@ extern "C" Backend *backend_cuda_create(int device, BackendMath math) {
     Backend *be = (Backend *)core_calloc(1, sizeof(Backend));
     be->ops = &CUDA_OPS;
     be->kind = BACKEND_CUDA;
+    be->act = act;
     be->u.cuda.device = device;
     be->u.cuda.stream = st->stream;
     be->u.cuda.state = st;
     cudaDeviceProp prop;
     CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
-    snprintf(be->name, sizeof be->name, "cuda:%d (%.20s, %s)", device, prop.name,
-             math == BACKEND_MATH_TF32 ? "TF32 tensor cores" : "strict fp32");
+    // e.g. "cuda:0 (NVIDIA H200, bf16 tensor cores)", "(..., TF32 tensor cores)", "strict fp32"
+    const char *mode = act == BACKEND_BF16 ? "bf16 tensor cores"
+                       : act == BACKEND_F16 ? "fp16 tensor cores"
+                       : math == BACKEND_MATH_TF32 ? "TF32 tensor cores" : "strict fp32";
+    snprintf(be->name, sizeof be->name, "cuda:%d (%.20s, %s)", device, prop.name, mode);
     return be;
 }

@@ -8,9 +8,14 @@
 // shuffles are used, and every thread of a warp reaches each shuffle; no atomics on floats;
 // no inline PTX, wmma/mma, cp.async (a plain path is needed for the emulator); ints use
 // ternaries, not min/max (the host compiler has no device overloads); shared memory beyond
-// 48 KB needs cudaFuncSetAttribute (none here so far).
+// 48 KB needs cudaFuncSetAttribute (none here so far); bf16/fp16 values only through
+// load_f32 / store_from_f32 (the emulator's __nv_bfloat16 and __half have no operators or
+// conversions from float: emu/include/cuda_bf16.h, cuda_fp16.h).
 #pragma once
 #include "backend/cuda/cuda_internal.h"
+
+#include <cuda_bf16.h>  // defines: __nv_bfloat16, __float2bfloat16_rn, __bfloat162float
+#include <cuda_fp16.h>  // defines: __half, __float2half_rn, __half2float
 
 #ifdef MEGAC_CUDA_EMU
 #include "backend/cuda/emu/emu_kernel.h"  // defines: threadIdx, __syncthreads, emu_launch
@@ -32,6 +37,35 @@
     extern __shared__ __align__(16) unsigned char megac_dynamic_smem_[];                    \
     T *name = reinterpret_cast<T *>(megac_dynamic_smem_)
 #endif
+
+// --- storage types of activations (be->act) -------------------------------------------------
+// Kernels that touch activations are templated on their storage type T (float,
+// __nv_bfloat16 or __half): every load converts to float, the arithmetic is fp32, every store
+// rounds to nearest even. With T = float both are plain loads and stores (the fp32 path).
+static __device__ __forceinline__ float load_f32(const float *p) { return *p; }
+static __device__ __forceinline__ float load_f32(const __nv_bfloat16 *p) { return __bfloat162float(*p); }
+static __device__ __forceinline__ float load_f32(const __half *p) { return __half2float(*p); }
+static __device__ __forceinline__ void store_from_f32(float *p, float v) { *p = v; }
+static __device__ __forceinline__ void store_from_f32(__nv_bfloat16 *p, float v) { *p = __float2bfloat16_rn(v); }
+static __device__ __forceinline__ void store_from_f32(__half *p, float v) { *p = __float2half_rn(v); }
+
+// Calls fn<T>(...) with T the storage type of `act` (a BackendDType): how every launcher
+// picks the kernel instantiation for the backend's activations.
+#define ACT_DISPATCH(act, fn, ...)                                                          \
+    do {                                                                                    \
+        switch (act) {                                                                      \
+        case BACKEND_BF16: fn<__nv_bfloat16>(__VA_ARGS__); break;                           \
+        case BACKEND_F16: fn<__half>(__VA_ARGS__); break;                                   \
+        default: fn<float>(__VA_ARGS__); break;                                             \
+        }                                                                                   \
+    } while (0)
+
+// Address of element i of an array whose elements are esz bytes (launchers hold activation
+// buffers as void *, their element size backend_dtype_size(be->act)). Pure.
+static inline void *elem_at(void *p, size_t i, size_t esz) { return (char *)p + i * esz; }
+static inline const void *elem_at(const void *p, size_t i, size_t esz) {
+    return (const char *)p + i * esz;
+}
 
 #define WARP 32
 #define FULL_MASK 0xffffffffu

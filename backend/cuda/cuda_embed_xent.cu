@@ -6,59 +6,96 @@
 #define EX_GRID_CAP 8192    // grid-stride kernels: at most this many blocks
 #define EX_EMB_RANGES 64    // embedding backward: vocabulary ranges (grid.y) at most
 
-// out (N, C) = table (V_local, C)[tok - vocab_start], zero rows for tokens of other shards.
-void cuda_embedding_forward(Backend *be, float *out, const int *tokens, const float *table,
-                            int N, int C, int vocab_start, int V_local) {
-    if (N <= 0 || C <= 0) return;
-    CUDA_LAUNCH(embedding_forward_kernel, cuda_blocks((size_t)N, 1, EX_GRID_CAP), EX_THREADS, 0,
-                cuda_stream(be), out, tokens, table, N, C, vocab_start, V_local);
+template <typename T>
+static void embedding_forward_t(Backend *be, void *out, const int *tokens, const void *table,
+                                int N, int C, int vocab_start, int V_local) {
+    CUDA_LAUNCH(embedding_forward_kernel<T>, cuda_blocks((size_t)N, 1, EX_GRID_CAP), EX_THREADS,
+                0, cuda_stream(be), (T *)out, tokens, (const T *)table, N, C, vocab_start, V_local);
 }
 
-// dtable (V_local, C) += dout (N, C) rows of the tokens in the shard; deterministic (each
-// element of dtable is owned by one thread, tokens added in order).
-void cuda_embedding_backward(Backend *be, float *dtable, const float *dout, const int *tokens,
-                             int N, int C, int vocab_start, int V_local) {
-    if (N <= 0 || C <= 0 || V_local <= 0) return;
+// out (N, C) = table (V_local, C)[tok - vocab_start], zero rows for tokens of other shards.
+void cuda_embedding_forward(Backend *be, void *out, const int *tokens, const void *table,
+                            int N, int C, int vocab_start, int V_local) {
+    if (N <= 0 || C <= 0) return;
+    ACT_DISPATCH(be->act, embedding_forward_t, be, out, tokens, table, N, C, vocab_start, V_local);
+}
+
+template <typename T>
+static void embedding_backward_t(Backend *be, float *dtable, const void *dout, const int *tokens,
+                                 int N, int C, int vocab_start, int V_local) {
     int rows_per = (V_local + EX_EMB_RANGES - 1) / EX_EMB_RANGES;
     int ranges = (V_local + rows_per - 1) / rows_per;
     dim3 grid((unsigned)((C + EX_THREADS - 1) / EX_THREADS), (unsigned)ranges);
-    CUDA_LAUNCH(embedding_backward_kernel, grid, EX_THREADS, 0, cuda_stream(be), dtable, dout,
-                tokens, N, C, vocab_start, V_local, rows_per);
+    CUDA_LAUNCH(embedding_backward_kernel<T>, grid, EX_THREADS, 0, cuda_stream(be), dtable,
+                (const T *)dout, tokens, N, C, vocab_start, V_local, rows_per);
+}
+
+// dtable (V_local, C, fp32) += dout (N, C) rows of the tokens in the shard; deterministic
+// (each element of dtable is owned by one thread, tokens added in order).
+void cuda_embedding_backward(Backend *be, float *dtable, const void *dout, const int *tokens,
+                             int N, int C, int vocab_start, int V_local) {
+    if (N <= 0 || C <= 0 || V_local <= 0) return;
+    ACT_DISPATCH(be->act, embedding_backward_t, be, dtable, dout, tokens, N, C, vocab_start,
+                 V_local);
+}
+
+template <typename T>
+static void position_forward_t(Backend *be, void *out, const void *wpe, size_t n, size_t tc) {
+    CUDA_LAUNCH(position_forward_kernel<T>, cuda_blocks(n, EX_THREADS, EX_GRID_CAP), EX_THREADS,
+                0, cuda_stream(be), (T *)out, (const T *)wpe, n, tc);
 }
 
 // out (B, T, C) += wpe (T, C).
-void cuda_position_forward(Backend *be, float *out, const float *wpe, int B, int T, int C) {
+void cuda_position_forward(Backend *be, void *out, const void *wpe, int B, int T, int C) {
     size_t tc = (size_t)T * C, n = (size_t)B * tc;
     if (n == 0) return;
-    CUDA_LAUNCH(position_forward_kernel, cuda_blocks(n, EX_THREADS, EX_GRID_CAP), EX_THREADS, 0,
-                cuda_stream(be), out, wpe, n, tc);
+    ACT_DISPATCH(be->act, position_forward_t, be, out, wpe, n, tc);
 }
 
-// dwpe (T, C) += sum over b of dout (B, T, C), b in order.
-void cuda_position_backward(Backend *be, float *dwpe, const float *dout, int B, int T, int C) {
+template <typename T>
+static void position_backward_t(Backend *be, float *dwpe, const void *dout, int B, size_t tc) {
+    CUDA_LAUNCH(position_backward_kernel<T>, cuda_blocks(tc, EX_THREADS, EX_GRID_CAP),
+                EX_THREADS, 0, cuda_stream(be), dwpe, (const T *)dout, B, tc);
+}
+
+// dwpe (T, C, fp32) += sum over b of dout (B, T, C), b in order.
+void cuda_position_backward(Backend *be, float *dwpe, const void *dout, int B, int T, int C) {
     size_t tc = (size_t)T * C;
     if (tc == 0 || B <= 0) return;
-    CUDA_LAUNCH(position_backward_kernel, cuda_blocks(tc, EX_THREADS, EX_GRID_CAP), EX_THREADS,
-                0, cuda_stream(be), dwpe, dout, B, tc);
+    ACT_DISPATCH(be->act, position_backward_t, be, dwpe, dout, B, tc);
+}
+
+template <typename T>
+static void xent_max_t(Backend *be, float *rowmax, const void *logits, int N, int V_local,
+                       int V_valid) {
+    CUDA_LAUNCH(xent_max_kernel<T>, cuda_blocks((size_t)N, 1, EX_GRID_CAP), EX_THREADS, 0,
+                cuda_stream(be), rowmax, (const T *)logits, N, V_local, V_valid);
 }
 
 // rowmax (N) = max of logits (N, V_local) over columns [0, V_valid); -FLT_MAX when V_valid = 0.
-void cuda_xent_max(Backend *be, float *rowmax, const float *logits, int N, int V_local,
+void cuda_xent_max(Backend *be, float *rowmax, const void *logits, int N, int V_local,
                    int V_valid) {
     if (N <= 0) return;
-    CUDA_LAUNCH(xent_max_kernel, cuda_blocks((size_t)N, 1, EX_GRID_CAP), EX_THREADS, 0,
-                cuda_stream(be), rowmax, logits, N, V_local, V_valid);
+    ACT_DISPATCH(be->act, xent_max_t, be, rowmax, logits, N, V_local, V_valid);
+}
+
+template <typename T>
+static void xent_sumexp_t(Backend *be, float *sumexp, float *tgt, const void *logits,
+                          const float *rowmax, const int *targets, int N, int V_local,
+                          int V_valid, int vocab_start) {
+    CUDA_LAUNCH(xent_sumexp_kernel<T>, cuda_blocks((size_t)N, 1, EX_GRID_CAP), EX_THREADS, 0,
+                cuda_stream(be), sumexp, tgt, (const T *)logits, rowmax, targets, N, V_local,
+                V_valid, vocab_start);
 }
 
 // sumexp (N) = sum exp(l - rowmax) over valid columns; tgt (N) = l[target - vocab_start] if
 // the target is in this shard, else 0.
-void cuda_xent_sumexp(Backend *be, float *sumexp, float *tgt, const float *logits,
+void cuda_xent_sumexp(Backend *be, float *sumexp, float *tgt, const void *logits,
                       const float *rowmax, const int *targets, int N, int V_local, int V_valid,
                       int vocab_start) {
     if (N <= 0) return;
-    CUDA_LAUNCH(xent_sumexp_kernel, cuda_blocks((size_t)N, 1, EX_GRID_CAP), EX_THREADS, 0,
-                cuda_stream(be), sumexp, tgt, logits, rowmax, targets, N, V_local, V_valid,
-                vocab_start);
+    ACT_DISPATCH(be->act, xent_sumexp_t, be, sumexp, tgt, logits, rowmax, targets, N, V_local,
+                 V_valid, vocab_start);
 }
 
 // loss (N) = log(sumexp) + rowmax - tgt (all three reduced over the TP group already).
@@ -69,12 +106,20 @@ void cuda_xent_loss(Backend *be, float *loss, const float *sumexp, const float *
                 cuda_stream(be), loss, sumexp, rowmax, tgt, N);
 }
 
+template <typename T>
+static void xent_backward_t(Backend *be, void *dlogits, const void *logits, const float *rowmax,
+                            const float *sumexp, const int *targets, const float *dscale,
+                            int N, int V_local, int V_valid, int vocab_start) {
+    CUDA_LAUNCH(xent_backward_kernel<T>, cuda_blocks((size_t)N, 1, EX_GRID_CAP), EX_THREADS, 0,
+                cuda_stream(be), (T *)dlogits, (const T *)logits, rowmax, sumexp, targets, dscale,
+                N, V_local, V_valid, vocab_start);
+}
+
 // dlogits (N, V_local) = dscale * (softmax - onehot), 0 at padding; dlogits may alias logits.
-void cuda_xent_backward(Backend *be, float *dlogits, const float *logits, const float *rowmax,
+void cuda_xent_backward(Backend *be, void *dlogits, const void *logits, const float *rowmax,
                         const float *sumexp, const int *targets, const float *dscale,
                         int N, int V_local, int V_valid, int vocab_start) {
     if (N <= 0 || V_local <= 0) return;
-    CUDA_LAUNCH(xent_backward_kernel, cuda_blocks((size_t)N, 1, EX_GRID_CAP), EX_THREADS, 0,
-                cuda_stream(be), dlogits, logits, rowmax, sumexp, targets, dscale, N, V_local,
-                V_valid, vocab_start);
+    ACT_DISPATCH(be->act, xent_backward_t, be, dlogits, logits, rowmax, sumexp, targets, dscale,
+                 N, V_local, V_valid, vocab_start);
 }

@@ -7,6 +7,8 @@
 //   64   32 x 32           32 x 32            21248 / 41984
 //   128  32 x 32           16 x 16            37632 / 35328
 // (sm_90 ptxas: 64-96 registers, no spills.)
+// Element type: qkv, out, dout, dqkv of be->act (each kernel instantiated for float, bf16 and
+// fp16; tiles in shared memory are fp32 whatever the type, so the table holds for all three).
 // Backward: D = rowsum(dout * out) into the scratch, then the dk/dv kernel (one block per key
 // tile) and the dq kernel (one block per query tile): each element of dqkv written once.
 #include "backend/cuda/flash_attention.cuh"  // defines: the kernels, FLASH_THREADS
@@ -23,24 +25,24 @@ static unsigned flash_tiles(int T, int rows) {
     return (unsigned)n;
 }
 
-template <int HS, int BQ, int BK>
-static void flash_forward_launch(Backend *be, float *out, float *lse, const float *qkv,
+template <typename E, int HS, int BQ, int BK>
+static void flash_forward_launch(Backend *be, void *out, float *lse, const void *qkv,
                                  int B, int T, int NH, int hs) {
     dim3 grid((unsigned)(B * NH), flash_tiles(T, BQ));
-    CUDA_LAUNCH((flash_forward_kernel<HS, BQ, BK>), grid, FLASH_THREADS, 0, cuda_stream(be),
-                out, lse, qkv, T, NH, hs, 1.0f / sqrtf((float)hs));
+    CUDA_LAUNCH((flash_forward_kernel<E, HS, BQ, BK>), grid, FLASH_THREADS, 0, cuda_stream(be),
+                (E *)out, lse, (const E *)qkv, T, NH, hs, 1.0f / sqrtf((float)hs));
 }
 
-template <int HS, int BQ, int BK>
-static void flash_backward_launch(Backend *be, float *dqkv, const float *D, const float *dout,
-                                  const float *qkv, const float *lse, int B, int T, int NH,
+template <typename E, int HS, int BQ, int BK>
+static void flash_backward_launch(Backend *be, void *dqkv, const float *D, const void *dout,
+                                  const void *qkv, const float *lse, int B, int T, int NH,
                                   int hs) {
     float scale = 1.0f / sqrtf((float)hs);
     dim3 gk((unsigned)(B * NH), flash_tiles(T, BK)), gq((unsigned)(B * NH), flash_tiles(T, BQ));
-    CUDA_LAUNCH((flash_backward_dkv_kernel<HS, BQ, BK>), gk, FLASH_THREADS, 0, cuda_stream(be),
-                dqkv, dout, qkv, lse, D, T, NH, hs, scale);
-    CUDA_LAUNCH((flash_backward_dq_kernel<HS, BQ, BK>), gq, FLASH_THREADS, 0, cuda_stream(be),
-                dqkv, dout, qkv, lse, D, T, NH, hs, scale);
+    CUDA_LAUNCH((flash_backward_dkv_kernel<E, HS, BQ, BK>), gk, FLASH_THREADS, 0, cuda_stream(be),
+                (E *)dqkv, (const E *)dout, (const E *)qkv, lse, D, T, NH, hs, scale);
+    CUDA_LAUNCH((flash_backward_dq_kernel<E, HS, BQ, BK>), gq, FLASH_THREADS, 0, cuda_stream(be),
+                (E *)dqkv, (const E *)dout, (const E *)qkv, lse, D, T, NH, hs, scale);
 }
 
 static void flash_check_hs(int hs) {
@@ -48,27 +50,42 @@ static void flash_check_hs(int hs) {
         core_fatal("cuda flash attention: head size %d not supported (1..%d)", hs, FLASH_MAX_HS);
 }
 
+// The forward for element type E: the head size picks the variant.
+template <typename E>
+static void flash_forward_t(Backend *be, void *out, float *lse, const void *qkv, int B, int T,
+                            int NH, int hs) {
+    if (hs <= 32) flash_forward_launch<E, 32, 32, 32>(be, out, lse, qkv, B, T, NH, hs);
+    else if (hs <= 64) flash_forward_launch<E, 64, 32, 32>(be, out, lse, qkv, B, T, NH, hs);
+    else flash_forward_launch<E, 128, 32, 32>(be, out, lse, qkv, B, T, NH, hs);
+}
+
 // out (B, T, C), lse (B, NH, T) from qkv (B, T, 3*C), C = NH*hs.
-void cuda_flash_attention_forward(Backend *be, float *out, float *lse, const float *qkv,
+void cuda_flash_attention_forward(Backend *be, void *out, float *lse, const void *qkv,
                                   int B, int T, int NH, int hs) {
     if (B <= 0 || T <= 0 || NH <= 0) return;
     flash_check_hs(hs);
-    if (hs <= 32) flash_forward_launch<32, 32, 32>(be, out, lse, qkv, B, T, NH, hs);
-    else if (hs <= 64) flash_forward_launch<64, 32, 32>(be, out, lse, qkv, B, T, NH, hs);
-    else flash_forward_launch<128, 32, 32>(be, out, lse, qkv, B, T, NH, hs);
+    ACT_DISPATCH(be->act, flash_forward_t, be, out, lse, qkv, B, T, NH, hs);
+}
+
+// The backward for element type E: D = rowsum(dout * out) into scratch, then dk/dv and dq.
+template <typename E>
+static void flash_backward_t(Backend *be, void *dqkv, float *scratch, const void *dout,
+                             const void *qkv, const void *out, const float *lse, int B, int T,
+                             int NH, int hs) {
+    long long rows = (long long)B * NH * T;
+    unsigned blocks = (unsigned)((rows + FLASH_ROW_WARPS - 1) / FLASH_ROW_WARPS);
+    CUDA_LAUNCH(flash_rowdot_kernel<E>, blocks, FLASH_ROW_WARPS * WARP, 0, cuda_stream(be),
+                scratch, (const E *)dout, (const E *)out, rows, T, NH, hs);
+    if (hs <= 32) flash_backward_launch<E, 32, 32, 32>(be, dqkv, scratch, dout, qkv, lse, B, T, NH, hs);
+    else if (hs <= 64) flash_backward_launch<E, 64, 32, 32>(be, dqkv, scratch, dout, qkv, lse, B, T, NH, hs);
+    else flash_backward_launch<E, 128, 16, 16>(be, dqkv, scratch, dout, qkv, lse, B, T, NH, hs);
 }
 
 // dqkv (B, T, 3*C) overwritten; scratch (B, NH, T) gets D = rowsum(dout * out).
-void cuda_flash_attention_backward(Backend *be, float *dqkv, float *scratch, const float *dout,
-                                   const float *qkv, const float *out, const float *lse,
+void cuda_flash_attention_backward(Backend *be, void *dqkv, float *scratch, const void *dout,
+                                   const void *qkv, const void *out, const float *lse,
                                    int B, int T, int NH, int hs) {
     if (B <= 0 || T <= 0 || NH <= 0) return;
     flash_check_hs(hs);
-    long long rows = (long long)B * NH * T;
-    unsigned blocks = (unsigned)((rows + FLASH_ROW_WARPS - 1) / FLASH_ROW_WARPS);
-    CUDA_LAUNCH(flash_rowdot_kernel, blocks, FLASH_ROW_WARPS * WARP, 0, cuda_stream(be),
-                scratch, dout, out, rows, T, NH, hs);
-    if (hs <= 32) flash_backward_launch<32, 32, 32>(be, dqkv, scratch, dout, qkv, lse, B, T, NH, hs);
-    else if (hs <= 64) flash_backward_launch<64, 32, 32>(be, dqkv, scratch, dout, qkv, lse, B, T, NH, hs);
-    else flash_backward_launch<128, 16, 16>(be, dqkv, scratch, dout, qkv, lse, B, T, NH, hs);
+    ACT_DISPATCH(be->act, flash_backward_t, be, dqkv, scratch, dout, qkv, out, lse, B, T, NH, hs);
 }

@@ -5,6 +5,10 @@
 // column-major product C^T = op(B)^T op(A)^T: the operands swap places and keep their
 // transpose flags. Bias (one value per output column) rides in the BIAS epilogue.
 //
+// Precision: fp32 operands use TF32 tensor cores or strict fp32 (the backend's math); bf16 and
+// fp16 operands (be->act) use their tensor cores with fp32 accumulation (CUBLAS_COMPUTE_32F),
+// the result rounded once to C's type (the act type, or fp32 for weight gradients).
+//
 // Determinism: the algorithm for a GEMM shape is chosen once by cuBLASLt's heuristic (which
 // depends only on the shape, the alignments, the math mode and the fixed workspace size) and
 // cached, so a run reuses the same algorithms every step and two runs choose the same ones.
@@ -13,18 +17,25 @@
 #include <stdint.h>  // defines: uintptr_t, uint32_t
 #include <string.h>  // defines: memcmp
 
+// The cuBLASLt element type of a BackendDType. Pure.
+static cudaDataType_t lt_type(BackendDType t) {
+    return t == BACKEND_BF16 ? CUDA_R_16BF : t == BACKEND_F16 ? CUDA_R_16F : CUDA_R_32F;
+}
+
 // Largest power of two (<= 256) dividing the address: cuBLASLt picks algorithms that assume
 // this alignment (its default assumption is 256 bytes, which strided views do not have).
 static uint32_t alignment(const void *p) {
     uint32_t a = 256;
-    while (a > 4 && ((uintptr_t)p % a) != 0) a /= 2;
+    while (a > 2 && ((uintptr_t)p % a) != 0) a /= 2;
     return a;
 }
 
-// Column-major layout of a stored matrix (rows, cols, ld) with `batch` copies `stride` apart.
-static cublasLtMatrixLayout_t layout(int rows, int cols, int ld, int batch, long long stride) {
+// Column-major layout of a stored matrix (rows, cols, ld) of elements `type` with `batch`
+// copies `stride` elements apart.
+static cublasLtMatrixLayout_t layout(cudaDataType_t type, int rows, int cols, int ld, int batch,
+                                     long long stride) {
     cublasLtMatrixLayout_t l;
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l, CUDA_R_32F, (uint64_t)rows, (uint64_t)cols, ld));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l, type, (uint64_t)rows, (uint64_t)cols, ld));
     if (batch > 1) {
         int32_t b = batch;
         int64_t s = stride;
@@ -72,28 +83,34 @@ static const cublasLtMatmulAlgo_t *cached_algo(CudaState *st, CudaGemmAlgo *key,
 }
 
 void cuda_gemm(Backend *be, int ta, int tb, int M, int N, int K, float alpha,
-               const float *A, int lda, long long sa, const float *B, int ldb, long long sb,
-               float beta, float *C, int ldc, long long sc, int batch, const float *bias) {
+               const void *A, int lda, long long sa, const void *B, int ldb, long long sb,
+               float beta, void *C, int ldc, long long sc, int batch, const void *bias,
+               BackendDType ab, BackendDType cd) {
     if (M <= 0 || N <= 0 || batch <= 0) return;
     if (K <= 0) core_fatal("cuda_gemm: inner dimension K = %d (M %d, N %d)", K, M, N);
     if (bias && beta != 0.0f) core_fatal("cuda_gemm: a bias epilogue needs beta = 0");
+    if (cd != ab && cd != BACKEND_F32)
+        core_fatal("cuda_gemm: %s operands into a %s result", backend_dtype_name(ab),
+                   backend_dtype_name(cd));
     CudaState *st = cuda_state(be);
     // column-major: D (N, M) = op_b(B') (N, K) @ op_a(A') (K, M), with A' = B and B' = A
     cublasOperation_t op1 = tb ? CUBLAS_OP_T : CUBLAS_OP_N, op2 = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasLtMatmulDesc_t desc;
-    cublasComputeType_t ct = st->math == BACKEND_MATH_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    cublasComputeType_t ct = ab == BACKEND_F32 && st->math == BACKEND_MATH_TF32
+                                 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, ct, CUDA_R_32F));
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op1, sizeof op1));
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op2, sizeof op2));
-    if (bias) {
+    if (bias) {  // bias of D's type (cuBLASLt's default bias type)
         cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
         CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
         CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
     }
     // stored shapes (column-major): B' = B is (tb ? K : N) x (tb ? N : K); A' likewise
-    cublasLtMatrixLayout_t l1 = layout(tb ? K : N, tb ? N : K, ldb, batch, sb);
-    cublasLtMatrixLayout_t l2 = layout(ta ? M : K, ta ? K : M, lda, batch, sa);
-    cublasLtMatrixLayout_t lc = layout(N, M, ldc, batch, sc);
+    cudaDataType_t tab = lt_type(ab), tcd = lt_type(cd);
+    cublasLtMatrixLayout_t l1 = layout(tab, tb ? K : N, tb ? N : K, ldb, batch, sb);
+    cublasLtMatrixLayout_t l2 = layout(tab, ta ? M : K, ta ? K : M, lda, batch, sa);
+    cublasLtMatrixLayout_t lc = layout(tcd, N, M, ldc, batch, sc);
     uint32_t align[4] = {alignment(B), alignment(A), alignment(C), alignment(C)};
     CudaGemmAlgo key;
     memset(&key, 0, sizeof key);
@@ -101,6 +118,7 @@ void cuda_gemm(Backend *be, int ta, int tb, int M, int N, int K, float alpha,
     key.lda = lda, key.ldb = ldb, key.ldc = ldc, key.batch = batch;
     key.epilogue = (bias != NULL) | (int)(alignment(A) << 1) | (int)(alignment(B) << 10) |
                    (int)(alignment(C) << 19);
+    key.ab = (int)ab, key.cd = (int)cd;
     key.sa = sa, key.sb = sb, key.sc = sc;
     const cublasLtMatmulAlgo_t *algo = cached_algo(st, &key, align, desc, l1, l2, lc);
     CUBLAS_CHECK(cublasLtMatmul(st->lt, desc, &alpha, B, l1, A, l2, &beta, C, lc, C, lc, algo,
@@ -111,19 +129,23 @@ void cuda_gemm(Backend *be, int ta, int tb, int M, int N, int K, float alpha,
     CUBLAS_CHECK(cublasLtMatmulDescDestroy(desc));
 }
 
-// out (N, OC) = inp (N, C) @ weight (OC, C)^T + bias (OC), the bias in the epilogue.
-void cuda_matmul_forward(Backend *be, float *out, const float *inp, const float *weight,
-                         const float *bias, int N, int C, int OC) {
-    cuda_gemm(be, 0, 1, N, OC, C, 1.0f, inp, C, 0, weight, C, 0, 0.0f, out, OC, 0, 1, bias);
+// out (N, OC) = inp (N, C) @ weight (OC, C)^T + bias (OC), the bias in the epilogue; all of
+// type be->act.
+void cuda_matmul_forward(Backend *be, void *out, const void *inp, const void *weight,
+                         const void *bias, int N, int C, int OC) {
+    cuda_gemm(be, 0, 1, N, OC, C, 1.0f, inp, C, 0, weight, C, 0, 0.0f, out, OC, 0, 1, bias,
+              be->act, be->act);
 }
 
-// dinp (N, C) = dout (N, OC) @ weight (OC, C); dweight (OC, C) += dout^T @ inp (beta = 1);
-// dbias (OC) += column sums of dout (a deterministic reduction kernel: the BGRADB epilogue
-// would overwrite, not accumulate).
-void cuda_matmul_backward(Backend *be, float *dinp, float *dweight, float *dbias,
-                          const float *dout, const float *inp, const float *weight,
+// dinp (N, C, act) = dout (N, OC, act) @ weight (OC, C, act); dweight (OC, C, fp32) +=
+// dout^T @ inp (beta = 1: act operands, fp32 result); dbias (OC, fp32) += column sums of dout
+// (a deterministic reduction kernel: the BGRADB epilogue would overwrite, not accumulate).
+void cuda_matmul_backward(Backend *be, void *dinp, float *dweight, float *dbias,
+                          const void *dout, const void *inp, const void *weight,
                           int N, int C, int OC) {
-    if (dinp) cuda_gemm(be, 0, 0, N, C, OC, 1.0f, dout, OC, 0, weight, C, 0, 0.0f, dinp, C, 0, 1, NULL);
-    if (dweight) cuda_gemm(be, 1, 0, OC, C, N, 1.0f, dout, OC, 0, inp, C, 0, 1.0f, dweight, C, 0, 1, NULL);
+    if (dinp) cuda_gemm(be, 0, 0, N, C, OC, 1.0f, dout, OC, 0, weight, C, 0, 0.0f, dinp, C, 0,
+                        1, NULL, be->act, be->act);
+    if (dweight) cuda_gemm(be, 1, 0, OC, C, N, 1.0f, dout, OC, 0, inp, C, 0, 1.0f, dweight, C, 0,
+                           1, NULL, be->act, BACKEND_F32);
     if (dbias) cuda_colsum_acc(be, dbias, dout, N, OC);
 }

@@ -20,6 +20,7 @@
 typedef struct {
     int used;
     int ta, tb, m, n, k, lda, ldb, ldc, batch, epilogue;
+    int ab, cd;  // element types (BackendDType) of A and B, of C, D and bias
     long long sa, sb, sc;
     cublasLtMatmulAlgo_t algo;
 } CudaGemmAlgo;
@@ -31,7 +32,7 @@ typedef struct {
 
 typedef struct {
     int device;
-    BackendMath math;
+    BackendMath math;                    // GEMMs on fp32 operands: TF32 or strict fp32
     cudaStream_t stream;
     cublasLtHandle_t lt;
     void *workspace;                     // (CUDA_WORKSPACE_BYTES) cuBLASLt workspace
@@ -66,59 +67,66 @@ void cuda_wait(Backend *be);
 // cuda_gemm.cu -------------------------------------------------------------------------------
 // Row-major, batched C (M, N) = alpha * op(A) (M, K) @ op(B) (K, N) + beta * C on the
 // backend's stream through cuBLASLt, ta/tb: 1 = transposed; lda/ldb/ldc are row strides;
-// sa/sb/sc the strides between the `batch` matrices (floats). bias (N) is added to every row
-// through the epilogue when not NULL (beta must then be 0). Math as the backend's mode.
+// sa/sb/sc the strides between the `batch` matrices (elements). A and B are stored as `ab`,
+// C (and bias) as `cd`: (F32, F32), (BF16, BF16), (BF16, F32), (F16, F16) or (F16, F32);
+// accumulation is fp32 (TF32 tensor cores for F32 operands when the backend's math says so).
+// bias (N, type cd) is added to every row through the epilogue when not NULL (beta must then
+// be 0). Aborts the job on anything else.
 void cuda_gemm(Backend *be, int ta, int tb, int M, int N, int K, float alpha,
-               const float *A, int lda, long long sa, const float *B, int ldb, long long sb,
-               float beta, float *C, int ldc, long long sc, int batch, const float *bias);
-void cuda_matmul_forward(Backend *be, float *out, const float *inp, const float *weight,
-                         const float *bias, int N, int C, int OC);
-void cuda_matmul_backward(Backend *be, float *dinp, float *dweight, float *dbias,
-                          const float *dout, const float *inp, const float *weight,
+               const void *A, int lda, long long sa, const void *B, int ldb, long long sb,
+               float beta, void *C, int ldc, long long sc, int batch, const void *bias,
+               BackendDType ab, BackendDType cd);
+void cuda_matmul_forward(Backend *be, void *out, const void *inp, const void *weight,
+                         const void *bias, int N, int C, int OC);
+void cuda_matmul_backward(Backend *be, void *dinp, float *dweight, float *dbias,
+                          const void *dout, const void *inp, const void *weight,
                           int N, int C, int OC);
 
 // cuda_attention.cu --------------------------------------------------------------------------
-void cuda_attention_forward(Backend *be, float *out, float *att, const float *qkv,
+void cuda_attention_forward(Backend *be, void *out, void *att, const void *qkv,
                             int B, int T, int NH, int hs);
-void cuda_attention_backward(Backend *be, float *dqkv, float *scratch, const float *dout,
-                             const float *qkv, const float *att, int B, int T, int NH, int hs);
+void cuda_attention_backward(Backend *be, void *dqkv, float *scratch, const void *dout,
+                             const void *qkv, const void *att, int B, int T, int NH, int hs);
 
 // cuda_flash_attention.cu: fused causal attention, hs <= 128 (flash_attention.cuh) --------
-void cuda_flash_attention_forward(Backend *be, float *out, float *lse, const float *qkv,
+void cuda_flash_attention_forward(Backend *be, void *out, float *lse, const void *qkv,
                                   int B, int T, int NH, int hs);
-void cuda_flash_attention_backward(Backend *be, float *dqkv, float *scratch, const float *dout,
-                                   const float *qkv, const float *out, const float *lse,
+void cuda_flash_attention_backward(Backend *be, void *dqkv, float *scratch, const void *dout,
+                                   const void *qkv, const void *out, const float *lse,
                                    int B, int T, int NH, int hs);
 
 // cuda_norm.cu: layernorm, GELU, add, scale, and the column sums used for bias gradients ----
-// acc (C) += column sums of x (N, C), each column summed in a fixed order.
-void cuda_colsum_acc(Backend *be, float *acc, const float *x, int N, int C);
-void cuda_layernorm_forward(Backend *be, float *out, float *mean, float *rstd,
-                            const float *inp, const float *weight, const float *bias,
+// acc (C, fp32) += column sums of x (N, C, type be->act), each column summed in a fixed order.
+void cuda_colsum_acc(Backend *be, float *acc, const void *x, int N, int C);
+void cuda_layernorm_forward(Backend *be, void *out, float *mean, float *rstd,
+                            const void *inp, const void *weight, const void *bias,
                             int N, int C);
-void cuda_layernorm_backward(Backend *be, float *dinp, float *dweight, float *dbias,
-                             const float *dout, const float *inp, const float *weight,
+void cuda_layernorm_backward(Backend *be, void *dinp, float *dweight, float *dbias,
+                             const void *dout, const void *inp, const void *weight,
                              const float *mean, const float *rstd, int N, int C);
-void cuda_gelu_forward(Backend *be, float *out, const float *inp, size_t n);
-void cuda_gelu_backward(Backend *be, float *dinp, const float *inp, const float *dout, size_t n);
-void cuda_add(Backend *be, float *out, const float *a, const float *b, size_t n);
+void cuda_gelu_forward(Backend *be, void *out, const void *inp, size_t n);
+void cuda_gelu_backward(Backend *be, void *dinp, const void *inp, const void *dout, size_t n);
+void cuda_add(Backend *be, void *out, const void *a, const void *b, size_t n);
 void cuda_scale(Backend *be, float *x, float s, size_t n);
 
+// cuda_cast.cu: conversions between the element types -----------------------------------------
+void cuda_cast(Backend *be, void *dst, BackendDType dt, const void *src, BackendDType st, size_t n);
+
 // cuda_embed_xent.cu -----------------------------------------------------------------------
-void cuda_embedding_forward(Backend *be, float *out, const int *tokens, const float *table,
+void cuda_embedding_forward(Backend *be, void *out, const int *tokens, const void *table,
                             int N, int C, int vocab_start, int V_local);
-void cuda_embedding_backward(Backend *be, float *dtable, const float *dout, const int *tokens,
+void cuda_embedding_backward(Backend *be, float *dtable, const void *dout, const int *tokens,
                              int N, int C, int vocab_start, int V_local);
-void cuda_position_forward(Backend *be, float *out, const float *wpe, int B, int T, int C);
-void cuda_position_backward(Backend *be, float *dwpe, const float *dout, int B, int T, int C);
-void cuda_xent_max(Backend *be, float *rowmax, const float *logits, int N, int V_local,
+void cuda_position_forward(Backend *be, void *out, const void *wpe, int B, int T, int C);
+void cuda_position_backward(Backend *be, float *dwpe, const void *dout, int B, int T, int C);
+void cuda_xent_max(Backend *be, float *rowmax, const void *logits, int N, int V_local,
                    int V_valid);
-void cuda_xent_sumexp(Backend *be, float *sumexp, float *tgt, const float *logits,
+void cuda_xent_sumexp(Backend *be, float *sumexp, float *tgt, const void *logits,
                       const float *rowmax, const int *targets, int N, int V_local, int V_valid,
                       int vocab_start);
 void cuda_xent_loss(Backend *be, float *loss, const float *sumexp, const float *rowmax,
                     const float *tgt, int N);
-void cuda_xent_backward(Backend *be, float *dlogits, const float *logits, const float *rowmax,
+void cuda_xent_backward(Backend *be, void *dlogits, const void *logits, const float *rowmax,
                         const float *sumexp, const int *targets, const float *dscale,
                         int N, int V_local, int V_valid, int vocab_start);
 

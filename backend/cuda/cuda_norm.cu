@@ -26,23 +26,26 @@ static int norm_rows_per_chunk(int N, int C, int nout) {
 
 // acc_b (C) += sum over rows of dy (N, C); acc_w (C) += sum over rows of dy * (inp - mean)
 // * rstd (layernorm's dweight; inp (N, C), mean (N), rstd (N)). Either acc may be NULL.
-static void norm_colsum(Backend *be, float *acc_b, float *acc_w, const float *dy,
-                        const float *inp, const float *mean, const float *rstd, int N, int C) {
+// dy and inp of type T; everything else fp32.
+template <typename T>
+static void norm_colsum(Backend *be, float *acc_b, float *acc_w, const void *dy,
+                        const void *inp, const float *mean, const float *rstd, int N, int C) {
     int nout = (acc_b != NULL) + (acc_w != NULL);
     if (nout == 0 || N <= 0 || C <= 0) return;
     int rows_per = norm_rows_per_chunk(N, C, nout);
     int nchunk = (N + rows_per - 1) / rows_per;
     dim3 grid((unsigned)((C + WARP - 1) / WARP), (unsigned)nchunk);
     cudaStream_t st = cuda_stream(be);
+    const T *y = (const T *)dy, *x = (const T *)inp;
     if (nchunk == 1) {  // one chunk: add straight into the gradients
-        CUDA_LAUNCH(colsum_partial_kernel, grid, NORM_THREADS, 0, st, acc_b, acc_w, dy, inp,
+        CUDA_LAUNCH(colsum_partial_kernel<T>, grid, NORM_THREADS, 0, st, acc_b, acc_w, y, x,
                     mean, rstd, N, C, rows_per, 1);
         return;
     }
     float *scratch = (float *)cuda_state(be)->partials;        // (nout, nchunk, C)
     float *part_b = acc_b ? scratch : (float *)NULL;           // (nchunk, C)
     float *part_w = acc_w ? scratch + (acc_b ? (size_t)nchunk * C : 0) : (float *)NULL;
-    CUDA_LAUNCH(colsum_partial_kernel, grid, NORM_THREADS, 0, st, part_b, part_w, dy, inp, mean,
+    CUDA_LAUNCH(colsum_partial_kernel<T>, grid, NORM_THREADS, 0, st, part_b, part_w, y, x, mean,
                 rstd, N, C, rows_per, 0);
     unsigned blocks = cuda_blocks((size_t)C, NORM_THREADS, NORM_GRID_CAP);
     if (acc_b) CUDA_LAUNCH(colsum_finish_kernel, blocks, NORM_THREADS, 0, st, acc_b,
@@ -51,58 +54,88 @@ static void norm_colsum(Backend *be, float *acc_b, float *acc_w, const float *dy
                            (const float *)part_w, nchunk, C);
 }
 
-// acc (C) += column sums of x (N, C); each column in a fixed order for a given shape.
-void cuda_colsum_acc(Backend *be, float *acc, const float *x, int N, int C) {
+// acc (C, fp32) += column sums of x (N, C, be->act); each column in a fixed order for a shape.
+void cuda_colsum_acc(Backend *be, float *acc, const void *x, int N, int C) {
     const float *none = NULL;
-    norm_colsum(be, acc, (float *)NULL, x, none, none, none, N, C);
+    ACT_DISPATCH(be->act, norm_colsum, be, acc, (float *)NULL, x, (const void *)NULL, none, none,
+                 N, C);
+}
+
+template <typename T>
+static void layernorm_forward_t(Backend *be, void *out, float *mean, float *rstd, const void *inp,
+                                const void *weight, const void *bias, int N, int C) {
+    unsigned blocks = cuda_blocks((size_t)N, NORM_ROWLANES, NORM_GRID_CAP);  // warp per row
+    CUDA_LAUNCH(layernorm_forward_kernel<T>, blocks, NORM_THREADS, 0, cuda_stream(be), (T *)out,
+                mean, rstd, (const T *)inp, (const T *)weight, (const T *)bias, N, C);
 }
 
 // out (N, C) = (inp - mean) * rstd * weight + bias; mean (N), rstd (N) saved when not NULL.
-void cuda_layernorm_forward(Backend *be, float *out, float *mean, float *rstd,
-                            const float *inp, const float *weight, const float *bias,
+void cuda_layernorm_forward(Backend *be, void *out, float *mean, float *rstd,
+                            const void *inp, const void *weight, const void *bias,
                             int N, int C) {
     if (N <= 0 || C <= 0) return;
-    unsigned blocks = cuda_blocks((size_t)N, NORM_ROWLANES, NORM_GRID_CAP);  // warp per row
-    CUDA_LAUNCH(layernorm_forward_kernel, blocks, NORM_THREADS, 0, cuda_stream(be), out, mean,
-                rstd, inp, weight, bias, N, C);
+    ACT_DISPATCH(be->act, layernorm_forward_t, be, out, mean, rstd, inp, weight, bias, N, C);
+}
+
+template <typename T>
+static void layernorm_backward_t(Backend *be, void *dinp, float *dweight, float *dbias,
+                                 const void *dout, const void *inp, const void *weight,
+                                 const float *mean, const float *rstd, int N, int C) {
+    if (dinp) {
+        unsigned blocks = cuda_blocks((size_t)N, NORM_ROWLANES, NORM_GRID_CAP);
+        CUDA_LAUNCH(layernorm_dinp_kernel<T>, blocks, NORM_THREADS, 0, cuda_stream(be), (T *)dinp,
+                    (const T *)dout, (const T *)inp, (const T *)weight, mean, rstd, N, C);
+    }
+    norm_colsum<T>(be, dbias, dweight, dout, inp, mean, rstd, N, C);
 }
 
 // dinp (N, C) += ..., dweight (C) += sum dout * norm, dbias (C) += sum dout; each skipped
 // when NULL. mean (N), rstd (N) as saved by the forward.
-void cuda_layernorm_backward(Backend *be, float *dinp, float *dweight, float *dbias,
-                             const float *dout, const float *inp, const float *weight,
+void cuda_layernorm_backward(Backend *be, void *dinp, float *dweight, float *dbias,
+                             const void *dout, const void *inp, const void *weight,
                              const float *mean, const float *rstd, int N, int C) {
     if (N <= 0 || C <= 0) return;
-    if (dinp) {
-        unsigned blocks = cuda_blocks((size_t)N, NORM_ROWLANES, NORM_GRID_CAP);
-        CUDA_LAUNCH(layernorm_dinp_kernel, blocks, NORM_THREADS, 0, cuda_stream(be), dinp, dout,
-                    inp, weight, mean, rstd, N, C);
-    }
-    norm_colsum(be, dbias, dweight, dout, inp, mean, rstd, N, C);
+    ACT_DISPATCH(be->act, layernorm_backward_t, be, dinp, dweight, dbias, dout, inp, weight,
+                 mean, rstd, N, C);
+}
+
+template <typename T>
+static void gelu_forward_t(Backend *be, void *out, const void *inp, size_t n) {
+    CUDA_LAUNCH(gelu_forward_kernel<T>, cuda_blocks(n, NORM_THREADS, NORM_GRID_CAP),
+                NORM_THREADS, 0, cuda_stream(be), (T *)out, (const T *)inp, n);
 }
 
 // out (n) = gelu(inp), tanh approximation.
-void cuda_gelu_forward(Backend *be, float *out, const float *inp, size_t n) {
+void cuda_gelu_forward(Backend *be, void *out, const void *inp, size_t n) {
     if (n == 0) return;
-    CUDA_LAUNCH(gelu_forward_kernel, cuda_blocks(n, NORM_THREADS, NORM_GRID_CAP), NORM_THREADS,
-                0, cuda_stream(be), out, inp, n);
+    ACT_DISPATCH(be->act, gelu_forward_t, be, out, inp, n);
+}
+
+template <typename T>
+static void gelu_backward_t(Backend *be, void *dinp, const void *inp, const void *dout, size_t n) {
+    CUDA_LAUNCH(gelu_backward_kernel<T>, cuda_blocks(n, NORM_THREADS, NORM_GRID_CAP),
+                NORM_THREADS, 0, cuda_stream(be), (T *)dinp, (const T *)inp, (const T *)dout, n);
 }
 
 // dinp (n) = gelu'(inp) * dout (overwritten; dinp may alias dout).
-void cuda_gelu_backward(Backend *be, float *dinp, const float *inp, const float *dout, size_t n) {
+void cuda_gelu_backward(Backend *be, void *dinp, const void *inp, const void *dout, size_t n) {
     if (n == 0) return;
-    CUDA_LAUNCH(gelu_backward_kernel, cuda_blocks(n, NORM_THREADS, NORM_GRID_CAP), NORM_THREADS,
-                0, cuda_stream(be), dinp, inp, dout, n);
+    ACT_DISPATCH(be->act, gelu_backward_t, be, dinp, inp, dout, n);
+}
+
+template <typename T>
+static void add_t(Backend *be, void *out, const void *a, const void *b, size_t n) {
+    CUDA_LAUNCH(add_kernel<T>, cuda_blocks(n, NORM_THREADS, NORM_GRID_CAP), NORM_THREADS, 0,
+                cuda_stream(be), (T *)out, (const T *)a, (const T *)b, n);
 }
 
 // out (n) = a + b; out may alias a or b.
-void cuda_add(Backend *be, float *out, const float *a, const float *b, size_t n) {
+void cuda_add(Backend *be, void *out, const void *a, const void *b, size_t n) {
     if (n == 0) return;
-    CUDA_LAUNCH(add_kernel, cuda_blocks(n, NORM_THREADS, NORM_GRID_CAP), NORM_THREADS, 0,
-                cuda_stream(be), out, a, b, n);
+    ACT_DISPATCH(be->act, add_t, be, out, a, b, n);
 }
 
-// x (n) *= s.
+// x (n, fp32) *= s.
 void cuda_scale(Backend *be, float *x, float s, size_t n) {
     if (n == 0) return;
     CUDA_LAUNCH(scale_kernel, cuda_blocks(n, NORM_THREADS, NORM_GRID_CAP), NORM_THREADS, 0,

@@ -8,6 +8,9 @@
 // Deterministic without atomics: every gradient element is owned by one thread, which adds
 // its contributions in a fixed order (tokens in order, batch rows in order); the row
 // reductions of cross-entropy use block_max / block_sum (fixed shuffle order).
+// Activations, logits and the embedding tables' compute copies are of the template type T
+// (float, __nv_bfloat16, __half); gradients of the tables and the cross-entropy statistics
+// are fp32.
 #pragma once
 #include "backend/cuda/cuda_common.cuh"  // defines: CUDA_LAUNCH, block_sum, block_max
 
@@ -17,15 +20,17 @@
 
 // out (N, C) = table (V_local, C)[tok - vocab_start], zero rows for tokens outside the shard.
 // One block per row (grid-stride over rows), threads over channels.
-static __global__ void embedding_forward_kernel(float *out, const int *tokens,
-                                                const float *table, int N, int C,
+template <typename T>
+static __global__ void embedding_forward_kernel(T *out, const int *tokens,
+                                                const T *table, int N, int C,
                                                 int vocab_start, int V_local) {
     for (int i = blockIdx.x; i < N; i += gridDim.x) {
         int r = tokens[i] - vocab_start;
         int in = r >= 0 && r < V_local;
-        float *y = out + (size_t)i * C;
-        const float *src = table + (size_t)(in ? r : 0) * C;
-        for (int c = threadIdx.x; c < C; c += blockDim.x) y[c] = in ? src[c] : 0.0f;
+        T *y = out + (size_t)i * C;
+        const T *src = table + (size_t)(in ? r : 0) * C;
+        for (int c = threadIdx.x; c < C; c += blockDim.x)
+            store_from_f32(y + c, in ? load_f32(src + c) : 0.0f);
     }
 }
 
@@ -36,7 +41,8 @@ static __global__ void embedding_forward_kernel(float *out, const int *tokens,
 // token ids (broadcast loads, cached) for its share of the N*C adds: grid.y ranges multiply
 // the parallelism (C * ranges threads) at the price of re-reading the ids; fine for
 // N * ranges in the millions. A sort of the tokens would scale better; not needed yet.
-static __global__ void embedding_backward_kernel(float *dtable, const float *dout,
+template <typename T>
+static __global__ void embedding_backward_kernel(float *dtable, const T *dout,
                                                  const int *tokens, int N, int C,
                                                  int vocab_start, int V_local, int rows_per) {
     int c = blockIdx.x * blockDim.x + threadIdx.x;
@@ -44,26 +50,27 @@ static __global__ void embedding_backward_kernel(float *dtable, const float *dou
     if (c >= C) return;
     for (int i = 0; i < N; i++) {
         int r = tokens[i] - vocab_start;
-        if (r >= lo && r < hi) dtable[(size_t)r * C + c] += dout[(size_t)i * C + c];
+        if (r >= lo && r < hi) dtable[(size_t)r * C + c] += load_f32(dout + (size_t)i * C + c);
     }
 }
 
 // out (B, T, C) += wpe (T, C); n = B*T*C, tc = T*C. Grid-stride over out.
-static __global__ void position_forward_kernel(float *out, const float *wpe, size_t n,
-                                               size_t tc) {
+template <typename T>
+static __global__ void position_forward_kernel(T *out, const T *wpe, size_t n, size_t tc) {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x)
-        out[i] += wpe[i % tc];
+        store_from_f32(out + i, load_f32(out + i) + load_f32(wpe + i % tc));
 }
 
 // dwpe (T, C) += sum over b of dout (B, T, C), b in order (the CPU's order: same bits).
 // One thread per element of dwpe (grid-stride over tc = T*C).
-static __global__ void position_backward_kernel(float *dwpe, const float *dout, int B,
+template <typename T>
+static __global__ void position_backward_kernel(float *dwpe, const T *dout, int B,
                                                 size_t tc) {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < tc;
          i += (size_t)gridDim.x * blockDim.x) {
         float s = dwpe[i];
-        for (int b = 0; b < B; b++) s += dout[(size_t)b * tc + i];
+        for (int b = 0; b < B; b++) s += load_f32(dout + (size_t)b * tc + i);
         dwpe[i] = s;
     }
 }
@@ -71,13 +78,17 @@ static __global__ void position_backward_kernel(float *dwpe, const float *dout, 
 // rowmax (N) = max of logits (N, V_local) over columns [0, V_valid); -FLT_MAX when none.
 // One block per row (grid-stride over rows; the bound is block-uniform, so every thread
 // reaches block_max's barriers).
-static __global__ void xent_max_kernel(float *rowmax, const float *logits, int N, int V_local,
+template <typename T>
+static __global__ void xent_max_kernel(float *rowmax, const T *logits, int N, int V_local,
                                        int V_valid) {
     __shared__ float buf[WARP];
     for (int i = blockIdx.x; i < N; i += gridDim.x) {
-        const float *l = logits + (size_t)i * V_local;
+        const T *l = logits + (size_t)i * V_local;
         float m = -FLT_MAX;
-        for (int j = threadIdx.x; j < V_valid; j += blockDim.x) m = l[j] > m ? l[j] : m;
+        for (int j = threadIdx.x; j < V_valid; j += blockDim.x) {
+            float x = load_f32(l + j);
+            m = x > m ? x : m;
+        }
         m = block_max(m, buf);
         if (threadIdx.x == 0) rowmax[i] = m;
     }
@@ -85,19 +96,20 @@ static __global__ void xent_max_kernel(float *rowmax, const float *logits, int N
 
 // sumexp (N) = sum over valid columns of exp(l - rowmax); tgt (N) = l[target - vocab_start]
 // for targets in the shard, else 0. One block per row, as xent_max_kernel.
-static __global__ void xent_sumexp_kernel(float *sumexp, float *tgt, const float *logits,
+template <typename T>
+static __global__ void xent_sumexp_kernel(float *sumexp, float *tgt, const T *logits,
                                           const float *rowmax, const int *targets, int N,
                                           int V_local, int V_valid, int vocab_start) {
     __shared__ float buf[WARP];
     for (int i = blockIdx.x; i < N; i += gridDim.x) {
-        const float *l = logits + (size_t)i * V_local;
+        const T *l = logits + (size_t)i * V_local;
         float m = rowmax[i], s = 0.0f;
-        for (int j = threadIdx.x; j < V_valid; j += blockDim.x) s += expf(l[j] - m);
+        for (int j = threadIdx.x; j < V_valid; j += blockDim.x) s += expf(load_f32(l + j) - m);
         s = block_sum(s, buf);
         if (threadIdx.x == 0) {
             int t = targets[i] - vocab_start;
             sumexp[i] = s;
-            tgt[i] = t >= 0 && t < V_valid ? l[t] : 0.0f;
+            tgt[i] = t >= 0 && t < V_valid ? load_f32(l + t) : 0.0f;
         }
     }
 }
@@ -112,22 +124,23 @@ static __global__ void xent_loss_kernel(float *loss, const float *sumexp, const 
 // dlogits (N, V_local) = dscale * (softmax - onehot) over valid columns, 0 at padding. Each
 // element is read and written by the same thread (the target's "- 1" included), so dlogits
 // may alias logits. One block per row, threads over columns.
-static __global__ void xent_backward_kernel(float *dlogits, const float *logits,
+template <typename T>
+static __global__ void xent_backward_kernel(T *dlogits, const T *logits,
                                             const float *rowmax, const float *sumexp,
                                             const int *targets, const float *dscale, int N,
                                             int V_local, int V_valid, int vocab_start) {
     for (int i = blockIdx.x; i < N; i += gridDim.x) {
-        const float *l = logits + (size_t)i * V_local;
-        float *dl = dlogits + (size_t)i * V_local;
+        const T *l = logits + (size_t)i * V_local;
+        T *dl = dlogits + (size_t)i * V_local;
         float m = rowmax[i], inv = 1.0f / sumexp[i], d = dscale[i];
         int t = targets[i] - vocab_start;  // matches a column j only when in the shard
         for (int j = threadIdx.x; j < V_local; j += blockDim.x) {
             float g = 0.0f;
             if (j < V_valid) {
-                float p = expf(l[j] - m) * inv;
+                float p = expf(load_f32(l + j) - m) * inv;
                 g = d * (j == t ? p - 1.0f : p);
             }
-            dl[j] = g;
+            store_from_f32(dl + j, g);
         }
     }
 }

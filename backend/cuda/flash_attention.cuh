@@ -15,6 +15,9 @@
 // dq: one block per query tile loops over the key tiles at or before it. Both recompute
 // p = exp(s - lse) and ds = p (dout . v - D) per tile pair. Every output element is owned
 // by one thread and summed in tile order, then row order: the same bits every run.
+// qkv, out, dout and dqkv are of the activation type E (float, __nv_bfloat16, __half),
+// converted to fp32 as tiles are loaded and rounded once as results are stored; lse, D and
+// all tiles in shared memory are fp32.
 #pragma once
 #include "backend/cuda/cuda_common.cuh"
 
@@ -52,12 +55,12 @@ struct FlashBwdSmem {
 
 // dst (R, HS+1) = rows [row0, row0 + R) of src (row t at src + t*ld, hs columns); rows >= T
 // and columns >= hs are 0. All threads of the block.
-template <int R, int HS>
-static __device__ __forceinline__ void flash_load_rows(float (*dst)[HS + 1], const float *src,
+template <int R, int HS, typename E>
+static __device__ __forceinline__ void flash_load_rows(float (*dst)[HS + 1], const E *src,
                                                        size_t ld, int row0, int T, int hs) {
     for (int i = threadIdx.x; i < R * HS; i += FLASH_THREADS) {
         int r = i / HS, c = i % HS, t = row0 + r;
-        dst[r][c] = t < T && c < hs ? src[(size_t)t * ld + c] : 0.0f;
+        dst[r][c] = t < T && c < hs ? load_f32(src + (size_t)t * ld + c) : 0.0f;
     }
 }
 
@@ -98,9 +101,9 @@ static __device__ __forceinline__ void flash_online_softmax_row(FlashFwdSmem<HS,
 }
 
 // out (B, T, C), lse (B, NH, T) of query tile (reversed) blockIdx.y of head blockIdx.x.
-template <int HS, int BQ, int BK>
+template <typename E, int HS, int BQ, int BK>
 static __global__ void __launch_bounds__(FLASH_THREADS)
-flash_forward_kernel(float *out, float *lse, const float *qkv, int T, int NH, int hs, float scale) {
+flash_forward_kernel(E *out, float *lse, const E *qkv, int T, int NH, int hs, float scale) {
     __shared__ FlashFwdSmem<HS, BQ, BK> sm;
     constexpr int RPT = BQ / FLASH_WARPS, CPT = HS / WARP;
     constexpr int NE = BQ * BK / FLASH_THREADS, RS = FLASH_THREADS / BK;
@@ -108,7 +111,7 @@ flash_forward_kernel(float *out, float *lse, const float *qkv, int T, int NH, in
     int bh = blockIdx.x, b = bh / NH, h = bh % NH, C = NH * hs;
     int q0 = (gridDim.y - 1 - blockIdx.y) * BQ;
     size_t ld = 3 * (size_t)C;
-    const float *q = qkv + (size_t)b * T * ld + (size_t)h * hs, *k = q + C, *v = q + 2 * C;
+    const E *q = qkv + (size_t)b * T * ld + (size_t)h * hs, *k = q + C, *v = q + 2 * C;
     flash_load_rows<BQ, HS>(sm.q, q, ld, q0, T, hs);
     if (tid < BQ) sm.m[tid] = -INFINITY, sm.l[tid] = 0.0f;
     float acc[RPT][CPT];
@@ -156,16 +159,17 @@ FLASH_UNROLL
         int r = warp + FLASH_WARPS * i, t = q0 + r;
         if (t >= T) continue;
         float inv = 1.0f / sm.l[r];
-        float *o = out + ((size_t)b * T + t) * C + (size_t)h * hs;
+        E *o = out + ((size_t)b * T + t) * C + (size_t)h * hs;
 FLASH_UNROLL
         for (int c = 0; c < CPT; c++)
-            if (lane + WARP * c < hs) o[lane + WARP * c] = acc[i][c] * inv;
+            if (lane + WARP * c < hs) store_from_f32(o + lane + WARP * c, acc[i][c] * inv);
     }
     if (tid < BQ && q0 + tid < T) lse[(size_t)bh * T + q0 + tid] = sm.m[tid] + logf(sm.l[tid]);
 }
 
 // D (rows) = dout_t . out_t for row r = (b*NH + h)*T + t: one warp per row, fixed order.
-static __global__ void flash_rowdot_kernel(float *D, const float *dout, const float *out,
+template <typename E>
+static __global__ void flash_rowdot_kernel(float *D, const E *dout, const E *out,
                                            long long rows, int T, int NH, int hs) {
     long long r = (long long)blockIdx.x * FLASH_ROW_WARPS + threadIdx.x / WARP;
     int lane = threadIdx.x % WARP;
@@ -173,15 +177,15 @@ static __global__ void flash_rowdot_kernel(float *D, const float *dout, const fl
     int t = (int)(r % T), h = (int)(r / T % NH), b = (int)(r / T / NH);
     size_t off = ((size_t)b * T + t) * NH * hs + (size_t)h * hs;
     float s = 0.0f;
-    for (int c = lane; c < hs; c += WARP) s += dout[off + c] * out[off + c];
+    for (int c = lane; c < hs; c += WARP) s += load_f32(dout + off + c) * load_f32(out + off + c);
     s = warp_sum(s);
     if (lane == 0) D[r] = s;
 }
 
 // The query tile at q0: q, dout rows and their lse, D (0 past T). All threads.
-template <int HS, int BQ, int BK>
+template <typename E, int HS, int BQ, int BK>
 static __device__ __forceinline__ void flash_load_query_tile(FlashBwdSmem<HS, BQ, BK> &sm,
-        const float *q, size_t ld, const float *dy, size_t ldy, const float *lse,
+        const E *q, size_t ld, const E *dy, size_t ldy, const float *lse,
         const float *D, int q0, int T, int hs) {
     flash_load_rows<BQ, HS>(sm.q, q, ld, q0, T, hs);
     flash_load_rows<BQ, HS>(sm.dy, dy, ldy, q0, T, hs);
@@ -211,17 +215,20 @@ FLASH_UNROLL
 
 // Pointers of head (b, h) = blockIdx.x: q, k, v rows in qkv (stride ld = 3C) and dout rows
 // (stride C); lse and D (T) of the head.
+template <typename E>
 struct FlashHead {
-    const float *q, *k, *v, *dy, *lse, *D;
+    const E *q, *k, *v, *dy;
+    const float *lse, *D;
     size_t ld, ldy, row0;  // row0: index of (b, token 0) in the (B, T) rows
     int C, h;
 };
 
-static __device__ __forceinline__ FlashHead flash_head(const float *qkv, const float *dout,
-                                                       const float *lse, const float *D,
-                                                       int T, int NH, int hs) {
+template <typename E>
+static __device__ __forceinline__ FlashHead<E> flash_head(const E *qkv, const E *dout,
+                                                          const float *lse, const float *D,
+                                                          int T, int NH, int hs) {
     int bh = blockIdx.x, b = bh / NH, h = bh % NH, C = NH * hs;
-    FlashHead f;
+    FlashHead<E> f;
     f.ld = 3 * (size_t)C, f.ldy = (size_t)C, f.row0 = (size_t)b * T, f.C = C, f.h = h;
     f.q = qkv + f.row0 * f.ld + (size_t)h * hs, f.k = f.q + C, f.v = f.q + 2 * C;
     f.dy = dout + f.row0 * C + (size_t)h * hs;
@@ -231,15 +238,15 @@ static __device__ __forceinline__ FlashHead flash_head(const float *qkv, const f
 
 // dk, dv of key tile (reversed) blockIdx.y of head blockIdx.x into dqkv (B, T, 3C): loops
 // over the query tiles at or after the key tile; each thread owns BK/4 rows x HS/32 channels.
-template <int HS, int BQ, int BK>
+template <typename E, int HS, int BQ, int BK>
 static __global__ void __launch_bounds__(FLASH_THREADS)
-flash_backward_dkv_kernel(float *dqkv, const float *dout, const float *qkv, const float *lse,
+flash_backward_dkv_kernel(E *dqkv, const E *dout, const E *qkv, const float *lse,
                           const float *D, int T, int NH, int hs, float scale) {
     __shared__ FlashBwdSmem<HS, BQ, BK> sm;
     constexpr int RPT = BK / FLASH_WARPS, CPT = HS / WARP;
     int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
     int k0 = (gridDim.y - 1 - blockIdx.y) * BK;
-    FlashHead f = flash_head(qkv, dout, lse, D, T, NH, hs);
+    FlashHead<E> f = flash_head(qkv, dout, lse, D, T, NH, hs);
     flash_load_rows<BK, HS>(sm.k, f.k, f.ld, k0, T, hs);
     flash_load_rows<BK, HS>(sm.v, f.v, f.ld, k0, T, hs);
     float dk[RPT][CPT], dv[RPT][CPT];
@@ -269,27 +276,27 @@ FLASH_UNROLL
     for (int i = 0; i < RPT; i++) {
         int u = k0 + warp + FLASH_WARPS * i;
         if (u >= T) continue;
-        float *d = dqkv + (f.row0 + u) * f.ld + (size_t)f.h * hs + f.C;  // dk row u
+        E *d = dqkv + (f.row0 + u) * f.ld + (size_t)f.h * hs + f.C;  // dk row u
 FLASH_UNROLL
         for (int c = 0; c < CPT; c++)
             if (lane + WARP * c < hs) {
-                d[lane + WARP * c] = scale * dk[i][c];
-                d[f.C + lane + WARP * c] = dv[i][c];
+                store_from_f32(d + lane + WARP * c, scale * dk[i][c]);
+                store_from_f32(d + f.C + lane + WARP * c, dv[i][c]);
             }
     }
 }
 
 // dq of query tile (reversed) blockIdx.y of head blockIdx.x into dqkv (B, T, 3C): loops over
 // the key tiles at or before the query tile; each thread owns BQ/4 rows x HS/32 channels.
-template <int HS, int BQ, int BK>
+template <typename E, int HS, int BQ, int BK>
 static __global__ void __launch_bounds__(FLASH_THREADS)
-flash_backward_dq_kernel(float *dqkv, const float *dout, const float *qkv, const float *lse,
+flash_backward_dq_kernel(E *dqkv, const E *dout, const E *qkv, const float *lse,
                          const float *D, int T, int NH, int hs, float scale) {
     __shared__ FlashBwdSmem<HS, BQ, BK> sm;
     constexpr int RPT = BQ / FLASH_WARPS, CPT = HS / WARP;
     int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
     int q0 = (gridDim.y - 1 - blockIdx.y) * BQ;
-    FlashHead f = flash_head(qkv, dout, lse, D, T, NH, hs);
+    FlashHead<E> f = flash_head(qkv, dout, lse, D, T, NH, hs);
     flash_load_query_tile(sm, f.q, f.ld, f.dy, f.ldy, f.lse, f.D, q0, T, hs);
     float dq[RPT][CPT];
 FLASH_UNROLL
@@ -320,9 +327,9 @@ FLASH_UNROLL
     for (int i = 0; i < RPT; i++) {
         int t = q0 + warp + FLASH_WARPS * i;
         if (t >= T) continue;
-        float *d = dqkv + (f.row0 + t) * f.ld + (size_t)f.h * hs;
+        E *d = dqkv + (f.row0 + t) * f.ld + (size_t)f.h * hs;
 FLASH_UNROLL
         for (int c = 0; c < CPT; c++)
-            if (lane + WARP * c < hs) d[lane + WARP * c] = scale * dq[i][c];
+            if (lane + WARP * c < hs) store_from_f32(d + lane + WARP * c, scale * dq[i][c]);
     }
 }

@@ -5,6 +5,8 @@
 // rows into per-chunk partials (scratch), a second pass adds the chunks in order. The chunk
 // count depends only on the shape, so the bits are the same on every run. Layernorm rows are
 // independent: one warp per row, the row's sums by warp shuffles (warp_sum's fixed order).
+// Activation-typed buffers are of the template type T (float, __nv_bfloat16, __half: see
+// load_f32 / store_from_f32); statistics, partial sums and parameter gradients are fp32.
 #pragma once
 #include "backend/cuda/cuda_common.cuh"  // defines: CUDA_LAUNCH, WARP, warp_sum
 
@@ -21,8 +23,10 @@
 // writes sb = sum dy and, when sw is wanted, sw = sum dy * (x - mean) * rstd (layernorm's
 // dweight). out_b/out_w: (nchunk, C) partials, or with `add` (one chunk) the gradient itself
 // to += into; either may be NULL (skipped). inp/mean/rstd are only read when out_w is set.
-static __global__ void colsum_partial_kernel(float *out_b, float *out_w, const float *dy,
-                                             const float *inp, const float *mean,
+// dy and inp (N, C) are of type T.
+template <typename T>
+static __global__ void colsum_partial_kernel(float *out_b, float *out_w, const T *dy,
+                                             const T *inp, const float *mean,
                                              const float *rstd, int N, int C, int rows_per,
                                              int add) {
     __shared__ float sh_b[NORM_ROWLANES][WARP];
@@ -33,9 +37,9 @@ static __global__ void colsum_partial_kernel(float *out_b, float *out_w, const f
     float sb = 0.0f, sw = 0.0f;
     if (c < C) {
         for (int r = r0 + lane; r < r1; r += NORM_ROWLANES) {
-            float g = dy[(size_t)r * C + c];
+            float g = load_f32(dy + (size_t)r * C + c);
             sb += g;
-            if (out_w) sw += g * (inp[(size_t)r * C + c] - mean[r]) * rstd[r];
+            if (out_w) sw += g * (load_f32(inp + (size_t)r * C + c) - mean[r]) * rstd[r];
         }
     }
     sh_b[lane][col] = sb;
@@ -61,83 +65,93 @@ static __global__ void colsum_finish_kernel(float *acc, const float *part, int n
 // --- layernorm -----------------------------------------------------------------------------
 // One warp per row (grid-stride over rows; the loop bound is warp-uniform, so every lane
 // reaches each shuffle). out (N, C), mean (N) and rstd (N) (each may be NULL), inp (N, C),
-// weight (C), bias (C). Two passes over the row for the variance (as the CPU reference).
-static __global__ void layernorm_forward_kernel(float *out, float *mean, float *rstd,
-                                                const float *inp, const float *weight,
-                                                const float *bias, int N, int C) {
+// weight (C), bias (C); out, inp, weight, bias of type T. Two passes over the row for the
+// variance (as the CPU reference).
+template <typename T>
+static __global__ void layernorm_forward_kernel(T *out, float *mean, float *rstd,
+                                                const T *inp, const T *weight,
+                                                const T *bias, int N, int C) {
     int lane = threadIdx.x % WARP, warps = blockDim.x / WARP;
     for (int row = blockIdx.x * warps + threadIdx.x / WARP; row < N; row += gridDim.x * warps) {
-        const float *x = inp + (size_t)row * C;
+        const T *x = inp + (size_t)row * C;
         float s = 0.0f;
-        for (int j = lane; j < C; j += WARP) s += x[j];
+        for (int j = lane; j < C; j += WARP) s += load_f32(x + j);
         float m = warp_sum(s) / (float)C;
         float v = 0.0f;
-        for (int j = lane; j < C; j += WARP) v += (x[j] - m) * (x[j] - m);
+        for (int j = lane; j < C; j += WARP) {
+            float d = load_f32(x + j) - m;
+            v += d * d;
+        }
         float rs = 1.0f / sqrtf(warp_sum(v) / (float)C + NORM_LN_EPS);
-        float *y = out + (size_t)row * C;
-        for (int j = lane; j < C; j += WARP) y[j] = (x[j] - m) * rs * weight[j] + bias[j];
+        T *y = out + (size_t)row * C;
+        for (int j = lane; j < C; j += WARP)
+            store_from_f32(y + j, (load_f32(x + j) - m) * rs * load_f32(weight + j) + load_f32(bias + j));
         if (lane == 0 && mean) mean[row] = m;
         if (lane == 0 && rstd) rstd[row] = rs;
     }
 }
 
 // dinp (N, C) += rstd * (dn - mean(dn) - norm * mean(dn * norm)), dn = dout * weight,
-// norm = (inp - mean) * rstd. One warp per row, as the forward.
-static __global__ void layernorm_dinp_kernel(float *dinp, const float *dout, const float *inp,
-                                             const float *weight, const float *mean,
+// norm = (inp - mean) * rstd. One warp per row, as the forward. dinp, dout, inp, weight: T.
+template <typename T>
+static __global__ void layernorm_dinp_kernel(T *dinp, const T *dout, const T *inp,
+                                             const T *weight, const float *mean,
                                              const float *rstd, int N, int C) {
     int lane = threadIdx.x % WARP, warps = blockDim.x / WARP;
     for (int row = blockIdx.x * warps + threadIdx.x / WARP; row < N; row += gridDim.x * warps) {
-        const float *x = inp + (size_t)row * C, *dy = dout + (size_t)row * C;
+        const T *x = inp + (size_t)row * C, *dy = dout + (size_t)row * C;
         float m = mean[row], s = rstd[row];
         float a = 0.0f, b = 0.0f;
         for (int j = lane; j < C; j += WARP) {
-            float dn = dy[j] * weight[j];
+            float dn = load_f32(dy + j) * load_f32(weight + j);
             a += dn;
-            b += dn * (x[j] - m) * s;
+            b += dn * (load_f32(x + j) - m) * s;
         }
         float dn_mean = warp_sum(a) / (float)C, dn_norm_mean = warp_sum(b) / (float)C;
-        float *dx = dinp + (size_t)row * C;
+        T *dx = dinp + (size_t)row * C;
         for (int j = lane; j < C; j += WARP) {
-            float dn = dy[j] * weight[j];
-            dx[j] += s * (dn - dn_mean - (x[j] - m) * s * dn_norm_mean);
+            float dn = load_f32(dy + j) * load_f32(weight + j);
+            float g = s * (dn - dn_mean - (load_f32(x + j) - m) * s * dn_norm_mean);
+            store_from_f32(dx + j, load_f32(dx + j) + g);
         }
     }
 }
 
-// --- pointwise (grid-stride over n) ---------------------------------------------------------
+// --- pointwise (grid-stride over n; buffers of type T) -------------------------------------------
 // gelu(x) = x * sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3); out (n), inp (n).
-static __global__ void gelu_forward_kernel(float *out, const float *inp, size_t n) {
+template <typename T>
+static __global__ void gelu_forward_kernel(T *out, const T *inp, size_t n) {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
-        float x = inp[i];
+        float x = load_f32(inp + i);
         float u = NORM_GELU_K * (x + NORM_GELU_A * x * x * x);
-        out[i] = x / (1.0f + expf(-2.0f * u));
+        store_from_f32(out + i, x / (1.0f + expf(-2.0f * u)));
     }
 }
 
 // dinp (n) = gelu'(inp) * dout, gelu' = s + x s (1 - s) 2 u'(x); dinp may alias dout (each
 // element is read before the same thread writes it).
-static __global__ void gelu_backward_kernel(float *dinp, const float *inp, const float *dout,
-                                            size_t n) {
+template <typename T>
+static __global__ void gelu_backward_kernel(T *dinp, const T *inp, const T *dout, size_t n) {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
-        float x = inp[i];
+        float x = load_f32(inp + i);
         float u = NORM_GELU_K * (x + NORM_GELU_A * x * x * x);
         float s = 1.0f / (1.0f + expf(-2.0f * u));
         float du = NORM_GELU_K * (1.0f + 3.0f * NORM_GELU_A * x * x);
-        dinp[i] = (s + x * s * (1.0f - s) * 2.0f * du) * dout[i];
+        store_from_f32(dinp + i, (s + x * s * (1.0f - s) * 2.0f * du) * load_f32(dout + i));
     }
 }
 
 // out (n) = a + b; out may alias a or b.
-static __global__ void add_kernel(float *out, const float *a, const float *b, size_t n) {
+template <typename T>
+static __global__ void add_kernel(T *out, const T *a, const T *b, size_t n) {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x)
-        out[i] = a[i] + b[i];
+        store_from_f32(out + i, load_f32(a + i) + load_f32(b + i));
 }
 
-// x (n) *= s.
+// x (n, fp32) *= s.
 static __global__ void scale_kernel(float *x, float s, size_t n) {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x)

@@ -138,6 +138,8 @@ int main(int argc, char **argv) {
     test_flash(be, &r, 2, 65, 3, 24, 0);
     test_flash(be, &r, 2, 100, 3, 64, 0);
     test_flash(be, &r, 1, 33, 2, 128, 0);
+    test_flash(be, &r, 1, 70, 1, 4, 1);     // two blocks of 64 (the second ragged)
+    test_flash(be, &r, 1, 200, 2, 16, 0);  // four blocks
     test_repeatable(be, &r);
     backend_destroy(be);
     return test_result("test_cpu_attention_flash");

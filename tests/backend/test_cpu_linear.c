@@ -217,6 +217,33 @@ static void test_determinism(Backend *be2, Backend *be1, TestRng *r) {
     free(x), free(w), free(b), free(g), free(gc);
 }
 
+// GEMMs big enough to be cut into per-thread panels (backend/cpu/cpu_gemm.h): the panels
+// do not change the bits, so 2 threads give what 1 thread gives. Shapes with ragged panels,
+// split along rows (N >= OC) and along columns (OC > N).
+static void test_gemm_panels(Backend *be2, Backend *be1, TestRng *r) {
+    const int shapes[2][3] = {{300, 72, 260}, {130, 96, 400}};  // N, C, OC
+    for (int s = 0; s < 2; s++) {
+        int N = shapes[s][0], C = shapes[s][1], OC = shapes[s][2];
+        float *x = test_floats(N * C), *w = test_floats(OC * C), *b = test_floats(OC);
+        float *g = test_floats(N * OC), *res[2][3];
+        rng_fill(r, x, N * C, -1, 1), rng_fill(r, w, OC * C, -1, 1), rng_fill(r, b, OC, -1, 1);
+        rng_fill(r, g, N * OC, -1, 1);
+        Backend *bes[2] = {be2, be1};
+        for (int k = 0; k < 2; k++) {
+            res[k][0] = test_floats(N * OC), res[k][1] = test_floats(N * C);
+            res[k][2] = test_floats(OC * C);
+            memset(res[k][2], 0, (size_t)OC * C * sizeof(float));
+            bes[k]->ops->matmul_forward(bes[k], res[k][0], x, w, b, N, C, OC);
+            bes[k]->ops->matmul_backward(bes[k], res[k][1], res[k][2], NULL, g, x, w, N, C, OC);
+        }
+        EXPECT_SAME_BITS(res[0][0], res[1][0], (size_t)N * OC, "matmul out, 2 vs 1 threads");
+        EXPECT_SAME_BITS(res[0][1], res[1][1], (size_t)N * C, "matmul dinp, 2 vs 1 threads");
+        EXPECT_SAME_BITS(res[0][2], res[1][2], (size_t)OC * C, "matmul dweight, 2 vs 1 threads");
+        for (int k = 0; k < 2; k++) free(res[k][0]), free(res[k][1]), free(res[k][2]);
+        free(x), free(w), free(b), free(g);
+    }
+}
+
 int main(int argc, char **argv) {
     backend_cpu_select_blas_kernels(argc, argv);
     Backend *be1 = backend_cpu_create(1);
@@ -227,6 +254,7 @@ int main(int argc, char **argv) {
     test_gelu(be, &r);
     test_add_scale(be, &r);
     test_determinism(be, be1, &r);
+    test_gemm_panels(be, be1, &r);
     backend_destroy(be), backend_destroy(be1);
     return test_result("test_cpu_linear");
 }

@@ -38,6 +38,9 @@ static inline int64_t synth_write(const char *path, int64_t n_docs, int max_len,
         }
         h5ds_writer_end_doc(w);
     }
-    h5ds_writer_close(w);
+    if (h5ds_writer_close(w, err, sizeof err) != 0) {
+        fprintf(stderr, "synth_write: %s\n", err);
+        exit(1);
+    }
     return pos;
 }

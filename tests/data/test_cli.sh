@@ -48,6 +48,12 @@ expect 2 "--output is required" "$megac" preprocess --input "$tmp/f.txt"
 expect 2 "$tmp/bad.txt:2: invalid UTF-8" "$megac" tokenizer train --input "$tmp/bad.txt" --vocab-size 300 --output "$tmp/t.json"
 expect 2 "--vocab-size must be" "$megac" tokenizer train --input "$tmp/f.txt" --vocab-size 100 --output "$tmp/t.json"
 expect 2 "$tmp/nope.idx" "$megac" preprocess --from-megatron "$tmp/nope" --vocab-size 100 --output "$tmp/o.h5"
+expect 0 "note: each text file became one document" "$megac" preprocess --input "$tmp/f.txt" --output "$tmp/one.h5"
+cp "$tmp/f.txt" "$tmp/same.txt"; mkdir -p "$tmp/outdir"; mkfifo "$tmp/fifo.h5"
+expect 2 "--output $tmp/same.txt is the input $tmp/same.txt: refusing to replace an input" "$megac" preprocess --input "$tmp/same.txt" --output "$tmp/same.txt"
+cmp -s "$tmp/f.txt" "$tmp/same.txt" || fail "preprocess changed its input"
+expect 2 "--output $tmp/outdir: is a directory" "$megac" preprocess --input "$tmp/f.txt" --output "$tmp/outdir"
+expect 2 "--output $tmp/fifo.h5: not a regular file" timeout 20 "$megac" preprocess --input "$tmp/f.txt" --output "$tmp/fifo.h5"
 [[ -e "$tmp/o.h5" ]] && fail "output written by a failed run"
 
 # --- damaged datasets, opened by every rank with MPI-IO ------------------------------------
@@ -69,6 +75,7 @@ expect 2 "$tmp/badtoken.h5: token id 4000 at position 300 is >= vocab_size 257" 
 expect 2 "must add up to more than 0" read2 "$tmp/good.h5" 16 40 0,0,0
 expect 2 "leaves the train split no documents" read2 "$tmp/good.h5" 16 40 0,1,0
 expect 2 "not a non-negative number" read2 "$tmp/good.h5" 16 40 90,x,10
+expect 2 "$tmp/fifo.h5: not a regular file" timeout 20 "$mpiexec" -n 2 "$probe" read "$tmp/fifo.h5" 16 40 1
 
 echo "test_cli: $fails failure(s)"
 [[ $fails -eq 0 ]]

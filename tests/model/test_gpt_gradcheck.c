@@ -57,7 +57,9 @@ static void gradcheck(Backend *be, Comm *tp) {
 
 // Every shard of a TP = 2 model equals the matching slice of the TP = 1 model.
 static void init_is_layout_independent(Backend *be) {
-    GPTConfig cfg = {2, 16, 2, 64, 8, 8, 50, 16, 0, 0, 0};
+    GPTConfig cfg = {.num_layers = 2, .hidden_size = 16, .num_heads = 2, .ffn_hidden_size = 64,
+                     .seq_length = 8, .max_position_embeddings = 8, .vocab_size = 50,
+                     .vocab_divisible_by = 16};
     GPT *full = gpt_create(&cfg, be, 1, 0, 1, 0, 1, 1, 7, 16, 0);
     for (int r = 0; r < 2; r++) {
         GPT *sh = gpt_create(&cfg, be, 2, r, 2, 1, 1, 1, 7, 16, 0);  // last stage of PP = 2

@@ -37,5 +37,15 @@ expect2 1 "--max-nan-iters -1" --max-nan-iters -1
 # this machine has no GPU: a CUDA build says so, a CPU-only build says it has no CUDA
 [[ -z "${MEGAC_EMU_DEVICES:-}" ]] && expect2 2 "no usable CUDA device\|built without CUDA" --device cuda
 expect2 1 "distributed-backend must be nccl or staged" --distributed-backend gloo
+# mixed precision, recomputation and Megatron's flags megac does not have
+expect2 1 "needs --device cuda" --bf16
+expect2 1 "contradict each other: choose one" --bf16 --fp16 --device cuda
+expect2 1 "min-loss-scale" --min-loss-scale 0
+expect2 1 "recompute-granularity must be full or selective" --recompute-granularity some
+expect2 1 "recompute-num-layers must be >= 1" --recompute-granularity full --recompute-num-layers 0
+expect2 1 "megac has no dropout" --hidden-dropout 0.1
+expect2 1 "not both" --train-samples 16
+expect2 1 "is not supported by megac yet" --num-layers-per-virtual-pipeline-stage 1
+expect2 1 "lr-warmup-fraction 2 must be in" --lr-warmup-fraction 2
 [[ $fail -eq 0 ]] && echo "train_bad_input: ok"
 exit $fail

@@ -81,9 +81,9 @@ static void rec_backward(void *ctx, int micro, int slot) {
     r->n_held--;
 }
 
-static float *rec_input(void *ctx, int slot) { return ((Recorder *)ctx)->in[slot]; }
-static const float *rec_output(void *ctx, int slot) { return ((Recorder *)ctx)->out[slot]; }
-static const float *rec_input_grad(void *ctx) { return ((Recorder *)ctx)->in_grad; }
+static void *rec_input(void *ctx, int slot) { return ((Recorder *)ctx)->in[slot]; }
+static const void *rec_output(void *ctx, int slot) { return ((Recorder *)ctx)->out[slot]; }
+static const void *rec_input_grad(void *ctx) { return ((Recorder *)ctx)->in_grad; }
 
 // 1F1B by its definition: warmup forwards, (forward, backward) pairs, cooldown backwards.
 static void expected_1f1b(int P, int s, int m, char *out, size_t len) {
@@ -118,7 +118,7 @@ static void run_case(ProcessGrid *g, Recorder *r, PPScheduleKind kind, int m, in
     for (int i = 0; i < MAX_SLOTS; i++) r->held[i] = -1;
     PPStage st = {r, rec_forward, rec_backward, rec_input, rec_output, rec_input_grad, r->out_grad};
     PPTrace *tr = pp_trace_create(g->world, 256);
-    PPLink link = {g->pp, g->pp_prev, g->pp_next, COUNT, tr};
+    PPLink link = {g->pp, g->pp_prev, g->pp_next, COUNT, COMM_F32, tr};
     if (forward_only) pp_schedule_forward_only(&st, &link, m, r->n_slots);
     else pp_schedule_run(kind, &st, &link, m, r->n_slots);
 
@@ -157,7 +157,7 @@ static void check_trace_overflow(ProcessGrid *g, Recorder *r) {
     r->n_held = 0;
     PPStage st = {r, rec_forward, rec_backward, rec_input, rec_output, rec_input_grad, r->out_grad};
     PPTrace *tr = pp_trace_create(g->world, 3);
-    PPLink link = {g->pp, g->pp_prev, g->pp_next, COUNT, tr};
+    PPLink link = {g->pp, g->pp_prev, g->pp_next, COUNT, COMM_F32, tr};
     pp_schedule_run(PP_SCHEDULE_1F1B, &st, &link, 4, r->n_slots);
     EXPECT(tr->n == 3 && tr->dropped > 0, "trace of capacity 3: %zu kept, %zu dropped", tr->n,
            tr->dropped);

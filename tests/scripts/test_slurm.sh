@@ -16,7 +16,11 @@
 #            rank r gets entry r of CUDA_VISIBLE_DEVICES.
 #   `sbatch --wait` waits for `resume`; then each job's output is checked for its lines and
 #   the success (or failure) marker, since sbatch --wait returns 0 even for a job cancelled
-#   while pending.
+#   while pending. Then one more job:
+#     stop   60 iterations; SIGUSR1 to its ranks (`scancel -s USR1`, what --signal=USR1@180
+#            sends before the time limit) after iteration 3: megac saves and exits 0, the
+#            script prints STOPPED and requeues the job, which resumes from that checkpoint
+#            and ends with SUCCESS at iteration 60 (one output file, one appended log).
 # Exit 77 (meson: SKIP) when Slurm or munge is not installed, or not root.
 set -uo pipefail
 mode="$1" megac="$(realpath "$2")" yield_lib="$(realpath "$3")" sbatch_script="$(realpath "$4")"
@@ -70,7 +74,8 @@ export SLURM_CONF="$tmp/cluster/slurm.conf"
 echo "cluster up after $(elapsed)"
 
 # Everything a job needs, on the sbatch command line (overrides the production #SBATCH header).
-one_node=(--nodes=1 --gpus-per-node=0 --cpus-per-task=1 --oversubscribe --time=2)
+# (--signal: the script asks for SIGUSR1 180 s before the limit, more than these 2 minutes)
+one_node=(--nodes=1 --gpus-per-node=0 --cpus-per-task=1 --oversubscribe --time=2 --signal=USR1@5)
 tiny=(MEGAC_BIN="$megac" MEGAC_YIELD_LIB="$yield_lib" MEGAC_DEVICE=cpu MOCK_DATA=1
       TP=2 PP=2 NUM_LAYERS=2 HIDDEN_SIZE=32 NUM_ATTENTION_HEADS=2 SEQ_LENGTH=16
       MICRO_BATCH_SIZE=1 GLOBAL_BATCH_SIZE=4 LR_WARMUP_ITERS=0 MIN_LR=0
@@ -119,8 +124,6 @@ expect "$out" "^process ids \(rank:pid\):( [^ ]+:)?( [0-7]:[0-9]+){8}$" "train: 
 n=$(grep -Ec "^ iteration +[1-4]/ +4 \| .*lm loss: [0-9]\.[0-9]+E[+-][0-9]+ " "$out")
 ((n == 4)) || { cat "$out"; fail "train: $n training lines, want 4"; }
 expect "$out" "^pretrain_gpt: SUCCESS: job $train trained TP 2 x PP 2 x DP 2 .*iteration 4" "train: no success marker"
-n=$(grep -c '"iteration"' "$tmp/ckpt/train_log.$train.0.jsonl" 2>/dev/null)
-((n == 4)) || fail "train: $n records in $tmp/ckpt/train_log.$train.0.jsonl, want 4"
 echo "ok: train (job $train): layout printed before srun, 8 ranks, 4 training lines, SUCCESS"
 
 # resume: automatic --load from SAVE, continues at iteration 5.
@@ -132,7 +135,10 @@ reject "$out" "^ iteration +[1-4]/" "resume: trained iterations 1-4 again"
 n=$(grep -Ec "^ iteration +[56]/ +6 \| .*lm loss: " "$out")
 ((n == 2)) || { cat "$out"; fail "resume: $n training lines, want 2"; }
 expect "$out" "^pretrain_gpt: SUCCESS: .*iteration 6 " "resume: no success marker"
-echo "ok: resume: --load found automatically, iterations 5-6, SUCCESS"
+n=$(grep -c '^{"iteration"' "$tmp/ckpt/train_log.jsonl" 2>/dev/null)
+((n == 6)) || fail "train + resume: $n records in $tmp/ckpt/train_log.jsonl, want 6 (appended)"
+expect "$tmp/ckpt/train_log.jsonl" '^\{"event":"run_start","start_iteration":4,"resumed":1,' "resume: no run_start record"
+echo "ok: resume: --load found automatically, iterations 5-6, SUCCESS, one log of 6 iterations"
 
 # bad: rejected before srun, exit 2.
 out="$tmp/bad.out"
@@ -151,4 +157,32 @@ for r in 0 1 2 3 4 5 6 7; do
 done
 expect "$out" "^pretrain_gpt: SUCCESS" "gpu: no success marker"
 echo "ok: gpu: srun --mpi=pmi2 ... megac train --device cuda, rank r sees entry r of CUDA_VISIBLE_DEVICES"
+
+# stop: SIGUSR1 to the ranks -> checkpoint, exit 0, STOPPED, requeue, resume, SUCCESS.
+stop=$(submit stop "${tiny[@]}" SAVE="$tmp/ckpt-stop" SAVE_INTERVAL=1000 TRAIN_ITERS=60 -- \
+       "${one_node[@]}" --ntasks-per-node=8) || fail "sbatch (stop) failed"
+out="$tmp/stop.out"
+for _ in $(seq 600); do grep -q "^ iteration *3/" "$out" 2>/dev/null && break; sleep 0.1; done
+grep -q "^ iteration *3/" "$out" || { cat "$out"; fail "stop: never reached iteration 3"; }
+scancel -s USR1 "$stop"
+for _ in $(seq 300); do grep -q "^pretrain_gpt: STOPPED" "$out" && break; sleep 0.1; done
+# Slurm holds a requeued job for about 2 minutes (BeginTime): start it now, then wait for
+# its end marker (at most 40 s).
+for i in $(seq 400); do
+  grep -Eq "^pretrain_gpt: (SUCCESS|FAILED)" "$out" && break
+  ((i % 10 == 0)) && scontrol update JobId="$stop" StartTime=now >/dev/null 2>&1
+  sleep 0.1
+done
+grep -Eq "^pretrain_gpt: (SUCCESS|FAILED)" "$out" || { squeue; cat "$out"; fail "stop: the requeued job did not finish"; }
+line=$(grep -m1 "^megac train: stopped at iteration" "$out")
+[[ "$line" =~ ^megac\ train:\ stopped\ at\ iteration\ ([0-9]+)\ of\ 60\ \(SIGUSR1\ received\)\;\ checkpoint\ saved ]] \
+  || { cat "$out"; fail "stop: no stop line for SIGUSR1: '$line'"; }
+at=${BASH_REMATCH[1]}
+expect "$out" "^pretrain_gpt: STOPPED: job $stop stopped cleanly .* at iteration $at of 60 .*requeueing it" "stop: no STOPPED marker"
+expect "$out" "^pretrain_gpt: resuming from $tmp/ckpt-stop at iteration $at$" "stop: the requeued job did not resume"
+expect "$out" "^pretrain_gpt: SUCCESS: job $stop .*iteration 60 " "stop: the requeued job did not succeed"
+reject "$out" "^pretrain_gpt: FAILED" "stop: a FAILED marker"
+n=$(grep -c '^{"iteration"' "$tmp/ckpt-stop/train_log.jsonl" 2>/dev/null)
+((n == 60)) || fail "stop: $n records in the log, want 60"
+echo "ok: stop: SIGUSR1 -> checkpoint at iteration $at, STOPPED, requeued, resumed, SUCCESS at 60"
 echo "ok: all Slurm checks in $(elapsed)"

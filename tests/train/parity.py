@@ -14,7 +14,8 @@ import argparse, json, os, subprocess, sys, tempfile
 def run(args, layout, extra, workdir):
     tp, pp, dp = layout
     n = tp * pp * dp
-    log = os.path.join(workdir, f"log_{tp}_{pp}_{dp}_{len(extra)}.jsonl")
+    run.count = getattr(run, "count", 0) + 1  # a fresh log per run (--log-json appends)
+    log = os.path.join(workdir, f"log{run.count}_{tp}_{pp}_{dp}.jsonl")
     cmd = [args.mpiexec, "-n", str(n), args.megac, "train",
            "--tensor-model-parallel-size", str(tp), "--pipeline-model-parallel-size", str(pp),
            "--log-json", log, "--num-threads", "1"] + args.train + extra

@@ -3,12 +3,18 @@
 //
 //   D = alpha * op(A) @ op(B) + beta * C (+ bias)    column-major, as cuBLAS
 //   op(A) (m, k), op(B) (k, n), C and D (m, n); op N or T; C may be D (same layout).
-//   fp32 data and scale; CUBLAS_COMPUTE_32F, or _FAST_TF32 / _FAST_16BF, which round each
-//   element of A and B to 10 / 7 mantissa bits (round to nearest even) before multiplying,
-//   so emulated TF32 runs carry TF32-like error. Products are accumulated in DOUBLE (exact
-//   products, one rounding at the end): this is a reference, not a model of GPU rounding.
+//   Scale (alpha, beta) CUDA_R_32F. Data types, as cuBLASLt's table for these compute types:
+//     CUBLAS_COMPUTE_32F:  A = B = 32F, C = D = 32F;  A = B = 16BF, C = D = 16BF or 32F;
+//                          A = B = 16F, C = D = 16F or 32F
+//     CUBLAS_COMPUTE_32F_FAST_TF32 / _FAST_16BF: all 32F; they round each element of A and B
+//     to 10 / 7 mantissa bits (round to nearest even) before multiplying, so emulated TF32
+//     runs carry TF32-like error.
+//   16-bit elements are read exactly (as fp32). Products are accumulated in DOUBLE (exact
+//   products, one rounding at the end, to D's type: round to nearest even, emu_half.h): this
+//   is a reference, not a model of GPU rounding.
 //   Strided batches (BATCH_COUNT, STRIDED_BATCH_OFFSET on every layout; counts must agree);
-//   epilogue DEFAULT, or BIAS: bias (m) added to every column (every batch).
+//   epilogue DEFAULT, or BIAS: bias (m) added to every column (every batch); the bias is of
+//   D's type (CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE unset or equal to it; others refused).
 // Layouts that do not fit the ops and m/n/k give CUBLAS_STATUS_INVALID_VALUE with one stderr
 // line saying what; anything outside the list above gives CUBLAS_STATUS_NOT_SUPPORTED.
 // The heuristic's one algo records a marker and the alignments of A, B, C, D the preference
@@ -19,6 +25,7 @@
 // default the online CPUs); each element is the same dot product in the same order whatever
 // the thread count, so results do not depend on it.
 #include "emu_cublaslt_types.h"  // defines: the descriptor structs
+#include "emu_half.h"            // defines: emu_f32_to_bf16, emu_bf16_to_f32, ... (fp16 too)
 
 #include <pthread.h>
 #include <stdint.h>
@@ -38,9 +45,29 @@ typedef struct {
     int ta, tb, keep_bits, batch;
     int64_t m, n, k, lda, ldb, ldc, ldd, sa, sb, sc, sd;
     float alpha, beta;
-    const float *A, *B, *C, *bias;
-    float *D;
+    cudaDataType_t tab, tcd;  // element types of A and B, of C, D and the bias
+    const void *A, *B, *C, *bias;
+    void *D;
 } Gemm;
+
+// Element i of an array of `t` (32F, 16BF or 16F), as float (exact).
+static float load(const void *p, int64_t i, cudaDataType_t t) {
+    switch (t) {
+    case CUDA_R_16BF: return emu_bf16_to_f32(((const uint16_t *)p)[i]);
+    case CUDA_R_16F: return emu_f16_to_f32(((const uint16_t *)p)[i]);
+    default: return ((const float *)p)[i];
+    }
+}
+
+// Element i of an array of `t` = v, rounded once (double -> t, to nearest even; through
+// float for the 16-bit types, exact unless v lies within half a float ulp of a 16-bit tie).
+static void store(void *p, int64_t i, cudaDataType_t t, double v) {
+    switch (t) {
+    case CUDA_R_16BF: ((uint16_t *)p)[i] = emu_f32_to_bf16((float)v); break;
+    case CUDA_R_16F: ((uint16_t *)p)[i] = emu_f32_to_f16((float)v); break;
+    default: ((float *)p)[i] = (float)v; break;
+    }
+}
 
 static cublasStatus_t bad(cublasStatus_t s, const char *what) {
     fprintf(stderr, "emu: cublasLtMatmul: %s\n", what);
@@ -56,9 +83,19 @@ static cublasStatus_t validate(const struct emu_lt_matmul_desc *d, const struct 
     if (d->compute != CUBLAS_COMPUTE_32F && d->compute != CUBLAS_COMPUTE_32F_FAST_TF32 &&
         d->compute != CUBLAS_COMPUTE_32F_FAST_16BF)
         return bad(CUBLAS_STATUS_NOT_SUPPORTED, "compute type not emulated");
-    if (d->scale != CUDA_R_32F || a->type != CUDA_R_32F || b->type != CUDA_R_32F ||
-        c->type != CUDA_R_32F || dl->type != CUDA_R_32F)
-        return bad(CUBLAS_STATUS_NOT_SUPPORTED, "only CUDA_R_32F data and scale are emulated");
+    if (d->scale != CUDA_R_32F) return bad(CUBLAS_STATUS_NOT_SUPPORTED, "scale type not CUDA_R_32F");
+    cudaDataType_t tab = a->type, tcd = dl->type;
+    int half_in = tab == CUDA_R_16BF || tab == CUDA_R_16F;
+    int types_ok = b->type == tab && c->type == tcd &&
+                   (tab == CUDA_R_32F ? tcd == CUDA_R_32F
+                                      : half_in && d->compute == CUBLAS_COMPUTE_32F &&
+                                            (tcd == tab || tcd == CUDA_R_32F));
+    if (!types_ok) {
+        snprintf(msg, sizeof msg, "data types A %d, B %d, C %d, D %d not supported with compute "
+                 "type %d (see the table in emu_cublaslt.c)", (int)a->type, (int)b->type,
+                 (int)c->type, (int)dl->type, (int)d->compute);
+        return bad(CUBLAS_STATUS_NOT_SUPPORTED, msg);
+    }
     if ((d->transa != CUBLAS_OP_N && d->transa != CUBLAS_OP_T) ||
         (d->transb != CUBLAS_OP_N && d->transb != CUBLAS_OP_T))
         return bad(CUBLAS_STATUS_NOT_SUPPORTED, "only CUBLAS_OP_N and CUBLAS_OP_T are emulated");
@@ -96,15 +133,16 @@ static cublasStatus_t validate(const struct emu_lt_matmul_desc *d, const struct 
         }
     }
     if (d->epilogue == CUBLASLT_EPILOGUE_BIAS &&
-        (!d->bias || (d->bias_type != -1 && d->bias_type != CUDA_R_32F)))
-        return bad(CUBLAS_STATUS_INVALID_VALUE, "BIAS epilogue needs a CUDA_R_32F bias pointer");
+        (!d->bias || (d->bias_type != -1 && d->bias_type != (int32_t)tcd)))
+        return bad(CUBLAS_STATUS_INVALID_VALUE, "BIAS epilogue needs a bias pointer of D's type");
+    g->tab = tab, g->tcd = tcd;
     g->keep_bits = d->compute == CUBLAS_COMPUTE_32F_FAST_TF32   ? 10
                    : d->compute == CUBLAS_COMPUTE_32F_FAST_16BF ? 7
                                                                 : 23;
     g->batch = dl->batch;
     g->lda = a->ld, g->ldb = b->ld, g->ldc = c->ld, g->ldd = dl->ld;
     g->sa = a->stride, g->sb = b->stride, g->sc = c->stride, g->sd = dl->stride;
-    g->bias = d->epilogue == CUBLASLT_EPILOGUE_BIAS ? (const float *)d->bias : NULL;
+    g->bias = d->epilogue == CUBLASLT_EPILOGUE_BIAS ? d->bias : NULL;
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -150,29 +188,30 @@ static void *gemm_part(void *arg) {
     float *Bp = malloc(sizeof(float) * (size_t)(JB * k + 1));  // (JB, k)
     if (!Ap || !Bp) pt->status = 1;
     for (int64_t bt = 0; bt < g->batch && !pt->status; bt++) {
-        const float *A = g->A + bt * g->sa, *B = g->B + bt * g->sb;
-        const float *C = g->C ? g->C + bt * g->sc : NULL;
-        float *D = g->D + bt * g->sd;
+        int64_t oa = bt * g->sa, ob = bt * g->sb, oc = bt * g->sc, od = bt * g->sd;
         for (int64_t jc = pt->j0; jc < pt->j1; jc += JB) {
             int64_t jn = pt->j1 - jc < JB ? pt->j1 - jc : JB;
             for (int64_t j = 0; j < jn; j++)
                 for (int64_t p = 0; p < k; p++)
-                    Bp[j * k + p] = round_mantissa(g->tb ? B[(jc + j) + p * g->ldb]
-                                                         : B[p + (jc + j) * g->ldb],
-                                                   g->keep_bits);
+                    Bp[j * k + p] = round_mantissa(
+                        load(g->B, ob + (g->tb ? (jc + j) + p * g->ldb : p + (jc + j) * g->ldb),
+                             g->tab),
+                        g->keep_bits);
             for (int64_t ic = 0; ic < g->m; ic += IB) {
                 int64_t in = g->m - ic < IB ? g->m - ic : IB;
                 for (int64_t i = 0; i < in; i++)
                     for (int64_t p = 0; p < k; p++)
-                        Ap[i * k + p] = round_mantissa(g->ta ? A[p + (ic + i) * g->lda]
-                                                             : A[(ic + i) + p * g->lda],
-                                                       g->keep_bits);
+                        Ap[i * k + p] = round_mantissa(
+                            load(g->A, oa + (g->ta ? p + (ic + i) * g->lda : (ic + i) + p * g->lda),
+                                 g->tab),
+                            g->keep_bits);
                 for (int64_t j = 0; j < jn; j++) {
                     for (int64_t i = 0; i < in; i++) {
                         double v = (double)g->alpha * dot(Ap + i * k, Bp + j * k, k);
-                        if (g->beta != 0.0f) v += (double)g->beta * C[(ic + i) + (jc + j) * g->ldc];
-                        if (g->bias) v += g->bias[ic + i];
-                        D[(ic + i) + (jc + j) * g->ldd] = (float)v;
+                        if (g->beta != 0.0f)
+                            v += (double)g->beta * load(g->C, oc + (ic + i) + (jc + j) * g->ldc, g->tcd);
+                        if (g->bias) v += load(g->bias, ic + i, g->tcd);
+                        store(g->D, od + (ic + i) + (jc + j) * g->ldd, g->tcd, v);
                     }
                 }
             }

@@ -8,10 +8,18 @@
 // together, so a grouped send + recv in any order never deadlocks. When the call returns,
 // the operation is complete (the stream argument is ignored).
 // ncclAvg is a sum divided by the communicator size afterwards (float, double; integer
-// division for integer types). Data movement works for every type; reductions of fp16,
-// bf16 and fp8 return ncclInvalidArgument.
+// division for integer types). Data movement works for every type; reductions of fp8 return
+// ncclInvalidArgument.
+// bf16 and fp16 reductions (all-reduce, reduce-scatter) are done here, not by MPI: every
+// rank's input is all-gathered, then each element is reduced in fp32 over the ranks in rank
+// order (0, 1, 2, ...; ncclAvg divides by the size at the end) and rounded once to the type
+// (round to nearest even, emu_half.h). Every rank gets the same bits, independent of timing.
+// (Real NCCL rounds to the 16-bit type after each step of its ring/tree, in an order of its
+// own; results agree to a few 16-bit ulps.)
 // Global state: the group queue, per host thread as in NCCL (depth and pending operations).
 #include <nccl.h>
+
+#include "emu_half.h"  // defines: emu_f32_to_bf16, emu_bf16_to_f32, emu_f32_to_f16, emu_f16_to_f32
 
 #include <limits.h>
 #include <stdint.h>
@@ -36,6 +44,7 @@ typedef struct {
     ncclRedOp_t op;
     int peer;           // send/recv peer, broadcast root
     void *tmp;          // owned copy of `send` when it overlaps `recv`
+    void *gath;         // 16-bit reductions: every rank's input, gathered (owned)
 } Op;
 
 static _Thread_local int emu_group_depth;
@@ -47,7 +56,8 @@ static ncclResult_t invalid(const char *call, const char *what) {
     return ncclInvalidArgument;
 }
 
-// The MPI type moving `t` (*bytes per element); *reducible: MPI can reduce it.
+// The MPI type moving `t` (*bytes per element); *reducible: 1 MPI can reduce it, 2 the
+// emulator reduces it (bf16, fp16: reduce_half), 0 not emulated.
 static MPI_Datatype mpi_type(ncclDataType_t t, size_t *bytes, int *reducible) {
     *reducible = 1;
     switch (t) {
@@ -59,7 +69,7 @@ static MPI_Datatype mpi_type(ncclDataType_t t, size_t *bytes, int *reducible) {
     case ncclUint64: *bytes = 8; return MPI_UINT64_T;
     case ncclFloat32: *bytes = 4; return MPI_FLOAT;
     case ncclFloat64: *bytes = 8; return MPI_DOUBLE;
-    case ncclFloat16: case ncclBfloat16: *reducible = 0; *bytes = 2; return MPI_UINT16_T;
+    case ncclFloat16: case ncclBfloat16: *reducible = 2; *bytes = 2; return MPI_UINT16_T;
     case ncclFloat8e4m3: case ncclFloat8e5m2: *reducible = 0; *bytes = 1; return MPI_UINT8_T;
     default: *bytes = 0; return MPI_DATATYPE_NULL;
     }
@@ -98,6 +108,37 @@ static void divide(void *recv, size_t n, ncclDataType_t t, int size) {
     }
 }
 
+// A 16-bit (bf16 or fp16) element as float, and a float rounded to one.
+static float half_load(const uint16_t *p, size_t i, ncclDataType_t t) {
+    return t == ncclBfloat16 ? emu_bf16_to_f32(p[i]) : emu_f16_to_f32(p[i]);
+}
+static uint16_t half_round(float v, ncclDataType_t t) {
+    return t == ncclBfloat16 ? emu_f32_to_bf16(v) : emu_f32_to_f16(v);
+}
+
+// Finishes a bf16/fp16 all-reduce or reduce-scatter from o->gath (size ranks' inputs, rank
+// order): recv (count) = the ranks' elements combined in fp32 in rank order, rounded once.
+static void reduce_half(Op *o) {
+    int sz = o->comm->size;
+    size_t per = o->count * (o->kind == OP_REDUCESCATTER ? (size_t)sz : 1);  // input elements
+    size_t off = o->kind == OP_REDUCESCATTER ? (size_t)o->comm->rank * o->count : 0;
+    const uint16_t *g = o->gath;
+    for (size_t i = 0; i < o->count; i++) {
+        float acc = half_load(g, off + i, o->type);
+        for (int r = 1; r < sz; r++) {
+            float x = half_load(g, (size_t)r * per + off + i, o->type);
+            switch (o->op) {
+            case ncclProd: acc *= x; break;
+            case ncclMax: acc = x > acc ? x : acc; break;
+            case ncclMin: acc = x < acc ? x : acc; break;
+            default: acc += x; break;  // ncclSum, ncclAvg
+            }
+        }
+        if (o->op == ncclAvg) acc /= (float)sz;
+        ((uint16_t *)o->recv)[i] = half_round(acc, o->type);
+    }
+}
+
 // Posts op as a non-blocking MPI call into *req. MPI error code.
 static int post(Op *o, MPI_Request *req) {
     size_t es;
@@ -108,6 +149,12 @@ static int post(Op *o, MPI_Request *req) {
     size_t in_bytes = o->count * es * (o->kind == OP_REDUCESCATTER ? (size_t)sz : 1);
     size_t out_bytes = o->count * es * (o->kind == OP_ALLGATHER ? (size_t)sz : 1);
     const void *send = o->send;
+    if (red == 2 && (o->kind == OP_ALLREDUCE || o->kind == OP_REDUCESCATTER)) {
+        // 16-bit reduction: gather every input (send is only read), reduce_half after the wait
+        if (!(o->gath = malloc(in_bytes * (size_t)sz + 1))) return MPI_ERR_NO_MEM;
+        return MPI_Iallgather(send, (int)(in_bytes / es), T, o->gath, (int)(in_bytes / es), T, C,
+                              req);
+    }
     if (o->kind == OP_ALLREDUCE && send == o->recv) {
         send = MPI_IN_PLACE;
     } else if (o->kind == OP_ALLGATHER && send == (char *)o->recv + (size_t)me * in_bytes) {
@@ -151,10 +198,12 @@ static ncclResult_t flush(void) {
     if (err == MPI_SUCCESS) err = werr;
     for (int i = 0; i < n; i++) {
         Op *o = &emu_group_ops[i];
-        if (err == MPI_SUCCESS && o->op == ncclAvg &&
-            (o->kind == OP_ALLREDUCE || o->kind == OP_REDUCESCATTER))
+        if (err == MPI_SUCCESS && o->gath) reduce_half(o);
+        else if (err == MPI_SUCCESS && o->op == ncclAvg &&
+                 (o->kind == OP_ALLREDUCE || o->kind == OP_REDUCESCATTER))
             divide(o->recv, o->count, o->type, o->comm->size);
         free(o->tmp);
+        free(o->gath);
     }
     free(reqs);
     free(stats);
@@ -178,7 +227,9 @@ static ncclResult_t enqueue(const char *call, Op o) {
     int reduces = o.kind == OP_ALLREDUCE || o.kind == OP_REDUCESCATTER;
     if (reduces && (!reducible || mpi_op(o.op) == MPI_OP_NULL))
         return invalid(call, "reduction of this type or with this op is not emulated");
-    if (o.count > INT_MAX) return invalid(call, "count above INT_MAX is not emulated");
+    if (o.count > INT_MAX || (reduces && reducible == 2 && o.count * (size_t)o.comm->size *
+                                              (o.kind == OP_REDUCESCATTER ? (size_t)o.comm->size : 1) > INT_MAX))
+        return invalid(call, "count above INT_MAX is not emulated");
     if ((o.kind == OP_BCAST || o.kind == OP_SEND || o.kind == OP_RECV) &&
         (o.peer < 0 || o.peer >= o.comm->size)) {
         snprintf(msg, sizeof msg, "peer/root %d outside the communicator (size %d)", o.peer,
@@ -196,6 +247,7 @@ static ncclResult_t enqueue(const char *call, Op o) {
         emu_group_cap = cap;
     }
     o.tmp = NULL;
+    o.gath = NULL;
     emu_group_ops[emu_group_n++] = o;
     return emu_group_depth ? ncclSuccess : flush();
 }
@@ -204,14 +256,14 @@ ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
                            ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                            cudaStream_t stream) {
     (void)stream;
-    Op o = {OP_ALLREDUCE, comm, sendbuff, recvbuff, count, datatype, op, 0, NULL};
+    Op o = {OP_ALLREDUCE, comm, sendbuff, recvbuff, count, datatype, op, 0, NULL, NULL};
     return enqueue("ncclAllReduce", o);
 }
 
 ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
                            ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
     (void)stream;
-    Op o = {OP_ALLGATHER, comm, sendbuff, recvbuff, sendcount, datatype, ncclSum, 0, NULL};
+    Op o = {OP_ALLGATHER, comm, sendbuff, recvbuff, sendcount, datatype, ncclSum, 0, NULL, NULL};
     return enqueue("ncclAllGather", o);
 }
 
@@ -219,7 +271,7 @@ ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recv
                                ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                cudaStream_t stream) {
     (void)stream;
-    Op o = {OP_REDUCESCATTER, comm, sendbuff, recvbuff, recvcount, datatype, op, 0, NULL};
+    Op o = {OP_REDUCESCATTER, comm, sendbuff, recvbuff, recvcount, datatype, op, 0, NULL, NULL};
     return enqueue("ncclReduceScatter", o);
 }
 
@@ -227,21 +279,21 @@ ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
                            ncclDataType_t datatype, int root, ncclComm_t comm,
                            cudaStream_t stream) {
     (void)stream;
-    Op o = {OP_BCAST, comm, sendbuff, recvbuff, count, datatype, ncclSum, root, NULL};
+    Op o = {OP_BCAST, comm, sendbuff, recvbuff, count, datatype, ncclSum, root, NULL, NULL};
     return enqueue("ncclBroadcast", o);
 }
 
 ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer,
                       ncclComm_t comm, cudaStream_t stream) {
     (void)stream;
-    Op o = {OP_SEND, comm, sendbuff, NULL, count, datatype, ncclSum, peer, NULL};
+    Op o = {OP_SEND, comm, sendbuff, NULL, count, datatype, ncclSum, peer, NULL, NULL};
     return enqueue("ncclSend", o);
 }
 
 ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer,
                       ncclComm_t comm, cudaStream_t stream) {
     (void)stream;
-    Op o = {OP_RECV, comm, NULL, recvbuff, count, datatype, ncclSum, peer, NULL};
+    Op o = {OP_RECV, comm, NULL, recvbuff, count, datatype, ncclSum, peer, NULL, NULL};
     return enqueue("ncclRecv", o);
 }
 

@@ -1,5 +1,6 @@
 // tests/backend/cuda/test_cuda_ops.c: the CUDA backend against the CPU reference, op by op,
-// on the same random inputs (CUDA in strict fp32 GEMM mode; within 1e-5 of max(1, max|ref|)).
+// on the same random inputs (CUDA with fp32 activations in strict fp32 GEMM mode; within 1e-5
+// of max(1, max|ref|)). bf16/fp16 activations: test_cuda_half.c.
 // This file: memory ops, linear, layernorm, pointwise, attention, and main; the vocabulary
 // ops are in cuda_ops_vocab.c, AdamW and the reductions in cuda_ops_optim.c, fused (flash)
 // attention in cuda_ops_flash.c.
@@ -257,9 +258,11 @@ int main(int argc, char **argv) {
     }
     Parity t = {.rng = {20240611}, .quick = quick};
     t.be[PAR_REF] = backend_cpu_create(1);
-    t.be[PAR_DEV] = backend_cuda_create(0, BACKEND_MATH_FP32);
+    t.be[PAR_DEV] = backend_cuda_create(0, BACKEND_MATH_FP32, BACKEND_F32);
     printf("cuda_ops: %s against %s%s\n", t.be[PAR_DEV]->name, t.be[PAR_REF]->name,
            quick ? " (quick)" : "");
+    EXPECT(t.be[PAR_DEV]->act == BACKEND_F32 && strstr(t.be[PAR_DEV]->name, "strict fp32"),
+           "fp32 backend named %s", t.be[PAR_DEV]->name);
     check_memory(&t);
     check_matmul(&t, 37, 100, 67);
     check_layernorm(&t, 37, 100);

@@ -2,9 +2,12 @@
 // Every collective with rank-derived inputs and exact expected results (in and out of
 // place, every reduction op), broadcast from a non-zero root, a grouped send/recv ring in
 // both call orders, nested groups mixing a collective with p2p, a split communicator, and
-// the refusals (bad peer, bf16 reduction, unmatched ncclGroupEnd, ncclCommInitRank).
+// bf16/fp16 reductions (fp32 in rank order, one rounding) and 16-bit data movement, and the
+// refusals (bad peer, fp8 reduction, unmatched ncclGroupEnd, ncclCommInitRank).
 #include <mpi.h>  // defines: MPI_Init, MPI_Comm_split
 #include <nccl.h>
+#include <emu_half.h>  // defines: emu_f32_to_bf16, emu_bf16_to_f32, emu_f32_to_f16, ...
+#include <stdint.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -112,6 +115,47 @@ static void test_p2p(ncclComm_t c) {
     }
 }
 
+// bf16 and fp16: all-reduce (sum rounded once, avg, max), reduce-scatter in place, all-gather,
+// a send/recv pair.
+static void test_half(ncclComm_t c) {
+    const int P = nranks, r = rank;
+    // sum of 1 (rank 0) and 2^-9 (others) in fp32, one rounding: 1 + (P-1) 2^-9 to bf16's 2^-7
+    // grid; rounding after each add would stay at 1 (each 2^-9 is below half an ulp).
+    uint16_t x = emu_f32_to_bf16(r == 0 ? 1.0f : 0.001953125f), y = 0;
+    OK(ncclAllReduce(&x, &y, 1, ncclBfloat16, ncclSum, c, 0));
+    float want = emu_bf16_to_f32(emu_f32_to_bf16(1.0f + (P - 1) * 0.001953125f));
+    EXPECT(emu_bf16_to_f32(y) == want && (P < 2 || want > 1.0f), "bf16 sum %g, want %g",
+           emu_bf16_to_f32(y), want);
+    uint16_t h[3] = {emu_f32_to_f16((float)r), emu_f32_to_f16(-0.5f * r), emu_f32_to_f16(3.0f)};
+    OK(ncclAllReduce(h, h, 1, ncclFloat16, ncclAvg, c, 0));  // in place
+    OK(ncclAllReduce(h + 1, h + 1, 1, ncclHalf, ncclMin, c, 0));
+    OK(ncclAllReduce(h + 2, h + 2, 1, ncclFloat16, ncclMax, c, 0));
+    EXPECT(emu_f16_to_f32(h[0]) == emu_f16_to_f32(emu_f32_to_f16((P - 1) / 2.0f)) &&
+           emu_f16_to_f32(h[1]) == -0.5f * (P - 1) && emu_f16_to_f32(h[2]) == 3.0f,
+           "fp16 avg %g min %g max %g", emu_f16_to_f32(h[0]), emu_f16_to_f32(h[1]),
+           emu_f16_to_f32(h[2]));
+    uint16_t *in = malloc(sizeof(uint16_t) * 2 * P);
+    for (int q = 0; q < P; q++)
+        for (int j = 0; j < 2; j++) in[2 * q + j] = emu_f32_to_f16((float)(r + 10 * q + j));
+    OK(ncclReduceScatter(in, in + 2 * r, 2, ncclFloat16, ncclSum, c, 0));  // in place
+    for (int j = 0; j < 2; j++)
+        EXPECT(emu_f16_to_f32(in[2 * r + j]) == P * (P - 1) / 2.0f + P * (10.0f * r + j),
+               "fp16 reduce-scatter[%d] %g", j, emu_f16_to_f32(in[2 * r + j]));
+    uint16_t mine = emu_f32_to_bf16(r + 0.5f);
+    OK(ncclAllGather(&mine, in, 1, ncclBfloat16, c, 0));
+    for (int q = 0; q < P; q++) EXPECT(emu_bf16_to_f32(in[q]) == q + 0.5f, "bf16 gather[%d]", q);
+    int peer = r ^ 1;
+    uint16_t got = 0;
+    if (peer < P) {
+        OK(ncclGroupStart());
+        OK(ncclSend(&mine, 1, ncclBfloat16, peer, c, 0));
+        OK(ncclRecv(&got, 1, ncclBfloat16, peer, c, 0));
+        OK(ncclGroupEnd());
+        EXPECT(emu_bf16_to_f32(got) == peer + 0.5f, "bf16 exchange %g", emu_bf16_to_f32(got));
+    }
+    free(in);
+}
+
 static void test_split(void) {
     MPI_Comm half;
     MPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &half);
@@ -132,7 +176,7 @@ static void test_split(void) {
 static void test_refusals(ncclComm_t c) {
     float x = 0;
     EXPECT(ncclSend(&x, 1, ncclFloat32, nranks, c, 0) == ncclInvalidArgument, "peer out of range");
-    EXPECT(ncclAllReduce(&x, &x, 1, ncclBfloat16, ncclSum, c, 0) == ncclInvalidArgument, "bf16");
+    EXPECT(ncclAllReduce(&x, &x, 1, ncclFloat8e4m3, ncclSum, c, 0) == ncclInvalidArgument, "fp8");
     EXPECT(ncclAllReduce(&x, &x, 1, ncclFloat32, ncclSum, NULL, 0) == ncclInvalidArgument, "NULL");
     EXPECT(ncclGroupEnd() == ncclInvalidUsage, "unmatched group end");
     ncclUniqueId id;
@@ -155,6 +199,7 @@ int main(int argc, char **argv) {
     test_all_reduce(c);
     test_gather_scatter_bcast(c);
     test_p2p(c);
+    test_half(c);
     test_split();
     if (rank == 0) fprintf(stderr, "(the emu: lines below are the refusals under test)\n");
     MPI_Barrier(MPI_COMM_WORLD);

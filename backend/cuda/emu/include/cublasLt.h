@@ -1,7 +1,8 @@
 // backend/cuda/emu/include/cublasLt.h: the CPU emulator's stand-in for cuBLASLt (only what
 // megac uses; names, values and signatures as in CUDA 13's cublasLt.h / cublas_api.h /
-// library_types.h). Implemented by emu_cublaslt.c: a reference fp32 GEMM (column-major,
-// op N/T, strided batches, bias epilogue, optional TF32 rounding of the inputs).
+// library_types.h). Implemented by emu_cublaslt.c: a reference GEMM (column-major, op N/T,
+// strided batches, bias epilogue, optional TF32 rounding of the inputs) on fp32 data, or bf16 /
+// fp16 A and B into D of the same type or fp32, as cuBLASLt's type table allows.
 // C11 and C++20.
 #pragma once
 #include <stddef.h>
@@ -125,8 +126,9 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
     int requestedAlgoCount, cublasLtMatmulHeuristicResult_t heuristicResultsArray[],
     int *returnAlgoCount);
 
-// D = alpha op(A) op(B) + beta C (+ bias), synchronously (emu_cublaslt.c: fp32, op N/T,
-// strided batches, DEFAULT/BIAS, TF32 rounding); INVALID_VALUE when the layouts do not fit.
+// D = alpha op(A) op(B) + beta C (+ bias), synchronously (emu_cublaslt.c: fp32, bf16, fp16
+// data, op N/T, strided batches, DEFAULT/BIAS, TF32 rounding); INVALID_VALUE when the layouts
+// do not fit, NOT_SUPPORTED for type combinations cuBLASLt refuses.
 cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t computeDesc,
                               const void *alpha, const void *A, cublasLtMatrixLayout_t Adesc,
                               const void *B, cublasLtMatrixLayout_t Bdesc, const void *beta,

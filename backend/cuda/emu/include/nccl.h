@@ -74,7 +74,8 @@ ncclResult_t ncclCommUserRank(const ncclComm_t comm, int *rank);
 const char *ncclGetErrorString(ncclResult_t result);
 
 // Collectives: in place when the buffers say so (NCCL's rules); ncclAvg = sum / size.
-// Reductions of fp16, bf16, fp8 and counts above INT_MAX: ncclInvalidArgument.
+// Reductions of bf16 and fp16: in fp32 over the ranks in rank order, rounded once (emu_nccl.c).
+// Reductions of fp8 and counts above INT_MAX: ncclInvalidArgument.
 ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
                            ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                            cudaStream_t stream);

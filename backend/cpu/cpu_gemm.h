@@ -1,0 +1,26 @@
+// backend/cpu/cpu_gemm.h: GEMMs on the backend's own threads.
+//
+// The CPU backend's threading plan: one pool of threads, OpenMP's, does all the work.
+// Debian's OpenBLAS is the pthreads build: left to thread its own GEMMs it keeps a second
+// pool whose idle workers spin (sched_yield) for ~0.1 s after every call, on the very cores
+// the OpenMP regions between two GEMMs need, so every pointwise op, softmax and optimizer
+// loop ran on a shared core. Instead OpenBLAS runs one thread per call here, and the
+// backend cuts each GEMM into panels, one per OpenMP thread (cpu_gemm), or calls it from
+// inside its own regions, one call per thread (the per-head products of attention).
+// OpenBLAS never splits K, and neither does this: every output element is one dot product
+// accumulated in the same K order, so the panel split does not change the bits.
+#pragma once
+#include "cpu_backend.h"
+
+// Row-major C (M, N) = alpha * op(A) @ op(B) + beta * C on cpu_nt(be) threads (see
+// cpu_sgemm for the arguments): the larger of M and N is cut into one panel per thread,
+// each a one-thread OpenBLAS call. Small products run on the calling thread. Call from the
+// main thread, outside OpenMP regions. Never fails.
+void cpu_gemm(Backend *be, int ta, int tb, int M, int N, int K, float alpha, const float *A,
+              int lda, const float *B, int ldb, float beta, float *Cm, int ldc);
+
+// Makes every OpenBLAS call run on its calling thread until cpu_blas_single_end(returned
+// value) restores the previous (process-wide) thread count. cpu_sgemm may be called from
+// inside an OpenMP region only between the two. Main thread only, outside regions.
+int cpu_blas_single_begin(void);
+void cpu_blas_single_end(int prev);

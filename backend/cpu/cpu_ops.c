@@ -1,0 +1,119 @@
+// backend/cpu/cpu_ops.c: the CPU backend's ops table.
+//
+// The CPU backend is fp32 throughout (be->act is always BACKEND_F32), so the `void *`
+// activation and weight-copy pointers of BackendOps are float buffers here: each entry below
+// only names that type and calls the fp32 implementation (cpu_matmul.c, cpu_norm.c, ...).
+#include "cpu_backend.h"
+
+static void op_matmul_forward(Backend *be, void *out, const void *inp, const void *weight,
+                              const void *bias, int N, int C, int OC) {
+    cpu_matmul_forward(be, out, inp, weight, bias, N, C, OC);
+}
+static void op_matmul_backward(Backend *be, void *dinp, float *dweight, float *dbias,
+                               const void *dout, const void *inp, const void *weight,
+                               int N, int C, int OC) {
+    cpu_matmul_backward(be, dinp, dweight, dbias, dout, inp, weight, N, C, OC);
+}
+static void op_layernorm_forward(Backend *be, void *out, float *mean, float *rstd,
+                                 const void *inp, const void *weight, const void *bias,
+                                 int N, int C) {
+    cpu_layernorm_forward(be, out, mean, rstd, inp, weight, bias, N, C);
+}
+static void op_layernorm_backward(Backend *be, void *dinp, float *dweight, float *dbias,
+                                  const void *dout, const void *inp, const void *weight,
+                                  const float *mean, const float *rstd, int N, int C) {
+    cpu_layernorm_backward(be, dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
+}
+static void op_gelu_forward(Backend *be, void *out, const void *inp, size_t n) {
+    cpu_gelu_forward(be, out, inp, n);
+}
+static void op_gelu_backward(Backend *be, void *dinp, const void *inp, const void *dout, size_t n) {
+    cpu_gelu_backward(be, dinp, inp, dout, n);
+}
+static void op_add(Backend *be, void *out, const void *a, const void *b, size_t n) {
+    cpu_add(be, out, a, b, n);
+}
+static void op_attention_forward(Backend *be, void *out, void *att, const void *qkv,
+                                 int B, int T, int NH, int hs) {
+    cpu_attention_forward(be, out, att, qkv, B, T, NH, hs);
+}
+static void op_attention_backward(Backend *be, void *dqkv, float *scratch, const void *dout,
+                                  const void *qkv, const void *att, int B, int T, int NH, int hs) {
+    cpu_attention_backward(be, dqkv, scratch, dout, qkv, att, B, T, NH, hs);
+}
+static void op_flash_attention_forward(Backend *be, void *out, float *lse, const void *qkv,
+                                       int B, int T, int NH, int hs) {
+    cpu_flash_attention_forward(be, out, lse, qkv, B, T, NH, hs);
+}
+static void op_flash_attention_backward(Backend *be, void *dqkv, float *scratch, const void *dout,
+                                        const void *qkv, const void *out, const float *lse,
+                                        int B, int T, int NH, int hs) {
+    cpu_flash_attention_backward(be, dqkv, scratch, dout, qkv, out, lse, B, T, NH, hs);
+}
+static void op_embedding_forward(Backend *be, void *out, const int *tokens, const void *table,
+                                 int N, int C, int vocab_start, int V_local) {
+    cpu_embedding_forward(be, out, tokens, table, N, C, vocab_start, V_local);
+}
+static void op_embedding_backward(Backend *be, float *dtable, const void *dout, const int *tokens,
+                                  int N, int C, int vocab_start, int V_local) {
+    cpu_embedding_backward(be, dtable, dout, tokens, N, C, vocab_start, V_local);
+}
+static void op_position_forward(Backend *be, void *out, const void *wpe, int B, int T, int C) {
+    cpu_position_forward(be, out, wpe, B, T, C);
+}
+static void op_position_backward(Backend *be, float *dwpe, const void *dout, int B, int T, int C) {
+    cpu_position_backward(be, dwpe, dout, B, T, C);
+}
+static void op_xent_max(Backend *be, float *rowmax, const void *logits, int N, int V_local,
+                        int V_valid) {
+    cpu_xent_max(be, rowmax, logits, N, V_local, V_valid);
+}
+static void op_xent_sumexp(Backend *be, float *sumexp, float *tgt, const void *logits,
+                           const float *rowmax, const int *targets, int N, int V_local,
+                           int V_valid, int vocab_start) {
+    cpu_xent_sumexp(be, sumexp, tgt, logits, rowmax, targets, N, V_local, V_valid, vocab_start);
+}
+static void op_xent_backward(Backend *be, void *dlogits, const void *logits, const float *rowmax,
+                             const float *sumexp, const int *targets, const float *dscale,
+                             int N, int V_local, int V_valid, int vocab_start) {
+    cpu_xent_backward(be, dlogits, logits, rowmax, sumexp, targets, dscale, N, V_local, V_valid,
+                      vocab_start);
+}
+
+static const BackendOps CPU_OPS = {
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .zero = cpu_zero,
+    .copy = cpu_copy,
+    .sync = cpu_sync,
+    .destroy = cpu_destroy,
+    .matmul_forward = op_matmul_forward,
+    .matmul_backward = op_matmul_backward,
+    .layernorm_forward = op_layernorm_forward,
+    .layernorm_backward = op_layernorm_backward,
+    .gelu_forward = op_gelu_forward,
+    .gelu_backward = op_gelu_backward,
+    .add = op_add,
+    .scale = cpu_scale,
+    .cast = cpu_cast,
+    .attention_forward = op_attention_forward,
+    .attention_backward = op_attention_backward,
+    .flash_attention_forward = op_flash_attention_forward,
+    .flash_attention_backward = op_flash_attention_backward,
+    .embedding_forward = op_embedding_forward,
+    .embedding_backward = op_embedding_backward,
+    .position_forward = op_position_forward,
+    .position_backward = op_position_backward,
+    .xent_max = op_xent_max,
+    .xent_sumexp = op_xent_sumexp,
+    .xent_loss = cpu_xent_loss,
+    .xent_backward = op_xent_backward,
+    .adamw = cpu_adamw,
+    .sum_squares = cpu_sum_squares,
+    .sum = cpu_sum,
+    .adamw_multi = cpu_adamw_multi,
+    .sum_squares_multi = cpu_sum_squares_multi,
+    .sum_acc = cpu_sum_acc,
+};
+
+const BackendOps *cpu_ops_table(void) { return &CPU_OPS; }

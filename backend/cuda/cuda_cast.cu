@@ -1,0 +1,44 @@
+// backend/cuda/cuda_cast.cu: the cast op: element-wise conversion between fp32, bf16 and fp16
+// (weight compute copies from the fp32 master weights, activations to and from fp32).
+// Through fp32: a bf16/fp16 -> fp32 load is exact, so every conversion rounds once, to
+// nearest even (overflow to inf, fp16 subnormals kept, NaN stays NaN). Same types: a copy of
+// the bits (no kernel).
+#include "backend/cuda/cuda_common.cuh"  // defines: CUDA_LAUNCH, load_f32, store_from_f32
+
+#define CAST_THREADS 256
+#define CAST_GRID_CAP 4096  // grid-stride: at most this many blocks
+
+// dst (n, type D) = src (n, type S) rounded to D. Grid-stride over n.
+template <typename D, typename S>
+static __global__ void cast_kernel(D *dst, const S *src, size_t n) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        store_from_f32(dst + i, load_f32(src + i));
+}
+
+template <typename D, typename S>
+static void cast_launch(Backend *be, void *dst, const void *src, size_t n) {
+    CUDA_LAUNCH((cast_kernel<D, S>), cuda_blocks(n, CAST_THREADS, CAST_GRID_CAP), CAST_THREADS,
+                0, cuda_stream(be), (D *)dst, (const S *)src, n);
+}
+
+// The launch for source type S (dst type dt).
+template <typename S>
+static void cast_from(Backend *be, void *dst, BackendDType dt, const void *src, size_t n) {
+    switch (dt) {
+    case BACKEND_BF16: cast_launch<__nv_bfloat16, S>(be, dst, src, n); break;
+    case BACKEND_F16: cast_launch<__half, S>(be, dst, src, n); break;
+    default: cast_launch<float, S>(be, dst, src, n); break;
+    }
+}
+
+// dst (n, type dt) = src (n, type st) converted, round to nearest even; asynchronous.
+void cuda_cast(Backend *be, void *dst, BackendDType dt, const void *src, BackendDType st, size_t n) {
+    if (n == 0 || (dt == st && dst == src)) return;
+    if (dt == st) {
+        CUDA_CHECK(cudaMemcpyAsync(dst, src, n * backend_dtype_size(st), cudaMemcpyDeviceToDevice,
+                                   cuda_stream(be)));
+        return;
+    }
+    ACT_DISPATCH(st, cast_from, be, dst, dt, src, n);
+}

@@ -1,0 +1,56 @@
+// megac/cmd_export.c: `megac export`: a checkpoint as a Hugging Face model folder
+// (config.json for GPT2LMHeadModel, model.safetensors, tokenizer.json where expressible).
+#include "commands.h"
+#include "core/args.h"
+#include "core/check.h"            // defines: core_usage_error
+#include "hf/hf_gpt2.h"
+#include "hf/hf_tokenizer.h"
+#include "train/checkpoint_fs.h"   // defines: ckpt_fs_mkdirs
+
+#include <stdio.h>
+#include <stdlib.h>
+
+static const char *USAGE =
+    "usage: megac export --load CKPT --output DIR [--iteration N] [--tokenizer byte|tok.json|data.h5]\n"
+    "  Writes DIR/config.json (GPT2LMHeadModel), DIR/model.safetensors (fp32) and, given a\n"
+    "  tokenizer (or CKPT/megac-tokenizer.json), DIR/tokenizer.json + tokenizer_config.json.";
+
+int cmd_export(int argc, char **argv) {
+    const char *load = NULL, *output = NULL, *tok_spec = NULL;
+    int64_t iteration = -1;
+    ArgSpec specs[] = {
+        {"--load", ARG_STR, &load, "checkpoint directory (written by megac train --save)"},
+        {"--output", ARG_STR, &output, "Hugging Face model folder to write (created)"},
+        {"--iteration", ARG_I64, &iteration, "checkpoint iteration (-1: the latest)"},
+        {"--tokenizer", ARG_STR, &tok_spec, "byte, a tokenizer JSON or the training data .h5"},
+    };
+    core_args_parse(USAGE, specs, (int)(sizeof specs / sizeof specs[0]), argc, argv);
+    if (!load || !output) core_usage_error("export needs --load CKPT and --output DIR (see --help)");
+    char err[2048];
+    HfCkpt *c = hf_ckpt_read(load, iteration, err, sizeof err);
+    if (!c) core_usage_error("%s", err);
+    Tokenizer *tok = hf_tok_resolve(tok_spec, load, err, sizeof err);  // optional here
+    if (!tok && tok_spec) core_usage_error("%s", err);
+    if (tok && tok->vocab_size != c->cfg.vocab_size)
+        core_usage_error("the tokenizer has %d ids, the checkpoint's model %d: not the model's "
+                         "tokenizer", tok->vocab_size, c->cfg.vocab_size);
+    if (ckpt_fs_mkdirs(output, err, sizeof err) != 0) core_usage_error("%s", err);
+    if (hf_gpt2_write_config(output, c, err, sizeof err) != 0 ||
+        hf_gpt2_write_weights(output, c, err, sizeof err) != 0)
+        core_usage_error("%s", err);
+    const char *tok_note = "no tokenizer given (--tokenizer): tokenizer.json not written";
+    if (tok && hf_tok_write(output, tok, c->cfg.max_position_embeddings, err, sizeof err) != 0) {
+        fprintf(stderr, "megac export: %s\n", err);
+        tok_note = "tokenizer not exported (see above)";
+    } else if (tok) {
+        tok_note = tok->kind == TOK_BYTE ? "tokenizer.json: byte-level, 257 ids"
+                                         : "tokenizer.json: byte-level BPE";
+    }
+    printf("exported %s (iteration %lld): GPT2LMHeadModel L=%d C=%d NH=%d F=%d V=%d positions=%d "
+           "-> %s; %s\n", c->path, (long long)c->meta.iteration, c->cfg.num_layers,
+           c->cfg.hidden_size, c->cfg.num_heads, c->cfg.ffn_hidden_size, c->cfg.vocab_size,
+           c->cfg.max_position_embeddings, output, tok_note);
+    tok_free(tok);
+    hf_ckpt_free(c);
+    return 0;
+}

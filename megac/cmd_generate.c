@@ -1,0 +1,146 @@
+// megac/cmd_generate.c: `megac generate`: text from a checkpoint on one CPU rank. Each new
+// token runs the training forward (model/gpt.h) over the last seq_length tokens (no KV
+// cache) and picks from the last position's logits: greedy, or sampled (temperature, top-k,
+// top-p) from a seeded counter-based RNG, so a seed fixes the text.
+#include "commands.h"
+#include "core/args.h"
+#include "core/check.h"  // defines: core_usage_error, MPI_CHECK
+#include "hf/hf_lm.h"
+#include "hf/hf_sample.h"
+#include "hf/hf_tokenizer.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *USAGE =
+    "usage: megac generate --load CKPT (--prompt TEXT | --prompt-ids 1,2,3) [--max-new-tokens N]\n"
+    "                      [--temperature T] [--top-k K] [--top-p P] [--seed S]\n"
+    "                      [--tokenizer byte|tok.json|data.h5] [--print-ids] [--dump-logits FILE]\n"
+    "  Prints the prompt and its continuation. Temperature 0 is greedy. Generation stops at the\n"
+    "  end-of-document token (unless --ignore-eos). --dump-logits writes the final context's\n"
+    "  logits, (tokens, vocab) float32 little-endian, row i predicting token i + 1.";
+
+typedef struct {
+    const char *load, *prompt, *prompt_ids, *tok_spec, *dump;
+    int64_t iteration, seed;
+    int max_new, top_k, print_ids, ignore_eos, threads;
+    double temperature, top_p;
+} GenArgs;
+
+// "1,2,3" -> ids (each < V). Usage error on anything else.
+static void parse_ids(const char *s, int V, TokIds *out) {
+    for (const char *p = s; *p;) {
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (end == p || errno || v < 0 || v >= V)
+            core_usage_error("--prompt-ids: '%s' is not a comma-separated list of ids in [0, %d)", s, V);
+        tok_ids_push(out, (uint32_t)v);
+        p = *end == ',' ? end + 1 : end;
+        if (*end && *end != ',') core_usage_error("--prompt-ids: unexpected '%c' in '%s'", *end, s);
+    }
+}
+
+static void write_logits(const char *path, const float *logits, int n, int V, int Vp) {
+    FILE *f = fopen(path, "wb");
+    int ok = f != NULL;
+    for (int i = 0; ok && i < n; i++) ok = fwrite(logits + (size_t)i * Vp, sizeof(float), (size_t)V, f) == (size_t)V;
+    if (f) ok = (fclose(f) == 0) && ok;
+    if (!ok) core_usage_error("--dump-logits %s: cannot write: %s", path, strerror(errno));
+}
+
+static void print_result(const GenArgs *a, Tokenizer *tok, const TokIds *ids) {
+    if (a->print_ids || !tok) {
+        for (size_t i = 0; i < ids->n; i++) printf("%s%u", i ? " " : "", ids->v[i]);
+        printf("\n");
+    }
+    if (tok) {
+        TokBytes text = {0};
+        tok_decode(tok, ids->v, ids->n, &text);
+        fwrite(text.v, 1, text.n, stdout);
+        printf("\n");
+        free(text.v);
+    }
+}
+
+// Generates into ids (holding the prompt); returns the number of new tokens.
+static int generate(const GenArgs *a, HfLm *lm, TokIds *ids, int eod) {
+    HfSampler s = {a->temperature, a->top_k, a->top_p, (uint64_t)a->seed};
+    int *ctx = core_calloc((size_t)lm->T, sizeof(int));  // (T) the last T tokens
+    int made = 0;
+    for (; made < a->max_new; made++) {
+        size_t n = ids->n < (size_t)lm->T ? ids->n : (size_t)lm->T, start = ids->n - n;
+        for (size_t i = 0; i < n; i++) ctx[i] = (int)ids->v[start + i];
+        const float *logits = hf_lm_forward(lm, ctx, (int)n);
+        int next = hf_sample(&s, logits + (n - 1) * (size_t)lm->Vp, lm->V, (uint64_t)made);
+        tok_ids_push(ids, (uint32_t)next);
+        if (next == eod && !a->ignore_eos) {
+            made++;
+            break;
+        }
+    }
+    free(ctx);
+    return made;
+}
+
+int cmd_generate(int argc, char **argv) {
+    GenArgs a = {.iteration = -1, .seed = 1234, .max_new = 64, .temperature = 1.0, .top_p = 1.0, .threads = 1};
+    ArgSpec specs[] = {
+        {"--load", ARG_STR, &a.load, "checkpoint directory"},
+        {"--iteration", ARG_I64, &a.iteration, "checkpoint iteration (-1: the latest)"},
+        {"--prompt", ARG_STR, &a.prompt, "text to continue (needs a tokenizer)"},
+        {"--prompt-ids", ARG_STR, &a.prompt_ids, "token ids to continue, comma-separated"},
+        {"--max-new-tokens", ARG_INT, &a.max_new, "tokens to generate"},
+        {"--temperature", ARG_FLOAT, &a.temperature, "softmax temperature (0: greedy)"},
+        {"--top-k", ARG_INT, &a.top_k, "sample among the k most likely tokens (0: all)"},
+        {"--top-p", ARG_FLOAT, &a.top_p, "nucleus: the most likely tokens holding probability p"},
+        {"--seed", ARG_I64, &a.seed, "sampling seed"},
+        {"--tokenizer", ARG_STR, &a.tok_spec, "byte, a tokenizer JSON or the training data .h5 "
+                                              "(default: CKPT/" HF_TOK_CKPT_FILE ")"},
+        {"--print-ids", ARG_BOOL, &a.print_ids, "also print the token ids"},
+        {"--ignore-eos", ARG_BOOL, &a.ignore_eos, "do not stop at the end-of-document token"},
+        {"--dump-logits", ARG_STR, &a.dump, "write the final context's logits to FILE"},
+        {"--num-threads", ARG_INT, &a.threads, "CPU threads"},
+    };
+    core_args_parse(USAGE, specs, (int)(sizeof specs / sizeof specs[0]), argc, argv);
+    if (!a.load || (!a.prompt == !a.prompt_ids))
+        core_usage_error("generate needs --load CKPT and one of --prompt TEXT, --prompt-ids IDS (see --help)");
+    if (a.max_new < 0 || a.temperature < 0 || a.top_k < 0 || a.top_p <= 0 || a.top_p > 1 || a.threads < 1)
+        core_usage_error("--max-new-tokens, --temperature, --top-k >= 0, --top-p in (0, 1], --num-threads >= 1");
+    char err[2048];
+    HfCkpt *c = hf_ckpt_read(a.load, a.iteration, err, sizeof err);
+    if (!c) core_usage_error("%s", err);
+    int V = c->cfg.vocab_size, eod = V > TOK_EOD ? TOK_EOD : -1;
+    Tokenizer *tok = hf_tok_resolve(a.tok_spec, a.load, err, sizeof err);
+    if (!tok && (a.tok_spec || a.prompt)) core_usage_error("%s", err);
+    if (tok && tok->vocab_size != V)
+        core_usage_error("the tokenizer has %d ids, the checkpoint's model %d: not the model's "
+                         "tokenizer", tok->vocab_size, V);
+    TokIds ids = {0};
+    if (a.prompt) tok_encode(tok, (const uint8_t *)a.prompt, strlen(a.prompt), &ids);
+    else parse_ids(a.prompt_ids, V, &ids);
+    if (ids.n == 0 && eod < 0) core_usage_error("empty prompt and no end-of-document token to start from");
+    if (ids.n == 0) tok_ids_push(&ids, (uint32_t)eod);  // start of a document
+    if (ids.n > (size_t)c->cfg.seq_length)
+        fprintf(stderr, "megac generate: the prompt has %zu tokens, the context %d: the model sees "
+                "the last %d\n", ids.n, c->cfg.seq_length, c->cfg.seq_length);
+    MPI_CHECK(MPI_Init(NULL, NULL));
+    HfLm *lm = hf_lm_create(c, a.threads);
+    generate(&a, lm, &ids, a.ignore_eos ? -1 : eod);
+    if (a.dump) {
+        size_t n = ids.n < (size_t)lm->T ? ids.n : (size_t)lm->T;
+        int *ctx = core_calloc(n, sizeof(int));
+        for (size_t i = 0; i < n; i++) ctx[i] = (int)ids.v[ids.n - n + i];
+        write_logits(a.dump, hf_lm_forward(lm, ctx, (int)n), (int)n, lm->V, lm->Vp);
+        free(ctx);
+    }
+    print_result(&a, tok, &ids);
+    hf_lm_free(lm);
+    MPI_CHECK(MPI_Finalize());
+    free(ids.v);
+    tok_free(tok);
+    hf_ckpt_free(c);
+    return 0;
+}

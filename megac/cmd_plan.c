@@ -1,0 +1,158 @@
+// megac/cmd_plan.c: `megac plan`: every valid layout of a world size, with its predicted
+// memory per rank, bytes per group, bubble, step time and MFU on a hardware profile,
+// ranked (plan/). Model and batch flags are `megac train`'s; nothing runs.
+#include "commands.h"
+#include "core/args.h"
+#include "core/check.h"
+#include "plan/plan_calibrate.h"
+#include "plan/plan_print.h"
+
+#include <errno.h>
+
+#include <stdio.h>
+#include <string.h>
+
+static const char *USAGE =
+    "usage: megac plan --world-size N [--gpus-per-node G] [--hardware h100|h200|FILE] [--json]\n"
+    "                  [--top K] <model and batch flags as for megac train> [layout restrictions]\n"
+    "  Predicts every TP x PP x DP layout (micro-batch sizes, 1F1B/GPipe, sequence parallelism,\n"
+    "  ZeRO-1) and ranks them, fastest first; layouts that do not fit in memory come last.\n"
+    "  Layout flags (--tensor-model-parallel-size, --micro-batch-size, --sequence-parallel, ...)\n"
+    "  fix that dimension; left out, every value is tried.";
+
+typedef struct {
+    int world, gpus_per_node, json, top, threads;
+    const char *hardware, *schedule, *device, *calibrate;
+    int sp_on, sp_off, zero_on, zero_off, bf16, fp16, no_tf32;
+} PlanFlags;
+
+// Resolves --hardware (built-in name or file) and --gpus-per-node. Exits 2 on bad input.
+static void load_hardware(const PlanFlags *pf, PlanHardware *hw) {
+    char err[512];
+    if (plan_hw_builtin(pf->hardware, hw) != 0) {
+        PlanHardware base;
+        plan_hw_builtin("h100", &base);  // keys a file leaves out keep the H100's values
+        if (plan_hw_load(pf->hardware, &base, hw, err, sizeof err) != 0) core_usage_error("%s", err);
+    }
+    if (pf->gpus_per_node < 0) core_usage_error("--gpus-per-node must be > 0, got %d", pf->gpus_per_node);
+    if (pf->gpus_per_node > 0) hw->gpus_per_node = pf->gpus_per_node;
+}
+
+// One switch from an on flag and an off flag: -1 (free), 1, 0. Exits 2 if both are given.
+static int switch_of(int on, int off, const char *on_name, const char *off_name) {
+    if (on && off) core_usage_error("%s and %s contradict each other", on_name, off_name);
+    return on ? 1 : off ? 0 : -1;
+}
+
+// --calibrate FILE: measures (every rank of the job), rank 0 writes the profile. The file is
+// opened first, so an unwritable path fails before anything is measured.
+static int calibrate(const PlanFlags *pf, const PlanHardware *base, int argc, char **argv) {
+    if (strcmp(pf->device, "cpu"))
+        core_usage_error("--calibrate measures the CPU backend and MPI so far: add --device cpu");
+    MPI_CHECK(MPI_Init(&argc, &argv));
+    int rank = 0;
+    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+    FILE *f = NULL;
+    char msg[512] = "";
+    if (rank == 0 && !(f = fopen(pf->calibrate, "w")))
+        snprintf(msg, sizeof msg, "--calibrate %s: cannot write: %s", pf->calibrate, strerror(errno));
+    core_agree_or_exit(rank == 0 && !f, msg, (int)sizeof msg);
+    PlanHardware hw;
+    plan_calibrate(base, pf->threads, &hw, stdout);
+    if (f) {
+        plan_hw_write(f, &hw);
+        int bad = fclose(f) != 0;
+        printf("%s %s (megac plan --hardware %s)\n", bad ? "FAILED writing" : "wrote", pf->calibrate, pf->calibrate);
+        if (bad) MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    MPI_CHECK(MPI_Finalize());
+    return 0;
+}
+
+static void check_spec(const PlanSpec *s, const PlanFilter *f, const PlanFlags *pf) {
+    if (s->world_size <= 0) core_usage_error("give --world-size N (> 0), got %d", s->world_size);
+    if (s->global_batch <= 0 || f->micro_batch < 0 || s->ddp_bucket_size < 0 || pf->top < 0)
+        core_usage_error("--global-batch-size %d must be > 0; --micro-batch-size %d, --ddp-bucket-size "
+                         "%lld and --top %d must be >= 0", s->global_batch, f->micro_batch,
+                         (long long)s->ddp_bucket_size, pf->top);
+    if (f->tp < 0 || f->pp < 0 || (f->tp && s->world_size % f->tp) ||
+        (f->pp && s->world_size % ((f->tp ? f->tp : 1) * f->pp)))
+        core_usage_error("--world-size %d is not divisible by --tensor-model-parallel-size %d x "
+                         "--pipeline-model-parallel-size %d", s->world_size, f->tp ? f->tp : 1,
+                         f->pp ? f->pp : 1);
+    char err[512];
+    if (gpt_config_check(&s->model, 1, 1, err, sizeof err) != 0) core_usage_error("%s", err);
+}
+
+static PlanPrecision precision_of(const PlanFlags *pf) {
+    if (pf->bf16 && pf->fp16) core_usage_error("--bf16 and --fp16 contradict each other: choose one");
+    if (strcmp(pf->device, "cpu") && strcmp(pf->device, "cuda"))
+        core_usage_error("--device must be cpu or cuda, got '%s'", pf->device);
+    if (pf->bf16) return PLAN_BF16;
+    if (pf->fp16) return PLAN_FP16;
+    return pf->no_tf32 || !strcmp(pf->device, "cpu") ? PLAN_FP32 : PLAN_TF32;
+}
+
+int cmd_plan(int argc, char **argv) {
+    PlanSpec s = {.global_batch = 8};
+    GPTConfig *m = &s.model;
+    *m = (GPTConfig){.num_layers = 4, .hidden_size = 128, .num_heads = 4, .seq_length = 128,
+                     .vocab_size = 50257, .vocab_divisible_by = 128};  // megac train's defaults
+    PlanFilter f = {0, 0, 0, -1, -1, -1};
+    PlanFlags pf = {.top = 20, .hardware = "h100", .schedule = "", .device = "cuda"};
+    ArgSpec specs[] = {
+        {"--world-size", ARG_INT, &s.world_size, "ranks (GPUs) to lay out"},
+        {"--gpus-per-node", ARG_INT, &pf.gpus_per_node, "GPUs per node (0: the hardware profile's)"},
+        {"--hardware", ARG_STR, &pf.hardware, "h100 | h200 | a profile file (key = value)"},
+        {"--json", ARG_BOOL, &pf.json, "print one JSON document (every layout) instead of the table"},
+        {"--top", ARG_INT, &pf.top, "rows of the table (0: all)"},
+        {"--num-layers", ARG_INT, &m->num_layers, "transformer layers L"},
+        {"--hidden-size", ARG_INT, &m->hidden_size, "hidden size C"},
+        {"--num-attention-heads", ARG_INT, &m->num_heads, "attention heads NH"},
+        {"--ffn-hidden-size", ARG_INT, &m->ffn_hidden_size, "MLP hidden size (0: 4 x hidden)"},
+        {"--seq-length", ARG_INT, &m->seq_length, "sequence length T"},
+        {"--max-position-embeddings", ARG_INT, &m->max_position_embeddings, "position table rows (0: seq-length)"},
+        {"--vocab-size", ARG_INT, &m->vocab_size, "the tokenizer's vocabulary V (train reads it from the data)"},
+        {"--make-vocab-size-divisible-by", ARG_INT, &m->vocab_divisible_by, "pad the vocabulary to a multiple of this x TP"},
+        {"--decoder-first-pipeline-num-layers", ARG_INT, &m->first_stage_layers, "layers on the first stage (0: even split)"},
+        {"--decoder-last-pipeline-num-layers", ARG_INT, &m->last_stage_layers, "layers on the last stage (0: even split)"},
+        {"--use-flash-attn", ARG_BOOL, &m->use_flash_attn, "fused attention: no (T, T) probabilities stored"},
+        {"--global-batch-size", ARG_INT, &s.global_batch, "sequences per iteration (all DP ranks)"},
+        {"--micro-batch-size", ARG_INT, &f.micro_batch, "fix the micro-batch size (0: every divisor)"},
+        {"--tensor-model-parallel-size", ARG_INT, &f.tp, "fix TP (0: every divisor)"},
+        {"--pipeline-model-parallel-size", ARG_INT, &f.pp, "fix PP (0: every divisor)"},
+        {"--pipeline-schedule", ARG_STR, &pf.schedule, "fix the schedule: 1f1b | gpipe (default: both)"},
+        {"--sequence-parallel", ARG_BOOL, &pf.sp_on, "only layouts with sequence parallelism"},
+        {"--no-sequence-parallel", ARG_BOOL, &pf.sp_off, "only layouts without it"},
+        {"--use-distributed-optimizer", ARG_BOOL, &pf.zero_on, "only ZeRO-1 layouts"},
+        {"--no-distributed-optimizer", ARG_BOOL, &pf.zero_off, "only plain DDP layouts"},
+        {"--ddp-bucket-size", ARG_I64, &s.ddp_bucket_size, "gradient elements per DP reduction bucket (0: one)"},
+        {"--device", ARG_STR, &pf.device, "cuda (default) | cpu (fp32 GEMMs)"},
+        {"--no-tf32", ARG_BOOL, &pf.no_tf32, "fp32 GEMMs instead of TF32 tensor cores"},
+        {"--bf16", ARG_BOOL, &pf.bf16, "bf16 activations and weight copies (megac train --bf16)"},
+        {"--fp16", ARG_BOOL, &pf.fp16, "fp16 activations and weight copies (megac train --fp16)"},
+        {"--calibrate", ARG_STR, &pf.calibrate, "measure this machine (under mpiexec: these ranks), write a profile FILE, stop"},
+        {"--num-threads", ARG_INT, &pf.threads, "--calibrate: CPU threads per rank (0: cores / ranks on the node)"},
+    };
+    core_args_parse(USAGE, specs, (int)(sizeof specs / sizeof specs[0]), argc, argv);
+    if (m->ffn_hidden_size == 0) m->ffn_hidden_size = 4 * m->hidden_size;
+    if (m->max_position_embeddings == 0) m->max_position_embeddings = m->seq_length;
+    if (*pf.schedule && strcmp(pf.schedule, "1f1b") && strcmp(pf.schedule, "gpipe"))
+        core_usage_error("--pipeline-schedule must be 1f1b or gpipe, got '%s'", pf.schedule);
+    f.gpipe = *pf.schedule ? !strcmp(pf.schedule, "gpipe") : -1;
+    f.sp = switch_of(pf.sp_on, pf.sp_off, "--sequence-parallel", "--no-sequence-parallel");
+    f.zero1 = switch_of(pf.zero_on, pf.zero_off, "--use-distributed-optimizer", "--no-distributed-optimizer");
+    s.precision = precision_of(&pf);
+    PlanHardware hw;
+    load_hardware(&pf, &hw);
+    if (pf.calibrate) return calibrate(&pf, &hw, argc, argv);
+    check_spec(&s, &f, &pf);
+
+    PlanSet set;
+    plan_enumerate(&s, &f, &hw, &set);
+    if (set.n == 0) core_usage_error("no valid layout for world size %d: %s", s.world_size, set.reason);
+    if (pf.json) plan_print_json(stdout, &s, &hw, &set);
+    else plan_print_table(stdout, &s, &hw, &set, pf.top);
+    plan_set_free(&set);
+    return 0;
+}

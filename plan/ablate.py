@@ -1,0 +1,245 @@
+#!/usr/bin/env python3
+"""plan/ablate.py: `megac ablate`: run a sweep of layouts and report it (see README).
+
+  megac ablate --grid "tp=1,2 pp=1,2 mbs=1,2 schedule=1f1b,gpipe sp=0,1 zero1=0,1" \\
+      --world-size 8 --output DIR [--launcher mpiexec] [--hardware h100|h200|FILE] \\
+      [--vocab-size V] -- <megac train flags>
+  megac ablate report DIR
+
+Expands the grid; asks `megac plan --json` about each point (an invalid point is skipped
+with the plan's reason, a valid one gets its predictions); runs each valid point through
+megac-mpiexec with --log-json; records layout, measured and predicted values in
+DIR/records.jsonl (one line per point, appended as it ends, so an interrupted sweep resumes
+where it stopped) and DIR/records.csv; then writes DIR/REPORT.md with plots
+(plan/ablate_report.py). A point that fails is recorded with its reason; the sweep goes on.
+Bad input (unknown key, a value that cannot divide the world size, no valid point): one
+line on stderr and exit 2 before anything runs.
+"""
+import itertools, json, os, re, shlex, subprocess, sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ablate_report  # noqa: E402
+
+KEYS = {"tp": int, "pp": int, "mbs": int, "schedule": str, "sp": int, "zero1": int}
+# train flags that `megac plan` understands too: flag -> takes a value
+PLAN_FLAGS = {"--num-layers": 1, "--hidden-size": 1, "--num-attention-heads": 1, "--ffn-hidden-size": 1,
+              "--seq-length": 1, "--max-position-embeddings": 1, "--make-vocab-size-divisible-by": 1,
+              "--decoder-first-pipeline-num-layers": 1, "--decoder-last-pipeline-num-layers": 1,
+              "--global-batch-size": 1, "--ddp-bucket-size": 1, "--device": 1, "--use-flash-attn": 0,
+              "--bf16": 0, "--fp16": 0, "--no-tf32": 0}
+# flags the grid owns: given after --, they would contradict it
+GRID_FLAGS = {"--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--micro-batch-size",
+              "--pipeline-schedule", "--sequence-parallel", "--no-distributed-optimizer",
+              "--use-distributed-optimizer", "--log-json"}
+
+
+def usage_error(msg):
+    print(f"megac ablate: {msg}", file=sys.stderr)
+    sys.exit(2)
+
+
+def parse_grid(text, world):
+    # left out: TP = PP = 1, 1F1B, no SP, ZeRO-1 where DP > 1 (train's defaults)
+    grid = {"tp": [1], "pp": [1], "mbs": [None], "schedule": ["1f1b"], "sp": [0], "zero1": [None]}
+    for item in text.split():
+        key, _, vals = item.partition("=")
+        if key not in KEYS or not vals:
+            usage_error(f"grid item '{item}': expected KEY=v1,v2,... with KEY one of {', '.join(KEYS)}")
+        try:
+            values = [KEYS[key](v) for v in vals.split(",")]
+        except ValueError:
+            usage_error(f"grid item '{item}': values of {key} must be integers")
+        for v in values:
+            if key in ("tp", "pp") and (v <= 0 or world % v):
+                usage_error(f"grid: {key}={v} does not divide the world size {world}")
+            if key == "mbs" and v <= 0:
+                usage_error(f"grid: mbs={v} must be > 0")
+            if key == "schedule" and v not in ("1f1b", "gpipe"):
+                usage_error(f"grid: schedule={v}: must be 1f1b or gpipe")
+            if key in ("sp", "zero1") and v not in (0, 1):
+                usage_error(f"grid: {key}={v}: must be 0 or 1")
+        grid[key] = values
+    points = [dict(zip(grid, combo)) for combo in itertools.product(*grid.values())]
+    for p in points:
+        if p["zero1"] is None:
+            p["zero1"] = int(world // (p["tp"] * p["pp"]) > 1)
+    return points
+
+
+def point_id(p, world):
+    dp = world // (p["tp"] * p["pp"]) if world % (p["tp"] * p["pp"]) == 0 else 0
+    return (f"tp{p['tp']}_pp{p['pp']}_dp{dp}_mbs{p['mbs']}_{p['schedule']}_sp{p['sp']}_zero{p['zero1']}")
+
+
+def layout_flags(p, for_plan):
+    f = ["--tensor-model-parallel-size", str(p["tp"]), "--pipeline-model-parallel-size", str(p["pp"]),
+         "--micro-batch-size", str(p["mbs"])]
+    if for_plan or p["pp"] > 1:
+        f += ["--pipeline-schedule", p["schedule"]]
+    if p["sp"]:
+        f.append("--sequence-parallel")
+    elif for_plan:
+        f.append("--no-sequence-parallel")
+    f.append("--use-distributed-optimizer" if p["zero1"] else "--no-distributed-optimizer")
+    return f
+
+
+def plan_flags(train_flags, vocab):
+    out, i = [], 0
+    while i < len(train_flags):
+        flag = train_flags[i]
+        n = PLAN_FLAGS.get(flag)
+        if n is not None:
+            out += train_flags[i:i + 1 + n]
+        elif flag == "--mock-vocab-size" and vocab is None:
+            vocab = train_flags[i + 1]
+        i += 1
+    out += ["--vocab-size", str(vocab or 257)]
+    if "--device" not in out:
+        out += ["--device", "cpu"]  # megac train's default device
+    return out
+
+
+def predict(megac, world, p, args, pflags):
+    """The plan's one layout for point p, or (None, reason)."""
+    cmd = [megac, "plan", "--world-size", str(world), "--json", "--hardware", args.hardware] + pflags + \
+          layout_flags(p, True)
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        return None, (r.stderr.strip().splitlines() or ["megac plan failed"])[-1].removeprefix("megac: ")
+    doc = json.loads(r.stdout)
+    if len(doc["layouts"]) != 1:
+        return None, f"plan gave {len(doc['layouts'])} layouts"
+    doc["layouts"][0]["peak_tflops"] = doc["hardware"]["peak_tflops"]
+    return doc["layouts"][0], None
+
+
+def measure(out_text, log_path):
+    # iteration records only (a run record or validation records may sit among them)
+    rows = [r for r in map(json.loads, open(log_path)) if "iteration" in r and "elapsed_ms" in r]
+    if not rows:
+        raise ValueError(f"{log_path}: no iteration record")
+    steady = rows[1:] or rows
+    ms = sum(r["elapsed_ms"] for r in steady) / len(steady)
+    mem = {}
+    for m in re.finditer(r"^\s+rank\s+(\d+):((?:\s+[\d.]+\s*\|?)+)$", out_text, re.M):
+        mem[int(m.group(1))] = [float(x) * 2**20 for x in m.group(2).replace("|", " ").split()]
+    cats = ["parameters", "gradients", "optimizer_state", "optimizer_unsharded", "activations", "workspace"]
+    by_cat = {c: max(v[i] for v in mem.values()) for i, c in enumerate(cats)} if mem else {}
+    peak = max(sum(v[i] for i in (0, 1, 2, 4, 5)) for v in mem.values()) if mem else None
+    bubbles = [float(x) for x in re.findall(r"stage \d+: measured bubble ([\d.]+)", out_text)]
+    last = rows[-1]
+    return {"ms_per_iter": ms, "tokens_per_s": sum(r["tokens_per_s"] for r in steady) / len(steady),
+            "tflops_per_rank": sum(r["gflops_per_rank"] for r in steady) / len(steady) / 1e3,
+            "peak_memory_per_rank": peak, "memory": by_cat, "bubble": bubbles,
+            "bytes": {g: last[f"{g}_bytes"] for g in ("tp", "pp", "dp", "embedding")},
+            "final_loss": last["lm_loss"], "iterations": len(rows)}
+
+
+def predicted(lay):
+    stages = lay["stages"]
+    return {"ms_per_iter": lay["step_s"] * 1e3, "tokens_per_s": lay["tokens_per_s"], "mfu": lay["mfu"],
+            "peak_tflops": lay["peak_tflops"],
+            # the categories the run's start-up table shows (communication buffers are not in it)
+            "peak_memory_per_rank": max(sum(s["memory"][c] for c in ablate_report.MEM) for s in stages),
+            "memory": {c: max(s["memory"][c] for s in stages) for c in stages[0]["memory"]},
+            "bytes": {g: stages[0]["traffic"][g]["bytes"] for g in ("tp", "pp", "dp", "embedding")},
+            "bubble": [s["bubble"] for s in stages]}
+
+
+def run_point(megac, launcher, world, p, train_flags, log_dir, pid):
+    log = os.path.join(log_dir, pid + ".jsonl")
+    cmd = [launcher, "-n", str(world), megac, "train"] + train_flags + layout_flags(p, False) + ["--log-json", log]
+    with open(os.path.join(log_dir, pid + ".cmd"), "w") as f:
+        f.write(shlex.join(cmd) + "\n")
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    with open(os.path.join(log_dir, pid + ".out"), "w") as f:
+        f.write(r.stdout + r.stderr)
+    if r.returncode == 0:
+        try:
+            return measure(r.stdout, log), None
+        except (OSError, ValueError, KeyError) as e:
+            return None, f"cannot read the run's records: {e!r}"
+    text = (r.stdout + "\n" + r.stderr).splitlines()
+    said = [l.strip() for l in text if l.startswith("megac:") or "] megac:" in l or "EXIT STRING" in l]
+    return None, f"exit {r.returncode}: " + (said[-1] if said else (text[-1].strip() if text else "no message"))
+
+
+def sweep(argv):
+    import argparse
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, train_flags = argv[:cut], argv[cut + 1:]
+    else:
+        train_flags = []
+    ap = argparse.ArgumentParser(prog="megac ablate", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--grid", required=True)
+    ap.add_argument("--world-size", type=int, required=True)
+    ap.add_argument("--output", required=True)
+    ap.add_argument("--launcher", default="mpiexec", choices=["mpiexec", "slurm"])
+    ap.add_argument("--hardware", default="h100")
+    ap.add_argument("--vocab-size", type=int)
+    try:
+        args = ap.parse_args(argv)
+    except SystemExit as e:
+        sys.exit(0 if e.code == 0 else 2)
+    if args.launcher == "slurm":
+        usage_error("--launcher slurm is not implemented yet (run the sweep with --launcher mpiexec)")
+    if args.world_size <= 0:
+        usage_error(f"--world-size must be > 0, got {args.world_size}")
+    clash = sorted(GRID_FLAGS & set(train_flags))
+    if clash:
+        usage_error(f"train flags {' '.join(clash)} are set by the grid or by ablate: leave them out")
+    megac = os.environ.get("MEGAC_BIN", "megac")
+    launcher = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(megac))), "scripts", "megac-mpiexec")
+    if not os.access(launcher, os.X_OK):
+        launcher = "mpiexec"
+    points = parse_grid(args.grid, args.world_size)
+    pflags = plan_flags(train_flags, args.vocab_size)
+    plans = []
+    for p in points:
+        if p["mbs"] is None:
+            usage_error("the grid needs mbs=... (micro-batch sizes)")
+        plans.append(predict(megac, args.world_size, p, args, pflags))
+    if not any(lay for lay, _ in plans):
+        usage_error(f"no valid point in the grid: {plans[-1][1]}")
+    os.makedirs(os.path.join(args.output, "runs"), exist_ok=True)
+    rec_path = os.path.join(args.output, "records.jsonl")
+    done = ablate_report.load_records(args.output)
+    done_ids = {r["id"] for r in done if r["status"] in ("ok", "failed", "skipped")}
+    with open(os.path.join(args.output, "sweep.json"), "w") as f:
+        json.dump({"grid": args.grid, "world_size": args.world_size, "hardware": args.hardware,
+                   "train_flags": train_flags}, f, indent=1)
+    for p, (lay, why) in zip(points, plans):
+        pid = point_id(p, args.world_size)
+        if pid in done_ids:
+            print(f"{pid}: recorded already (resume)")
+            continue
+        rec = {"id": pid, "layout": dict(p, dp=args.world_size // (p["tp"] * p["pp"]))}
+        if lay is None:
+            rec.update(status="skipped", reason=why)
+        else:
+            rec["predicted"] = predicted(lay)
+            meas, err = run_point(megac, launcher, args.world_size, p, train_flags,
+                                  os.path.join(args.output, "runs"), pid)
+            rec.update(status="ok" if meas else "failed", reason=err, measured=meas)
+        print(f"{pid}: {rec['status']}" + (f" ({rec['reason']})" if rec.get("reason") else
+              f" {rec['measured']['ms_per_iter']:.1f} ms/iter, loss {rec['measured']['final_loss']:.6f}"), flush=True)
+        with open(rec_path, "a") as f:
+            f.write(json.dumps(rec) + "\n")
+    ablate_report.write_report(args.output)
+    print(f"wrote {os.path.join(args.output, 'REPORT.md')}")
+
+
+def main(argv):
+    if argv[:1] == ["report"]:
+        if len(argv) != 2 or not os.path.isfile(os.path.join(argv[1], "records.jsonl")):
+            usage_error("usage: megac ablate report DIR (a directory holding records.jsonl)")
+        ablate_report.write_report(argv[1])
+        print(f"wrote {os.path.join(argv[1], 'REPORT.md')}")
+        return
+    sweep(argv)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

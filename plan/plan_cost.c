@@ -1,0 +1,105 @@
+// plan/plan_cost.c: time, bubble and MFU of a layout on a hardware profile.
+//
+// The model follows what megac's step does (train/trainer.c): the pipeline schedule runs m
+// micro-batches; inside a stage, GEMMs, tensor-parallel collectives and the pipeline's
+// point-to-point transfers run one after the other (no overlap). A micro-batch passes every
+// stage once while the pipeline fills and drains, and the slowest stage sets the pace in
+// between: t_pipeline = sum_s t_s + (m - 1) max_s t_s, (m + PP - 1) t_mb for equal stages
+// (1F1B and GPipe alike); stage s idles 1 - m t_s / t_pipeline of it (its bubble). Then the
+// tied-embedding all-reduce, the data-parallel reduction, the AdamW step (memory-bound) and
+// the ZeRO-1 all-gather. A collective over a group costs bytes / (link bandwidth x link
+// efficiency) + one latency per ring step; the link is NVLink when every member of the
+// group sits on one node (rank r on node r / gpus_per_node), InfiniBand otherwise.
+#include "plan_model.h"
+#include "core/check.h"             // defines: core_calloc
+#include "parallel_state/pgrid.h"  // defines: pgrid_group_members (the rank order)
+
+#include <stdlib.h>
+
+// Whether some group of `kind` has members on two nodes.
+static int group_crosses(const PGridDims *d, PGridKind kind, int gpus_per_node) {
+    int size = pgrid_group_size(d, kind), n = pgrid_num_groups(d, kind), cross = 0;
+    int *m = core_calloc((size_t)size, sizeof(int));
+    for (int g = 0; g < n && !cross; g++) {
+        pgrid_group_members(d, kind, g, m);
+        for (int i = 1; i < size; i++) cross |= m[i] / gpus_per_node != m[0] / gpus_per_node;
+    }
+    free(m);
+    return cross;
+}
+
+// Ring steps of one call of kind k over n ranks.
+static double ring_steps(CommKind k, int n) {
+    if (k == COMM_ALL_REDUCE) return 2.0 * (n - 1);
+    if (k == COMM_ALL_GATHER || k == COMM_REDUCE_SCATTER) return n - 1;
+    return 1.0;
+}
+
+// Seconds the traffic t of a group of n ranks takes over its link. Sends and receives run
+// at once (each direction has its own bandwidth): only the sends are timed.
+static double traffic_time(const PlanTraffic *t, int n, int crosses, const PlanHardware *hw) {
+    if (n <= 1) return 0.0;
+    double bw = (crosses ? hw->inter_gbps : hw->intra_gbps) * 1e9 * hw->link_efficiency;
+    double lat = (crosses ? hw->inter_latency_us : hw->intra_latency_us) * 1e-6, s = 0.0;
+    for (int k = 0; k < COMM_NKINDS; k++) {
+        if (k == COMM_RECV) continue;
+        s += (double)t->bytes[k] / bw + lat * ring_steps((CommKind)k, n) * (double)t->calls[k];
+    }
+    return s;
+}
+
+// Bytes AdamW reads and writes per element of the slice: p, g, m, v in; p, m, v out (fp32),
+// plus the 16-bit weight copy rewritten under bf16 / fp16.
+static double adamw_bytes(PlanPrecision p) { return 28.0 + (p == PLAN_BF16 || p == PLAN_FP16 ? 6.0 : 0.0); }
+
+void plan_predict(const PlanSpec *s, const PlanLayout *l, const PlanHardware *hw, PlanResult *r) {
+    *r = (PlanResult){.layout = *l};
+    r->n_micro = s->global_batch / (l->micro_batch * l->dp);
+    int m = r->n_micro, gpn = hw->gpus_per_node;
+    PGridDims d = {s->world_size, l->tp, l->pp, l->dp};
+    r->crosses[PLAN_G_TP] = group_crosses(&d, PGRID_TP, gpn);
+    r->crosses[PLAN_G_PP] = group_crosses(&d, PGRID_PP, gpn);
+    r->crosses[PLAN_G_DP] = group_crosses(&d, PGRID_DP, gpn);
+    r->crosses[PLAN_G_EMB] = l->pp > 1 && group_crosses(&d, PGRID_EMBEDDING, gpn);
+    int sizes[PLAN_NGROUPS] = {l->tp, l->pp, l->dp, l->pp > 1 ? 2 : 1};
+    r->stages = core_calloc((size_t)l->pp, sizeof(PlanStage));
+    double rate = plan_hw_peak_flops(hw, s->precision) * hw->gemm_efficiency;
+    double t_mb = 0.0, t_sum = 0.0, t_after = 0.0;
+    for (int st = 0; st < l->pp; st++) {
+        PlanStage *p = &r->stages[st];
+        plan_stage_counts(s, l, st, m, p);
+        double total = 0.0;
+        for (int k = 0; k < PLAN_NMEM; k++) total += p->mem[k];
+        if (total > r->mem_peak) r->mem_peak = total;
+        PlanTraffic pp_mb = p->traffic[PLAN_G_PP];  // one micro-batch's transfers
+        for (int k = 0; k < COMM_NKINDS; k++) {
+            pp_mb.bytes[k] /= (uint64_t)m;
+            pp_mb.calls[k] /= (uint64_t)m;
+        }
+        p->t_mb = p->flops_mb / rate +
+                  traffic_time(&p->traffic[PLAN_G_TP], l->tp, r->crosses[PLAN_G_TP], hw) / m +
+                  traffic_time(&pp_mb, l->pp, r->crosses[PLAN_G_PP], hw);
+        p->t_after = traffic_time(&p->traffic[PLAN_G_EMB], sizes[PLAN_G_EMB], r->crosses[PLAN_G_EMB], hw) +
+                     traffic_time(&p->traffic[PLAN_G_DP], l->dp, r->crosses[PLAN_G_DP], hw) +
+                     (double)p->shard_len * adamw_bytes(s->precision) / (hw->hbm_gbps * 1e9);
+        if (p->t_mb > t_mb) t_mb = p->t_mb;
+        t_sum += p->t_mb;
+        if (p->t_after > t_after) t_after = p->t_after;
+    }
+    r->fits = r->mem_peak <= (hw->memory_gb - hw->reserve_gb) * 1e9;
+    double t_pipe = t_sum + (m - 1) * t_mb, busy = 0.0;
+    for (int st = 0; st < l->pp; st++) {
+        r->stages[st].bubble = 1.0 - m * r->stages[st].t_mb / t_pipe;
+        busy += m * r->stages[st].t_mb;
+    }
+    r->bubble = 1.0 - busy / (l->pp * t_pipe);
+    r->model_flops = gpt_flops_per_iteration(&s->model, gpt_padded_vocab(&s->model, l->tp), s->global_batch);
+    r->t_step = t_pipe + t_after;
+    r->tokens_per_s = (double)s->global_batch * s->model.seq_length / r->t_step;
+    r->mfu = r->model_flops / (r->t_step * s->world_size * plan_hw_peak_flops(hw, s->precision));
+}
+
+void plan_result_free(PlanResult *r) {
+    free(r->stages);
+    r->stages = NULL;
+}

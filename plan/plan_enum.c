@@ -1,0 +1,128 @@
+// plan/plan_enum.c: enumeration and ranking of layouts (see plan_enum.h).
+#include "plan_enum.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+typedef struct {
+    PlanResult *r;
+    int n, cap;
+} Growing;
+
+static void push(Growing *g, const PlanResult *r) {
+    if (g->n == g->cap) {
+        g->cap = g->cap ? 2 * g->cap : 64;
+        PlanResult *p = realloc(g->r, (size_t)g->cap * sizeof *p);
+        if (!p) {
+            fprintf(stderr, "megac plan: out of memory\n");
+            exit(1);
+        }
+        g->r = p;
+    }
+    g->r[g->n++] = *r;
+}
+
+// Layouts that fit first, then by predicted step time; ties by memory, then the smaller TP, PP.
+static int by_rank(const void *a, const void *b) {
+    const PlanResult *x = a, *y = b;
+    if (x->fits != y->fits) return y->fits - x->fits;
+    if (x->t_step != y->t_step) return x->t_step < y->t_step ? -1 : 1;
+    if (x->mem_peak != y->mem_peak) return x->mem_peak < y->mem_peak ? -1 : 1;
+    if (x->layout.tp != y->layout.tp) return x->layout.tp - y->layout.tp;
+    return x->layout.pp - y->layout.pp;
+}
+
+// Switch values to try: {0, 1} when free and allowed, else the one forced (or 0).
+static int choices(int forced, int allowed, int out[2]) {
+    if (!allowed) {
+        out[0] = 0;
+        return forced == 1 ? 0 : 1;  // forcing it on where it cannot be: no layout
+    }
+    if (forced >= 0) {
+        out[0] = forced;
+        return 1;
+    }
+    out[0] = 0;
+    out[1] = 1;
+    return 2;
+}
+
+// Every (schedule, SP, ZeRO-1) variant of one (TP, PP, DP, micro-batch).
+static void variants(const PlanSpec *s, const PlanFilter *f, const PlanHardware *hw,
+                     PlanLayout base, Growing *g, PlanSet *out) {
+    int gp[2], sp[2], z[2];
+    int ngp = choices(f->gpipe, base.pp > 1, gp), nsp = choices(f->sp, base.tp > 1, sp);
+    int nz = choices(f->zero1, base.dp > 1, z);
+    if (!ngp || !nsp || !nz) {
+        out->n_rejected++;
+        snprintf(out->reason, sizeof out->reason, "TP %d x PP %d x DP %d: %s", base.tp, base.pp,
+                 base.dp, !ngp ? "--pipeline-schedule gpipe needs PP > 1" : !nsp ?
+                 "--sequence-parallel needs TP > 1" : "--use-distributed-optimizer needs DP > 1");
+        return;
+    }
+    for (int a = 0; a < ngp; a++)
+        for (int b = 0; b < nsp; b++)
+            for (int c = 0; c < nz; c++) {
+                PlanLayout l = base;
+                l.gpipe = gp[a];
+                l.sp = sp[b];
+                l.zero1 = z[c];
+                char err[400];
+                if (plan_layout_check(s, &l, err, sizeof err) != 0) {
+                    out->n_rejected++;
+                    snprintf(out->reason, sizeof out->reason, "TP %d x PP %d x DP %d, micro-batch %d: %s",
+                             l.tp, l.pp, l.dp, l.micro_batch, err);
+                    continue;
+                }
+                PlanResult r;
+                plan_predict(s, &l, hw, &r);
+                push(g, &r);
+            }
+}
+
+void plan_enumerate(const PlanSpec *s, const PlanFilter *f, const PlanHardware *hw, PlanSet *out) {
+    *out = (PlanSet){0};
+    snprintf(out->reason, sizeof out->reason, "no TP x PP divides the world size %d", s->world_size);
+    Growing g = {0};
+    int W = s->world_size;
+    for (int tp = 1; tp <= W; tp++) {
+        if (W % tp || (f->tp && tp != f->tp)) continue;
+        for (int pp = 1; pp <= W / tp; pp++) {
+            if ((W / tp) % pp || (f->pp && pp != f->pp)) continue;
+            int dp = W / (tp * pp);
+            char err[400];
+            GPTConfig c = s->model;
+            if (gpt_config_check(&c, tp, pp, err, sizeof err) != 0) {
+                out->n_rejected++;
+                snprintf(out->reason, sizeof out->reason, "TP %d x PP %d: %s", tp, pp, err);
+                continue;
+            }
+            if (s->global_batch % dp) {
+                out->n_rejected++;
+                snprintf(out->reason, sizeof out->reason, "global batch %d is not divisible by DP %d "
+                         "(TP %d x PP %d)", s->global_batch, dp, tp, pp);
+                continue;
+            }
+            int per_dp = s->global_batch / dp, any = 0;
+            for (int mb = 1; mb <= per_dp; mb++) {
+                if (per_dp % mb || (f->micro_batch && mb != f->micro_batch)) continue;
+                any = 1;
+                variants(s, f, hw, (PlanLayout){tp, pp, dp, mb, 0, 0, 0}, &g, out);
+            }
+            if (!any) {
+                out->n_rejected++;
+                snprintf(out->reason, sizeof out->reason, "micro-batch %d does not divide the "
+                         "global batch %d / DP %d", f->micro_batch, s->global_batch, dp);
+            }
+        }
+    }
+    qsort(g.r, (size_t)g.n, sizeof *g.r, by_rank);
+    out->results = g.r;
+    out->n = g.n;
+}
+
+void plan_set_free(PlanSet *set) {
+    for (int i = 0; i < set->n; i++) plan_result_free(&set->results[i]);
+    free(set->results);
+    *set = (PlanSet){0};
+}

@@ -1,0 +1,25 @@
+// plan/plan_enum.h: every valid layout of a world size, predicted and ranked.
+//
+// A layout is TP x PP x DP = world size, a micro-batch size dividing the global batch per
+// DP rank, the pipeline schedule (1F1B or GPipe, when PP > 1), sequence parallelism (on or
+// off, when TP > 1) and the ZeRO-1 distributed optimizer (on or off, when DP > 1).
+#pragma once
+#include "plan_model.h"
+
+// Restrictions from the command line: 0 (sizes) or -1 (switches) leave a dimension free.
+typedef struct {
+    int tp, pp, micro_batch;
+    int gpipe, sp, zero1;
+} PlanFilter;
+
+typedef struct {
+    PlanResult *results;  // (n) ranked: layouts that fit first, each part fastest first
+    int n;
+    int n_rejected;       // (TP, PP, micro-batch) combinations the checks refused
+    char reason[512];     // the last refusal, for a message when n == 0
+} PlanSet;
+
+// Enumerates and predicts every valid layout that passes the filter, then ranks them.
+// Never fails (an empty set has n == 0 and a reason). Free with plan_set_free.
+void plan_enumerate(const PlanSpec *s, const PlanFilter *f, const PlanHardware *hw, PlanSet *out);
+void plan_set_free(PlanSet *set);

@@ -1,0 +1,198 @@
+// plan/plan_model.c: memory and traffic of one pipeline stage of a layout, mirroring what
+// megac allocates and what its communicators count (see plan_model.h).
+#include "plan_model.h"
+#include "model/gpt_params.h"    // defines: gpt_params_build
+#include "optim/optimizer.h"     // defines: optim_padded_size
+#include "pipeline/pp_stage.h"   // defines: pp_schedule_slots
+
+#include <stdio.h>
+#include <stdlib.h>
+
+static const char *GROUP_NAMES[PLAN_NGROUPS] = {"tp", "pp", "dp", "embedding"};
+static const char *MEM_NAMES[PLAN_NMEM] = {"parameters", "gradients", "optimizer_state",
+                                          "activations", "workspace", "comm_buffers"};
+
+const char *plan_group_name(PlanGroup g) { return g < PLAN_NGROUPS ? GROUP_NAMES[g] : "?"; }
+const char *plan_mem_name(PlanMem m) { return m < PLAN_NMEM ? MEM_NAMES[m] : "?"; }
+
+double plan_all_reduce_bytes(double bytes, int n) { return n > 1 ? 2.0 * (n - 1) / n * bytes : 0.0; }
+
+void plan_zero_state_bytes(double n_params, double param_bytes, double grad_bytes, double k,
+                           int dp, int shard_optimizer, double out[3]) {
+    out[0] = n_params * param_bytes;
+    out[1] = n_params * grad_bytes;
+    out[2] = n_params * k / (shard_optimizer && dp > 1 ? dp : 1);
+}
+
+int plan_layout_check(const PlanSpec *s, const PlanLayout *l, char *err, size_t n) {
+    if (l->tp <= 0 || l->pp <= 0 || l->dp <= 0 || l->tp * l->pp * l->dp != s->world_size) {
+        snprintf(err, n, "TP %d x PP %d x DP %d is not the world size %d", l->tp, l->pp, l->dp,
+                 s->world_size);
+        return -1;
+    }
+    if (l->micro_batch <= 0 || s->global_batch % (l->micro_batch * l->dp)) {
+        snprintf(err, n, "global batch %d is not divisible by micro-batch %d x DP %d",
+                 s->global_batch, l->micro_batch, l->dp);
+        return -1;
+    }
+    if (gpt_config_check(&s->model, l->tp, l->pp, err, n) != 0) return -1;
+    if (l->sp && (l->tp == 1 || (l->micro_batch * s->model.seq_length) % l->tp)) {
+        snprintf(err, n, "sequence parallelism needs TP > 1 dividing micro-batch x seq-length "
+                 "(%d x %d), TP is %d", l->micro_batch, s->model.seq_length, l->tp);
+        return -1;
+    }
+    if (l->zero1 && l->dp == 1) {
+        snprintf(err, n, "ZeRO-1 needs DP > 1");
+        return -1;
+    }
+    return 0;
+}
+
+// --- traffic: comm/comm.c's counting, call by call --------------------------------------
+// `times` calls moving bytes x num / den each (integer arithmetic, as Comm counts).
+static void count(PlanTraffic *t, CommKind k, uint64_t bytes, uint64_t num, uint64_t den,
+                  uint64_t times) {
+    t->calls[k] += times;
+    t->bytes[k] += times * (den ? bytes * num / den : 0);
+}
+static void all_reduce(PlanTraffic *t, int n, uint64_t count_, uint64_t es, uint64_t times) {
+    count(t, COMM_ALL_REDUCE, count_ * es, 2 * (uint64_t)(n - 1), (uint64_t)n, times);
+}
+static void all_gather(PlanTraffic *t, int n, uint64_t per, uint64_t es, uint64_t times) {
+    count(t, COMM_ALL_GATHER, (uint64_t)n * per * es, (uint64_t)(n - 1), (uint64_t)n, times);
+}
+static void reduce_scatter(PlanTraffic *t, int n, uint64_t per, uint64_t es, uint64_t times) {
+    count(t, COMM_REDUCE_SCATTER, (uint64_t)n * per * es, (uint64_t)(n - 1), (uint64_t)n, times);
+}
+
+static int act_bytes(PlanPrecision p) { return p == PLAN_BF16 || p == PLAN_FP16 ? 2 : 4; }
+
+// Tensor-parallel traffic of one step (layers/tp_linear.c, layers/tp_vocab.c, gpt.c):
+// m micro-batches, then the sequence-parallel LayerNorm gradient sums (fp32).
+static void tp_traffic(const PlanSpec *s, const PlanLayout *l, const PlanStage *st, int m,
+                       PlanTraffic *t) {
+    int n = l->tp;
+    uint64_t e = (uint64_t)act_bytes(s->precision), C = (uint64_t)s->model.hidden_size;
+    uint64_t N = (uint64_t)l->micro_batch * s->model.seq_length, NC = N * C, L = (uint64_t)st->n_layers;
+    uint64_t M = (uint64_t)m, shard = NC / (uint64_t)n;  // (N/tp, C) with SP
+    if (!l->sp) {
+        if (st->first) all_reduce(t, n, NC, e, M);          // vocab embedding: token from one rank
+        all_reduce(t, n, NC, e, 4 * L * M);                 // g forward x2, f backward x2
+        if (st->last) {
+            all_reduce(t, n, N, 4, M);                      // cross-entropy row max
+            all_reduce(t, n, 2 * N, 4, M);                  // sum of exps + target logit
+            all_reduce(t, n, NC, e, M);                     // f backward of the output layer
+        }
+        return;
+    }
+    if (st->first) {
+        reduce_scatter(t, n, shard, e, M);                  // embedding forward
+        all_gather(t, n, shard, e, M);                      // embedding backward
+    }
+    all_gather(t, n, shard, e, 6 * L * M);                  // per layer: 2 fwd, 2 row bwd, 2 col bwd
+    reduce_scatter(t, n, shard, e, 4 * L * M);              // per layer: 2 fwd, 2 col bwd
+    if (st->last) {
+        all_gather(t, n, shard, e, 2 * M);                  // output layer forward + backward
+        reduce_scatter(t, n, shard, e, M);                  // output layer backward
+        all_reduce(t, n, N, 4, M);
+        all_reduce(t, n, 2 * N, 4, M);
+    }
+    all_reduce(t, n, C, 4, 4 * L + (st->last ? 2 : 0));     // LayerNorm gradients, once a step
+}
+
+// Data-parallel traffic (optim/optimizer.c): ZeRO-1 reduce-scatter in buckets + parameter
+// all-gather, or DDP all-reduce in buckets; fp32 gradients and master weights.
+static void dp_traffic(const PlanSpec *s, const PlanLayout *l, PlanStage *st, PlanTraffic *t,
+                       size_t *bucket_out) {
+    int n = l->dp;
+    size_t per = l->zero1 ? st->shard_len : st->n_alloc, b = (size_t)s->ddp_bucket_size;
+    size_t want = b == 0 ? per : l->zero1 ? (b + (size_t)n - 1) / (size_t)n : b;
+    size_t bucket = want < per ? (want + 15) / 16 * 16 : per;
+    *bucket_out = bucket;
+    if (n == 1) return;
+    for (size_t at = 0; at < per; at += bucket) {
+        size_t len = per - at < bucket ? per - at : bucket;
+        if (l->zero1) reduce_scatter(t, n, len, 4, 1);
+        else all_reduce(t, n, len, 4, 1);
+    }
+    if (l->zero1) all_gather(t, n, st->shard_len, 4, 1);
+}
+
+// --- memory: model/gpt_alloc.c's carving (64-byte aligned pieces) -----------------------
+static size_t piece(size_t bytes) { return (bytes + 63) / 64 * 64; }
+
+static size_t slot_bytes(const PlanSpec *s, const PlanLayout *l, const PlanStage *st) {
+    const GPTConfig *c = &s->model;
+    size_t e = (size_t)act_bytes(s->precision), N = (size_t)l->micro_batch * c->seq_length;
+    size_t Ns = l->sp ? N / (size_t)l->tp : N, C = (size_t)c->hidden_size, tp = (size_t)l->tp;
+    size_t C_tp = C / tp, F_tp = (size_t)c->ffn_hidden_size / tp;
+    size_t rows = (size_t)l->micro_batch * (size_t)(c->num_heads / l->tp) * c->seq_length;
+    size_t layer = piece(Ns * C * e) * 4 + piece(Ns * 4) * 4 + piece(N * 3 * C_tp * e) +
+                   (c->use_flash_attn ? piece(rows * 4) : piece(rows * c->seq_length * e)) +
+                   piece(N * C_tp * e) + 2 * piece(N * F_tp * e);
+    size_t b = 2 * piece(N * 4) + piece(Ns * C * e) + (size_t)st->n_layers * layer;
+    if (st->last) {
+        int Vp = gpt_padded_vocab(c, l->tp);
+        b += piece(Ns * C * e) + 2 * piece(Ns * 4) + piece(N * (size_t)(Vp / l->tp) * e) +
+             piece(N * 4) + piece(2 * N * 4) + piece(N * 4);
+    }
+    return b;
+}
+
+static size_t scratch_bytes(const PlanSpec *s, const PlanLayout *l) {
+    const GPTConfig *c = &s->model;
+    size_t e = (size_t)act_bytes(s->precision), N = (size_t)l->micro_batch * c->seq_length;
+    size_t Ns = l->sp ? N / (size_t)l->tp : N, C = (size_t)c->hidden_size, tp = (size_t)l->tp;
+    size_t rows = (size_t)l->micro_batch * (size_t)(c->num_heads / l->tp) * c->seq_length;
+    size_t b = 2 * piece(Ns * C * e) + piece(N * 3 * (C / tp) * e) +
+               piece((c->use_flash_attn ? rows : rows * c->seq_length) * 4) + piece(N * (C / tp) * e) +
+               2 * piece(N * ((size_t)c->ffn_hidden_size / tp) * e) + piece(N * 4);
+    if (l->sp) b += 2 * piece(N * C * e);
+    return b;
+}
+
+void plan_stage_counts(const PlanSpec *s, const PlanLayout *l, int stage, int n_micro, PlanStage *st) {
+    const GPTConfig *c = &s->model;
+    *st = (PlanStage){.first = stage == 0, .last = stage == l->pp - 1};
+    gpt_stage_layers(c, l->pp, stage, &st->layer0, &st->n_layers);
+    int Vp = gpt_padded_vocab(c, l->tp), n_params = 0;
+    free(gpt_params_build(c, l->tp, Vp, st->layer0, st->n_layers, st->first, st->last, &n_params,
+                          &st->n_floats));
+    st->n_alloc = optim_padded_size(st->n_floats, l->dp);
+    st->shard_len = l->zero1 ? st->n_alloc / (size_t)l->dp : st->n_alloc;
+    st->n_slots = pp_schedule_slots(l->gpipe ? PP_SCHEDULE_GPIPE : PP_SCHEDULE_1F1B, l->pp, stage, n_micro);
+    double e = act_bytes(s->precision);
+    size_t N = (size_t)l->micro_batch * c->seq_length, io = (l->sp ? N / (size_t)l->tp : N) * c->hidden_size;
+
+    // memory, the categories megac train prints at start-up
+    st->mem[PLAN_MEM_PARAMS] = 4.0 * st->n_floats + (e < 4 ? e * st->n_alloc : 0.0);  // + 16-bit copy
+    st->mem[PLAN_MEM_GRADS] = 4.0 * st->n_alloc;
+    st->mem[PLAN_MEM_OPTIM] = 8.0 * st->shard_len;  // Adam m and v
+    st->mem_optim_unsharded = 8.0 * st->n_alloc;
+    st->mem[PLAN_MEM_ACTIVATIONS] = (double)slot_bytes(s, l, st) * st->n_slots;
+    st->mem[PLAN_MEM_WORKSPACE] = (double)scratch_bytes(s, l);
+
+    // traffic of one step on one rank of this stage
+    tp_traffic(s, l, st, n_micro, &st->traffic[PLAN_G_TP]);
+    uint64_t sends = (uint64_t)(stage > 0) + (uint64_t)(stage < l->pp - 1), m = (uint64_t)n_micro;
+    count(&st->traffic[PLAN_G_PP], COMM_SEND, io * (uint64_t)e, 1, 1, sends * m);  // activation
+    count(&st->traffic[PLAN_G_PP], COMM_RECV, io * (uint64_t)e, 1, 1, sends * m);  // and gradient
+    if (l->pp > 1 && (st->first || st->last)) {  // tied embedding gradient, fp32
+        size_t wte = (size_t)(Vp / l->tp) * c->hidden_size;
+        all_reduce(&st->traffic[PLAN_G_EMB], 2, wte, 4, 1);
+    }
+    size_t bucket = 0;
+    dp_traffic(s, l, st, &st->traffic[PLAN_G_DP], &bucket);
+
+    // communication buffers: the received gradient (pipeline), ZeRO-1 shards and bucket pack
+    st->mem[PLAN_MEM_COMM] = e * io;
+    if (l->zero1) st->mem[PLAN_MEM_COMM] += 8.0 * st->shard_len + (bucket < st->shard_len ? 4.0 * l->dp * bucket : 0);
+
+    // GEMM FLOPs of one micro-batch (forward + backward) on one rank: Megatron's count
+    // split into layers and the output layer, divided over TP
+    GPTConfig one = *c;
+    one.num_layers = 1;
+    double layer = gpt_flops_per_iteration(&one, 0, l->micro_batch);
+    double logits = gpt_flops_per_iteration(&one, Vp, l->micro_batch) - layer;
+    st->flops_mb = (st->n_layers * layer + (st->last ? logits : 0.0)) / l->tp;
+}

@@ -1,0 +1,104 @@
+// plan/plan_model.h: what one layout costs, predicted from megac's own code paths: memory
+// per rank by category, bytes per group per step by collective, FLOPs, time, MFU.
+//
+// The byte counts mirror what megac's communicators count (comm/comm.h: ring all-reduce
+// 2(n-1)/n of the buffer, all-gather and reduce-scatter (n-1)/n, p2p the buffer), call by
+// call with the same integer arithmetic, so a run's --log-json traffic equals the
+// prediction exactly. Memory mirrors the allocations of model/gpt_alloc.c (activation
+// slots as the pipeline schedule sizes them, backward workspace), optim/optimizer.c (ZeRO-1
+// shards, buckets) and pipeline/pp_schedule.c (the received gradient).
+//
+// Precision (plan_hw.h): megac's own recipes. fp32 / tf32: every tensor fp32 (tf32 changes
+// only the GEMM rate). bf16 / fp16: activations, weight copies and tensor/pipeline traffic
+// in 16 bits; fp32 master weights (unsharded), fp32 gradients and data-parallel traffic,
+// fp32 Adam moments (sharded by ZeRO-1).
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+#include "comm/comm.h"          // defines: CommKind, COMM_NKINDS, comm_kind_name
+#include "model/gpt_config.h"   // defines: GPTConfig
+#include "plan_hw.h"
+
+typedef struct {
+    GPTConfig model;          // vocab_size set (the tokenizer's V, before padding)
+    int world_size;
+    int global_batch;
+    PlanPrecision precision;
+    int64_t ddp_bucket_size;  // --ddp-bucket-size (0: one bucket)
+} PlanSpec;
+
+typedef struct {
+    int tp, pp, dp;
+    int micro_batch;
+    int gpipe;       // 0: 1F1B, 1: GPipe
+    int sp;          // sequence parallelism (tp > 1)
+    int zero1;       // ZeRO-1 distributed optimizer (dp > 1)
+} PlanLayout;
+
+typedef enum { PLAN_G_TP, PLAN_G_PP, PLAN_G_DP, PLAN_G_EMB, PLAN_NGROUPS } PlanGroup;
+
+typedef enum {
+    PLAN_MEM_PARAMS, PLAN_MEM_GRADS, PLAN_MEM_OPTIM, PLAN_MEM_ACTIVATIONS, PLAN_MEM_WORKSPACE,
+    PLAN_MEM_COMM, PLAN_NMEM
+} PlanMem;
+
+typedef struct {
+    uint64_t bytes[COMM_NKINDS], calls[COMM_NKINDS];
+} PlanTraffic;
+
+// One pipeline stage (every rank of a stage holds and moves the same amounts, except that
+// only the first and last stages are in an embedding group).
+typedef struct {
+    int layer0, n_layers, first, last;
+    int n_slots;                       // activation slots the schedule needs
+    size_t n_floats, n_alloc;          // parameter floats, padded flat buffer length
+    size_t shard_len;                  // optimizer slice (n_alloc / DP with ZeRO-1)
+    double mem[PLAN_NMEM];             // bytes per rank by category
+    double mem_optim_unsharded;        // optimizer state without ZeRO-1
+    PlanTraffic traffic[PLAN_NGROUPS]; // one step, one rank of this stage
+    double flops_mb;                   // GEMM FLOPs of one micro-batch, forward + backward, per rank
+    double t_mb;                       // seconds per micro-batch: GEMMs + TP + p2p
+    double t_after;                    // seconds after the pipeline: grad syncs + optimizer
+    double bubble;                     // idle fraction of this stage in the schedule
+} PlanStage;
+
+typedef struct {
+    PlanLayout layout;
+    int n_micro;                       // micro-batches per step per DP rank
+    int crosses[PLAN_NGROUPS];         // the group spans nodes
+    PlanStage *stages;                 // (pp)
+    double mem_peak;                   // largest total over stages, bytes
+    int fits;
+    double bubble;                     // idle fraction of all stages; (PP-1)/(m+PP-1) when
+                                       // the stages take equally long
+    double model_flops;                // per step, Megatron's formula, whole model
+    double t_step, tokens_per_s, mfu;
+} PlanResult;
+
+// Checks the layout against the spec (divisibility, the model's checks, SP rows). Returns
+// 0, or -1 with one line naming the numbers in err.
+int plan_layout_check(const PlanSpec *s, const PlanLayout *l, char *err, size_t errlen);
+
+// Fills the memory and traffic of pipeline stage `stage` (n_micro micro-batches per step):
+// every field of *st but the times. Call after plan_layout_check succeeded. Pure.
+void plan_stage_counts(const PlanSpec *s, const PlanLayout *l, int stage, int n_micro,
+                       PlanStage *st);
+
+// Predicts memory and traffic of every stage, then time and MFU on hw. Call after
+// plan_layout_check succeeded. The result owns r->stages (plan_result_free).
+void plan_predict(const PlanSpec *s, const PlanLayout *l, const PlanHardware *hw, PlanResult *r);
+void plan_result_free(PlanResult *r);
+
+// Bytes per rank that a ring all-reduce of `bytes` over n ranks moves: 2(n-1)/n x bytes. Pure.
+double plan_all_reduce_bytes(double bytes, int n);
+
+// Model state per rank in ZeRO's accounting (Rajbhandari et al. 2020): n_params parameters
+// at param_bytes each, gradients at grad_bytes each and k bytes of optimizer state per
+// parameter, the last divided by dp when shard_optimizer (ZeRO-1, "P_os").
+// out = {parameters, gradients, optimizer state} in bytes. Pure.
+void plan_zero_state_bytes(double n_params, double param_bytes, double grad_bytes, double k,
+                           int dp, int shard_optimizer, double out[3]);
+
+// Names: "tp", "pp", "dp", "embedding"; "parameters", "gradients", ... Pure.
+const char *plan_group_name(PlanGroup g);
+const char *plan_mem_name(PlanMem m);

@@ -1,0 +1,197 @@
+// plan/plan_print.c: the ranked table and the JSON document (see plan_print.h).
+#include "plan_print.h"
+
+static const char *ASSUMPTIONS[] = {
+    "compute: Megatron-LM's GEMM FLOPs (model/gpt_config.c) at peak x gemm_efficiency; "
+    "element-wise ops, attention softmax and LayerNorms take no time",
+    "no overlap: GEMMs, tensor-parallel collectives and pipeline transfers run one after the "
+    "other, as in megac's step; the gradient reduction follows the pipeline",
+    "pipeline: step = sum of the stages' micro-batch times + (m - 1) x the slowest one + "
+    "gradient sync + AdamW, 1F1B and GPipe alike; bubble = idle fraction of all stages, "
+    "(PP - 1) / (m + PP - 1) when the stages are equal",
+    "collectives: ring algorithms (bytes as megac's counters count them) at link bandwidth x "
+    "link_efficiency plus one latency per ring step",
+    "links: a group whose ranks share a node uses NVLink, otherwise InfiniBand at the per-GPU "
+    "NIC rate; rank order TP fastest, then DP, then PP; rank r on node r / gpus_per_node",
+    "memory: megac's own allocations (fp32 master weights and gradients, Adam m and v sharded "
+    "by ZeRO-1, activation slots as the schedule needs them); fits when the busiest stage "
+    "stays under memory_gb - reserve_gb",
+    "AdamW: memory-bound at hbm_gbps (28 bytes per element, +6 for the 16-bit weight copy)",
+};
+#define N_ASSUMPTIONS (int)(sizeof ASSUMPTIONS / sizeof ASSUMPTIONS[0])
+
+static double stage_total(const PlanStage *st) {
+    double t = 0.0;
+    for (int k = 0; k < PLAN_NMEM; k++) t += st->mem[k];
+    return t;
+}
+
+// The stage with the largest memory total.
+static const PlanStage *busiest(const PlanResult *r) {
+    const PlanStage *b = &r->stages[0];
+    for (int s = 1; s < r->layout.pp; s++)
+        if (stage_total(&r->stages[s]) > stage_total(b)) b = &r->stages[s];
+    return b;
+}
+
+// Bytes of group g per step on the stage that moves the most.
+static double group_bytes(const PlanResult *r, PlanGroup g) {
+    double most = 0.0;
+    for (int s = 0; s < r->layout.pp; s++) {
+        double t = 0.0;
+        for (int k = 0; k < COMM_NKINDS; k++)
+            if (g != PLAN_G_PP || k != COMM_RECV) t += (double)r->stages[s].traffic[g].bytes[k];
+        if (t > most) most = t;
+    }
+    return most;
+}
+
+static void print_header(FILE *f, const PlanSpec *s, const PlanHardware *hw, const PlanSet *set,
+                         const char *mu, const char *bu) {
+    const GPTConfig *c = &s->model;
+    fprintf(f, "megac plan: world %d (%d GPUs per node) | L=%d C=%d NH=%d F=%d T=%d V=%d | global batch %d"
+            " | %s%s\n", s->world_size, hw->gpus_per_node, c->num_layers, c->hidden_size, c->num_heads,
+            c->ffn_hidden_size, c->seq_length, c->vocab_size, s->global_batch,
+            plan_precision_name(s->precision), c->use_flash_attn ? " | flash attention" : "");
+    fprintf(f, "hardware: %s | %.3g GB per GPU (%.3g reserved) | peak %.4g TFLOP/s (%s) x %.2f | "
+            "links per GPU: %.4g GB/s in a node, %.4g GB/s across nodes, x %.2f\n", hw->name, hw->memory_gb,
+            hw->reserve_gb, plan_hw_peak_flops(hw, s->precision) / 1e12,
+            plan_precision_name(s->precision), hw->gemm_efficiency, hw->intra_gbps, hw->inter_gbps,
+            hw->link_efficiency);
+    fprintf(f, "%d layouts (%d refused by the checks); fastest first, layouts that do not fit last\n\n",
+            set->n, set->n_rejected);
+    fprintf(f, "%45s memory per rank, %s %32s bytes per rank per step, %s\n", "", mu, "", bu);
+    fprintf(f, "%4s %3s %3s %4s %4s %5s %5s %3s %4s | %7s %7s %7s %7s %7s %7s %4s | %6s %9s %9s %6s | "
+            "%8s %8s %8s %8s %5s\n", "#", "TP", "PP", "DP", "mbs", "m", "sched", "SP", "ZeRO", "params",
+            "grads", "optim", "acts", "other", "total", "fit", "bubble", "step ms", "tokens/s", "MFU",
+            "TP", "PP", "DP", "emb", "links");
+}
+
+// GB (10^9 bytes) when the largest value reaches 1 GB, else MB.
+static double unit_of(double largest, const char **name) {
+    *name = largest >= 1e9 ? "GB" : "MB";
+    return largest >= 1e9 ? 1e9 : 1e6;
+}
+
+void plan_print_table(FILE *f, const PlanSpec *s, const PlanHardware *hw, const PlanSet *set, int top) {
+    int n = top > 0 && top < set->n ? top : set->n;
+    double mem_max = 0.0, bytes_max = 0.0;
+    for (int i = 0; i < n; i++) {
+        const PlanResult *r = &set->results[i];
+        if (r->mem_peak > mem_max) mem_max = r->mem_peak;
+        for (int g = 0; g < PLAN_NGROUPS; g++)
+            if (group_bytes(r, (PlanGroup)g) > bytes_max) bytes_max = group_bytes(r, (PlanGroup)g);
+    }
+    const char *mu, *bu;
+    double ms = unit_of(mem_max, &mu), bs = unit_of(bytes_max, &bu);
+    print_header(f, s, hw, set, mu, bu);
+    for (int i = 0; i < n; i++) {
+        const PlanResult *r = &set->results[i];
+        const PlanLayout *l = &r->layout;
+        const PlanStage *b = busiest(r);
+        char links[5] = "----";
+        int sizes[PLAN_NGROUPS] = {l->tp, l->pp, l->dp, l->pp > 1 ? 2 : 1};
+        for (int g = 0; g < PLAN_NGROUPS; g++)
+            if (sizes[g] > 1) links[g] = r->crosses[g] ? 'i' : 'n';
+        fprintf(f, "%4d %3d %3d %4d %4d %5d %5s %3s %4s | %7.2f %7.2f %7.2f %7.2f %7.2f %7.2f %4s | "
+                "%6.3f %9.3f %9.0f %5.1f%% | %8.3f %8.3f %8.3f %8.3f %5s\n", i + 1, l->tp, l->pp, l->dp,
+                l->micro_batch, r->n_micro, l->pp == 1 ? "-" : l->gpipe ? "gpipe" : "1f1b",
+                l->tp == 1 ? "-" : l->sp ? "on" : "off", l->dp == 1 ? "-" : l->zero1 ? "on" : "off",
+                b->mem[PLAN_MEM_PARAMS] / ms, b->mem[PLAN_MEM_GRADS] / ms, b->mem[PLAN_MEM_OPTIM] / ms,
+                b->mem[PLAN_MEM_ACTIVATIONS] / ms,
+                (b->mem[PLAN_MEM_WORKSPACE] + b->mem[PLAN_MEM_COMM]) / ms, r->mem_peak / ms,
+                r->fits ? "yes" : "NO", r->bubble, r->t_step * 1e3, r->tokens_per_s, 100.0 * r->mfu,
+                group_bytes(r, PLAN_G_TP) / bs, group_bytes(r, PLAN_G_PP) / bs,
+                group_bytes(r, PLAN_G_DP) / bs, group_bytes(r, PLAN_G_EMB) / bs, links);
+    }
+    int unfit = 0;
+    for (int i = 0; i < set->n; i++) unfit += !set->results[i].fits;
+    if (n < set->n) fprintf(f, "... %d more layouts not shown (--top N, --top 0: all)\n", set->n - n);
+    fprintf(f, "%d of %d layouts do not fit in memory.\n\n", unfit, set->n);
+    fprintf(f, "columns: memory per rank (GB = 10^9 bytes, MB = 10^6) on the busiest stage (other = backward "
+            "workspace + communication buffers); bytes per rank per step of each group on the stage "
+            "that moves the most (pipeline: sent); links TP/PP/DP/embedding: n = NVLink, "
+            "i = InfiniBand, - = no group\n");
+    fprintf(f, "assumptions:\n");
+    for (int i = 0; i < N_ASSUMPTIONS; i++) fprintf(f, "  - %s\n", ASSUMPTIONS[i]);
+}
+
+static void json_traffic(FILE *f, const PlanTraffic *t) {
+    fprintf(f, "{");
+    unsigned long long total = 0;
+    for (int k = 0; k < COMM_NKINDS; k++) {
+        fprintf(f, "\"%s\":{\"bytes\":%llu,\"calls\":%llu},", comm_kind_name((CommKind)k),
+                (unsigned long long)t->bytes[k], (unsigned long long)t->calls[k]);
+        total += t->bytes[k];
+    }
+    fprintf(f, "\"bytes\":%llu}", total);
+}
+
+static void json_stage(FILE *f, const PlanStage *st, int index) {
+    fprintf(f, "{\"stage\":%d,\"layer0\":%d,\"layers\":%d,\"activation_slots\":%d,\"parameters\":%zu,"
+            "\"flat_buffer\":%zu,\"optimizer_slice\":%zu,\"memory\":{", index, st->layer0,
+            st->n_layers, st->n_slots, st->n_floats, st->n_alloc, st->shard_len);
+    for (int k = 0; k < PLAN_NMEM; k++) fprintf(f, "\"%s\":%.0f,", plan_mem_name((PlanMem)k), st->mem[k]);
+    fprintf(f, "\"optimizer_state_unsharded\":%.0f,\"total\":%.0f},\"traffic\":{",
+            st->mem_optim_unsharded, stage_total(st));
+    for (int g = 0; g < PLAN_NGROUPS; g++) {
+        fprintf(f, "%s\"%s\":", g ? "," : "", plan_group_name((PlanGroup)g));
+        json_traffic(f, &st->traffic[g]);
+    }
+    fprintf(f, "},\"flops_per_microbatch\":%.6g,\"microbatch_s\":%.6g,\"after_pipeline_s\":%.6g,"
+            "\"bubble\":%.6g}", st->flops_mb, st->t_mb, st->t_after, st->bubble);
+}
+
+static void json_result(FILE *f, const PlanResult *r, int position) {
+    const PlanLayout *l = &r->layout;
+    fprintf(f, "{\"position\":%d,\"tp\":%d,\"pp\":%d,\"dp\":%d,\"micro_batch\":%d,\"n_micro\":%d,"
+            "\"schedule\":\"%s\",\"sequence_parallel\":%d,\"zero1\":%d,\"fits\":%s,"
+            "\"memory_peak\":%.0f,\"bubble\":%.6g,\"model_flops\":%.6g,\"step_s\":%.6g,"
+            "\"tokens_per_s\":%.6g,\"mfu\":%.6g,\"crosses_nodes\":{", position, l->tp, l->pp, l->dp,
+            l->micro_batch, r->n_micro, l->gpipe ? "gpipe" : "1f1b", l->sp, l->zero1,
+            r->fits ? "true" : "false", r->mem_peak, r->bubble, r->model_flops, r->t_step,
+            r->tokens_per_s, r->mfu);
+    for (int g = 0; g < PLAN_NGROUPS; g++)
+        fprintf(f, "%s\"%s\":%s", g ? "," : "", plan_group_name((PlanGroup)g), r->crosses[g] ? "true" : "false");
+    fprintf(f, "},\"stages\":[");
+    for (int s = 0; s < l->pp; s++) {
+        if (s) fprintf(f, ",");
+        json_stage(f, &r->stages[s], s);
+    }
+    fprintf(f, "]}");
+}
+
+// A string with '"' and '\' escaped.
+static void json_string(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\') fputc('\\', f);
+        fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+void plan_print_json(FILE *f, const PlanSpec *s, const PlanHardware *hw, const PlanSet *set) {
+    const GPTConfig *c = &s->model;
+    fprintf(f, "{\"world_size\":%d,\"global_batch\":%d,\"precision\":\"%s\",\"model\":{\"num_layers\":%d,"
+            "\"hidden_size\":%d,\"num_heads\":%d,\"ffn_hidden_size\":%d,\"seq_length\":%d,"
+            "\"vocab_size\":%d,\"use_flash_attn\":%d},\"hardware\":{\"name\":", s->world_size,
+            s->global_batch, plan_precision_name(s->precision), c->num_layers, c->hidden_size,
+            c->num_heads, c->ffn_hidden_size, c->seq_length, c->vocab_size, c->use_flash_attn);
+    json_string(f, hw->name);
+    fprintf(f, ",\"gpus_per_node\":%d,\"memory_gb\":%g,\"reserve_gb\":%g,\"hbm_gbps\":%g,"
+            "\"peak_tflops\":%g,\"gemm_efficiency\":%g,\"intra_node_gbps\":%g,\"inter_node_gbps\":%g,"
+            "\"link_efficiency\":%g},\"assumptions\":[", hw->gpus_per_node, hw->memory_gb,
+            hw->reserve_gb, hw->hbm_gbps, plan_hw_peak_flops(hw, s->precision) / 1e12,
+            hw->gemm_efficiency, hw->intra_gbps, hw->inter_gbps, hw->link_efficiency);
+    for (int i = 0; i < N_ASSUMPTIONS; i++) {
+        if (i) fprintf(f, ",");
+        json_string(f, ASSUMPTIONS[i]);
+    }
+    fprintf(f, "],\"rejected\":%d,\"layouts\":[", set->n_rejected);
+    for (int i = 0; i < set->n; i++) {
+        fprintf(f, i ? ",\n" : "\n");
+        json_result(f, &set->results[i], i + 1);
+    }
+    fprintf(f, "]}\n");
+}

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# tests/hf/bad_input.sh MEGAC: export, import and generate refuse bad input with one line
+# naming the problem and exit 2: missing files, truncated or malformed safetensors, an
+# unsupported dtype, another architecture, settings GPT-2 in megac cannot represent, shapes
+# that disagree with config.json, an existing checkpoint, a missing or wrong tokenizer.
+set -uo pipefail
+megac="$1"
+wd=$(mktemp -d); trap 'rm -rf "$wd"' EXIT
+n_bad=0
+# expect "WHAT" PATTERN CMD...: CMD exits 2 and its stderr (one line) matches PATTERN.
+expect() {
+  local what="$1" pat="$2"; shift 2
+  "$@" > "$wd/out" 2> "$wd/err"; local rc=$?
+  if [[ $rc -ne 2 ]] || ! grep -q -- "$pat" "$wd/err" || [[ $(wc -l < "$wd/err") -ne 1 ]]; then
+    echo "FAIL: $what: exit $rc, expected 2 and one line matching '$pat':"; cat "$wd/err"; n_bad=$((n_bad + 1))
+  else
+    echo "ok: $what: $(cat "$wd/err")"
+  fi
+}
+# edit FILE PYTHON: rewrite a JSON file with a Python expression over `c` (stdlib only)
+edit() { python3 -c "import json,sys; c=json.load(open(sys.argv[1])); $2; json.dump(c, open(sys.argv[1],'w'))" "$1"; }
+"$megac" train --mock-data --mock-vocab-size 300 --num-layers 1 --hidden-size 16 --num-attention-heads 2 \
+  --seq-length 8 --micro-batch-size 1 --global-batch-size 1 --train-iters 1 --num-threads 1 \
+  --save "$wd/ck" > /dev/null 2>&1 || { echo "FAIL: train"; exit 1; }
+"$megac" export --load "$wd/ck" --output "$wd/hf" > /dev/null || { echo "FAIL: export"; exit 1; }
+fresh() { rm -rf "$wd/h"; cp -r "$wd/hf" "$wd/h"; }
+imp() { rm -rf "$wd/c"; "$megac" import --hf "$wd/h" --output "$wd/c" --seq-length 8 --global-batch-size 1; }
+st="$wd/h/model.safetensors"
+
+expect "export: no checkpoint" "No such file" "$megac" export --load "$wd/none" --output "$wd/x"
+expect "export: no iteration 7" "iter_0000007" "$megac" export --load "$wd/ck" --output "$wd/x" --iteration 7
+fresh; rm "$wd/h/config.json"
+expect "import: no config.json" "config.json: cannot open" imp
+fresh; rm "$st"
+expect "import: no model.safetensors" "model.safetensors: No such file" imp
+fresh; mv "$st" "$wd/h/pytorch_model.bin"
+expect "import: a pickle only" "pytorch_model.bin (a pickle) is not read" imp
+fresh; head -c 5 "$wd/hf/model.safetensors" > "$st"
+expect "import: 5-byte file" "truncated" imp
+fresh; head -c 100 "$wd/hf/model.safetensors" > "$st"
+expect "import: header cut" "malformed or truncated header" imp
+fresh; head -c -4 "$wd/hf/model.safetensors" > "$st"
+expect "import: data cut" "(truncated)" imp
+fresh; printf '\x10\x00\x00\x00\x00\x00\x00\x00{"a":[1,2,3]}   ' > "$st"
+expect "import: malformed entry" "needs dtype, shape and data_offsets" imp
+fresh; printf '\x08\x00\x00\x00\x00\x00\x00\x00nonsense' > "$st"
+expect "import: not JSON" "malformed header" imp
+fresh; sed -i 's/"transformer.wpe.weight":{"dtype":"F32"/"transformer.wpe.weight":{"dtype":"I32"/' "$st"
+expect "import: I32 tensor" "has dtype I32; megac reads F32, F16 and BF16" imp
+fresh; sed -i 's/"transformer.wpe.weight":{"dtype":"F32","shape":\[8,16\]/"transformer.wpe.weight":{"dtype":"F32","shape":[16,8]/' "$st"
+expect "import: shape against config" "transformer.wpe.weight has shape (16, 8), config.json makes it (8, 16)" imp
+fresh; edit "$wd/h/config.json" "c['model_type']='llama'; c['architectures']=['LlamaForCausalLM']"
+expect "import: Llama config" "model_type 'llama' (LlamaForCausalLM) cannot be imported" imp
+fresh; edit "$wd/h/config.json" "c['activation_function']='relu'"
+expect "import: ReLU" "activation_function 'relu' cannot be represented" imp
+fresh; edit "$wd/h/config.json" "c['layer_norm_epsilon']=1e-6"
+expect "import: LayerNorm eps" "layer_norm_epsilon 1e-06 cannot be represented" imp
+fresh; edit "$wd/h/config.json" "c['tie_word_embeddings']=False"
+expect "import: untied" "tie_word_embeddings = false cannot be represented" imp
+fresh; edit "$wd/h/config.json" "c['n_layer']=2"
+expect "import: a layer too many in config" "transformer.h.1.ln_1.weight is missing" imp
+fresh; edit "$wd/h/config.json" "c['n_embd']=32"
+expect "import: n_embd disagrees" "has shape" imp
+fresh; edit "$wd/h/config.json" "c['n_head']=3"
+expect "import: heads do not divide" "config.json" imp
+fresh
+expect "import: into a checkpoint" "already holds a checkpoint" "$megac" import --hf "$wd/h" --output "$wd/ck"
+expect "generate: no tokenizer" "has no tokenizer" "$megac" generate --load "$wd/ck" --prompt "hi"
+expect "generate: wrong tokenizer" "the tokenizer has 257 ids, the checkpoint's model 300" \
+  "$megac" generate --load "$wd/ck" --prompt "hi" --tokenizer byte
+expect "generate: id out of range" "not a comma-separated list of ids in \[0, 300)" \
+  "$megac" generate --load "$wd/ck" --prompt-ids 1,300
+expect "export: wrong tokenizer" "the tokenizer has 257 ids" "$megac" export --load "$wd/ck" --output "$wd/x" --tokenizer byte
+[[ $n_bad -eq 0 ]] && echo "bad_input: ok" || { echo "bad_input: $n_bad failed"; exit 1; }

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# tests/hf/setup_venv.sh [DIR]: the Python environment of the Hugging Face tests (suite 'hf'):
+# a virtual environment over Debian's python3 (which has python3-torch, installed by
+# scripts/setup.sh) with `transformers` and `safetensors` from the package registry.
+# DIR: $MEGAC_HF_VENV, else ~/.cache/megac/hf-venv. Idempotent: an environment that already
+# imports both is kept. Without network the tests that need it skip; this never fails the
+# set-up (exit 0 with one line saying what is missing).
+set -uo pipefail
+venv="${1:-${MEGAC_HF_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/megac/hf-venv}}"
+py=/usr/bin/python3  # Debian's interpreter: python3-torch is built for it
+probe='import torch, transformers, safetensors'
+if [[ -x "$venv/bin/python" ]] && "$venv/bin/python" -c "$probe" 2>/dev/null; then
+  echo "setup: Hugging Face test environment present ($venv)"; exit 0
+fi
+if ! "$py" -c 'import torch' 2>/dev/null; then
+  echo "setup: python3-torch is not installed: the Hugging Face tests will skip"; exit 0
+fi
+t0=$(date +%s)
+# transformers 4.46 is the last release that supports Debian 12's torch 1.13.
+if "$py" -m venv --system-site-packages "$venv" >/dev/null 2>&1 &&
+   "$venv/bin/pip" install -q --disable-pip-version-check "transformers>=4.40,<4.47" "safetensors>=0.4" \
+     >"$venv.log" 2>&1 && "$venv/bin/python" -c "$probe" 2>/dev/null; then
+  echo "setup: Hugging Face test environment ready in $(( $(date +%s) - t0 )) s ($venv)"
+else
+  echo "setup: could not install transformers + safetensors into $venv (no network? see $venv.log):" \
+       "the Hugging Face tests will skip"
+fi
+exit 0

@@ -1,0 +1,177 @@
+// tests/plan/test_plan.c: the formulas of `megac plan` against known numbers: the seed's
+// data-parallel all-reduce and ZeRO figures, megac's tensor-parallel counts
+// (tests/parallel/tp_traffic.py's formula), GPT-2's parameter count, Megatron's FLOPs,
+// the bubble, activation slots per schedule, which groups cross nodes, the enumeration and
+// its ranking, and hardware profile files.
+#include "plan/plan_enum.h"
+#include "tests/testing.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static PlanSpec tiny_spec(int world, int global_batch) {
+    PlanSpec s = {.world_size = world, .global_batch = global_batch, .precision = PLAN_FP32};
+    s.model = (GPTConfig){.num_layers = 2, .hidden_size = 64, .num_heads = 4, .ffn_hidden_size = 256,
+                          .seq_length = 32, .max_position_embeddings = 32, .vocab_size = 257,
+                          .vocab_divisible_by = 128};
+    return s;
+}
+
+// The seed's figures: 14 GB of fp16 gradients all-reduced moves 2 x 14 (N-1)/N GB per GPU;
+// ZeRO (Rajbhandari et al.): 7.5B parameters, mixed-precision Adam (2 + 2 + 12 bytes),
+// 64 data-parallel ranks: 120 GB per GPU, 31.4 GB with optimizer-state sharding.
+static void test_seed_figures(void) {
+    const int n[4] = {4, 8, 16, 64};
+    const double want[4] = {21.0, 24.5, 26.25, 27.5625};
+    for (int i = 0; i < 4; i++) EXPECT_NEAR(plan_all_reduce_bytes(14e9, n[i]) / 1e9, want[i], 1e-12);
+    EXPECT_NEAR(plan_all_reduce_bytes(14e9, 1), 0.0, 0);
+    double b[3];
+    plan_zero_state_bytes(7.5e9, 2, 2, 12, 64, 0, b);
+    EXPECT_NEAR((b[0] + b[1] + b[2]) / 1e9, 120.0, 1e-12);
+    plan_zero_state_bytes(7.5e9, 2, 2, 12, 64, 1, b);
+    EXPECT_NEAR((b[0] + b[1] + b[2]) / 1e9, 31.40625, 1e-12);
+    printf("DP all-reduce of 14 GB at 4/8/16/64 GPUs: %.4g %.4g %.4g %.4g GB; ZeRO 7.5B/64: 120 -> %.1f GB\n",
+           plan_all_reduce_bytes(14e9, 4) / 1e9, plan_all_reduce_bytes(14e9, 8) / 1e9,
+           plan_all_reduce_bytes(14e9, 16) / 1e9, plan_all_reduce_bytes(14e9, 64) / 1e9,
+           (b[0] + b[1] + b[2]) / 1e9);
+}
+
+// tp_traffic.py's formula: per micro-batch 4L + 4 all-reduces (B T C each but the two
+// cross-entropy ones of B T and 2 B T), each 2 (tp-1)/tp of the buffer.
+static void test_tp_counts(void) {
+    PlanSpec s = tiny_spec(2, 8);
+    PlanLayout l = {2, 1, 1, 2, 0, 0, 0};
+    char err[400];
+    EXPECT(plan_layout_check(&s, &l, err, sizeof err) == 0, "%s", err);
+    PlanStage st;
+    plan_stage_counts(&s, &l, 0, 4, &st);
+    long long m = 4, L = 2, C = 64, N = 2 * 32;
+    long long floats = m * ((4 * L + 2) * N * C + N + 2 * N);
+    EXPECT_EQ_INT(st.traffic[PLAN_G_TP].calls[COMM_ALL_REDUCE], m * (4 * L + 4));
+    EXPECT_EQ_INT(st.traffic[PLAN_G_TP].bytes[COMM_ALL_REDUCE], floats * 4 * 2 * 1 / 2);
+    // GPT-2 parameter count on one rank of one stage: Vp C + T C + L (12 C^2 + 13 C) + 2 C
+    PlanLayout one = {1, 1, 1, 2, 0, 0, 0};
+    s.world_size = 1;
+    plan_stage_counts(&s, &one, 0, 4, &st);
+    EXPECT_EQ_INT(st.n_floats, 384 * 64 + 32 * 64 + 2 * (12 * 64 * 64 + 13 * 64) + 2 * 64);
+    EXPECT_EQ_INT(st.mem[PLAN_MEM_PARAMS], 4 * st.n_floats);
+    EXPECT_EQ_INT(st.mem[PLAN_MEM_OPTIM], 8 * st.n_alloc);
+}
+
+// Megatron's FLOPs split over stages and TP add up to gpt_flops_per_iteration; the bubble;
+// GPipe holds m activation slots, 1F1B at most PP - stage.
+static void test_flops_bubble_slots(void) {
+    PlanSpec s = tiny_spec(16, 32);
+    s.model.num_layers = 4;
+    PlanLayout l = {2, 4, 2, 1, 0, 0, 1};
+    PlanHardware hw;
+    plan_hw_builtin("h100", &hw);
+    PlanResult r;
+    plan_predict(&s, &l, &hw, &r);
+    EXPECT_EQ_INT(r.n_micro, 16);
+    double sum = 0.0;
+    for (int st = 0; st < 4; st++) sum += r.stages[st].flops_mb * l.tp * r.n_micro * l.dp;
+    EXPECT_NEAR(sum, r.model_flops, 1e-12);
+    // stages of unequal time (the last has the output layer, the others one layer each):
+    // more idle than (PP-1)/(m+PP-1), the slowest stage the least
+    EXPECT(r.bubble > 3.0 / 19.0, "%g", r.bubble);
+    for (int st = 0; st < 3; st++) EXPECT(r.stages[st].bubble > r.stages[3].bubble, "stage %d", st);
+    for (int st = 0; st < 4; st++) EXPECT_EQ_INT(r.stages[st].n_slots, 4 - st);
+    double act_1f1b = r.stages[1].mem[PLAN_MEM_ACTIVATIONS] / 3;
+    plan_result_free(&r);
+    l.gpipe = 1;
+    plan_predict(&s, &l, &hw, &r);
+    EXPECT_EQ_INT(r.stages[1].n_slots, 16);
+    EXPECT_NEAR(r.stages[1].mem[PLAN_MEM_ACTIVATIONS], 16 * act_1f1b, 1e-15);
+    // nodes of 8: TP [0,1] and DP [0,2] inside a node, PP [0,4,8,12] across two
+    EXPECT(!r.crosses[PLAN_G_TP] && !r.crosses[PLAN_G_DP] && r.crosses[PLAN_G_PP], "crossing");
+    plan_result_free(&r);
+    // nearly equal stages (two wide layers each, long sequences, a small vocabulary):
+    // (PP-1)/(m+PP-1)
+    s.model.num_layers = 8;
+    s.model.seq_length = s.model.max_position_embeddings = 2048;
+    s.model.hidden_size = 1024;
+    s.model.ffn_hidden_size = 4096;
+    l.gpipe = 0;
+    plan_predict(&s, &l, &hw, &r);
+    EXPECT_NEAR(r.bubble, 3.0 / 19.0, 0.01);
+    plan_result_free(&r);
+}
+
+// World 4, micro-batch 1, global batch 4, L = 4, NH = 4: (TP, PP, DP) x variants =
+// (1,1,4) x2 ZeRO + (1,2,2) x2 sched x2 ZeRO + (1,4,1) x2 sched + (2,1,2) x2 SP x2 ZeRO +
+// (2,2,1) x2 sched x2 SP + (4,1,1) x2 SP = 18 layouts, ranked.
+static void test_enumeration(void) {
+    PlanSpec s = tiny_spec(4, 4);
+    s.model.num_layers = 4;
+    PlanFilter f = {0, 0, 1, -1, -1, -1};
+    PlanHardware hw;
+    plan_hw_builtin("h200", &hw);
+    PlanSet set;
+    plan_enumerate(&s, &f, &hw, &set);
+    EXPECT_EQ_INT(set.n, 18);
+    for (int i = 1; i < set.n; i++) {
+        const PlanResult *a = &set.results[i - 1], *b = &set.results[i];
+        EXPECT(a->fits > b->fits || (a->fits == b->fits && a->t_step <= b->t_step), "rank %d", i);
+    }
+    plan_set_free(&set);
+    f.tp = 4;
+    f.zero1 = 1;  // DP = 1 with TP 4: no layout, with a reason
+    plan_enumerate(&s, &f, &hw, &set);
+    EXPECT_EQ_INT(set.n, 0);
+    EXPECT(strstr(set.reason, "DP > 1") != NULL, "%s", set.reason);
+    plan_set_free(&set);
+}
+
+static int write_file(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    if (!f) return -1;
+    fputs(text, f);
+    return fclose(f);
+}
+
+static void test_hardware_files(void) {
+    PlanHardware h100, hw;
+    char err[512], path[] = "/tmp/megac_plan_hwXXXXXX";
+    EXPECT(plan_hw_builtin("h100", &h100) == 0 && plan_hw_builtin("a100", &hw) != 0, "built-ins");
+    EXPECT_NEAR(plan_hw_peak_flops(&h100, PLAN_BF16), 989.5e12, 1e-12);
+    EXPECT_NEAR(plan_hw_peak_flops(&h100, PLAN_FP16), 989.5e12, 1e-12);
+    int fd = mkstemp(path);
+    EXPECT(fd >= 0, "mkstemp");
+    close(fd);
+    write_file(path, "# a cluster\nname = my cluster\ngpus_per_node = 4\nmemory_gb = 40  # A100\n"
+               "peak_tflops_bf16 = 312\n\ninter_node_gbps = 25\n");
+    EXPECT(plan_hw_load(path, &h100, &hw, err, sizeof err) == 0, "%s", err);
+    EXPECT(!strcmp(hw.name, "my cluster") && hw.gpus_per_node == 4, "%s %d", hw.name, hw.gpus_per_node);
+    EXPECT_NEAR(hw.memory_gb, 40, 0);
+    EXPECT_NEAR(hw.inter_gbps, 25, 0);
+    EXPECT_NEAR(hw.intra_gbps, 450, 0);  // kept from the base
+    FILE *f = fopen(path, "w");  // round trip through plan_hw_write
+    plan_hw_write(f, &hw);
+    fclose(f);
+    PlanHardware back;
+    EXPECT(plan_hw_load(path, &h100, &back, err, sizeof err) == 0, "%s", err);
+    EXPECT(!memcmp(&back.peak_tflops, &hw.peak_tflops, sizeof hw.peak_tflops) && back.gpus_per_node == 4, "round trip");
+    const char *bad[][2] = {{"gpus_per_node = 8\nnvlink = 900\n", "line 2: unknown key 'nvlink'"},
+                            {"memory_gb = lots\n", "line 1: 'lots' is not a number"},
+                            {"memory_gb 80\n", "line 1: expected key = value"},
+                            {"gemm_efficiency = 1.5\n", "gemm_efficiency must be in (0, 1]"},
+                            {"intra_node_gbps = 0\n", "intra_node_gbps must be > 0"}};
+    for (int i = 0; i < 5; i++) {
+        write_file(path, bad[i][0]);
+        EXPECT(plan_hw_load(path, &h100, &hw, err, sizeof err) != 0 && strstr(err, bad[i][1]),
+               "'%s' gave '%s'", bad[i][0], err);
+    }
+    unlink(path);
+    EXPECT(plan_hw_load(path, &h100, &hw, err, sizeof err) != 0 && strstr(err, "not a readable file"), "%s", err);
+}
+
+int main(void) {
+    test_seed_figures();
+    test_tp_counts();
+    test_flops_bubble_slots();
+    test_enumeration();
+    test_hardware_files();
+    return test_result("test_plan");
+}

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# tests/plan/test_plan_calibrate.sh MPIEXEC MEGAC: `megac plan --calibrate` on 2 ranks
+# writes a profile with positive measured figures that `megac plan --hardware` reads back;
+# an unwritable path and --device cuda are refused with exit code 2.
+set -u
+mpiexec="$1" megac="$2"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+"$mpiexec" -n 2 "$megac" plan --calibrate "$tmp/box.hw" --device cpu --num-threads 1 > "$tmp/log" 2>&1 \
+  || { echo "FAIL calibrate: exit $?"; cat "$tmp/log"; exit 1; }
+cat "$tmp/log"
+for key in peak_tflops_fp32 gemm_efficiency intra_node_gbps hbm_gbps memory_gb; do
+  v=$(sed -n "s/^$key = //p" "$tmp/box.hw")
+  python3 -c "import sys; v = float('$v'); sys.exit(0 if v > 0 else 1)" 2>/dev/null \
+    && echo "ok   $key = $v" || { echo "FAIL $key = '$v'"; fails=$((fails + 1)); }
+done
+grep -q "^gpus_per_node = 2$" "$tmp/box.hw" || { echo "FAIL gpus_per_node is not the 2 ranks on this host"; fails=$((fails + 1)); }
+"$megac" plan --world-size 4 --hardware "$tmp/box.hw" --device cpu --num-layers 2 --hidden-size 64 \
+  --num-attention-heads 4 --seq-length 32 --vocab-size 257 > "$tmp/plan" 2>&1 \
+  && grep -q "calibrated" "$tmp/plan" && echo "ok   plan reads the calibrated profile" \
+  || { echo "FAIL plan --hardware calibrated"; cat "$tmp/plan"; fails=$((fails + 1)); }
+"$megac" plan --calibrate /nonexistent/dir/x.hw --device cpu > "$tmp/out" 2> "$tmp/err"
+rc=$?
+[[ $rc -eq 2 ]] && grep -q "cannot write" "$tmp/err" && echo "ok   unwritable: $(cat "$tmp/err")" \
+  || { echo "FAIL unwritable path: exit $rc: $(cat "$tmp/err")"; fails=$((fails + 1)); }
+"$megac" plan --calibrate "$tmp/x.hw" > "$tmp/out" 2> "$tmp/err"
+rc=$?
+[[ $rc -eq 2 ]] && grep -q "device cpu" "$tmp/err" && echo "ok   cuda refused: $(cat "$tmp/err")" \
+  || { echo "FAIL --device cuda: exit $rc: $(cat "$tmp/err")"; fails=$((fails + 1)); }
+exit $((fails > 0))

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# tests/plan/test_plan_cli.sh MEGAC: `megac plan` output and bad input.
+# The table, --json (valid JSON, one entry per layout, restrictions honoured), the built-in
+# and file hardware profiles; bad input is one line naming the problem and exit code 2.
+set -u
+megac="$1"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+model=(--num-layers 4 --hidden-size 64 --num-attention-heads 8 --seq-length 32 --vocab-size 257)
+
+ok() {  # ok NAME CMD...: must exit 0
+  local name="$1"; shift
+  if "$@" > "$tmp/out" 2> "$tmp/err"; then echo "ok   $name"; else
+    echo "FAIL $name: exit $?"; cat "$tmp/err"; fails=$((fails + 1)); fi
+}
+bad() {  # bad NAME PATTERN CMD...: must exit 2 with PATTERN on stderr
+  local name="$1" pat="$2"; shift 2
+  "$@" > "$tmp/out" 2> "$tmp/err"
+  local rc=$?
+  if [[ $rc -eq 2 ]] && grep -q -- "$pat" "$tmp/err"; then echo "ok   $name: $(head -1 "$tmp/err")"; else
+    echo "FAIL $name: exit $rc, stderr: $(cat "$tmp/err")"; fails=$((fails + 1)); fi
+}
+
+ok table "$megac" plan --world-size 8 "${model[@]}" --global-batch-size 16
+grep -q "assumptions:" "$tmp/out" && grep -q "fastest first" "$tmp/out" || { echo "FAIL table text"; fails=$((fails + 1)); }
+ok json "$megac" plan --world-size 8 "${model[@]}" --global-batch-size 16 --json --hardware h200
+python3 - "$tmp/out" <<'PY' || fails=$((fails + 1))
+import json, sys
+d = json.load(open(sys.argv[1]))
+L = d["layouts"]
+assert L and all(l["tp"] * l["pp"] * l["dp"] == 8 for l in L), "layouts multiply to 8"
+assert all(len(l["stages"]) == l["pp"] for l in L), "one entry per stage"
+assert d["hardware"]["memory_gb"] == 141, d["hardware"]
+keys = {(l["tp"], l["pp"], l["micro_batch"], l["schedule"], l["sequence_parallel"], l["zero1"]) for l in L}
+assert len(keys) == len(L), "no layout twice"
+print(f"ok   json: {len(L)} layouts")
+PY
+ok restricted "$megac" plan --world-size 8 "${model[@]}" --global-batch-size 16 --json \
+  --tensor-model-parallel-size 2 --micro-batch-size 2 --sequence-parallel --no-distributed-optimizer
+python3 -c "
+import json, sys
+L = json.load(open('$tmp/out'))['layouts']
+assert L and all(l['tp'] == 2 and l['micro_batch'] == 2 and l['sequence_parallel'] == 1 and l['zero1'] == 0 for l in L), L
+" || { echo "FAIL restrictions"; fails=$((fails + 1)); }
+printf 'name = two-GPU box\ngpus_per_node = 2\nmemory_gb = 24\ninter_node_gbps = 12.5\n' > "$tmp/box.hw"
+ok hardware_file "$megac" plan --world-size 8 "${model[@]}" --global-batch-size 16 --hardware "$tmp/box.hw"
+grep -q "two-GPU box" "$tmp/out" || { echo "FAIL profile name not shown"; fails=$((fails + 1)); }
+
+bad no_world "world-size" "$megac" plan "${model[@]}"
+bad tp_not_dividing "not divisible by --tensor-model-parallel-size 3" "$megac" plan --world-size 8 "${model[@]}" --tensor-model-parallel-size 3
+bad unknown_hardware "not a built-in profile" "$megac" plan --world-size 8 "${model[@]}" --hardware a100
+printf 'gpus_per_node = eight\n' > "$tmp/bad.hw"
+bad bad_hardware_file "line 1: 'eight' is not a number" "$megac" plan --world-size 8 "${model[@]}" --hardware "$tmp/bad.hw"
+bad no_valid_layout "no valid layout" "$megac" plan --world-size 8 --num-layers 3 --hidden-size 63 \
+  --num-attention-heads 3 --seq-length 32 --global-batch-size 3
+bad contradiction "contradict" "$megac" plan --world-size 8 "${model[@]}" --sequence-parallel --no-sequence-parallel
+bad schedule "must be 1f1b or gpipe" "$megac" plan --world-size 8 "${model[@]}" --pipeline-schedule interleaved
+bad heads "not divisible by num-attention-heads" "$megac" plan --world-size 8 --hidden-size 60 --num-attention-heads 8
+bad unknown_flag "unknown" "$megac" plan --world-size 8 --gpus 8
+[[ $fails -eq 0 ]] && echo "test_plan_cli: ok" || echo "test_plan_cli: $fails failure(s)"
+exit $((fails > 0))

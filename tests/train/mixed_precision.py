@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""tests/train/mixed_precision.py: --bf16 / --fp16 training on --device cuda (the emulator in
+CI) against the fp32 CPU run of the same tiny model.
+
+  vs_cpu     the same run in the given precision stays within --tol (loss) and --gnorm-tol
+             (grad norm) of the CPU fp32 run, relative, every iteration (fp16: static loss
+             scale 1024).
+  overflow   --fp16 starting at a loss scale that overflows: the first steps are skipped,
+             each skip halves the scale (--hysteresis 1), then training proceeds and the
+             loss falls; the log lines show the scale and the skipped count.
+  resume     checkpoints cross precisions: a --bf16 run's checkpoint resumed in fp32 on the
+             CPU, and a CPU fp32 checkpoint resumed with --bf16, both continue within --tol of
+             the uninterrupted fp32 run.
+
+usage: mixed_precision.py --megac BIN --mpiexec MPIEXEC --mode MODE [--precision bf16|fp16]
+                          [--layout TP,PP,DP] [--tol X] [--gnorm-tol X] -- <megac train flags>
+"""
+import argparse, json, os, re, subprocess, sys, tempfile
+
+
+def train(args, flags, log, ranks=1):
+    cmd = [args.mpiexec, "-n", str(ranks), args.megac, "train", "--log-json", log,
+           "--num-threads", "1"] + args.train + flags
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=1200)
+    if p.returncode != 0:
+        print(p.stdout[-4000:])
+        sys.exit(f"FAIL: exited {p.returncode}: {' '.join(cmd)}")
+    return [json.loads(l) for l in open(log)], p.stdout
+
+
+def rel(a, b):
+    return abs(a - b) / max(abs(b), 1e-12)
+
+
+def compare(name, got, ref, tol, gtol, first=1):
+    ref = {r["iteration"]: r for r in ref}
+    dl = dg = 0.0
+    for g in got:
+        r = ref[g["iteration"]]
+        if g["iteration"] < first:
+            continue
+        dl, dg = max(dl, rel(g["lm_loss"], r["lm_loss"])), max(dg, rel(g["grad_norm"], r["grad_norm"]))
+    print(f"{name:<40} iterations {len(got):>3}  max rel diff loss {dl:.3e} (tol {tol:g})  "
+          f"grad norm {dg:.3e} (tol {gtol:g})")
+    if dl > tol or dg > gtol:
+        sys.exit(f"FAIL: {name} differs from the fp32 CPU run")
+
+
+def mode_vs_cpu(args, wd):
+    tp, pp, dp = (int(x) for x in args.layout.split(","))
+    ref, _ = train(args, [], os.path.join(wd, "cpu.jsonl"))
+    # fp16 with a static scale: the dynamic one would skip the first steps (see overflow)
+    scale = ["--loss-scale", "1024"] if args.precision == "fp16" else []
+    got, out = train(args, scale + ["--device", "cuda", f"--{args.precision}", "--tensor-model-parallel-size",
+                            str(tp), "--pipeline-model-parallel-size", str(pp)],
+                     os.path.join(wd, "mixed.jsonl"), tp * pp * dp)
+    if args.precision not in out:
+        sys.exit("FAIL: the start-up log does not name the precision")
+    if any(g["skipped"] for g in got) and args.precision == "bf16":
+        sys.exit("FAIL: a --bf16 step was skipped")
+    compare(f"--{args.precision} layout {args.layout} vs CPU fp32", got, ref, args.tol, args.gnorm_tol)
+
+
+def mode_overflow(args, wd):
+    # 8 samples seen again and again at a high rate: the loss must fall once steps are taken
+    got, out = train(args, ["--device", "cuda", "--fp16", "--initial-loss-scale", "268435456",
+                            "--hysteresis", "1", "--lr", "1e-2", "--mock-samples", "8"],
+                     os.path.join(wd, "fp16.jsonl"))
+    skipped = [g for g in got if g["skipped"]]
+    if not skipped or not got[0]["skipped"]:
+        sys.exit("FAIL: a loss scale of 2^28 should overflow fp16 at the first step")
+    scale = 2.0 ** 28
+    for g in got:
+        if g["skipped"]:
+            scale /= 2
+            if g["loss_scale"] != scale:
+                sys.exit(f"FAIL: iteration {g['iteration']}: scale {g['loss_scale']}, expected {scale}")
+    ok = [g for g in got if not g["skipped"]]
+    if len(ok) < 3:
+        sys.exit(f"FAIL: only {len(ok)} steps were taken after the overflows")
+    if not ok[-1]["lm_loss"] < ok[0]["lm_loss"] - 0.5:
+        sys.exit(f"FAIL: the loss did not fall after the scale settled: {ok[0]['lm_loss']} -> {ok[-1]['lm_loss']}")
+    lines = [l for l in out.splitlines() if l.startswith(" iteration ") and "loss scale:" in l]
+    m = re.search(r"number of skipped iterations: +(\d+)", lines[-1]) if lines else None
+    if not m or int(m.group(1)) != len(skipped):
+        sys.exit(f"FAIL: the log line does not count {len(skipped)} skipped iterations")
+    print(f"fp16 overflow: {len(skipped)} steps skipped, scale 2^28 -> {ok[-1]['loss_scale']:g}, "
+          f"loss {got[0]['lm_loss']:.4f} -> {ok[-1]['lm_loss']:.4f}: ok")
+
+
+def mode_resume(args, wd):
+    iters = int(args.train[args.train.index("--train-iters") + 1])
+    half = iters // 2
+    base = [a for a in args.train] + ["--lr-decay-iters", str(iters)]  # one schedule for all
+    args.train = base
+    ref, _ = train(args, [], os.path.join(wd, "ref.jsonl"))
+    bf = ["--device", "cuda", f"--{args.precision}"]
+    for name, first, second in [(f"{args.precision} -> fp32 cpu", bf, []), (f"fp32 cpu -> {args.precision}", [], bf)]:
+        ck = os.path.join(wd, "ck_" + str(len(first)))
+        args.train = base[:base.index("--train-iters") + 1] + [str(half)] + base[base.index("--train-iters") + 2:]
+        train(args, first + ["--save", ck], os.path.join(wd, f"a{len(first)}.jsonl"))
+        args.train = base
+        got, _ = train(args, second + ["--load", ck], os.path.join(wd, f"b{len(first)}.jsonl"))
+        got = [g for g in got if g["iteration"] > half]
+        if len(got) != iters - half:
+            sys.exit(f"FAIL: {name}: resumed run logged {len(got)} iterations, expected {iters - half}")
+        compare(f"resume {name}", got, ref, args.tol, args.gnorm_tol)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--megac", required=True)
+    ap.add_argument("--mpiexec", default="mpiexec")
+    ap.add_argument("--mode", required=True, choices=["vs_cpu", "overflow", "resume"])
+    ap.add_argument("--precision", default="bf16", choices=["bf16", "fp16"])
+    ap.add_argument("--layout", default="1,1,1")
+    ap.add_argument("--tol", type=float, default=2e-2)
+    ap.add_argument("--gnorm-tol", type=float, default=1e-1)
+    ap.add_argument("train", nargs=argparse.REMAINDER)
+    args = ap.parse_args()
+    if args.train and args.train[0] == "--":
+        args.train = args.train[1:]
+    with tempfile.TemporaryDirectory() as wd:
+        {"vs_cpu": mode_vs_cpu, "overflow": mode_overflow, "resume": mode_resume}[args.mode](args, wd)
+    print("mixed precision: ok")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,120 @@
+// train/checkpoint_lock.c: the --save directory's lock file and the no-rollback rule (see
+// checkpoint_lock.h).
+#include "checkpoint_lock.h"
+#include "checkpoint_format.h"
+#include "checkpoint_fs.h"
+#include "core/check.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>  // defines: kill (liveness probe)
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define LOCK_NAME ".megac-save.lock"
+enum { MSG = CKPT_MSG_MAX, HOST = 256 };
+
+// The lock this process holds (rank 0), removed at exit; a handler can reach only statics.
+static char held_lock[CKPT_PATH_MAX];
+
+void ckpt_lock_release(void) {
+    if (held_lock[0]) unlink(held_lock);
+    held_lock[0] = '\0';
+}
+
+// Creates path with our identity. Returns 0, or errno (EEXIST: held).
+static int try_create(const char *path) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+    if (fd < 0) return errno;
+    char host[HOST] = "", text[512];
+    gethostname(host, sizeof host - 1);
+    const char *job = getenv("SLURM_JOB_ID");
+    int len = snprintf(text, sizeof text, "%d %s %s %lld\n", (int)getpid(), host,
+                       job && *job ? job : "-", (long long)time(NULL));
+    int rc = write(fd, text, (size_t)len) == len ? 0 : errno ? errno : EIO;
+    close(fd);
+    if (rc) unlink(path);
+    return rc;
+}
+
+// Is the holder described by the lock's text gone (or ourselves, requeued)? Fills `who`.
+static int is_stale(const char *path, char *who, size_t n) {
+    char text[512] = "", host[HOST] = "", their_host[HOST] = "", job[64] = "";
+    long long pid = 0, since = 0;
+    FILE *f = fopen(path, "r");
+    if (f) {
+        if (!fgets(text, sizeof text, f)) text[0] = '\0';
+        fclose(f);
+    }
+    if (sscanf(text, "%lld %255s %63s %lld", &pid, their_host, job, &since) != 4) {
+        snprintf(who, n, "an unreadable lock");
+        return 0;
+    }
+    gethostname(host, sizeof host - 1);
+    const char *my_job = getenv("SLURM_JOB_ID");
+    time_t t = (time_t)since;
+    char when[32];
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime(&t));
+    snprintf(who, n, "process %lld on host %s (Slurm job %s, since %s)", pid, their_host, job, when);
+    if (my_job && *my_job && !strcmp(my_job, job)) return 1;  // this job, requeued
+    return !strcmp(host, their_host) && kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+}
+
+static int acquire(const char *dir, char *msg, size_t n) {
+    char path[CKPT_PATH_MAX], who[400];
+    if (ckpt_fs_path(path, dir, -1, LOCK_NAME) != 0) {
+        snprintf(msg, n, "--save: directory name too long: %.200s...", dir);
+        return -1;
+    }
+    int rc = try_create(path);
+    if (rc == EEXIST && is_stale(path, who, sizeof who)) {
+        printf(" taking over the stale lock %s of %s\n", path, who);
+        unlink(path);
+        rc = try_create(path);
+    }
+    if (rc == EEXIST) {
+        snprintf(msg, n, "--save %s is in use by another run: %s holds %.300s (if that run is gone, "
+                 "delete the file)", dir, who, path);
+        return -1;
+    }
+    if (rc) {
+        snprintf(msg, n, "--save: cannot create %.900s: %s", path, strerror(rc));
+        return -1;
+    }
+    snprintf(held_lock, sizeof held_lock, "%s", path);
+    atexit(ckpt_lock_release);
+    return 0;
+}
+
+void ckpt_lock_acquire(Trainer *t) {
+    char msg[MSG] = "";
+    int status = t->grid->coord.rank == 0 ? acquire(t->args.save, msg, sizeof msg) : 0;
+    core_agree_or_exit(status, msg, (int)sizeof msg);
+}
+
+void ckpt_check_rollback(Trainer *t) {
+    char msg[MSG] = "", path[CKPT_PATH_MAX];
+    int status = 0;
+    int64_t latest = 0;
+    const char *dir = t->args.save;
+    if (t->grid->coord.rank == 0 && ckpt_fs_path(path, dir, -1, CKPT_LATEST) == 0 &&
+        access(path, F_OK) == 0 && ckpt_read_latest(dir, &latest, msg, sizeof msg) == 0 &&
+        latest > t->iteration) {
+        if (t->args.overwrite_newer) {
+            printf(" warning: --save %s holds checkpoints up to iteration %lld; this run starts at "
+                   "%lld and will move `latest` back (--overwrite-newer-checkpoints)\n", dir,
+                   (long long)latest, (long long)t->iteration);
+        } else {
+            snprintf(msg, sizeof msg, "--save %s already holds checkpoints up to iteration %lld "
+                     "(%s) but this run starts at iteration %lld: its saves would move `latest` "
+                     "back. Resume with --load %s, save elsewhere, or pass "
+                     "--overwrite-newer-checkpoints to start over", dir, (long long)latest,
+                     CKPT_LATEST, (long long)t->iteration, dir);
+            status = -1;
+        }
+    }
+    core_agree_or_exit(status, msg, (int)sizeof msg);
+}

@@ -1,0 +1,136 @@
+// train/train_outputs.c: output paths checked at start-up; the appended --log-json file.
+#include "train_outputs.h"
+#include "checkpoint_format.h"
+#include "checkpoint_fs.h"
+#include "core/check.h"
+
+#include <errno.h>
+#include <fcntl.h>     // defines: open, O_CREAT, O_EXCL
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { MAX_INPUTS = 5, MSG = 1024 };
+
+typedef struct {
+    const char *what;
+    char path[CKPT_PATH_MAX];
+} Input;
+
+// The files this run reads or must keep: the data, `latest` and its checkpoint of each dir.
+static int list_inputs(const TrainArgs *a, Input *in) {
+    int n = 0;
+    if (!a->mock_data && a->data_path) {
+        in[n].what = "--data-path";
+        snprintf(in[n++].path, CKPT_PATH_MAX, "%s", a->data_path);
+    }
+    const char *dirs[2] = {a->load, a->save}, *names[2] = {"--load", "--save"};
+    for (int d = 0; d < 2; d++) {
+        char err[MSG];
+        int64_t it = 0;
+        if (!dirs[d] || n + 2 > MAX_INPUTS) continue;
+        in[n].what = names[d];
+        if (ckpt_fs_path(in[n].path, dirs[d], -1, CKPT_LATEST) == 0) n++;
+        if (ckpt_read_latest(dirs[d], &it, err, sizeof err) == 0) {
+            in[n].what = names[d];
+            if (ckpt_fs_path(in[n].path, dirs[d], it, CKPT_FILE) == 0) n++;
+        }
+    }
+    return n;
+}
+
+// Checks one output path; 0, or -1 with one line in err.
+static int check_output(const char *flag, const char *path, const Input *in, int n_in,
+                        char *err, size_t n) {
+    struct stat st, si;
+    if (stat(path, &st) != 0) {  // not there yet: can it be created? (leave nothing behind)
+        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0666);
+        if (fd < 0) {
+            snprintf(err, n, "cannot write %s %s: %s", flag, path, strerror(errno));
+            return -1;
+        }
+        close(fd);
+        unlink(path);
+        return 0;
+    }
+    if (!S_ISREG(st.st_mode) && !S_ISCHR(st.st_mode)) {  // /dev/null is fine
+        snprintf(err, n, "cannot write %s %s: %s", flag, path,
+                 S_ISDIR(st.st_mode) ? "it is a directory" : "not a regular file (a FIFO or socket)");
+        return -1;
+    }
+    for (int i = 0; i < n_in; i++)
+        if (stat(in[i].path, &si) == 0 && si.st_dev == st.st_dev && si.st_ino == st.st_ino &&
+            S_ISREG(st.st_mode)) {
+            snprintf(err, n, "%s %s is the same file as %s's %s: refusing to overwrite an input",
+                     flag, path, in[i].what, in[i].path);
+            return -1;
+        }
+    if (access(path, W_OK) != 0) {
+        snprintf(err, n, "cannot write %s %s: %s", flag, path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+// Rank 0's checks and the opening of --log-json. Returns 0, or -1 with one line in msg.
+static int outputs_rank0(Trainer *t, char *msg, size_t n) {
+    const TrainArgs *a = &t->args;
+    Input in[MAX_INPUTS];
+    int n_in = list_inputs(a, in);
+    if (a->log_json && check_output("--log-json", a->log_json, in, n_in, msg, n)) return -1;
+    if (a->trace && check_output("--trace", a->trace, in, n_in, msg, n)) return -1;
+    struct stat s1, s2;
+    if (a->log_json && a->trace && stat(a->log_json, &s1) == 0 && stat(a->trace, &s2) == 0 &&
+        s1.st_dev == s2.st_dev && s1.st_ino == s2.st_ino) {
+        snprintf(msg, n, "--log-json %s and --trace %s are the same file", a->log_json, a->trace);
+        return -1;
+    }
+    if (!a->log_json) return 0;
+    t->log_json = fopen(a->log_json, "a+");  // appends; reads start at the beginning
+    if (!t->log_json) {
+        snprintf(msg, n, "cannot write --log-json %s: %s", a->log_json, strerror(errno));
+        return -1;
+    }
+    fseek(t->log_json, 0, SEEK_END);
+    long size = ftell(t->log_json);
+    t->log_json_prior = size > 0 ? size : 0;
+    if (size > 0 && fseek(t->log_json, -1, SEEK_END) == 0 && fgetc(t->log_json) != '\n')
+        fputc('\n', t->log_json);  // a record cut short by a crash ends here
+    fseek(t->log_json, 0, SEEK_END);
+    return 0;
+}
+
+void train_outputs_check(Trainer *t) {
+    char msg[MSG] = "";
+    int status = t->grid->coord.rank == 0 ? outputs_rank0(t, msg, sizeof msg) : 0;
+    core_agree_or_exit(status, msg, (int)sizeof msg);
+}
+
+// Records of the file (from the beginning) whose "iteration" is above `after`.
+static long count_after(FILE *f, int64_t after) {
+    char line[4096];
+    long n = 0;
+    rewind(f);
+    while (fgets(line, sizeof line, f)) {
+        long long it = 0;
+        if (sscanf(line, "{\"iteration\":%lld", &it) == 1 && it > after) n++;
+    }
+    fseek(f, 0, SEEK_END);
+    return n;
+}
+
+void train_outputs_run_start(Trainer *t) {
+    FILE *f = t->log_json;
+    if (!f || t->log_json_prior == 0) return;
+    long superseded = count_after(f, t->iteration);
+    char when[32];
+    time_t now = time(NULL);
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+    fprintf(f, "{\"event\":\"run_start\",\"start_iteration\":%lld,\"resumed\":%d,"
+            "\"superseded_records\":%ld,\"time\":\"%s\"}\n", (long long)t->iteration,
+            t->args.load != NULL, superseded, when);
+    fflush(f);
+}

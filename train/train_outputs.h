@@ -1,0 +1,17 @@
+// train/train_outputs.h: the run's output files (--log-json, --trace), checked before any
+// work, and the --log-json file opened for appending (a resumed run never loses its log).
+#pragma once
+#include "trainer.h"
+
+// Collective, in trainer_create. Rank 0 checks that --log-json and --trace are writable
+// (creating nothing that is not there), are not a directory, FIFO or device, are not the
+// same file as each other or as an input of this run (the --data-path file, the `latest`
+// file or checkpoint of --load and --save); then opens --log-json for appending into
+// t->log_json (t->log_json_prior = its size before). On failure one line, exit 2 on every rank.
+void train_outputs_check(Trainer *t);
+
+// Rank 0, after the checkpoint is loaded: when the --log-json file already held records,
+// appends one {"event":"run_start",...} record saying where this run starts and how many
+// earlier records (iteration > the start) it supersedes; the file is never truncated.
+// Does nothing otherwise (a new log starts with iteration records only). Never fails.
+void train_outputs_run_start(Trainer *t);

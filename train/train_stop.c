@@ -1,0 +1,35 @@
+// train/train_stop.c: the agreed, graceful early stop (see train_stop.h).
+#include "train_stop.h"
+#include "core/check.h"
+#include "core/stop.h"
+#include "core/timer.h"
+
+#include <stdio.h>
+
+void train_stop_init(Trainer *t) {
+    t->t_launch = core_now();
+    if (t->args.exit_signal_handler) core_stop_install();
+    else core_stop_uninstall();
+}
+
+int train_stop_check(Trainer *t, int64_t it_start, char *why, size_t n) {
+    const TrainArgs *a = &t->args;
+    double minutes = (core_now() - t->t_launch) / 60.0;
+    // [signal received, duration exceeded]: MAX over the world, so every rank sees the same
+    int mine[2] = {core_stop_signal(), a->exit_duration_mins > 0 && minutes >= a->exit_duration_mins};
+    int all[2];
+    MPI_CHECK(MPI_Allreduce(mine, all, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    if (all[0]) {
+        snprintf(why, n, "%s received", core_stop_signal_name(all[0]));
+        return 1;
+    }
+    if (all[1]) {
+        snprintf(why, n, "--exit-duration-in-mins %g reached", a->exit_duration_mins);
+        return 1;
+    }
+    if (a->exit_interval > 0 && t->iteration > it_start && t->iteration % a->exit_interval == 0) {
+        snprintf(why, n, "--exit-interval %lld reached", (long long)a->exit_interval);
+        return 1;
+    }
+    return 0;
+}
