@@ -99,8 +99,15 @@ int trainer_run(Trainer *t) {
                 printf(" validation loss at iteration %lld | lm loss value: %.6E | lm loss PPL: %.6E |\n",
                        (long long)it, vl, exp(vl));
         }
-        if (a->save && ((a->save_interval > 0 && it % a->save_interval == 0) || it == a->train_iters))
-            ckpt_save(t);
+        if (a->save && ((a->save_interval > 0 && it % a->save_interval == 0) || it == a->train_iters)) {
+            if (t->nan_in_row == 0) {
+                ckpt_save(t);
+            } else if (rank0) {  // never let a NaN streak's state replace a good checkpoint
+                if (tty) fputs("\r\033[K", stdout);
+                printf(" iteration %lld: inside a NaN/Inf streak (%d in a row): checkpoint not "
+                       "saved; the last one stays\n", (long long)it, t->nan_in_row);
+            }
+        }
         if (tty) train_log_progress(it, it_start, a->train_iters, core_now() - t_start);
     }
     if (stopped) stop_run(t, it_start, why);

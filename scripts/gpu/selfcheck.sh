@@ -5,7 +5,8 @@
 # own timeout; a failing step never stops the others:
 #   a probe      nvidia-smi, nvcc, glibc, ldd of the packed binaries (every library resolved?)
 #   b ops        tests/backend/cuda/test_cuda_ops: CUDA vs CPU, op by op
-#   c train      20 iterations on mock data, CPU vs CUDA fp32 (1e-4 rel.) and TF32 (2e-3 rel.)
+#   c train      20 iterations on mock data, CPU vs CUDA fp32 (1e-4 rel.), TF32 (2e-3 rel.) and
+#                --bf16 (2e-2 rel.)
 #   d bench      bf16/TF32 GEMM rate (PyTorch, 8192^3), bench_train gpt2-124m and gpt2-350m
 #                at T=1024, TF32 vs --bf16 (with/without --use-flash-attn), and gpt2-350m at
 #                T=4096: tokens/s, TFLOP/s, MFU vs 989 and vs the measured GEMM rates, MiB
@@ -134,6 +135,9 @@ main() {
     if have test_cuda_ops; then
       local rc
       m timeout -k 5 "$(tmo 120 290)" "$bin/test_cuda_ops" > "$OUT/ops.log" 2>&1; rc=$?
+      if ((rc == 0)) && have test_cuda_half; then  # bf16 / fp16 kernels against the CPU
+        m timeout -k 5 "$(tmo 60 280)" "$bin/test_cuda_half" >> "$OUT/ops.log" 2>&1; rc=$?
+      fi
       cat "$OUT/ops.log"
       local last; last=$(grep -v '^\s*$' "$OUT/ops.log" | tail -1 | cut -c1-120)
       case $rc in
@@ -150,7 +154,7 @@ main() {
   if want c; then
     hdr "c: 20 iterations CPU vs CUDA fp32 / TF32"
     if have megac; then
-      local tdir=/tmp/megac-selfcheck-train rc_cpu rc_f rc_t
+      local tdir=/tmp/megac-selfcheck-train rc_cpu rc_f rc_t rc_b
       rm -rf "$tdir" && mkdir -p "$tdir"
       local common=(train --mock-data --num-layers 2 --hidden-size 64 --num-attention-heads 4
                     --seq-length 64 --micro-batch-size 4 --global-batch-size 8 --train-iters 20
@@ -158,9 +162,10 @@ main() {
       m timeout -k 5 "$(tmo 60 270)" "$bin/megac" "${common[@]}" --device cpu --log-json "$tdir/cpu.jsonl" > "$tdir/cpu.out" 2>&1; rc_cpu=$?
       m timeout -k 5 "$(tmo 90 250)" "$bin/megac" "${common[@]}" --device cuda --no-tf32 --log-json "$tdir/cuda_fp32.jsonl" > "$tdir/cuda_fp32.out" 2>&1; rc_f=$?
       m timeout -k 5 "$(tmo 90 230)" "$bin/megac" "${common[@]}" --device cuda --log-json "$tdir/cuda_tf32.jsonl" > "$tdir/cuda_tf32.out" 2>&1; rc_t=$?
+      m timeout -k 5 "$(tmo 90 220)" "$bin/megac" "${common[@]}" --device cuda --bf16 --log-json "$tdir/cuda_bf16.jsonl" > "$tdir/cuda_bf16.out" 2>&1; rc_b=$?
       {
-        echo "runs: cpu $(rc_word $rc_cpu), cuda fp32 $(rc_word $rc_f), cuda tf32 $(rc_word $rc_t)"
-        for r in cpu cuda_fp32 cuda_tf32; do echo "--- $r (tail)"; tail -6 "$tdir/$r.out"; done
+        echo "runs: cpu $(rc_word $rc_cpu), cuda fp32 $(rc_word $rc_f), cuda tf32 $(rc_word $rc_t), cuda bf16 $(rc_word $rc_b)"
+        for r in cpu cuda_fp32 cuda_tf32 cuda_bf16; do echo "--- $r (tail)"; tail -6 "$tdir/$r.out"; done
       } > "$OUT/train.txt"
       local cmp=""
       if [[ -n "$py" ]]; then
@@ -175,7 +180,8 @@ def load(name):
     return {r["iteration"]: r for r in rows if "iteration" in r}
 ref = load("cpu")
 print("iter  cpu_loss        fp32_loss       tf32_loss       cpu_gnorm     fp32_gnorm    tf32_gnorm")
-runs = {"fp32": (load("cuda_fp32"), 1e-4), "tf32": (load("cuda_tf32"), 2e-3)}
+runs = {"fp32": (load("cuda_fp32"), 1e-4), "tf32": (load("cuda_tf32"), 2e-3),
+        "bf16": (load("cuda_bf16"), 2e-2)}
 if ref:
     for it in sorted(ref):
         f = (runs["fp32"][0] or {}).get(it, {}); t = (runs["tf32"][0] or {}).get(it, {})

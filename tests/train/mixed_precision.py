@@ -116,10 +116,13 @@ def main():
     ap.add_argument("--layout", default="1,1,1")
     ap.add_argument("--tol", type=float, default=2e-2)
     ap.add_argument("--gnorm-tol", type=float, default=1e-1)
+    ap.add_argument("--iters", type=int, default=0, help="override --train-iters (0: keep)")
     ap.add_argument("train", nargs=argparse.REMAINDER)
     args = ap.parse_args()
     if args.train and args.train[0] == "--":
         args.train = args.train[1:]
+    if args.iters:
+        args.train += ["--train-iters", str(args.iters)]  # the last value of a flag wins
     with tempfile.TemporaryDirectory() as wd:
         {"vs_cpu": mode_vs_cpu, "overflow": mode_overflow, "resume": mode_resume}[args.mode](args, wd)
     print("mixed precision: ok")

@@ -29,15 +29,19 @@ assert nan[3]["lm_loss"] != ref[3]["lm_loss"]
 PY
 echo "ok: a NaN step at iteration 3 was skipped and counted; training went on to iteration 8"
 
-# NaN at 3..7 with --max-nan-iters 3: the third in a row (iteration 5) stops the run.
+# NaN at 3..7 with --max-nan-iters 3: the third in a row (iteration 5) stops the run; the save
+# due at iteration 4 falls inside the streak and is skipped, so `latest` stays at 2.
 MEGAC_TEST_NAN_AT_ITER=3,4,5,6,7 "$mpiexec" -n 2 "$megac" train "${flags[@]}" --train-iters 10 \
   --save "$wd/ckpt" --save-interval 2 >"$wd/out.txt" 2>&1
 rc=$?
 [[ $rc -eq 3 ]] || fail "exit code $rc, want 3"
 grep -q "megac: 3 NaN/Inf iterations in a row (limit --max-nan-iters 3): stopping" "$wd/out.txt" || fail "no stop message"
-[[ "$(cat "$wd/ckpt/latest_checkpointed_iteration.txt")" == 4 ]] || fail "latest checkpoint is not iteration 4"
+grep -q "iteration 4: inside a NaN/Inf streak (2 in a row): checkpoint not saved" "$wd/out.txt" \
+  || fail "the save inside the NaN streak was not skipped with a message"
+[[ "$(cat "$wd/ckpt/latest_checkpointed_iteration.txt")" == 2 ]] || fail "latest checkpoint is not iteration 2"
+[[ ! -e "$wd/ckpt/iter_0000004" ]] || fail "a checkpoint was written inside the NaN streak"
 "$mpiexec" -n 2 "$megac" train "${flags[@]}" --train-iters 6 --load "$wd/ckpt" >"$wd/out.txt" 2>&1 \
   || fail "the last checkpoint does not load"
 grep -q "iteration        6/" "$wd/out.txt" || fail "resumed run did not train"
-grep -q "iteration        5/" "$wd/out.txt" || fail "the resumed run did not start at iteration 5"
-echo "ok: 3 NaN steps in a row stopped the run (exit 3) at --max-nan-iters 3; checkpoint 4 loads and training resumes"
+grep -q "iteration        3/" "$wd/out.txt" || fail "the resumed run did not start at iteration 3"
+echo "ok: 3 NaN steps in a row stopped the run (exit 3) at --max-nan-iters 3; the save at iteration 4 (inside the streak) was skipped; checkpoint 2 loads and training resumes"
