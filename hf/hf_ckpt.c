@@ -64,27 +64,14 @@ int hf_ckpt_find(const HfCkpt *c, const char *name) {
 
 // Reads dataset /model/<p->name> whole into out after checking it is float32 of p's shape.
 static int read_tensor(hid_t grp, const ParamInfo *p, float *out, char *why, size_t n) {
-    if (H5Lexists(grp, p->name, H5P_DEFAULT) <= 0) {
-        snprintf(why, n, "dataset /model/%s is missing", p->name);
-        return -1;
-    }
+    if (ckpt_h5_check_dataset(grp, "/model", p, why, n) != 0) return -1;
     hid_t ds = H5Dopen2(grp, p->name, H5P_DEFAULT);
-    hid_t ty = ds < 0 ? -1 : H5Dget_type(ds), sp = ds < 0 ? -1 : H5Dget_space(ds);
-    hsize_t dims[3] = {0, 0, 0};
-    int rank = sp < 0 ? -1 : H5Sget_simple_extent_ndims(sp);
-    if (rank >= 1 && rank <= 3) H5Sget_simple_extent_dims(sp, dims, NULL);
-    int ok = ty >= 0 && H5Tget_class(ty) == H5T_FLOAT && H5Tget_size(ty) == 4 &&
-             rank == (p->cols == 1 ? 1 : 2) && dims[0] == (hsize_t)p->rows &&
-             (rank == 1 || dims[1] == (hsize_t)p->cols);
-    if (!ok) snprintf(why, n, "dataset /model/%s is not float32 of shape (%d, %d)", p->name, p->rows, p->cols);
-    else if (H5Dread(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) < 0) {
+    int ok = ds >= 0 && H5Dread(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) >= 0;
+    if (!ok) {
         char h5[256];
         core_hdf5_last_error(h5, sizeof h5);
         snprintf(why, n, "cannot read dataset /model/%s (HDF5: %s)", p->name, h5);
-        ok = 0;
     }
-    if (sp >= 0) H5Sclose(sp);
-    if (ty >= 0) H5Tclose(ty);
     if (ds >= 0) H5Dclose(ds);
     return ok ? 0 : -1;
 }

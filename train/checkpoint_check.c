@@ -70,8 +70,7 @@ static int compare_config(const CkptMeta *got, const CkptMeta *want, char *err, 
     return bad ? -1 : 0;
 }
 
-// Checks one dataset: present, float32, full shape of p.
-static int check_dataset(hid_t grp, const char *gpath, const ParamInfo *p, char *err, size_t n) {
+int ckpt_h5_check_dataset(hid_t grp, const char *gpath, const ParamInfo *p, char *err, size_t n) {
     if (H5Lexists(grp, p->name, H5P_DEFAULT) <= 0) {
         snprintf(err, n, "dataset %s/%s is missing", gpath, p->name);
         return -1;
@@ -120,7 +119,7 @@ static int check_datasets(hid_t f, const CkptMeta *want, char *err, size_t n) {
             rc = -1;
             break;
         }
-        for (int i = 0; i < np && rc == 0; i++) rc = check_dataset(grp, gpath, &full[i], err, n);
+        for (int i = 0; i < np && rc == 0; i++) rc = ckpt_h5_check_dataset(grp, gpath, &full[i], err, n);
         H5Gclose(grp);
     }
     free(full);

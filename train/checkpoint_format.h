@@ -63,6 +63,11 @@ void ckpt_h5_create_datasets(hid_t f, const ParamInfo *full, int n);
 int ckpt_h5_transfer(hid_t ds, const ParamInfo *p, int tp, int tp_rank, size_t e0, size_t e1,
                      float *buf, int write);
 
+// Checks dataset p->name of group grp (path gpath, for the message): present, float32, the
+// full shape of p. Returns 0, or -1 with one line naming the dataset, the expected and the
+// found type and shape in err. Reads no data.
+int ckpt_h5_check_dataset(hid_t grp, const char *gpath, const ParamInfo *p, char *err, size_t errlen);
+
 // Reads the iteration named by DIR/latest_checkpointed_iteration.txt into *it. Returns 0,
 // or -1 with one line naming the file in err (missing, not a regular file, unreadable, not
 // a number). Rank 0's file-system step; no HDF5.
