@@ -28,21 +28,38 @@ static void report_pipeline(Trainer *t) {
     }
 }
 
+// Saves a checkpoint of t->iteration, except inside a streak of NaN/Inf steps: that state
+// never replaces the last good checkpoint (rank 0 says so in one line). Returns 1 if it
+// saved. Collective.
+static int save_checkpoint(Trainer *t) {
+    if (t->nan_in_row == 0) {
+        ckpt_save(t);
+        return 1;
+    }
+    if (t->grid->coord.rank == 0) {
+        if (isatty(1)) fputs("\r\033[K", stdout);
+        printf(" iteration %lld: inside a NaN/Inf streak (%d in a row): checkpoint not saved; "
+               "the last one stays\n", (long long)t->iteration, t->nan_in_row);
+    }
+    return 0;
+}
+
 // The agreed early stop (train_stop.h): a checkpoint of the last completed iteration unless
-// one was just written, then one line saying why and how to go on. Collective.
+// one was just written (or it is inside a NaN streak), then one line saying why and how to
+// go on. Collective.
 static void stop_run(Trainer *t, int64_t it_start, const char *why) {
     const TrainArgs *a = &t->args;
     int rank0 = t->grid->coord.rank == 0, saved = 0;
-    if (a->save && t->iteration > it_start && t->last_saved != t->iteration) {
-        ckpt_save(t);
-        saved = 1;
-    }
+    if (a->save && t->iteration > it_start && t->last_saved != t->iteration && t->nan_in_row == 0)
+        saved = save_checkpoint(t);  // inside a NaN streak the line below says why not
     if (t->log_json) fflush(t->log_json);
     if (!rank0) return;
     if (isatty(1)) fputs("\r\033[K", stdout);
     char what[CKPT_LINE];
     if (!a->save)
         snprintf(what, sizeof what, "no --save: nothing saved");
+    else if (t->nan_in_row > 0 && t->last_saved != t->iteration)
+        snprintf(what, sizeof what, "inside a NaN/Inf streak: not saved, the last checkpoint stays");
     else if (t->last_saved == t->iteration)
         snprintf(what, sizeof what, "checkpoint %s iteration %lld in %s; resume with --load %s",
                  saved ? "saved at" : "already at", (long long)t->iteration, a->save, a->save);
@@ -99,15 +116,8 @@ int trainer_run(Trainer *t) {
                 printf(" validation loss at iteration %lld | lm loss value: %.6E | lm loss PPL: %.6E |\n",
                        (long long)it, vl, exp(vl));
         }
-        if (a->save && ((a->save_interval > 0 && it % a->save_interval == 0) || it == a->train_iters)) {
-            if (t->nan_in_row == 0) {
-                ckpt_save(t);
-            } else if (rank0) {  // never let a NaN streak's state replace a good checkpoint
-                if (tty) fputs("\r\033[K", stdout);
-                printf(" iteration %lld: inside a NaN/Inf streak (%d in a row): checkpoint not "
-                       "saved; the last one stays\n", (long long)it, t->nan_in_row);
-            }
-        }
+        if (a->save && ((a->save_interval > 0 && it % a->save_interval == 0) || it == a->train_iters))
+            save_checkpoint(t);
         if (tty) train_log_progress(it, it_start, a->train_iters, core_now() - t_start);
     }
     if (stopped) stop_run(t, it_start, why);

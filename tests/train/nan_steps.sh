@@ -45,3 +45,13 @@ grep -q "iteration 4: inside a NaN/Inf streak (2 in a row): checkpoint not saved
 grep -q "iteration        6/" "$wd/out.txt" || fail "resumed run did not train"
 grep -q "iteration        3/" "$wd/out.txt" || fail "the resumed run did not start at iteration 3"
 echo "ok: 3 NaN steps in a row stopped the run (exit 3) at --max-nan-iters 3; the save at iteration 4 (inside the streak) was skipped; checkpoint 2 loads and training resumes"
+
+# A stop (here --exit-interval 4) inside a NaN streak (iterations 3, 4) saves nothing: the
+# stop line says so once and `latest` stays at the last good checkpoint, iteration 2.
+MEGAC_TEST_NAN_AT_ITER=3,4 "$mpiexec" -n 2 "$megac" train "${flags[@]}" --train-iters 10 \
+  --exit-interval 4 --save "$wd/ckpt2" --save-interval 2 >"$wd/out.txt" 2>&1 || fail "the stop failed"
+grep -q "stopped at iteration 4 of 10 .*inside a NaN/Inf streak: not saved, the last checkpoint stays" \
+  "$wd/out.txt" || fail "no stop line naming the NaN streak"
+[[ $(grep -c "checkpoint not saved" "$wd/out.txt") -eq 1 ]] || fail "the skipped save is not reported once"
+[[ "$(cat "$wd/ckpt2/latest_checkpointed_iteration.txt")" == 2 ]] || fail "latest is not iteration 2"
+echo "ok: a stop inside a NaN streak kept checkpoint 2 as latest"
