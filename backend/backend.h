@@ -73,6 +73,26 @@ typedef struct {
                                const void *dout, const void *inp, const void *weight,
                                const float *mean, const float *rstd, int N, int C);
 
+    // --- fused (each is the unfused sequence named, in the same math; CUDA: fewer passes) ---
+    // res (N, C) = a + b (as add; res may alias a or b), then ln (N, C) = layernorm of res as
+    // layernorm_forward (mean (N), rstd (N) saved when not NULL). One pass on CUDA: res is
+    // rounded to be->act before the statistics, as the unfused pair does.
+    void (*residual_layernorm_forward)(Backend *be, void *res, void *ln, float *mean, float *rstd,
+                                       const void *a, const void *b, const void *weight,
+                                       const void *bias, int N, int C);
+    // pre (N, OC) = inp (N, C) @ weight (OC, C)^T + bias (OC) (bias may be NULL), then
+    // out (N, OC) = gelu(pre): matmul_forward + gelu_forward. CUDA: one GEMM (GELU epilogue,
+    // pre stored as its aux output) when the pointers are aligned (see cuda_fused.cu); gelu is
+    // then taken of the fp32 value before pre is rounded to be->act.
+    void (*matmul_gelu_forward)(Backend *be, void *out, void *pre, const void *inp,
+                                const void *weight, const void *bias, int N, int C, int OC);
+    // matmul_backward, then dinp (N, C) = gelu'(pre (N, C)) * dinp: the gradient through a
+    // matmul_gelu_forward's GELU. dinp is required (not NULL). CUDA: one GEMM (DGELU epilogue)
+    // for dinp when aligned; the product is taken before dinp is rounded to be->act.
+    void (*matmul_backward_dgelu)(Backend *be, void *dinp, float *dweight, float *dbias,
+                                  const void *dout, const void *inp, const void *weight,
+                                  const void *pre, int N, int C, int OC);
+
     // --- pointwise -----------------------------------------------------------------
     // GELU, tanh approximation: out (n) = gelu(inp)
     void (*gelu_forward)(Backend *be, void *out, const void *inp, size_t n);
@@ -140,6 +160,17 @@ typedef struct {
     void (*xent_backward)(Backend *be, void *dlogits, const void *logits, const float *rowmax,
                           const float *sumexp, const int *targets, const float *dscale,
                           int N, int V_local, int V_valid, int vocab_start);
+    // The fused forward (one read of the logits instead of two): the layer calls xent_stats
+    // (= xent_max, then xent_sumexp from this shard's own max; CPU: those two row loops, the
+    // row still in cache, so with one shard the same bits; CUDA: one pass with a running max,
+    // equal to fp32 round-off), and with more than one shard keeps the shard max (N),
+    // all-reduces MAX of rowmax, xent_rescale, all-reduces SUM of sumexp and tgt; xent_loss.
+    //   xent_stats   -> rowmax (N), sumexp (N), tgt (N) of this shard as described
+    //   xent_rescale -> sumexp (N) *= exp(shard_max - rowmax): onto the all-reduced max
+    void (*xent_stats)(Backend *be, float *rowmax, float *sumexp, float *tgt, const void *logits,
+                       const int *targets, int N, int V_local, int V_valid, int vocab_start);
+    void (*xent_rescale)(Backend *be, float *sumexp, const float *shard_max, const float *rowmax,
+                         int N);
 
     // --- optimizer and reductions ------------------------------------------------------
     // AdamW (decoupled weight decay, bias-corrected, `step` counts from 1) on n elements:

@@ -90,16 +90,22 @@ static int64_t dset_len(hid_t d, const char *name, int want_unsigned, const int 
 }
 
 // Damaged metadata can claim more bytes than the file holds, and HDF5 would then allocate
-// them: the dataset's storage must fit in the file, and (unfiltered, as the writer makes
-// them) hold all n elements.
+// them: the dataset's storage must fit in the file, and (unfiltered or only checksummed,
+// as the writer makes them) hold all n elements.
 static int check_storage(hid_t file, hid_t d, const char *name, int64_t n, int elem, const char *path,
                          char *err) {
     hsize_t file_size = 0, stored = H5Dget_storage_size(d);
     H5Fget_filesize(file, &file_size);
     hid_t dcpl = H5Dget_create_plist(d);
-    int filters = dcpl >= 0 ? H5Pget_nfilters(dcpl) : 0;
+    int filters = dcpl >= 0 ? H5Pget_nfilters(dcpl) : 0, compressing = 0;
+    for (int i = 0; i < filters; i++) {  // Fletcher-32 only adds 4 bytes per chunk
+        unsigned flags = 0;
+        size_t nv = 0;
+        compressing |= H5Pget_filter2(dcpl, (unsigned)i, &flags, &nv, NULL, 0, NULL, NULL) !=
+                       H5Z_FILTER_FLETCHER32;
+    }
     if (dcpl >= 0) H5Pclose(dcpl);
-    if (stored > file_size || (filters == 0 && (hsize_t)n * (hsize_t)elem > stored)) {
+    if (stored > file_size || (!compressing && (hsize_t)n * (hsize_t)elem > stored)) {
         snprintf(err, ERRLEN, "%s: damaged file: dataset '%s' has %lld elements, %llu bytes stored, in a "
                  "%llu-byte file", path, name, (long long)n, (unsigned long long)stored,
                  (unsigned long long)file_size);
@@ -152,9 +158,13 @@ static int validate_datasets(hid_t file, H5Dataset *ds, const char *path, char *
         } else if (check_storage(file, tok, "tokens", ds->n_tokens, ds->token_bytes, path, err) == 0 &&
                    check_storage(file, off, "doc_offsets", n_off, elem, path, err) == 0) {
             ds->doc_offsets = core_calloc((size_t)n_off, sizeof(uint64_t));
-            if (H5Dread(off, H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, ds->doc_offsets) < 0)
-                snprintf(err, ERRLEN, "%s: cannot read doc_offsets: %s", path, h5_message(m));
-            else rc = check_offsets(ds, path, err);
+            if (H5Dread(off, H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, ds->doc_offsets) >= 0)
+                rc = check_offsets(ds, path, err);
+            else if (strstr(h5_message(m), "Fletcher32"))  // a chunk's checksum did not match
+                snprintf(err, ERRLEN, "%s: dataset /doc_offsets: checksum mismatch (Fletcher-32): "
+                         "the file is damaged", path);
+            else
+                snprintf(err, ERRLEN, "%s: cannot read doc_offsets: %s", path, m);
         }
     }
     if (tok >= 0) H5Dclose(tok);
@@ -376,13 +386,24 @@ void h5ds_read(H5Dataset *ds, int64_t start, int64_t n, uint32_t *out) {
     hsize_t off = (hsize_t)start, count = (hsize_t)n;
     hid_t fs = H5Dget_space(ds->tokens), ms = H5Screate_simple(1, &count, NULL);
     herr_t rc = fs >= 0 && ms >= 0 ? H5Sselect_hyperslab(fs, H5S_SELECT_SET, &off, NULL, &count, NULL) : -1;
+    H5E_auto2_t fn;
+    void *fn_data;
+    H5Eget_auto2(H5E_DEFAULT, &fn, &fn_data);  // one line below instead of HDF5's stack
+    if (!getenv("MEGAC_HDF5_DEBUG")) H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     if (rc >= 0) rc = H5Dread(ds->tokens, H5T_NATIVE_UINT32, ms, fs, H5P_DEFAULT, out);
+    char m[256] = "";
+    if (rc < 0) h5_message(m);  // before the closes clear HDF5's error stack
+    H5Eset_auto2(H5E_DEFAULT, fn, fn_data);
     if (ms >= 0) H5Sclose(ms);
     if (fs >= 0) H5Sclose(fs);
     if (rc < 0) {
-        char m[256];
-        snprintf(msg, sizeof msg, "%s: cannot read tokens [%lld, %lld): %s", ds->path, (long long)start,
-                 (long long)(start + n), h5_message(m));
+        if (strstr(m, "Fletcher32"))  // a chunk's checksum did not match its bytes
+            snprintf(msg, sizeof msg, "%s: dataset /tokens: checksum mismatch (Fletcher-32) in the "
+                     "chunk holding tokens [%lld, %lld): the file is damaged", ds->path,
+                     (long long)start, (long long)(start + n));
+        else
+            snprintf(msg, sizeof msg, "%s: cannot read tokens [%lld, %lld): %s", ds->path,
+                     (long long)start, (long long)(start + n), m);
         fail_here(msg);
     }
     for (int64_t i = 0; i < n; i++)

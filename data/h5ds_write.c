@@ -2,8 +2,9 @@
 //
 // Tokens and document offsets are buffered and appended to extendible chunked datasets, so
 // memory stays bounded whatever the corpus size. The datasets are created at the first flush:
-// a dataset that fits in one buffer gets exactly one chunk of its own size (small files stay
-// small), larger ones get H5DS_CHUNK-element chunks.
+// a dataset smaller than a chunk gets exactly one chunk of its own size (small files stay
+// small), larger ones get H5DS_CHUNK-element chunks. Every chunk carries a Fletcher-32
+// checksum that HDF5 verifies whenever the chunk is read.
 #include "h5ds.h"
 #include "core/check.h"  // defines: H5_CHECK, core_calloc
 
@@ -14,8 +15,9 @@
 #include <string.h>
 #include <unistd.h>  // defines: ftruncate
 
-#define H5DS_CHUNK ((size_t)1 << 20)   // elements per chunk (2 or 4 MiB of tokens)
-#define H5DS_BUFFER H5DS_CHUNK         // elements buffered before a write
+#define H5DS_CHUNK ((size_t)1 << 16)   // elements per chunk (128 or 256 KiB of tokens): a
+                                       // sample read reads and checksums its whole chunks
+#define H5DS_BUFFER ((size_t)1 << 20)  // elements buffered before a write (whole chunks)
 
 typedef struct {
     const char *name;
@@ -69,10 +71,11 @@ static void app_flush(H5dsWriter *w, Appender *a) {
     if (a->dset < 0) {  // created even when empty: an empty dataset is reported as such
         hid_t space, dcpl;
         hsize_t dims = 0, maxdims = H5S_UNLIMITED;
-        hsize_t chunk = a->n_buf == H5DS_BUFFER ? H5DS_CHUNK : (a->n_buf ? a->n_buf : 1);
+        hsize_t chunk = a->n_buf >= H5DS_CHUNK ? H5DS_CHUNK : (a->n_buf ? a->n_buf : 1);
         H5_CHECK(space = H5Screate_simple(1, &dims, &maxdims));
         H5_CHECK(dcpl = H5Pcreate(H5P_DATASET_CREATE));
         H5_CHECK(H5Pset_chunk(dcpl, 1, &chunk));
+        H5_CHECK(H5Pset_fletcher32(dcpl));  // a checksum per chunk, verified on every read
         a->dset = H5Dcreate2(w->file, a->name, a->file_type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
         H5_CHECK(H5Pclose(dcpl));
         H5_CHECK(H5Sclose(space));

@@ -163,6 +163,16 @@ DataSplit *data_split_new(H5Dataset *ds, const char *split, DataSplitKind kind, 
     return sp;
 }
 
+int data_split_usable(const H5Dataset *ds, const char *split, DataSplitKind kind, int seq_length) {
+    double w[3];
+    char err[512];
+    if (data_parse_split(split, w, err, sizeof err) || seq_length < 1) return 0;
+    int64_t b[4];
+    data_split_bounds(w, ds->n_docs, b);
+    int64_t tokens = (int64_t)(ds->doc_offsets[b[kind + 1]] - ds->doc_offsets[b[kind]]);
+    return b[kind + 1] > b[kind] && tokens - 1 >= seq_length;
+}
+
 void data_split_free(DataSplit *sp) {
     if (!sp) return;
     free(sp->doc_order);
@@ -204,6 +214,14 @@ void data_read_sample(DataSplit *sp, int64_t s, uint32_t *tokens) {
 
 void data_get_batch(DataSplit *sp, int64_t iteration, int global_batch, int dp_rank, int dp_size,
                     int micro_batch, int micro_index, int *inputs, int *targets) {
+    if (iteration < 0)
+        core_fatal("%s split: batch %lld does not exist", SPLIT_NAMES[sp->kind], (long long)iteration);
+    data_get_batch_at(sp, iteration * global_batch, global_batch, dp_rank, dp_size, micro_batch,
+                      micro_index, inputs, targets);
+}
+
+int64_t data_micro_first(const char *what, int64_t batch_start, int global_batch, int dp_rank,
+                         int dp_size, int micro_batch, int micro_index, int64_t available) {
     if (dp_size < 1 || micro_batch < 1 || global_batch % dp_size || (global_batch / dp_size) % micro_batch)
         core_fatal("global batch %d is not a multiple of data-parallel size %d x micro batch %d",
                    global_batch, dp_size, micro_batch);
@@ -211,17 +229,28 @@ void data_get_batch(DataSplit *sp, int64_t iteration, int global_batch, int dp_r
     if (dp_rank < 0 || dp_rank >= dp_size || micro_index < 0 || micro_index >= share / micro_batch)
         core_fatal("dp_rank %d / micro_index %d out of range (DP %d, %d micro-batches)", dp_rank,
                    micro_index, dp_size, share / micro_batch);
-    int64_t first = iteration * global_batch + (int64_t)dp_rank * share + (int64_t)micro_index * micro_batch;
-    if (iteration < 0 || first + micro_batch > sp->num_samples)
-        core_fatal("%s split: batch %lld needs samples up to %lld but only %lld were built",
-                   SPLIT_NAMES[sp->kind], (long long)iteration, (long long)(first + micro_batch),
-                   (long long)sp->num_samples);
-    int T = sp->seq_length;
+    int64_t first = batch_start + (int64_t)dp_rank * share + (int64_t)micro_index * micro_batch;
+    if (batch_start < 0 || first + micro_batch > available)
+        core_fatal("%s: the batch at sample %lld needs samples up to %lld but only %lld were built",
+                   what, (long long)batch_start, (long long)(first + micro_batch), (long long)available);
+    return first;
+}
+
+void data_sample_to_rows(const uint32_t *sample, int T, int j, int *inputs, int *targets) {
+    for (int t = 0; t < T; t++) {
+        inputs[(size_t)j * T + t] = (int)sample[t];
+        targets[(size_t)j * T + t] = (int)sample[t + 1];
+    }
+}
+
+void data_get_batch_at(DataSplit *sp, int64_t batch_start, int global_batch, int dp_rank, int dp_size,
+                       int micro_batch, int micro_index, int *inputs, int *targets) {
+    char what[32];
+    snprintf(what, sizeof what, "%s split", SPLIT_NAMES[sp->kind]);
+    int64_t first = data_micro_first(what, batch_start, global_batch, dp_rank, dp_size, micro_batch,
+                                     micro_index, sp->num_samples);
     for (int j = 0; j < micro_batch; j++) {
         data_read_sample(sp, sp->order[first + j], sp->buf);
-        for (int t = 0; t < T; t++) {
-            inputs[(size_t)j * T + t] = (int)sp->buf[t];
-            targets[(size_t)j * T + t] = (int)sp->buf[t + 1];
-        }
+        data_sample_to_rows(sp->buf, sp->seq_length, j, inputs, targets);
     }
 }

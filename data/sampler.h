@@ -58,6 +58,9 @@ void data_split_bounds(const double w[3], int64_t n_docs, int64_t bounds[4]);
 // shorter than one sample is a usage error naming the file (exit code 2).
 DataSplit *data_split_new(H5Dataset *ds, const char *split, DataSplitKind kind, int seq_length,
                           uint64_t seed, int64_t num_samples);
+// 1 if split `kind` of ds has documents and at least one sample of seq_length + 1 tokens
+// (data_split_new would accept it), else 0 (also for a bad split string). Pure.
+int data_split_usable(const H5Dataset *ds, const char *split, DataSplitKind kind, int seq_length);
 // Frees sp (NULL is fine); the dataset stays open.
 void data_split_free(DataSplit *sp);
 
@@ -75,3 +78,15 @@ void data_read_sample(DataSplit *sp, int64_t s, uint32_t *tokens /* (T + 1) */);
 void data_get_batch(DataSplit *sp, int64_t iteration, int global_batch, int dp_rank, int dp_size,
                     int micro_batch, int micro_index, int *inputs /* (mb, T) */,
                     int *targets /* (mb, T) */);
+// Order position of the first sample of micro-batch micro_index of DP rank dp_rank's share
+// of the global batch at positions [batch_start, batch_start + global_batch). Bad arguments,
+// or a micro-batch beyond `available` positions, stop the job (the message names `what`).
+int64_t data_micro_first(const char *what, int64_t batch_start, int global_batch, int dp_rank,
+                         int dp_size, int micro_batch, int micro_index, int64_t available);
+// Row j of inputs (mb, T) = sample[0..T), of targets (mb, T) = sample[1..T] (T + 1 tokens).
+void data_sample_to_rows(const uint32_t *sample, int T, int j, int *inputs, int *targets);
+// The same for the global batch that starts at order position batch_start (a run whose batch
+// size changes places batches by consumed samples: train/rampup.h).
+void data_get_batch_at(DataSplit *sp, int64_t batch_start, int global_batch, int dp_rank,
+                       int dp_size, int micro_batch, int micro_index, int *inputs /* (mb, T) */,
+                       int *targets /* (mb, T) */);

@@ -123,7 +123,9 @@ static Tokenizer *from_object(json_object *o, const char *origin, char *err, siz
 }
 
 Tokenizer *tok_deserialize(const char *text, size_t len, const char *origin, char *err, size_t errlen) {
-    if (len == 4 && !memcmp(text, "byte", 4)) return tok_byte_new();
+    size_t trimmed = len;  // "byte" as tok_save writes it, with its newline
+    while (trimmed > 0 && strchr(" \t\r\n", text[trimmed - 1])) trimmed--;
+    if (trimmed == 4 && !memcmp(text, "byte", 4)) return tok_byte_new();
     if (len > INT32_MAX) {
         snprintf(err, errlen, "%s: tokenizer description too large", origin);
         return NULL;

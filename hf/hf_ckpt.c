@@ -192,7 +192,10 @@ int hf_ckpt_write(const char *dir, const HfCkpt *c, char *err, size_t errlen) {
         return -1;
     }
     ckpt_h5_write_meta(f, &c->meta);
-    ckpt_h5_create_datasets(f, c->table, c->n);
+    if (ckpt_h5_create_datasets(f, c->table, c->n, err, errlen) != 0) {
+        H5Fclose(f);
+        return -1;
+    }
     write_tensors(f, c);
     H5_CHECK(H5Fclose(f));
     return ckpt_fs_publish(dir, c->meta.iteration, err, errlen);

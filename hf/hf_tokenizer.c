@@ -183,9 +183,6 @@ Tokenizer *hf_tok_resolve(const char *spec, const char *ckpt_dir, char *err, siz
     FILE *f = strcmp(spec, "byte") ? fopen(spec, "rb") : NULL;
     size_t got = f ? fread(head, 1, sizeof head - 1, f) : 0;
     if (f) fclose(f);
-    // tok_save writes the byte tokenizer as "byte\n", which tok_load does not read back
-    if (got >= 4 && !memcmp(head, "byte", 4) && strspn((char *)head + 4, " \r\n") == got - 4)
-        return tok_byte_new();
     if (got < 8 || memcmp(head, HDF5_MAGIC, 8)) return tok_load(spec, err, errlen);
     H5Dataset *ds = h5ds_open_serial(spec, err, errlen);
     if (!ds) return NULL;

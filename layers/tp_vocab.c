@@ -40,12 +40,18 @@ void tp_vocab_embedding_backward(Backend *be, TPGroup *tp, const TPVocab *v, flo
 
 void tp_vocab_xent_forward(Backend *be, TPGroup *tp, const TPVocab *v, TPXentBuffers *xb,
                            const void *logits, const int *targets, int N) {
-    be->ops->xent_max(be, xb->rowmax, logits, N, v->V_tp, v->V_valid);
-    comm_all_reduce(tp->comm, xb->rowmax, (size_t)N, COMM_F32, COMM_MAX);
+    // One read of the logits: this shard's max and sum of exponentials from it; with more
+    // than one shard, the sums are moved onto the all-reduced max before they are added.
     float *sumexp = xb->stats, *tgt = xb->stats + N;
-    be->ops->xent_sumexp(be, sumexp, tgt, logits, xb->rowmax, targets, N, v->V_tp, v->V_valid,
-                         v->vocab_start);
-    comm_all_reduce(tp->comm, xb->stats, 2 * (size_t)N, COMM_F32, COMM_SUM);
+    be->ops->xent_stats(be, xb->rowmax, sumexp, tgt, logits, targets, N, v->V_tp, v->V_valid,
+                        v->vocab_start);
+    if (tp->comm->size > 1) {
+        float *shard_max = xb->loss;  // (N) scratch until xent_loss writes the losses
+        be->ops->copy(be, shard_max, xb->rowmax, (size_t)N * sizeof(float), BACKEND_D2D);
+        comm_all_reduce(tp->comm, xb->rowmax, (size_t)N, COMM_F32, COMM_MAX);
+        be->ops->xent_rescale(be, sumexp, shard_max, xb->rowmax, N);
+        comm_all_reduce(tp->comm, xb->stats, 2 * (size_t)N, COMM_F32, COMM_SUM);
+    }
     be->ops->xent_loss(be, xb->loss, sumexp, xb->rowmax, tgt, N);
 }
 

@@ -1,10 +1,13 @@
-// megac/cmd_generate.c: `megac generate`: text from a checkpoint on one CPU rank. Each new
-// token runs the training forward (model/gpt.h) over the last seq_length tokens (no KV
-// cache) and picks from the last position's logits: greedy, or sampled (temperature, top-k,
-// top-p) from a seeded counter-based RNG, so a seed fixes the text.
+// megac/cmd_generate.c: `megac generate`: text from a checkpoint on one CPU rank. The prompt
+// runs the training forward (model/gpt.h) once; each new token then runs one row through
+// the model against a key/value cache (hf/hf_kv.h) until the context is full, after which
+// each token re-runs the forward over the last seq_length tokens (--no-kv-cache: always).
+// The next token comes from the last position's logits: greedy, or sampled (temperature,
+// top-k, top-p) from a seeded counter-based RNG, so a seed fixes the text.
 #include "commands.h"
 #include "core/args.h"
 #include "core/check.h"  // defines: core_usage_error, MPI_CHECK
+#include "hf/hf_kv.h"
 #include "hf/hf_lm.h"
 #include "hf/hf_sample.h"
 #include "hf/hf_tokenizer.h"
@@ -25,7 +28,7 @@ static const char *USAGE =
 typedef struct {
     const char *load, *prompt, *prompt_ids, *tok_spec, *dump;
     int64_t iteration, seed;
-    int max_new, top_k, print_ids, ignore_eos, threads;
+    int max_new, top_k, print_ids, ignore_eos, threads, no_kv_cache;
     double temperature, top_p;
 } GenArgs;
 
@@ -69,12 +72,19 @@ static void print_result(const GenArgs *a, Tokenizer *tok, const TokIds *ids) {
 static int generate(const GenArgs *a, HfLm *lm, TokIds *ids, int eod) {
     HfSampler s = {a->temperature, a->top_k, a->top_p, (uint64_t)a->seed};
     int *ctx = core_calloc((size_t)lm->T, sizeof(int));  // (T) the last T tokens
+    HfKv *kv = a->no_kv_cache ? NULL : hf_kv_create(lm);
     int made = 0;
     for (; made < a->max_new; made++) {
         size_t n = ids->n < (size_t)lm->T ? ids->n : (size_t)lm->T, start = ids->n - n;
-        for (size_t i = 0; i < n; i++) ctx[i] = (int)ids->v[start + i];
-        const float *logits = hf_lm_forward(lm, ctx, (int)n);
-        int next = hf_sample(&s, logits + (n - 1) * (size_t)lm->Vp, lm->V, (uint64_t)made);
+        const float *row;  // (Vp) logits predicting the next token
+        if (kv && kv->n > 0 && ids->n <= (size_t)lm->T) {  // the last token joins the cache
+            row = hf_kv_step(kv, (int)ids->v[ids->n - 1]);
+        } else {  // the prompt (cached from here), or a full context: the whole forward
+            for (size_t i = 0; i < n; i++) ctx[i] = (int)ids->v[start + i];
+            row = (kv && kv->n == 0 ? hf_kv_prefill(kv, ctx, (int)n) : hf_lm_forward(lm, ctx, (int)n)) +
+                  (n - 1) * (size_t)lm->Vp;
+        }
+        int next = hf_sample(&s, row, lm->V, (uint64_t)made);
         tok_ids_push(ids, (uint32_t)next);
         if (next == eod && !a->ignore_eos) {
             made++;
@@ -82,6 +92,7 @@ static int generate(const GenArgs *a, HfLm *lm, TokIds *ids, int eod) {
         }
     }
     free(ctx);
+    hf_kv_free(kv);
     return made;
 }
 
@@ -103,6 +114,7 @@ int cmd_generate(int argc, char **argv) {
         {"--ignore-eos", ARG_BOOL, &a.ignore_eos, "do not stop at the end-of-document token"},
         {"--dump-logits", ARG_STR, &a.dump, "write the final context's logits to FILE"},
         {"--num-threads", ARG_INT, &a.threads, "CPU threads"},
+        {"--no-kv-cache", ARG_BOOL, &a.no_kv_cache, "re-run the whole forward for every new token (no key/value cache)"},
     };
     core_args_parse(USAGE, specs, (int)(sizeof specs / sizeof specs[0]), argc, argv);
     if (!a.load || (!a.prompt == !a.prompt_ids))

@@ -4,6 +4,7 @@
 #include "commands.h"
 #include "core/args.h"
 #include "core/check.h"
+#include "model/gpt_flags.h"
 #include "plan/plan_calibrate.h"
 #include "plan/plan_print.h"
 
@@ -47,8 +48,10 @@ static int switch_of(int on, int off, const char *on_name, const char *off_name)
 // --calibrate FILE: measures (every rank of the job), rank 0 writes the profile. The file is
 // opened first, so an unwritable path fails before anything is measured.
 static int calibrate(const PlanFlags *pf, const PlanHardware *base, int argc, char **argv) {
+#ifndef MEGAC_HAVE_CUDA
     if (strcmp(pf->device, "cpu"))
-        core_usage_error("--calibrate measures the CPU backend and MPI so far: add --device cpu");
+        core_usage_error("--calibrate --device %s: megac was built without CUDA (add --device cpu)", pf->device);
+#endif
     MPI_CHECK(MPI_Init(&argc, &argv));
     int rank = 0;
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
@@ -58,7 +61,7 @@ static int calibrate(const PlanFlags *pf, const PlanHardware *base, int argc, ch
         snprintf(msg, sizeof msg, "--calibrate %s: cannot write: %s", pf->calibrate, strerror(errno));
     core_agree_or_exit(rank == 0 && !f, msg, (int)sizeof msg);
     PlanHardware hw;
-    plan_calibrate(base, pf->threads, &hw, stdout);
+    plan_calibrate(base, pf->threads, !strcmp(pf->device, "cuda"), &hw, stdout);
     if (f) {
         plan_hw_write(f, &hw);
         int bad = fclose(f) != 0;
@@ -96,27 +99,18 @@ static PlanPrecision precision_of(const PlanFlags *pf) {
 int cmd_plan(int argc, char **argv) {
     PlanSpec s = {.global_batch = 8};
     GPTConfig *m = &s.model;
-    *m = (GPTConfig){.num_layers = 4, .hidden_size = 128, .num_heads = 4, .seq_length = 128,
-                     .vocab_size = 50257, .vocab_divisible_by = 128};  // megac train's defaults
+    GPTFlagText mt;
+    gpt_flags_init(m, &mt);  // megac train's defaults, and GPT-2's vocabulary
+    m->vocab_size = 50257;
     PlanFilter f = {0, 0, 0, -1, -1, -1};
     PlanFlags pf = {.top = 20, .hardware = "h100", .schedule = "", .device = "cuda"};
-    ArgSpec specs[] = {
+    const ArgSpec own[] = {
         {"--world-size", ARG_INT, &s.world_size, "ranks (GPUs) to lay out"},
         {"--gpus-per-node", ARG_INT, &pf.gpus_per_node, "GPUs per node (0: the hardware profile's)"},
         {"--hardware", ARG_STR, &pf.hardware, "h100 | h200 | a profile file (key = value)"},
         {"--json", ARG_BOOL, &pf.json, "print one JSON document (every layout) instead of the table"},
         {"--top", ARG_INT, &pf.top, "rows of the table (0: all)"},
-        {"--num-layers", ARG_INT, &m->num_layers, "transformer layers L"},
-        {"--hidden-size", ARG_INT, &m->hidden_size, "hidden size C"},
-        {"--num-attention-heads", ARG_INT, &m->num_heads, "attention heads NH"},
-        {"--ffn-hidden-size", ARG_INT, &m->ffn_hidden_size, "MLP hidden size (0: 4 x hidden)"},
-        {"--seq-length", ARG_INT, &m->seq_length, "sequence length T"},
-        {"--max-position-embeddings", ARG_INT, &m->max_position_embeddings, "position table rows (0: seq-length)"},
         {"--vocab-size", ARG_INT, &m->vocab_size, "the tokenizer's vocabulary V (train reads it from the data)"},
-        {"--make-vocab-size-divisible-by", ARG_INT, &m->vocab_divisible_by, "pad the vocabulary to a multiple of this x TP"},
-        {"--decoder-first-pipeline-num-layers", ARG_INT, &m->first_stage_layers, "layers on the first stage (0: even split)"},
-        {"--decoder-last-pipeline-num-layers", ARG_INT, &m->last_stage_layers, "layers on the last stage (0: even split)"},
-        {"--use-flash-attn", ARG_BOOL, &m->use_flash_attn, "fused attention: no (T, T) probabilities stored"},
         {"--global-batch-size", ARG_INT, &s.global_batch, "sequences per iteration (all DP ranks)"},
         {"--micro-batch-size", ARG_INT, &f.micro_batch, "fix the micro-batch size (0: every divisor)"},
         {"--tensor-model-parallel-size", ARG_INT, &f.tp, "fix TP (0: every divisor)"},
@@ -134,9 +128,12 @@ int cmd_plan(int argc, char **argv) {
         {"--calibrate", ARG_STR, &pf.calibrate, "measure this machine (under mpiexec: these ranks), write a profile FILE, stop"},
         {"--num-threads", ARG_INT, &pf.threads, "--calibrate: CPU threads per rank (0: cores / ranks on the node)"},
     };
-    core_args_parse(USAGE, specs, (int)(sizeof specs / sizeof specs[0]), argc, argv);
-    if (m->ffn_hidden_size == 0) m->ffn_hidden_size = 4 * m->hidden_size;
-    if (m->max_position_embeddings == 0) m->max_position_embeddings = m->seq_length;
+    enum { N_OWN = sizeof own / sizeof own[0] };
+    ArgSpec specs[N_OWN + GPT_FLAGS_N];
+    memcpy(specs, own, sizeof own);
+    int n_specs = N_OWN + gpt_flags_specs(specs + N_OWN, m, &mt);  // train's model flags
+    core_args_parse(USAGE, specs, n_specs, argc, argv);
+    gpt_flags_finish(m, &mt);
     if (*pf.schedule && strcmp(pf.schedule, "1f1b") && strcmp(pf.schedule, "gpipe"))
         core_usage_error("--pipeline-schedule must be 1f1b or gpipe, got '%s'", pf.schedule);
     f.gpipe = *pf.schedule ? !strcmp(pf.schedule, "gpipe") : -1;

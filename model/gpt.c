@@ -52,6 +52,12 @@ static void attention_backward(GPT *m, const GPTLayerActs *a) {
                                     m->T, m->NH_tp, hs);
 }
 
+// The ZeRO-2/3 hook (gpt.h), if any: `unit`'s weights are about to be read, or its backward
+// begins or ends.
+static void hook(GPT *m, GPTHookEvent ev, int unit) {
+    if (m->hook.fn) m->hook.fn(m->hook.ctx, ev, unit);
+}
+
 // x and the residual stream are (Ns, C): Ns = N, or N/tp rows with sequence parallelism.
 static void block_forward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTLayerActs *a, const void *x) {
     Backend *be = m->be;
@@ -60,10 +66,10 @@ static void block_forward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTLayerActs 
     tp_column_linear_forward(be, tp, a->qkv, a->ln1, w->qkvw, w->qkvb, N, C, 3 * m->C_tp);
     attention_forward(m, a);
     tp_row_linear_forward(be, tp, a->res2, a->atty, w->projw, w->projb, N, m->C_tp, C);
-    be->ops->add(be, a->res2, a->res2, x, (size_t)Ns * C);
-    be->ops->layernorm_forward(be, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, w->ln2w, w->ln2b, Ns, C);
-    tp_column_linear_forward(be, tp, a->fch, a->ln2, w->fcw, w->fcb, N, C, m->F_tp);
-    be->ops->gelu_forward(be, a->fch_gelu, a->fch, (size_t)N * m->F_tp);
+    be->ops->residual_layernorm_forward(be, a->res2, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, x,
+                                        w->ln2w, w->ln2b, Ns, C);  // res2 += x; ln2 = LN(res2)
+    tp_column_linear_gelu_forward(be, tp, a->fch_gelu, a->fch, a->ln2, w->fcw, w->fcb, N, C,
+                                  m->F_tp);  // fch = ln2 Wfc^T + b; fch_gelu = gelu(fch)
     tp_row_linear_forward(be, tp, a->res3, a->fch_gelu, w->fcprojw, w->fcprojb, N, m->F_tp, C);
     be->ops->add(be, a->res3, a->res3, a->res2, (size_t)Ns * C);
 }
@@ -75,9 +81,8 @@ static void block_backward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTBlockW *g
     int N = m->N, Ns = m->N_sp, C = m->cfg.hidden_size;
     void *dres = m->s.dres, *dln = m->s.dln;
     // MLP branch
-    tp_row_linear_backward(be, tp, m->s.dfch_gelu, g->fcprojw, g->fcprojb, dres, a->fch_gelu,
-                           w->fcprojw, N, m->F_tp, C);
-    be->ops->gelu_backward(be, m->s.dfch, a->fch, m->s.dfch_gelu, (size_t)N * m->F_tp);
+    tp_row_linear_dgelu_backward(be, tp, m->s.dfch, g->fcprojw, g->fcprojb, dres, a->fch_gelu,
+                                 w->fcprojw, a->fch, N, m->F_tp, C);  // through the GELU too
     tp_column_linear_backward(be, tp, dln, g->fcw, g->fcb, m->s.dfch, a->ln2, w->fcw, N, C, m->F_tp);
     be->ops->layernorm_backward(be, dres, g->ln2w, g->ln2b, dln, a->res2, w->ln2w, a->ln2_mean,
                                 a->ln2_rstd, Ns, C);  // dres += : now d(res2)
@@ -98,6 +103,7 @@ void gpt_forward(GPT *m, Comm *tp_comm, int slot, const int *tokens, const int *
     GPTActs *a = &m->slots[slot];
     TPGroup tpg = tp_group(m, tp_comm), *tp = &tpg;
     int N = m->N, Ns = m->N_sp, C = m->cfg.hidden_size;
+    hook(m, GPT_HOOK_FORWARD, GPT_UNIT_EDGE);
     if (m->first) {
         be->ops->copy(be, a->tokens, tokens, (size_t)N * sizeof(int), BACKEND_H2D);
         tp_vocab_embedding_forward(be, tp, &m->vocab, a->x0, a->tokens, m->w.wte, m->w.wpe,
@@ -105,6 +111,7 @@ void gpt_forward(GPT *m, Comm *tp_comm, int slot, const int *tokens, const int *
     }
     const void *x = a->x0;
     for (int l = 0; l < m->n_layers; l++) {
+        hook(m, GPT_HOOK_FORWARD, l);
         block_forward(m, tp, &m->w.blocks[l], &a->layers[l], x);
         x = a->layers[l].res3;
     }
@@ -137,6 +144,7 @@ void gpt_backward(GPT *m, Comm *tp_comm, int slot, const void *dout, float loss_
     TPGroup tpg = tp_group(m, tp_comm), *tp = &tpg;
     int N = m->N, Ns = m->N_sp, C = m->cfg.hidden_size;
     size_t NC_bytes = (size_t)Ns * C * backend_dtype_size(be->act);
+    hook(m, GPT_HOOK_BACKWARD_BEGIN, GPT_UNIT_EDGE);
     if (m->last) {
         set_dscale(m, loss_scale);
         tp_vocab_xent_backward(be, &m->vocab, &a->xent, a->logits, a->logits, a->targets,
@@ -153,13 +161,17 @@ void gpt_backward(GPT *m, Comm *tp_comm, int slot, const void *dout, float loss_
     for (int l = m->n_layers - 1; l >= 0; l--) {
         int first, last;
         int chunk_end = gpt_layer_recomputed(m, l, &first, &last) && l == last;
-        for (int j = first; chunk_end && j <= l; j++)  // --recompute-granularity full: re-run
-            block_forward(m, tp, &m->w.blocks[j], &a->layers[j],  // the chunk from its input
-                          j ? a->layers[j - 1].res3 : a->x0);
+        for (int j = first; chunk_end && j <= l; j++) {  // --recompute-granularity full:
+            hook(m, GPT_HOOK_FORWARD, j);                   // re-run the chunk from its input
+            block_forward(m, tp, &m->w.blocks[j], &a->layers[j], j ? a->layers[j - 1].res3 : a->x0);
+        }
         const void *x = l ? a->layers[l - 1].res3 : a->x0;
+        hook(m, GPT_HOOK_BACKWARD_BEGIN, l);
         block_backward(m, tp, &m->w.blocks[l], &m->g.blocks[l], &a->layers[l], x);
+        hook(m, GPT_HOOK_BACKWARD_END, l);
     }
     if (m->first)
         tp_vocab_embedding_backward(be, tp, &m->vocab, m->g.wte, m->g.wpe, m->s.dres, a->tokens,
                                     m->B, m->T, C);
+    hook(m, GPT_HOOK_BACKWARD_END, GPT_UNIT_EDGE);
 }

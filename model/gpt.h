@@ -61,6 +61,19 @@ typedef struct {
     void *mem;
 } GPTActs;
 
+// Data-parallel sharding hook (ZeRO-2/3, optim/zero.h): the model calls it right before a
+// unit's weights are read (forward, recomputed forward, backward) and around a unit's
+// backward, so that the optimizer can gather sharded weights into a buffer and point the
+// views at it, and reduce-scatter a unit's gradients as soon as they are complete. A unit is
+// a local layer l >= 0, or GPT_UNIT_EDGE: the embeddings, final LayerNorm and tied wte. fn
+// NULL (every other strategy): no calls, the flat buffers are used as they are.
+enum { GPT_UNIT_EDGE = -1 };
+typedef enum { GPT_HOOK_FORWARD, GPT_HOOK_BACKWARD_BEGIN, GPT_HOOK_BACKWARD_END } GPTHookEvent;
+typedef struct {
+    void (*fn)(void *ctx, GPTHookEvent ev, int unit);
+    void *ctx;
+} GPTShardHook;
+
 typedef struct {
     GPTConfig cfg;
     Backend *be;
@@ -103,6 +116,7 @@ typedef struct {
         float *dscale_host;            // (N) host staging for dscale, allocated once
         void *mem;
     } s;
+    GPTShardHook hook;                 // ZeRO-2/3 (see above); fn NULL otherwise
 } GPT;
 
 // Builds the stage (call gpt_config_check first; a sequence-parallel micro-batch that tp
@@ -147,7 +161,17 @@ void gpt_loss_accumulate(GPT *m, int slot, double *acc);
 // from its own rows only. Call once per step after the last backward. No-op without SP.
 void gpt_sync_sequence_parallel_grads(GPT *m, Comm *tp);
 
-// Sets all parameter gradients to zero. Never fails.
+// Points the views of local layer l in *b at mem, a buffer of esize-byte elements holding
+// the flat buffers' range that starts at float offset `origin` (ZeRO-2/3 gather and gradient
+// buffers; make_views uses it with origin 0). Never fails.
+void gpt_point_layer_views(const GPT *m, GPTBlockW *b, int l, void *mem, size_t origin, size_t esize);
+
+// Frees the flat gradient buffer (grads) and/or the flat parameter buffer (params; fp32
+// only) once a ZeRO-2/3 optimizer holds their shards; the views then point wherever the
+// optimizer sets them. The pointers become NULL. Never fails.
+void gpt_release_flat_buffers(GPT *m, int grads, int params);
+
+// Sets all parameter gradients to zero (no-op once the gradient buffer is released). Never fails.
 void gpt_zero_grads(GPT *m);
 
 // Activation recomputation (cfg.recompute): 1 if layer l (local index) is re-run in the

@@ -106,26 +106,20 @@ int gpt_layer_recomputed(const GPT *m, int l, int *first, int *last) {
 // Element `off` of a buffer of `esize`-byte elements.
 static void *at(void *mem, size_t off, size_t esize) { return (char *)mem + off * esize; }
 
+void gpt_point_layer_views(const GPT *m, GPTBlockW *b, int l, void *mem, size_t origin, size_t esize) {
+    const ParamInfo *t = &m->params[(m->first ? 2 : 0) + 12 * l];  // the block's 12 tensors
+    void **v[12] = {&b->ln1w, &b->ln1b, &b->qkvw, &b->qkvb, &b->projw, &b->projb,
+                    &b->ln2w, &b->ln2b, &b->fcw, &b->fcb, &b->fcprojw, &b->fcprojb};
+    for (int i = 0; i < 12; i++) *v[i] = at(mem, t[i].offset - origin, esize);
+}
+
 // Points the views of `w` into `mem`, whose elements are `esize` bytes, following the
 // table's offsets.
 static void make_views(GPT *m, GPTWeights *w, void *mem, size_t esize) {
-    int k = 0;
     for (int i = 0; i < m->n_params; i++)
         if (!strcmp(m->params[i].name, "wte")) w->wte = at(mem, m->params[i].offset, esize);
-    if (m->first) {
-        w->wpe = at(mem, m->params[gpt_param_index(m, "wpe")].offset, esize);
-        k = 2;
-    }
-    for (int l = 0; l < m->n_layers; l++, k += 12) {
-        const ParamInfo *t = &m->params[k];
-        GPTBlockW *b = &w->blocks[l];
-        b->ln1w = at(mem, t[0].offset, esize);  b->ln1b = at(mem, t[1].offset, esize);
-        b->qkvw = at(mem, t[2].offset, esize);  b->qkvb = at(mem, t[3].offset, esize);
-        b->projw = at(mem, t[4].offset, esize); b->projb = at(mem, t[5].offset, esize);
-        b->ln2w = at(mem, t[6].offset, esize);  b->ln2b = at(mem, t[7].offset, esize);
-        b->fcw = at(mem, t[8].offset, esize);   b->fcb = at(mem, t[9].offset, esize);
-        b->fcprojw = at(mem, t[10].offset, esize); b->fcprojb = at(mem, t[11].offset, esize);
-    }
+    if (m->first) w->wpe = at(mem, m->params[gpt_param_index(m, "wpe")].offset, esize);
+    for (int l = 0; l < m->n_layers; l++) gpt_point_layer_views(m, &w->blocks[l], l, mem, 0, esize);
     if (m->last) {
         w->lnfw = at(mem, m->params[gpt_param_index(m, "final_ln.weight")].offset, esize);
         w->lnfb = at(mem, m->params[gpt_param_index(m, "final_ln.bias")].offset, esize);
@@ -241,7 +235,21 @@ void gpt_sync_sequence_parallel_grads(GPT *m, Comm *tp) {
             comm_all_reduce(tp, m->grad_mem + m->params[i].offset, m->params[i].numel, COMM_F32, COMM_SUM);
 }
 
-void gpt_zero_grads(GPT *m) { m->be->ops->zero(m->be, m->grad_mem, m->n_alloc * sizeof(float)); }
+void gpt_zero_grads(GPT *m) {
+    if (m->grad_mem) m->be->ops->zero(m->be, m->grad_mem, m->n_alloc * sizeof(float));
+}
+
+void gpt_release_flat_buffers(GPT *m, int grads, int params) {
+    if (grads) {
+        m->be->ops->free(m->be, m->grad_mem);
+        m->grad_mem = NULL;
+    }
+    if (params && m->param_copy == (void *)m->param_mem) {  // fp32: the ops read param_mem
+        m->be->ops->free(m->be, m->param_mem);
+        m->param_mem = NULL;
+        m->param_copy = NULL;
+    }
+}
 
 void gpt_refresh_weight_copies(GPT *m) {
     if (m->be->act == BACKEND_F32) return;

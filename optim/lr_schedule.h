@@ -12,8 +12,9 @@ typedef struct {
     LRDecayStyle style;
 } LRSchedule;
 
-// Learning rate for iteration `it` (the step being taken, counting from 1). Pure.
-double optim_lr_at(const LRSchedule *s, int64_t it);
+// Learning rate after `steps` optimizer steps (Megatron's scheduler position: the first
+// iteration uses steps = 0, so warm-up starts at 0 and decay at lr). Pure.
+double optim_lr_at(const LRSchedule *s, int64_t steps);
 
 // Parses "constant" | "linear" | "cosine"; returns 0, or -1 for anything else. Pure.
 int optim_lr_style_parse(const char *s, LRDecayStyle *out);

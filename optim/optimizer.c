@@ -1,8 +1,22 @@
 // optim/optimizer.c: ZeRO-1 / DDP AdamW (see optimizer.h).
 #include "optimizer.h"
+#include "zero.h"
 #include "core/check.h"
 
 #include <stdlib.h>
+#include <string.h>
+
+static const char *SHARDING[][2] = {{"no_shard", "DDP"}, {"optim", "ZeRO-1"},
+                                     {"optim_grads", "ZeRO-2"}, {"optim_grads_params", "ZeRO-3"}};
+
+int optim_sharding_parse(const char *name) {
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(name, SHARDING[i][0])) return i;
+    return -1;
+}
+
+const char *optim_sharding_name(OptimSharding s) { return SHARDING[s][0]; }
+const char *optim_sharding_label(OptimSharding s) { return SHARDING[s][1]; }
 
 size_t optim_pad_multiple(int dp) { return (size_t)dp * 16; }
 
@@ -24,6 +38,7 @@ static void build_segments(Optimizer *o, const ParamInfo *params, int n_params, 
         s->param = i;
         s->weight_decay = params[i].weight_decay;
         s->count_in_norm = gpt_param_is_owner(&params[i], tp_rank);
+        s->at = s->begin - o->shard_begin;
     }
 }
 
@@ -54,6 +69,7 @@ Optimizer *optim_create(Backend *be, Comm *dp, int zero1, const ParamInfo *param
     o->be = be;
     o->dp = dp;
     o->zero1 = zero1 && dp->size > 1;
+    o->sharding = o->zero1 ? OPTIM_SHARD_OPTIM : OPTIM_NO_SHARD;
     o->n_padded = optim_padded_size(n_floats, dp->size);
     if (o->zero1) {
         o->shard_len = o->n_padded / (size_t)dp->size;
@@ -89,6 +105,8 @@ void optim_destroy(Optimizer *o) {
     o->be->ops->free(o->be, o->norm_table);
     o->be->ops->free(o->be, o->lp);
     o->be->ops->free(o->be, o->lp_out);
+    o->be->ops->free(o->be, o->master);
+    optim_zero_destroy(o->be, o->zero);
     free(o->segs);
     free(o);
 }
@@ -139,6 +157,7 @@ static void all_reduce_avg(Optimizer *o, float *grads, size_t len) {
 }
 
 void optim_reduce_grads(Optimizer *o, float *grads) {
+    if (o->zero) return;  // ZeRO-2/3: reduced layer by layer during the backward
     if (o->zero1 && !o->pack) {
         reduce_scatter_avg(o, grads, o->grad_shard, o->shard_len);
     } else if (o->zero1) {
@@ -160,6 +179,7 @@ static const float *slice_grads(const Optimizer *o, const float *grads) {
 }
 
 double optim_local_grad_sq(Optimizer *o, const float *grads) {
+    if (o->zero) return optim_zero_local_grad_sq(o);
     if (o->n_norm == 0) return 0.0;
     return o->be->ops->sum_squares_multi(o->be, slice_grads(o, grads), o->norm_table, o->n_norm,
                                          o->max_seg_len);
@@ -168,6 +188,10 @@ double optim_local_grad_sq(Optimizer *o, const float *grads) {
 void optim_update(Optimizer *o, const AdamWConfig *cfg, double lr, double grad_scale,
                   float *params, const float *grads) {
     Backend *be = o->be;
+    if (o->zero) {
+        optim_zero_update(o, cfg, lr, grad_scale);
+        return;
+    }
     o->step++;
     if (o->n_segs > 0)
         be->ops->adamw_multi(be, params + o->shard_begin, slice_grads(o, grads), o->m, o->v,
@@ -182,3 +206,12 @@ void optim_update(Optimizer *o, const AdamWConfig *cfg, double lr, double grad_s
 }
 
 size_t optim_state_bytes(const Optimizer *o) { return 2 * o->shard_len * sizeof(float); }
+
+size_t optim_param_memory_bytes(const Optimizer *o, const GPT *m) {
+    size_t copies = m->be->act != BACKEND_F32 ? m->n_alloc * backend_dtype_size(m->be->act) : 0;
+    return (o->zero ? optim_zero_param_bytes(o) : m->n_floats * sizeof(float)) + copies;
+}
+
+size_t optim_grad_memory_bytes(const Optimizer *o, const GPT *m) {
+    return o->zero ? optim_zero_grad_bytes(o) : m->n_alloc * sizeof(float);
+}

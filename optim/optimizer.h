@@ -7,6 +7,9 @@
 // ones this rank stores (1/DP of the optimizer state); the parameters are all-gathered.
 // Plain DDP: gradients all-reduced (averaged), every rank updates everything.
 //
+// ZeRO-2 and ZeRO-3 (--data-parallel-sharding-strategy optim_grads / optim_grads_params):
+// sharded per unit (layer) instead of across the flat buffer; see optim/zero.h.
+//
 // Buckets (--ddp-bucket-size E): the reduction runs as several collectives of about E
 // elements each instead of one. A ZeRO-1 bucket k takes the k-th piece of every rank's slice
 // (packed together), so each rank's slice stays one contiguous range.
@@ -15,6 +18,7 @@
 #include <stdint.h>
 #include "backend/backend.h"
 #include "comm/comm.h"
+#include "model/gpt.h"
 #include "model/gpt_params.h"
 
 typedef struct {
@@ -22,7 +26,24 @@ typedef struct {
     int param;          // index into the parameter table
     int weight_decay;
     int count_in_norm;  // 0 for tp-replicated copies on tp_rank > 0 and the tied wte copy
+    size_t at;          // where the range sits in the moment (and ZeRO-2/3 shard) buffers
 } OptSegment;
+
+// Megatron-Core's --data-parallel-sharding-strategy: what data parallelism shards.
+typedef enum {
+    OPTIM_NO_SHARD,            // DDP: all-reduce, full optimizer state per rank
+    OPTIM_SHARD_OPTIM,         // ZeRO-1: optimizer state
+    OPTIM_SHARD_GRADS,         // ZeRO-2: + gradients (reduce-scattered per layer, per micro-batch)
+    OPTIM_SHARD_PARAMS,        // ZeRO-3 / FSDP: + parameters (gathered per layer when used)
+} OptimSharding;
+
+// "no_shard" ... "optim_grads_params" -> the strategy; -1 for anything else. Pure.
+int optim_sharding_parse(const char *name);
+// The strategy's flag value ("optim_grads") and its usual name ("ZeRO-2"). Pure.
+const char *optim_sharding_name(OptimSharding s);
+const char *optim_sharding_label(OptimSharding s);
+
+typedef struct OptimZero OptimZero;
 
 typedef struct {
     double beta1, beta2, eps, weight_decay, clip_grad;  // the learning rate comes per step
@@ -31,7 +52,10 @@ typedef struct {
 typedef struct {
     Backend *be;
     Comm *dp;
-    int zero1;
+    int zero1;                  // the optimizer state is sharded (ZeRO-1, 2 or 3)
+    OptimSharding sharding;     // what is sharded (NO_SHARD / SHARD_OPTIM also when DP = 1)
+    OptimZero *zero;            // ZeRO-2/3 state (optim/zero.h), else NULL
+    float *master;              // ZeRO-3: (shard_len) this rank's fp32 master weights; else NULL
     size_t n_padded;            // flat buffer length incl. padding (multiple of DP)
     size_t shard_begin, shard_len;  // the slice this rank updates (everything without ZeRO)
     float *m, *v;               // (shard_len) AdamW moments
@@ -84,3 +108,7 @@ void optim_update(Optimizer *o, const AdamWConfig *cfg, double lr, double grad_s
 
 // Bytes of optimizer state on this rank (both moments) and without ZeRO (for the log).
 size_t optim_state_bytes(const Optimizer *o);
+// Bytes this rank holds for the parameters (fp32 masters, their be->act copies, ZeRO-3 gather
+// buffers) and the gradients (flat buffer, or ZeRO-2/3 shard + transient buffers). Pure.
+size_t optim_param_memory_bytes(const Optimizer *o, const GPT *m);
+size_t optim_grad_memory_bytes(const Optimizer *o, const GPT *m);

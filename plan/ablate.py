@@ -1,32 +1,38 @@
 #!/usr/bin/env python3
 """plan/ablate.py: `megac ablate`: run a sweep of layouts and report it (see README).
 
-  megac ablate --grid "tp=1,2 pp=1,2 mbs=1,2 schedule=1f1b,gpipe sp=0,1 zero1=0,1" \\
-      --world-size 8 --output DIR [--launcher mpiexec] [--hardware h100|h200|FILE] \\
-      [--vocab-size V] -- <megac train flags>
+  megac ablate --grid "tp=1,2 pp=1,2 mbs=1,2 schedule=1f1b,gpipe sp=0,1 zero1=0,1 recompute=none,full,selective" \\
+      --world-size 8 --output DIR [--launcher mpiexec|slurm] [--hardware h100|h200|FILE] \\
+      [--vocab-size V] [--slurm-args "..."] [--max-parallel K] [--no-wait] -- <megac train flags>
+  megac ablate collect DIR     (--launcher slurm --no-wait: record the finished points, report)
   megac ablate report DIR
 
 Expands the grid; asks `megac plan --json` about each point (an invalid point is skipped
 with the plan's reason, a valid one gets its predictions); runs each valid point through
-megac-mpiexec with --log-json; records layout, measured and predicted values in
+megac-mpiexec with --log-json (--launcher slurm: all of them as one Slurm job array,
+plan/ablate_slurm.py); records layout, measured and predicted values in
 DIR/records.jsonl (one line per point, appended as it ends, so an interrupted sweep resumes
 where it stopped) and DIR/records.csv; then writes DIR/REPORT.md with plots
 (plan/ablate_report.py). A point that fails is recorded with its reason; the sweep goes on.
 Bad input (unknown key, a value that cannot divide the world size, no valid point): one
 line on stderr and exit 2 before anything runs.
 """
-import itertools, json, os, re, shlex, subprocess, sys
+import itertools, json, os, re, shlex, shutil, subprocess, sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ablate_report  # noqa: E402
+import ablate_slurm  # noqa: E402
 
-KEYS = {"tp": int, "pp": int, "mbs": int, "schedule": str, "sp": int, "zero1": int}
+KEYS = {"tp": int, "pp": int, "mbs": int, "schedule": str, "sp": int, "zero1": int, "recompute": str}
+# grid values of recompute -> the flags of train and plan
+RECOMPUTE = {"none": [], "full": ["--recompute-granularity", "full"], "selective": ["--recompute-activations"]}
 # train flags that `megac plan` understands too: flag -> takes a value
 PLAN_FLAGS = {"--num-layers": 1, "--hidden-size": 1, "--num-attention-heads": 1, "--ffn-hidden-size": 1,
               "--seq-length": 1, "--max-position-embeddings": 1, "--make-vocab-size-divisible-by": 1,
               "--decoder-first-pipeline-num-layers": 1, "--decoder-last-pipeline-num-layers": 1,
               "--global-batch-size": 1, "--ddp-bucket-size": 1, "--device": 1, "--use-flash-attn": 0,
-              "--bf16": 0, "--fp16": 0, "--no-tf32": 0}
+              "--bf16": 0, "--fp16": 0, "--no-tf32": 0, "--init-method-std": 1, "--recompute-granularity": 1,
+              "--recompute-method": 1, "--recompute-num-layers": 1, "--recompute-activations": 0}
 # flags the grid owns: given after --, they would contradict it
 GRID_FLAGS = {"--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--micro-batch-size",
               "--pipeline-schedule", "--sequence-parallel", "--no-distributed-optimizer",
@@ -40,7 +46,8 @@ def usage_error(msg):
 
 def parse_grid(text, world):
     # left out: TP = PP = 1, 1F1B, no SP, ZeRO-1 where DP > 1 (train's defaults)
-    grid = {"tp": [1], "pp": [1], "mbs": [None], "schedule": ["1f1b"], "sp": [0], "zero1": [None]}
+    grid = {"tp": [1], "pp": [1], "mbs": [None], "schedule": ["1f1b"], "sp": [0], "zero1": [None],
+            "recompute": ["none"]}
     for item in text.split():
         key, _, vals = item.partition("=")
         if key not in KEYS or not vals:
@@ -58,6 +65,8 @@ def parse_grid(text, world):
                 usage_error(f"grid: schedule={v}: must be 1f1b or gpipe")
             if key in ("sp", "zero1") and v not in (0, 1):
                 usage_error(f"grid: {key}={v}: must be 0 or 1")
+            if key == "recompute" and v not in RECOMPUTE:
+                usage_error(f"grid: recompute={v}: must be none, full or selective")
         grid[key] = values
     points = [dict(zip(grid, combo)) for combo in itertools.product(*grid.values())]
     for p in points:
@@ -68,7 +77,8 @@ def parse_grid(text, world):
 
 def point_id(p, world):
     dp = world // (p["tp"] * p["pp"]) if world % (p["tp"] * p["pp"]) == 0 else 0
-    return (f"tp{p['tp']}_pp{p['pp']}_dp{dp}_mbs{p['mbs']}_{p['schedule']}_sp{p['sp']}_zero{p['zero1']}")
+    rc = "" if p.get("recompute", "none") == "none" else f"_rc{p['recompute']}"  # ids of sweeps without it stay
+    return (f"tp{p['tp']}_pp{p['pp']}_dp{dp}_mbs{p['mbs']}_{p['schedule']}_sp{p['sp']}_zero{p['zero1']}{rc}")
 
 
 def layout_flags(p, for_plan):
@@ -81,7 +91,7 @@ def layout_flags(p, for_plan):
     elif for_plan:
         f.append("--no-sequence-parallel")
     f.append("--use-distributed-optimizer" if p["zero1"] else "--no-distributed-optimizer")
-    return f
+    return f + RECOMPUTE[p["recompute"]]
 
 
 def plan_flags(train_flags, vocab):
@@ -115,8 +125,12 @@ def predict(megac, world, p, args, pflags):
 
 
 def measure(out_text, log_path):
-    # iteration records only (a run record or validation records may sit among them)
-    rows = [r for r in map(json.loads, open(log_path)) if "iteration" in r and "elapsed_ms" in r]
+    # iteration records only (the run record and validation records have "event" instead)
+    recs = [json.loads(l) for l in open(log_path) if l.strip()]
+    rows = [r for r in recs if "iteration" in r and "elapsed_ms" in r]
+    starts = [r for r in recs if r.get("event") == "run_start"]
+    run = {k: starts[-1].get(k) for k in ("megac_version", "git_revision", "backend", "precision", "hosts",
+                                          "world_size", "time")} if starts else None
     if not rows:
         raise ValueError(f"{log_path}: no iteration record")
     steady = rows[1:] or rows
@@ -133,7 +147,7 @@ def measure(out_text, log_path):
             "tflops_per_rank": sum(r["gflops_per_rank"] for r in steady) / len(steady) / 1e3,
             "peak_memory_per_rank": peak, "memory": by_cat, "bubble": bubbles,
             "bytes": {g: last[f"{g}_bytes"] for g in ("tp", "pp", "dp", "embedding")},
-            "final_loss": last["lm_loss"], "iterations": len(rows)}
+            "final_loss": last["lm_loss"], "iterations": len(rows), "run": run}
 
 
 def predicted(lay):
@@ -147,6 +161,18 @@ def predicted(lay):
             "bubble": [s["bubble"] for s in stages]}
 
 
+def result_of(rc, text, log):
+    """A run's exit status and output -> (measured values, None) or (None, the reason it failed)."""
+    if rc == 0:
+        try:
+            return measure(text, log), None
+        except (OSError, ValueError, KeyError) as e:
+            return None, f"cannot read the run's records: {e!r}"
+    lines = text.splitlines()
+    said = [l.strip() for l in lines if l.startswith("megac:") or "] megac:" in l or "EXIT STRING" in l]
+    return None, f"exit {rc}: " + (said[-1] if said else (lines[-1].strip() if lines else "no message"))
+
+
 def run_point(megac, launcher, world, p, train_flags, log_dir, pid):
     log = os.path.join(log_dir, pid + ".jsonl")
     cmd = [launcher, "-n", str(world), megac, "train"] + train_flags + layout_flags(p, False) + ["--log-json", log]
@@ -155,14 +181,30 @@ def run_point(megac, launcher, world, p, train_flags, log_dir, pid):
     r = subprocess.run(cmd, capture_output=True, text=True)
     with open(os.path.join(log_dir, pid + ".out"), "w") as f:
         f.write(r.stdout + r.stderr)
-    if r.returncode == 0:
-        try:
-            return measure(r.stdout, log), None
-        except (OSError, ValueError, KeyError) as e:
-            return None, f"cannot read the run's records: {e!r}"
-    text = (r.stdout + "\n" + r.stderr).splitlines()
-    said = [l.strip() for l in text if l.startswith("megac:") or "] megac:" in l or "EXIT STRING" in l]
-    return None, f"exit {r.returncode}: " + (said[-1] if said else (text[-1].strip() if text else "no message"))
+    return result_of(r.returncode, r.stdout + "\n" + r.stderr, log)
+
+
+def say(rec):
+    print(f"{rec['id']}: {rec['status']}" + (f" ({rec['reason']})" if rec.get("reason") else
+          f" {rec['measured']['ms_per_iter']:.1f} ms/iter, loss {rec['measured']['final_loss']:.6f}"), flush=True)
+
+
+def append(rec_path, recs):
+    with open(rec_path, "a") as f:
+        for rec in recs:
+            say(rec)
+            f.write(json.dumps(rec) + "\n")
+
+
+def collect(out_dir):
+    """Records the finished points of a Slurm array; returns the ids still pending."""
+    done, left = ablate_slurm.collect(out_dir, result_of)
+    append(os.path.join(out_dir, "records.jsonl"), done)
+    if left:
+        job = (ablate_slurm.load_pending(out_dir) or {}).get("job")
+        print(f"{len(left)} point(s) still queued or running in job {job}: "
+              f"megac ablate collect {shlex.quote(out_dir)} once it has ended", flush=True)
+    return left
 
 
 def sweep(argv):
@@ -179,15 +221,23 @@ def sweep(argv):
     ap.add_argument("--launcher", default="mpiexec", choices=["mpiexec", "slurm"])
     ap.add_argument("--hardware", default="h100")
     ap.add_argument("--vocab-size", type=int)
+    ap.add_argument("--slurm-args", default="", help="more sbatch flags for the array (--launcher slurm)")
+    ap.add_argument("--max-parallel", type=int, default=0, help="--launcher slurm: array tasks at once (0: all)")
+    ap.add_argument("--no-wait", action="store_true",
+                    help="--launcher slurm: return after submitting; `megac ablate collect DIR` records the results")
     try:
         args = ap.parse_args(argv)
     except SystemExit as e:
         sys.exit(0 if e.code == 0 else 2)
-    if args.launcher == "slurm":
-        usage_error("--launcher slurm is not implemented yet (run the sweep with --launcher mpiexec)")
+    if args.launcher == "slurm" and not shutil.which("sbatch"):
+        usage_error("--launcher slurm: sbatch is not on PATH (apt-get install slurm-wlm, or run with --launcher mpiexec)")
+    if args.max_parallel < 0:
+        usage_error(f"--max-parallel must be >= 0, got {args.max_parallel}")
     if args.world_size <= 0:
         usage_error(f"--world-size must be > 0, got {args.world_size}")
     clash = sorted(GRID_FLAGS & set(train_flags))
+    if "recompute=" in args.grid:
+        clash += sorted({"--recompute-granularity", "--recompute-activations"} & set(train_flags))
     if clash:
         usage_error(f"train flags {' '.join(clash)} are set by the grid or by ablate: leave them out")
     megac = os.environ.get("MEGAC_BIN", "megac")
@@ -205,33 +255,61 @@ def sweep(argv):
         usage_error(f"no valid point in the grid: {plans[-1][1]}")
     os.makedirs(os.path.join(args.output, "runs"), exist_ok=True)
     rec_path = os.path.join(args.output, "records.jsonl")
+    left = collect(args.output) if ablate_slurm.load_pending(args.output) else []
     done = ablate_report.load_records(args.output)
-    done_ids = {r["id"] for r in done if r["status"] in ("ok", "failed", "skipped")}
+    done_ids = {r["id"] for r in done if r["status"] in ("ok", "failed", "skipped")} | set(left)
     with open(os.path.join(args.output, "sweep.json"), "w") as f:
         json.dump({"grid": args.grid, "world_size": args.world_size, "hardware": args.hardware,
                    "train_flags": train_flags}, f, indent=1)
+    todo = []  # --launcher slurm: (id, train flags, record) of the array's points
     for p, (lay, why) in zip(points, plans):
         pid = point_id(p, args.world_size)
         if pid in done_ids:
-            print(f"{pid}: recorded already (resume)")
+            print(f"{pid}: {'pending in Slurm' if pid in left else 'recorded already'} (resume)")
             continue
         rec = {"id": pid, "layout": dict(p, dp=args.world_size // (p["tp"] * p["pp"]))}
         if lay is None:
             rec.update(status="skipped", reason=why)
+        elif args.launcher == "slurm":
+            rec["predicted"] = predicted(lay)
+            todo.append((pid, train_flags + layout_flags(p, False), rec))
+            continue
         else:
             rec["predicted"] = predicted(lay)
             meas, err = run_point(megac, launcher, args.world_size, p, train_flags,
                                   os.path.join(args.output, "runs"), pid)
             rec.update(status="ok" if meas else "failed", reason=err, measured=meas)
-        print(f"{pid}: {rec['status']}" + (f" ({rec['reason']})" if rec.get("reason") else
-              f" {rec['measured']['ms_per_iter']:.1f} ms/iter, loss {rec['measured']['final_loss']:.6f}"), flush=True)
-        with open(rec_path, "a") as f:
-            f.write(json.dumps(rec) + "\n")
+        append(rec_path, [rec])
+    if todo:
+        ablate_slurm.submit(args.output, args.world_size, todo, megac, device_of(train_flags), args.slurm_args,
+                            args.max_parallel, not args.no_wait)
+        if args.no_wait:
+            print(f"the sweep runs in Slurm: megac ablate collect {shlex.quote(args.output)} records the "
+                  "finished points and writes the report", flush=True)
+            return
+        if collect(args.output):
+            return
     ablate_report.write_report(args.output)
     print(f"wrote {os.path.join(args.output, 'REPORT.md')}")
 
 
+def device_of(train_flags):
+    """The --device of the train flags (megac train's default: cpu)."""
+    i = len(train_flags) - 1 - train_flags[::-1].index("--device") if "--device" in train_flags else -1
+    return train_flags[i + 1] if 0 <= i < len(train_flags) - 1 else "cpu"
+
+
 def main(argv):
+    if argv[:1] == ["collect"]:
+        if len(argv) != 2 or not os.path.isdir(argv[1]):
+            usage_error("usage: megac ablate collect DIR (the --output of a --launcher slurm sweep)")
+        if not ablate_slurm.load_pending(argv[1]):
+            print(f"{argv[1]}: no Slurm points pending")
+        elif collect(argv[1]):
+            return
+        ablate_report.write_report(argv[1])
+        print(f"wrote {os.path.join(argv[1], 'REPORT.md')}")
+        return
     if argv[:1] == ["report"]:
         if len(argv) != 2 or not os.path.isfile(os.path.join(argv[1], "records.jsonl")):
             usage_error("usage: megac ablate report DIR (a directory holding records.jsonl)")

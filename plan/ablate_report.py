@@ -128,7 +128,8 @@ def write_report(d):
     records = load_records(d)
     rows = [flat(r) for r in records]
     with open(os.path.join(d, "records.csv"), "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0].keys()) if rows else ["id"])
+        names = list(dict.fromkeys(k for row in rows for k in row)) or ["id"]  # every column, first seen first
+        w = csv.DictWriter(f, fieldnames=names)
         w.writeheader()
         w.writerows(rows)
     ok = sorted((r for r in rows if r["status"] == "ok"), key=lambda r: r["measured_ms_per_iter"])

@@ -94,6 +94,8 @@ void plan_predict(const PlanSpec *s, const PlanLayout *l, const PlanHardware *hw
     }
     r->bubble = 1.0 - busy / (l->pp * t_pipe);
     r->model_flops = gpt_flops_per_iteration(&s->model, gpt_padded_vocab(&s->model, l->tp), s->global_batch);
+    r->hardware_flops = 0.0;  // every rank of a stage runs its micro-batches
+    for (int st = 0; st < l->pp; st++) r->hardware_flops += r->stages[st].flops_mb * m * l->tp * l->dp;
     r->t_step = t_pipe + t_after;
     r->tokens_per_s = (double)s->global_batch * s->model.seq_length / r->t_step;
     r->mfu = r->model_flops / (r->t_step * s->world_size * plan_hw_peak_flops(hw, s->precision));

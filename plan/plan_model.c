@@ -75,12 +75,15 @@ static void tp_traffic(const PlanSpec *s, const PlanLayout *l, const PlanStage *
     uint64_t e = (uint64_t)act_bytes(s->precision), C = (uint64_t)s->model.hidden_size;
     uint64_t N = (uint64_t)l->micro_batch * s->model.seq_length, NC = N * C, L = (uint64_t)st->n_layers;
     uint64_t M = (uint64_t)m, shard = NC / (uint64_t)n;  // (N/tp, C) with SP
+    uint64_t R = (uint64_t)st->n_recomputed;             // layers whose forward runs twice
     if (!l->sp) {
         if (st->first) all_reduce(t, n, NC, e, M);          // vocab embedding: token from one rank
-        all_reduce(t, n, NC, e, 4 * L * M);                 // g forward x2, f backward x2
+        all_reduce(t, n, NC, e, (4 * L + 2 * R) * M);       // g forward x2, f backward x2
         if (st->last) {
-            all_reduce(t, n, N, 4, M);                      // cross-entropy row max
-            all_reduce(t, n, 2 * N, 4, M);                  // sum of exps + target logit
+            if (n > 1) {                                    // (one shard: no reduction at all)
+                all_reduce(t, n, N, 4, M);                  // cross-entropy row max
+                all_reduce(t, n, 2 * N, 4, M);              // sum of exps + target logit
+            }
             all_reduce(t, n, NC, e, M);                     // f backward of the output layer
         }
         return;
@@ -89,8 +92,8 @@ static void tp_traffic(const PlanSpec *s, const PlanLayout *l, const PlanStage *
         reduce_scatter(t, n, shard, e, M);                  // embedding forward
         all_gather(t, n, shard, e, M);                      // embedding backward
     }
-    all_gather(t, n, shard, e, 6 * L * M);                  // per layer: 2 fwd, 2 row bwd, 2 col bwd
-    reduce_scatter(t, n, shard, e, 4 * L * M);              // per layer: 2 fwd, 2 col bwd
+    all_gather(t, n, shard, e, (6 * L + 2 * R) * M);        // per layer: 2 fwd, 2 row bwd, 2 col bwd
+    reduce_scatter(t, n, shard, e, (4 * L + 2 * R) * M);    // per layer: 2 fwd, 2 col bwd
     if (st->last) {
         all_gather(t, n, shard, e, 2 * M);                  // output layer forward + backward
         reduce_scatter(t, n, shard, e, M);                  // output layer backward
@@ -121,16 +124,39 @@ static void dp_traffic(const PlanSpec *s, const PlanLayout *l, PlanStage *st, Pl
 // --- memory: model/gpt_alloc.c's carving (64-byte aligned pieces) -----------------------
 static size_t piece(size_t bytes) { return (bytes + 63) / 64 * 64; }
 
-static size_t slot_bytes(const PlanSpec *s, const PlanLayout *l, const PlanStage *st) {
+// One layer's activations (carve_layer); `shared_att`: selective recomputation, the
+// attention probabilities live in the workspace, once.
+static size_t layer_bytes(const PlanSpec *s, const PlanLayout *l, int shared_att) {
     const GPTConfig *c = &s->model;
     size_t e = (size_t)act_bytes(s->precision), N = (size_t)l->micro_batch * c->seq_length;
     size_t Ns = l->sp ? N / (size_t)l->tp : N, C = (size_t)c->hidden_size, tp = (size_t)l->tp;
     size_t C_tp = C / tp, F_tp = (size_t)c->ffn_hidden_size / tp;
     size_t rows = (size_t)l->micro_batch * (size_t)(c->num_heads / l->tp) * c->seq_length;
-    size_t layer = piece(Ns * C * e) * 4 + piece(Ns * 4) * 4 + piece(N * 3 * C_tp * e) +
-                   (c->use_flash_attn ? piece(rows * 4) : piece(rows * c->seq_length * e)) +
-                   piece(N * C_tp * e) + 2 * piece(N * F_tp * e);
-    size_t b = 2 * piece(N * 4) + piece(Ns * C * e) + (size_t)st->n_layers * layer;
+    size_t att = c->use_flash_attn ? piece(rows * 4) : shared_att ? 0 : piece(rows * c->seq_length * e);
+    return piece(Ns * C * e) * 4 + piece(Ns * 4) * 4 + piece(N * 3 * C_tp * e) + att +
+           piece(N * C_tp * e) + 2 * piece(N * F_tp * e);
+}
+
+// Full recomputation (gpt_layer_recomputed): uniform re-runs every layer of the stage in
+// chunks of k, block the first k layers one by one; a chunk keeps only its output per
+// micro-batch, and one chunk's activations sit in the workspace. Sets the stage's counts.
+static void recompute_counts(const GPTConfig *c, PlanStage *st) {
+    int n = st->n_layers, k = c->recompute_num_layers > 0 ? c->recompute_num_layers : 1;
+    st->n_recomputed = st->n_chunk_outputs = st->n_workspace_layers = 0;
+    if (c->recompute != GPT_RECOMPUTE_FULL || n <= 0) return;
+    st->n_recomputed = c->recompute_block ? (k < n ? k : n) : n;
+    st->n_chunk_outputs = c->recompute_block ? st->n_recomputed : (n + k - 1) / k;
+    int chunk = c->recompute_block ? 1 : k;
+    st->n_workspace_layers = chunk < n ? chunk : n;
+}
+
+static size_t slot_bytes(const PlanSpec *s, const PlanLayout *l, const PlanStage *st) {
+    const GPTConfig *c = &s->model;
+    size_t e = (size_t)act_bytes(s->precision), N = (size_t)l->micro_batch * c->seq_length;
+    size_t Ns = l->sp ? N / (size_t)l->tp : N, C = (size_t)c->hidden_size;
+    size_t layer = layer_bytes(s, l, c->recompute == GPT_RECOMPUTE_SELECTIVE);
+    size_t b = 2 * piece(N * 4) + piece(Ns * C * e) +
+               (size_t)(st->n_layers - st->n_recomputed) * layer + (size_t)st->n_chunk_outputs * piece(Ns * C * e);
     if (st->last) {
         int Vp = gpt_padded_vocab(c, l->tp);
         b += piece(Ns * C * e) + 2 * piece(Ns * 4) + piece(N * (size_t)(Vp / l->tp) * e) +
@@ -139,7 +165,7 @@ static size_t slot_bytes(const PlanSpec *s, const PlanLayout *l, const PlanStage
     return b;
 }
 
-static size_t scratch_bytes(const PlanSpec *s, const PlanLayout *l) {
+static size_t scratch_bytes(const PlanSpec *s, const PlanLayout *l, const PlanStage *st) {
     const GPTConfig *c = &s->model;
     size_t e = (size_t)act_bytes(s->precision), N = (size_t)l->micro_batch * c->seq_length;
     size_t Ns = l->sp ? N / (size_t)l->tp : N, C = (size_t)c->hidden_size, tp = (size_t)l->tp;
@@ -148,7 +174,8 @@ static size_t scratch_bytes(const PlanSpec *s, const PlanLayout *l) {
                piece((c->use_flash_attn ? rows : rows * c->seq_length) * 4) + piece(N * (C / tp) * e) +
                2 * piece(N * ((size_t)c->ffn_hidden_size / tp) * e) + piece(N * 4);
     if (l->sp) b += 2 * piece(N * C * e);
-    return b;
+    if (c->recompute == GPT_RECOMPUTE_SELECTIVE && !c->use_flash_attn) b += piece(rows * c->seq_length * e);
+    return b + (size_t)st->n_workspace_layers * layer_bytes(s, l, 0);
 }
 
 void plan_stage_counts(const PlanSpec *s, const PlanLayout *l, int stage, int n_micro, PlanStage *st) {
@@ -160,6 +187,7 @@ void plan_stage_counts(const PlanSpec *s, const PlanLayout *l, int stage, int n_
                           &st->n_floats));
     st->n_alloc = optim_padded_size(st->n_floats, l->dp);
     st->shard_len = l->zero1 ? st->n_alloc / (size_t)l->dp : st->n_alloc;
+    recompute_counts(c, st);
     st->n_slots = pp_schedule_slots(l->gpipe ? PP_SCHEDULE_GPIPE : PP_SCHEDULE_1F1B, l->pp, stage, n_micro);
     double e = act_bytes(s->precision);
     size_t N = (size_t)l->micro_batch * c->seq_length, io = (l->sp ? N / (size_t)l->tp : N) * c->hidden_size;
@@ -170,7 +198,7 @@ void plan_stage_counts(const PlanSpec *s, const PlanLayout *l, int stage, int n_
     st->mem[PLAN_MEM_OPTIM] = 8.0 * st->shard_len;  // Adam m and v
     st->mem_optim_unsharded = 8.0 * st->n_alloc;
     st->mem[PLAN_MEM_ACTIVATIONS] = (double)slot_bytes(s, l, st) * st->n_slots;
-    st->mem[PLAN_MEM_WORKSPACE] = (double)scratch_bytes(s, l);
+    st->mem[PLAN_MEM_WORKSPACE] = (double)scratch_bytes(s, l, st);
 
     // traffic of one step on one rank of this stage
     tp_traffic(s, l, st, n_micro, &st->traffic[PLAN_G_TP]);
@@ -189,10 +217,17 @@ void plan_stage_counts(const PlanSpec *s, const PlanLayout *l, int stage, int n_
     if (l->zero1) st->mem[PLAN_MEM_COMM] += 8.0 * st->shard_len + (bucket < st->shard_len ? 4.0 * l->dp * bucket : 0);
 
     // GEMM FLOPs of one micro-batch (forward + backward) on one rank: Megatron's count
-    // split into layers and the output layer, divided over TP
+    // split into layers and the output layer, divided over TP (model FLOPs, for MFU); the
+    // hardware also re-runs the forward of recomputed layers (1/3 of a layer's forward +
+    // backward: 4/3 with every layer recomputed) or, selective, the attention forward
+    // (q k^T and the probabilities times v: 4 B T^2 C per layer, as Megatron counts them)
     GPTConfig one = *c;
     one.num_layers = 1;
     double layer = gpt_flops_per_iteration(&one, 0, l->micro_batch);
     double logits = gpt_flops_per_iteration(&one, Vp, l->micro_batch) - layer;
-    st->flops_mb = (st->n_layers * layer + (st->last ? logits : 0.0)) / l->tp;
+    st->model_flops_mb = (st->n_layers * layer + (st->last ? logits : 0.0)) / l->tp;
+    double extra = st->n_recomputed * layer / 3.0;
+    if (c->recompute == GPT_RECOMPUTE_SELECTIVE && !c->use_flash_attn)
+        extra = st->n_layers * 4.0 * l->micro_batch * (double)c->seq_length * c->seq_length * c->hidden_size;
+    st->flops_mb = st->model_flops_mb + extra / l->tp;
 }

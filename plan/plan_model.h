@@ -8,6 +8,12 @@
 // slots as the pipeline schedule sizes them, backward workspace), optim/optimizer.c (ZeRO-1
 // shards, buckets) and pipeline/pp_schedule.c (the received gradient).
 //
+// Activation recomputation (spec.model.recompute*, train's flags): full recomputation keeps
+// only each chunk's output per micro-batch, holds one chunk's activations in the workspace,
+// re-runs the recomputed layers' forward (hardware FLOPs, step time) and repeats their
+// tensor-parallel collectives; selective drops the attention probabilities from every slot
+// (one copy in the workspace) and recomputes q k^T. MFU counts model FLOPs only.
+//
 // Precision (plan_hw.h): megac's own recipes. fp32 / tf32: every tensor fp32 (tf32 changes
 // only the GEMM rate). bf16 / fp16: activations, weight copies and tensor/pipeline traffic
 // in 16 bits; fp32 master weights (unsharded), fp32 gradients and data-parallel traffic,
@@ -51,12 +57,18 @@ typedef struct {
 typedef struct {
     int layer0, n_layers, first, last;
     int n_slots;                       // activation slots the schedule needs
+    int n_recomputed;                  // --recompute-granularity full: layers re-run in the
+                                       // backward (their forward collectives repeat)
+    int n_chunk_outputs;               // of those, layers that keep their output per slot
+    int n_workspace_layers;            // layers' activations in the workspace (one chunk)
     size_t n_floats, n_alloc;          // parameter floats, padded flat buffer length
     size_t shard_len;                  // optimizer slice (n_alloc / DP with ZeRO-1)
     double mem[PLAN_NMEM];             // bytes per rank by category
     double mem_optim_unsharded;        // optimizer state without ZeRO-1
     PlanTraffic traffic[PLAN_NGROUPS]; // one step, one rank of this stage
-    double flops_mb;                   // GEMM FLOPs of one micro-batch, forward + backward, per rank
+    double flops_mb;                   // GEMM FLOPs of one micro-batch, forward + backward, per
+                                       // rank, as the hardware runs them (with recomputation)
+    double model_flops_mb;             // the same without recomputation (Megatron's model FLOPs)
     double t_mb;                       // seconds per micro-batch: GEMMs + TP + p2p
     double t_after;                    // seconds after the pipeline: grad syncs + optimizer
     double bubble;                     // idle fraction of this stage in the schedule
@@ -71,7 +83,8 @@ typedef struct {
     int fits;
     double bubble;                     // idle fraction of all stages; (PP-1)/(m+PP-1) when
                                        // the stages take equally long
-    double model_flops;                // per step, Megatron's formula, whole model
+    double model_flops;                // per step, Megatron's formula, whole model (MFU)
+    double hardware_flops;             // per step, with recomputation's extra forward
     double t_step, tokens_per_s, mfu;
 } PlanResult;
 

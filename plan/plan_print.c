@@ -17,8 +17,26 @@ static const char *ASSUMPTIONS[] = {
     "by ZeRO-1, activation slots as the schedule needs them); fits when the busiest stage "
     "stays under memory_gb - reserve_gb",
     "AdamW: memory-bound at hbm_gbps (28 bytes per element, +6 for the 16-bit weight copy)",
+    "recomputation: full re-runs the recomputed layers' forward (and its tensor-parallel "
+    "collectives) in the backward: hardware FLOPs 4/3 of the layers' model FLOPs, timed; "
+    "selective re-runs the attention forward; MFU counts model FLOPs only",
 };
 #define N_ASSUMPTIONS (int)(sizeof ASSUMPTIONS / sizeof ASSUMPTIONS[0])
+
+// " | recompute full (uniform, 2 layers per chunk)", " | recompute selective" or "".
+static const char *recompute_label(const GPTConfig *c, char *buf, size_t n) {
+    if (c->recompute == GPT_RECOMPUTE_SELECTIVE) return " | recompute selective";
+    if (c->recompute != GPT_RECOMPUTE_FULL) return "";
+    snprintf(buf, n, " | recompute full (%s, %d layer%s%s)", c->recompute_block ? "block" : "uniform",
+             c->recompute_num_layers, c->recompute_num_layers == 1 ? "" : "s",
+             c->recompute_block ? " per stage" : " per chunk");
+    return buf;
+}
+
+// "none", "full", "selective".
+static const char *recompute_name(const GPTConfig *c) {
+    return c->recompute == GPT_RECOMPUTE_FULL ? "full" : c->recompute == GPT_RECOMPUTE_SELECTIVE ? "selective" : "none";
+}
 
 static double stage_total(const PlanStage *st) {
     double t = 0.0;
@@ -49,10 +67,12 @@ static double group_bytes(const PlanResult *r, PlanGroup g) {
 static void print_header(FILE *f, const PlanSpec *s, const PlanHardware *hw, const PlanSet *set,
                          const char *mu, const char *bu) {
     const GPTConfig *c = &s->model;
+    char rc[96];
     fprintf(f, "megac plan: world %d (%d GPUs per node) | L=%d C=%d NH=%d F=%d T=%d V=%d | global batch %d"
-            " | %s%s\n", s->world_size, hw->gpus_per_node, c->num_layers, c->hidden_size, c->num_heads,
+            " | %s%s%s\n", s->world_size, hw->gpus_per_node, c->num_layers, c->hidden_size, c->num_heads,
             c->ffn_hidden_size, c->seq_length, c->vocab_size, s->global_batch,
-            plan_precision_name(s->precision), c->use_flash_attn ? " | flash attention" : "");
+            plan_precision_name(s->precision), c->use_flash_attn ? " | flash attention" : "",
+            recompute_label(c, rc, sizeof rc));
     fprintf(f, "hardware: %s | %.3g GB per GPU (%.3g reserved) | peak %.4g TFLOP/s (%s) x %.2f | "
             "links per GPU: %.4g GB/s in a node, %.4g GB/s across nodes, x %.2f\n", hw->name, hw->memory_gb,
             hw->reserve_gb, plan_hw_peak_flops(hw, s->precision) / 1e12,
@@ -138,18 +158,19 @@ static void json_stage(FILE *f, const PlanStage *st, int index) {
         fprintf(f, "%s\"%s\":", g ? "," : "", plan_group_name((PlanGroup)g));
         json_traffic(f, &st->traffic[g]);
     }
-    fprintf(f, "},\"flops_per_microbatch\":%.6g,\"microbatch_s\":%.6g,\"after_pipeline_s\":%.6g,"
-            "\"bubble\":%.6g}", st->flops_mb, st->t_mb, st->t_after, st->bubble);
+    fprintf(f, "},\"flops_per_microbatch\":%.6g,\"model_flops_per_microbatch\":%.6g,"
+            "\"recomputed_layers\":%d,\"microbatch_s\":%.6g,\"after_pipeline_s\":%.6g,\"bubble\":%.6g}",
+            st->flops_mb, st->model_flops_mb, st->n_recomputed, st->t_mb, st->t_after, st->bubble);
 }
 
 static void json_result(FILE *f, const PlanResult *r, int position) {
     const PlanLayout *l = &r->layout;
     fprintf(f, "{\"position\":%d,\"tp\":%d,\"pp\":%d,\"dp\":%d,\"micro_batch\":%d,\"n_micro\":%d,"
             "\"schedule\":\"%s\",\"sequence_parallel\":%d,\"zero1\":%d,\"fits\":%s,"
-            "\"memory_peak\":%.0f,\"bubble\":%.6g,\"model_flops\":%.6g,\"step_s\":%.6g,"
-            "\"tokens_per_s\":%.6g,\"mfu\":%.6g,\"crosses_nodes\":{", position, l->tp, l->pp, l->dp,
-            l->micro_batch, r->n_micro, l->gpipe ? "gpipe" : "1f1b", l->sp, l->zero1,
-            r->fits ? "true" : "false", r->mem_peak, r->bubble, r->model_flops, r->t_step,
+            "\"memory_peak\":%.0f,\"bubble\":%.6g,\"model_flops\":%.6g,\"hardware_flops\":%.6g,"
+            "\"step_s\":%.6g,\"tokens_per_s\":%.6g,\"mfu\":%.6g,\"crosses_nodes\":{", position, l->tp,
+            l->pp, l->dp, l->micro_batch, r->n_micro, l->gpipe ? "gpipe" : "1f1b", l->sp, l->zero1,
+            r->fits ? "true" : "false", r->mem_peak, r->bubble, r->model_flops, r->hardware_flops, r->t_step,
             r->tokens_per_s, r->mfu);
     for (int g = 0; g < PLAN_NGROUPS; g++)
         fprintf(f, "%s\"%s\":%s", g ? "," : "", plan_group_name((PlanGroup)g), r->crosses[g] ? "true" : "false");
@@ -175,9 +196,12 @@ void plan_print_json(FILE *f, const PlanSpec *s, const PlanHardware *hw, const P
     const GPTConfig *c = &s->model;
     fprintf(f, "{\"world_size\":%d,\"global_batch\":%d,\"precision\":\"%s\",\"model\":{\"num_layers\":%d,"
             "\"hidden_size\":%d,\"num_heads\":%d,\"ffn_hidden_size\":%d,\"seq_length\":%d,"
-            "\"vocab_size\":%d,\"use_flash_attn\":%d},\"hardware\":{\"name\":", s->world_size,
-            s->global_batch, plan_precision_name(s->precision), c->num_layers, c->hidden_size,
-            c->num_heads, c->ffn_hidden_size, c->seq_length, c->vocab_size, c->use_flash_attn);
+            "\"vocab_size\":%d,\"use_flash_attn\":%d,\"recompute_granularity\":\"%s\","
+            "\"recompute_method\":\"%s\",\"recompute_num_layers\":%d},\"hardware\":{\"name\":",
+            s->world_size, s->global_batch, plan_precision_name(s->precision), c->num_layers,
+            c->hidden_size, c->num_heads, c->ffn_hidden_size, c->seq_length, c->vocab_size,
+            c->use_flash_attn, recompute_name(c), c->recompute_block ? "block" : "uniform",
+            c->recompute == GPT_RECOMPUTE_FULL ? c->recompute_num_layers : 0);
     json_string(f, hw->name);
     fprintf(f, ",\"gpus_per_node\":%d,\"memory_gb\":%g,\"reserve_gb\":%g,\"hbm_gbps\":%g,"
             "\"peak_tflops\":%g,\"gemm_efficiency\":%g,\"intra_node_gbps\":%g,\"inter_node_gbps\":%g,"

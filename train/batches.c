@@ -3,6 +3,7 @@
 #include "batches.h"
 #include "core/check.h"
 #include "core/philox.h"
+#include "data/blend.h"
 #include "data/sampler.h"
 
 #include <stdlib.h>
@@ -12,20 +13,95 @@ struct BatchSource {
     uint64_t seed;
     int vocab, n_samples;
     int *sample;              // (T + 1) scratch, allocated once (mock data)
-    H5Dataset *ds;            // NULL for mock data
-    DataSplit *splits[2];     // train, valid (NULL when unused)
+    int n_ds;                 // open files (0 for mock data)
+    H5Dataset **ds;           // (n_ds) the train blend's files, then the validation blend's
+    DataBlend *blends[3];     // train, valid, test (NULL when unused)
+    DataBlendSpec train_spec; // the train blend, to rebuild it longer (batches_reserve_train)
+    const char *train_split;
 };
 
-BatchSource *batches_hdf5_create(const char *path, const char *split, uint64_t seed,
-                                 int seq_length, int64_t train_samples, int64_t valid_samples) {
+// Parses one blend flag (checked at start-up already).
+static DataBlendSpec parse_spec(const char *flag, const CoreStrList *l) {
+    DataBlendSpec spec;
+    char err[512];
+    if (data_blend_parse(flag, l->items, l->n, &spec, err, sizeof err)) core_usage_error("%s", err);
+    return spec;
+}
+
+// Opens spec's files (appended to s->ds) and builds its blend for one split.
+static DataBlend *open_blend(BatchSource *s, const DataBlendSpec *spec, const char *split,
+                             DataSplitKind kind, int seq_length, int64_t samples) {
+    H5Dataset **ds = s->ds + s->n_ds;
+    for (int k = 0; k < spec->n; k++) s->ds[s->n_ds++] = h5ds_open(spec->paths[k], MPI_COMM_WORLD);
+    if (s->vocab && ds[0]->vocab_size != s->vocab)
+        core_usage_error("the training and the validation or test data disagree on the vocabulary: %s has %d ids, "
+                         "%s has %lld", s->ds[0]->path, s->vocab, ds[0]->path, (long long)ds[0]->vocab_size);
+    s->vocab = (int)ds[0]->vocab_size;
+    return data_blend_new(ds, spec, split, kind, seq_length, s->seed, samples);
+}
+
+BatchSource *batches_hdf5_create(const BatchDataPaths *p, uint64_t seed, int seq_length,
+                                 int64_t train_samples, int64_t eval_samples) {
     BatchSource *s = core_calloc(1, sizeof *s);
-    s->ds = h5ds_open(path, MPI_COMM_WORLD);
-    s->vocab = (int)s->ds->vocab_size;
     s->seed = seed;
-    s->splits[0] = data_split_new(s->ds, split, DATA_TRAIN, seq_length, seed, train_samples);
-    if (valid_samples > 0)
-        s->splits[1] = data_split_new(s->ds, split, DATA_VALID, seq_length, seed, valid_samples);
+    s->ds = core_calloc(3 * DATA_BLEND_MAX, sizeof *s->ds);
+    if (p->data.n) {  // one blend, every file cut by --split
+        DataBlendSpec spec = parse_spec("--data-path", &p->data);
+        s->train_spec = spec, s->train_split = p->split;
+        s->blends[0] = open_blend(s, &spec, p->split, DATA_TRAIN, seq_length, train_samples);
+        double w[3] = {0, 0, 0};
+        char err[512];
+        data_parse_split(p->split, w, err, sizeof err);  // checked by data_split_new already
+        if (eval_samples > 0 && w[1] > 0)  // Megatron: a validation weight of 0, no evaluation
+            s->blends[1] = data_blend_new(s->ds, &spec, p->split, DATA_VALID, seq_length, seed, eval_samples);
+        int test = eval_samples > 0 && w[2] > 0;  // a small test share (969,30,1) may hold nothing
+        for (int k = 0; k < spec.n && test; k++)
+            test = data_split_usable(s->ds[k], p->split, DATA_TEST, seq_length);
+        if (test) s->blends[2] = data_blend_new(s->ds, &spec, p->split, DATA_TEST, seq_length, seed, eval_samples);
+        return s;
+    }
+    DataBlendSpec train = parse_spec("--train-data-path", &p->train);  // whole files per split
+    s->train_spec = train, s->train_split = "1,0,0";
+    s->blends[0] = open_blend(s, &train, "1,0,0", DATA_TRAIN, seq_length, train_samples);
+    if (p->valid.n && eval_samples > 0) {
+        DataBlendSpec valid = parse_spec("--valid-data-path", &p->valid);
+        s->blends[1] = open_blend(s, &valid, "0,1,0", DATA_VALID, seq_length, eval_samples);
+    }
+    if (p->test.n && eval_samples > 0) {
+        DataBlendSpec test = parse_spec("--test-data-path", &p->test);
+        s->blends[2] = open_blend(s, &test, "0,0,1", DATA_TEST, seq_length, eval_samples);
+    }
     return s;
+}
+
+void batches_print_summary(const BatchSource *s, FILE *f) {
+    static const char *names[3] = {"train", "valid", "test"};
+    for (int i = 0; i < 3; i++) {
+        const DataBlend *b = s->blends[i];
+        for (int k = 0; b && k < b->n; k++) {
+            const DataSplit *sp = b->splits[k];
+            double epochs = sp->tokens_per_epoch > 0 ? (double)sp->num_samples * sp->seq_length /
+                                                           (double)sp->tokens_per_epoch : 0.0;
+            fprintf(f, "  %-5s weight %.4f  %s: %lld of %lld documents, %lld samples (%.3g epochs)\n",
+                    names[i], b->weights[k], sp->ds->path, (long long)sp->n_docs,
+                    (long long)sp->ds->n_docs, (long long)sp->num_samples, epochs);
+        }
+    }
+}
+
+void batches_reserve_train(BatchSource *s, int64_t samples) {
+    DataBlend *b = s->blends[0];
+    if (!b || samples <= b->num_samples) return;
+    DataBlendSpec spec = s->train_spec;
+    H5Dataset **ds = s->ds;  // the train blend's files come first
+    const char *split = s->train_split;
+    int T = b->seq_length;
+    data_blend_free(b);
+    s->blends[0] = data_blend_new(ds, &spec, split, DATA_TRAIN, T, s->seed, samples);
+}
+
+int batches_has_split(const BatchSource *s, SplitKind k) {
+    return !s->n_ds ? k != SPLIT_TEST : s->blends[k] != NULL;  // mock data: no test split
 }
 
 BatchSource *batches_mock_create(uint64_t seed, int vocab, int n_samples, int seq_length) {
@@ -41,9 +117,9 @@ int batches_vocab_size(const BatchSource *s) { return s->vocab; }
 
 void batches_destroy(BatchSource *s) {
     if (!s) return;
-    for (int i = 0; i < 2; i++)
-        if (s->splits[i]) data_split_free(s->splits[i]);
-    if (s->ds) h5ds_close(s->ds);
+    for (int i = 0; i < 3; i++) data_blend_free(s->blends[i]);
+    for (int k = 0; k < s->n_ds; k++) h5ds_close(s->ds[k]);
+    free(s->ds);
     free(s->sample);
     free(s);
 }
@@ -60,17 +136,17 @@ static void mock_sample(const BatchSource *s, SplitKind split, int64_t sample, i
 
 // Reads micro-batch `micro` at the cursor from the source.
 static void read_batch(const BatchCursor *c, int micro, int *tokens, int *targets) {
-    if (c->src->ds) {
-        DataSplit *sp = c->src->splits[c->split == SPLIT_TRAIN ? 0 : 1];
-        if (!sp) core_fatal("no %s split built", c->split == SPLIT_TRAIN ? "train" : "validation");
-        data_get_batch(sp, c->iteration, c->global_batch, c->dp_rank, c->dp, c->micro_batch, micro,
-                       tokens, targets);
+    if (c->src->n_ds) {
+        DataBlend *b = c->src->blends[c->split];
+        if (!b) core_fatal("no %s split built", c->split == SPLIT_TRAIN ? "train" : c->split == SPLIT_VALID ? "validation" : "test");
+        data_blend_get_batch(b, c->batch_start, c->global_batch, c->dp_rank, c->dp, c->micro_batch,
+                             micro, tokens, targets);
         return;
     }
     int T = c->seq_length, per_rank = c->global_batch / c->dp;
     int *buf = c->src->sample;
     for (int b = 0; b < c->micro_batch; b++) {
-        int64_t sample = c->iteration * c->global_batch + (int64_t)c->dp_rank * per_rank +
+        int64_t sample = c->batch_start + (int64_t)c->dp_rank * per_rank +
                          (int64_t)micro * c->micro_batch + b;
         mock_sample(c->src, c->split, sample, T, buf);
         for (int t = 0; t < T; t++) {

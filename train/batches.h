@@ -1,12 +1,15 @@
 // train/batches.h: where a micro-batch's tokens come from: the HDF5 dataset (data/) or
-// synthetic --mock-data. Global batch i holds samples [i*G, (i+1)*G) of the split's order;
+// synthetic --mock-data. A global batch of G samples starting at order position c (the
+// samples consumed before it) holds positions [c, c + G) of the split's order;
 // data-parallel rank r takes the contiguous share [r*G/DP, (r+1)*G/DP), cut into
 // micro-batches. So the samples of a step never depend on the layout.
 // Within a tensor-parallel group only tp rank 0 reads; the batch is broadcast to the others
 // (Megatron's broadcast_data), so file reads happen once per data-parallel rank and stage.
 #pragma once
 #include <stdint.h>
+#include <stdio.h>
 #include "comm/comm.h"
+#include "core/args.h"
 
 typedef enum { SPLIT_TRAIN = 0, SPLIT_VALID = 1, SPLIT_TEST = 2 } SplitKind;
 
@@ -15,7 +18,8 @@ typedef struct BatchSource BatchSource;
 typedef struct {
     BatchSource *src;
     SplitKind split;
-    int64_t iteration;     // global batch index (0-based)
+    int64_t batch_start;   // order position of the global batch's first sample (batches are
+                           // placed by consumed samples: train/rampup.h)
     int global_batch, dp_rank, dp, micro_batch, seq_length;
     Comm *tp;              // tensor-parallel group: rank 0 reads, broadcasts (NULL: read)
     int *bcast;            // (2, micro_batch, seq_length) host staging for the broadcast
@@ -24,11 +28,29 @@ typedef struct {
 // Synthetic data: token t of sample s is a hash of (seed, s mod n_samples, t) mod V.
 // n_samples = 0 means every sample differs. Never fails.
 BatchSource *batches_mock_create(uint64_t seed, int vocab, int n_samples, int seq_length);
-// An HDF5 token dataset (megac preprocess) opened collectively over MPI_COMM_WORLD, with its
-// train split built for train_samples order positions and its validation split for
-// valid_samples (0: no validation). Bad files or splits: one line naming the file, exit 2.
-BatchSource *batches_hdf5_create(const char *path, const char *split, uint64_t seed,
-                                 int seq_length, int64_t train_samples, int64_t valid_samples);
+// Where the tokens come from (Megatron's flags; data/blend.h for the blend syntax): either
+// `data`, one blend whose files are each cut by `split`, or `train` (and optionally `valid`),
+// blends of whole files per split.
+typedef struct {
+    CoreStrList data, train, valid, test;  // --data-path, --train/valid/test-data-path
+    const char *split;               // --split
+} BatchDataPaths;
+
+// HDF5 token datasets (megac preprocess) opened collectively over MPI_COMM_WORLD, with the
+// train blend built for train_samples order positions and the validation and test blends
+// for eval_samples each (none: eval_samples 0, no such files, or a --split weight of 0; the
+// test split is also left out when a file's share is too small for one sample). Bad files,
+// splits or blends: one line naming the file, exit 2.
+BatchSource *batches_hdf5_create(const BatchDataPaths *paths, uint64_t seed, int seq_length,
+                                 int64_t train_samples, int64_t eval_samples);
+// Makes sure the training order has at least `samples` positions (a resume that changed the
+// global batch may need more than were built at start); the order itself never changes.
+void batches_reserve_train(BatchSource *s, int64_t samples);
+// Prints one line per file of each blend: split, weight, path, documents, samples, epochs.
+// Nothing for mock data.
+void batches_print_summary(const BatchSource *s, FILE *f);
+// 1 if batches of split k can be read (mock data: always). Pure.
+int batches_has_split(const BatchSource *s, SplitKind k);
 // Vocabulary size of the source. Pure.
 int batches_vocab_size(const BatchSource *s);
 void batches_destroy(BatchSource *s);

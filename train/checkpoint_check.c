@@ -55,7 +55,6 @@ static int compare_config(const CkptMeta *got, const CkptMeta *want, char *err, 
         {"seq-length", offsetof(CkptMeta, seq_length)},
         {"max-position-embeddings", offsetof(CkptMeta, max_position_embeddings)},
         {"vocab size", offsetof(CkptMeta, vocab_size)},
-        {"global-batch-size", offsetof(CkptMeta, global_batch_size)},
     };
     int bad = 0;
     size_t used = strlen(err);
@@ -134,7 +133,9 @@ static int check_meta(const CkptMeta *got, int64_t latest, const CkptMeta *want,
                  (long long)got->format_version, CKPT_VERSION);
         return -1;
     }
-    if (got->iteration != latest || got->consumed_samples != got->iteration * got->global_batch_size) {
+    // consumed samples: at least one per iteration (not iteration x G: a ramp-up or a resume
+    // with another --global-batch-size change the batch)
+    if (got->iteration != latest || got->consumed_samples < got->iteration) {
         snprintf(why, n, "iteration %lld, consumed samples %lld and global batch %lld disagree "
                  "(%s says %lld)", (long long)got->iteration, (long long)got->consumed_samples,
                  (long long)got->global_batch_size, CKPT_LATEST, (long long)latest);

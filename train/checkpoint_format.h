@@ -4,7 +4,8 @@
 //
 //     DIR/latest_checkpointed_iteration.txt     "10\n": the newest complete checkpoint
 //     DIR/iter_0000010/checkpoint.h5            attributes (CkptMeta) on the root group,
-//         /model/<name>                         full, unsharded parameter (rows[, cols])
+//         /model/<name>                         full, unsharded parameter (rows[, cols]),
+//                                               chunked, Fletcher-32 per chunk
 //         /optim/exp_avg/<name>                 AdamW first moment, same shape
 //         /optim/exp_avg_sq/<name>              AdamW second moment, same shape
 #pragma once
@@ -21,6 +22,7 @@
 #define CKPT_TMP_FILE "checkpoint.h5.tmp"  // while being written
 #define CKPT_PATH_MAX 4096
 #define CKPT_MSG_MAX 1024
+#define CKPT_CHUNK_ELEMS ((hsize_t)1 << 18)  // elements per chunk (1 MiB), each Fletcher-32 checked
 
 // The root group's integer attributes (all stored as 64-bit integers under these names).
 typedef struct {
@@ -30,6 +32,12 @@ typedef struct {
     int64_t num_layers, hidden_size, num_attention_heads, ffn_hidden_size, seq_length,
             max_position_embeddings, vocab_size;
     int64_t saved_tp, saved_pp, saved_dp, saved_zero1;  // the writer's layout (informational)
+    // Optional (absent from older files and from runs without a dynamic --fp16 loss scale):
+    // attributes fp16_loss_scale (float64), fp16_loss_scale_good_steps and
+    // fp16_loss_scale_overflows_left (int64), the LossScaler's state.
+    int64_t has_loss_scale;
+    double loss_scale;
+    int64_t loss_scale_good_steps, loss_scale_overflows_left;
 } CkptMeta;
 
 // The three groups of datasets, in file order.
@@ -42,26 +50,43 @@ const char *ckpt_group_path(CkptGroup g);
 // names and full shapes of all datasets. Caller frees. Never fails.
 ParamInfo *ckpt_full_table(const GPTConfig *c, int *n);
 
+// About the size of the checkpoint file of model c: 3 float32 tensors per parameter, plus
+// 2 % and 2 KiB per dataset for chunk indices, checksums and attributes. Pure.
+double ckpt_h5_file_bytes(const GPTConfig *c);
+
 // Writes the format name and every CkptMeta attribute on the root group of f. Collective
 // under parallel HDF5 (every rank passes the same values). Aborts on an HDF5 failure.
 void ckpt_h5_write_meta(hid_t f, const CkptMeta *m);
 
-// Reads the format name and the attributes. Returns 0, or -1 with one line in err naming
+// Reads the format name and the attributes (the optional loss-scale ones when present:
+// has_loss_scale says so). Returns 0, or -1 with one line in err naming
 // the missing or malformed attribute. Changes nothing on the HDF5 error stack's printing.
 int ckpt_h5_read_meta(hid_t f, CkptMeta *m, char *err, size_t errlen);
 
 
 
 // Creates the groups and one float32 dataset per group and table entry, full shape
-// ((rows) when cols == 1, else (rows, cols)). Collective. Aborts on an HDF5 failure.
-void ckpt_h5_create_datasets(hid_t f, const ParamInfo *full, int n);
+// ((rows) when cols == 1, else (rows, cols)), chunked (about CKPT_CHUNK_ELEMS elements,
+// whole rows) with HDF5's Fletcher-32 filter. Collective: every rank makes every call even
+// after a failure of its own. Returns 0, or -1 with the first failure in err (a full disk
+// can fail a metadata write); aborts on any other HDF5 failure.
+int ckpt_h5_create_datasets(hid_t f, const ParamInfo *full, int n, char *err, size_t errlen);
 
 // Moves local elements [e0, e1) of parameter p, as held by tp_rank of tp, between the host
 // buffer buf (buf[0] is element e0) and dataset ds (full shape): write = 1 stores buf into
 // the file, 0 reads the file into buf. Elements outside every slice of p (vocabulary
-// padding rows) are skipped. Independent I/O. Returns 0, or -1 on an HDF5 failure.
+// padding rows) are skipped. Independent I/O: reads, and writes only to a file opened by one
+// process (tests, tools); parallel HDF5 writes the checksummed (filtered) datasets only
+// collectively, through ckpt_h5_write_ranges. Returns 0, or -1 on an HDF5 failure.
 int ckpt_h5_transfer(hid_t ds, const ParamInfo *p, int tp, int tp_rank, size_t e0, size_t e1,
                      float *buf, int write);
+
+// Writes local elements [e0[i], e1[i]) of parameter p from bufs[i], i < nr (nr may be 0),
+// into dataset ds in one collective H5Dwrite: every rank calls it for every dataset, in the
+// same order (parallel HDF5 writes checksummed, chunked datasets only collectively).
+// Returns 0, or -1 on an HDF5 failure (the error stack kept for the caller).
+int ckpt_h5_write_ranges(hid_t ds, const ParamInfo *p, int tp, int tp_rank, const size_t *e0,
+                         const size_t *e1, float *const *bufs, int nr);
 
 // Checks dataset p->name of group grp (path gpath, for the message): present, float32, the
 // full shape of p. Returns 0, or -1 with one line naming the dataset, the expected and the

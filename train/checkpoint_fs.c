@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>  // defines: statvfs
 #include <unistd.h>
 
 int ckpt_fs_path(char *out, const char *dir, int64_t iteration, const char *name) {
@@ -94,4 +95,14 @@ int ckpt_fs_check_regular(const char *path, char *err, size_t n) {
         return -1;
     }
     return 0;
+}
+
+int ckpt_fs_check_room(const char *dir, const char *file, double bytes, char *err, size_t errlen) {
+    struct statvfs v;
+    if (statvfs(dir, &v) != 0) return 0;  // unknown: the write itself will tell
+    double avail = (double)v.f_bavail * (double)v.f_frsize;
+    if (avail >= bytes) return 0;
+    snprintf(err, errlen, "%s: %s (the checkpoint needs about %.1f MB, %.1f MB free)", file,
+             strerror(ENOSPC), bytes / 1e6, avail / 1e6);
+    return -1;
 }

@@ -22,3 +22,9 @@ int ckpt_fs_publish(const char *dir, int64_t iteration, char *err, size_t errlen
 // open forever, a device never ends) or that this process may not read. Returns 0, or -1
 // with "PATH: not a regular file ..." or "PATH: Permission denied" in err.
 int ckpt_fs_check_regular(const char *path, char *err, size_t errlen);
+
+// Rank 0 before a save: whether the file system holding dir has room for a file of about
+// `bytes` (statvfs). A collective write that meets a full disk can hang inside parallel
+// HDF5, so a save that cannot fit fails first. Returns 0 (room, or statvfs unavailable), or
+// -1 with "<file>: No space left on device (...)" in err.
+int ckpt_fs_check_room(const char *dir, const char *file, double bytes, char *err, size_t errlen);

@@ -11,6 +11,7 @@
 
 #include <stddef.h>  // defines: offsetof
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const struct {
@@ -36,6 +37,15 @@ ParamInfo *ckpt_full_table(const GPTConfig *c, int *n) {
     return gpt_params_build(c, 1, c->vocab_size, 0, c->num_layers, 1, 1, n, &total);
 }
 
+double ckpt_h5_file_bytes(const GPTConfig *c) {
+    int n = 0;
+    ParamInfo *full = ckpt_full_table(c, &n);
+    double floats = 0;
+    for (int i = 0; i < n; i++) floats += (double)full[i].numel;
+    free(full);
+    return CKPT_NGROUPS * (floats * 4.0 * 1.02 + 2048.0 * n);
+}
+
 void ckpt_h5_write_meta(hid_t f, const CkptMeta *m) {
     hid_t scalar = H5Screate(H5S_SCALAR), str = H5Tcopy(H5T_C_S1);
     H5_CHECK(scalar);
@@ -52,8 +62,33 @@ void ckpt_h5_write_meta(hid_t f, const CkptMeta *m) {
         H5_CHECK(H5Awrite(a, H5T_NATIVE_INT64, v));
         H5_CHECK(H5Aclose(a));
     }
+    if (m->has_loss_scale) {  // --fp16 with a dynamic scale: its state, to resume it
+        a = H5Acreate2(f, "fp16_loss_scale", H5T_IEEE_F64LE, scalar, H5P_DEFAULT, H5P_DEFAULT);
+        H5_CHECK(a);
+        H5_CHECK(H5Awrite(a, H5T_NATIVE_DOUBLE, &m->loss_scale));
+        H5_CHECK(H5Aclose(a));
+        const char *names[2] = {"fp16_loss_scale_good_steps", "fp16_loss_scale_overflows_left"};
+        const int64_t *v[2] = {&m->loss_scale_good_steps, &m->loss_scale_overflows_left};
+        for (int i = 0; i < 2; i++) {
+            a = H5Acreate2(f, names[i], H5T_STD_I64LE, scalar, H5P_DEFAULT, H5P_DEFAULT);
+            H5_CHECK(a);
+            H5_CHECK(H5Awrite(a, H5T_NATIVE_INT64, v[i]));
+            H5_CHECK(H5Aclose(a));
+        }
+    }
     H5_CHECK(H5Tclose(str));
     H5_CHECK(H5Sclose(scalar));
+}
+
+// Reads the optional scalar attribute `name` as mem_type into v. Returns 1 if read, 0 if
+// absent or unreadable.
+static int read_optional(hid_t f, const char *name, hid_t mem_type, void *v) {
+    hid_t a = H5Aexists(f, name) > 0 ? H5Aopen(f, name, H5P_DEFAULT) : -1;
+    hid_t s = a < 0 ? -1 : H5Aget_space(a);
+    int ok = s >= 0 && H5Sget_simple_extent_npoints(s) == 1 && H5Aread(a, mem_type, v) >= 0;
+    if (s >= 0) H5Sclose(s);
+    if (a >= 0) H5Aclose(a);
+    return ok;
 }
 
 // The "format" attribute: a fixed-length string equal to CKPT_FORMAT.
@@ -91,6 +126,12 @@ int ckpt_h5_read_meta(hid_t f, CkptMeta *m, char *err, size_t n) {
             return -1;
         }
     }
+    m->has_loss_scale = read_optional(f, "fp16_loss_scale", H5T_NATIVE_DOUBLE, &m->loss_scale) &&
+                        read_optional(f, "fp16_loss_scale_good_steps", H5T_NATIVE_INT64,
+                                      &m->loss_scale_good_steps) &&
+                        read_optional(f, "fp16_loss_scale_overflows_left", H5T_NATIVE_INT64,
+                                      &m->loss_scale_overflows_left) &&
+                        m->loss_scale > 0;
     return 0;
 }
 
@@ -102,33 +143,58 @@ static hid_t full_space(const ParamInfo *p) {
     return s;
 }
 
-void ckpt_h5_create_datasets(hid_t f, const ParamInfo *full, int n) {
-    // Contiguous storage allocated at creation (what parallel HDF5 needs), never filled:
-    // every element is written by exactly one rank.
+// Chunk shape of a (rows, cols) tensor: whole rows, about CKPT_CHUNK_ELEMS elements.
+static hid_t tensor_dcpl(const ParamInfo *p) {
+    hsize_t chunk[2] = {(hsize_t)p->rows, (hsize_t)p->cols};
+    if (p->cols == 1) {
+        chunk[0] = (hsize_t)p->rows < CKPT_CHUNK_ELEMS ? (hsize_t)p->rows : CKPT_CHUNK_ELEMS;
+    } else {
+        hsize_t r = CKPT_CHUNK_ELEMS / (hsize_t)p->cols;
+        chunk[0] = r < 1 ? 1 : r > (hsize_t)p->rows ? (hsize_t)p->rows : r;
+    }
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
     H5_CHECK(dcpl);
-    H5_CHECK(H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY));
+    H5_CHECK(H5Pset_chunk(dcpl, p->cols == 1 ? 1 : 2, chunk));
+    H5_CHECK(H5Pset_fletcher32(dcpl));  // a checksum per chunk, verified on every read
+    // Chunks are allocated when written (each is written whole, once), never filled.
+    H5_CHECK(H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_INCR));
     H5_CHECK(H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER));
+    return dcpl;
+}
+
+int ckpt_h5_create_datasets(hid_t f, const ParamInfo *full, int n, char *err, size_t errlen) {
     const char *groups[] = {"/model", "/optim", "/optim/exp_avg", "/optim/exp_avg_sq"};
+    int rc = 0;
     for (int i = 0; i < 4; i++) {
         hid_t g = H5Gcreate2(f, groups[i], H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
         H5_CHECK(g);
         H5_CHECK(H5Gclose(g));
     }
+    // A creation can fail on one rank (a metadata write meeting a full disk): every rank
+    // still creates every dataset, the same calls in the same order; the caller agrees after.
     for (int g = 0; g < CKPT_NGROUPS; g++) {
         hid_t grp = H5Gopen2(f, ckpt_group_path((CkptGroup)g), H5P_DEFAULT);
         H5_CHECK(grp);
         for (int i = 0; i < n; i++) {
-            hid_t space = full_space(&full[i]);
+            hid_t space = full_space(&full[i]), dcpl = tensor_dcpl(&full[i]);
             hid_t ds = H5Dcreate2(grp, full[i].name, H5T_IEEE_F32LE, space, H5P_DEFAULT, dcpl,
                                   H5P_DEFAULT);
-            H5_CHECK(ds);
-            H5_CHECK(H5Dclose(ds));
+            if ((ds < 0 || H5Dclose(ds) < 0) && rc == 0) {
+                char h5[512];
+                core_hdf5_last_error(h5, sizeof h5);
+                snprintf(err, errlen, "dataset %s/%s cannot be created: %s", ckpt_group_path((CkptGroup)g),
+                         full[i].name, h5);
+                rc = -1;
+            }
+            H5_CHECK(H5Pclose(dcpl));
             H5_CHECK(H5Sclose(space));
         }
-        H5_CHECK(H5Gclose(grp));
+        if (H5Gclose(grp) < 0 && rc == 0) {
+            snprintf(err, errlen, "group %s cannot be closed", ckpt_group_path((CkptGroup)g));
+            rc = -1;
+        }
     }
-    H5_CHECK(H5Pclose(dcpl));
+    return rc;
 }
 
 // One piece: local rows [r, r+nr) x cols [c, c+nc) of slice sl, contiguous at buf.
@@ -167,4 +233,76 @@ int ckpt_h5_transfer(hid_t ds, const ParamInfo *p, int tp, int tp_rank, size_t e
         }
     }
     return 0;
+}
+
+// One rectangle of the full tensor (rows [row, row+nr) x cols [col, col+nc)), contiguous
+// in the rank's memory at src.
+typedef struct {
+    hsize_t row, col, nr, nc;
+    const float *src;
+} Piece;
+
+static int piece_cmp(const void *a, const void *b) {
+    const Piece *x = a, *y = b;
+    if (x->row != y->row) return x->row < y->row ? -1 : 1;
+    return x->col < y->col ? -1 : x->col > y->col;
+}
+
+// Cuts local elements [e0, e1) at buf into pieces appended to out (grown as needed).
+static void cut(const ParamInfo *p, int tp, int tp_rank, size_t e0, size_t e1, const float *buf,
+                Piece **out, size_t *n, size_t *cap) {
+    ParamSlice sl[3];
+    int ns = gpt_param_slices(p, tp, tp_rank, sl);
+    size_t lc = (size_t)p->local_cols;
+    for (int s = 0; s < ns; s++) {
+        size_t lo = (size_t)sl[s].local_row0 * lc, hi = lo + (size_t)sl[s].nrows * lc;
+        size_t a = e0 > lo ? e0 : lo, b = e1 < hi ? e1 : hi;
+        while (a < b) {
+            size_t r = a / lc, c = a % lc, nr = 1, nc = lc - c;
+            if (c == 0 && b - a >= lc) nr = (b - a) / lc;
+            else if (nc > b - a) nc = b - a;
+            if (*n == *cap) {
+                *cap = *cap ? 2 * *cap : 16;
+                Piece *grown = realloc(*out, *cap * sizeof **out);
+                if (!grown) core_fatal("out of memory (%zu checkpoint pieces)", *cap);
+                *out = grown;
+            }
+            (*out)[(*n)++] = (Piece){(hsize_t)(sl[s].row0 + (r - (size_t)sl[s].local_row0)),
+                                     (hsize_t)(sl[s].col0 + c), nr, nc, buf + (a - e0)};
+            a += nr * nc;
+        }
+    }
+}
+
+int ckpt_h5_write_ranges(hid_t ds, const ParamInfo *p, int tp, int tp_rank, const size_t *e0,
+                         const size_t *e1, float *const *bufs, int nr) {
+    Piece *pc = NULL;
+    size_t n = 0, cap = 0, total = 0;
+    for (int i = 0; i < nr; i++) cut(p, tp, tp_rank, e0[i], e1[i], bufs[i], &pc, &n, &cap);
+    // The union of the pieces is read from memory in the file's row-major order: pack the
+    // pieces in that order (a rank's pieces never interleave within a row).
+    if (n) qsort(pc, n, sizeof *pc, piece_cmp);
+    for (size_t i = 0; i < n; i++) total += pc[i].nr * pc[i].nc;
+    float *packed = core_calloc(total ? total : 1, sizeof *packed);
+    hid_t fs = H5Dget_space(ds), dxpl = H5Pcreate(H5P_DATASET_XFER);
+    hsize_t mdim = total ? total : 1;
+    hid_t ms = H5Screate_simple(1, &mdim, NULL);
+    herr_t e = fs < 0 || ms < 0 || dxpl < 0 ? -1 : H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE);
+    if (e >= 0 && total == 0) e = H5Sselect_none(fs) < 0 || H5Sselect_none(ms) < 0 ? -1 : 0;
+    for (size_t i = 0, at = 0; e >= 0 && i < n; i++) {
+        hsize_t start[2] = {pc[i].row, pc[i].col}, count[2] = {pc[i].nr, pc[i].nc};
+        e = H5Sselect_hyperslab(fs, i ? H5S_SELECT_OR : H5S_SELECT_SET, start, NULL, count, NULL);
+        memcpy(packed + at, pc[i].src, pc[i].nr * pc[i].nc * sizeof *packed);
+        at += pc[i].nr * pc[i].nc;
+    }
+    // Collective even with nothing to write (filtered datasets are written collectively).
+    if (e >= 0) e = H5Dwrite(ds, H5T_NATIVE_FLOAT, ms, fs, dxpl, packed);
+    hid_t why = e < 0 ? H5Eget_current_stack() : -1;
+    if (ms >= 0) H5Sclose(ms);
+    if (fs >= 0) H5Sclose(fs);
+    if (dxpl >= 0) H5Pclose(dxpl);
+    if (why >= 0) H5Eset_current_stack(why);
+    free(packed);
+    free(pc);
+    return e < 0 ? -1 : 0;
 }

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>  // defines: stat, utimensat
 #include <time.h>
 #include <unistd.h>
 
@@ -19,6 +20,20 @@ enum { MSG = CKPT_MSG_MAX, HOST = 256 };
 
 // The lock this process holds (rank 0), removed at exit; a handler can reach only statics.
 static char held_lock[CKPT_PATH_MAX];
+static double stale_after_s;  // a lock from another host this long without a heartbeat is stale
+static time_t last_beat;
+
+// The heartbeat period: a minute, or a quarter of the staleness limit if that is shorter.
+static double beat_period(void) {
+    return stale_after_s > 0 && stale_after_s / 4 < 60 ? stale_after_s / 4 : 60;
+}
+
+void ckpt_lock_heartbeat(void) {
+    time_t now = time(NULL);
+    if (!held_lock[0] || difftime(now, last_beat) < beat_period()) return;
+    utimensat(AT_FDCWD, held_lock, NULL, 0);  // mtime = now; a failure only ages the lock
+    last_beat = now;
+}
 
 void ckpt_lock_release(void) {
     if (held_lock[0]) unlink(held_lock);
@@ -60,7 +75,15 @@ static int is_stale(const char *path, char *who, size_t n) {
     strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime(&t));
     snprintf(who, n, "process %lld on host %s (Slurm job %s, since %s)", pid, their_host, job, when);
     if (my_job && *my_job && !strcmp(my_job, job)) return 1;  // this job, requeued
-    return !strcmp(host, their_host) && kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+    if (!strcmp(host, their_host)) return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+    // Another host: its process cannot be probed. A live holder touches the lock at least
+    // every beat_period(), and a run stuck longer than its --distributed-timeout-minutes
+    // ends itself; a lock left untouched for stale_after_s is stale.
+    struct stat st;
+    double age = stat(path, &st) == 0 ? difftime(time(NULL), st.st_mtime) : 0;
+    snprintf(who, n, "process %lld on host %s (Slurm job %s, since %s, last heartbeat %.0f s ago)",
+             pid, their_host, job, when, age);
+    return stale_after_s > 0 && age > stale_after_s;
 }
 
 static int acquire(const char *dir, char *msg, size_t n) {
@@ -76,8 +99,12 @@ static int acquire(const char *dir, char *msg, size_t n) {
         rc = try_create(path);
     }
     if (rc == EEXIST) {
+        char after[96] = "";
+        if (stale_after_s > 0)
+            snprintf(after, sizeof after, "; a lock from another host is taken over after %.0f "
+                     "minutes without a heartbeat", stale_after_s / 60);
         snprintf(msg, n, "--save %s is in use by another run: %s holds %.300s (if that run is gone, "
-                 "delete the file)", dir, who, path);
+                 "delete the file%s)", dir, who, path, after);
         return -1;
     }
     if (rc) {
@@ -85,12 +112,14 @@ static int acquire(const char *dir, char *msg, size_t n) {
         return -1;
     }
     snprintf(held_lock, sizeof held_lock, "%s", path);
+    last_beat = time(NULL);
     atexit(ckpt_lock_release);
     return 0;
 }
 
 void ckpt_lock_acquire(Trainer *t) {
     char msg[MSG] = "";
+    stale_after_s = 2 * 60.0 * t->args.timeout_minutes;  // 0 (no timeout): never by age
     int status = t->grid->coord.rank == 0 ? acquire(t->args.save, msg, sizeof msg) : 0;
     core_agree_or_exit(status, msg, (int)sizeof msg);
 }

@@ -2,6 +2,8 @@
 #include "train_args.h"
 #include "core/args.h"
 #include "core/check.h"
+#include "model/gpt_flags.h"  // defines: gpt_flags_specs (the model's flags, shared with plan)
+#include "data/blend.h"
 
 #include <stdint.h>  // defines: INT32_MAX
 #include <stdio.h>   // defines: sscanf
@@ -10,7 +12,8 @@
 static const char *USAGE =
     "usage: [mpiexec -n N] megac train [flags]\n"
     "  Pretrain a GPT-2 model. TP x PP x DP = N ranks; DP = N / (TP x PP).\n"
-    "  Data: --data-path FILE.h5 (from `megac preprocess`) or --mock-data.";
+    "  Data: --data-path FILE.h5 (from `megac preprocess`), a blend --data-path 0.7 a.h5 0.3 b.h5,\n"
+    "  --train-data-path/--valid-data-path (whole files per split), or --mock-data.";
 
 // Size products are checked before any allocation: each tensor of one rank must have fewer
 // than 2^31 elements (GPT-3 175B's largest, C x F, has 6e8). One line naming the flags, exit 2.
@@ -42,6 +45,47 @@ static int train_iters_given(int argc, char **argv) {
     return 0;
 }
 
+// The data flags: one source, blends that parse (data/blend.h). One line, exit 2.
+static void check_data_paths(TrainArgs *a) {
+    int data = a->data_path.n > 0,
+        split_files = a->train_data_path.n || a->valid_data_path.n || a->test_data_path.n;
+    if (a->mock_data && (data || split_files))
+        core_usage_error("--mock-data and --data-path/--train-data-path exclude each other");
+    if (a->mock_data) return;
+    if (data && split_files)
+        core_usage_error("give --data-path (cut by --split) or --train-data-path/--valid-data-path, not both");
+    if (!data && !a->train_data_path.n)
+        core_usage_error(split_files ? "--valid-data-path / --test-data-path need --train-data-path"
+                                     : "give --data-path FILE.h5 or --mock-data");
+    const struct { const char *flag; const CoreStrList *l; } f[] = {
+        {"--data-path", &a->data_path}, {"--train-data-path", &a->train_data_path},
+        {"--valid-data-path", &a->valid_data_path}, {"--test-data-path", &a->test_data_path}};
+    for (int i = 0; i < 4; i++) {
+        DataBlendSpec spec;
+        char err[512];
+        if (f[i].l->n && data_blend_parse(f[i].flag, f[i].l->items, f[i].l->n, &spec, err, sizeof err))
+            core_usage_error("%s", err);
+    }
+}
+
+// --rampup-batch-size START INCR SAMPLES (Megatron's; sample-based runs only). One line, exit 2.
+static void parse_rampup(TrainArgs *a, const CoreStrList *l, int64_t train_samples) {
+    a->rampup = (TrainRampup){0, 0, 0, a->global_batch};
+    if (l->n == 0) return;
+    int64_t v[3] = {0, 0, 0};
+    int ok = l->n == 3;
+    for (int i = 0; ok && i < 3; i++) v[i] = core_parse_i64(l->items[i], &ok);
+    if (!ok)
+        core_usage_error("--rampup-batch-size takes three whole numbers: START INCR SAMPLES "
+                         "(e.g. --rampup-batch-size 16 8 300000)");
+    if (!train_samples)
+        core_usage_error("--rampup-batch-size needs --train-samples (as in Megatron: no batch-size "
+                         "ramp-up for iteration-based training)");
+    a->rampup = (TrainRampup){v[0], v[1], v[2], a->global_batch};
+    char err[512];
+    if (train_rampup_check(&a->rampup, err, (int)sizeof err)) core_usage_error("%s", err);
+}
+
 // 1 if flag appears in argv (for on-by-default flags whose table entry shows the default).
 static int given(int argc, char **argv, const char *flag) {
     for (int i = 0; i < argc; i++)
@@ -49,12 +93,40 @@ static int given(int argc, char **argv, const char *flag) {
     return 0;
 }
 
+// --data-parallel-sharding-strategy (Megatron-Core's names) against --no/--use-distributed-
+// optimizer and against what ZeRO-2/3 do not support yet. One line naming both, exit 2.
+static void parse_sharding(TrainArgs *a, const char *name, int argc, char **argv, int no_zero1) {
+    a->sharding = no_zero1 ? OPTIM_NO_SHARD : OPTIM_SHARD_OPTIM;
+    if (!name) return;
+    int s = optim_sharding_parse(name);
+    if (s < 0)
+        core_usage_error("--data-parallel-sharding-strategy must be no_shard, optim, optim_grads or "
+                         "optim_grads_params, got '%s'", name);
+    if (no_zero1 && s != OPTIM_NO_SHARD)
+        core_usage_error("--no-distributed-optimizer (no_shard) contradicts "
+                         "--data-parallel-sharding-strategy %s", name);
+    if (given(argc, argv, "--use-distributed-optimizer") && s == OPTIM_NO_SHARD)
+        core_usage_error("--use-distributed-optimizer contradicts --data-parallel-sharding-strategy no_shard");
+    a->sharding = s;
+    a->zero1 = s != OPTIM_NO_SHARD;
+    if (s < OPTIM_SHARD_GRADS) return;
+    const struct { int on; const char *flag, *why; } no[] = {
+        {a->bf16 || a->fp16, a->bf16 ? "--bf16" : "--fp16", "they gather and sum fp32 weights and gradients only"},
+        {a->grad_reduce_in_bf16, "--grad-reduce-in-bf16", "its reduce-scatters are fp32"},
+        {a->ddp_bucket_size != 0, "--ddp-bucket-size", "its buckets are the layers"}};
+    for (int i = 0; i < 3; i++)
+        if (no[i].on)
+            core_usage_error("--data-parallel-sharding-strategy %s (%s) does not support %s yet (%s)",
+                             name, optim_sharding_label((OptimSharding)s), no[i].flag, no[i].why);
+}
+
 void train_args_parse(TrainArgs *a, int argc, char **argv) {
     memset(a, 0, sizeof *a);
+    a->argc = argc;
+    a->argv = argv;
     GPTConfig *m = &a->model;
-    *m = (GPTConfig){.num_layers = 4, .hidden_size = 128, .num_heads = 4, .ffn_hidden_size = 0,
-                     .seq_length = 128, .max_position_embeddings = 0, .vocab_size = 0,
-                     .vocab_divisible_by = 128};
+    GPTFlagText mt;
+    gpt_flags_init(m, &mt);  // the model's flags are model/gpt_flags.c's table, shared with plan
     a->tp = a->pp = 1;
     a->micro_batch = 4;
     a->global_batch = 8;
@@ -82,19 +154,9 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
     CoreStrList rampup = {0};
     int64_t warmup = 0, decay = -1, seed = 1234;
     const char *style = "cosine";
-    int no_zero1 = 0, use_zero1 = 1, no_signal_handler = 0, recompute_activations = 0;  // use_zero1 1: --help shows the default
-    const char *rc_gran = NULL, *rc_method = "uniform";
-    m->recompute_num_layers = 1;
+    int no_zero1 = 0, use_zero1 = 1, no_signal_handler = 0;  // use_zero1 1: --help shows the default
+    const char *sharding = NULL;
     ArgSpec specs[] = {
-        {"--num-layers", ARG_INT, &m->num_layers, "transformer layers L"},
-        {"--hidden-size", ARG_INT, &m->hidden_size, "hidden size C"},
-        {"--num-attention-heads", ARG_INT, &m->num_heads, "attention heads NH"},
-        {"--ffn-hidden-size", ARG_INT, &m->ffn_hidden_size, "MLP hidden size (0: 4 x hidden)"},
-        {"--seq-length", ARG_INT, &m->seq_length, "sequence length T"},
-        {"--max-position-embeddings", ARG_INT, &m->max_position_embeddings, "position table rows (0: seq-length)"},
-        {"--make-vocab-size-divisible-by", ARG_INT, &m->vocab_divisible_by, "pad the vocabulary to a multiple of this x TP"},
-        {"--decoder-first-pipeline-num-layers", ARG_INT, &m->first_stage_layers, "layers on the first stage (0: even split)"},
-        {"--decoder-last-pipeline-num-layers", ARG_INT, &m->last_stage_layers, "layers on the last stage (0: even split)"},
         {"--tensor-model-parallel-size", ARG_INT, &a->tp, "TP"},
         {"--pipeline-model-parallel-size", ARG_INT, &a->pp, "PP"},
         {"--micro-batch-size", ARG_INT, &a->micro_batch, "sequences per micro-batch"},
@@ -102,17 +164,16 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
         {"--train-iters", ARG_I64, &a->train_iters, "iterations"},
         {"--lr", ARG_FLOAT, &lr, "peak learning rate"},
         {"--min-lr", ARG_FLOAT, &min_lr, "final learning rate"},
-        {"--lr-decay-style", ARG_STR, &style, "constant | linear | cosine"},
+        {"--lr-decay-style", ARG_STR, &style, "constant | linear | cosine (Megatron: linear; megac: cosine, as GPT-3 and llm.c)"},
         {"--lr-warmup-iters", ARG_I64, &warmup, "linear warm-up iterations"},
         {"--lr-warmup-fraction", ARG_FLOAT, &warmup_fraction, "warm-up as a fraction of --lr-decay-iters"},
-        {"--train-samples", ARG_I64, &train_samples, "sequences to train on (instead of --train-iters)"},
+        {"--train-samples", ARG_I64, &train_samples, "sequences to train on (instead of --train-iters; the learning-rate schedule then counts samples)"},
         {"--lr-warmup-samples", ARG_I64, &warmup_samples, "with --train-samples: warm-up in sequences"},
         {"--lr-decay-samples", ARG_I64, &decay_samples, "with --train-samples: decay in sequences"},
-        {"--init-method-std", ARG_FLOAT, &m->init_method_std, "std of the normal initialisation (0.02); output layers / sqrt(2 L)"},
-        {"--hidden-dropout", ARG_FLOAT, &hidden_dropout, "must be 0: megac has no dropout"},
-        {"--attention-dropout", ARG_FLOAT, &attention_dropout, "must be 0: megac has no dropout"},
+        {"--hidden-dropout", ARG_FLOAT, &hidden_dropout, "must be 0: megac has no dropout (Megatron: 0.1)"},
+        {"--attention-dropout", ARG_FLOAT, &attention_dropout, "must be 0: megac has no dropout (Megatron: 0.1)"},
         {"--untie-embeddings-and-output-weights", ARG_BOOL, &untie, "(not supported yet)"},
-        {"--rampup-batch-size", ARG_LIST, &rampup, "(not supported yet)"},
+        {"--rampup-batch-size", ARG_LIST, &rampup, "START INCR SAMPLES: the global batch grows from START by INCR to --global-batch-size over SAMPLES samples (needs --train-samples)"},
         {"--num-layers-per-virtual-pipeline-stage", ARG_INT, &vpp_layers, "(not supported yet)"},
         {"--virtual-pipeline-model-parallel-size", ARG_INT, &vpp_size, "(not supported yet)"},
         {"--overlap-grad-reduce", ARG_BOOL, &overlap_grad, "(not supported yet)"},
@@ -124,17 +185,23 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
         {"--adam-eps", ARG_FLOAT, &eps, "AdamW epsilon"},
         {"--clip-grad", ARG_FLOAT, &clip, "clip the global gradient norm to this (0: off)"},
         {"--seed", ARG_I64, &seed, "seed of initialisation and data order"},
-        {"--data-path", ARG_STR, &a->data_path, "HDF5 token file from `megac preprocess`"},
+        {"--data-path", ARG_LIST, &a->data_path, "HDF5 token file(s) from `megac preprocess`: FILE, or a blend W1 FILE1 W2 FILE2 ... (cut by --split)"},
+        {"--train-data-path", ARG_LIST, &a->train_data_path, "training files (blend syntax), used whole; instead of --data-path"},
+        {"--valid-data-path", ARG_LIST, &a->valid_data_path, "validation files (blend syntax), used whole; with --train-data-path"},
+        {"--test-data-path", ARG_LIST, &a->test_data_path, "test files (blend syntax), used whole, evaluated at the end; with --train-data-path"},
         {"--split", ARG_STR, &a->split, "train,valid,test weights of the documents"},
         {"--mock-data", ARG_BOOL, &a->mock_data, "synthetic tokens instead of --data-path"},
         {"--mock-vocab-size", ARG_INT, &a->mock_vocab, "vocabulary of --mock-data"},
         {"--mock-samples", ARG_INT, &a->mock_samples, "distinct --mock-data samples (0: unlimited)"},
         {"--save", ARG_STR, &a->save, "checkpoint directory to write"},
         {"--load", ARG_STR, &a->load, "checkpoint directory to resume from"},
+        {"--no-load-optim", ARG_BOOL, &a->no_load_optim, "--load reads the model only: fresh AdamW moments and step"},
+        {"--no-load-rng", ARG_BOOL, &a->no_load_rng, "accepted for Megatron scripts: megac has no RNG state to load (no dropout; the data order follows --seed)"},
+        {"--finetune", ARG_BOOL, &a->finetune, "--load reads the model only and the run starts at iteration 0 (fresh optimizer, data from the first sample)"},
         {"--save-interval", ARG_I64, &a->save_interval, "iterations between checkpoints (0: at the end only)"},
         {"--eval-interval", ARG_I64, &a->eval_interval, "iterations between validation runs"},
-        {"--eval-iters", ARG_I64, &a->eval_iters, "validation batches per run"},
-        {"--log-interval", ARG_I64, &a->log_interval, "iterations between log lines"},
+        {"--eval-iters", ARG_I64, &a->eval_iters, "batches per validation run, and of the test evaluation at the end (Megatron: 100; megac: 10, for small runs)"},
+        {"--log-interval", ARG_I64, &a->log_interval, "iterations between log lines (Megatron: 100; megac: 10, for small runs)"},
         {"--log-json", ARG_STR, &a->log_json, "write one JSON object per iteration to FILE"},
         {"--device", ARG_STR, &a->device, "cpu | cuda"},
         {"--no-tf32", ARG_BOOL, &a->no_tf32, "CUDA: strict fp32 GEMMs (default: TF32 tensor cores)"},
@@ -142,9 +209,10 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
         {"--num-threads", ARG_INT, &a->num_threads, "CPU threads per rank (0: cores / ranks on the node)"},
         {"--use-distributed-optimizer", ARG_BOOL, &use_zero1, "ZeRO-1 optimizer sharding over DP (default)"},
         {"--no-distributed-optimizer", ARG_BOOL, &no_zero1, "plain DDP: all-reduce, full optimizer per rank"},
+        {"--data-parallel-sharding-strategy", ARG_STR, &sharding, "no_shard (DDP) | optim (ZeRO-1, the default) | optim_grads (ZeRO-2: + gradients) | optim_grads_params (ZeRO-3 / FSDP: + parameters)"},
         {"--distributed-timeout-minutes", ARG_FLOAT, &a->timeout_minutes, "end the job if a collective or p2p transfer of the training step waits longer"},
         {"--max-nan-iters", ARG_INT, &a->max_nan_iters, "stop after this many NaN/Inf steps in a row"},
-        {"--exit-signal-handler", ARG_BOOL, &a->exit_signal_handler, "SIGTERM/SIGINT/SIGUSR1/SIGUSR2 stop at the next iteration with a checkpoint, exit 0 (the default)"},
+        {"--exit-signal-handler", ARG_BOOL, &a->exit_signal_handler, "SIGTERM/SIGINT/SIGUSR1/SIGUSR2 stop at the next iteration with a checkpoint, exit 0 (Megatron: off; megac: on, so a time limit never costs work)"},
         {"--no-exit-signal-handler", ARG_BOOL, &no_signal_handler, "let those signals end the run at once (no checkpoint)"},
         {"--exit-duration-in-mins", ARG_FLOAT, &a->exit_duration_mins, "stop (save, exit 0) once the run has lasted this long (0: off)"},
         {"--exit-interval", ARG_I64, &a->exit_interval, "stop (save, exit 0) at an iteration divisible by this (0: off)"},
@@ -152,7 +220,6 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
         {"--trace", ARG_STR, &a->trace, "write a Chrome trace (Perfetto) of the steps to FILE"},
         {"--pipeline-schedule", ARG_STR, &a->pipeline_schedule, "1f1b | gpipe (all-forward-all-backward)"},
         {"--sequence-parallel", ARG_BOOL, &a->sequence_parallel, "split LayerNorm regions along the sequence over TP"},
-        {"--use-flash-attn", ARG_BOOL, &m->use_flash_attn, "fused causal attention: no (T, T) probabilities stored, memory linear in T (CUDA: head size <= 128)"},
         {"--ddp-bucket-size", ARG_I64, &a->ddp_bucket_size, "gradient elements per DP reduction bucket (0: one)"},
         {"--bf16", ARG_BOOL, &a->bf16, "CUDA: bf16 activations and weight copies, fp32 master weights, grads and optimizer"},
         {"--fp16", ARG_BOOL, &a->fp16, "CUDA: fp16 activations and weight copies with loss scaling, fp32 master weights"},
@@ -161,37 +228,36 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
         {"--min-loss-scale", ARG_FLOAT, &a->min_loss_scale, "--fp16: the dynamic scale never falls below this"},
         {"--loss-scale-window", ARG_INT, &a->loss_scale_window, "--fp16: clean steps before the scale doubles"},
         {"--hysteresis", ARG_INT, &a->hysteresis, "--fp16: overflows tolerated before the scale halves"},
-        {"--recompute-granularity", ARG_STR, &rc_gran, "full | selective: re-run layers (or only the attention probabilities) in the backward instead of storing their activations"},
-        {"--recompute-method", ARG_STR, &rc_method, "full: uniform (chunks of --recompute-num-layers) | block (the first --recompute-num-layers layers of each stage)"},
-        {"--recompute-num-layers", ARG_INT, &m->recompute_num_layers, "full: layers per chunk (uniform) or recomputed layers per stage (block)"},
-        {"--recompute-activations", ARG_BOOL, &recompute_activations, "the same as --recompute-granularity selective"},
         {"--grad-reduce-in-bf16", ARG_BOOL, &a->grad_reduce_in_bf16, "reduce gradients over DP in bf16 (default fp32; any device)"},
     };
-    core_args_parse(USAGE, specs, (int)(sizeof specs / sizeof specs[0]), argc, argv);
-    if (m->ffn_hidden_size == 0 && m->hidden_size > INT32_MAX / 4)
-        core_usage_error("--hidden-size %d is too large: the default --ffn-hidden-size (4 x hidden "
-                         "= %lld) does not fit a 32-bit size", m->hidden_size, 4LL * m->hidden_size);
-    if (m->ffn_hidden_size == 0) m->ffn_hidden_size = 4 * m->hidden_size;
+    enum { N_OWN = sizeof specs / sizeof specs[0] };
+    ArgSpec all[GPT_FLAGS_N + N_OWN];  // the model's flags first, then train's own
+    memcpy(all + gpt_flags_specs(all, m, &mt), specs, sizeof specs);
+    core_args_parse(USAGE, all, GPT_FLAGS_N + N_OWN, argc, argv);
+    gpt_flags_finish(m, &mt);  // F, max positions, recomputation (bad values: exit 2)
     check_tensor_sizes(m, a->micro_batch);
-    if (m->max_position_embeddings == 0) m->max_position_embeddings = m->seq_length;
     if (optim_lr_style_parse(style, &a->lr.style) != 0)
         core_usage_error("--lr-decay-style must be constant, linear or cosine, got '%s'", style);
     if (hidden_dropout != 0 || attention_dropout != 0)
         core_usage_error("--hidden-dropout %g / --attention-dropout %g: megac has no dropout (like most "
                          "LLM pretraining today); give 0 or leave them out", hidden_dropout, attention_dropout);
     const char *unsupported = untie ? "--untie-embeddings-and-output-weights"
-                            : rampup.n ? "--rampup-batch-size"
                             : (vpp_layers || vpp_size) ? "the interleaved schedule (--num-layers-per-virtual-pipeline-stage)"
                             : overlap_grad ? "--overlap-grad-reduce"
                             : overlap_param ? "--overlap-param-gather" : NULL;
     if (unsupported) core_usage_error("%s is not supported by megac yet", unsupported);
     if (train_samples < 0 || (train_samples && train_iters_given(argc, argv)))
         core_usage_error("give --train-iters or --train-samples (> 0), not both");
-    if (train_samples) {  // Megatron's sample-based schedule, in whole iterations
-        int64_t gb = a->global_batch > 0 ? a->global_batch : 1;
-        a->train_iters = (train_samples + gb - 1) / gb;
-        if (warmup_samples >= 0) warmup = warmup_samples / gb;
-        if (decay_samples >= 0) decay = decay_samples / gb;
+    parse_rampup(a, &rampup, train_samples);
+    if (train_samples) {  // Megatron's sample-based run: the schedule counts samples
+        if (warmup > 0 || decay >= 0)
+            core_usage_error("with --train-samples give --lr-warmup-samples / --lr-decay-samples "
+                             "(not --lr-warmup-iters / --lr-decay-iters)");
+        a->train_samples = train_samples;
+        a->lr_in_samples = 1;
+        a->train_iters = train_rampup_iters(&a->rampup, 0, train_samples, NULL);
+        warmup = warmup_samples >= 0 ? warmup_samples : 0;
+        decay = decay_samples >= 0 ? decay_samples : train_samples;
     } else if (warmup_samples >= 0 || decay_samples >= 0) {
         core_usage_error("--lr-warmup-samples / --lr-decay-samples need --train-samples");
     }
@@ -225,10 +291,7 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
     if (a->global_batch % a->micro_batch)
         core_usage_error("--global-batch-size %d is not a multiple of --micro-batch-size %d",
                          a->global_batch, a->micro_batch);
-    if (!a->mock_data && !a->data_path) core_usage_error("give --data-path FILE.h5 or --mock-data");
-    double w_train = 0, w_valid = 0;  // Megatron: a validation weight of 0 means no evaluation
-    if (!a->mock_data && sscanf(a->split, "%lf,%lf", &w_train, &w_valid) >= 1 && w_valid == 0)
-        a->eval_iters = 0;
+    check_data_paths(a);
     if (strcmp(a->device, "cpu") && strcmp(a->device, "cuda"))
         core_usage_error("--device must be cpu or cuda, got '%s'", a->device);
     if (a->timeout_minutes < 0) core_usage_error("--distributed-timeout-minutes must be >= 0");
@@ -246,17 +309,7 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
     if (strcmp(a->pipeline_schedule, "1f1b") && strcmp(a->pipeline_schedule, "gpipe"))
         core_usage_error("--pipeline-schedule must be 1f1b or gpipe, got '%s'", a->pipeline_schedule);
     if (a->ddp_bucket_size < 0) core_usage_error("--ddp-bucket-size must be >= 0");
-    if (rc_gran && strcmp(rc_gran, "full") && strcmp(rc_gran, "selective"))
-        core_usage_error("--recompute-granularity must be full or selective, got '%s'", rc_gran);
-    if (strcmp(rc_method, "uniform") && strcmp(rc_method, "block"))
-        core_usage_error("--recompute-method must be uniform or block, got '%s'", rc_method);
-    if (recompute_activations && rc_gran && strcmp(rc_gran, "selective"))
-        core_usage_error("--recompute-activations (selective) contradicts --recompute-granularity %s", rc_gran);
-    m->recompute = rc_gran && !strcmp(rc_gran, "full") ? GPT_RECOMPUTE_FULL
-                 : (rc_gran || recompute_activations) ? GPT_RECOMPUTE_SELECTIVE : GPT_RECOMPUTE_NONE;
-    m->recompute_block = !strcmp(rc_method, "block");
-    if (m->recompute == GPT_RECOMPUTE_FULL && m->recompute_num_layers < 1)
-        core_usage_error("--recompute-num-layers must be >= 1, got %d", m->recompute_num_layers);
+    parse_sharding(a, sharding, argc, argv, no_zero1);
     if (a->bf16 && a->fp16) core_usage_error("--bf16 and --fp16 contradict each other: choose one");
     if ((a->bf16 || a->fp16) && strcmp(a->device, "cuda"))
         core_usage_error("--%s needs --device cuda: the CPU backend computes in fp32 only",
@@ -283,6 +336,11 @@ void train_args_check_layout(const TrainArgs *a, int world) {
         core_usage_error("--global-batch-size %d is not divisible by --micro-batch-size %d x "
                          "data-parallel size %d (world %d / TP %d / PP %d)", a->global_batch,
                          a->micro_batch, dp, world, a->tp, a->pp);
+    int64_t unit = (int64_t)a->micro_batch * dp;  // every ramp-up batch splits into micro-batches
+    if (a->rampup.start && (a->rampup.start % unit || a->rampup.incr % unit))
+        core_usage_error("--rampup-batch-size %lld %lld: START and INCR must be multiples of "
+                         "--micro-batch-size %d x data-parallel size %d", (long long)a->rampup.start,
+                         (long long)a->rampup.incr, a->micro_batch, dp);
     GPTConfig m = a->model;
     if (m.vocab_size == 0) m.vocab_size = 1;  // not known yet; checked once the data is open
     char err[512];

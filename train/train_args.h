@@ -1,21 +1,31 @@
 // train/train_args.h: the flags of `megac train` (Megatron-LM's names) and their checks.
 #pragma once
 #include <stdint.h>
+#include "core/args.h"
 #include "model/gpt_config.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
+#include "rampup.h"
 
 typedef struct {
     GPTConfig model;
     int tp, pp;
     int micro_batch, global_batch;
-    int64_t train_iters;
+    int64_t train_iters;            // with --train-samples: the iterations they take
+    int64_t train_samples;          // --train-samples (0: iteration-based run)
+    int lr_in_samples;              // the schedule (a->lr) counts samples, not iterations
+    TrainRampup rampup;             // --rampup-batch-size (start 0: the batch stays fixed)
     LRSchedule lr;
     AdamWConfig adamw;
     uint64_t seed;
-    const char *data_path, *split;
+    CoreStrList data_path;          // --data-path: one file or a blend (data/blend.h), cut by --split
+    CoreStrList train_data_path, valid_data_path, test_data_path;  // or whole files per split
+    const char *split;
     int mock_data, mock_vocab, mock_samples;
     const char *save, *load;
+    int no_load_optim;              // --no-load-optim: --load reads the model only (fresh AdamW)
+    int no_load_rng;                // --no-load-rng: accepted (megac keeps no RNG state)
+    int finetune;                   // --finetune: model only, and start at iteration 0
     int64_t save_interval, eval_interval, eval_iters, log_interval;
     const char *log_json;
     const char *device;
@@ -28,7 +38,8 @@ typedef struct {
     int grad_reduce_in_bf16;        // DP gradient reduction in bf16 (default fp32)
     const char *dist_backend;       // CUDA: "nccl" (default) or "staged" (device->host->MPI)
     int num_threads;
-    int zero1;
+    int zero1;                      // the optimizer state is sharded (ZeRO-1, 2 or 3)
+    int sharding;                   // OptimSharding: --data-parallel-sharding-strategy
     double timeout_minutes;
     int max_nan_iters;
     int exit_signal_handler;        // 1 (default): SIGTERM/SIGINT/SIGUSR1/SIGUSR2 stop gracefully
@@ -39,6 +50,8 @@ typedef struct {
     const char *pipeline_schedule;  // "1f1b" (default) or "gpipe" (all-forward-all-backward)
     int sequence_parallel;
     int64_t ddp_bucket_size;        // floats per reduce-scatter bucket (0: one bucket)
+    int argc;                       // the flags as given (after "train"), for the run record
+    char **argv;                    // of --log-json (train_log.h); argv outlives the run
 } TrainArgs;
 
 // Parses argv (after "train") into *a with Megatron's defaults. Bad or inconsistent flags

@@ -7,6 +7,7 @@
 #include "train_outputs.h"
 #include "train_stop.h"
 #include "core/timer.h"
+#include "core/watchdog.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -70,6 +71,28 @@ static void stop_run(Trainer *t, int64_t it_start, const char *why) {
     fflush(stdout);
 }
 
+// After a resume: a sample-based run (--train-samples) recounts its iterations from the
+// consumed samples (the global batch may have changed since the save), and the training
+// order is made long enough for the batches still to come. Collective (no communication).
+static void resume_batches(Trainer *t) {
+    TrainArgs *a = &t->args;
+    if (a->train_samples && t->consumed_samples < a->train_samples)
+        a->train_iters = t->iteration + train_rampup_iters(&a->rampup, t->consumed_samples,
+                                                           a->train_samples, NULL);
+    int64_t left = a->train_iters > t->iteration ? a->train_iters - t->iteration : 0;
+    batches_reserve_train(t->data, train_rampup_after(&a->rampup, t->consumed_samples, left));
+}
+
+// The test split at the end of training, printed as Megatron prints it. Collective.
+static void test_at_end(Trainer *t) {
+    double tl = trainer_evaluate(t, SPLIT_TEST);
+    if (t->grid->coord.rank != 0 || isnan(tl)) return;
+    train_log_eval(t, t->iteration, tl, "test");
+    printf(" validation loss at the end of training for test data | lm loss value: %.6E | "
+           "lm loss PPL: %.6E |\n", tl, exp(tl));
+    fflush(stdout);
+}
+
 int trainer_run(Trainer *t) {
     const TrainArgs *a = &t->args;
     int rank0 = t->grid->coord.rank == 0, tty = rank0 && isatty(1);
@@ -78,17 +101,20 @@ int trainer_run(Trainer *t) {
     if (a->save) ckpt_prepare_save(t);  // an unwritable --save fails now, not after training
     if (a->save) ckpt_lock_acquire(t);  // one run per --save directory
     if (a->load) ckpt_load(t);
+    if (a->load) resume_batches(t);
     if (a->save) ckpt_check_rollback(t);  // `latest` never moves back unless asked
     if (rank0) train_outputs_run_start(t);
     if (rank0 && t->iteration >= a->train_iters)
         printf("megac train: the loaded checkpoint is at iteration %lld >= --train-iters %lld: "
                "nothing to do\n", (long long)t->iteration, (long long)a->train_iters);
+    core_watchdog_disarm();  // start-up is over (armed in cmd_train before MPI_Init)
     double t_start = core_now();
     int64_t it_start = t->iteration;  // after a resume, the ETA uses this run's pace
     char why[160] = "";
     int stopped = 0;
     while (t->iteration < a->train_iters) {
         if ((stopped = train_stop_check(t, it_start, why, sizeof why))) break;
+        ckpt_lock_heartbeat();  // rank 0: the --save lock's mtime says this run is alive
         double t0 = core_now();
         StepResult r = trainer_step(t);
         double ms = (core_now() - t0) * 1e3;
@@ -96,6 +122,7 @@ int trainer_run(Trainer *t) {
         if (tty) fputs("\r\033[K", stdout);  // clear the progress bar before any log line
         if (r.overflow) {  // --fp16: the loss scale absorbs it (the log line shows the new scale)
             t->skipped_total++;
+            t->skipped_samples += r.global_batch;  // the schedule does not advance either
         } else if (r.skipped) {
             t->nan_total++;
             t->nan_in_row++;
@@ -111,7 +138,8 @@ int trainer_run(Trainer *t) {
             return 3;
         }
         if (it % a->eval_interval == 0 || it == a->train_iters) {
-            double vl = trainer_evaluate(t);
+            double vl = trainer_evaluate(t, SPLIT_VALID);
+            if (rank0 && !isnan(vl)) train_log_validation(t, it, vl);
             if (rank0 && !isnan(vl))
                 printf(" validation loss at iteration %lld | lm loss value: %.6E | lm loss PPL: %.6E |\n",
                        (long long)it, vl, exp(vl));
@@ -121,6 +149,8 @@ int trainer_run(Trainer *t) {
         if (tty) train_log_progress(it, it_start, a->train_iters, core_now() - t_start);
     }
     if (stopped) stop_run(t, it_start, why);
+    else if (t->iteration == a->train_iters && a->eval_iters > 0)
+        test_at_end(t);
     report_pipeline(t);
     return 0;
 }

@@ -3,6 +3,7 @@
 #include "checkpoint_format.h"
 #include "checkpoint_fs.h"
 #include "core/check.h"
+#include "train_log.h"  // defines: train_log_run_record
 
 #include <errno.h>
 #include <fcntl.h>     // defines: open, O_CREAT, O_EXCL
@@ -10,10 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
-enum { MAX_INPUTS = 5, MSG = 1024 };
+enum { MSG = 1024 };
 
 typedef struct {
     const char *what;
@@ -21,17 +21,25 @@ typedef struct {
 } Input;
 
 // The files this run reads or must keep: the data, `latest` and its checkpoint of each dir.
-static int list_inputs(const TrainArgs *a, Input *in) {
+// Returns the count; *out (allocated) holds them.
+static int list_inputs(const TrainArgs *a, Input **out) {
+    const struct { const char *flag; const CoreStrList *l; } data[] = {
+        {"--data-path", &a->data_path}, {"--train-data-path", &a->train_data_path},
+        {"--valid-data-path", &a->valid_data_path}, {"--test-data-path", &a->test_data_path}};
+    int cap = 4;
+    for (int i = 0; i < 4; i++) cap += data[i].l->n;
+    Input *in = *out = core_calloc((size_t)cap, sizeof *in);
     int n = 0;
-    if (!a->mock_data && a->data_path) {
-        in[n].what = "--data-path";
-        snprintf(in[n++].path, CKPT_PATH_MAX, "%s", a->data_path);
-    }
+    for (int i = 0; i < 4 && !a->mock_data; i++)
+        for (int k = 0; k < data[i].l->n; k++) {  // every item (weights too: never files here)
+            in[n].what = data[i].flag;
+            snprintf(in[n++].path, CKPT_PATH_MAX, "%s", data[i].l->items[k]);
+        }
     const char *dirs[2] = {a->load, a->save}, *names[2] = {"--load", "--save"};
     for (int d = 0; d < 2; d++) {
         char err[MSG];
         int64_t it = 0;
-        if (!dirs[d] || n + 2 > MAX_INPUTS) continue;
+        if (!dirs[d]) continue;
         in[n].what = names[d];
         if (ckpt_fs_path(in[n].path, dirs[d], -1, CKPT_LATEST) == 0) n++;
         if (ckpt_read_latest(dirs[d], &it, err, sizeof err) == 0) {
@@ -78,10 +86,12 @@ static int check_output(const char *flag, const char *path, const Input *in, int
 // Rank 0's checks and the opening of --log-json. Returns 0, or -1 with one line in msg.
 static int outputs_rank0(Trainer *t, char *msg, size_t n) {
     const TrainArgs *a = &t->args;
-    Input in[MAX_INPUTS];
-    int n_in = list_inputs(a, in);
-    if (a->log_json && check_output("--log-json", a->log_json, in, n_in, msg, n)) return -1;
-    if (a->trace && check_output("--trace", a->trace, in, n_in, msg, n)) return -1;
+    Input *in = NULL;
+    int n_in = list_inputs(a, &in);
+    int bad = (a->log_json && check_output("--log-json", a->log_json, in, n_in, msg, n)) ||
+              (a->trace && check_output("--trace", a->trace, in, n_in, msg, n));
+    free(in);
+    if (bad) return -1;
     struct stat s1, s2;
     if (a->log_json && a->trace && stat(a->log_json, &s1) == 0 && stat(a->trace, &s2) == 0 &&
         s1.st_dev == s2.st_dev && s1.st_ino == s2.st_ino) {
@@ -124,13 +134,6 @@ static long count_after(FILE *f, int64_t after) {
 
 void train_outputs_run_start(Trainer *t) {
     FILE *f = t->log_json;
-    if (!f || t->log_json_prior == 0) return;
-    long superseded = count_after(f, t->iteration);
-    char when[32];
-    time_t now = time(NULL);
-    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
-    fprintf(f, "{\"event\":\"run_start\",\"start_iteration\":%lld,\"resumed\":%d,"
-            "\"superseded_records\":%ld,\"time\":\"%s\"}\n", (long long)t->iteration,
-            t->args.load != NULL, superseded, when);
-    fflush(f);
+    if (!f) return;
+    train_log_run_record(t, t->log_json_prior > 0 ? count_after(f, t->iteration) : 0);
 }

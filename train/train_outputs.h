@@ -10,8 +10,8 @@
 // t->log_json (t->log_json_prior = its size before). On failure one line, exit 2 on every rank.
 void train_outputs_check(Trainer *t);
 
-// Rank 0, after the checkpoint is loaded: when the --log-json file already held records,
-// appends one {"event":"run_start",...} record saying where this run starts and how many
-// earlier records (iteration > the start) it supersedes; the file is never truncated.
-// Does nothing otherwise (a new log starts with iteration records only). Never fails.
+// Rank 0, after the checkpoint is loaded: appends this run's record
+// {"event":"run_start",...} (train_log_run_record: where it starts, how many earlier
+// records, iteration > the start, it supersedes, and the run's configuration) to
+// --log-json, fresh or resumed; the file is never truncated. Never fails.
 void train_outputs_run_start(Trainer *t);

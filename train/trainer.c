@@ -4,11 +4,13 @@
 // -> tied-embedding gradients summed over the embedding group (first + last stage) ->
 // gradients averaged over data parallelism (reduce-scatter with ZeRO-1) -> global gradient
 // norm (each rank's unique share, summed over all ranks) -> skip on NaN/Inf, else clip and
-// AdamW -> parameters all-gathered (ZeRO-1).
+// AdamW -> parameters all-gathered (ZeRO-1). ZeRO-2/3 (optim/zero.h) reduce-scatter each
+// layer's gradients inside the backward instead, through the model's hook.
 #include "trainer.h"
 #include "train_outputs.h"
 #include "train_stop.h"
 #include "core/check.h"
+#include "optim/zero.h"
 #ifdef MEGAC_HAVE_CUDA
 #include "core/check_cuda.h"  // defines: CUDA_CHECK
 #endif
@@ -160,8 +162,10 @@ Trainer *trainer_create(const TrainArgs *args) {
         t->data = batches_mock_create(a->seed, a->mock_vocab, a->mock_samples, a->model.seq_length);
     } else {
         int64_t G = a->global_batch;
-        t->data = batches_hdf5_create(a->data_path, a->split, a->seed, a->model.seq_length,
-                                      a->train_iters * G, a->eval_iters * G);
+        BatchDataPaths paths = {a->data_path, a->train_data_path, a->valid_data_path, a->test_data_path,
+                                a->split};
+        t->data = batches_hdf5_create(&paths, a->seed, a->model.seq_length,
+                                      train_rampup_after(&a->rampup, 0, a->train_iters), a->eval_iters * G);
     }
     a->model.vocab_size = batches_vocab_size(t->data);
     char err[512];
@@ -181,8 +185,11 @@ Trainer *trainer_create(const TrainArgs *args) {
     t->model = gpt_create(&a->model, t->be, a->tp, g->coord.tp_rank, a->pp, g->coord.pp_rank,
                           a->micro_batch, slots, a->seed, optim_pad_multiple(t->dp),
                           a->sequence_parallel);
-    t->opt = optim_create(t->be, g->dp, a->zero1, t->model->params, t->model->n_params,
-                          t->model->n_floats, g->coord.tp_rank, (size_t)a->ddp_bucket_size);
+    if (a->sharding >= OPTIM_SHARD_GRADS)  // ZeRO-2/3: shards per layer, hooked into the model
+        t->opt = optim_zero_create(t->be, g->dp, (OptimSharding)a->sharding, t->model, g->coord.tp_rank);
+    else
+        t->opt = optim_create(t->be, g->dp, a->zero1, t->model->params, t->model->n_params,
+                              t->model->n_floats, g->coord.tp_rank, (size_t)a->ddp_bucket_size);
     if (a->grad_reduce_in_bf16) optim_set_reduce_bf16(t->opt);
     if (t->opt->n_padded != t->model->n_alloc)  // the optimizer reads/writes n_padded floats
         core_fatal("optimizer buffer %zu floats, model buffers %zu", t->opt->n_padded, t->model->n_alloc);
@@ -241,28 +248,43 @@ StepResult trainer_step(Trainer *t) {
     StepResult r = {0};
     GPT *m = t->model;
     int64_t it = t->iteration + 1;
+    // this iteration's global batch (--rampup-batch-size), placed after the consumed samples
+    int G = train_rampup_batch(&t->args.rampup, t->consumed_samples);
     t->cursor.split = SPLIT_TRAIN;
-    t->cursor.iteration = t->iteration;
-    t->step.n_micro = t->n_micro;
+    t->cursor.batch_start = t->consumed_samples;
+    t->cursor.global_batch = G;
+    t->step.n_micro = G / (t->args.micro_batch * t->dp);
+    // per-token loss gradient: 1 / (tokens of this rank's micro-batches); the DP reduction averages
+    t->dscale_base = 1.0 / ((double)t->step.n_micro * t->args.micro_batch * t->args.model.seq_length);
     Comm *groups[] = {t->grid->tp, t->grid->pp, t->grid->dp, t->grid->embedding};
     for (int i = 0; i < 4; i++)
         if (groups[i]) comm_stats_reset(groups[i]);  // the log reports one step's traffic
     if (it == t->die_at_iter) raise(t->die_signal);  // test hook, see test_die_at_iter
     gpt_zero_grads(m);
+    if (t->opt->zero) optim_zero_begin_step(t->opt);
     double S = t->scaler.scale;  // gradients come out S times too large (fp16), else S = 1
     t->step.loss_scale = (float)(t->dscale_base * S);
     double loss_sum = pp_forward_backward(&t->step);
     double t0 = pp_trace_begin(t->trace);
-    gpt_sync_sequence_parallel_grads(m, t->grid->tp);
-    sync_tied_embedding(t);
-    optim_reduce_grads(t->opt, m->grad_mem);
+    if (t->opt->zero) {  // ZeRO-2/3: reduced layer by layer; the sums below on the shard only
+        optim_zero_finish_grads(t->opt, m->sp ? t->grid->tp : NULL,
+                                t->grid->dims.pp > 1 ? t->grid->embedding : NULL);
+    } else {
+        gpt_sync_sequence_parallel_grads(m, t->grid->tp);
+        sync_tied_embedding(t);
+        optim_reduce_grads(t->opt, m->grad_mem);
+    }
     double sq = optim_local_grad_sq(t->opt, m->grad_mem);
     if (nan_hook(t, it)) sq = NAN;  // test hook, see test_nan_at_iter
     global_sums(t, &sq, &loss_sum);
     pp_trace_end(t->trace, PP_EV_GRAD_SYNC, -1, t0);
     r.grad_norm = sqrt(sq) / S;
-    r.loss = loss_sum / ((double)t->args.global_batch * t->args.model.seq_length);
-    r.lr = optim_lr_at(&t->args.lr, it);
+    r.loss = loss_sum / ((double)G * t->args.model.seq_length);
+    r.global_batch = G;
+    // Megatron steps its scheduler after each successful update: iteration `it` uses the
+    // schedule after it - 1 steps, less the fp16 overflow steps skipped so far
+    r.lr = optim_lr_at(&t->args.lr, t->args.lr_in_samples ? t->consumed_samples - t->skipped_samples
+                                                          : it - 1 - t->skipped_total);
     int found_inf = !isfinite(r.grad_norm);
     // fp16: an overflow is what the loss scale is for (Megatron skips and counts it), unless
     // the dynamic scale is already at its floor: then it is a NaN iteration
@@ -280,16 +302,19 @@ StepResult trainer_step(Trainer *t) {
         pp_trace_end(t->trace, PP_EV_OPTIMIZER, -1, t0);
     }
     t->iteration = it;
+    t->consumed_samples += G;
     return r;
 }
 
-double trainer_evaluate(Trainer *t) {
+double trainer_evaluate(Trainer *t, SplitKind split) {
     int64_t iters = t->args.eval_iters;
-    if (iters <= 0) return NAN;
+    if (iters <= 0 || !batches_has_split(t->data, split)) return NAN;
     double total = 0.0;
-    t->cursor.split = SPLIT_VALID;
+    t->cursor.split = split;
+    t->cursor.global_batch = t->args.global_batch;
+    t->step.n_micro = t->n_micro;
     for (int64_t i = 0; i < iters; i++) {
-        t->cursor.iteration = i;
+        t->cursor.batch_start = i * t->args.global_batch;
         double loss = pp_forward_only(&t->step), zero = 0.0;
         global_sums(t, &zero, &loss);
         total += loss;

@@ -20,6 +20,7 @@ typedef struct {
     int overflow;       // --fp16: 1 if skipped for an overflow the loss scale absorbs (then
                         // not a NaN iteration)
     double loss_scale;  // the loss scale after this step (1 without --fp16)
+    int global_batch;   // samples in this step (--rampup-batch-size: grows)
 } StepResult;
 
 typedef struct {
@@ -38,6 +39,8 @@ typedef struct {
     int n_nan_at;
     int dp, n_micro;
     int64_t iteration;          // iterations completed
+    int64_t consumed_samples;   // training samples consumed (the next batch starts there)
+    int64_t skipped_samples;    // samples of the steps skipped for an fp16 overflow
     int nan_in_row, nan_total;
     int skipped_total;          // steps skipped for an fp16 overflow
     LossScaler scaler;          // --fp16 loss scale (static 1 otherwise)
@@ -57,8 +60,9 @@ void trainer_destroy(Trainer *t);
 // Runs iteration t->iteration + 1 (forward, backward, gradient sync, clip, AdamW).
 StepResult trainer_step(Trainer *t);
 
-// Mean validation loss over eval_iters batches of the validation split.
-double trainer_evaluate(Trainer *t);
+// Mean loss over eval_iters batches of split (SPLIT_VALID or SPLIT_TEST); NAN when there is
+// no such split (mock data has no test split). Collective.
+double trainer_evaluate(Trainer *t, SplitKind split);
 
 // The whole run: steps, logs, evaluation and checkpoints. Returns the exit code.
 int trainer_run(Trainer *t);

@@ -58,6 +58,9 @@ void cpu_layernorm_forward(Backend *be, float *out, float *mean, float *rstd,
 void cpu_layernorm_backward(Backend *be, float *dinp, float *dweight, float *dbias,
                             const float *dout, const float *inp, const float *weight,
                             const float *mean, const float *rstd, int N, int C);
+void cpu_residual_layernorm_forward(Backend *be, float *res, float *ln, float *mean, float *rstd,
+                                    const float *a, const float *b, const float *weight,
+                                    const float *bias, int N, int C);
 void cpu_gelu_forward(Backend *be, float *out, const float *inp, size_t n);
 void cpu_gelu_backward(Backend *be, float *dinp, const float *inp, const float *dout, size_t n);
 void cpu_add(Backend *be, float *out, const float *a, const float *b, size_t n);
@@ -88,6 +91,10 @@ void cpu_xent_max(Backend *be, float *rowmax, const float *logits, int N, int V_
 void cpu_xent_sumexp(Backend *be, float *sumexp, float *tgt, const float *logits,
                      const float *rowmax, const int *targets, int N, int V_local, int V_valid,
                      int vocab_start);
+void cpu_xent_stats(Backend *be, float *rowmax, float *sumexp, float *tgt, const float *logits,
+                    const int *targets, int N, int V_local, int V_valid, int vocab_start);
+void cpu_xent_rescale(Backend *be, float *sumexp, const float *shard_max, const float *rowmax,
+                      int N);
 void cpu_xent_loss(Backend *be, float *loss, const float *sumexp, const float *rowmax,
                    const float *tgt, int N);
 void cpu_xent_backward(Backend *be, float *dlogits, const float *logits, const float *rowmax,

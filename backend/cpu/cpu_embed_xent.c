@@ -116,6 +116,29 @@ void cpu_xent_sumexp(Backend *be, float *sumexp, float *tgt, const float *logits
     }
 }
 
+// rowmax (N), sumexp (N) relative to it, tgt (N) of this shard in one sweep over the rows:
+// per row cpu_xent_max's then cpu_xent_sumexp's loop (the same bits as those two ops), the
+// row read twice while it is in cache.
+void cpu_xent_stats(Backend *be, float *rowmax, float *sumexp, float *tgt, const float *logits,
+                    const int *targets, int N, int V_local, int V_valid, int vocab_start) {
+    int nt = cpu_nt(be);
+#pragma omp parallel for num_threads(nt) schedule(static) if ((size_t)N * V_valid > CPU_PAR_MIN)
+    for (int i = 0; i < N; i++) {
+        const float *l = logits + (size_t)i * V_local;
+        int t = targets[i] - vocab_start;
+        float m = cpu_max_row(l, V_valid);
+        rowmax[i] = m;
+        sumexp[i] = cpu_sumexp_row(l, m, V_valid);
+        tgt[i] = t >= 0 && t < V_valid ? l[t] : 0.0f;
+    }
+}
+
+// sumexp (N) *= exp(shard_max - rowmax): a shard's sum onto the max over all shards.
+void cpu_xent_rescale(Backend *be, float *sumexp, const float *shard_max, const float *rowmax,
+                      int N) {
+    for (int i = 0; i < N; i++) sumexp[i] *= cpu_expf(shard_max[i] - rowmax[i]);
+}
+
 // loss (N) = log(sumexp) + rowmax - tgt (all three already reduced over the TP group).
 void cpu_xent_loss(Backend *be, float *loss, const float *sumexp, const float *rowmax,
                    const float *tgt, int N) {

@@ -41,6 +41,24 @@ void cpu_layernorm_forward(Backend *be, float *out, float *mean, float *rstd,
     }
 }
 
+// res (N, C) = a + b (res may alias a or b), then ln (N, C) = layernorm of res: row by row,
+// the same float operations as cpu_add followed by cpu_layernorm_forward (the same bits).
+void cpu_residual_layernorm_forward(Backend *be, float *res, float *ln, float *mean, float *rstd,
+                                    const float *a, const float *b, const float *weight,
+                                    const float *bias, int N, int C) {
+    int nt = cpu_nt(be);
+#pragma omp parallel for num_threads(nt) schedule(static) if ((size_t)N * C > CPU_PAR_MIN)
+    for (int i = 0; i < N; i++) {
+        float *r = res + (size_t)i * C, m, s;
+        const float *x = a + (size_t)i * C, *y = b + (size_t)i * C;
+#pragma omp simd
+        for (int j = 0; j < C; j++) r[j] = x[j] + y[j];
+        cpu_layernorm_row(ln + (size_t)i * C, &m, &s, r, weight, bias, C);
+        if (mean) mean[i] = m;
+        if (rstd) rstd[i] = s;
+    }
+}
+
 // One row: dx (C) += s * (dn - mean(dn) - norm * mean(dn * norm)), norm = (x - m) * s,
 // dn = dy * w.
 CPU_SIMD_CLONES static void cpu_layernorm_dinp_row(float *dx, const float *dy, const float *x,

@@ -24,6 +24,23 @@ static void op_layernorm_backward(Backend *be, void *dinp, float *dweight, float
                                   const float *mean, const float *rstd, int N, int C) {
     cpu_layernorm_backward(be, dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
 }
+static void op_residual_layernorm_forward(Backend *be, void *res, void *ln, float *mean,
+                                          float *rstd, const void *a, const void *b,
+                                          const void *weight, const void *bias, int N, int C) {
+    cpu_residual_layernorm_forward(be, res, ln, mean, rstd, a, b, weight, bias, N, C);
+}
+// The fused linear + GELU ops are the unfused pair here (the reference: same bits).
+static void op_matmul_gelu_forward(Backend *be, void *out, void *pre, const void *inp,
+                                   const void *weight, const void *bias, int N, int C, int OC) {
+    cpu_matmul_forward(be, pre, inp, weight, bias, N, C, OC);
+    cpu_gelu_forward(be, out, pre, (size_t)N * OC);
+}
+static void op_matmul_backward_dgelu(Backend *be, void *dinp, float *dweight, float *dbias,
+                                     const void *dout, const void *inp, const void *weight,
+                                     const void *pre, int N, int C, int OC) {
+    cpu_matmul_backward(be, dinp, dweight, dbias, dout, inp, weight, N, C, OC);
+    cpu_gelu_backward(be, dinp, pre, dinp, (size_t)N * C);  // in place: dinp may alias dout
+}
 static void op_gelu_forward(Backend *be, void *out, const void *inp, size_t n) {
     cpu_gelu_forward(be, out, inp, n);
 }
@@ -80,6 +97,12 @@ static void op_xent_backward(Backend *be, void *dlogits, const void *logits, con
                       vocab_start);
 }
 
+static void op_xent_stats(Backend *be, float *rowmax, float *sumexp, float *tgt,
+                          const void *logits, const int *targets, int N, int V_local, int V_valid,
+                          int vocab_start) {
+    cpu_xent_stats(be, rowmax, sumexp, tgt, logits, targets, N, V_local, V_valid, vocab_start);
+}
+
 static const BackendOps CPU_OPS = {
     .alloc = cpu_alloc,
     .free = cpu_free,
@@ -91,6 +114,9 @@ static const BackendOps CPU_OPS = {
     .matmul_backward = op_matmul_backward,
     .layernorm_forward = op_layernorm_forward,
     .layernorm_backward = op_layernorm_backward,
+    .residual_layernorm_forward = op_residual_layernorm_forward,
+    .matmul_gelu_forward = op_matmul_gelu_forward,
+    .matmul_backward_dgelu = op_matmul_backward_dgelu,
     .gelu_forward = op_gelu_forward,
     .gelu_backward = op_gelu_backward,
     .add = op_add,
@@ -108,6 +134,8 @@ static const BackendOps CPU_OPS = {
     .xent_sumexp = op_xent_sumexp,
     .xent_loss = cpu_xent_loss,
     .xent_backward = op_xent_backward,
+    .xent_stats = op_xent_stats,
+    .xent_rescale = cpu_xent_rescale,
     .adamw = cpu_adamw,
     .sum_squares = cpu_sum_squares,
     .sum = cpu_sum,

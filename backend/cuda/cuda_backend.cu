@@ -97,6 +97,7 @@ static void cuda_destroy(Backend *be) {
     cudaFreeHost(st->result_host);
     cudaFreeHost(st->staging);
     cudaEventDestroy(st->staging_free);
+    cuda_gemm_cache_free(st);
     cublasLtDestroy(st->lt);
     cudaStreamDestroy(st->stream);
     free(st);
@@ -114,6 +115,9 @@ static const BackendOps CUDA_OPS = {
     .matmul_backward = cuda_matmul_backward,
     .layernorm_forward = cuda_layernorm_forward,
     .layernorm_backward = cuda_layernorm_backward,
+    .residual_layernorm_forward = cuda_residual_layernorm_forward,
+    .matmul_gelu_forward = cuda_matmul_gelu_forward,
+    .matmul_backward_dgelu = cuda_matmul_backward_dgelu,
     .gelu_forward = cuda_gelu_forward,
     .gelu_backward = cuda_gelu_backward,
     .add = cuda_add,
@@ -131,6 +135,8 @@ static const BackendOps CUDA_OPS = {
     .xent_sumexp = cuda_xent_sumexp,
     .xent_loss = cuda_xent_loss,
     .xent_backward = cuda_xent_backward,
+    .xent_stats = cuda_xent_stats,
+    .xent_rescale = cuda_xent_rescale,
     .adamw = cuda_adamw,
     .sum_squares = cuda_sum_squares,
     .sum = cuda_sum,

@@ -98,6 +98,31 @@ void cuda_xent_sumexp(Backend *be, float *sumexp, float *tgt, const void *logits
                  V_valid, vocab_start);
 }
 
+template <typename T>
+static void xent_stats_t(Backend *be, float *rowmax, float *sumexp, float *tgt, const void *logits,
+                         const int *targets, int N, int V_local, int V_valid, int vocab_start) {
+    CUDA_LAUNCH(xent_stats_kernel<T>, cuda_blocks((size_t)N, 1, EX_GRID_CAP), EX_THREADS, 0,
+                cuda_stream(be), rowmax, sumexp, tgt, (const T *)logits, targets, N, V_local,
+                V_valid, vocab_start);
+}
+
+// rowmax, sumexp (from this shard's max), tgt (N): xent_max + xent_sumexp in one pass
+// (online: to fp32 round-off).
+void cuda_xent_stats(Backend *be, float *rowmax, float *sumexp, float *tgt, const void *logits,
+                     const int *targets, int N, int V_local, int V_valid, int vocab_start) {
+    if (N <= 0) return;
+    ACT_DISPATCH(be->act, xent_stats_t, be, rowmax, sumexp, tgt, logits, targets, N, V_local,
+                 V_valid, vocab_start);
+}
+
+// sumexp (N) *= exp(shard_max - rowmax).
+void cuda_xent_rescale(Backend *be, float *sumexp, const float *shard_max, const float *rowmax,
+                       int N) {
+    if (N <= 0) return;
+    CUDA_LAUNCH(xent_rescale_kernel, cuda_blocks((size_t)N, EX_THREADS, EX_GRID_CAP), EX_THREADS,
+                0, cuda_stream(be), sumexp, shard_max, rowmax, N);
+}
+
 // loss (N) = log(sumexp) + rowmax - tgt (all three reduced over the TP group already).
 void cuda_xent_loss(Backend *be, float *loss, const float *sumexp, const float *rowmax,
                     const float *tgt, int N) {

@@ -16,16 +16,33 @@
 #include <stddef.h>
 #include <stdint.h>
 
-// One cached cuBLASLt algorithm choice: the key is everything that shapes the GEMM.
+// What shapes one GEMM call: the cache key (memset to 0 before filling: compared bytewise).
+// Alignments are the largest powers of two (<= 256) dividing the pointers: cuBLASLt's
+// heuristic picks algorithms from them (A, B, C; bias and aux pointers too, see cublasLt.h).
+typedef struct {
+    int ta, tb, m, n, k, lda, ldb, ldc, batch;
+    int epilogue;    // cublasLtEpilogue_t
+    int aux_ld;      // GELU epilogues: leading dimension of the aux matrix (elements), else 0
+    int ab, cd;      // element types (BackendDType) of A and B, of C, D, bias and aux
+    int align_a, align_b, align_c, align_bias, align_aux;
+    int pad_;
+    long long sa, sb, sc;
+} CudaGemmKey;
+
+// One cached GEMM (the descriptor/heuristic cache): the matmul descriptor and the three
+// layouts are built, and cuBLASLt's heuristic asked, once per key; a repeated GEMM only sets
+// its bias/aux pointers on the cached descriptor. Owned by CudaState, freed at destroy.
 typedef struct {
     int used;
-    int ta, tb, m, n, k, lda, ldb, ldc, batch, epilogue;
-    int ab, cd;  // element types (BackendDType) of A and B, of C, D and bias
-    long long sa, sb, sc;
+    int found;                          // the heuristic gave an algorithm (always, but for
+                                        // GELU epilogues it may not support: then 0)
+    CudaGemmKey key;
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t la, lb, lc;  // cuBLASLt's A (our B), B (our A), C = D
     cublasLtMatmulAlgo_t algo;
 } CudaGemmAlgo;
 
-#define CUDA_GEMM_CACHE 64               // distinct GEMM shapes of one model: ~20
+#define CUDA_GEMM_CACHE 256              // distinct GEMM keys: ~20 shapes x pointer alignments
 #define CUDA_WORKSPACE_BYTES (32u << 20)  // cuBLASLt workspace (Hopper wants 32 MiB)
 #define CUDA_PARTIALS 65536              // doubles of reduction scratch (partial sums)
 #define CUDA_STAGING_BYTES (1u << 20)    // pinned host staging for small host->device copies
@@ -76,6 +93,21 @@ void cuda_gemm(Backend *be, int ta, int tb, int M, int N, int K, float alpha,
                const void *A, int lda, long long sa, const void *B, int ldb, long long sb,
                float beta, void *C, int ldc, long long sc, int batch, const void *bias,
                BackendDType ab, BackendDType cd);
+// cuda_gemm with an epilogue of cublasLt: CUBLASLT_EPILOGUE_DEFAULT or _BIAS (as cuda_gemm),
+// _GELU_AUX_BIAS (C = gelu(AB + bias), aux (M, N, row stride aux_ld, type cd) = AB + bias;
+// bias may then be NULL: _GELU_AUX) or _DGELU (C = AB * gelu'(aux)). beta must be 0 with any
+// epilogue but DEFAULT. Returns 1, or 0 (nothing done) when cuBLASLt has no algorithm for a
+// GELU epilogue here (the caller then runs the unfused ops). Aborts on anything else.
+int cuda_gemm_ex(Backend *be, int ta, int tb, int M, int N, int K, float alpha,
+                 const void *A, int lda, long long sa, const void *B, int ldb, long long sb,
+                 float beta, void *C, int ldc, long long sc, int batch, int epilogue,
+                 const void *bias, const void *aux, int aux_ld, BackendDType ab, BackendDType cd);
+// Frees the descriptors of the GEMM cache (at destroy). Never fails.
+void cuda_gemm_cache_free(CudaState *st);
+// 1 if a GELU epilogue may be used with these pointers: bias (or NULL) and aux 16-byte
+// aligned and aux_ld a multiple of 8 elements (cublasLt.h: EPILOGUE_AUX_LD; the pointer rule
+// is megac's conservative reading, to be confirmed on a GPU). Pure.
+int cuda_gelu_epilogue_ok(const void *bias, const void *aux, int aux_ld);
 void cuda_matmul_forward(Backend *be, void *out, const void *inp, const void *weight,
                          const void *bias, int N, int C, int OC);
 void cuda_matmul_backward(Backend *be, void *dinp, float *dweight, float *dbias,
@@ -107,6 +139,16 @@ void cuda_layernorm_backward(Backend *be, void *dinp, float *dweight, float *dbi
 void cuda_gelu_forward(Backend *be, void *out, const void *inp, size_t n);
 void cuda_gelu_backward(Backend *be, void *dinp, const void *inp, const void *dout, size_t n);
 void cuda_add(Backend *be, void *out, const void *a, const void *b, size_t n);
+
+// cuda_fused.cu: the fused ops (fused.cuh) -------------------------------------------------
+void cuda_residual_layernorm_forward(Backend *be, void *res, void *ln, float *mean, float *rstd,
+                                     const void *a, const void *b, const void *weight,
+                                     const void *bias, int N, int C);
+void cuda_matmul_gelu_forward(Backend *be, void *out, void *pre, const void *inp,
+                              const void *weight, const void *bias, int N, int C, int OC);
+void cuda_matmul_backward_dgelu(Backend *be, void *dinp, float *dweight, float *dbias,
+                                const void *dout, const void *inp, const void *weight,
+                                const void *pre, int N, int C, int OC);
 void cuda_scale(Backend *be, float *x, float s, size_t n);
 
 // cuda_cast.cu: conversions between the element types -----------------------------------------
@@ -124,6 +166,10 @@ void cuda_xent_max(Backend *be, float *rowmax, const void *logits, int N, int V_
 void cuda_xent_sumexp(Backend *be, float *sumexp, float *tgt, const void *logits,
                       const float *rowmax, const int *targets, int N, int V_local, int V_valid,
                       int vocab_start);
+void cuda_xent_stats(Backend *be, float *rowmax, float *sumexp, float *tgt, const void *logits,
+                     const int *targets, int N, int V_local, int V_valid, int vocab_start);
+void cuda_xent_rescale(Backend *be, float *sumexp, const float *shard_max, const float *rowmax,
+                       int N);
 void cuda_xent_loss(Backend *be, float *loss, const float *sumexp, const float *rowmax,
                     const float *tgt, int N);
 void cuda_xent_backward(Backend *be, void *dlogits, const void *logits, const float *rowmax,

@@ -114,6 +114,46 @@ static __global__ void xent_sumexp_kernel(float *sumexp, float *tgt, const T *lo
     }
 }
 
+// xent_max_kernel and xent_sumexp_kernel in one pass over the logits (online softmax): each
+// thread keeps a running max m and the sum s of exp(x - m) over its columns, rescaling s when
+// m grows; the block then takes the max M of the m's and sums s * exp(m - M). Each logit is
+// read once; the result equals the two-kernel one to fp32 round-off (not bitwise), in a fixed
+// order for a given shape. tgt as xent_sumexp_kernel. One block per row.
+template <typename T>
+static __global__ void xent_stats_kernel(float *rowmax, float *sumexp, float *tgt,
+                                         const T *logits, const int *targets, int N,
+                                         int V_local, int V_valid, int vocab_start) {
+    __shared__ float buf[WARP];
+    for (int i = blockIdx.x; i < N; i += gridDim.x) {
+        const T *l = logits + (size_t)i * V_local;
+        float m = -FLT_MAX, s = 0.0f;
+        for (int j = threadIdx.x; j < V_valid; j += blockDim.x) {
+            float x = load_f32(l + j);
+            if (x > m) {
+                s = s * expf(m - x) + 1.0f;
+                m = x;
+            } else {
+                s += expf(x - m);
+            }
+        }
+        float M = block_max(m, buf);
+        s = block_sum(s * expf(m - M), buf);  // a thread without columns: 0 * exp(.) = 0
+        if (threadIdx.x == 0) {
+            int t = targets[i] - vocab_start;
+            rowmax[i] = M;
+            sumexp[i] = s;
+            tgt[i] = t >= 0 && t < V_valid ? load_f32(l + t) : 0.0f;
+        }
+    }
+}
+
+// sumexp (N) *= exp(shard_max - rowmax). Grid-stride over rows.
+static __global__ void xent_rescale_kernel(float *sumexp, const float *shard_max,
+                                           const float *rowmax, int N) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < N; i += gridDim.x * blockDim.x)
+        sumexp[i] *= expf(shard_max[i] - rowmax[i]);
+}
+
 // loss (N) = log(sumexp) + rowmax - tgt. Grid-stride over rows.
 static __global__ void xent_loss_kernel(float *loss, const float *sumexp, const float *rowmax,
                                         const float *tgt, int N) {

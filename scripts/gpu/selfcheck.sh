@@ -4,7 +4,8 @@
 # scripts/gpu/pack.sh made here (gpu-pack/megac-gpu.tar.xz, carried). Steps, each with its
 # own timeout; a failing step never stops the others:
 #   a probe      nvidia-smi, nvcc, glibc, ldd of the packed binaries (every library resolved?)
-#   b ops        tests/backend/cuda/test_cuda_ops: CUDA vs CPU, op by op
+#   b ops        tests/backend/cuda/test_cuda_ops, test_cuda_half, test_cuda_fused: CUDA vs CPU,
+#                op by op (fused: cuBLASLt's GELU epilogues against megac's tanh GELU)
 #   c train      20 iterations on mock data, CPU vs CUDA fp32 (1e-4 rel.), TF32 (2e-3 rel.) and
 #                --bf16 (2e-2 rel.)
 #   d bench      bf16/TF32 GEMM rate (PyTorch, 8192^3), bench_train gpt2-124m and gpt2-350m
@@ -137,6 +138,11 @@ main() {
       m timeout -k 5 "$(tmo 120 290)" "$bin/test_cuda_ops" > "$OUT/ops.log" 2>&1; rc=$?
       if ((rc == 0)) && have test_cuda_half; then  # bf16 / fp16 kernels against the CPU
         m timeout -k 5 "$(tmo 60 280)" "$bin/test_cuda_half" >> "$OUT/ops.log" 2>&1; rc=$?
+      fi
+      if have test_cuda_fused; then  # cuBLASLt's GELU epilogues vs our tanh GELU, fused LN, xent
+        local rc_f
+        m timeout -k 5 "$(tmo 60 270)" "$bin/test_cuda_fused" >> "$OUT/ops.log" 2>&1; rc_f=$?
+        ((rc == 0)) && rc=$rc_f
       fi
       cat "$OUT/ops.log"
       local last; last=$(grep -v '^\s*$' "$OUT/ops.log" | tail -1 | cut -c1-120)

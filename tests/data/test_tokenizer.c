@@ -214,6 +214,10 @@ static void check_files(Tokenizer *t) {
     uint8_t all[256];
     for (int i = 0; i < 256; i++) all[i] = (uint8_t)i;
     roundtrip(u, all, 256, "byte tokenizer");
+    EXPECT_EQ_INT(tok_save(u, path, err, sizeof err), 0);  // saved as "byte\n": loads back
+    tok_free(u);
+    u = tok_load(path, err, sizeof err);
+    EXPECT(u && u->kind == TOK_BYTE, "a saved byte tokenizer does not load: %s", u ? "" : err);
     tok_free(u);
     EXPECT(tok_load("/nonexistent/tok.json", err, sizeof err) == NULL && strstr(err, "/nonexistent/tok.json"), "%s", err);
     const char *bad[][2] = {

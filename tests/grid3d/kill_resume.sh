@@ -48,8 +48,8 @@ echo "last complete checkpoint: iteration $last"
   >"$wd/resumed.txt" 2>&1 || { cat "$wd/resumed.txt"; fail "the resumed run failed"; }
 python3 - "$wd/straight.jsonl" "$wd/resumed.jsonl" "$last" <<'PY' || fail "resumed losses differ"
 import json, sys
-straight = {r["iteration"]: r for r in map(json.loads, open(sys.argv[1]))}
-resumed = [json.loads(l) for l in open(sys.argv[2])]
+straight = {r["iteration"]: r for r in map(json.loads, open(sys.argv[1])) if "iteration" in r}
+resumed = [r for r in map(json.loads, open(sys.argv[2])) if "iteration" in r]  # not the run record
 first = int(sys.argv[3]) + 1
 assert resumed and resumed[0]["iteration"] == first, f"resumed at {resumed[0]['iteration']}, want {first}"
 for r in resumed:

@@ -22,7 +22,7 @@ for tp in (2, 4):
                "--num-attention-heads", "4", "--seq-length", str(T), "--micro-batch-size", str(mb),
                "--global-batch-size", str(gb), "--num-threads", "1", "--log-json", log]
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-        rows = [json.loads(l) for l in open(log)]
+        rows = [r for r in map(json.loads, open(log)) if "iteration" in r]  # not the run record
     m, N = gb // mb, mb * T
     calls = m * (4 * L + 1 + 1 + 2)
     floats = m * ((4 * L + 2) * N * C + N + 2 * N)

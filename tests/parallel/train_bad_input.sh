@@ -33,6 +33,17 @@ expect2 1 "expects an integer, got 'x'" --num-layers x
 expect2 1 "lr-decay-style must be" --lr-decay-style exp
 expect2 2 "cannot write --log-json /nonexistent/dir/log.json" --log-json /nonexistent/dir/log.json
 expect2 2 "contradict each other" --use-distributed-optimizer --no-distributed-optimizer
+# --data-parallel-sharding-strategy: unknown, contradicting the older flags, unsupported combinations
+expect2 1 "must be no_shard, optim, optim_grads or optim_grads_params, got 'zero2'" --data-parallel-sharding-strategy zero2
+expect2 2 "no-distributed-optimizer (no_shard) contradicts --data-parallel-sharding-strategy optim_grads" \
+  --no-distributed-optimizer --data-parallel-sharding-strategy optim_grads
+expect2 2 "use-distributed-optimizer contradicts --data-parallel-sharding-strategy no_shard" \
+  --use-distributed-optimizer --data-parallel-sharding-strategy no_shard
+expect2 2 "optim_grads (ZeRO-2) does not support --grad-reduce-in-bf16" \
+  --data-parallel-sharding-strategy optim_grads --grad-reduce-in-bf16
+expect2 2 "optim_grads_params (ZeRO-3) does not support --ddp-bucket-size" \
+  --data-parallel-sharding-strategy optim_grads_params --ddp-bucket-size 1000
+expect2 1 "optim_grads (ZeRO-2) does not support --bf16" --data-parallel-sharding-strategy optim_grads --bf16 --device cuda
 expect2 1 "--max-nan-iters -1" --max-nan-iters -1
 # this machine has no GPU: a CUDA build says so, a CPU-only build says it has no CUDA
 [[ -z "${MEGAC_EMU_DEVICES:-}" ]] && expect2 2 "no usable CUDA device\|built without CUDA" --device cuda

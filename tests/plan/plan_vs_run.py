@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """tests/plan/plan_vs_run.py: `megac plan --json` against real runs.
 
-For several layouts on 1 to 8 ranks (tiny model, CPU, fp32; those of tests/parallel too), runs `megac train --log-json` and
+For several layouts on 1 to 8 ranks (tiny model, CPU, fp32; those of tests/parallel too, and
+full (uniform, block) and selective activation recomputation), runs `megac train --log-json` and
 compares with the plan's prediction for the same layout:
   * bytes per group per step on rank 0 (tp, pp, dp, embedding) and the TP all-reduce calls
     and bytes: equal, exactly (the plan mirrors the Comm counters call by call);
@@ -30,6 +31,12 @@ LAYOUTS = [
     (2, 1, 2, 2, 8, ["--sequence-parallel", "--use-distributed-optimizer", "--use-flash-attn"]),
     (1, 1, 4, 2, 8, ["--no-distributed-optimizer", "--ddp-bucket-size", "10000"]),
     (1, 1, 1, 2, 8, []),
+    # activation recomputation: the repeated forward collectives, the slots and the workspace
+    (2, 2, 2, 2, 16, ["--sequence-parallel", "--use-distributed-optimizer", "--recompute-granularity", "full",
+                      "--recompute-num-layers", "2"]),
+    (2, 1, 2, 2, 8, ["--no-distributed-optimizer", "--recompute-granularity", "full", "--recompute-method",
+                     "block", "--recompute-num-layers", "1"]),
+    (1, 2, 2, 2, 8, ["--use-distributed-optimizer", "--recompute-activations"]),
 ]
 TRAIN_ONLY = {"--no-sequence-parallel"}
 MEM_COLS = ["parameters", "gradients", "optimizer_state", None, "activations", "workspace"]
@@ -56,7 +63,7 @@ def train(tp, pp, dp, mb, gb, extra, d, model=MODEL, iters=3):
            "--tensor-model-parallel-size", str(tp), "--pipeline-model-parallel-size", str(pp),
            "--micro-batch-size", str(mb), "--global-batch-size", str(gb), "--log-json", log] + model + extra
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    rows = [json.loads(l) for l in open(log)]
+    rows = [r for r in map(json.loads, open(log)) if "iteration" in r]  # not the run record
     mem = {}
     for m in re.finditer(r"^\s+rank\s+(\d+):((?:\s+[\d.]+\s*\|?)+)$", out, re.M):
         mem[int(m.group(1))] = [float(x) for x in m.group(2).replace("|", " ").split()]

@@ -3,7 +3,8 @@
 # an 8-point sweep writes one record per point (JSON Lines and CSV), REPORT.md with the
 # table, equal final losses and valid PNGs; an interrupted sweep resumes (only the missing
 # point runs); `megac ablate report DIR` rebuilds the report; a point that dies is recorded
-# as failed with its reason and the sweep goes on; bad grids exit 2 before anything runs.
+# as failed with its reason and the sweep goes on; a recompute=none,full,selective sweep;
+# bad grids exit 2 before anything runs.
 set -u
 megac="$1"
 tmp=$(mktemp -d)
@@ -29,6 +30,7 @@ for r in recs:
     m, p = r["measured"], r["predicted"]
     assert m["bytes"] == p["bytes"], (r["id"], m["bytes"], p["bytes"])  # exact, as plan_vs_run checks
     assert m["tokens_per_s"] > 0 and m["peak_memory_per_rank"] > 0, r
+    assert m["run"]["world_size"] == 8 and m["run"]["git_revision"], m["run"]  # from the log's run record
     assert abs(m["peak_memory_per_rank"] - p["peak_memory_per_rank"]) <= 0.1 * p["peak_memory_per_rank"], r["id"]
 rows = list(csv.DictReader(open(os.path.join(d, "records.csv"))))
 assert len(rows) == 8 and "measured_tokens_per_s" in rows[0] and "predicted_ms_per_iter" in rows[0]
@@ -61,6 +63,25 @@ MEGAC_TEST_DIE_AT_ITER=0:2 "$megac" ablate --grid "tp=1,2 mbs=1" --world-size 2 
 [[ $(grep -c '"status": "failed"' "$tmp/dies/records.jsonl") -eq 2 ]] && grep -q "killed" "$tmp/dies/REPORT.md" \
   && echo "ok   failed points recorded with their reason" || { fail "failed points"; cat "$tmp/log3"; }
 
+# the recompute key: none, full and selective on TP 2 (the recomputed forward repeats its
+# TP collectives: bytes still equal the plan's; activation memory shrinks as predicted)
+"$megac" ablate --grid "tp=2 mbs=2 recompute=none,full,selective" --world-size 2 --output "$tmp/rc" \
+  -- "${train[@]}" > "$tmp/log4" 2>&1 || fail "recompute sweep exit $?"
+python3 - "$tmp/rc" <<'PY' && echo "ok   recompute=none,full,selective: bytes equal the plan's, activations as predicted" \
+  || { fail "recompute sweep"; cat "$tmp/log4"; }
+import json, os, sys
+recs = {r["layout"]["recompute"]: r for r in map(json.loads, open(os.path.join(sys.argv[1], "records.jsonl")))}
+assert sorted(recs) == ["full", "none", "selective"] and all(r["status"] == "ok" for r in recs.values()), recs
+for r in recs.values():
+    m, p = r["measured"], r["predicted"]
+    assert m["bytes"] == p["bytes"], (r["id"], m["bytes"], p["bytes"])
+    a_m, a_p = m["memory"]["activations"], p["memory"]["activations"]
+    assert abs(a_m - a_p) <= 0.1 * a_p + 0.01 * 2**20, (r["id"], a_m, a_p)
+assert recs["full"]["measured"]["bytes"]["tp"] > recs["none"]["measured"]["bytes"]["tp"]
+assert recs["full"]["measured"]["memory"]["activations"] < recs["selective"]["measured"]["memory"]["activations"] \
+    < recs["none"]["measured"]["memory"]["activations"]
+PY
+
 bad() {  # bad NAME PATTERN GRID [WORLD]: exit 2, PATTERN on stderr, nothing written
   "$megac" ablate --grid "$3" --world-size "${4:-8}" --output "$tmp/bad" -- "${train[@]}" > /dev/null 2> "$tmp/err"
   local rc=$?
@@ -71,6 +92,7 @@ bad unknown_key "KEY one of" "tp=1,2 mbs=1 layers=2"
 bad not_dividing "tp=3 does not divide the world size 8" "tp=1,3 mbs=1"
 bad no_valid_point "no valid point" "tp=1 sp=1 mbs=1"
 bad not_integer "must be integers" "tp=one mbs=1"
+bad recompute_value "must be none, full or selective" "tp=1 mbs=1 recompute=some"
 if [[ $fails -gt 0 ]]; then echo "test_ablate: $fails failure(s)"; exit 1; fi
 if [[ $HAVE_GNUPLOT != 1 ]]; then  # the plots were not checked: SKIP, not a pass
   echo "test_ablate: everything but the plots ok; gnuplot is not installed (apt-get install gnuplot-nox)"

@@ -2,7 +2,7 @@
 // data-parallel all-reduce and ZeRO figures, megac's tensor-parallel counts
 // (tests/parallel/tp_traffic.py's formula), GPT-2's parameter count, Megatron's FLOPs,
 // the bubble, activation slots per schedule, which groups cross nodes, the enumeration and
-// its ranking, and hardware profile files.
+// its ranking, activation recomputation, and hardware profile files.
 #include "plan/plan_enum.h"
 #include "tests/testing.h"
 
@@ -99,6 +99,52 @@ static void test_flops_bubble_slots(void) {
     plan_result_free(&r);
 }
 
+// Activation recomputation: full (uniform) re-runs every layer's forward: the hardware
+// FLOPs are the model FLOPs plus a third of the layers' share (4/3 of the layers), the MFU
+// stays on model FLOPs, the slots shrink to one output per chunk; block with k layers
+// re-runs k per stage; selective drops the probabilities from the slots.
+static void test_recompute(void) {
+    PlanSpec s = tiny_spec(4, 8);
+    s.model.num_layers = 4;
+    PlanLayout l = {2, 2, 1, 1, 0, 0, 0};
+    PlanHardware hw;
+    plan_hw_builtin("h100", &hw);
+    PlanResult base, full, block, sel;
+    plan_predict(&s, &l, &hw, &base);
+    GPTConfig layers = s.model;
+    double layer_flops = gpt_flops_per_iteration(&layers, 0, s.global_batch);  // no output layer
+    s.model.recompute = GPT_RECOMPUTE_FULL;
+    s.model.recompute_num_layers = 2;
+    plan_predict(&s, &l, &hw, &full);
+    EXPECT_NEAR(full.model_flops, base.model_flops, 0);
+    EXPECT_NEAR(full.hardware_flops, base.model_flops + layer_flops / 3, 1e-12 * base.model_flops);
+    EXPECT_NEAR(full.mfu * full.t_step, base.mfu * base.t_step, 1e-12);  // same model FLOPs
+    EXPECT(full.t_step > base.t_step, "%g vs %g", full.t_step, base.t_step);
+    for (int st = 0; st < 2; st++) {
+        EXPECT_EQ_INT(full.stages[st].n_recomputed, 2);
+        EXPECT_EQ_INT(full.stages[st].n_chunk_outputs, 1);
+        EXPECT(full.stages[st].mem[PLAN_MEM_ACTIVATIONS] < base.stages[st].mem[PLAN_MEM_ACTIVATIONS], "stage %d", st);
+        EXPECT(full.stages[st].mem[PLAN_MEM_WORKSPACE] > base.stages[st].mem[PLAN_MEM_WORKSPACE], "stage %d", st);
+        // the recomputed forward repeats its 2 all-reduces per layer and micro-batch (TP, no SP)
+        uint64_t extra = full.stages[st].traffic[PLAN_G_TP].calls[COMM_ALL_REDUCE] -
+                         base.stages[st].traffic[PLAN_G_TP].calls[COMM_ALL_REDUCE];
+        EXPECT_EQ_INT((int)extra, 2 * 2 * full.n_micro);
+    }
+    s.model.recompute_block = 1;
+    s.model.recompute_num_layers = 1;
+    plan_predict(&s, &l, &hw, &block);
+    EXPECT_NEAR(block.hardware_flops, base.model_flops + layer_flops / 6, 1e-12 * base.model_flops);
+    EXPECT_EQ_INT(block.stages[0].n_recomputed, 1);
+    s.model.recompute = GPT_RECOMPUTE_SELECTIVE;
+    plan_predict(&s, &l, &hw, &sel);
+    EXPECT(sel.stages[0].mem[PLAN_MEM_ACTIVATIONS] < base.stages[0].mem[PLAN_MEM_ACTIVATIONS], "selective");
+    EXPECT(sel.hardware_flops > base.model_flops, "selective re-runs the attention forward");
+    plan_result_free(&base);
+    plan_result_free(&full);
+    plan_result_free(&block);
+    plan_result_free(&sel);
+}
+
 // World 4, micro-batch 1, global batch 4, L = 4, NH = 4: (TP, PP, DP) x variants =
 // (1,1,4) x2 ZeRO + (1,2,2) x2 sched x2 ZeRO + (1,4,1) x2 sched + (2,1,2) x2 SP x2 ZeRO +
 // (2,2,1) x2 sched x2 SP + (4,1,1) x2 SP = 18 layouts, ranked.
@@ -171,6 +217,7 @@ int main(void) {
     test_seed_figures();
     test_tp_counts();
     test_flops_bubble_slots();
+    test_recompute();
     test_enumeration();
     test_hardware_files();
     return test_result("test_plan");

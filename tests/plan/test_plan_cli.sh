@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/plan/test_plan_cli.sh MEGAC: `megac plan` output and bad input.
 # The table, --json (valid JSON, one entry per layout, restrictions honoured), the built-in
-# and file hardware profiles; bad input is one line naming the problem and exit code 2.
+# and file hardware profiles, train's recomputation flags; bad input is one line naming the problem and exit code 2.
 set -u
 megac="$1"
 tmp=$(mktemp -d)
@@ -46,6 +46,18 @@ assert L and all(l['tp'] == 2 and l['micro_batch'] == 2 and l['sequence_parallel
 printf 'name = two-GPU box\ngpus_per_node = 2\nmemory_gb = 24\ninter_node_gbps = 12.5\n' > "$tmp/box.hw"
 ok hardware_file "$megac" plan --world-size 8 "${model[@]}" --global-batch-size 16 --hardware "$tmp/box.hw"
 grep -q "two-GPU box" "$tmp/out" || { echo "FAIL profile name not shown"; fails=$((fails + 1)); }
+ok recompute "$megac" plan --world-size 8 "${model[@]}" --global-batch-size 16 --json --recompute-granularity full \
+  --recompute-method block --recompute-num-layers 1 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2
+python3 -c "
+import json
+d = json.load(open('$tmp/out'))
+m = d['model']
+assert (m['recompute_granularity'], m['recompute_method'], m['recompute_num_layers']) == ('full', 'block', 1), m
+assert all(l['hardware_flops'] > l['model_flops'] and all(s['recomputed_layers'] == 1 for s in l['stages'])
+           for l in d['layouts']), 'recomputation'
+" && "$megac" plan --world-size 8 "${model[@]}" --global-batch-size 16 --recompute-activations | head -1 \
+  | grep -q "| recompute selective$" && echo "ok   recompute flags reach the plan (JSON, header)" \
+  || { echo "FAIL recompute in the plan"; fails=$((fails + 1)); }
 
 bad no_world "world-size" "$megac" plan "${model[@]}"
 bad tp_not_dividing "not divisible by --tensor-model-parallel-size 3" "$megac" plan --world-size 8 "${model[@]}" --tensor-model-parallel-size 3
@@ -58,5 +70,8 @@ bad contradiction "contradict" "$megac" plan --world-size 8 "${model[@]}" --sequ
 bad schedule "must be 1f1b or gpipe" "$megac" plan --world-size 8 "${model[@]}" --pipeline-schedule interleaved
 bad heads "not divisible by num-attention-heads" "$megac" plan --world-size 8 --hidden-size 60 --num-attention-heads 8
 bad unknown_flag "unknown" "$megac" plan --world-size 8 --gpus 8
+bad recompute_granularity "must be full or selective" "$megac" plan --world-size 8 "${model[@]}" --recompute-granularity some
+bad recompute_contradiction "contradicts" "$megac" plan --world-size 8 "${model[@]}" --recompute-activations \
+  --recompute-granularity full
 [[ $fails -eq 0 ]] && echo "test_plan_cli: ok" || echo "test_plan_cli: $fails failure(s)"
 exit $((fails > 0))

@@ -58,6 +58,9 @@ if [[ "$mode" == dry-run ]]; then
   env SLURM_NTASKS=128 GLOBAL_BATCH_SIZE=100 MEGAC_BIN="$megac" MOCK_DATA=1 DRY_RUN=1 bash "$sbatch_script" > "$tmp/bad.txt" 2>&1
   rc=$?; ((rc == 2)) || { cat "$tmp/bad.txt"; fail "GLOBAL_BATCH_SIZE 100: exit $rc, want 2"; }
   expect "$tmp/bad.txt" "FAILED: GLOBAL_BATCH_SIZE 100 is not divisible by MICRO_BATCH_SIZE 2 x DP 16" "no message for the batch"
+  # Job output goes to logs/ (in the repository, kept empty by its .gitignore), not the root.
+  grep -qx "#SBATCH --output=logs/%x-%j.out" "$sbatch_script" || fail "the job output does not go to logs/"
+  [[ -f "$(dirname "$sbatch_script")/../../logs/.gitignore" ]] || fail "the repository has no logs/ folder"
   echo "ok: dry run of the production layout (128 = 2 x 4 x 16, --device cuda) and two rejected layouts in $(elapsed)"
   exit 0
 fi

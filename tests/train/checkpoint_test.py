@@ -49,7 +49,7 @@ def train(args, lay, flags, log):
     if rc != 0:
         print(out[-4000:])
         sys.exit(f"FAIL: layout {lay} {' '.join(flags)} exited {rc}")
-    return [json.loads(l) for l in open(log)]
+    return [r for r in map(json.loads, open(log)) if "iteration" in r]  # not run/validation records
 
 
 def rel(a, b):
@@ -230,8 +230,7 @@ def cmd_damaged(args, wd):
                  [h5, "hidden-size 64 (this run 128)"])
     expect_exit2(args, "other layers and vocab", ["--load", good, "--num-layers", "4", "--mock-vocab-size", "300"],
                  [h5, "num-layers 2 (this run 4)", "vocab size 257 (this run 300)"])
-    expect_exit2(args, "other global batch", ["--load", good, "--global-batch-size", "16"],
-                 [h5, "global-batch-size 8 (this run 16)"])
+    # another --global-batch-size resumes (Megatron allows it): tests/train/rampup.py
     blocker = os.path.join(wd, "a_file")
     write(blocker, "x")
     # Found at start-up (ckpt_prepare_save), before any training.

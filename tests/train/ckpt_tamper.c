@@ -3,6 +3,8 @@
 //     ckpt_tamper FILE delete  DATASET       remove a dataset
 //     ckpt_tamper FILE reshape DATASET       replace it by a float32 (rows + 1) vector
 //     ckpt_tamper FILE attr    NAME VALUE    set an integer attribute of the root group
+//     ckpt_tamper FILE flip    DATASET       flip one bit in the middle of the dataset's
+//                                            first chunk (or contiguous data), outside HDF5
 // Exit 0 when done, 1 on an HDF5 failure, 2 on bad usage.
 #include <hdf5.h>
 #include <stdio.h>
@@ -35,11 +37,48 @@ static int set_attr(hid_t f, const char *name, long long value) {
     return rc;
 }
 
+// The file offset of a byte in the middle of the dataset's stored data, or -1.
+static long long data_offset(hid_t f, const char *path) {
+    hid_t ds = H5Dopen2(f, path, H5P_DEFAULT);
+    if (ds < 0) return -1;
+    haddr_t addr = HADDR_UNDEF;
+    hsize_t size = 0;
+    hid_t dcpl = H5Dget_create_plist(ds);
+    if (H5Pget_layout(dcpl) == H5D_CHUNKED) {
+        hid_t sp = H5Dget_space(ds);
+        unsigned mask = 0;
+        hsize_t off[2];
+        if (H5Dget_chunk_info(ds, sp, 0, off, &mask, &addr, &size) < 0) addr = HADDR_UNDEF;
+        H5Sclose(sp);
+    } else {
+        addr = H5Dget_offset(ds);
+        size = H5Dget_storage_size(ds);
+    }
+    H5Pclose(dcpl);
+    H5Dclose(ds);
+    return addr == HADDR_UNDEF || size == 0 ? -1 : (long long)(addr + size / 2);
+}
+
+static int flip(const char *file, const char *path) {
+    hid_t f = H5Fopen(file, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (f < 0) return -1;
+    long long at = data_offset(f, path);
+    H5Fclose(f);
+    FILE *fp = at < 0 ? NULL : fopen(file, "r+b");
+    if (!fp) return -1;
+    int c = fseek(fp, at, SEEK_SET) == 0 ? fgetc(fp) : EOF;
+    int rc = c == EOF || fseek(fp, at, SEEK_SET) != 0 || fputc(c ^ 0x10, fp) == EOF ? -1 : 0;
+    if (fclose(fp) != 0) rc = -1;
+    if (rc == 0) printf("flipped bit 4 of byte %lld of %s (%s)\n", at, file, path);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     if (argc < 4 || (!strcmp(argv[2], "attr") && argc < 5)) {
-        fprintf(stderr, "usage: ckpt_tamper FILE delete|reshape DATASET | FILE attr NAME VALUE\n");
+        fprintf(stderr, "usage: ckpt_tamper FILE delete|reshape|flip DATASET | FILE attr NAME VALUE\n");
         return 2;
     }
+    if (!strcmp(argv[2], "flip")) return flip(argv[1], argv[3]) < 0 ? 1 : 0;
     hid_t f = H5Fopen(argv[1], H5F_ACC_RDWR, H5P_DEFAULT);
     if (f < 0) return 1;
     int rc = -1;

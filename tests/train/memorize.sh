@@ -10,7 +10,7 @@ log=$(mktemp); trap 'rm -f "$log"' EXIT
   --num-threads 1 --log-json "$log" | grep "^ iteration" | cut -c1-160 || exit 1
 python3 - "$log" <<'PY'
 import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1])]
+rows = [r for r in map(json.loads, open(sys.argv[1])) if "iteration" in r]  # not the run record
 first, last = rows[0]["lm_loss"], rows[-1]["lm_loss"]
 print(f"loss {first:.4f} at iteration 1 -> {last:.5f} at iteration {rows[-1]['iteration']}")
 assert last < 0.1, "the model did not memorise the repeated batch"

@@ -11,6 +11,9 @@ CI) against the fp32 CPU run of the same tiny model.
   resume     checkpoints cross precisions: a --bf16 run's checkpoint resumed in fp32 on the
              CPU, and a CPU fp32 checkpoint resumed with --bf16, both continue within --tol of
              the uninterrupted fp32 run.
+  scale_resume  --fp16 with a dynamic scale, saved at the half and resumed: the resumed
+             iterations log the uninterrupted run's loss scales (the checkpoint keeps the
+             scaler's state).
 
 usage: mixed_precision.py --megac BIN --mpiexec MPIEXEC --mode MODE [--precision bf16|fp16]
                           [--layout TP,PP,DP] [--tol X] [--gnorm-tol X] -- <megac train flags>
@@ -25,7 +28,7 @@ def train(args, flags, log, ranks=1):
     if p.returncode != 0:
         print(p.stdout[-4000:])
         sys.exit(f"FAIL: exited {p.returncode}: {' '.join(cmd)}")
-    return [json.loads(l) for l in open(log)], p.stdout
+    return [r for r in map(json.loads, open(log)) if "iteration" in r], p.stdout  # not run/validation records
 
 
 def rel(a, b):
@@ -107,11 +110,43 @@ def mode_resume(args, wd):
         compare(f"resume {name}", got, ref, args.tol, args.gnorm_tol)
 
 
+def mode_scale_resume(args, wd):
+    # --fp16 with a dynamic scale that overflows at first and grows every 2 clean steps: a
+    # run saved at the half and resumed continues with the saved scale, clean-step count and
+    # hysteresis (Megatron saves its grad scaler), so every resumed iteration logs the same
+    # scale as the uninterrupted run (without them it would restart at 2^24 and skip again).
+    iters = int(args.train[len(args.train) - 1 - args.train[::-1].index("--train-iters") + 1])  # the last wins
+    half = iters // 2
+    fp16 = ["--device", "cuda", "--fp16", "--initial-loss-scale", "16777216", "--hysteresis", "2",
+            "--loss-scale-window", "2", "--lr-decay-iters", str(iters)]
+    ref, _ = train(args, fp16, os.path.join(wd, "ref.jsonl"))
+    ck = os.path.join(wd, "ck")
+    train(args, fp16 + ["--save", ck, "--train-iters", str(half)], os.path.join(wd, "a.jsonl"))
+    got, out = train(args, fp16 + ["--load", ck], os.path.join(wd, "b.jsonl"))
+    m = re.search(r"fp16 loss scale restored: (\S+) \((-?\d+) clean steps, (-?\d+) overflows left", out)
+    if not m:
+        print(out[-3000:])
+        sys.exit("FAIL: the resumed run did not restore the loss scale")
+    want = {r["iteration"]: r for r in ref}
+    if float(m.group(1)) != want[half]["loss_scale"]:
+        sys.exit(f"FAIL: restored scale {m.group(1)}, the run had {want[half]['loss_scale']} at {half}")
+    got = [g for g in got if g["iteration"] > half]
+    for g in got:
+        r = want[g["iteration"]]
+        if (g["loss_scale"], g["skipped"]) != (r["loss_scale"], r["skipped"]):
+            sys.exit(f"FAIL: iteration {g['iteration']}: scale {g['loss_scale']} skipped {g['skipped']}, "
+                     f"uninterrupted {r['loss_scale']} {r['skipped']}")
+    compare("fp16 resume (dynamic loss scale)", got, ref, args.tol, args.gnorm_tol)
+    print(f"fp16 loss scale resumed at {m.group(1)} ({m.group(2)} clean steps, {m.group(3)} overflows "
+          f"left); scales of iterations {half + 1}..{iters} equal the uninterrupted run's: "
+          f"{sorted(set(g['loss_scale'] for g in got))}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--megac", required=True)
     ap.add_argument("--mpiexec", default="mpiexec")
-    ap.add_argument("--mode", required=True, choices=["vs_cpu", "overflow", "resume"])
+    ap.add_argument("--mode", required=True, choices=["vs_cpu", "overflow", "resume", "scale_resume"])
     ap.add_argument("--precision", default="bf16", choices=["bf16", "fp16"])
     ap.add_argument("--layout", default="1,1,1")
     ap.add_argument("--tol", type=float, default=2e-2)
@@ -124,7 +159,8 @@ def main():
     if args.iters:
         args.train += ["--train-iters", str(args.iters)]  # the last value of a flag wins
     with tempfile.TemporaryDirectory() as wd:
-        {"vs_cpu": mode_vs_cpu, "overflow": mode_overflow, "resume": mode_resume}[args.mode](args, wd)
+        {"vs_cpu": mode_vs_cpu, "overflow": mode_overflow, "resume": mode_resume,
+         "scale_resume": mode_scale_resume}[args.mode](args, wd)
     print("mixed precision: ok")
 
 

@@ -23,7 +23,7 @@ def run(args, layout, extra, workdir):
     if p.returncode != 0:
         print(p.stdout[-4000:])
         sys.exit(f"FAIL: layout {layout} exited {p.returncode}: {' '.join(cmd)}")
-    return [json.loads(l) for l in open(log)]
+    return [r for r in map(json.loads, open(log)) if "iteration" in r]  # not run/validation records
 
 
 def main():

@@ -60,11 +60,12 @@ echo "ok: $line"
   --log-json "$wd/log.jsonl" >"$wd/out.txt" 2>&1 || fail "the resumed run failed"
 python3 - "$wd/straight.jsonl" "$wd/log.jsonl" "$stop" <<'PY' || fail "the resumed run lost or changed iterations"
 import json, sys
-straight = [json.loads(l) for l in open(sys.argv[1])]
+straight = [r for r in map(json.loads, open(sys.argv[1])) if "iteration" in r]  # not the run record
 log = [json.loads(l) for l in open(sys.argv[2])]
 stop = int(sys.argv[3])
-starts = [i for i, r in enumerate(log) if r.get("event") == "run_start"]
-assert len(starts) == 1, f"{len(starts)} run_start records, want 1"
+assert log[0].get("event") == "run_start" and log[0]["resumed"] == 0, log[0]  # the first run's record
+starts = [i for i, r in enumerate(log) if r.get("event") == "run_start" and r["resumed"]]
+assert len(starts) == 1, f"{len(starts)} resumed run_start records, want 1"
 s = log[starts[0]]
 assert s["start_iteration"] == stop and s["resumed"] == 1 and s["superseded_records"] == 0, s
 its = [r["iteration"] for r in log if "iteration" in r]

@@ -65,7 +65,8 @@ static void run_tp(const GPTConfig *cfg, int tp, const char *file) {
     int n_full = 0;
     ParamInfo *full = ckpt_full_table(cfg, &n_full);
     hid_t f = H5Fcreate(file, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-    ckpt_h5_create_datasets(f, full, n_full);
+    char err[512];
+    EXPECT(ckpt_h5_create_datasets(f, full, n_full, err, sizeof err) == 0, "create: %s", err);
     unsigned seed = 42u + (unsigned)tp;
     for (int pass = 0; pass < 2; pass++)  // write, then read back
         for (int rank = 0; rank < tp; rank++) {

@@ -15,6 +15,13 @@
 //   Strided batches (BATCH_COUNT, STRIDED_BATCH_OFFSET on every layout; counts must agree);
 //   epilogue DEFAULT, or BIAS: bias (m) added to every column (every batch); the bias is of
 //   D's type (CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE unset or equal to it; others refused).
+//   GELU epilogues (batch 1 only), with the aux matrix (m, n) of D's type at
+//   EPILOGUE_AUX_POINTER, leading dimension EPILOGUE_AUX_LD (>= m, a multiple of 8, as
+//   cublasLt.h requires) and 16-byte aligned (megac's conservative reading of cuBLASLt's
+//   rules): GELU_AUX(_BIAS): p = float(alpha AB (+ bias)); aux = p, D = gelu(p), both rounded
+//   once to D's type; DGELU: D = float(alpha AB) * gelu'(aux). gelu is the tanh form in the
+//   same fp32 expression as the CUDA backend's gelu kernels (backend/cuda/norm.cuh), so fp32
+//   results are the bits of the unfused GEMM + kernel.
 // Layouts that do not fit the ops and m/n/k give CUBLAS_STATUS_INVALID_VALUE with one stderr
 // line saying what; anything outside the list above gives CUBLAS_STATUS_NOT_SUPPORTED.
 // The heuristic's one algo records a marker and the alignments of A, B, C, D the preference
@@ -27,6 +34,7 @@
 #include "emu_cublaslt_types.h"  // defines: the descriptor structs
 #include "emu_half.h"            // defines: emu_f32_to_bf16, emu_bf16_to_f32, ... (fp16 too)
 
+#include <math.h>  // defines: expf
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -43,6 +51,9 @@
 // One validated GEMM (all sizes in elements).
 typedef struct {
     int ta, tb, keep_bits, batch;
+    int gelu;         // 0 none, 1 GELU_AUX(_BIAS) (aux written), 2 DGELU (aux read)
+    void *aux;        // (m, n) column-major, leading dimension aux_ld, type tcd
+    int64_t aux_ld;
     int64_t m, n, k, lda, ldb, ldc, ldd, sa, sb, sc, sd;
     float alpha, beta;
     cudaDataType_t tab, tcd;  // element types of A and B, of C, D and the bias
@@ -99,8 +110,17 @@ static cublasStatus_t validate(const struct emu_lt_matmul_desc *d, const struct 
     if ((d->transa != CUBLAS_OP_N && d->transa != CUBLAS_OP_T) ||
         (d->transb != CUBLAS_OP_N && d->transb != CUBLAS_OP_T))
         return bad(CUBLAS_STATUS_NOT_SUPPORTED, "only CUBLAS_OP_N and CUBLAS_OP_T are emulated");
-    if (d->epilogue != CUBLASLT_EPILOGUE_DEFAULT && d->epilogue != CUBLASLT_EPILOGUE_BIAS)
-        return bad(CUBLAS_STATUS_NOT_SUPPORTED, "only epilogues DEFAULT and BIAS are emulated");
+    int gelu = d->epilogue == CUBLASLT_EPILOGUE_GELU_AUX || d->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS
+                   ? 1 : d->epilogue == CUBLASLT_EPILOGUE_DGELU ? 2 : 0;
+    if (d->epilogue != CUBLASLT_EPILOGUE_DEFAULT && d->epilogue != CUBLASLT_EPILOGUE_BIAS && !gelu)
+        return bad(CUBLAS_STATUS_NOT_SUPPORTED, "only epilogues DEFAULT, BIAS, GELU_AUX, "
+                   "GELU_AUX_BIAS and DGELU are emulated");
+    if (gelu && (!d->aux || d->aux_ld < (int64_t)dl->rows || d->aux_ld % 8 ||
+                 (uintptr_t)d->aux % 16 || (d->aux_type != -1 && d->aux_type != (int32_t)dl->type) ||
+                 dl->batch != 1))
+        return bad(CUBLAS_STATUS_INVALID_VALUE, "GELU epilogue: aux pointer NULL or not 16-byte "
+                   "aligned, EPILOGUE_AUX_LD < rows of D or not a multiple of 8, aux type not D's, "
+                   "or batch > 1");
     g->ta = d->transa == CUBLAS_OP_T;
     g->tb = d->transb == CUBLAS_OP_T;
     g->m = (int64_t)dl->rows;
@@ -132,8 +152,8 @@ static cublasStatus_t validate(const struct emu_lt_matmul_desc *d, const struct 
             return bad(CUBLAS_STATUS_INVALID_VALUE, msg);
         }
     }
-    if (d->epilogue == CUBLASLT_EPILOGUE_BIAS &&
-        (!d->bias || (d->bias_type != -1 && d->bias_type != (int32_t)tcd)))
+    int biased = d->epilogue == CUBLASLT_EPILOGUE_BIAS || d->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    if (biased && (!d->bias || (d->bias_type != -1 && d->bias_type != (int32_t)tcd)))
         return bad(CUBLAS_STATUS_INVALID_VALUE, "BIAS epilogue needs a bias pointer of D's type");
     g->tab = tab, g->tcd = tcd;
     g->keep_bits = d->compute == CUBLAS_COMPUTE_32F_FAST_TF32   ? 10
@@ -142,7 +162,10 @@ static cublasStatus_t validate(const struct emu_lt_matmul_desc *d, const struct 
     g->batch = dl->batch;
     g->lda = a->ld, g->ldb = b->ld, g->ldc = c->ld, g->ldd = dl->ld;
     g->sa = a->stride, g->sb = b->stride, g->sc = c->stride, g->sd = dl->stride;
-    g->bias = d->epilogue == CUBLASLT_EPILOGUE_BIAS ? d->bias : NULL;
+    g->bias = biased ? d->bias : NULL;
+    g->gelu = gelu;
+    g->aux = gelu ? (void *)d->aux : NULL;
+    g->aux_ld = d->aux_ld;
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -170,6 +193,32 @@ static double dot(const float *a, const float *b, int64_t k) {
     }
     for (; p < k; p++) s0 += (double)a[p] * b[p];
     return (s0 + s1) + (s2 + s3);
+}
+
+// GELU (tanh form) and its derivative: the expressions of backend/cuda/norm.cuh's kernels.
+#define EMU_GELU_K 0.7978845608028654f
+#define EMU_GELU_A 0.044715f
+static float gelu_f(float x) {
+    float u = EMU_GELU_K * (x + EMU_GELU_A * x * x * x);
+    return x / (1.0f + expf(-2.0f * u));
+}
+static float dgelu_f(float x, float dy) {
+    float u = EMU_GELU_K * (x + EMU_GELU_A * x * x * x);
+    float s = 1.0f / (1.0f + expf(-2.0f * u));
+    float du = EMU_GELU_K * (1.0f + 3.0f * EMU_GELU_A * x * x);
+    return (s + x * s * (1.0f - s) * 2.0f * du) * dy;
+}
+
+// Element (i, j) of D from its value v before rounding: the epilogue's GELU part, then store.
+static void store_d(const Gemm *g, int64_t od, int64_t i, int64_t j, double v) {
+    if (g->gelu == 1) {
+        float p = (float)v;
+        store(g->aux, i + j * g->aux_ld, g->tcd, p);
+        v = gelu_f(p);
+    } else if (g->gelu == 2) {
+        v = dgelu_f(load(g->aux, i + j * g->aux_ld, g->tcd), (float)v);
+    }
+    store(g->D, od + i + j * g->ldd, g->tcd, v);
 }
 
 typedef struct {
@@ -211,7 +260,7 @@ static void *gemm_part(void *arg) {
                         if (g->beta != 0.0f)
                             v += (double)g->beta * load(g->C, oc + (ic + i) + (jc + j) * g->ldc, g->tcd);
                         if (g->bias) v += load(g->bias, ic + i, g->tcd);
-                        store(g->D, od + (ic + i) + (jc + j) * g->ldd, g->tcd, v);
+                        store_d(g, od, ic + i, jc + j, v);
                     }
                 }
             }

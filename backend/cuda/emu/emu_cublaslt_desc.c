@@ -45,6 +45,7 @@ cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *matmulDesc,
     d->transa = d->transb = CUBLAS_OP_N;
     d->epilogue = CUBLASLT_EPILOGUE_DEFAULT;
     d->bias_type = -1;
+    d->aux_type = -1;
     *matmulDesc = d;
     return CUBLAS_STATUS_SUCCESS;
 }
@@ -64,6 +65,9 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d,
     case CUBLASLT_MATMUL_DESC_EPILOGUE: return set(&d->epilogue, 4, buf, sizeInBytes);
     case CUBLASLT_MATMUL_DESC_BIAS_POINTER: return set(&d->bias, sizeof(void *), buf, sizeInBytes);
     case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE: return set(&d->bias_type, 4, buf, sizeInBytes);
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER: return set(&d->aux, sizeof(void *), buf, sizeInBytes);
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD: return set(&d->aux_ld, 8, buf, sizeInBytes);
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE: return set(&d->aux_type, 4, buf, sizeInBytes);
     }
     return unsupported("cublasLtMatmulDescSetAttribute", (int)attr);
 }

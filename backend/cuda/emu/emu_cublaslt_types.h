@@ -15,6 +15,9 @@ struct emu_lt_matmul_desc {
     uint32_t epilogue;
     const void *bias;
     int32_t bias_type;  // -1: not set (the type of D)
+    const void *aux;    // GELU epilogues: the pre-activation matrix (written or read)
+    int64_t aux_ld;     // its leading dimension (elements), 0: not set
+    int32_t aux_type;   // -1: not set (the type of D)
 };
 struct emu_lt_layout {
     cudaDataType_t type;

@@ -142,3 +142,4 @@ static inline void half_close_at(const char *file, int line, const Half *h, cons
 
 // The parts of the test (each returns its number of failed checks).
 int cuda_half_attn(Half *h);  // cuda_half_attn.c: attention, flash attention, embeddings, xent
+int cuda_fused_xent(Half *h);  // cuda_fused_xent.c (of test_cuda_fused): xent_stats, xent_rescale

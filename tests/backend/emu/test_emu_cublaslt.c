@@ -2,7 +2,8 @@
 // cblas_sgemm (column-major): the 4 transpose combinations at an awkward size with ld > rows,
 // strided batches accumulating onto C in place (beta 1), the bias epilogue, TF32 rounding
 // (exact against pre-rounded inputs, ~1e-3 away from fp32), thread-count independence, and
-// the refusals (bad layouts, unsupported epilogue, NULL handle, foreign algo).
+// the refusals (bad layouts, unsupported epilogue, NULL handle, foreign algo, GELU epilogues
+// without a usable aux matrix). The GELU epilogues' values: tests/backend/cuda/test_cuda_fused.
 #include <cublasLt.h>
 #include <cblas.h>
 
@@ -228,6 +229,33 @@ static void test_refusals(void) {
            CUBLAS_STATUS_INVALID_VALUE, "algo not from the heuristic");
     EXPECT(cublasLtMatmul(lt, d, &one, A, l4, B, l4, &one, C, l4, C, l4, NULL, NULL, 0, 0) ==
            CUBLAS_STATUS_SUCCESS, "NULL algo is fine");
+    // GELU epilogues: an aux matrix is required, its leading dimension a multiple of 8 (and
+    // >= rows of D), its pointer 16-byte aligned; A = B = 0 gives D = gelu(0) = 0, aux = 0
+    static float aux[40] __attribute__((aligned(16)));
+    const struct { const float *p; int64_t ld; cublasStatus_t want; const char *what; } gc[] = {
+        {NULL, 8, CUBLAS_STATUS_INVALID_VALUE, "GELU_AUX without aux"},
+        {aux, 4, CUBLAS_STATUS_INVALID_VALUE, "GELU_AUX with aux ld 4"},
+        {aux + 1, 8, CUBLAS_STATUS_INVALID_VALUE, "GELU_AUX with aux 4-byte aligned"},
+        {aux, 8, CUBLAS_STATUS_SUCCESS, "GELU_AUX"}};
+    float fzero = 0.0f;
+    for (int i = 0; i < 4; i++) {
+        cublasLtMatmulDesc_t dg;
+        uint32_t ep = CUBLASLT_EPILOGUE_GELU_AUX;
+        cublasLtMatmulDescCreate(&dg, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+        cublasLtMatmulDescSetAttribute(dg, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep);
+        cublasLtMatmulDescSetAttribute(dg, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &gc[i].p,
+                                       sizeof gc[i].p);
+        cublasLtMatmulDescSetAttribute(dg, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &gc[i].ld,
+                                       sizeof gc[i].ld);
+        for (int j = 0; j < 40; j++) aux[j] = 7.0f;
+        C[0] = 7.0f;
+        EXPECT(cublasLtMatmul(lt, dg, &one, A, l4, B, l4, &fzero, C, l4, C, l4, NULL, NULL, 0, 0) ==
+               gc[i].want, "%s", gc[i].what);
+        if (gc[i].want == CUBLAS_STATUS_SUCCESS)
+            EXPECT(C[0] == 0.0f && aux[0] == 0.0f && aux[4] == 7.0f, "GELU_AUX: D %g aux %g, %g",
+                   C[0], aux[0], aux[4]);
+        cublasLtMatmulDescDestroy(dg);
+    }
     // an algo chosen for the default 256-byte alignment, used with a 4-byte aligned A
     cublasLtMatmulPreference_t pref;
     cublasLtMatmulPreferenceCreate(&pref);

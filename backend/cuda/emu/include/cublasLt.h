@@ -47,12 +47,18 @@ typedef enum {
     CUBLASLT_MATMUL_DESC_TRANSB = 4,          // int32_t (cublasOperation_t)
     CUBLASLT_MATMUL_DESC_EPILOGUE = 7,        // uint32_t (cublasLtEpilogue_t)
     CUBLASLT_MATMUL_DESC_BIAS_POINTER = 8,    // const void *
+    CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER = 11,    // void * (GELU epilogues)
+    CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD = 12,         // int64_t elements, multiple of 8
+    CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE = 22,  // int32_t (cudaDataType), -1: D's
     CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE = 26, // int32_t (cudaDataType)
 } cublasLtMatmulDescAttributes_t;
 
 typedef enum {
     CUBLASLT_EPILOGUE_DEFAULT = 1,
     CUBLASLT_EPILOGUE_BIAS = 4,
+    CUBLASLT_EPILOGUE_GELU_AUX = 160,       // D = gelu(AB), aux = AB
+    CUBLASLT_EPILOGUE_GELU_AUX_BIAS = 164,  // D = gelu(AB + bias), aux = AB + bias
+    CUBLASLT_EPILOGUE_DGELU = 192,          // D = AB * gelu'(aux)
 } cublasLtEpilogue_t;
 
 typedef enum {

@@ -1,0 +1,63 @@
+// data/blend.h: weighted blends of several token files into one sample order (Megatron's
+// `--data-path 0.3 a.h5 0.7 b.h5`).
+//
+//  1. Each file k of the blend gets its own split (data/sampler.h: the same --split, seq
+//     length and seed + k), so each file's own order never depends on the blend.
+//  2. Blended order position i takes the next unused sample of the file whose share is most
+//     behind: the k maximising w_k * (i + 1) - n_k, where n_k counts the positions already
+//     given to file k (ties: the lowest k). After i + 1 positions every n_k is within one of
+//     w_k * (i + 1). The assignment of position i never depends on how many positions are
+//     built, so a longer run extends a shorter one, as with one file.
+//  3. A global batch is G consecutive blended positions, cut over DP and micro-batches exactly
+//     as for one file. A blend of one file is that file's order, position for position.
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+#include "data/h5ds.h"
+#include "data/sampler.h"
+
+enum { DATA_BLEND_MAX = 256 };  // files in one blend
+
+// A parsed blend: paths and weights (normalised to sum 1; NULL weights until the files are
+// open when none were given: then each file weighs by its number of tokens).
+typedef struct {
+    int n;
+    const char *paths[DATA_BLEND_MAX];  // point into argv
+    double weights[DATA_BLEND_MAX];
+    int weighted;                       // 1 if the flag gave weights
+} DataBlendSpec;
+
+// Parses Megatron's blend syntax: "PATH", "W1 PATH1 W2 PATH2 ..." or "PATH1 PATH2 ..." (no
+// weights: by size). items point into argv. 0, or -1 with one line in err naming flag. Pure.
+int data_blend_parse(const char *flag, const char *const *items, int n_items, DataBlendSpec *out,
+                     char *err, size_t errlen);
+
+typedef struct {
+    int n;
+    DataSplit **splits;     // (n) one per file (not owning the files)
+    double *weights;        // (n) normalised
+    int64_t num_samples;    // blended positions available: [0, num_samples)
+    uint16_t *file;         // (num_samples) file of each position; NULL for one file
+    int64_t *pos;           // (num_samples) its position in that file's order; NULL for one file
+    int seq_length;
+    uint32_t *buf;          // (T + 1) one sample
+} DataBlend;
+
+// Builds the blend of the open files ds[0..n) with spec's weights for split `kind` over
+// num_samples positions (see the top of this file). Files whose vocabularies differ, or a
+// split of a file too small for its share, are usage errors naming the files (exit 2).
+DataBlend *data_blend_new(H5Dataset **ds, const DataBlendSpec *spec, const char *split,
+                          DataSplitKind kind, int seq_length, uint64_t seed, int64_t num_samples);
+// Frees b (NULL is fine); the files stay open.
+void data_blend_free(DataBlend *b);
+
+// Positions given to file k among the first num_samples (its n_k). Pure.
+int64_t data_blend_count(const DataBlend *b, int k);
+
+// data_get_batch_at (data/sampler.h) over the blended order: micro-batch micro_index of DP
+// rank dp_rank's share of the global batch at blended positions [batch_start, batch_start +
+// global_batch). Bad arguments stop the job naming them.
+void data_blend_get_batch(DataBlend *b, int64_t batch_start, int global_batch, int dp_rank,
+                          int dp_size, int micro_batch, int micro_index,
+                          int *inputs /* (mb, T) */, int *targets /* (mb, T) */);

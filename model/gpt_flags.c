@@ -1,0 +1,56 @@
+// model/gpt_flags.c: the model's flags, shared by `megac train` and `megac plan` (see
+// gpt_flags.h).
+#include "gpt_flags.h"
+#include "core/check.h"  // defines: core_usage_error
+
+#include <stdint.h>  // defines: INT32_MAX
+#include <string.h>
+
+void gpt_flags_init(GPTConfig *m, GPTFlagText *t) {
+    *m = (GPTConfig){.num_layers = 4, .hidden_size = 128, .num_heads = 4, .ffn_hidden_size = 0,
+                     .seq_length = 128, .max_position_embeddings = 0, .vocab_size = 0,
+                     .vocab_divisible_by = 128, .recompute_num_layers = 1};
+    *t = (GPTFlagText){NULL, "uniform", 0};
+}
+
+int gpt_flags_specs(ArgSpec *specs, GPTConfig *m, GPTFlagText *t) {
+    const ArgSpec table[GPT_FLAGS_N] = {
+        {"--num-layers", ARG_INT, &m->num_layers, "transformer layers L"},
+        {"--hidden-size", ARG_INT, &m->hidden_size, "hidden size C"},
+        {"--num-attention-heads", ARG_INT, &m->num_heads, "attention heads NH"},
+        {"--ffn-hidden-size", ARG_INT, &m->ffn_hidden_size, "MLP hidden size (0: 4 x hidden)"},
+        {"--seq-length", ARG_INT, &m->seq_length, "sequence length T"},
+        {"--max-position-embeddings", ARG_INT, &m->max_position_embeddings, "position table rows (0: seq-length)"},
+        {"--make-vocab-size-divisible-by", ARG_INT, &m->vocab_divisible_by, "pad the vocabulary to a multiple of this x TP"},
+        {"--decoder-first-pipeline-num-layers", ARG_INT, &m->first_stage_layers, "layers on the first stage (0: even split)"},
+        {"--decoder-last-pipeline-num-layers", ARG_INT, &m->last_stage_layers, "layers on the last stage (0: even split)"},
+        {"--init-method-std", ARG_FLOAT, &m->init_method_std, "std of the normal initialisation (0.02); output layers / sqrt(2 L)"},
+        {"--use-flash-attn", ARG_BOOL, &m->use_flash_attn, "fused causal attention: no (T, T) probabilities stored, memory linear in T (CUDA: head size <= 128)"},
+        {"--recompute-granularity", ARG_STR, &t->recompute_granularity, "full | selective: re-run layers (or only the attention probabilities) in the backward instead of storing their activations"},
+        {"--recompute-method", ARG_STR, &t->recompute_method, "full: uniform (chunks of --recompute-num-layers) | block (the first --recompute-num-layers layers of each stage)"},
+        {"--recompute-num-layers", ARG_INT, &m->recompute_num_layers, "full: layers per chunk (uniform) or recomputed layers per stage (block)"},
+        {"--recompute-activations", ARG_BOOL, &t->recompute_activations, "the same as --recompute-granularity selective"},
+    };
+    memcpy(specs, table, sizeof table);
+    return GPT_FLAGS_N;
+}
+
+void gpt_flags_finish(GPTConfig *m, const GPTFlagText *t) {
+    if (m->ffn_hidden_size == 0 && m->hidden_size > INT32_MAX / 4)
+        core_usage_error("--hidden-size %d is too large: the default --ffn-hidden-size (4 x hidden "
+                         "= %lld) does not fit a 32-bit size", m->hidden_size, 4LL * m->hidden_size);
+    if (m->ffn_hidden_size == 0) m->ffn_hidden_size = 4 * m->hidden_size;
+    if (m->max_position_embeddings == 0) m->max_position_embeddings = m->seq_length;
+    const char *gran = t->recompute_granularity, *method = t->recompute_method;
+    if (gran && strcmp(gran, "full") && strcmp(gran, "selective"))
+        core_usage_error("--recompute-granularity must be full or selective, got '%s'", gran);
+    if (strcmp(method, "uniform") && strcmp(method, "block"))
+        core_usage_error("--recompute-method must be uniform or block, got '%s'", method);
+    if (t->recompute_activations && gran && strcmp(gran, "selective"))
+        core_usage_error("--recompute-activations (selective) contradicts --recompute-granularity %s", gran);
+    m->recompute = gran && !strcmp(gran, "full") ? GPT_RECOMPUTE_FULL
+                 : (gran || t->recompute_activations) ? GPT_RECOMPUTE_SELECTIVE : GPT_RECOMPUTE_NONE;
+    m->recompute_block = !strcmp(method, "block");
+    if (m->recompute == GPT_RECOMPUTE_FULL && m->recompute_num_layers < 1)
+        core_usage_error("--recompute-num-layers must be >= 1, got %d", m->recompute_num_layers);
+}

@@ -1,0 +1,29 @@
+// model/gpt_flags.h: the model's command-line flags (Megatron-LM's names), one table shared
+// by `megac train` (train/train_args.c) and `megac plan` (megac/cmd_plan.c), so that both
+// read the same model, recomputation included.
+#pragma once
+#include "core/args.h"
+#include "gpt_config.h"
+
+// What the flags give as text before it becomes GPTConfig fields.
+typedef struct {
+    const char *recompute_granularity;  // --recompute-granularity: NULL, "full", "selective"
+    const char *recompute_method;       // --recompute-method: "uniform" (default), "block"
+    int recompute_activations;          // --recompute-activations (= selective)
+} GPTFlagText;
+
+enum { GPT_FLAGS_N = 15 };  // entries gpt_flags_specs writes
+
+// Sets megac train's model defaults in *m (L=4, C=128, NH=4, T=128, vocab padded to a
+// multiple of 128, F and the position table derived later) and *t. Pure.
+void gpt_flags_init(GPTConfig *m, GPTFlagText *t);
+
+// Writes the model's GPT_FLAGS_N flag entries into specs[0..GPT_FLAGS_N), pointing into *m
+// and *t (sizes, pipeline split, flash attention, init std, recomputation). Returns
+// GPT_FLAGS_N. Pure.
+int gpt_flags_specs(ArgSpec *specs, GPTConfig *m, GPTFlagText *t);
+
+// After parsing: F = 4 C and max positions = T when left at 0, the recomputation fields
+// from the text. Bad values (an unknown granularity or method, contradicting flags,
+// --recompute-num-layers < 1 with full, a default F that overflows): one line, exit 2.
+void gpt_flags_finish(GPTConfig *m, const GPTFlagText *t);

@@ -1,0 +1,96 @@
+// optim/zero.h: ZeRO-2 and ZeRO-3 / FSDP (Megatron-Core's --data-parallel-sharding-strategy
+// optim_grads and optim_grads_params), on top of the AdamW of optimizer.h.
+//
+// Units. The stage's parameters are cut into units: one per local layer (its 12 tensors,
+// contiguous in the flat buffer) and one per remaining tensor (wte, wpe, the final
+// LayerNorm's weight and bias: the "edge"). Each unit of len floats is sharded on its own:
+// DP rank r owns [begin + r*per, begin + r*per + own) with per = ceil(len / DP) rounded up to
+// 16 and own <= per (the last ranks may own less, or nothing). The shard stores (gradients,
+// moments, ZeRO-3 masters) keep `per` floats per unit, one unit after the other. Since the
+// slicing depends only on a unit's length, the tied wte is sliced identically on the first
+// and the last stage, and every tensor-parallel rank slices its (same-shaped) table alike.
+//
+// ZeRO-2, per micro-batch: the model's gradient views of layer l point into one transient
+// buffer (DP*per floats, zeroed) before its backward; after it, the buffer is
+// reduce-scattered (averaged) and this rank's piece added to the gradient shard. The edge
+// units keep their own transient buffer for the whole micro-batch backward (wte gets
+// gradient at both ends with PP = 1) and are reduce-scattered at its end. A stage that is
+// not both first and last never holds edge and layer gradients at once (the last stage's
+// edge gradients are complete, and reduced, before its first layer's backward; the first
+// stage's come after its last layer's): there the two transient buffers are one. After the last
+// micro-batch: the sequence-parallel LayerNorm gradients are summed over TP and the tied wte
+// over the embedding group, both on the shard only. AdamW updates the owned parts of the
+// flat parameter buffer, then every unit is all-gathered back into it.
+//
+// ZeRO-3, in addition: the flat parameter buffer is freed; this rank keeps its parts as
+// fp32 masters (packed like the gradient shard). Before a layer is read (forward,
+// recomputed forward, backward) it is all-gathered into one of two rotating buffers (layer
+// l into buffer l % 2: the next layer's gather never overwrites the one in use, so it could
+// be prefetched on a second stream) and the layer's views point there. The edge units are
+// gathered into their own buffer once per optimizer step, at their first use.
+//
+// Any backend, fp32 weight copies only (not --bf16/--fp16): the shard accumulation uses the
+// backend's `add`, and the gathered weights are the ones the ops read.
+#pragma once
+#include "optimizer.h"
+
+typedef struct {
+    size_t begin, len;  // the unit's range of the flat buffers (floats)
+    size_t per;         // floats per DP rank: ceil(len / DP) rounded up to 16
+    size_t own;         // floats this rank owns: [begin + rank*per, + own)
+    size_t at;          // offset of this rank's `per` floats in the shard stores
+    size_t buf;         // edge units: offset of the unit's DP*per floats in the edge buffers
+    int seg0, n_seg;    // its segments in o->segs (and the update table)
+} ZeroUnit;
+
+struct OptimZero {
+    GPT *m;
+    int params;                 // ZeRO-3: parameters sharded too
+    ZeroUnit *units;            // (n_units) the n_edge edge units first, then layer l
+    int n_units, n_edge;
+    int wte_unit;               // index of wte's unit, or -1
+    size_t edge_len, layer_len; // floats: all edge units (DP*per each), the largest layer's DP*per
+    size_t max_per;
+    float *grad_shard;          // (o->shard_len) averaged gradients of the owned parts
+    float *edge_grads;          // (edge_len) transient: the edge's full gradients, one micro-batch
+    float *layer_grads;         // (layer_len) transient: the layer in backward (== edge_grads
+                                // when shared)
+    int shared;                 // PP > 1: one transient buffer of max(edge_len, layer_len)
+    int edge_pending;           // the edge's gradients of this micro-batch are not reduced yet
+    float *tmp;                 // (max_per) reduce-scatter output / all-gather input
+    float *edge_params;         // ZeRO-3 (edge_len): gathered edge weights, held for a step
+    float *layer_params[2];     // ZeRO-3 (layer_len) each: rotating gather buffers
+    int edge_stale;             // ZeRO-3: the edge buffer must be gathered before its next use
+};
+
+// Builds the ZeRO-2 (SHARD_GRADS) or ZeRO-3 (SHARD_PARAMS) optimizer of model m over the DP
+// group: units, segments, shard stores and transient buffers; frees the model's flat
+// gradient buffer (ZeRO-3: also the parameter buffer, after copying this rank's parts into
+// the masters) and installs the model hook. tp_rank decides what counts in the norm. Never
+// fails.
+Optimizer *optim_zero_create(Backend *be, Comm *dp, OptimSharding s, GPT *m, int tp_rank);
+// Frees the ZeRO-2/3 state (optim_destroy calls it). NULL is fine.
+void optim_zero_destroy(Backend *be, OptimZero *z);
+
+// The model hook (GPTShardHook in gpt.h; ctx: the Optimizer), installed by optim_zero_create:
+// ZeRO-3 gathers a unit's weights before each use; ZeRO-2/3 give a layer's backward a zeroed
+// transient gradient buffer and reduce-scatter it into the shard afterwards. Collective over DP.
+void optim_zero_hook(void *ctx, GPTHookEvent ev, int unit);
+
+// Start of a step: zeroes the gradient shard. Never fails.
+void optim_zero_begin_step(Optimizer *o);
+// After the step's last backward: sums the sequence-parallel LayerNorm gradients over
+// tp_sp (NULL: no SP) and the tied wte gradient over `embedding` (NULL or size 1: none),
+// both on the shard only. Collective over those groups.
+void optim_zero_finish_grads(Optimizer *o, Comm *tp_sp, Comm *embedding);
+// This rank's share of the squared gradient norm (one multi-tensor reduction).
+double optim_zero_local_grad_sq(Optimizer *o);
+// AdamW on the owned parts; ZeRO-2: all-gathers every unit back into the flat parameters;
+// ZeRO-3: marks the edge weights for gathering at their next use. Collective over DP.
+void optim_zero_update(Optimizer *o, const AdamWConfig *cfg, double lr, double grad_scale);
+
+// Bytes: gradients (shard + transient buffers), parameters (ZeRO-3: masters + gather
+// buffers), and the padded edge share of the shard (for the traffic formulas). Pure.
+size_t optim_zero_grad_bytes(const Optimizer *o);
+size_t optim_zero_param_bytes(const Optimizer *o);
+size_t optim_zero_edge_shard_bytes(const Optimizer *o);

@@ -1,0 +1,139 @@
+// tests/backend/cuda/test_cuda_fused.c: the fused ops (residual_layernorm_forward,
+// matmul_gelu_forward, matmul_backward_dgelu; xent_stats, xent_rescale in cuda_fused_xent.c)
+// against the CPU backend, with fp32 (strict fp32 GEMMs), bf16 and fp16 activations on the
+// CUDA backend (method and
+// helpers: cuda_half.h: inputs rounded to the type first, outputs compared within a tolerance
+// of max(1, max|ref|)). Tolerances: fp32 1e-5 (summation order only); 16-bit types the
+// TOL_STORE table (one rounding of each stored output; the fused GELU ops round once where
+// the unfused pair rounds twice). Also: each fused op on the CPU gives the bits of the
+// unfused sequence it replaces (the reference stays bitwise what it was), and the CUDA
+// fused GELU ops are checked on both their paths (cuBLASLt epilogue; unaligned pointers or a
+// leading dimension not a multiple of 8: the unfused fallback). Exit 77 without a device.
+#include "tests/backend/cuda/cuda_half.h"
+
+#include <stdio.h>
+
+// Random host floats in [lo, hi), rounded to h->dt unless it is fp32 (caller frees).
+static float *fz_rand(Half *h, size_t n, double lo, double hi) {
+    float *x = test_floats(n);
+    rng_fill(&h->rng, x, n, lo, hi);
+    if (h->dt != BACKEND_F32) half_round(h, x, n, h->dt);
+    return x;
+}
+
+// Tolerance of outputs stored in the type under test, and of fp32 outputs.
+static double fz_tol(const Half *h) {
+    return h->dt == BACKEND_F32 ? 1e-5 : half_tol(h, TOL_STORE);
+}
+
+// residual_layernorm_forward (res aliasing a, as the model calls it) against the CPU, and the
+// CPU's fused op against its add + layernorm_forward (same bits).
+static void check_residual_ln(Half *h, int N, int C) {
+    size_t nc = (size_t)N * C;
+    float *a = fz_rand(h, nc, -2, 3), *b = fz_rand(h, nc, -1, 1);
+    float *w = fz_rand(h, C, 0.5, 1.5), *bias = fz_rand(h, C, -1, 1);
+    float *rres = test_floats(nc), *rln = test_floats(nc), *rst = test_floats(2 * N);
+    float *ures = test_floats(nc), *uln = test_floats(nc), *ust = test_floats(2 * N);
+    Backend *cpu = h->cpu, *be = h->be;
+    memcpy(rres, a, nc * sizeof(float));
+    cpu->ops->residual_layernorm_forward(cpu, rres, rln, rst, rst + N, rres, b, w, bias, N, C);
+    cpu->ops->add(cpu, ures, a, b, nc);
+    cpu->ops->layernorm_forward(cpu, uln, ust, ust + N, ures, w, bias, N, C);
+    EXPECT(!memcmp(rres, ures, nc * 4) && !memcmp(rln, uln, nc * 4) && !memcmp(rst, ust, 8 * (size_t)N),
+           "cpu residual_layernorm_forward is not bitwise add + layernorm_forward");
+    void *d_res = half_up(h, a, nc), *d_ln = half_poisoned(h, nc, h->dt);
+    float *d_st = half_poisoned(h, 2 * (size_t)N, BACKEND_F32);
+    be->ops->residual_layernorm_forward(be, d_res, d_ln, d_st, d_st + N, d_res, half_up(h, b, nc),
+                                        half_up(h, w, C), half_up(h, bias, C), N, C);
+    half_down(h, ures, d_res, nc), half_down(h, uln, d_ln, nc), half_down_f32(h, ust, d_st, 2 * (size_t)N);
+    half_release(h);
+    HALF_CLOSE(h, ures, rres, nc, fz_tol(h), "residual_layernorm_forward res (res == a)");
+    HALF_CLOSE(h, uln, rln, nc, fz_tol(h), "residual_layernorm_forward ln");
+    // statistics of the rounded residual (device) vs the exact one (CPU): a store's error
+    HALF_CLOSE(h, ust, rst, 2 * (size_t)N, h->dt == BACKEND_F32 ? TOL_F32 : fz_tol(h),
+               "residual_layernorm_forward mean, rstd (fp32)");
+    free(a), free(b), free(w), free(bias), free(rres), free(rln), free(rst), free(ures), free(uln), free(ust);
+}
+
+// matmul_gelu_forward (with and without bias) and matmul_backward_dgelu (dweight, dbias
+// accumulating onto non-zero values) against the CPU; `shift` moves the pre/dinp pointers by
+// one element (not 16-byte aligned: the fallback path). The CPU's fused ops against the
+// unfused pairs (same bits).
+static void check_linear_gelu(Half *h, int N, int C, int OC, int shift) {
+    size_t no = (size_t)N * OC, ni = (size_t)N * C, nw = (size_t)OC * C;
+    float *inp = fz_rand(h, ni, -1, 1), *w = fz_rand(h, nw, -1, 1), *bias = fz_rand(h, OC, -1, 1);
+    float *rout = test_floats(no), *rpre = test_floats(no), *gout = test_floats(no), *gpre = test_floats(no);
+    Backend *cpu = h->cpu, *be = h->be;
+    char what[120];
+    for (int with_bias = 1; with_bias >= 0; with_bias--) {
+        const float *bb = with_bias ? bias : NULL;
+        cpu->ops->matmul_gelu_forward(cpu, rout, rpre, inp, w, bb, N, C, OC);
+        cpu->ops->matmul_forward(cpu, gpre, inp, w, bb, N, C, OC);
+        cpu->ops->gelu_forward(cpu, gout, gpre, no);
+        EXPECT(!memcmp(rout, gout, no * 4) && !memcmp(rpre, gpre, no * 4),
+               "cpu matmul_gelu_forward is not bitwise matmul_forward + gelu_forward");
+        char *d_pre = half_poisoned(h, no + 1, h->dt);
+        void *pre = d_pre + (shift ? backend_dtype_size(h->dt) : 0), *d_out = half_poisoned(h, no, h->dt);
+        be->ops->matmul_gelu_forward(be, d_out, pre, half_up(h, inp, ni), half_up(h, w, nw),
+                                     with_bias ? half_up(h, bias, OC) : NULL, N, C, OC);
+        half_down(h, gout, d_out, no), half_down(h, gpre, pre, no);
+        half_release(h);
+        snprintf(what, sizeof what, "matmul_gelu_forward out, %s bias, %dx%dx%d%s", with_bias ? "" : "no",
+                 N, C, OC, shift ? ", unaligned pre" : "");
+        HALF_CLOSE(h, gout, rout, no, fz_tol(h), what);
+        snprintf(what, sizeof what, "matmul_gelu_forward pre, %s bias, %dx%dx%d%s", with_bias ? "" : "no",
+                 N, C, OC, shift ? ", unaligned pre" : "");
+        HALF_CLOSE(h, gpre, rpre, no, fz_tol(h), what);
+    }
+    // backward: the linear (N, OC) -> (N, C) whose input inp was gelu(pre), pre (N, C)
+    float *pre = fz_rand(h, ni, -4, 4), *dout = fz_rand(h, no, -1, 1);
+    float *dw0 = fz_rand(h, nw, -1, 1), *db0 = fz_rand(h, OC, -1, 1);
+    float *rdi = test_floats(ni), *rdw = test_floats(nw), *rdb = test_floats(OC);
+    float *gdi = test_floats(ni), *gdw = test_floats(nw), *gdb = test_floats(OC);
+    memcpy(rdw, dw0, nw * 4), memcpy(rdb, db0, OC * 4), memcpy(gdw, dw0, nw * 4), memcpy(gdb, db0, OC * 4);
+    cpu->ops->matmul_backward_dgelu(cpu, rdi, rdw, rdb, dout, inp, w, pre, N, C, OC);
+    cpu->ops->matmul_backward(cpu, gdi, gdw, gdb, dout, inp, w, N, C, OC);
+    cpu->ops->gelu_backward(cpu, gdi, pre, gdi, ni);
+    EXPECT(!memcmp(rdi, gdi, ni * 4) && !memcmp(rdw, gdw, nw * 4) && !memcmp(rdb, gdb, OC * 4),
+           "cpu matmul_backward_dgelu is not bitwise matmul_backward + gelu_backward");
+    char *d_dinp = half_poisoned(h, ni + 1, h->dt), *d_pre = half_alloc(h, ni + 1, h->dt);
+    size_t off = shift ? backend_dtype_size(h->dt) : 0;
+    void *u = half_up(h, pre, ni);
+    be->ops->copy(be, d_pre + off, u, ni * backend_dtype_size(h->dt), BACKEND_D2D);
+    float *d_dw = half_up_f32(h, dw0, nw), *d_db = half_up_f32(h, db0, OC);
+    be->ops->matmul_backward_dgelu(be, d_dinp + off, d_dw, d_db, half_up(h, dout, no),
+                                   half_up(h, inp, ni), half_up(h, w, nw), d_pre + off, N, C, OC);
+    half_down(h, gdi, d_dinp + off, ni), half_down_f32(h, gdw, d_dw, nw), half_down_f32(h, gdb, d_db, OC);
+    half_release(h);
+    snprintf(what, sizeof what, "matmul_backward_dgelu dinp, %dx%dx%d%s", N, C, OC,
+             shift ? ", unaligned pre/dinp" : "");
+    HALF_CLOSE(h, gdi, rdi, ni, fz_tol(h), what);
+    HALF_CLOSE(h, gdw, rdw, nw, TOL_F32, "matmul_backward_dgelu dweight += (fp32)");
+    HALF_CLOSE(h, gdb, rdb, OC, TOL_F32, "matmul_backward_dgelu dbias += (fp32)");
+    free(inp), free(w), free(bias), free(rout), free(rpre), free(gout), free(gpre);
+    free(pre), free(dout), free(dw0), free(db0), free(rdi), free(rdw), free(rdb), free(gdi), free(gdw), free(gdb);
+}
+
+int main(int argc, char **argv) {
+    int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+    if (!backend_cuda_available()) {
+        printf("cuda_fused: no usable CUDA device, skipped\n");
+        return 77;
+    }
+    Half h = {.rng = {20261212}, .quick = quick};
+    h.cpu = backend_cpu_create(1);
+    const BackendDType types[3] = {BACKEND_F32, BACKEND_BF16, BACKEND_F16};
+    for (int i = 0; i < 3; i++) {
+        h.dt = types[i];
+        h.be = h.dev[h.dt] = backend_cuda_create(0, BACKEND_MATH_FP32, h.dt);
+        printf("cuda_fused: %s against %s%s\n", h.be->name, h.cpu->name, quick ? " (quick)" : "");
+        check_residual_ln(&h, quick ? 37 : 130, quick ? 40 : 100);
+        check_linear_gelu(&h, 37, 40, 64, 0);      // the cuBLASLt epilogues
+        check_linear_gelu(&h, 37, 40, 64, 1);      // unaligned: the fallback
+        if (!quick) check_linear_gelu(&h, 45, 36, 67, 0);  // ld not a multiple of 8: fallback
+        test_failures_ += cuda_fused_xent(&h);
+        backend_destroy(h.be);
+    }
+    backend_destroy(h.cpu);
+    return test_result("cuda_fused");
+}

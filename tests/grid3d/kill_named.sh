@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# tests/grid3d/kill_named.sh MPIEXEC MEGAC: whichever rank is killed with SIGKILL (rank 0,
+# which also prints the log, and a non-zero rank of another TP group), the job ends within
+# 30 s, non-zero, and its output names that rank and its pid in one line from the rank's
+# guard (core/rank_guard.h): "[rank R] megac: rank process P killed by signal 9 (Killed);
+# ending the job", whatever the transport or the launcher print around it. Layout TP 2 x DP 2.
+set -uo pipefail
+mpiexec="$1" megac="$2"
+wd=$(mktemp -d)
+trap 'rm -rf "$wd"' EXIT
+fail() { echo "FAIL: $*"; grep -v "^ iteration" "$wd/out.txt" | tail -20; exit 1; }
+flags=(--tensor-model-parallel-size 2 --num-threads 1 --mock-data --train-iters 1000 --num-layers 2
+       --hidden-size 64 --num-attention-heads 4 --seq-length 32 --micro-batch-size 2
+       --global-batch-size 8 --lr 1e-3 --log-interval 1 --eval-iters 0)
+for victim in 0 3; do
+  : >"$wd/out.txt"
+  "$mpiexec" -n 4 "$megac" train "${flags[@]}" >"$wd/out.txt" 2>&1 &
+  job=$!
+  for _ in $(seq 600); do grep -q "^ iteration *3/" "$wd/out.txt" && break; sleep 0.1; done
+  grep -q "^ iteration *3/" "$wd/out.txt" || { kill -9 "$job"; fail "rank $victim: the run never reached iteration 3"; }
+  pid=$(grep -m1 "process ids" "$wd/out.txt" | grep -o " $victim:[0-9]*" | cut -d: -f2)
+  [[ -n "$pid" ]] || { kill -9 "$job"; fail "no pid for rank $victim"; }
+  kill -9 "$pid"
+  for _ in $(seq 300); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
+  kill -0 "$job" 2>/dev/null && { kill -9 "$job"; fail "the job still runs 30 s after rank $victim was killed"; }
+  wait "$job"; rc=$?
+  ((rc != 0)) || fail "the job exited 0 although rank $victim was killed"
+  grep -qx "\[rank $victim\] megac: rank process $pid killed by signal 9 (Killed); ending the job" "$wd/out.txt" \
+    || fail "no line naming rank $victim (pid $pid)"
+  [[ $(grep -c "killed by signal" "$wd/out.txt") == 1 ]] || fail "more than one rank named as killed"
+  echo "ok: rank $victim killed: $(grep "killed by signal" "$wd/out.txt") (exit $rc)"
+done
