@@ -118,7 +118,8 @@ void gpt_forward(GPT *m, Comm *tp_comm, int slot, const int *tokens, const int *
     if (m->last) {
         be->ops->copy(be, a->targets, targets, (size_t)N * sizeof(int), BACKEND_H2D);
         be->ops->layernorm_forward(be, a->lnf, a->lnf_mean, a->lnf_rstd, x, m->w.lnfw, m->w.lnfb, Ns, C);
-        tp_column_linear_forward(be, tp, a->logits, a->lnf, m->w.wte, NULL, N, C, m->vocab.V_tp);
+        tp_column_linear_forward(be, tp, a->logits, a->lnf, m->w.out ? m->w.out : m->w.wte, NULL, N, C,
+                                 m->vocab.V_tp);
         tp_vocab_xent_forward(be, tp, &m->vocab, &a->xent, a->logits, a->targets, N);
     }
 }
@@ -150,7 +151,8 @@ void gpt_backward(GPT *m, Comm *tp_comm, int slot, const void *dout, float loss_
         tp_vocab_xent_backward(be, &m->vocab, &a->xent, a->logits, a->logits, a->targets,
                                m->s.dscale, N);  // dlogits in place
         const void *x = m->n_layers ? a->layers[m->n_layers - 1].res3 : a->x0;
-        tp_column_linear_backward(be, tp, m->s.dln, m->g.wte, NULL, a->logits, a->lnf, m->w.wte,
+        tp_column_linear_backward(be, tp, m->s.dln, m->g.out ? m->g.out : m->g.wte, NULL, a->logits, a->lnf,
+                                  m->w.out ? m->w.out : m->w.wte,
                                   N, C, m->vocab.V_tp);
         be->ops->zero(be, m->s.dres, NC_bytes);
         be->ops->layernorm_backward(be, m->s.dres, m->g.lnfw, m->g.lnfb, m->s.dln, x, m->w.lnfw,

@@ -29,6 +29,8 @@ typedef struct {
 
 typedef struct {
     void *wte;             // (Vp/tp, C) first stage, or the last stage's tied copy; else NULL
+    void *out;             // (Vp/tp, C) last stage, --untie-embeddings-and-output-weights: the
+                           // output layer; NULL when tied (the logits use wte)
     void *wpe;             // (maxT, C) first stage
     void *lnfw, *lnfb;     // (C) last stage
     GPTBlockW *blocks;     // (n_layers)
@@ -107,7 +109,7 @@ typedef struct {
         float *datt;                   // (B, NH/tp, T, T) materialised attention's scratch,
                                        // (B, NH/tp, T) with use_flash_attn
         void *datty;                   // (N, C/tp)
-        void *dfch, *dfch_gelu;        // (N, F/tp)
+        void *dfch;                    // (N, F/tp) gradient of the MLP's pre-activation
         float *dscale;                 // (N) loss gradient per token
         void *att;                     // (B, NH/tp, T, T) selective recomputation: the
                                        // probabilities, shared by all slots (else NULL)

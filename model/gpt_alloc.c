@@ -81,7 +81,6 @@ static void carve_scratch(GPT *m, Carver *cv) {
     m->s.datt = CARVE_F(cv, m->cfg.use_flash_attn ? rows : rows * m->T);
     m->s.datty = CARVE_A(cv, N * m->C_tp);
     m->s.dfch = CARVE_A(cv, N * m->F_tp);
-    m->s.dfch_gelu = CARVE_A(cv, N * m->F_tp);
     m->s.dscale = CARVE_F(cv, N);
     if (m->sp) {
         m->s.sp_gather = CARVE_A(cv, N * C);
@@ -118,6 +117,7 @@ void gpt_point_layer_views(const GPT *m, GPTBlockW *b, int l, void *mem, size_t 
 static void make_views(GPT *m, GPTWeights *w, void *mem, size_t esize) {
     for (int i = 0; i < m->n_params; i++)
         if (!strcmp(m->params[i].name, "wte")) w->wte = at(mem, m->params[i].offset, esize);
+        else if (!strcmp(m->params[i].name, "output_layer")) w->out = at(mem, m->params[i].offset, esize);
     if (m->first) w->wpe = at(mem, m->params[gpt_param_index(m, "wpe")].offset, esize);
     for (int l = 0; l < m->n_layers; l++) gpt_point_layer_views(m, &w->blocks[l], l, mem, 0, esize);
     if (m->last) {

@@ -24,6 +24,8 @@ typedef struct {
                                   // 1 block (the first recompute_num_layers layers, each alone)
     int recompute_num_layers;     // --recompute-num-layers (>= 1 with full)
     double init_method_std;       // --init-method-std (0: Megatron's 0.02)
+    int untie_embeddings;         // --untie-embeddings-and-output-weights: the output layer has
+                                  // its own (V, C) weight ("output_layer") instead of wte's
 } GPTConfig;
 
 enum { GPT_RECOMPUTE_NONE = 0, GPT_RECOMPUTE_FULL = 1, GPT_RECOMPUTE_SELECTIVE = 2 };

@@ -25,6 +25,7 @@ int gpt_flags_specs(ArgSpec *specs, GPTConfig *m, GPTFlagText *t) {
         {"--decoder-first-pipeline-num-layers", ARG_INT, &m->first_stage_layers, "layers on the first stage (0: even split)"},
         {"--decoder-last-pipeline-num-layers", ARG_INT, &m->last_stage_layers, "layers on the last stage (0: even split)"},
         {"--init-method-std", ARG_FLOAT, &m->init_method_std, "std of the normal initialisation (0.02); output layers / sqrt(2 L)"},
+        {"--untie-embeddings-and-output-weights", ARG_BOOL, &m->untie_embeddings, "the output layer gets its own (V, C) weight (default: tied to the input embedding, as GPT-2)"},
         {"--use-flash-attn", ARG_BOOL, &m->use_flash_attn, "fused causal attention: no (T, T) probabilities stored, memory linear in T (CUDA: head size <= 128)"},
         {"--recompute-granularity", ARG_STR, &t->recompute_granularity, "full | selective: re-run layers (or only the attention probabilities) in the backward instead of storing their activations"},
         {"--recompute-method", ARG_STR, &t->recompute_method, "full: uniform (chunks of --recompute-num-layers) | block (the first --recompute-num-layers layers of each stage)"},

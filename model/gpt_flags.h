@@ -12,7 +12,7 @@ typedef struct {
     int recompute_activations;          // --recompute-activations (= selective)
 } GPTFlagText;
 
-enum { GPT_FLAGS_N = 15 };  // entries gpt_flags_specs writes
+enum { GPT_FLAGS_N = 16 };  // entries gpt_flags_specs writes
 
 // Sets megac train's model defaults in *m (L=4, C=128, NH=4, T=128, vocab padded to a
 // multiple of 128, F and the position table derived later) and *t. Pure.

@@ -36,7 +36,7 @@ static const BlockSpec BLOCK[] = {
 #define N_BLOCK (int)(sizeof BLOCK / sizeof BLOCK[0])
 
 // Tensor ids: 1..4 for the model-level tensors, 64 + 64*layer + slot for block tensors.
-enum { TID_WTE = 1, TID_WPE = 2, TID_LNF_W = 3, TID_LNF_B = 4 };
+enum { TID_WTE = 1, TID_WPE = 2, TID_LNF_W = 3, TID_LNF_B = 4, TID_OUTPUT = 5 };
 
 static int dim(Dim d, const GPTConfig *c) {
     switch (d) {
@@ -74,7 +74,7 @@ static ParamInfo make(const char *name, uint32_t id, int rows, int cols, ShardKi
 
 ParamInfo *gpt_params_build(const GPTConfig *c, int tp, int padded_vocab, int layer0,
                             int n_layers, int first_stage, int last_stage, int *n, size_t *total) {
-    int cap = 4 + 2 + n_layers * N_BLOCK;
+    int cap = 5 + 2 + n_layers * N_BLOCK;
     ParamInfo *t = core_calloc((size_t)cap, sizeof *t);
     int k = 0, C = c->hidden_size;
     if (first_stage) {
@@ -94,7 +94,9 @@ ParamInfo *gpt_params_build(const GPTConfig *c, int tp, int padded_vocab, int la
         t[k++].norm_param = 1;
         t[k] = make("final_ln.bias", TID_LNF_B, C, 1, SHARD_NONE, INIT_ZERO, 0);
         t[k++].norm_param = 1;
-        if (!first_stage) {  // the output layer's copy of the tied embedding
+        if (c->untie_embeddings) {  // its own output layer, initialised like wte (Megatron)
+            t[k++] = make("output_layer", TID_OUTPUT, c->vocab_size, C, SHARD_VOCAB, INIT_NORMAL, 1);
+        } else if (!first_stage) {  // the output layer's copy of the tied embedding
             t[k] = make("wte", TID_WTE, c->vocab_size, C, SHARD_VOCAB, INIT_NORMAL, 1);
             t[k++].tied_copy = 1;
         }

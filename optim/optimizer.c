@@ -44,7 +44,6 @@ static void build_segments(Optimizer *o, const ParamInfo *params, int n_params, 
 
 // Uploads the segment tables for the multi-tensor ops (ranges relative to the slice start).
 static void build_tables(Optimizer *o) {
-    Backend *be = o->be;
     BackendSegment *upd = core_calloc((size_t)o->n_segs + 1, sizeof *upd);
     BackendSegment *nrm = core_calloc((size_t)o->n_segs + 1, sizeof *nrm);
     for (int i = 0; i < o->n_segs; i++) {
@@ -54,6 +53,11 @@ static void build_tables(Optimizer *o) {
         if (s->count_in_norm && o->dp_rank_counts_norm) nrm[o->n_norm++] = b;
         if (s->len > o->max_seg_len) o->max_seg_len = s->len;
     }
+    optim_upload_tables(o, upd, nrm);
+}
+
+void optim_upload_tables(Optimizer *o, BackendSegment *upd, BackendSegment *nrm) {
+    Backend *be = o->be;
     size_t bytes = ((size_t)o->n_segs + 1) * sizeof(BackendSegment);
     o->update_table = be->ops->alloc(be, bytes);
     o->norm_table = be->ops->alloc(be, bytes);

@@ -106,6 +106,11 @@ double optim_local_grad_sq(Optimizer *o, const float *grads);
 void optim_update(Optimizer *o, const AdamWConfig *cfg, double lr, double grad_scale,
                   float *params, const float *grads);
 
+// Copies the multi-tensor tables upd (update) and nrm (gradient norm), n_segs + 1 entries
+// each on the host, into new backend buffers (o->update_table, o->norm_table) and frees the
+// host copies. For optimizer.c and zero_build.c. Never fails.
+void optim_upload_tables(Optimizer *o, BackendSegment *upd, BackendSegment *nrm);
+
 // Bytes of optimizer state on this rank (both moments) and without ZeRO (for the log).
 size_t optim_state_bytes(const Optimizer *o);
 // Bytes this rank holds for the parameters (fp32 masters, their be->act copies, ZeRO-3 gather

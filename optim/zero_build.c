@@ -9,6 +9,7 @@
 // The view of edge tensor `name` in w, or NULL if it is not an edge tensor.
 static void **edge_view(GPTWeights *w, const char *name) {
     if (!strcmp(name, "wte")) return &w->wte;
+    if (!strcmp(name, "output_layer")) return &w->out;
     if (!strcmp(name, "wpe")) return &w->wpe;
     if (!strcmp(name, "final_ln.weight")) return &w->lnfw;
     if (!strcmp(name, "final_ln.bias")) return &w->lnfb;
@@ -82,7 +83,6 @@ static void build_segments(Optimizer *o, OptimZero *z, int dp_rank, int tp_rank)
         }
         u->n_seg = o->n_segs - u->seg0;
     }
-    Backend *be = o->be;
     BackendSegment *upd = core_calloc((size_t)o->n_segs + 1, sizeof *upd);
     BackendSegment *nrm = core_calloc((size_t)o->n_segs + 1, sizeof *nrm);
     for (int k = 0; k < z->n_units; k++) {
@@ -93,13 +93,7 @@ static void build_segments(Optimizer *o, OptimZero *z, int dp_rank, int tp_rank)
             if (s->count_in_norm) nrm[o->n_norm++] = (BackendSegment){s->at, s->len, 0, 0};
         }
     }
-    size_t bytes = ((size_t)o->n_segs + 1) * sizeof(BackendSegment);
-    o->update_table = be->ops->alloc(be, bytes);
-    o->norm_table = be->ops->alloc(be, bytes);
-    be->ops->copy(be, o->update_table, upd, bytes, BACKEND_H2D);
-    be->ops->copy(be, o->norm_table, nrm, bytes, BACKEND_H2D);
-    free(upd);
-    free(nrm);
+    optim_upload_tables(o, upd, nrm);
 }
 
 // ZeRO-3: keeps this rank's parts of the initialised flat parameters as masters, frees the

@@ -79,7 +79,7 @@ void optim_zero_finish_grads(Optimizer *o, Comm *tp_sp, Comm *embedding) {
     for (int i = 0; tp_sp && i < o->n_segs; i++)  // the same segments on every tp rank
         if (m->params[o->segs[i].param].norm_param)
             comm_all_reduce(tp_sp, z->grad_shard + o->segs[i].at, o->segs[i].len, COMM_F32, COMM_SUM);
-    if (embedding && embedding->size > 1 && z->wte_unit >= 0) {  // first + last stage: the same
+    if (embedding && embedding->size > 1 && z->wte_unit >= 0 && !m->cfg.untie_embeddings) {  // the same
         const ZeroUnit *u = &z->units[z->wte_unit];             // slicing of wte on both
         if (u->own) comm_all_reduce(embedding, z->grad_shard + u->at, u->own, COMM_F32, COMM_SUM);
     }

@@ -172,7 +172,8 @@ static size_t scratch_bytes(const PlanSpec *s, const PlanLayout *l, const PlanSt
     size_t rows = (size_t)l->micro_batch * (size_t)(c->num_heads / l->tp) * c->seq_length;
     size_t b = 2 * piece(Ns * C * e) + piece(N * 3 * (C / tp) * e) +
                piece((c->use_flash_attn ? rows : rows * c->seq_length) * 4) + piece(N * (C / tp) * e) +
-               2 * piece(N * ((size_t)c->ffn_hidden_size / tp) * e) + piece(N * 4);
+               piece(N * ((size_t)c->ffn_hidden_size / tp) * e) + piece(N * 4);  // dfch: the fused
+                                                                           // matmul_backward_dgelu
     if (l->sp) b += 2 * piece(N * C * e);
     if (c->recompute == GPT_RECOMPUTE_SELECTIVE && !c->use_flash_attn) b += piece(rows * c->seq_length * e);
     return b + (size_t)st->n_workspace_layers * layer_bytes(s, l, 0);
@@ -205,7 +206,7 @@ void plan_stage_counts(const PlanSpec *s, const PlanLayout *l, int stage, int n_
     uint64_t sends = (uint64_t)(stage > 0) + (uint64_t)(stage < l->pp - 1), m = (uint64_t)n_micro;
     count(&st->traffic[PLAN_G_PP], COMM_SEND, io * (uint64_t)e, 1, 1, sends * m);  // activation
     count(&st->traffic[PLAN_G_PP], COMM_RECV, io * (uint64_t)e, 1, 1, sends * m);  // and gradient
-    if (l->pp > 1 && (st->first || st->last)) {  // tied embedding gradient, fp32
+    if (l->pp > 1 && (st->first || st->last) && !c->untie_embeddings) {  // tied embedding gradient
         size_t wte = (size_t)(Vp / l->tp) * c->hidden_size;
         all_reduce(&st->traffic[PLAN_G_EMB], 2, wte, 4, 1);
     }

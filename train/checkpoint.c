@@ -50,7 +50,8 @@ static void meta_from_trainer(const Trainer *t, CkptMeta *m) {
                     .ffn_hidden_size = c->ffn_hidden_size, .seq_length = c->seq_length,
                     .max_position_embeddings = c->max_position_embeddings,
                     .vocab_size = c->vocab_size, .saved_tp = d->tp, .saved_pp = d->pp,
-                    .saved_dp = d->dp, .saved_zero1 = t->opt->sharding};  // ZeRO stage, 0: DDP
+                    .saved_dp = d->dp, .saved_zero1 = t->opt->sharding,  // ZeRO stage, 0: DDP
+                    .untie = c->untie_embeddings};
     ckpt_loss_scale_to_meta(t, m);
 }
 

@@ -55,6 +55,7 @@ static int compare_config(const CkptMeta *got, const CkptMeta *want, char *err, 
         {"seq-length", offsetof(CkptMeta, seq_length)},
         {"max-position-embeddings", offsetof(CkptMeta, max_position_embeddings)},
         {"vocab size", offsetof(CkptMeta, vocab_size)},
+        {"untie-embeddings-and-output-weights", offsetof(CkptMeta, untie)},
     };
     int bad = 0;
     size_t used = strlen(err);

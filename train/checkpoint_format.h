@@ -37,6 +37,9 @@ typedef struct {
     // fp16_loss_scale_overflows_left (int64), the LossScaler's state.
     int64_t has_loss_scale;
     double loss_scale;
+    // Optional: untie_embeddings_and_output_weights (int64, written as 1 only by untied models;
+    // absent: 0, tied), compared with this run like the model config.
+    int64_t untie;
     int64_t loss_scale_good_steps, loss_scale_overflows_left;
 } CkptMeta;
 

@@ -62,6 +62,13 @@ void ckpt_h5_write_meta(hid_t f, const CkptMeta *m) {
         H5_CHECK(H5Awrite(a, H5T_NATIVE_INT64, v));
         H5_CHECK(H5Aclose(a));
     }
+    if (m->untie) {  // --untie-embeddings-and-output-weights (tied files carry nothing)
+        a = H5Acreate2(f, "untie_embeddings_and_output_weights", H5T_STD_I64LE, scalar, H5P_DEFAULT,
+                       H5P_DEFAULT);
+        H5_CHECK(a);
+        H5_CHECK(H5Awrite(a, H5T_NATIVE_INT64, &m->untie));
+        H5_CHECK(H5Aclose(a));
+    }
     if (m->has_loss_scale) {  // --fp16 with a dynamic scale: its state, to resume it
         a = H5Acreate2(f, "fp16_loss_scale", H5T_IEEE_F64LE, scalar, H5P_DEFAULT, H5P_DEFAULT);
         H5_CHECK(a);
@@ -126,6 +133,7 @@ int ckpt_h5_read_meta(hid_t f, CkptMeta *m, char *err, size_t n) {
             return -1;
         }
     }
+    if (!read_optional(f, "untie_embeddings_and_output_weights", H5T_NATIVE_INT64, &m->untie)) m->untie = 0;
     m->has_loss_scale = read_optional(f, "fp16_loss_scale", H5T_NATIVE_DOUBLE, &m->loss_scale) &&
                         read_optional(f, "fp16_loss_scale_good_steps", H5T_NATIVE_INT64,
                                       &m->loss_scale_good_steps) &&
@@ -197,49 +205,11 @@ int ckpt_h5_create_datasets(hid_t f, const ParamInfo *full, int n, char *err, si
     return rc;
 }
 
-// One piece: local rows [r, r+nr) x cols [c, c+nc) of slice sl, contiguous at buf.
-static int piece(hid_t ds, const ParamSlice *sl, size_t r, size_t c, size_t nr, size_t nc,
-                 float *buf, int write) {
-    hsize_t start[2] = {(hsize_t)sl->row0 + (r - (size_t)sl->local_row0), (hsize_t)sl->col0 + c};
-    hsize_t count[2] = {nr, nc}, n = nr * nc;
-    hid_t fs = H5Dget_space(ds);
-    if (fs < 0) return -1;
-    hid_t ms = H5Screate_simple(1, &n, NULL);
-    herr_t e = ms < 0 ? -1 : H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL);
-    if (e >= 0)
-        e = write ? H5Dwrite(ds, H5T_NATIVE_FLOAT, ms, fs, H5P_DEFAULT, buf)
-                  : H5Dread(ds, H5T_NATIVE_FLOAT, ms, fs, H5P_DEFAULT, buf);
-    hid_t why = e < 0 ? H5Eget_current_stack() : -1;  // kept: the closes below clear it
-    if (ms >= 0) H5Sclose(ms);
-    H5Sclose(fs);
-    if (why >= 0) H5Eset_current_stack(why);  // the caller reads the reason (full disk, ...)
-    return e < 0 ? -1 : 0;
-}
-
-int ckpt_h5_transfer(hid_t ds, const ParamInfo *p, int tp, int tp_rank, size_t e0, size_t e1,
-                     float *buf, int write) {
-    ParamSlice sl[3];
-    int ns = gpt_param_slices(p, tp, tp_rank, sl);
-    size_t lc = (size_t)p->local_cols;
-    for (int s = 0; s < ns; s++) {
-        size_t lo = (size_t)sl[s].local_row0 * lc, hi = lo + (size_t)sl[s].nrows * lc;
-        size_t a = e0 > lo ? e0 : lo, b = e1 < hi ? e1 : hi;
-        while (a < b) {
-            size_t r = a / lc, c = a % lc, nr = 1, nc = lc - c;
-            if (c == 0 && b - a >= lc) nr = (b - a) / lc;  // a run of whole rows
-            else if (nc > b - a) nc = b - a;               // part of one row
-            if (piece(ds, &sl[s], r, c, nr, nc, buf + (a - e0), write) != 0) return -1;
-            a += nr * nc;
-        }
-    }
-    return 0;
-}
-
 // One rectangle of the full tensor (rows [row, row+nr) x cols [col, col+nc)), contiguous
 // in the rank's memory at src.
 typedef struct {
     hsize_t row, col, nr, nc;
-    const float *src;
+    float *src;
 } Piece;
 
 static int piece_cmp(const void *a, const void *b) {
@@ -249,7 +219,7 @@ static int piece_cmp(const void *a, const void *b) {
 }
 
 // Cuts local elements [e0, e1) at buf into pieces appended to out (grown as needed).
-static void cut(const ParamInfo *p, int tp, int tp_rank, size_t e0, size_t e1, const float *buf,
+static void cut(const ParamInfo *p, int tp, int tp_rank, size_t e0, size_t e1, float *buf,
                 Piece **out, size_t *n, size_t *cap) {
     ParamSlice sl[3];
     int ns = gpt_param_slices(p, tp, tp_rank, sl);
@@ -272,6 +242,35 @@ static void cut(const ParamInfo *p, int tp, int tp_rank, size_t e0, size_t e1, c
             a += nr * nc;
         }
     }
+}
+
+// Reads or writes one piece (independent I/O): its rectangle of the file, contiguous at
+// pc->src in memory.
+static int piece(hid_t ds, const Piece *pc, int write) {
+    hsize_t start[2] = {pc->row, pc->col}, count[2] = {pc->nr, pc->nc}, n = pc->nr * pc->nc;
+    hid_t fs = H5Dget_space(ds);
+    if (fs < 0) return -1;
+    hid_t ms = H5Screate_simple(1, &n, NULL);
+    herr_t e = ms < 0 ? -1 : H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL);
+    if (e >= 0)
+        e = write ? H5Dwrite(ds, H5T_NATIVE_FLOAT, ms, fs, H5P_DEFAULT, pc->src)
+                  : H5Dread(ds, H5T_NATIVE_FLOAT, ms, fs, H5P_DEFAULT, pc->src);
+    hid_t why = e < 0 ? H5Eget_current_stack() : -1;  // kept: the closes below clear it
+    if (ms >= 0) H5Sclose(ms);
+    H5Sclose(fs);
+    if (why >= 0) H5Eset_current_stack(why);  // the caller reads the reason (full disk, ...)
+    return e < 0 ? -1 : 0;
+}
+
+int ckpt_h5_transfer(hid_t ds, const ParamInfo *p, int tp, int tp_rank, size_t e0, size_t e1,
+                     float *buf, int write) {
+    Piece *pc = NULL;
+    size_t n = 0, cap = 0;
+    cut(p, tp, tp_rank, e0, e1, buf, &pc, &n, &cap);
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) rc = piece(ds, &pc[i], write);
+    free(pc);
+    return rc;
 }
 
 int ckpt_h5_write_ranges(hid_t ds, const ParamInfo *p, int tp, int tp_rank, const size_t *e0,

@@ -150,7 +150,7 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
     double lr = 3e-4, min_lr = 0, wd = 0.01, b1 = 0.9, b2 = 0.999, eps = 1e-8, clip = 1.0;  // Megatron's
     double warmup_fraction = -1, hidden_dropout = 0, attention_dropout = 0;
     int64_t train_samples = 0, warmup_samples = -1, decay_samples = -1;
-    int untie = 0, overlap_grad = 0, overlap_param = 0, vpp_layers = 0, vpp_size = 0;
+    int overlap_grad = 0, overlap_param = 0, vpp_layers = 0, vpp_size = 0;
     CoreStrList rampup = {0};
     int64_t warmup = 0, decay = -1, seed = 1234;
     const char *style = "cosine";
@@ -172,7 +172,6 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
         {"--lr-decay-samples", ARG_I64, &decay_samples, "with --train-samples: decay in sequences"},
         {"--hidden-dropout", ARG_FLOAT, &hidden_dropout, "must be 0: megac has no dropout (Megatron: 0.1)"},
         {"--attention-dropout", ARG_FLOAT, &attention_dropout, "must be 0: megac has no dropout (Megatron: 0.1)"},
-        {"--untie-embeddings-and-output-weights", ARG_BOOL, &untie, "(not supported yet)"},
         {"--rampup-batch-size", ARG_LIST, &rampup, "START INCR SAMPLES: the global batch grows from START by INCR to --global-batch-size over SAMPLES samples (needs --train-samples)"},
         {"--num-layers-per-virtual-pipeline-stage", ARG_INT, &vpp_layers, "(not supported yet)"},
         {"--virtual-pipeline-model-parallel-size", ARG_INT, &vpp_size, "(not supported yet)"},
@@ -241,8 +240,7 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
     if (hidden_dropout != 0 || attention_dropout != 0)
         core_usage_error("--hidden-dropout %g / --attention-dropout %g: megac has no dropout (like most "
                          "LLM pretraining today); give 0 or leave them out", hidden_dropout, attention_dropout);
-    const char *unsupported = untie ? "--untie-embeddings-and-output-weights"
-                            : (vpp_layers || vpp_size) ? "the interleaved schedule (--num-layers-per-virtual-pipeline-stage)"
+    const char *unsupported = (vpp_layers || vpp_size) ? "the interleaved schedule (--num-layers-per-virtual-pipeline-stage)"
                             : overlap_grad ? "--overlap-grad-reduce"
                             : overlap_param ? "--overlap-param-gather" : NULL;
     if (unsupported) core_usage_error("%s is not supported by megac yet", unsupported);

@@ -230,7 +230,7 @@ void trainer_destroy(Trainer *t) {
 // Sums the two copies of the tied embedding's gradient (first and last stage).
 static void sync_tied_embedding(Trainer *t) {
     ProcessGrid *g = t->grid;
-    if (g->dims.pp == 1 || !g->embedding || t->wte_param < 0) return;
+    if (g->dims.pp == 1 || !g->embedding || t->wte_param < 0 || t->args.model.untie_embeddings) return;
     const ParamInfo *p = &t->model->params[t->wte_param];
     comm_all_reduce(g->embedding, t->model->grad_mem + p->offset, p->numel, COMM_F32, COMM_SUM);
 }
