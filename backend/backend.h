@@ -186,8 +186,11 @@ typedef struct {
     // --- multi-tensor ops: one launch each on CUDA, no host sync unless stated -----------
     // AdamW (formula of `adamw`) on elements [s.begin, s.begin + s.len) of param, grad, m
     // and v for every segment s of segs (nseg, backend memory), with weight decay wd where
-    // s.weight_decay and 0 elsewhere. max_len >= every s.len (sizes the launch).
-    void (*adamw_multi)(Backend *be, float *param, const float *grad, float *m, float *v,
+    // s.weight_decay and 0 elsewhere. max_len >= every s.len (sizes the launch). copy: NULL,
+    // or elements of type be->act indexed as param that get each updated parameter rounded
+    // to be->act in the same pass (the weight copies the forward reads: the same bits as the
+    // cast op; elements outside the segments untouched).
+    void (*adamw_multi)(Backend *be, float *param, void *copy, const float *grad, float *m, float *v,
                         const BackendSegment *segs, int nseg, size_t max_len, float lr,
                         float beta1, float beta2, float eps, float wd, float grad_scale, int step);
     // Sum over every segment s of segs (nseg, backend memory) of x[i]^2, i in [s.begin,
@@ -198,6 +201,32 @@ typedef struct {
     // acc[0] += sum of x[i] in double; acc is one double in backend memory. Asynchronous
     // (no host read): per-micro-batch losses summed on the device, read once per step.
     void (*sum_acc)(Backend *be, double *acc, const float *x, size_t n);
+
+    // --- Llama-style blocks (--normalization RMSNorm, --swiglu, rope, grouped-query) ---
+    // RMSNorm (eps 1e-5, no bias): out (N, C) = inp * rstd * weight, rstd (N) =
+    // 1 / sqrt(mean_j inp^2 + eps) saved when not NULL.
+    void (*rmsnorm_forward)(Backend *be, void *out, float *rstd, const void *inp,
+                            const void *weight, int N, int C);
+    // dinp (N, C) += ... (it closes a residual branch, as layernorm_backward), dweight (C) +=.
+    void (*rmsnorm_backward)(Backend *be, void *dinp, float *dweight, const void *dout,
+                             const void *inp, const void *weight, const float *rstd, int N, int C);
+    // SwiGLU: rows of inp (N, 2F) are [gate (F) | up (F)]; out (N, F) = silu(gate) * up.
+    void (*swiglu_forward)(Backend *be, void *out, const void *inp, int N, int F);
+    // dinp (N, 2F) [overwritten] from dout (N, F) and the forward's inp.
+    void (*swiglu_backward)(Backend *be, void *dinp, const void *inp, const void *dout, int N, int F);
+    // Rotary positions + grouped-query heads into attention_forward's layout. inp (B, T,
+    // (NH + 2G)*hs) per token [q: NH heads | k: G heads | v: G heads]; out (B, T, 3*NH*hs)
+    // [q | k | v: NH heads each]: query head h reads kv head h / (NH/G). q and k are rotated
+    // at position t = pos0 + (the row's index in its sequence): the first rot (even) channels
+    // of each head, pairs (i, i + rot/2) turned by the angle t * base^(-2i/rot) (the
+    // rotate-half convention of Megatron and Hugging Face); channels >= rot pass. rot 0: no
+    // rotation. pos0 is 0 in training; a decoding step (B = T = 1) passes its position.
+    void (*rope_gqa_forward)(Backend *be, void *out, const void *inp, int B, int T, int NH,
+                             int G, int hs, int rot, float base, int pos0);
+    // dinp (B, T, (NH + 2G)*hs) [overwritten] = the transpose of rope_gqa_forward applied to
+    // dout (B, T, 3*NH*hs): rotated back, a kv head's gradient summed over its query heads.
+    void (*rope_gqa_backward)(Backend *be, void *dinp, const void *dout, int B, int T, int NH,
+                              int G, int hs, int rot, float base, int pos0);
 } BackendOps;
 
 struct Backend {
@@ -206,7 +235,11 @@ struct Backend {
     BackendDType act;  // activations and weight copies (void * in BackendOps); F32 on the CPU
     char name[64];  // e.g. "cpu (2 threads, OpenBLAS SkylakeX)" or "cuda:0 (NVIDIA H100)"
     union {
-        struct { int nthreads; } cpu;
+        struct {
+            int nthreads;
+            int gemm_split;   // cpu_gemm's panels cut: CPU_GEMM_SPLIT_* (cpu_gemm.h), 0: its rule
+            int gemm_panels;  // panels per thread, taken dynamically (0: its rule)
+        } cpu;
         struct { int device; void *stream; void *state; } cuda;  // stream: cudaStream_t;
                                                                     // state: CudaState (cuda_internal.h)
     } u;

@@ -23,7 +23,13 @@ typedef struct {
 // Best GFLOP/s of `reps` runs of one shape (after one untimed run): one OpenBLAS call
 // threaded by OpenBLAS (be == NULL), or the backend's panels (cpu_gemm: one one-thread
 // OpenBLAS call per OpenMP thread).
-static double time_sgemm(const GemmShape *s, int reps, Backend *be) {
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+// GFLOP/s of the best and (*median, when not NULL) the median of `reps` runs.
+static double time_sgemm_m(const GemmShape *s, int reps, Backend *be, double *median) {
     size_t na = (size_t)s->M * s->K, nb = (size_t)s->K * s->N, nc = (size_t)s->M * s->N;
     float *a = malloc(na * sizeof(float)), *b = malloc(nb * sizeof(float));
     float *c = calloc(nc, sizeof(float));
@@ -31,7 +37,8 @@ static double time_sgemm(const GemmShape *s, int reps, Backend *be) {
     for (size_t i = 0; i < na; i++) a[i] = (float)(i % 13) * 0.01f;
     for (size_t i = 0; i < nb; i++) b[i] = (float)(i % 7) * 0.01f;
     int lda = s->ta ? s->M : s->K, ldb = s->tb ? s->K : s->N;
-    double best = 1e30;
+    double best = 1e30, *ts = malloc((size_t)(reps + 1) * sizeof(double));
+    if (!ts) abort();
     for (int r = 0; r <= reps; r++) {
         double t0 = core_now();
         if (be)
@@ -41,15 +48,49 @@ static double time_sgemm(const GemmShape *s, int reps, Backend *be) {
                         s->tb ? CblasTrans : CblasNoTrans, s->M, s->N, s->K, 1.0f, a, lda, b,
                         ldb, 0.0f, c, s->N);
         double t = core_now() - t0;
+        ts[r] = t;
         if (r > 0 && t < best) best = t;
     }
-    free(a), free(b), free(c);
-    return 2.0 * s->M * s->N * s->K / best * 1e-9;
+    qsort(ts + 1, (size_t)reps, sizeof(double), cmp_double);
+    double flop = 2.0 * s->M * s->N * s->K;
+    if (median) *median = flop / ts[1 + reps / 2] * 1e-9;
+    free(a), free(b), free(c), free(ts);
+    return flop / best * 1e-9;
+}
+
+static double time_sgemm(const GemmShape *s, int reps, Backend *be) {
+    return time_sgemm_m(s, reps, be, NULL);
+}
+
+// The panel policies of cpu_gemm side by side, median GFLOP/s of `reps` runs per shape:
+// the rule, then rows (m) or columns (n) cut into 1, 2 or 4 panels per thread.
+static void bench_policies(const GemmShape *shapes, size_t n, int reps, Backend *be) {
+    static const struct { const char *name; int split, per; } pol[] = {
+        {"rule", CPU_GEMM_SPLIT_RULE, 0}, {"m1", CPU_GEMM_SPLIT_M, 1}, {"m2", CPU_GEMM_SPLIT_M, 2},
+        {"m4", CPU_GEMM_SPLIT_M, 4},      {"n1", CPU_GEMM_SPLIT_N, 1}, {"n2", CPU_GEMM_SPLIT_N, 2},
+        {"n4", CPU_GEMM_SPLIT_N, 4}};
+    int np = (int)(sizeof pol / sizeof *pol);
+    printf("\ncpu_gemm panel policies, median of %d runs, GFLOP/s\n  %-28s", reps, "shape");
+    for (int j = 0; j < np; j++) printf(" %6s", pol[j].name);
+    printf("\n");
+    int split = be->u.cpu.gemm_split, per = be->u.cpu.gemm_panels;
+    for (size_t i = 0; i < n; i++) {
+        printf("  %-28s", shapes[i].what);
+        for (int j = 0; j < np; j++) {
+            be->u.cpu.gemm_split = pol[j].split, be->u.cpu.gemm_panels = pol[j].per;
+            double med = 0;
+            time_sgemm_m(&shapes[i], reps, be, &med);
+            printf(" %6.1f", med);
+        }
+        printf("\n");
+        fflush(stdout);
+    }
+    be->u.cpu.gemm_split = split, be->u.cpu.gemm_panels = per;
 }
 
 // Prints the table (OpenBLAS threading one call; the backend's panels); returns the best
 // GFLOP/s of one threaded OpenBLAS call seen (the ceiling).
-static double bench_sgemm(int reps, Backend *be) {
+static double bench_sgemm(int reps, int policies, Backend *be) {
     static const GemmShape shapes[] = {
         {"square 1024 (NN)", 0, 0, 1024, 1024, 1024},
         {"square 2048 (NN)", 0, 0, 2048, 2048, 2048},
@@ -74,12 +115,14 @@ static double bench_sgemm(int reps, Backend *be) {
         printf("  %-28s %5d x %5d x %5d  %7.1f | %7.1f GFLOP/s\n", s->what, s->M, s->N, s->K, gf, gp);
     }
     printf("  ceiling (best above)                            %7.1f GFLOP/s\n", ceiling);
+    if (policies) bench_policies(shapes + 2, sizeof shapes / sizeof *shapes - 2, policies, be);
     return ceiling;
 }
 
 int main(int argc, char **argv) {
     backend_cpu_select_blas_kernels(argc, argv);
     int threads = 0, reps = 5, steps = 3, no_ops = 0, no_gemm = 0, vocab = 50257, flash = 0;
+    int policies = 0;
     ArgSpec specs[] = {
         {"--threads", ARG_INT, &threads, "OpenMP/BLAS threads (0: OMP_NUM_THREADS or all cores)"},
         {"--reps", ARG_INT, &reps, "timed runs per sgemm shape (best is reported)"},
@@ -88,6 +131,7 @@ int main(int argc, char **argv) {
         {"--no-gemm", ARG_BOOL, &no_gemm, "skip the sgemm table"},
         {"--vocab", ARG_INT, &vocab, "vocabulary of the op breakdown (bench_train's medium: 256)"},
         {"--flash", ARG_BOOL, &flash, "op breakdown with the fused attention (--use-flash-attn)"},
+        {"--policies", ARG_INT, &policies, "also time cpu_gemm's panel policies, median of N runs"},
     };
     core_args_parse("bench_gemm [flags]", specs, sizeof specs / sizeof *specs, argc - 1, argv + 1);
     Backend *be = backend_cpu_create(threads);
@@ -95,7 +139,7 @@ int main(int argc, char **argv) {
     printf("backend: %s\nOpenBLAS kernels: %s, threads: %d, GOMP_SPINCOUNT=%s, OMP_WAIT_POLICY=%s\n",
            be->name, backend_cpu_blas_corename(), be->u.cpu.nthreads, spin ? spin : "(unset)",
            wait ? wait : "(unset)");
-    double ceiling = no_gemm ? 0 : bench_sgemm(reps, be);
+    double ceiling = no_gemm ? 0 : bench_sgemm(reps, policies, be);
     if (vocab < 1) core_usage_error("--vocab must be >= 1");
     if (!no_ops) bench_ops_medium(be, steps, ceiling, vocab, flash);
     backend_destroy(be);

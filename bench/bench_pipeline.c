@@ -10,6 +10,10 @@
 // Prints per m: step time, ideal, their ratio (target <= 1.15 at m = 8 on PP = 2), and the
 // measured bubble per stage beside the theoretical one. --pipeline-schedule gpipe times
 // GPipe against the same ideal (its bubble is the same; it holds m activations, not PP - s).
+// --virtual-pipeline-model-parallel-size v times the interleaved 1F1B schedule (v model
+// chunks per stage, m a multiple of PP): t_mb is then forward + backward of one micro-batch
+// through all v chunks of the stage, the ideal t_mb x (m + (PP - 1) / v), the bubble
+// (PP - 1) / (v m + PP - 1) of the step ((PP - 1) / (v m) of the compute, Megatron's figure).
 #include "backend/backend.h"
 #include "backend/cpu/cpu_blas.h"
 #include "core/args.h"
@@ -40,14 +44,18 @@ static double median(double *x, int n) {
     return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
 }
 
-// This stage's forward + backward of one micro-batch alone (no p2p), the slowest rank's.
+// This stage's forward + backward of one micro-batch alone (no p2p; every chunk of the
+// stage with the interleaved schedule), the slowest rank's.
 static double time_micro_batch(PPStep *st, Comm *world) {
     GPT *m = st->model;
     comm_barrier(world);
     double t0 = core_now();
     st->get_batch(st->batch_ctx, 0, st->tokens, st->targets);
-    gpt_forward(m, st->grid->tp, 0, st->tokens, st->targets);
-    gpt_backward(m, st->grid->tp, 0, m->last ? NULL : st->dout, st->loss_scale);
+    for (int c = 0; c < st->n_chunks; c++) {
+        GPT *mc = st->n_chunks > 1 ? st->chunks[c] : m;
+        gpt_forward(mc, st->grid->tp, 0, st->tokens, st->targets);
+        gpt_backward(mc, st->grid->tp, 0, mc->last ? NULL : st->dout, st->loss_scale);
+    }
     m->be->ops->sync(m->be);
     double dt = core_now() - t0;
     comm_all_reduce(world, &dt, 1, COMM_F64, COMM_MAX);
@@ -56,7 +64,7 @@ static double time_micro_batch(PPStep *st, Comm *world) {
 
 // One pipelined step (pp_forward_backward), the slowest rank's time.
 static double time_step(PPStep *st, Comm *world) {
-    gpt_zero_grads(st->model);
+    for (int c = 0; c < st->n_chunks; c++) gpt_zero_grads(st->n_chunks > 1 ? st->chunks[c] : st->model);
     comm_barrier(world);
     double t0 = core_now();
     pp_forward_backward(st);
@@ -106,6 +114,7 @@ int main(int argc, char **argv) {
     int micro_batch = 2, reps = 5, threads = 1;
     CoreStrList micros = {0};
     const char *schedule = "1f1b";
+    int v = 1;
     const ArgSpec specs[] = {
         {"--num-layers", ARG_INT, &cfg.num_layers, "layers (split evenly over the stages)"},
         {"--hidden-size", ARG_INT, &cfg.hidden_size, "C"},
@@ -117,6 +126,7 @@ int main(int argc, char **argv) {
         {"--reps", ARG_INT, &reps, "timed repetitions (median)"},
         {"--num-threads", ARG_INT, &threads, "threads per rank"},
         {"--pipeline-schedule", ARG_STR, &schedule, "1f1b | gpipe"},
+        {"--virtual-pipeline-model-parallel-size", ARG_INT, &v, "v model chunks per stage: interleaved 1F1B (m a multiple of PP)"},
     };
     core_args_parse("megac-mpiexec -n PP bench_pipeline [flags]", specs,
                     sizeof specs / sizeof *specs, argc - 1, argv + 1);
@@ -133,44 +143,56 @@ int main(int argc, char **argv) {
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &pp));
     char err[512];
     if (gpt_config_check(&cfg, 1, pp, err, sizeof err) != 0) core_usage_error("%s", err);
+    if (v < 1 || v > PP_ILV_MAX_CHUNKS || (v > 1 && (kind != PP_SCHEDULE_1F1B || cfg.num_layers % (pp * v))))
+        core_usage_error("--virtual-pipeline-model-parallel-size %d: needs 1..%d, the 1f1b schedule and "
+                         "--num-layers %d divisible by PP %d x v", v, PP_ILV_MAX_CHUNKS, cfg.num_layers, pp);
+    for (int i = 0; v > 1 && i < n_m; i++)
+        if (pp_ilv_check(pp, v, ms[i], err, sizeof err)) core_usage_error("--micro %d: %s", ms[i], err);
 
     Backend *be = backend_cpu_create(threads);
     ProcessGrid *g = pgrid_create(1, pp, PGRID_COMM_MPI, NULL, 600.0);
     int s = g->coord.pp_rank;
-    GPT *m = gpt_create(&cfg, be, 1, 0, pp, s, micro_batch,
-                        pp_schedule_slots((PPScheduleKind)kind, pp, s, max_m), 1234, 1, 0);
+    GPT *chunks[PP_ILV_MAX_CHUNKS];  // chunk c: virtual stage c*PP + s of PP*v (v = 1: the stage)
+    for (int c = 0; c < v; c++) {
+        int slots = pp_schedule_slots((PPScheduleKind)kind, pp, s, max_m), sl[PP_ILV_MAX_CHUNKS];
+        for (int i = 0; v > 1 && i < n_m; i++) {  // enough for every m timed
+            pp_ilv_slots(pp, v, ms[i], s, sl);
+            if (i == 0 || sl[c] > slots) slots = sl[c];
+        }
+        chunks[c] = gpt_create(&cfg, be, 1, 0, pp * v, c * pp + s, micro_batch, slots, 1234, 1, 0);
+    }
+    GPT *m = chunks[0];
     PPTrace *tr = pp_trace_create(g->world, 0);
-    PPStep st;
-    pp_step_init(&st, m, g, (PPScheduleKind)kind, bench_batch, m, 1, 1.0f / (float)m->N, tr);
     if (g->coord.rank == 0) {
-        printf("bench_pipeline: %s, PP = %d, %s; L=%d C=%d NH=%d T=%d B=%d V=%d, median of %d\n",
-               schedule, pp, be->name, cfg.num_layers, cfg.hidden_size, cfg.num_heads, cfg.seq_length,
-               micro_batch, cfg.vocab_size, reps);
+        printf("bench_pipeline: %s%s, PP = %d, v = %d, %s; L=%d C=%d NH=%d T=%d B=%d V=%d, median of %d\n",
+               schedule, v > 1 ? " (interleaved)" : "", pp, v, be->name, cfg.num_layers, cfg.hidden_size,
+               cfg.num_heads, cfg.seq_length, micro_batch, cfg.vocab_size, reps);
         printf("t_mb: forward + backward of one micro-batch on the slowest stage, alone\n");
         printf("%4s %10s %12s %12s %8s %14s %s\n", "m", "t_mb (ms)", "step (ms)", "ideal (ms)",
                "ratio", "bubble theory", "bubble measured per stage");
     }
     for (int i = 0; i < n_m; i++) {
-        st.n_micro = ms[i];
-        st.loss_scale = 1.0f / ((float)m->N * ms[i]);
+        PPStep st;  // planned for this m
+        pp_step_init(&st, m, g, (PPScheduleKind)kind, bench_batch, m, ms[i], 1.0f / ((float)m->N * ms[i]), tr);
+        if (v > 1) pp_step_set_chunks(&st, chunks, v);
         double t_mb = 0.0, step = 0.0;
         measure(&st, g->world, reps, &t_mb, &step);
-        double ideal = t_mb * (ms[i] + pp - 1);
+        pp_step_free(&st);
+        double ideal = t_mb * (ms[i] + (double)(pp - 1) / v);
         double bubble = tr->sched_s > 0 ? 1.0 - tr->busy_s / tr->sched_s : 0.0;
         double *all = core_calloc((size_t)pp, sizeof(double));
         comm_all_gather(g->world, &bubble, all, 1, COMM_F64);
         if (g->coord.rank == 0) {
             printf("%4d %10.2f %12.2f %12.2f %8.3f %14.3f ", ms[i], t_mb * 1e3, step * 1e3,
-                   ideal * 1e3, step / ideal, (double)(pp - 1) / (ms[i] + pp - 1));
+                   ideal * 1e3, step / ideal, (double)(pp - 1) / ((double)v * ms[i] + pp - 1));
             for (int r = 0; r < pp; r++) printf(" %.3f", all[r]);
             printf("\n");
             fflush(stdout);
         }
         free(all);
     }
-    pp_step_free(&st);
     pp_trace_destroy(tr);
-    gpt_destroy(m);
+    for (int c = 0; c < v; c++) gpt_destroy(chunks[c]);
     pgrid_destroy(g);
     backend_destroy(be);
     MPI_CHECK(MPI_Finalize());

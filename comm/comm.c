@@ -42,6 +42,20 @@ void comm_all_gather(Comm *c, const void *in, void *out, size_t per, CommDtype t
     if (per > 0) c->vt->all_gather(c, in, out, per, t);
 }
 
+void comm_iall_gather(Comm *c, const void *in, void *out, size_t per, CommDtype t, CommRequest *req) {
+    uint64_t n = (uint64_t)c->size;
+    count(c, COMM_ALL_GATHER, n * per * comm_dtype_size(t), n - 1, n);
+    req->active = 0;
+    if (per == 0) return;
+    if (c->vt->iall_gather) c->vt->iall_gather(c, in, out, per, t, req);
+    else c->vt->all_gather(c, in, out, per, t);
+}
+
+void comm_wait(Comm *c, CommRequest *req) {
+    if (req->active && c->vt->wait) c->vt->wait(c, req);
+    req->active = 0;
+}
+
 void comm_reduce_scatter(Comm *c, const void *in, void *out, size_t per, CommDtype t, CommOp op) {
     uint64_t n = (uint64_t)c->size;
     count(c, COMM_REDUCE_SCATTER, n * per * comm_dtype_size(t), n - 1, n);

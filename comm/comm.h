@@ -33,6 +33,13 @@ typedef struct {
 
 typedef struct Comm Comm;
 
+// A nonblocking collective in flight (comm_iall_gather), finished by comm_wait. At most one per
+// Comm at a time (the NCCL backend keeps one side stream and two events per Comm).
+typedef struct {
+    int active;          // started and not yet waited for
+    MPI_Request mpi;     // MPI backend
+} CommRequest;
+
 typedef struct {
     void (*all_reduce)(Comm *c, void *buf, size_t count, CommDtype t, CommOp op);
     void (*all_gather)(Comm *c, const void *in, void *out, size_t count_per_rank, CommDtype t);
@@ -45,6 +52,10 @@ typedef struct {
                       size_t rcount, int src, CommDtype t);
     void (*barrier)(Comm *c);
     void (*destroy)(Comm *c);
+    // optional (NULL: comm_iall_gather runs the blocking all_gather, comm_wait does nothing)
+    void (*iall_gather)(Comm *c, const void *in, void *out, size_t count_per_rank, CommDtype t,
+                        CommRequest *req);
+    void (*wait)(Comm *c, CommRequest *req);
 } CommVtable;
 
 struct Comm {
@@ -56,7 +67,8 @@ struct Comm {
     CommStats stats;
     union {
         struct { MPI_Comm comm; MPI_Op half_op[2][2]; } mpi;  // [bf16, f16][sum, max]
-        struct { void *nccl_comm; void *stream; MPI_Comm boot; } nccl;  // nccl_comm NULL: size 1
+        struct { void *nccl_comm; void *stream; MPI_Comm boot;  // nccl_comm NULL: size 1
+                 void *side, *ready, *done; } nccl;  // nonblocking: stream and events, lazily
         struct { Comm *inner; void *stream; void *host[2]; size_t cap[2]; } staged;
     } u;
 };
@@ -85,6 +97,15 @@ Comm *comm_staged_create(MPI_Comm mpi_comm, const char *name, const int *members
 void comm_all_reduce(Comm *c, void *buf, size_t count, CommDtype t, CommOp op);
 // in (count_per_rank) from every rank -> out (size * count_per_rank), in rank order.
 void comm_all_gather(Comm *c, const void *in, void *out, size_t count_per_rank, CommDtype t);
+// The same, nonblocking: starts it and returns; out (and in) must not be touched until
+// comm_wait(c, req). MPI: MPI_Iallgather (progressed by any MPI call of this process); NCCL:
+// on a side stream that first waits for the work queued so far, comm_wait makes the Comm's
+// stream wait for it (the host does not block). Counted like comm_all_gather, at the start.
+void comm_iall_gather(Comm *c, const void *in, void *out, size_t count_per_rank, CommDtype t,
+                      CommRequest *req);
+// Finishes req (no-op when not active): MPI waits (honouring the timeout); NCCL orders the
+// Comm's stream after it. Aborts the job on failure.
+void comm_wait(Comm *c, CommRequest *req);
 // in (size * count_per_rank) reduced; rank r gets block r in out (count_per_rank).
 void comm_reduce_scatter(Comm *c, const void *in, void *out, size_t count_per_rank,
                          CommDtype t, CommOp op);

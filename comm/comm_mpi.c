@@ -108,6 +108,14 @@ static void mpi_all_gather(Comm *c, const void *in, void *out, size_t per, CommD
     wait_all(c, r, 1, "all_gather");
 }
 
+static void mpi_iall_gather(Comm *c, const void *in, void *out, size_t per, CommDtype t, CommRequest *req) {
+    MPI_CHECK(MPI_Iallgather(in, icount(c, per, "all_gather"), mpi_type(t), out, (int)per, mpi_type(t),
+                             c->u.mpi.comm, &req->mpi));
+    req->active = 1;
+}
+
+static void mpi_wait(Comm *c, CommRequest *req) { wait_all(c, &req->mpi, 1, "all_gather"); }
+
 static void mpi_reduce_scatter(Comm *c, const void *in, void *out, size_t per, CommDtype t,
                                CommOp op) {
     MPI_Request r[1];
@@ -159,6 +167,7 @@ static const CommVtable MPI_VTABLE = {
     .all_reduce = mpi_all_reduce, .all_gather = mpi_all_gather,
     .reduce_scatter = mpi_reduce_scatter, .broadcast = mpi_broadcast, .send = mpi_send,
     .recv = mpi_recv, .send_recv = mpi_send_recv, .barrier = mpi_barrier, .destroy = mpi_destroy,
+    .iall_gather = mpi_iall_gather, .wait = mpi_wait,
 };
 
 Comm *comm_mpi_create(MPI_Comm mpi_comm, const char *name, const int *members, double timeout_s) {

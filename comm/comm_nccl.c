@@ -6,7 +6,7 @@
 // return at once: stream order alone makes them see the right data. The barrier waits for
 // the stream with a polling loop that honours the timeout, so a stuck peer ends the job with
 // a message instead of a hang. A group of one has no NCCL communicator: its collectives are
-// copies or no-ops.
+// copies or no-ops. comm_iall_gather runs on a side stream (see nccl_iall_gather).
 #include "comm.h"
 #include "core/check_cuda.h"
 #include "core/timer.h"
@@ -71,6 +71,36 @@ static void nccl_all_gather(Comm *c, const void *in, void *out, size_t per, Comm
     NCCL_CHECK(ncclAllGather(in, out, per, nccl_type(t), NC(c), ST(c)));
 }
 
+// Nonblocking all-gather: on a side stream (made at the first call, with two events) that
+// waits for everything queued on the Comm's stream so far; nccl_wait makes the Comm's stream
+// wait for it. One in flight per Comm.
+static void nccl_iall_gather(Comm *c, const void *in, void *out, size_t per, CommDtype t, CommRequest *req) {
+    if (!NC(c)) {
+        solo_copy(c, out, in, per, t);
+        return;
+    }
+    if (!c->u.nccl.side) {
+        cudaStream_t side;
+        cudaEvent_t ev[2];
+        CUDA_CHECK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+        for (int i = 0; i < 2; i++) CUDA_CHECK(cudaEventCreateWithFlags(&ev[i], cudaEventDisableTiming));
+        c->u.nccl.side = side;
+        c->u.nccl.ready = ev[0];
+        c->u.nccl.done = ev[1];
+    }
+    cudaStream_t side = (cudaStream_t)c->u.nccl.side;
+    CUDA_CHECK(cudaEventRecord((cudaEvent_t)c->u.nccl.ready, ST(c)));
+    CUDA_CHECK(cudaStreamWaitEvent(side, (cudaEvent_t)c->u.nccl.ready, 0));
+    NCCL_CHECK(ncclAllGather(in, out, per, nccl_type(t), NC(c), side));
+    CUDA_CHECK(cudaEventRecord((cudaEvent_t)c->u.nccl.done, side));
+    req->active = 1;
+}
+
+static void nccl_wait(Comm *c, CommRequest *req) {
+    (void)req;
+    CUDA_CHECK(cudaStreamWaitEvent(ST(c), (cudaEvent_t)c->u.nccl.done, 0));
+}
+
 static void nccl_reduce_scatter(Comm *c, const void *in, void *out, size_t per, CommDtype t,
                                 CommOp op) {
     if (!NC(c)) {
@@ -109,6 +139,12 @@ static void nccl_barrier(Comm *c) {
 }
 
 static void nccl_destroy(Comm *c) {
+    if (c->u.nccl.side) {
+        cudaStreamSynchronize((cudaStream_t)c->u.nccl.side);
+        cudaEventDestroy((cudaEvent_t)c->u.nccl.ready);
+        cudaEventDestroy((cudaEvent_t)c->u.nccl.done);
+        cudaStreamDestroy((cudaStream_t)c->u.nccl.side);
+    }
     if (NC(c)) ncclCommDestroy(NC(c));
     MPI_Comm_free(&c->u.nccl.boot);
 }
@@ -117,7 +153,7 @@ static const CommVtable NCCL_VTABLE = {
     .all_reduce = nccl_all_reduce, .all_gather = nccl_all_gather,
     .reduce_scatter = nccl_reduce_scatter, .broadcast = nccl_broadcast, .send = nccl_send,
     .recv = nccl_recv, .send_recv = nccl_send_recv, .barrier = nccl_barrier,
-    .destroy = nccl_destroy,
+    .destroy = nccl_destroy, .iall_gather = nccl_iall_gather, .wait = nccl_wait,
 };
 
 Comm *comm_nccl_create(MPI_Comm mpi_comm, const char *name, const int *members,

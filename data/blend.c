@@ -35,7 +35,8 @@ int data_blend_parse(const char *flag, const char *const *items, int n_items, Da
     for (int k = 0; k < n; k++) {
         const char *path = out->weighted ? items[2 * k + 1] : items[k];
         if (out->weighted) {
-            if (!parse_weight(items[2 * k], &w) || !isfinite(w) || w < 0) {
+            if (!parse_weight(items[2 * k], &out->weights[k]) || !isfinite(out->weights[k]) ||
+                out->weights[k] < 0) {
                 snprintf(err, errlen, "%s: weight %d ('%s') is not a non-negative number (the syntax is "
                          "%s W1 FILE1 W2 FILE2 ...)", flag, k + 1, items[2 * k], flag);
                 return -1;
@@ -45,7 +46,6 @@ int data_blend_parse(const char *flag, const char *const *items, int n_items, Da
                          "W2 FILE2 ...)", flag, path, flag);
                 return -1;
             }
-            parse_weight(items[2 * k], &out->weights[k]);
             sum += out->weights[k];
         }
         out->paths[k] = path;

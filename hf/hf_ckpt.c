@@ -13,7 +13,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-// The root attributes a GPT-2 checkpoint has (train/CHECKPOINT.md). Any other attribute
+// The root attributes a GPT-2 checkpoint has (train/CHECKPOINT.md), besides the untied
+// output layer's and the Llama-style ones (train/checkpoint_arch.c). Any other attribute
 // means a format this export does not know (another architecture): refused, not guessed.
 static const char *const KNOWN_ATTRS[] = {
     "format", "format_version", "iteration", "consumed_samples", "adam_step", "nan_iterations",
@@ -24,16 +25,21 @@ static const char *const KNOWN_ATTRS[] = {
 static herr_t unknown_attr(hid_t loc, const char *name, const H5A_info_t *info, void *data) {
     for (size_t i = 0; i < sizeof KNOWN_ATTRS / sizeof KNOWN_ATTRS[0]; i++)
         if (!strcmp(name, KNOWN_ATTRS[i])) return 0;
+    if (!strcmp(name, "untie_embeddings_and_output_weights") || ckpt_arch_is_attr(name))
+        return 0;  // an untied output layer, a Llama-style architecture: in the config
     snprintf(data, 128, "%s", name);
     return 1;  // stop: found one
 }
 
 static GPTConfig config_of(const CkptMeta *m) {
-    return (GPTConfig){.num_layers = (int)m->num_layers, .hidden_size = (int)m->hidden_size,
-                       .num_heads = (int)m->num_attention_heads,
-                       .ffn_hidden_size = (int)m->ffn_hidden_size, .seq_length = (int)m->seq_length,
-                       .max_position_embeddings = (int)m->max_position_embeddings,
-                       .vocab_size = (int)m->vocab_size, .vocab_divisible_by = 1};
+    GPTConfig c = {.num_layers = (int)m->num_layers, .hidden_size = (int)m->hidden_size,
+                   .num_heads = (int)m->num_attention_heads,
+                   .ffn_hidden_size = (int)m->ffn_hidden_size, .seq_length = (int)m->seq_length,
+                   .max_position_embeddings = (int)m->max_position_embeddings,
+                   .vocab_size = (int)m->vocab_size, .vocab_divisible_by = 1,
+                   .untie_embeddings = (int)m->untie};
+    ckpt_arch_to_config(m, &c);  // Llama-style settings
+    return c;
 }
 
 HfCkpt *hf_ckpt_new(const GPTConfig *cfg) {
@@ -53,6 +59,8 @@ HfCkpt *hf_ckpt_new(const GPTConfig *cfg) {
     m->seq_length = cfg->seq_length;
     m->max_position_embeddings = cfg->max_position_embeddings;
     m->vocab_size = cfg->vocab_size;
+    m->untie = cfg->untie_embeddings;
+    ckpt_arch_from_config(m, cfg);
     return c;
 }
 
@@ -88,7 +96,7 @@ static HfCkpt *read_open_file(hid_t f, char *why, size_t n) {
     char extra[128] = "";
     hsize_t idx = 0;
     if (H5Aiterate2(f, H5_INDEX_NAME, H5_ITER_INC, &idx, unknown_attr, extra) > 0) {
-        snprintf(why, n, "attribute '%s' is not part of a GPT-2 checkpoint (another architecture "
+        snprintf(why, n, "attribute '%s' is not part of a megac GPT checkpoint (another architecture "
                  "or a newer format): not converted", extra);
         return NULL;
     }
@@ -105,7 +113,7 @@ static HfCkpt *read_open_file(hid_t f, char *why, size_t n) {
     int rc = grp < 0 ? -1 : 0;
     if (rc) snprintf(why, n, "group /model is missing");
     if (rc == 0 && (H5Gget_info(grp, &gi) < 0 || gi.nlinks != (hsize_t)c->n)) {
-        snprintf(why, n, "/model holds %llu tensors, a GPT-2 of this config has %d (another "
+        snprintf(why, n, "/model holds %llu tensors, a model of this config has %d (another "
                  "architecture?): not converted", (unsigned long long)gi.nlinks, c->n);
         rc = -1;
     }

@@ -20,7 +20,8 @@ typedef struct {
 
 // Reads every /model tensor of DIR/iter_N/checkpoint.h5, N = iteration, or the iteration
 // DIR/latest_checkpointed_iteration.txt names when iteration < 0. Checks the format name and
-// version, that /model holds exactly the GPT-2 tensors of the config (a checkpoint of another
+// version, that /model holds exactly the tensors of the config (GPT-2 or Llama-style, tied or
+// untied, train/checkpoint_format.h's attributes; a checkpoint of another
 // architecture is refused) and their types and shapes. Returns NULL with one line naming the
 // file in err.
 HfCkpt *hf_ckpt_read(const char *dir, int64_t iteration, char *err, size_t errlen);

@@ -78,8 +78,7 @@ int hf_gpt2_write_weights(const char *dir, const HfCkpt *c, char *err, size_t er
     return rc;
 }
 
-// Writes the JSON object o to path (pretty), through a temporary file. Frees o.
-static int write_json(const char *path, json_object *o, char *err, size_t errlen) {
+int hf_write_json(const char *path, json_object *o, char *err, size_t errlen) {
     char tmp[4400];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     const char *s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
@@ -127,21 +126,19 @@ int hf_gpt2_write_config(const char *dir, const HfCkpt *c, char *err, size_t err
     json_object_object_add(o, "torch_dtype", json_object_new_string("float32"));
     char path[4200];
     snprintf(path, sizeof path, "%s/config.json", dir);
-    return write_json(path, o, err, errlen);
+    return hf_write_json(path, o, err, errlen);
 }
 
 // ---- import --------------------------------------------------------------------------------
 
-// Field `key` of o: 1 found (in *v), 0 absent or JSON null.
-static int field(json_object *o, const char *key, json_object **v) {
+int hf_json_field(json_object *o, const char *key, json_object **v) {
     return json_object_object_get_ex(o, key, v) && !json_object_is_type(*v, json_type_null);
 }
 
-// Integer field (> 0) into *out; absent: -1 unless a default (> 0) is given.
-static int int_field(json_object *o, const char *key, int dflt, int *out, const char *path,
+int hf_json_int(json_object *o, const char *key, int dflt, int *out, const char *path,
                      char *err, size_t errlen) {
     json_object *v;
-    if (!field(o, key, &v)) *out = dflt;
+    if (!hf_json_field(o, key, &v)) *out = dflt;
     else *out = json_object_is_type(v, json_type_int) ? json_object_get_int(v) : -1;
     if (*out > 0) return 0;
     snprintf(err, errlen, "%s: '%s' is missing or not a positive integer", path, key);
@@ -151,23 +148,23 @@ static int int_field(json_object *o, const char *key, int dflt, int *out, const 
 // The settings megac cannot represent. Returns 0, or -1 with the first one in err.
 static int check_representable(json_object *o, const char *path, char *err, size_t errlen) {
     json_object *v;
-    const char *type = field(o, "model_type", &v) ? json_object_get_string(v) : "(none)";
+    const char *type = hf_json_field(o, "model_type", &v) ? json_object_get_string(v) : "(none)";
     const char *arch = "";
     json_object *a;
-    if (field(o, "architectures", &a) && json_object_is_type(a, json_type_array) && json_object_array_length(a))
+    if (hf_json_field(o, "architectures", &a) && json_object_is_type(a, json_type_array) && json_object_array_length(a))
         arch = json_object_get_string(json_object_array_get_idx(a, 0));
     if (strcmp(type, "gpt2") != 0) {
         snprintf(err, errlen, "%s: model_type '%s' (%s) cannot be imported: megac imports GPT-2 "
-                 "(GPT2LMHeadModel)", path, type, arch);
+                 "(GPT2LMHeadModel) and Llama (LlamaForCausalLM)", path, type, arch);
         return -1;
     }
-    const char *act = field(o, "activation_function", &v) ? json_object_get_string(v) : "gelu_new";
+    const char *act = hf_json_field(o, "activation_function", &v) ? json_object_get_string(v) : "gelu_new";
     if (strcmp(act, "gelu_new") && strcmp(act, "gelu_pytorch_tanh")) {
         snprintf(err, errlen, "%s: activation_function '%s' cannot be represented: megac's GPT-2 "
                  "uses the tanh GELU (gelu_new)", path, act);
         return -1;
     }
-    double eps = field(o, "layer_norm_epsilon", &v) ? json_object_get_double(v) : 1e-5;
+    double eps = hf_json_field(o, "layer_norm_epsilon", &v) ? json_object_get_double(v) : 1e-5;
     if (fabs(eps - 1e-5) > 1e-12) {
         snprintf(err, errlen, "%s: layer_norm_epsilon %g cannot be represented: megac's "
                  "LayerNorm uses 1e-5", path, eps);
@@ -180,7 +177,7 @@ static int check_representable(json_object *o, const char *path, char *err, size
         {"add_cross_attention", 0, "cross-attention"},
     };
     for (size_t i = 0; i < sizeof FLAGS / sizeof FLAGS[0]; i++)
-        if (field(o, FLAGS[i].key, &v) && json_object_get_boolean(v) != FLAGS[i].want) {
+        if (hf_json_field(o, FLAGS[i].key, &v) && json_object_get_boolean(v) != FLAGS[i].want) {
             snprintf(err, errlen, "%s: %s = %s cannot be represented (%s)", path, FLAGS[i].key,
                      FLAGS[i].want ? "false" : "true", FLAGS[i].why);
             return -1;
@@ -206,21 +203,20 @@ int hf_gpt2_read_config(const char *dir, GPTConfig *cfg, char *err, size_t errle
     memset(cfg, 0, sizeof *cfg);
     int rc = check_representable(o, path, err, errlen), P = 0;
     json_object *v;
-    if (rc == 0) rc = int_field(o, "n_embd", 0, &cfg->hidden_size, path, err, errlen);
-    if (rc == 0) rc = int_field(o, "n_layer", 0, &cfg->num_layers, path, err, errlen);
-    if (rc == 0) rc = int_field(o, "n_head", 0, &cfg->num_heads, path, err, errlen);
-    if (rc == 0) rc = int_field(o, "vocab_size", 0, &cfg->vocab_size, path, err, errlen);
-    if (rc == 0) rc = int_field(o, "n_positions", field(o, "n_ctx", &v) ? json_object_get_int(v) : 0,
+    if (rc == 0) rc = hf_json_int(o, "n_embd", 0, &cfg->hidden_size, path, err, errlen);
+    if (rc == 0) rc = hf_json_int(o, "n_layer", 0, &cfg->num_layers, path, err, errlen);
+    if (rc == 0) rc = hf_json_int(o, "n_head", 0, &cfg->num_heads, path, err, errlen);
+    if (rc == 0) rc = hf_json_int(o, "vocab_size", 0, &cfg->vocab_size, path, err, errlen);
+    if (rc == 0) rc = hf_json_int(o, "n_positions", hf_json_field(o, "n_ctx", &v) ? json_object_get_int(v) : 0,
                                 &P, path, err, errlen);
-    if (rc == 0) rc = int_field(o, "n_inner", 4 * cfg->hidden_size, &cfg->ffn_hidden_size, path, err, errlen);
+    if (rc == 0) rc = hf_json_int(o, "n_inner", 4 * cfg->hidden_size, &cfg->ffn_hidden_size, path, err, errlen);
     json_object_put(o);
     cfg->max_position_embeddings = P;
     cfg->vocab_divisible_by = 1;
     return rc;
 }
 
-// Reads tensor `name` of f, checking its shape is (d0[, d1]), into out.
-static int read_checked(HfStFile *f, const char *name, int ndim, int64_t d0, int64_t d1, float *out,
+int hf_st_read_checked(HfStFile *f, const char *name, int ndim, int64_t d0, int64_t d1, float *out,
                         char *err, size_t errlen) {
     const HfStTensor *t = hf_st_find(f, name);
     if (!t) {
@@ -254,7 +250,7 @@ static int check_extra(HfStFile *f, const HfCkpt *c, char *err, size_t errlen) {
             int w = hf_ckpt_find(c, "wte");
             size_t numel = (size_t)c->table[w].rows * c->table[w].cols;
             float *lm = core_calloc(numel, sizeof(float));
-            int rc = read_checked(f, nm, 2, c->table[w].rows, c->table[w].cols, lm, err, errlen);
+            int rc = hf_st_read_checked(f, nm, 2, c->table[w].rows, c->table[w].cols, lm, err, errlen);
             if (rc == 0 && memcmp(lm, c->data[w], numel * sizeof(float)) != 0) {
                 snprintf(err, errlen, "%s: lm_head.weight differs from transformer.wte.weight: an "
                          "untied output layer cannot be represented", f->path);
@@ -293,7 +289,7 @@ int hf_gpt2_read_weights(const char *dir, HfCkpt *c, char *err, size_t errlen) {
         int tr;
         hf_gpt2_name(p->name, hf, sizeof hf, &tr);
         float *buf = tr ? core_calloc((size_t)p->rows * p->cols, sizeof(float)) : c->data[i];
-        rc = read_checked(f, hf, p->cols == 1 ? 1 : 2, tr ? p->cols : p->rows, tr ? p->rows : p->cols,
+        rc = hf_st_read_checked(f, hf, p->cols == 1 ? 1 : 2, tr ? p->cols : p->rows, tr ? p->rows : p->cols,
                           buf, err, errlen);
         if (tr) {
             if (rc == 0) transpose(c->data[i], buf, p->cols, p->rows);

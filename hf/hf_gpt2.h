@@ -47,6 +47,22 @@ int hf_gpt2_write_config(const char *dir, const HfCkpt *c, char *err, size_t err
 // cross-attention. Returns 0, or -1 with one line in err.
 int hf_gpt2_read_config(const char *dir, GPTConfig *cfg, char *err, size_t errlen);
 
+// Helpers shared with hf_llama.c:
+struct json_object;  // json-c's object (json-c/json.h)
+// Writes the JSON object o (json-c) to path, pretty, through a temporary file; frees o.
+// Returns 0, or -1 with "path: cannot write" in err.
+int hf_write_json(const char *path, struct json_object *o, char *err, size_t errlen);
+// Field `key` of o: 1 found (in *v), 0 absent or JSON null. Pure.
+int hf_json_field(struct json_object *o, const char *key, struct json_object **v);
+// Integer field (> 0) of o into *out; absent: dflt when > 0. Returns 0, or -1 with one line
+// naming path and key in err.
+int hf_json_int(struct json_object *o, const char *key, int dflt, int *out, const char *path,
+                char *err, size_t errlen);
+// Reads tensor `name` of f into out after checking its shape is (d0) (ndim 1) or (d0, d1).
+// Returns 0, or -1 with one line in err (missing, shape against config.json, dtype).
+int hf_st_read_checked(HfStFile *f, const char *name, int ndim, int64_t d0, int64_t d1, float *out,
+                       char *err, size_t errlen);
+
 // Reads DIR/model.safetensors into c (built for the config): every GPT-2 tensor with the
 // config's shape, F32, F16 or BF16; lm_head.weight, when present, must equal the token
 // embedding (tied); the attention-mask buffers of old exports are ignored; any other tensor

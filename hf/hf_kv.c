@@ -21,7 +21,8 @@ HfKv *hf_kv_create(HfLm *lm) {
     kv->ln = core_calloc(C, sizeof(float));
     kv->qkv = core_calloc(3 * C, sizeof(float));
     kv->y = core_calloc(C, sizeof(float));
-    kv->h = core_calloc(F, sizeof(float));
+    kv->h = core_calloc(2 * F, sizeof(float));  // SwiGLU: [gate | up]
+    kv->qin = core_calloc(3 * C, sizeof(float));  // (NH + 2G) hs <= 3C
     kv->hg = core_calloc(F, sizeof(float));
     kv->tmp = core_calloc(C, sizeof(float));
     kv->mean = core_calloc(1, sizeof(float));
@@ -48,6 +49,43 @@ const float *hf_kv_prefill(HfKv *kv, const int *tokens, int n) {
     }
     kv->n = n;
     return logits;
+}
+
+// ln (C) = the model's norm (LayerNorm or RMSNorm) of x (C).
+static void norm(HfKv *kv, const void *w, const void *b) {
+    Backend *be = kv->lm->be;
+    if (kv->lm->m->cfg.rmsnorm) be->ops->rmsnorm_forward(be, kv->ln, kv->rstd, kv->x, w, 1, kv->C);
+    else be->ops->layernorm_forward(be, kv->ln, kv->mean, kv->rstd, kv->x, w, b, 1, kv->C);
+}
+
+// qkv (3C) in attention's layout for the row ln at position p: the QKV linear, then (rope or
+// grouped-query) rope_gqa_forward at position p, as gpt_qkv_forward does for a sequence.
+static void qkv_row(HfKv *kv, const GPTBlockW *w, int p) {
+    const GPT *m = kv->lm->m;
+    Backend *be = kv->lm->be;
+    int C = kv->C;
+    if (!m->remap_qkv) {
+        be->ops->matmul_forward(be, kv->qkv, kv->ln, w->qkvw, w->qkvb, 1, C, 3 * C);
+        return;
+    }
+    be->ops->matmul_forward(be, kv->qin, kv->ln, w->qkvw, w->qkvb, 1, C, m->QKV_tp);
+    be->ops->rope_gqa_forward(be, kv->qkv, kv->qin, 1, 1, m->NH_tp, m->G_tp, m->hs, m->rot,
+                              (float)m->cfg.rotary_base, p);
+}
+
+// tmp (C) = the MLP of ln: fc, GELU or SwiGLU, proj.
+static void mlp_row(HfKv *kv, const GPTBlockW *w) {
+    const GPT *m = kv->lm->m;
+    Backend *be = kv->lm->be;
+    int C = kv->C, F = kv->F;
+    if (m->cfg.swiglu) {
+        be->ops->matmul_forward(be, kv->h, kv->ln, w->fcw, w->fcb, 1, C, 2 * F);
+        be->ops->swiglu_forward(be, kv->hg, kv->h, 1, F);
+    } else {
+        be->ops->matmul_forward(be, kv->h, kv->ln, w->fcw, w->fcb, 1, C, F);
+        be->ops->gelu_forward(be, kv->hg, kv->h, (size_t)F);
+    }
+    be->ops->matmul_forward(be, kv->tmp, kv->hg, w->fcprojw, w->fcprojb, 1, F, C);
 }
 
 // y (C) = causal attention of the query in qkv (3C) over positions 0..p of layer l's cache,
@@ -81,35 +119,35 @@ const float *hf_kv_step(HfKv *kv, int token) {
     GPT *m = lm->m;
     Backend *be = lm->be;
     const BackendOps *o = be->ops;
-    int C = kv->C, F = kv->F, p = kv->n;
+    int C = kv->C, p = kv->n;
     if (p >= lm->T || token < 0 || token >= lm->V)
         core_fatal("hf_kv_step: position %d (context %d), token %d (vocabulary %d)", p, lm->T, token, lm->V);
     const float *wte = m->w.wte, *wpe = m->w.wpe;
-    for (int c = 0; c < C; c++) kv->x[c] = wte[(size_t)token * C + c] + wpe[(size_t)p * C + c];
+    for (int c = 0; c < C; c++)  // no position table with rope
+        kv->x[c] = wte[(size_t)token * C + c] + (wpe ? wpe[(size_t)p * C + c] : 0.0f);
     for (int l = 0; l < kv->L; l++) {  // the block of model/gpt.c, on one row
         const GPTBlockW *w = &m->w.blocks[l];
-        o->layernorm_forward(be, kv->ln, kv->mean, kv->rstd, kv->x, w->ln1w, w->ln1b, 1, C);
-        o->matmul_forward(be, kv->qkv, kv->ln, w->qkvw, w->qkvb, 1, C, 3 * C);
+        norm(kv, w->ln1w, w->ln1b);
+        qkv_row(kv, w, p);
         memcpy(k_row(kv, l, p), kv->qkv + C, (size_t)C * sizeof(float));
         memcpy(v_row(kv, l, p), kv->qkv + 2 * C, (size_t)C * sizeof(float));
         attend(kv, l, p);
         o->matmul_forward(be, kv->tmp, kv->y, w->projw, w->projb, 1, C, C);
         o->add(be, kv->x, kv->x, kv->tmp, (size_t)C);
-        o->layernorm_forward(be, kv->ln, kv->mean, kv->rstd, kv->x, w->ln2w, w->ln2b, 1, C);
-        o->matmul_forward(be, kv->h, kv->ln, w->fcw, w->fcb, 1, C, F);
-        o->gelu_forward(be, kv->hg, kv->h, (size_t)F);
-        o->matmul_forward(be, kv->tmp, kv->hg, w->fcprojw, w->fcprojb, 1, F, C);
+        norm(kv, w->ln2w, w->ln2b);
+        mlp_row(kv, w);
         o->add(be, kv->x, kv->x, kv->tmp, (size_t)C);
     }
-    o->layernorm_forward(be, kv->ln, kv->mean, kv->rstd, kv->x, m->w.lnfw, m->w.lnfb, 1, C);
-    o->matmul_forward(be, kv->logits, kv->ln, m->w.wte, NULL, 1, C, lm->Vp);  // tied output layer
+    norm(kv, m->w.lnfw, m->w.lnfb);
+    o->matmul_forward(be, kv->logits, kv->ln, m->w.out ? m->w.out : m->w.wte, NULL, 1, C,
+                      lm->Vp);  // the output layer, tied or untied
     kv->n = p + 1;
     return kv->logits;
 }
 
 void hf_kv_free(HfKv *kv) {
     if (!kv) return;
-    float *bufs[] = {kv->k, kv->v, kv->x, kv->ln, kv->qkv, kv->y, kv->h, kv->hg, kv->tmp,
+    float *bufs[] = {kv->k, kv->v, kv->x, kv->ln, kv->qkv, kv->qin, kv->y, kv->h, kv->hg, kv->tmp,
                      kv->mean, kv->rstd, kv->scores, kv->logits};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     free(kv);

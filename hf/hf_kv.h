@@ -3,8 +3,9 @@
 // Without a cache every new token re-runs the whole forward over the context: O(n) matmul
 // rows per token and O(n^2) attention. With it, a prompt runs the training forward once
 // (hf_lm.h; each layer's keys and values are copied out of its qkv activations), and each
-// new token then runs one row through the stage with the backend's ops (matmul, LayerNorm,
-// GELU, add), attending to the cached keys and values: O(1) matmul rows and O(n) attention
+// new token then runs one row through the stage with the backend's ops (matmul, LayerNorm or
+// RMSNorm, GELU or SwiGLU, rope_gqa at the token's position, add), attending to the cached
+// keys and values (cached per query head, as attention reads them): O(1) matmul rows and O(n) attention
 // per token. Logits equal the full forward's at the same position to fp32 round-off
 // (tests/hf/kv_cache: relative 1e-5), so greedy text is the same.
 //
@@ -19,7 +20,8 @@ typedef struct {
     int n;                    // positions cached: the next token goes to position n
     int L, C, NH, F;
     float *k, *v;             // (L, T, C) each: keys and values of every layer and position
-    float *x, *ln, *qkv, *y, *h, *hg, *tmp;  // one row: (C), (C), (3C), (C), (F), (F), (C)
+    float *x, *ln, *qkv, *y, *h, *hg, *tmp;  // one row: (C), (C), (3C), (C), (2F), (F), (C)
+    float *qin;               // (3C) one row of the QKV linear before rope_gqa (Llama-style)
     float *mean, *rstd;       // (1) LayerNorm statistics (not used after)
     float *scores;            // (T) one head's attention weights
     float *logits;            // (Vp) the last step's logits

@@ -18,11 +18,11 @@ void tp_vocab_embedding_forward(Backend *be, TPGroup *tp, const TPVocab *v, void
     if (!tp->sequence_parallel) {
         be->ops->embedding_forward(be, out, tokens, wte, B * T, C, v->vocab_start, v->V_tp);
         comm_all_reduce(tp->comm, out, NC, tp_act_dtype(be), COMM_SUM);  // each token from one rank
-        be->ops->position_forward(be, out, wpe, B, T, C);
+        if (wpe) be->ops->position_forward(be, out, wpe, B, T, C);  // none with rope
         return;
     }
     be->ops->embedding_forward(be, tp->full, tokens, wte, B * T, C, v->vocab_start, v->V_tp);
-    if (tp->comm->rank == 0) be->ops->position_forward(be, tp->full, wpe, B, T, C);
+    if (tp->comm->rank == 0 && wpe) be->ops->position_forward(be, tp->full, wpe, B, T, C);
     comm_reduce_scatter(tp->comm, tp->full, out, NC / (size_t)tp->comm->size, tp_act_dtype(be), COMM_SUM);
 }
 
@@ -35,7 +35,7 @@ void tp_vocab_embedding_backward(Backend *be, TPGroup *tp, const TPVocab *v, flo
         dy = tp->gather;
     }
     be->ops->embedding_backward(be, dwte, dy, tokens, B * T, C, v->vocab_start, v->V_tp);
-    be->ops->position_backward(be, dwpe, dy, B, T, C);
+    if (dwpe) be->ops->position_backward(be, dwpe, dy, B, T, C);
 }
 
 void tp_vocab_xent_forward(Backend *be, TPGroup *tp, const TPVocab *v, TPXentBuffers *xb,

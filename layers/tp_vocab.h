@@ -22,12 +22,12 @@ TPVocab tp_vocab_split(int V, int Vp, int tp, int tp_rank);
 // out = wte[token] + wpe[t]: each rank looks up the tokens in its block (zero rows for the
 // others) and the sum over tp is taken: all-reduce to (B*T, C), or with sequence
 // parallelism reduce-scatter to this rank's (B*T/tp, C) rows. The replicated position
-// embedding enters once.
+// embedding enters once; wpe NULL (rotary positions): none.
 void tp_vocab_embedding_forward(Backend *be, TPGroup *tp, const TPVocab *v, void *out,
                                 const int *tokens, const void *wte, const void *wpe,
                                 int B, int T, int C);
 
-// dwte (V_tp, C) += rows of dout for this rank's tokens; dwpe (T, C) += sum over B.
+// dwte (V_tp, C) += rows of dout for this rank's tokens; dwpe (T, C) += sum over B (NULL: none).
 // dout (B*T, C) is the same on every tp rank; with sequence parallelism it is this rank's
 // (B*T/tp, C) rows, all-gathered first.
 void tp_vocab_embedding_backward(Backend *be, TPGroup *tp, const TPVocab *v, float *dwte, float *dwpe,

@@ -1,9 +1,11 @@
 // megac/cmd_export.c: `megac export`: a checkpoint as a Hugging Face model folder
-// (config.json for GPT2LMHeadModel, model.safetensors, tokenizer.json where expressible).
+// (config.json for GPT2LMHeadModel or LlamaForCausalLM, model.safetensors, tokenizer.json
+// where expressible).
 #include "commands.h"
 #include "core/args.h"
 #include "core/check.h"            // defines: core_usage_error
 #include "hf/hf_gpt2.h"
+#include "hf/hf_llama.h"
 #include "hf/hf_tokenizer.h"
 #include "train/checkpoint_fs.h"   // defines: ckpt_fs_mkdirs
 
@@ -12,7 +14,8 @@
 
 static const char *USAGE =
     "usage: megac export --load CKPT --output DIR [--iteration N] [--tokenizer byte|tok.json|data.h5]\n"
-    "  Writes DIR/config.json (GPT2LMHeadModel), DIR/model.safetensors (fp32) and, given a\n"
+    "  Writes DIR/config.json (GPT2LMHeadModel, or LlamaForCausalLM for a Llama-style model),\n"
+    "  DIR/model.safetensors (fp32) and, given a\n"
     "  tokenizer (or CKPT/megac-tokenizer.json), DIR/tokenizer.json + tokenizer_config.json.";
 
 int cmd_export(int argc, char **argv) {
@@ -29,14 +32,22 @@ int cmd_export(int argc, char **argv) {
     char err[2048];
     HfCkpt *c = hf_ckpt_read(load, iteration, err, sizeof err);
     if (!c) core_usage_error("%s", err);
+    int llama = gpt_is_llama_style(&c->cfg);
+    if (llama && hf_llama_check_exportable(&c->cfg, err, sizeof err) != 0)
+        core_usage_error("%s: %s", c->path, err);
+    if (!llama && c->cfg.untie_embeddings)
+        core_usage_error("%s: attribute untie_embeddings_and_output_weights: an untied output layer "
+                         "cannot be represented as GPT2LMHeadModel (it ties them)", c->path);
     Tokenizer *tok = hf_tok_resolve(tok_spec, load, err, sizeof err);  // optional here
     if (!tok && tok_spec) core_usage_error("%s", err);
     if (tok && tok->vocab_size != c->cfg.vocab_size)
         core_usage_error("the tokenizer has %d ids, the checkpoint's model %d: not the model's "
                          "tokenizer", tok->vocab_size, c->cfg.vocab_size);
     if (ckpt_fs_mkdirs(output, err, sizeof err) != 0) core_usage_error("%s", err);
-    if (hf_gpt2_write_config(output, c, err, sizeof err) != 0 ||
-        hf_gpt2_write_weights(output, c, err, sizeof err) != 0)
+    if (llama ? hf_llama_write_config(output, c, err, sizeof err) != 0 ||
+                    hf_llama_write_weights(output, c, err, sizeof err) != 0
+              : hf_gpt2_write_config(output, c, err, sizeof err) != 0 ||
+                    hf_gpt2_write_weights(output, c, err, sizeof err) != 0)
         core_usage_error("%s", err);
     const char *tok_note = "no tokenizer given (--tokenizer): tokenizer.json not written";
     if (tok && hf_tok_write(output, tok, c->cfg.max_position_embeddings, err, sizeof err) != 0) {
@@ -46,8 +57,9 @@ int cmd_export(int argc, char **argv) {
         tok_note = tok->kind == TOK_BYTE ? "tokenizer.json: byte-level, 257 ids"
                                          : "tokenizer.json: byte-level BPE";
     }
-    printf("exported %s (iteration %lld): GPT2LMHeadModel L=%d C=%d NH=%d F=%d V=%d positions=%d "
-           "-> %s; %s\n", c->path, (long long)c->meta.iteration, c->cfg.num_layers,
+    printf("exported %s (iteration %lld): %s L=%d C=%d NH=%d F=%d V=%d positions=%d "
+           "-> %s; %s\n", c->path, (long long)c->meta.iteration,
+           llama ? "LlamaForCausalLM" : "GPT2LMHeadModel", c->cfg.num_layers,
            c->cfg.hidden_size, c->cfg.num_heads, c->cfg.ffn_hidden_size, c->cfg.vocab_size,
            c->cfg.max_position_embeddings, output, tok_note);
     tok_free(tok);

@@ -1,10 +1,12 @@
-// megac/cmd_import.c: `megac import`: a Hugging Face GPT2LMHeadModel folder as a megac
+// megac/cmd_import.c: `megac import`: a Hugging Face GPT2LMHeadModel or LlamaForCausalLM
+// folder as a megac
 // checkpoint at iteration 0 with fresh (zero) AdamW state, which `megac train --load`
 // continues at any layout.
 #include "commands.h"
 #include "core/args.h"
 #include "core/check.h"  // defines: core_usage_error
 #include "hf/hf_gpt2.h"
+#include "hf/hf_llama.h"
 #include "hf/hf_tokenizer.h"
 
 #include <stdio.h>
@@ -36,7 +38,10 @@ int cmd_import(int argc, char **argv) {
     if (seq < 0 || global_batch < 1) core_usage_error("--seq-length must be >= 0 and --global-batch-size >= 1");
     char err[2048];
     GPTConfig cfg;
-    if (hf_gpt2_read_config(hf, &cfg, err, sizeof err) != 0) core_usage_error("%s", err);
+    int llama = hf_llama_is_config(hf);  // model_type llama, else GPT-2's reader (or its refusal)
+    if ((llama ? hf_llama_read_config(hf, &cfg, err, sizeof err)
+               : hf_gpt2_read_config(hf, &cfg, err, sizeof err)) != 0)
+        core_usage_error("%s", err);
     cfg.seq_length = seq ? seq : cfg.max_position_embeddings;
     char cerr[512];
     if (gpt_config_check(&cfg, 1, 1, cerr, sizeof cerr) != 0)
@@ -50,7 +55,9 @@ int cmd_import(int argc, char **argv) {
                              cfg.vocab_size);
     }
     HfCkpt *c = hf_ckpt_new(&cfg);
-    if (hf_gpt2_read_weights(hf, c, err, sizeof err) != 0) core_usage_error("%s", err);
+    if ((llama ? hf_llama_read_weights(hf, c, err, sizeof err)
+               : hf_gpt2_read_weights(hf, c, err, sizeof err)) != 0)
+        core_usage_error("%s", err);
     const char *tok_note = tok ? "tokenizer stored" : "tokenizer.json imported";
     if (!tok) {  // the folder's own tokenizer.json, when it is in megac's id layout
         char path[4200];
@@ -71,8 +78,9 @@ int cmd_import(int argc, char **argv) {
         snprintf(path, sizeof path, "%s/%s", output, HF_TOK_CKPT_FILE);
         if (tok_save(tok, path, err, sizeof err) != 0) core_usage_error("%s", err);
     }
-    printf("imported %s: GPT-2 L=%d C=%d NH=%d F=%d V=%d positions=%d -> %s (iteration 0, "
-           "seq-length %d, global-batch-size %d); %s\n", hf, cfg.num_layers, cfg.hidden_size,
+    printf("imported %s: %s L=%d C=%d NH=%d F=%d V=%d positions=%d -> %s (iteration 0, "
+           "seq-length %d, global-batch-size %d); %s\n", hf, llama ? "Llama" : "GPT-2",
+           cfg.num_layers, cfg.hidden_size,
            cfg.num_heads, cfg.ffn_hidden_size, cfg.vocab_size, cfg.max_position_embeddings, output,
            cfg.seq_length, global_batch, tok_note);
     tok_free(tok);

@@ -5,6 +5,7 @@
 #include "core/args.h"
 #include "core/check.h"
 #include "model/gpt_flags.h"
+#include "optim/optimizer.h"
 #include "plan/plan_calibrate.h"
 #include "plan/plan_print.h"
 
@@ -23,7 +24,7 @@ static const char *USAGE =
 
 typedef struct {
     int world, gpus_per_node, json, top, threads;
-    const char *hardware, *schedule, *device, *calibrate;
+    const char *hardware, *schedule, *device, *calibrate, *sharding;
     int sp_on, sp_off, zero_on, zero_off, bf16, fp16, no_tf32;
 } PlanFlags;
 
@@ -102,7 +103,7 @@ int cmd_plan(int argc, char **argv) {
     GPTFlagText mt;
     gpt_flags_init(m, &mt);  // megac train's defaults, and GPT-2's vocabulary
     m->vocab_size = 50257;
-    PlanFilter f = {0, 0, 0, -1, -1, -1};
+    PlanFilter f = {0, 0, 0, -1, -1, -1, 0};
     PlanFlags pf = {.top = 20, .hardware = "h100", .schedule = "", .device = "cuda"};
     const ArgSpec own[] = {
         {"--world-size", ARG_INT, &s.world_size, "ranks (GPUs) to lay out"},
@@ -120,6 +121,7 @@ int cmd_plan(int argc, char **argv) {
         {"--no-sequence-parallel", ARG_BOOL, &pf.sp_off, "only layouts without it"},
         {"--use-distributed-optimizer", ARG_BOOL, &pf.zero_on, "only ZeRO-1 layouts"},
         {"--no-distributed-optimizer", ARG_BOOL, &pf.zero_off, "only plain DDP layouts"},
+        {"--data-parallel-sharding-strategy", ARG_STR, &pf.sharding, "only these layouts: no_shard | optim | optim_grads (ZeRO-2) | optim_grads_params (ZeRO-3)"},
         {"--ddp-bucket-size", ARG_I64, &s.ddp_bucket_size, "gradient elements per DP reduction bucket (0: one)"},
         {"--device", ARG_STR, &pf.device, "cuda (default) | cpu (fp32 GEMMs)"},
         {"--no-tf32", ARG_BOOL, &pf.no_tf32, "fp32 GEMMs instead of TF32 tensor cores"},
@@ -139,6 +141,17 @@ int cmd_plan(int argc, char **argv) {
     f.gpipe = *pf.schedule ? !strcmp(pf.schedule, "gpipe") : -1;
     f.sp = switch_of(pf.sp_on, pf.sp_off, "--sequence-parallel", "--no-sequence-parallel");
     f.zero1 = switch_of(pf.zero_on, pf.zero_off, "--use-distributed-optimizer", "--no-distributed-optimizer");
+    if (pf.sharding) {  // train's names; a level fixes the DP > 1 layouts to it
+        int z = optim_sharding_parse(pf.sharding);
+        if (z < 0)
+            core_usage_error("--data-parallel-sharding-strategy must be no_shard, optim, optim_grads or "
+                             "optim_grads_params, got '%s'", pf.sharding);
+        if (f.zero1 >= 0 && f.zero1 != (z > 0))
+            core_usage_error("--%s-distributed-optimizer contradicts --data-parallel-sharding-strategy %s",
+                             f.zero1 ? "use" : "no", pf.sharding);
+        f.zero1 = z > 0;
+        f.zero = z >= 2 ? z : 0;  // OptimSharding: 2 optim_grads, 3 optim_grads_params
+    }
     s.precision = precision_of(&pf);
     PlanHardware hw;
     load_hardware(&pf, &hw);

@@ -5,9 +5,11 @@
 //   res2 = x + y Wproj^T (row, all-reduce) ; ln2 = LN(res2) ; h = ln2 Wfc^T (column) ;
 //   res3 = res2 + gelu(h) Wfcproj^T (row, all-reduce)
 // Last stage: lnf = LN(x); logits = lnf wte^T (column over the vocabulary); vocab-parallel
-// cross-entropy.
+// cross-entropy. Llama-style (gpt_block.c): RMSNorm for LN, rotary positions and grouped-
+// query heads between the QKV linear and attention, SwiGLU for GELU, no biases.
 #include "gpt.h"
 #include "core/check.h"
+#include "gpt_block.h"  // defines: the norm, QKV and MLP of GPT-2 or Llama-style blocks
 #include "layers/tp_linear.h"
 
 #include <stdlib.h>
@@ -62,15 +64,13 @@ static void hook(GPT *m, GPTHookEvent ev, int unit) {
 static void block_forward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTLayerActs *a, const void *x) {
     Backend *be = m->be;
     int N = m->N, Ns = m->N_sp, C = m->cfg.hidden_size;
-    be->ops->layernorm_forward(be, a->ln1, a->ln1_mean, a->ln1_rstd, x, w->ln1w, w->ln1b, Ns, C);
-    tp_column_linear_forward(be, tp, a->qkv, a->ln1, w->qkvw, w->qkvb, N, C, 3 * m->C_tp);
+    gpt_norm_forward(m, a->ln1, a->ln1_mean, a->ln1_rstd, x, w->ln1w, w->ln1b, Ns);
+    gpt_qkv_forward(m, tp, w, a);  // qkv (N, 3*C/tp)
     attention_forward(m, a);
     tp_row_linear_forward(be, tp, a->res2, a->atty, w->projw, w->projb, N, m->C_tp, C);
-    be->ops->residual_layernorm_forward(be, a->res2, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, x,
-                                        w->ln2w, w->ln2b, Ns, C);  // res2 += x; ln2 = LN(res2)
-    tp_column_linear_gelu_forward(be, tp, a->fch_gelu, a->fch, a->ln2, w->fcw, w->fcb, N, C,
-                                  m->F_tp);  // fch = ln2 Wfc^T + b; fch_gelu = gelu(fch)
-    tp_row_linear_forward(be, tp, a->res3, a->fch_gelu, w->fcprojw, w->fcprojb, N, m->F_tp, C);
+    gpt_residual_norm_forward(m, a->res2, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, x, w->ln2w,
+                              w->ln2b, Ns);  // res2 += x; ln2 = LN(res2)
+    gpt_mlp_forward(m, tp, w, a);  // res3 = MLP(ln2)
     be->ops->add(be, a->res3, a->res3, a->res2, (size_t)Ns * C);
 }
 
@@ -81,21 +81,18 @@ static void block_backward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTBlockW *g
     int N = m->N, Ns = m->N_sp, C = m->cfg.hidden_size;
     void *dres = m->s.dres, *dln = m->s.dln;
     // MLP branch
-    tp_row_linear_dgelu_backward(be, tp, m->s.dfch, g->fcprojw, g->fcprojb, dres, a->fch_gelu,
-                                 w->fcprojw, a->fch, N, m->F_tp, C);  // through the GELU too
-    tp_column_linear_backward(be, tp, dln, g->fcw, g->fcb, m->s.dfch, a->ln2, w->fcw, N, C, m->F_tp);
-    be->ops->layernorm_backward(be, dres, g->ln2w, g->ln2b, dln, a->res2, w->ln2w, a->ln2_mean,
-                                a->ln2_rstd, Ns, C);  // dres += : now d(res2)
+    gpt_mlp_backward(m, tp, w, g, a, dres, dln);
+    gpt_norm_backward(m, dres, g->ln2w, g->ln2b, dln, a->res2, w->ln2w, a->ln2_mean, a->ln2_rstd,
+                      Ns);  // dres += : now d(res2)
     // attention branch
     tp_row_linear_backward(be, tp, m->s.datty, g->projw, g->projb, dres, a->atty, w->projw, N,
                            m->C_tp, C);
     if (m->cfg.recompute == GPT_RECOMPUTE_SELECTIVE && !m->cfg.use_flash_attn)
         attention_forward(m, a);  // the probabilities again (same bits)
     attention_backward(m, a);
-    tp_column_linear_backward(be, tp, dln, g->qkvw, g->qkvb, m->s.dqkv, a->ln1, w->qkvw, N, C,
-                              3 * m->C_tp);
-    be->ops->layernorm_backward(be, dres, g->ln1w, g->ln1b, dln, x, w->ln1w, a->ln1_mean,
-                                a->ln1_rstd, Ns, C);  // dres += : now d(x)
+    gpt_qkv_backward(m, tp, w, g, a, dln);
+    gpt_norm_backward(m, dres, g->ln1w, g->ln1b, dln, x, w->ln1w, a->ln1_mean, a->ln1_rstd,
+                      Ns);  // dres += : now d(x)
 }
 
 void gpt_forward(GPT *m, Comm *tp_comm, int slot, const int *tokens, const int *targets) {
@@ -117,7 +114,7 @@ void gpt_forward(GPT *m, Comm *tp_comm, int slot, const int *tokens, const int *
     }
     if (m->last) {
         be->ops->copy(be, a->targets, targets, (size_t)N * sizeof(int), BACKEND_H2D);
-        be->ops->layernorm_forward(be, a->lnf, a->lnf_mean, a->lnf_rstd, x, m->w.lnfw, m->w.lnfb, Ns, C);
+        gpt_norm_forward(m, a->lnf, a->lnf_mean, a->lnf_rstd, x, m->w.lnfw, m->w.lnfb, Ns);
         tp_column_linear_forward(be, tp, a->logits, a->lnf, m->w.out ? m->w.out : m->w.wte, NULL, N, C,
                                  m->vocab.V_tp);
         tp_vocab_xent_forward(be, tp, &m->vocab, &a->xent, a->logits, a->targets, N);
@@ -155,8 +152,8 @@ void gpt_backward(GPT *m, Comm *tp_comm, int slot, const void *dout, float loss_
                                   m->w.out ? m->w.out : m->w.wte,
                                   N, C, m->vocab.V_tp);
         be->ops->zero(be, m->s.dres, NC_bytes);
-        be->ops->layernorm_backward(be, m->s.dres, m->g.lnfw, m->g.lnfb, m->s.dln, x, m->w.lnfw,
-                                    a->lnf_mean, a->lnf_rstd, Ns, C);
+        gpt_norm_backward(m, m->s.dres, m->g.lnfw, m->g.lnfb, m->s.dln, x, m->w.lnfw, a->lnf_mean,
+                          a->lnf_rstd, Ns);
     } else {
         be->ops->copy(be, m->s.dres, dout, NC_bytes, BACKEND_D2D);
     }

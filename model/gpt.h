@@ -48,7 +48,8 @@ typedef struct {
     void *res2;                        // (Ns, C) after the attention residual
     void *ln2;                         // (Ns, C)
     float *ln2_mean, *ln2_rstd;        // (Ns), (Ns)
-    void *fch, *fch_gelu;              // (N, F/tp)
+    void *fch, *fch_gelu;              // (N, F/tp), or with --swiglu (N, 2*F/tp) [gate | up]
+                                       // and (N, F/tp) silu(gate) * up
     void *res3;                        // (Ns, C) block output
 } GPTLayerActs;
 
@@ -84,6 +85,11 @@ typedef struct {
     int sp;                            // sequence parallelism on
     int N_sp;                          // rows of the residual stream here: N/tp with SP, else N
     int C_tp, NH_tp, F_tp;             // tensor-parallel local sizes
+    int G_tp, hs, rot;                 // local kv heads, head size, rotated channels (0: no rope)
+    int QKV_tp;                        // rows of the local QKV weight: (NH/tp + 2 G/tp) * hs
+    int remap_qkv;                     // rope or grouped-query: the QKV output goes through
+                                       // rope_gqa_forward into attention's layout
+    int block_param0, block_nparams;   // the table's first block tensor and tensors per block
     int Vp;                            // padded vocabulary
     TPVocab vocab;
     ParamInfo *params;                 // (n_params) table; offsets into the flat buffers
@@ -110,6 +116,10 @@ typedef struct {
                                        // (B, NH/tp, T) with use_flash_attn
         void *datty;                   // (N, C/tp)
         void *dfch;                    // (N, F/tp) gradient of the MLP's pre-activation
+                                       // ((N, 2*F/tp) with --swiglu)
+        void *dact;                    // (N, F/tp) --swiglu: gradient of silu(gate) * up
+        void *qkv_in;                  // (N, QKV_tp) with remap_qkv: the QKV linear's output
+                                       // (forward) or its gradient (backward); else NULL
         float *dscale;                 // (N) loss gradient per token
         void *att;                     // (B, NH/tp, T, T) selective recomputation: the
                                        // probabilities, shared by all slots (else NULL)
@@ -168,9 +178,10 @@ void gpt_sync_sequence_parallel_grads(GPT *m, Comm *tp);
 // buffers; make_views uses it with origin 0). Never fails.
 void gpt_point_layer_views(const GPT *m, GPTBlockW *b, int l, void *mem, size_t origin, size_t esize);
 
-// Frees the flat gradient buffer (grads) and/or the flat parameter buffer (params; fp32
-// only) once a ZeRO-2/3 optimizer holds their shards; the views then point wherever the
-// optimizer sets them. The pointers become NULL. Never fails.
+// Frees the flat gradient buffer (grads) and/or the flat parameter buffers (params: the fp32
+// masters and their be->act copies) once a ZeRO-2/3 optimizer holds their shards; the views
+// then point wherever the optimizer sets them. The pointers become NULL (then
+// gpt_refresh_weight_copies is a no-op). Never fails.
 void gpt_release_flat_buffers(GPT *m, int grads, int params);
 
 // Sets all parameter gradients to zero (no-op once the gradient buffer is released). Never fails.

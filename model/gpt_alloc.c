@@ -39,7 +39,7 @@ static void carve_layer(GPT *m, Carver *cv, GPTLayerActs *L) {
     L->ln2 = CARVE_A(cv, Ns * C);
     L->ln2_mean = CARVE_F(cv, Ns);
     L->ln2_rstd = CARVE_F(cv, Ns);
-    L->fch = CARVE_A(cv, N * m->F_tp);
+    L->fch = CARVE_A(cv, N * (m->cfg.swiglu ? 2 : 1) * m->F_tp);
     L->fch_gelu = CARVE_A(cv, N * m->F_tp);
     L->res3 = CARVE_A(cv, Ns * C);
 }
@@ -80,7 +80,9 @@ static void carve_scratch(GPT *m, Carver *cv) {
     size_t rows = (size_t)m->B * m->NH_tp * m->T;  // attention rows (b, h, t)
     m->s.datt = CARVE_F(cv, m->cfg.use_flash_attn ? rows : rows * m->T);
     m->s.datty = CARVE_A(cv, N * m->C_tp);
-    m->s.dfch = CARVE_A(cv, N * m->F_tp);
+    m->s.dfch = CARVE_A(cv, N * (m->cfg.swiglu ? 2 : 1) * m->F_tp);
+    m->s.dact = m->cfg.swiglu ? CARVE_A(cv, N * m->F_tp) : NULL;
+    m->s.qkv_in = m->remap_qkv ? CARVE_A(cv, N * m->QKV_tp) : NULL;
     m->s.dscale = CARVE_F(cv, N);
     if (m->sp) {
         m->s.sp_gather = CARVE_A(cv, N * C);
@@ -106,10 +108,18 @@ int gpt_layer_recomputed(const GPT *m, int l, int *first, int *last) {
 static void *at(void *mem, size_t off, size_t esize) { return (char *)mem + off * esize; }
 
 void gpt_point_layer_views(const GPT *m, GPTBlockW *b, int l, void *mem, size_t origin, size_t esize) {
-    const ParamInfo *t = &m->params[(m->first ? 2 : 0) + 12 * l];  // the block's 12 tensors
+    const ParamInfo *t = &m->params[m->block_param0 + m->block_nparams * l];  // the block's tensors
+    static const char *const SUFFIX[12] = {".ln1.weight", ".ln1.bias", ".qkv.weight", ".qkv.bias",
+                                           ".attn.proj.weight", ".attn.proj.bias", ".ln2.weight",
+                                           ".ln2.bias", ".fc.weight", ".fc.bias", ".mlp.proj.weight",
+                                           ".mlp.proj.bias"};
     void **v[12] = {&b->ln1w, &b->ln1b, &b->qkvw, &b->qkvb, &b->projw, &b->projb,
                     &b->ln2w, &b->ln2b, &b->fcw, &b->fcb, &b->fcprojw, &b->fcprojb};
-    for (int i = 0; i < 12; i++) *v[i] = at(mem, t[i].offset - origin, esize);
+    for (int i = 0, k = 0; i < 12; i++) {  // absent tensors (no biases): NULL views
+        size_t nl = k < m->block_nparams ? strlen(t[k].name) : 0, ns = strlen(SUFFIX[i]);
+        int here = nl > ns && !strcmp(t[k].name + nl - ns, SUFFIX[i]);
+        *v[i] = here ? at(mem, t[k++].offset - origin, esize) : NULL;
+    }
 }
 
 // Points the views of `w` into `mem`, whose elements are `esize` bytes, following the
@@ -118,11 +128,12 @@ static void make_views(GPT *m, GPTWeights *w, void *mem, size_t esize) {
     for (int i = 0; i < m->n_params; i++)
         if (!strcmp(m->params[i].name, "wte")) w->wte = at(mem, m->params[i].offset, esize);
         else if (!strcmp(m->params[i].name, "output_layer")) w->out = at(mem, m->params[i].offset, esize);
-    if (m->first) w->wpe = at(mem, m->params[gpt_param_index(m, "wpe")].offset, esize);
+    if (m->first && !m->cfg.rope) w->wpe = at(mem, m->params[gpt_param_index(m, "wpe")].offset, esize);
     for (int l = 0; l < m->n_layers; l++) gpt_point_layer_views(m, &w->blocks[l], l, mem, 0, esize);
     if (m->last) {
         w->lnfw = at(mem, m->params[gpt_param_index(m, "final_ln.weight")].offset, esize);
-        w->lnfb = at(mem, m->params[gpt_param_index(m, "final_ln.bias")].offset, esize);
+        int b = gpt_param_index(m, "final_ln.bias");  // none with RMSNorm
+        w->lnfb = b >= 0 ? at(mem, m->params[b].offset, esize) : NULL;
     }
 }
 
@@ -156,6 +167,21 @@ GPT *gpt_create(const GPTConfig *cfg, Backend *be, int tp, int tp_rank, int pp, 
     m->C_tp = cfg->hidden_size / tp;
     m->NH_tp = cfg->num_heads / tp;
     m->F_tp = cfg->ffn_hidden_size / tp;
+    m->hs = cfg->hidden_size / cfg->num_heads;
+    m->G_tp = gpt_kv_heads(cfg) / tp;
+    m->rot = gpt_rotary_dim(cfg);
+    m->QKV_tp = (m->NH_tp + 2 * m->G_tp) * m->hs;
+    m->remap_qkv = cfg->rope || m->G_tp != m->NH_tp;
+    m->block_param0 = m->first ? (cfg->rope ? 1 : 2) : 0;  // after wte (and wpe)
+    m->block_nparams = gpt_block_tensor_count(cfg);
+    const BackendOps *o = be->ops;
+    const char *missing = cfg->rmsnorm && !o->rmsnorm_forward ? "--normalization RMSNorm"
+                        : cfg->swiglu && !o->swiglu_forward ? "--swiglu"
+                        : m->remap_qkv && !o->rope_gqa_forward ? "rope / --group-query-attention"
+                        : NULL;
+    if (missing)  // the CUDA backend has no Llama-style ops (yet)
+        core_usage_error("%s is not implemented on the %s backend: use --device cpu", missing,
+                         be->kind == BACKEND_CUDA ? "cuda" : "this");
     m->Vp = gpt_padded_vocab(cfg, tp);
     m->vocab = tp_vocab_split(cfg->vocab_size, m->Vp, tp, tp_rank);
     m->params = gpt_params_build(cfg, tp, m->Vp, m->layer0, m->n_layers, m->first, m->last,
@@ -244,7 +270,8 @@ void gpt_release_flat_buffers(GPT *m, int grads, int params) {
         m->be->ops->free(m->be, m->grad_mem);
         m->grad_mem = NULL;
     }
-    if (params && m->param_copy == (void *)m->param_mem) {  // fp32: the ops read param_mem
+    if (params) {  // fp32: the ops read param_mem; bf16/fp16: the copies go too
+        if (m->param_copy != (void *)m->param_mem) m->be->ops->free(m->be, m->param_copy);
         m->be->ops->free(m->be, m->param_mem);
         m->param_mem = NULL;
         m->param_copy = NULL;
@@ -252,6 +279,6 @@ void gpt_release_flat_buffers(GPT *m, int grads, int params) {
 }
 
 void gpt_refresh_weight_copies(GPT *m) {
-    if (m->be->act == BACKEND_F32) return;
+    if (m->be->act == BACKEND_F32 || !m->param_mem) return;  // ZeRO-3: gathered per layer
     m->be->ops->cast(m->be, m->param_copy, m->be->act, m->param_mem, BACKEND_F32, m->n_alloc);
 }

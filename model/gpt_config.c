@@ -26,10 +26,27 @@ int gpt_config_check(const GPTConfig *c, int tp, int pp, char *err, size_t n) {
                  c->max_position_embeddings);
         return -1;
     }
+    int G = gpt_kv_heads(c), hs = c->hidden_size / c->num_heads, rot = gpt_rotary_dim(c);
+    if (G <= 0 || c->num_heads % G) {
+        snprintf(err, n, "num-query-groups %d must be positive and divide num-attention-heads %d",
+                 G, c->num_heads);
+        return -1;
+    }
+    if (c->rope && (rot < 2 || rot % 2 || rot > hs || hs > 4096 || c->rotary_base <= 0)) {
+        snprintf(err, n, "rope: rotary-percent %g of the head size %d gives %d channels, which must "
+                 "be even, >= 2 and <= the head size (<= 4096); rotary-base %g must be > 0",
+                 c->rotary_percent, hs, rot, c->rotary_base);
+        return -1;
+    }
     if (c->num_heads % tp || c->hidden_size % tp || c->ffn_hidden_size % tp) {
         snprintf(err, n, "tensor-model-parallel-size %d must divide num-attention-heads %d, "
                  "hidden-size %d and ffn-hidden-size %d", tp, c->num_heads, c->hidden_size,
                  c->ffn_hidden_size);
+        return -1;
+    }
+    if (G % tp) {
+        snprintf(err, n, "tensor-model-parallel-size %d must divide num-query-groups %d (each rank "
+                 "holds whole key/value groups)", tp, G);
         return -1;
     }
     if (c->recompute == GPT_RECOMPUTE_FULL && c->recompute_num_layers < 1) {
@@ -78,10 +95,27 @@ void gpt_stage_layers(const GPTConfig *c, int pp, int stage, int *layer0, int *n
 // layer and token: QKV 6C^2 + projection 2C^2 + MLP 4CF + QK^T and AV 4TC; the output layer
 // 2 C Vp per token once. So FLOPs = 12 B T L C^2 (2 + T/C + F/C + Vp/(2 L C)),
 // which for F = 4C is Megatron's 72 B T L C^2 (1 + T/(6C) + Vp/(12 L C)).
+// Grouped-query attention: the QKV GEMM has (NH + 2G) hs = C (1 + 2G/NH) rows, so its
+// 6C^2 becomes 2C^2 (1 + 2G/NH); SwiGLU: fc has 2F rows, so the MLP's 4CF becomes 6CF.
 double gpt_flops_per_iteration(const GPTConfig *c, int padded_vocab, long long samples) {
     double C = c->hidden_size, T = c->seq_length, L = c->num_layers;
-    double attention = 2.0 + T / C;
-    double mlp = (double)c->ffn_hidden_size / C;
+    double qkv = (1.0 + 2.0 * gpt_kv_heads(c) / c->num_heads) / 3.0;  // 1 without GQA
+    double attention = 1.5 * qkv + 0.5 + T / C;
+    double mlp = (double)c->ffn_hidden_size / C * (c->swiglu ? 1.5 : 1.0);
     double logits = padded_vocab / (2.0 * L * C);
     return 12.0 * (double)samples * T * L * C * C * (attention + mlp + logits);
+}
+
+int gpt_kv_heads(const GPTConfig *c) {
+    return c->num_query_groups > 0 ? c->num_query_groups : c->num_heads;
+}
+
+int gpt_rotary_dim(const GPTConfig *c) {
+    if (!c->rope || c->num_heads <= 0) return 0;
+    return (int)(c->hidden_size / c->num_heads * c->rotary_percent);
+}
+
+int gpt_is_llama_style(const GPTConfig *c) {
+    return c->rmsnorm || c->swiglu || c->rope || c->disable_bias_linear ||
+           gpt_kv_heads(c) != c->num_heads;
 }

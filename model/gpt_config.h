@@ -26,7 +26,23 @@ typedef struct {
     double init_method_std;       // --init-method-std (0: Megatron's 0.02)
     int untie_embeddings;         // --untie-embeddings-and-output-weights: the output layer has
                                   // its own (V, C) weight ("output_layer") instead of wte's
+    // Llama-style architecture (Megatron's flags; all 0 for GPT-2):
+    int rmsnorm;                  // --normalization RMSNorm: weight only, no bias (eps 1e-5)
+    int swiglu;                   // --swiglu: fc has 2F rows [gate; up], act silu(gate) * up
+    int rope;                     // --position-embedding-type rope: no position table
+    double rotary_base;           // --rotary-base (10000)
+    double rotary_percent;        // --rotary-percent (1.0): rotated share of each head
+    int num_query_groups;         // G kv heads (--group-query-attention --num-query-groups);
+                                  // 0 or NH: multi-head attention
+    int disable_bias_linear;      // --disable-bias-linear: no linear biases
 } GPTConfig;
+
+// Key/value heads G: num_query_groups, or NH when 0. Pure.
+int gpt_kv_heads(const GPTConfig *c);
+// Rotated channels of a head: int(hs * rotary_percent) with rope, else 0. Pure.
+int gpt_rotary_dim(const GPTConfig *c);
+// 1 if any Llama-style option is on (what GPT-2-only paths refuse). Pure.
+int gpt_is_llama_style(const GPTConfig *c);
 
 enum { GPT_RECOMPUTE_NONE = 0, GPT_RECOMPUTE_FULL = 1, GPT_RECOMPUTE_SELECTIVE = 2 };
 
@@ -45,5 +61,6 @@ int gpt_config_check(const GPTConfig *c, int tp, int pp, char *err, size_t errle
 void gpt_stage_layers(const GPTConfig *c, int pp, int stage, int *layer0, int *n);
 
 // Megatron-LM's FLOPs per iteration (forward + backward, no recomputation) for `samples`
-// sequences: 12 B T L C^2 (2 + T/C + F/C + Vp/(2LC)), see gpt_config.c. Pure.
+// sequences: 12 B T L C^2 (2 + T/C + F/C + Vp/(2LC)), see gpt_config.c; with grouped-query
+// attention the QKV term shrinks to (1 + 2G/NH)/3 of it, with SwiGLU the MLP term is 3F/(2C). Pure.
 double gpt_flops_per_iteration(const GPTConfig *c, int padded_vocab, long long samples);

@@ -10,7 +10,9 @@ void gpt_flags_init(GPTConfig *m, GPTFlagText *t) {
     *m = (GPTConfig){.num_layers = 4, .hidden_size = 128, .num_heads = 4, .ffn_hidden_size = 0,
                      .seq_length = 128, .max_position_embeddings = 0, .vocab_size = 0,
                      .vocab_divisible_by = 128, .recompute_num_layers = 1};
-    *t = (GPTFlagText){NULL, "uniform", 0};
+    m->rotary_base = 10000.0;  // Megatron's defaults
+    m->rotary_percent = 1.0;
+    *t = (GPTFlagText){NULL, "uniform", 0, "LayerNorm", "learned_absolute", 0, 1};
 }
 
 int gpt_flags_specs(ArgSpec *specs, GPTConfig *m, GPTFlagText *t) {
@@ -31,6 +33,14 @@ int gpt_flags_specs(ArgSpec *specs, GPTConfig *m, GPTFlagText *t) {
         {"--recompute-method", ARG_STR, &t->recompute_method, "full: uniform (chunks of --recompute-num-layers) | block (the first --recompute-num-layers layers of each stage)"},
         {"--recompute-num-layers", ARG_INT, &m->recompute_num_layers, "full: layers per chunk (uniform) or recomputed layers per stage (block)"},
         {"--recompute-activations", ARG_BOOL, &t->recompute_activations, "the same as --recompute-granularity selective"},
+        {"--normalization", ARG_STR, &t->normalization, "LayerNorm (default) | RMSNorm (weight only, eps 1e-5)"},
+        {"--swiglu", ARG_BOOL, &m->swiglu, "SwiGLU MLP: fc gives [gate; up] (2 F rows), silu(gate) * up; default F = int(4 C 2/3) rounded down to a multiple of 64 (Megatron's)"},
+        {"--position-embedding-type", ARG_STR, &t->position_embedding, "learned_absolute (default) | rope (rotary on q and k, no position table)"},
+        {"--rotary-base", ARG_FLOAT, &m->rotary_base, "rope: base of the rotary frequencies (10000)"},
+        {"--rotary-percent", ARG_FLOAT, &m->rotary_percent, "rope: share of each head's channels rotated (1.0)"},
+        {"--group-query-attention", ARG_BOOL, &t->group_query_attention, "grouped-query attention: --num-query-groups key/value heads, each shared by NH/G query heads"},
+        {"--num-query-groups", ARG_INT, &t->num_query_groups, "with --group-query-attention: key/value heads G (1); TP must divide G"},
+        {"--disable-bias-linear", ARG_BOOL, &m->disable_bias_linear, "no biases in the linear layers (QKV, projections, MLP)"},
     };
     memcpy(specs, table, sizeof table);
     return GPT_FLAGS_N;
@@ -40,7 +50,25 @@ void gpt_flags_finish(GPTConfig *m, const GPTFlagText *t) {
     if (m->ffn_hidden_size == 0 && m->hidden_size > INT32_MAX / 4)
         core_usage_error("--hidden-size %d is too large: the default --ffn-hidden-size (4 x hidden "
                          "= %lld) does not fit a 32-bit size", m->hidden_size, 4LL * m->hidden_size);
+    if (m->ffn_hidden_size == 0 && m->swiglu) {  // Megatron: int(4 C 2/3 / 64) * 64
+        m->ffn_hidden_size = (int)(4.0 * m->hidden_size * 2.0 / 3.0 / 64.0) * 64;
+        if (m->ffn_hidden_size == 0)
+            core_usage_error("--swiglu: the default --ffn-hidden-size int(4 x %d x 2/3) rounded down "
+                             "to a multiple of 64 is 0; give --ffn-hidden-size", m->hidden_size);
+    }
     if (m->ffn_hidden_size == 0) m->ffn_hidden_size = 4 * m->hidden_size;
+    const char *norm = t->normalization, *pos = t->position_embedding;
+    if (strcmp(norm, "LayerNorm") && strcmp(norm, "RMSNorm"))
+        core_usage_error("--normalization must be LayerNorm or RMSNorm, got '%s'", norm);
+    if (strcmp(pos, "learned_absolute") && strcmp(pos, "rope"))
+        core_usage_error("--position-embedding-type must be learned_absolute or rope, got '%s'", pos);
+    m->rmsnorm = !strcmp(norm, "RMSNorm");
+    m->rope = !strcmp(pos, "rope");
+    if (t->group_query_attention && t->num_query_groups < 1)
+        core_usage_error("--num-query-groups must be >= 1, got %d", t->num_query_groups);
+    m->num_query_groups = t->group_query_attention ? t->num_query_groups : 0;
+    if (m->rope && !(m->rotary_percent > 0.0 && m->rotary_percent <= 1.0))
+        core_usage_error("--rotary-percent must be in (0, 1], got %g", m->rotary_percent);
     if (m->max_position_embeddings == 0) m->max_position_embeddings = m->seq_length;
     const char *gran = t->recompute_granularity, *method = t->recompute_method;
     if (gran && strcmp(gran, "full") && strcmp(gran, "selective"))

@@ -10,9 +10,13 @@ typedef struct {
     const char *recompute_granularity;  // --recompute-granularity: NULL, "full", "selective"
     const char *recompute_method;       // --recompute-method: "uniform" (default), "block"
     int recompute_activations;          // --recompute-activations (= selective)
+    const char *normalization;          // --normalization: "LayerNorm" (default), "RMSNorm"
+    const char *position_embedding;     // --position-embedding-type: "learned_absolute", "rope"
+    int group_query_attention;          // --group-query-attention
+    int num_query_groups;               // --num-query-groups (1, read with the flag above)
 } GPTFlagText;
 
-enum { GPT_FLAGS_N = 16 };  // entries gpt_flags_specs writes
+enum { GPT_FLAGS_N = 24 };  // entries gpt_flags_specs writes
 
 // Sets megac train's model defaults in *m (L=4, C=128, NH=4, T=128, vocab padded to a
 // multiple of 128, F and the position table derived later) and *t. Pure.
@@ -23,7 +27,9 @@ void gpt_flags_init(GPTConfig *m, GPTFlagText *t);
 // GPT_FLAGS_N. Pure.
 int gpt_flags_specs(ArgSpec *specs, GPTConfig *m, GPTFlagText *t);
 
-// After parsing: F = 4 C and max positions = T when left at 0, the recomputation fields
-// from the text. Bad values (an unknown granularity or method, contradicting flags,
-// --recompute-num-layers < 1 with full, a default F that overflows): one line, exit 2.
+// After parsing: F = 4 C (with --swiglu Megatron's int(4 C 2/3) rounded down to a multiple
+// of 64) and max positions = T when left at 0, the recomputation and Llama-style fields from
+// the text. Bad values (an unknown granularity, method, normalization or position type,
+// contradicting flags, --recompute-num-layers < 1 with full, a default F that overflows or
+// is 0): one line, exit 2.
 void gpt_flags_finish(GPTConfig *m, const GPTFlagText *t);

@@ -9,7 +9,8 @@
 
 // Per-block parameters, in the order they are laid out in the flat buffer.
 // Dimensions are symbolic: resolved against the config in dim().
-typedef enum { D1, DC, D3C, DF } Dim;
+typedef enum { D1, DC, DQKV, DFC, DF } Dim;
+typedef enum { ALWAYS, NORM_BIAS, LINEAR_BIAS } Presence;  // when a tensor exists
 typedef struct {
     const char *name;
     Dim rows, cols;
@@ -17,41 +18,68 @@ typedef struct {
     InitKind init;
     int wd;
     int norm;  // LayerNorm parameter
+    Presence present;
 } BlockSpec;
 
 static const BlockSpec BLOCK[] = {
-    {"ln1.weight", DC, D1, SHARD_NONE, INIT_ONE, 0, 1},
-    {"ln1.bias", DC, D1, SHARD_NONE, INIT_ZERO, 0, 1},
-    {"attn.qkv.weight", D3C, DC, SHARD_QKV, INIT_NORMAL, 1, 0},
-    {"attn.qkv.bias", D3C, D1, SHARD_QKV, INIT_ZERO, 0, 0},
-    {"attn.proj.weight", DC, DC, SHARD_ROW, INIT_NORMAL_OUT, 1, 0},
-    {"attn.proj.bias", DC, D1, SHARD_NONE, INIT_ZERO, 0, 0},
-    {"ln2.weight", DC, D1, SHARD_NONE, INIT_ONE, 0, 1},
-    {"ln2.bias", DC, D1, SHARD_NONE, INIT_ZERO, 0, 1},
-    {"mlp.fc.weight", DF, DC, SHARD_COLUMN, INIT_NORMAL, 1, 0},
-    {"mlp.fc.bias", DF, D1, SHARD_COLUMN, INIT_ZERO, 0, 0},
-    {"mlp.proj.weight", DC, DF, SHARD_ROW, INIT_NORMAL_OUT, 1, 0},
-    {"mlp.proj.bias", DC, D1, SHARD_NONE, INIT_ZERO, 0, 0},
+    {"ln1.weight", DC, D1, SHARD_NONE, INIT_ONE, 0, 1, ALWAYS},
+    {"ln1.bias", DC, D1, SHARD_NONE, INIT_ZERO, 0, 1, NORM_BIAS},
+    {"attn.qkv.weight", DQKV, DC, SHARD_QKV, INIT_NORMAL, 1, 0, ALWAYS},
+    {"attn.qkv.bias", DQKV, D1, SHARD_QKV, INIT_ZERO, 0, 0, LINEAR_BIAS},
+    {"attn.proj.weight", DC, DC, SHARD_ROW, INIT_NORMAL_OUT, 1, 0, ALWAYS},
+    {"attn.proj.bias", DC, D1, SHARD_NONE, INIT_ZERO, 0, 0, LINEAR_BIAS},
+    {"ln2.weight", DC, D1, SHARD_NONE, INIT_ONE, 0, 1, ALWAYS},
+    {"ln2.bias", DC, D1, SHARD_NONE, INIT_ZERO, 0, 1, NORM_BIAS},
+    {"mlp.fc.weight", DFC, DC, SHARD_COLUMN, INIT_NORMAL, 1, 0, ALWAYS},
+    {"mlp.fc.bias", DFC, D1, SHARD_COLUMN, INIT_ZERO, 0, 0, LINEAR_BIAS},
+    {"mlp.proj.weight", DC, DF, SHARD_ROW, INIT_NORMAL_OUT, 1, 0, ALWAYS},
+    {"mlp.proj.bias", DC, D1, SHARD_NONE, INIT_ZERO, 0, 0, LINEAR_BIAS},
 };
 #define N_BLOCK (int)(sizeof BLOCK / sizeof BLOCK[0])
 
-// Tensor ids: 1..4 for the model-level tensors, 64 + 64*layer + slot for block tensors.
+// Tensor ids: 1..5 for the model-level tensors, 64 + 64*layer + slot for block tensors.
 enum { TID_WTE = 1, TID_WPE = 2, TID_LNF_W = 3, TID_LNF_B = 4, TID_OUTPUT = 5 };
 
+static int present(const BlockSpec *b, const GPTConfig *c) {
+    return b->present == ALWAYS || (b->present == NORM_BIAS && !c->rmsnorm) ||
+           (b->present == LINEAR_BIAS && !c->disable_bias_linear);
+}
+
+int gpt_block_tensor_count(const GPTConfig *c) {
+    int k = 0;
+    for (int s = 0; s < N_BLOCK; s++) k += present(&BLOCK[s], c);
+    return k;
+}
+
 static int dim(Dim d, const GPTConfig *c) {
+    int hs = c->hidden_size / c->num_heads;
     switch (d) {
     case D1: return 1;
     case DC: return c->hidden_size;
-    case D3C: return 3 * c->hidden_size;
+    case DQKV: return (c->num_heads + 2 * gpt_kv_heads(c)) * hs;
+    case DFC: return (c->swiglu ? 2 : 1) * c->ffn_hidden_size;
     case DF: return c->ffn_hidden_size;
     }
     return 0;
 }
 
+// The q, k, v sections of a QKV tensor, or gate and up of SwiGLU's fc (else shard as is).
+static void set_sections(ParamInfo *p, const GPTConfig *c) {
+    int hs = c->hidden_size / c->num_heads, G = gpt_kv_heads(c);
+    if (p->shard == SHARD_QKV) {
+        p->sections[0] = c->num_heads * hs;
+        p->sections[1] = p->sections[2] = G * hs;
+    } else if (p->shard == SHARD_COLUMN && c->swiglu && strstr(p->name, "mlp.fc.")) {
+        p->shard = SHARD_GLU;
+        p->sections[0] = p->sections[1] = c->ffn_hidden_size;
+    }
+}
+
 static void set_local_shape(ParamInfo *p, int tp, int padded_vocab) {
     p->local_rows = p->rows;
     p->local_cols = p->cols;
-    if (p->shard == SHARD_COLUMN || p->shard == SHARD_QKV) p->local_rows = p->rows / tp;
+    if (p->shard == SHARD_COLUMN || p->shard == SHARD_QKV || p->shard == SHARD_GLU)
+        p->local_rows = p->rows / tp;
     if (p->shard == SHARD_ROW) p->local_cols = p->cols / tp;
     if (p->shard == SHARD_VOCAB) p->local_rows = padded_vocab / tp;
     p->tp_replicated = (p->shard == SHARD_NONE);
@@ -79,21 +107,26 @@ ParamInfo *gpt_params_build(const GPTConfig *c, int tp, int padded_vocab, int la
     int k = 0, C = c->hidden_size;
     if (first_stage) {
         t[k++] = make("wte", TID_WTE, c->vocab_size, C, SHARD_VOCAB, INIT_NORMAL, 1);
-        t[k++] = make("wpe", TID_WPE, c->max_position_embeddings, C, SHARD_NONE, INIT_NORMAL, 1);
+        if (!c->rope)
+            t[k++] = make("wpe", TID_WPE, c->max_position_embeddings, C, SHARD_NONE, INIT_NORMAL, 1);
     }
     for (int l = layer0; l < layer0 + n_layers; l++)
         for (int s = 0; s < N_BLOCK; s++) {
+            if (!present(&BLOCK[s], c)) continue;
             char name[48];
             snprintf(name, sizeof name, "layers.%d.%s", l, BLOCK[s].name);
             t[k++] = make(name, 64u + 64u * (uint32_t)l + (uint32_t)s, dim(BLOCK[s].rows, c),
                           dim(BLOCK[s].cols, c), BLOCK[s].shard, BLOCK[s].init, BLOCK[s].wd);
             t[k - 1].norm_param = BLOCK[s].norm;
+            set_sections(&t[k - 1], c);
         }
     if (last_stage) {
         t[k] = make("final_ln.weight", TID_LNF_W, C, 1, SHARD_NONE, INIT_ONE, 0);
         t[k++].norm_param = 1;
-        t[k] = make("final_ln.bias", TID_LNF_B, C, 1, SHARD_NONE, INIT_ZERO, 0);
-        t[k++].norm_param = 1;
+        if (!c->rmsnorm) {
+            t[k] = make("final_ln.bias", TID_LNF_B, C, 1, SHARD_NONE, INIT_ZERO, 0);
+            t[k++].norm_param = 1;
+        }
         if (c->untie_embeddings) {  // its own output layer, initialised like wte (Megatron)
             t[k++] = make("output_layer", TID_OUTPUT, c->vocab_size, C, SHARD_VOCAB, INIT_NORMAL, 1);
         } else if (!first_stage) {  // the output layer's copy of the tied embedding
@@ -127,11 +160,16 @@ int gpt_param_slices(const ParamInfo *p, int tp, int tp_rank, ParamSlice out[3])
     case SHARD_ROW:
         out[0] = (ParamSlice){0, 0, p->rows, tp_rank * p->local_cols, p->local_cols};
         return 1;
-    case SHARD_QKV: {  // local rows [q_i | k_i | v_i], each rows/3/tp long
-        int sec = p->rows / 3, part = sec / tp;
-        for (int s = 0; s < 3; s++)
-            out[s] = (ParamSlice){s * sec + tp_rank * part, s * part, part, 0, p->cols};
-        return 3;
+    case SHARD_QKV:    // local rows [q_i | k_i | v_i], each section's rows/tp long
+    case SHARD_GLU: {  // local rows [gate_i | up_i]
+        int ns = 0, full0 = 0, local0 = 0;
+        for (; ns < 3 && p->sections[ns] > 0; ns++) {
+            int part = p->sections[ns] / tp;
+            out[ns] = (ParamSlice){full0 + tp_rank * part, local0, part, 0, p->cols};
+            full0 += p->sections[ns];
+            local0 += part;
+        }
+        return ns;
     }
     case SHARD_VOCAB: {
         int start = tp_rank * p->local_rows, valid = p->rows - start;

@@ -13,7 +13,9 @@
 typedef enum {
     SHARD_NONE,    // replicated on every tp rank (LayerNorms, row-parallel biases, wpe)
     SHARD_COLUMN,  // column-parallel: rows (output features) split in tp blocks
-    SHARD_QKV,     // fused QKV: each of the q, k, v row sections split (whole heads per rank)
+    SHARD_QKV,     // fused QKV: each of the q, k, v row sections split (whole heads per rank;
+                   // with grouped-query attention k and v have G heads, whole groups per rank)
+    SHARD_GLU,     // SwiGLU's fc: each of the gate and up row sections split
     SHARD_ROW,     // row-parallel weight: columns (input features) split
     SHARD_VOCAB,   // vocab-parallel: rows split over the padded vocabulary; rows >= V padding
 } ShardKind;
@@ -32,6 +34,8 @@ typedef struct {
     int tied_copy;        // the last stage's copy of wte (counted on the first stage only)
     int norm_param;       // LayerNorm weight/bias: with sequence parallelism each tp rank's
                           // gradient covers its own rows only (summed over tp each step)
+    int sections[3];      // SHARD_QKV / SHARD_GLU: full rows of each section (q, k, v or
+                          // gate, up), each split over tp; 0 past the last
     size_t offset;        // in floats, into the flat parameter/gradient buffers
     size_t numel;         // local_rows * local_cols
 } ParamInfo;
@@ -42,12 +46,17 @@ typedef struct {
     int row0, local_row0, nrows, col0, ncols;
 } ParamSlice;
 
-// The slices rank `tp_rank` holds of p (at most 3: q, k, v). Padding rows of a vocab shard
-// are in no slice. Returns the count. Pure.
+// The slices rank `tp_rank` holds of p (at most 3: q, k, v; 2 for gate, up). Padding rows
+// of a vocab shard are in no slice. Returns the count. Pure.
 int gpt_param_slices(const ParamInfo *p, int tp, int tp_rank, ParamSlice out[3]);
 
+// Tensors per transformer block in the table: 12 for GPT-2; fewer without LayerNorm biases
+// (RMSNorm) or linear biases (--disable-bias-linear). Pure.
+int gpt_block_tensor_count(const GPTConfig *c);
+
 // Builds the table for the stage owning layers [layer0, layer0 + n_layers), with the
-// embeddings on the first stage and the final LayerNorm + tied output layer on the last.
+// embeddings on the first stage (no wpe with rope) and the final LayerNorm + tied output
+// layer on the last. A block's tensors are consecutive, in the order of GPTBlockW.
 // Returns the table (caller frees) and its length in *n; *total = floats in all.
 ParamInfo *gpt_params_build(const GPTConfig *c, int tp, int padded_vocab, int layer0,
                             int n_layers, int first_stage, int last_stage, int *n, size_t *total);

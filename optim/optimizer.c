@@ -119,9 +119,9 @@ void optim_set_reduce_bf16(Optimizer *o) {
     Backend *be = o->be;
     if (o->dp->size == 1) return;  // nothing is reduced
     o->reduce_bf16 = 1;
-    size_t n = o->zero1 ? (o->pack ? (size_t)o->dp->size * o->bucket : o->n_padded) : o->bucket;
-    o->lp = be->ops->alloc(be, n * 2);
-    if (o->zero1) o->lp_out = be->ops->alloc(be, o->shard_len * 2);
+    size_t n = o->zero1 ? (o->pack || o->zero ? (size_t)o->dp->size * o->bucket : o->n_padded) : o->bucket;
+    o->lp = be->ops->alloc(be, n * 2);  // ZeRO-2/3: the largest unit (bucket = its per)
+    if (o->zero1) o->lp_out = be->ops->alloc(be, (o->zero ? o->bucket : o->shard_len) * 2);
 }
 
 // The average over DP of in (n_ranks * per, fp32), this rank's piece [rank * per, + per)
@@ -189,16 +189,22 @@ double optim_local_grad_sq(Optimizer *o, const float *grads) {
                                          o->max_seg_len);
 }
 
-void optim_update(Optimizer *o, const AdamWConfig *cfg, double lr, double grad_scale,
-                  float *params, const float *grads) {
+void optim_set_weight_copies(Optimizer *o, const GPT *m) {
+    if (m->be->act == BACKEND_F32 || o->zero || (o->zero1 && o->dp->size > 1)) return;
+    o->copy = m->param_copy;  // every element the forward reads is in the update (slice = all)
+}
+
+int optim_update(Optimizer *o, const AdamWConfig *cfg, double lr, double grad_scale,
+                 float *params, const float *grads) {
     Backend *be = o->be;
     if (o->zero) {
         optim_zero_update(o, cfg, lr, grad_scale);
-        return;
+        return 0;
     }
     o->step++;
+    void *copy = o->copy ? (char *)o->copy + o->shard_begin * backend_dtype_size(be->act) : NULL;
     if (o->n_segs > 0)
-        be->ops->adamw_multi(be, params + o->shard_begin, slice_grads(o, grads), o->m, o->v,
+        be->ops->adamw_multi(be, params + o->shard_begin, copy, slice_grads(o, grads), o->m, o->v,
                              o->update_table, o->n_segs, o->max_seg_len, (float)lr,
                              (float)cfg->beta1, (float)cfg->beta2, (float)cfg->eps,
                              (float)cfg->weight_decay, (float)grad_scale, (int)o->step);
@@ -207,13 +213,14 @@ void optim_update(Optimizer *o, const AdamWConfig *cfg, double lr, double grad_s
                       BACKEND_D2D);
         comm_all_gather(o->dp, o->param_shard, params, o->shard_len, COMM_F32);
     }
+    return o->copy != NULL;
 }
 
 size_t optim_state_bytes(const Optimizer *o) { return 2 * o->shard_len * sizeof(float); }
 
 size_t optim_param_memory_bytes(const Optimizer *o, const GPT *m) {
     size_t copies = m->be->act != BACKEND_F32 ? m->n_alloc * backend_dtype_size(m->be->act) : 0;
-    return (o->zero ? optim_zero_param_bytes(o) : m->n_floats * sizeof(float)) + copies;
+    return o->zero ? optim_zero_param_bytes(o) : m->n_floats * sizeof(float) + copies;
 }
 
 size_t optim_grad_memory_bytes(const Optimizer *o, const GPT *m) {

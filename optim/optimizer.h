@@ -73,6 +73,7 @@ typedef struct {
     int reduce_bf16;            // --grad-reduce-in-bf16: the DP reduction moves bf16
     void *lp, *lp_out;          // bf16 staging: (DP * bucket or n_padded), (shard_len); or NULL
     int64_t step;               // AdamW steps taken (bias correction)
+    void *copy;                 // (n_padded, be->act) weight copies AdamW writes, or NULL
     int dp_rank_counts_norm;    // plain DDP: only dp rank 0 adds to the norm
 } Optimizer;
 
@@ -91,6 +92,11 @@ Optimizer *optim_create(Backend *be, Comm *dp, int zero1, const ParamInfo *param
 // bf16 (half the bytes; each bucket rounded to bf16 before, summed in fp32 per addition and
 // rounded, widened back to fp32 after). Call right after optim_create. Never fails.
 void optim_set_reduce_bf16(Optimizer *o);
+// bf16/fp16 (m->be->act not fp32): AdamW writes the model's weight copies (m->param_copy) in
+// the same pass as the fp32 masters, where that covers every copy: without ZeRO, or ZeRO-1 at
+// DP = 1 (with ZeRO-1 at DP > 1 a rank updates only its slice, and ZeRO-2/3 gather the masters
+// after the update: the caller refreshes the copies). Call right after optim_create.
+void optim_set_weight_copies(Optimizer *o, const GPT *m);
 void optim_destroy(Optimizer *o);
 
 // Synchronises gradients over DP (reduce-scatter or all-reduce, averaging); grads (n_padded).
@@ -102,9 +108,11 @@ void optim_reduce_grads(Optimizer *o, float *grads);
 double optim_local_grad_sq(Optimizer *o, const float *grads);
 
 // AdamW on the slice with learning rate lr and gradient scale (clipping), one multi-tensor
-// launch, then all-gathers the parameters (ZeRO-1). params, grads (n_padded).
-void optim_update(Optimizer *o, const AdamWConfig *cfg, double lr, double grad_scale,
-                  float *params, const float *grads);
+// launch, then all-gathers the parameters (ZeRO-1). params, grads (n_padded). Returns 1 when
+// the weight copies were written too (optim_set_weight_copies), else 0: the caller then
+// refreshes them (gpt_refresh_weight_copies).
+int optim_update(Optimizer *o, const AdamWConfig *cfg, double lr, double grad_scale,
+                 float *params, const float *grads);
 
 // Copies the multi-tensor tables upd (update) and nrm (gradient norm), n_segs + 1 entries
 // each on the host, into new backend buffers (o->update_table, o->norm_table) and frees the

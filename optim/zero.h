@@ -26,11 +26,22 @@
 // fp32 masters (packed like the gradient shard). Before a layer is read (forward,
 // recomputed forward, backward) it is all-gathered into one of two rotating buffers (layer
 // l into buffer l % 2: the next layer's gather never overwrites the one in use, so it could
-// be prefetched on a second stream) and the layer's views point there. The edge units are
+// be prefetched) and the layer's views point there. --overlap-param-gather prefetches: the
+// hook predicts the next layer asked for (gpt.c's order: l + 1 in the forward, l - 1 or the
+// previous recomputed chunk's first layer in the backward) and starts its gather
+// (comm_iall_gather: MPI_Iallgather, or NCCL on a side stream) before the current layer
+// computes, into the other buffer; the prediction never names the buffer in use, tmp (the
+// 16-bit staging) is not touched while a gather is in flight, and the bytes are the same. The edge units are
 // gathered into their own buffer once per optimizer step, at their first use.
 //
-// Any backend, fp32 weight copies only (not --bf16/--fp16): the shard accumulation uses the
-// backend's `add`, and the gathered weights are the ones the ops read.
+// Mixed precision (--bf16/--fp16, be->act 16-bit): the gradients stay fp32 main gradients
+// (4 bytes per element: the transient buffers, the shard, the reduce-scatters; with
+// --grad-reduce-in-bf16 the reduce-scatters move bf16, rounded before and widened after, as
+// ZeRO-1's). ZeRO-2 keeps the full fp32 masters and 16-bit copies (the trainer re-casts them
+// after the all-gather of the update). ZeRO-3 keeps only the fp32 master shard; a gather
+// casts this rank's part to be->act (in `tmp`) and all-gathers 16-bit weights (2 bytes per
+// element, the ZeRO paper's 2Psi), which the ops read: the same bits as ZeRO-1's copies.
+// Any backend: the shard accumulation uses the backend's `add`, switched to fp32 for the call.
 #pragma once
 #include "optimizer.h"
 
@@ -57,10 +68,19 @@ struct OptimZero {
                                 // when shared)
     int shared;                 // PP > 1: one transient buffer of max(edge_len, layer_len)
     int edge_pending;           // the edge's gradients of this micro-batch are not reduced yet
-    float *tmp;                 // (max_per) reduce-scatter output / all-gather input
-    float *edge_params;         // ZeRO-3 (edge_len): gathered edge weights, held for a step
-    float *layer_params[2];     // ZeRO-3 (layer_len) each: rotating gather buffers
+    float *tmp;                 // (max_per) reduce-scatter output / all-gather input (fp32,
+                                // or the be->act part cast from the master)
+    void *edge_params;          // ZeRO-3 (edge_len, be->act): gathered edge weights, held for a step
+    void *layer_params[2];      // ZeRO-3 (layer_len, be->act) each: rotating gather buffers
     int edge_stale;             // ZeRO-3: the edge buffer must be gathered before its next use
+    size_t esize;               // bytes per gathered weight (be->act): 4, or 2 (--bf16/--fp16)
+    CommDtype wtype;            // their Comm type
+    int prefetch;               // ZeRO-3 --overlap-param-gather: gather the next layer early
+    int pending;                // the layer whose gather is in flight (req), or -1
+    int prefetched;             // the layer whose finished prefetch its buffer holds, or -1
+    int n_prefetched;           // this step's gathers served by a prefetch (log, tests)
+    CommRequest req;
+    int in_backward;            // between the edge's BACKWARD_BEGIN and the next FORWARD
 };
 
 // Builds the ZeRO-2 (SHARD_GRADS) or ZeRO-3 (SHARD_PARAMS) optimizer of model m over the DP
@@ -71,6 +91,14 @@ struct OptimZero {
 Optimizer *optim_zero_create(Backend *be, Comm *dp, OptimSharding s, GPT *m, int tp_rank);
 // Frees the ZeRO-2/3 state (optim_destroy calls it). NULL is fine.
 void optim_zero_destroy(Backend *be, OptimZero *z);
+
+// ZeRO-3 (no-op otherwise): on, each layer's gather is started (comm_iall_gather) right
+// after the previous unit's weights are ready, so that it runs while that unit computes;
+// the same bytes and results as without. Never fails.
+void optim_zero_set_prefetch(Optimizer *o, int on);
+// Waits for a prefetch in flight, if any (before tmp or the masters are touched). Collective
+// completion over DP.
+void optim_zero_settle(Optimizer *o);
 
 // The model hook (GPTShardHook in gpt.h; ctx: the Optimizer), installed by optim_zero_create:
 // ZeRO-3 gathers a unit's weights before each use; ZeRO-2/3 give a layer's backward a zeroed
@@ -89,8 +117,9 @@ double optim_zero_local_grad_sq(Optimizer *o);
 // ZeRO-3: marks the edge weights for gathering at their next use. Collective over DP.
 void optim_zero_update(Optimizer *o, const AdamWConfig *cfg, double lr, double grad_scale);
 
-// Bytes: gradients (shard + transient buffers), parameters (ZeRO-3: masters + gather
-// buffers), and the padded edge share of the shard (for the traffic formulas). Pure.
+// Bytes: gradients (shard + transient buffers), parameters (ZeRO-2: fp32 masters + be->act
+// copies; ZeRO-3: master shard + gather buffers), and the padded edge share of the shard
+// (for the traffic formulas). Pure.
 size_t optim_zero_grad_bytes(const Optimizer *o);
 size_t optim_zero_param_bytes(const Optimizer *o);
 size_t optim_zero_edge_shard_bytes(const Optimizer *o);

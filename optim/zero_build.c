@@ -30,16 +30,16 @@ static void build_units(OptimZero *z, int dp, int dp_rank) {
     const GPT *m = z->m;
     z->units = core_calloc((size_t)m->n_params + 1, sizeof(ZeroUnit));
     z->wte_unit = -1;
-    int layer0 = m->first ? 2 : 0;  // the table: [wte, wpe] layers [lnf.w, lnf.b, wte]
+    int layer0 = m->block_param0, nb = m->block_nparams;  // [wte, wpe] layers [lnf, wte]
     for (int i = 0; i < m->n_params; i++) {
-        if (i >= layer0 && i < layer0 + 12 * m->n_layers) continue;
+        if (i >= layer0 && i < layer0 + nb * m->n_layers) continue;
         if (!strcmp(m->params[i].name, "wte")) z->wte_unit = z->n_units;
         unit_shape(&z->units[z->n_units++], m->params[i].offset, m->params[i].numel, dp, dp_rank);
     }
     z->n_edge = z->n_units;
     for (int l = 0; l < m->n_layers; l++) {
-        const ParamInfo *t = &m->params[layer0 + 12 * l];
-        size_t end = t[11].offset + t[11].numel;
+        const ParamInfo *t = &m->params[layer0 + nb * l];
+        size_t end = t[nb - 1].offset + t[nb - 1].numel;
         unit_shape(&z->units[z->n_units++], t[0].offset, end - t[0].offset, dp, dp_rank);
     }
     size_t at = 0, buf = 0;
@@ -107,24 +107,23 @@ static void shard_params(Optimizer *o, OptimZero *z, int dp_rank) {
         be->ops->copy(be, o->master + u->at, m->param_mem + u->begin + (size_t)dp_rank * u->per,
                       u->own * sizeof(float), BACKEND_D2D);
     }
-    z->edge_params = be->ops->alloc(be, (z->edge_len ? z->edge_len : 1) * sizeof(float));
+    z->edge_params = be->ops->alloc(be, (z->edge_len ? z->edge_len : 1) * z->esize);
     for (int j = 0; j < 2; j++)
-        z->layer_params[j] = be->ops->alloc(be, (z->layer_len ? z->layer_len : 1) * sizeof(float));
+        z->layer_params[j] = be->ops->alloc(be, (z->layer_len ? z->layer_len : 1) * z->esize);
     gpt_release_flat_buffers(m, 0, 1);
     for (int k = 0; k < z->n_edge; k++) {
         const ZeroUnit *u = &z->units[k];
         for (int i = 0; i < m->n_params; i++)
             if (m->params[i].offset == u->begin && edge_view(&m->w, m->params[i].name))
-                *edge_view(&m->w, m->params[i].name) = z->edge_params + u->buf;
+                *edge_view(&m->w, m->params[i].name) = (char *)z->edge_params + u->buf * z->esize;
     }
     for (int l = 0; l < m->n_layers; l++)  // until their first gather
         gpt_point_layer_views(m, &m->w.blocks[l], l, z->layer_params[l % 2],
-                              z->units[z->n_edge + l].begin, sizeof(float));
+                              z->units[z->n_edge + l].begin, z->esize);
     z->edge_stale = 1;
 }
 
 Optimizer *optim_zero_create(Backend *be, Comm *dp, OptimSharding s, GPT *m, int tp_rank) {
-    if (be->act != BACKEND_F32) core_fatal("ZeRO-2/3 need fp32 weight copies");
     Optimizer *o = core_calloc(1, sizeof *o);
     OptimZero *z = core_calloc(1, sizeof *z);
     o->be = be;
@@ -136,6 +135,8 @@ Optimizer *optim_zero_create(Backend *be, Comm *dp, OptimSharding s, GPT *m, int
     o->dp_rank_counts_norm = 1;
     z->m = m;
     z->params = s == OPTIM_SHARD_PARAMS;
+    z->esize = backend_dtype_size(be->act);
+    z->wtype = be->act == BACKEND_BF16 ? COMM_BF16 : be->act == BACKEND_F16 ? COMM_F16 : COMM_F32;
     build_units(z, dp->size, dp->rank);
     for (int k = 0; k < z->n_units; k++) o->shard_len += z->units[k].per;
     o->bucket = z->max_per;
@@ -157,8 +158,13 @@ Optimizer *optim_zero_create(Backend *be, Comm *dp, OptimSharding s, GPT *m, int
                 *edge_view(&m->g, m->params[i].name) = z->edge_grads + u->buf;
     }
     if (z->params) shard_params(o, z, dp->rank);
+    z->pending = z->prefetched = -1;
     m->hook = (GPTShardHook){optim_zero_hook, o};
     return o;
+}
+
+void optim_zero_set_prefetch(Optimizer *o, int on) {
+    if (o->zero) o->zero->prefetch = on && o->zero->params;
 }
 
 void optim_zero_destroy(Backend *be, OptimZero *z) {
@@ -183,8 +189,10 @@ size_t optim_zero_grad_bytes(const Optimizer *o) {
 
 size_t optim_zero_param_bytes(const Optimizer *o) {
     const OptimZero *z = o->zero;
-    if (!z->params) return z->m->n_floats * sizeof(float);
-    return (o->shard_len + z->edge_len + 2 * z->layer_len) * sizeof(float);
+    const GPT *m = z->m;
+    if (!z->params)  // the full fp32 masters and (bf16/fp16) the copies the ops read
+        return m->n_floats * sizeof(float) + (z->esize != sizeof(float) ? m->n_alloc * z->esize : 0);
+    return o->shard_len * sizeof(float) + (z->edge_len + 2 * z->layer_len) * z->esize;
 }
 
 size_t optim_zero_edge_shard_bytes(const Optimizer *o) {

@@ -7,18 +7,90 @@
 // The unit of local layer l.
 static ZeroUnit *layer_unit(OptimZero *z, int l) { return &z->units[z->n_edge + l]; }
 
+// dst (n, fp32) = a + b. The backend's `add` is typed by be->act, which it reads at the
+// call: a 16-bit backend is switched to fp32 for this one call (no fp32 add op exists).
+static void add_f32(Backend *be, float *dst, const float *a, const float *b, size_t n) {
+    BackendDType act = be->act;
+    be->act = BACKEND_F32;
+    be->ops->add(be, dst, a, b, n);
+    be->act = act;
+}
+
 // The average over DP of src (DP*per floats, this unit's full gradient on this rank): this
 // rank's piece reduce-scattered, then added to its place in the gradient shard.
 static void reduce_unit(Optimizer *o, const ZeroUnit *u, const float *src) {
     Backend *be = o->be;
     OptimZero *z = o->zero;
-    comm_reduce_scatter(o->dp, src, z->tmp, u->per, COMM_F32, COMM_AVG);
-    be->ops->add(be, z->grad_shard + u->at, z->grad_shard + u->at, z->tmp, u->per);
+    optim_zero_settle(o);  // a prefetch in flight may still read tmp
+    if (o->reduce_bf16) {  // --grad-reduce-in-bf16: rounded before, widened after (as ZeRO-1)
+        size_t n = (size_t)o->dp->size * u->per;
+        be->ops->cast(be, o->lp, BACKEND_BF16, src, BACKEND_F32, n);
+        comm_reduce_scatter(o->dp, o->lp, o->lp_out, u->per, COMM_BF16, COMM_AVG);
+        be->ops->cast(be, z->tmp, BACKEND_F32, o->lp_out, BACKEND_BF16, u->per);
+    } else {
+        comm_reduce_scatter(o->dp, src, z->tmp, u->per, COMM_F32, COMM_AVG);
+    }
+    add_f32(be, z->grad_shard + u->at, z->grad_shard + u->at, z->tmp, u->per);
 }
 
-// ZeRO-3: unit u's weights from every rank's master part into dst (DP*per floats).
-static void gather_unit(Optimizer *o, const ZeroUnit *u, float *dst) {
-    comm_all_gather(o->dp, o->master + u->at, dst, u->per, COMM_F32);
+// ZeRO-3: this rank's part of unit u as the gather sends it: the fp32 master itself, or cast
+// to be->act in tmp.
+static const void *gather_input(Optimizer *o, const ZeroUnit *u) {
+    OptimZero *z = o->zero;
+    if (z->wtype == COMM_F32) return o->master + u->at;
+    o->be->ops->cast(o->be, z->tmp, o->be->act, o->master + u->at, BACKEND_F32, u->per);
+    return z->tmp;
+}
+
+// ZeRO-3: unit u's weights from every rank's master part into dst (DP*per, be->act).
+static void gather_unit(Optimizer *o, const ZeroUnit *u, void *dst) {
+    comm_all_gather(o->dp, gather_input(o, u), dst, u->per, o->zero->wtype);
+}
+
+// The first weights layer l's backward asks for: its chunk's first layer (the recomputed
+// forward) when l ends a recomputed chunk, else l (gpt_backward's order).
+static int backward_first(const GPT *m, int l) {
+    int first, last;
+    return gpt_layer_recomputed(m, l, &first, &last) && l == last ? first : l;
+}
+
+// The layer whose weights the model asks for next after event ev of `unit` (gpt.c's order of
+// hook calls), when known and its buffer is not the one in use; else -1.
+static int next_gather(const OptimZero *z, GPTHookEvent ev, int unit) {
+    const GPT *m = z->m;
+    int first, last, next = -1;
+    if (unit == GPT_UNIT_EDGE) {  // no layer buffer in use
+        if (m->n_layers && ev == GPT_HOOK_FORWARD) next = 0;
+        if (m->n_layers && ev == GPT_HOOK_BACKWARD_BEGIN) next = backward_first(m, m->n_layers - 1);
+        return next;
+    }
+    if (ev == GPT_HOOK_FORWARD && !z->in_backward) {
+        next = unit + 1 < m->n_layers ? unit + 1 : -1;
+    } else if (ev == GPT_HOOK_FORWARD) {  // recomputed forward: the chunk's next layer; after its
+        gpt_layer_recomputed(m, unit, &first, &last);  // last, that layer's backward (in use)
+        next = unit < last ? unit + 1 : -1;
+    } else if (ev == GPT_HOOK_BACKWARD_BEGIN && unit > 0) {
+        next = backward_first(m, unit - 1);
+    }
+    return next >= 0 && next % 2 != unit % 2 ? next : -1;
+}
+
+void optim_zero_settle(Optimizer *o) {
+    OptimZero *z = o->zero;
+    if (z->pending < 0) return;
+    comm_wait(o->dp, &z->req);
+    z->prefetched = z->pending;  // its buffer holds it until that buffer is gathered into again
+    z->pending = -1;
+}
+
+// --overlap-param-gather: starts layer l's gather into its buffer (l % 2), nonblocking.
+static void prefetch(Optimizer *o, int l) {
+    OptimZero *z = o->zero;
+    if (!z->prefetch || l < 0) return;
+    optim_zero_settle(o);
+    const ZeroUnit *u = layer_unit(z, l);
+    comm_iall_gather(o->dp, gather_input(o, u), z->layer_params[l % 2], u->per, z->wtype, &z->req);
+    z->pending = l;
 }
 
 // The edge's gradients of this micro-batch, if not reduced yet.
@@ -34,7 +106,8 @@ static void edge_event(Optimizer *o, GPTHookEvent ev) {
     OptimZero *z = o->zero;
     Backend *be = o->be;
     if (z->params && z->edge_stale && ev != GPT_HOOK_BACKWARD_END) {
-        for (int k = 0; k < z->n_edge; k++) gather_unit(o, &z->units[k], z->edge_params + z->units[k].buf);
+        for (int k = 0; k < z->n_edge; k++)
+            gather_unit(o, &z->units[k], (char *)z->edge_params + z->units[k].buf * z->esize);
         z->edge_stale = 0;
     }
     if (ev == GPT_HOOK_BACKWARD_BEGIN && z->edge_len) {
@@ -49,14 +122,20 @@ void optim_zero_hook(void *ctx, GPTHookEvent ev, int unit) {
     OptimZero *z = o->zero;
     GPT *m = z->m;
     if (unit == GPT_UNIT_EDGE) {
+        optim_zero_settle(o);
+        z->in_backward = ev != GPT_HOOK_FORWARD;
         edge_event(o, ev);
+        if (z->params) prefetch(o, next_gather(z, ev, unit));  // the first layer's, early
         return;
     }
     const ZeroUnit *u = layer_unit(z, unit);
     if (z->params && ev != GPT_HOOK_BACKWARD_END) {  // forward or backward: gather the weights
-        float *buf = z->layer_params[unit % 2];       // (layer l in buffer l % 2)
-        gather_unit(o, u, buf);
-        gpt_point_layer_views(m, &m->w.blocks[unit], unit, buf, u->begin, sizeof(float));
+        void *buf = z->layer_params[unit % 2];        // (layer l in buffer l % 2)
+        optim_zero_settle(o);
+        if (z->prefetched != unit) gather_unit(o, u, buf);
+        else z->n_prefetched++;
+        if (z->prefetched == unit || z->prefetched % 2 == unit % 2) z->prefetched = -1;  // used, or overwritten
+        gpt_point_layer_views(m, &m->w.blocks[unit], unit, buf, u->begin, z->esize);
     }
     if (ev == GPT_HOOK_BACKWARD_BEGIN) {  // gradients into the zeroed transient buffer
         if (z->shared && m->last) reduce_edge(o);  // last stage: the edge's are complete
@@ -67,15 +146,19 @@ void optim_zero_hook(void *ctx, GPTHookEvent ev, int unit) {
         if (z->shared && m->first && unit == 0 && z->edge_len)  // first stage: the embedding's
             o->be->ops->zero(o->be, z->edge_grads, z->edge_len * sizeof(float));  // come next
     }
+    if (z->params && ev != GPT_HOOK_BACKWARD_END)  // the next layer's while this one computes
+        prefetch(o, next_gather(z, ev, unit));
 }
 
 void optim_zero_begin_step(Optimizer *o) {
+    o->zero->n_prefetched = 0;
     o->be->ops->zero(o->be, o->zero->grad_shard, o->shard_len * sizeof(float));
 }
 
 void optim_zero_finish_grads(Optimizer *o, Comm *tp_sp, Comm *embedding) {
     OptimZero *z = o->zero;
     const GPT *m = z->m;
+    optim_zero_settle(o);
     for (int i = 0; tp_sp && i < o->n_segs; i++)  // the same segments on every tp rank
         if (m->params[o->segs[i].param].norm_param)
             comm_all_reduce(tp_sp, z->grad_shard + o->segs[i].at, o->segs[i].len, COMM_F32, COMM_SUM);
@@ -96,12 +179,14 @@ void optim_zero_update(Optimizer *o, const AdamWConfig *cfg, double lr, double g
     OptimZero *z = o->zero;
     GPT *m = z->m;
     size_t rank = (size_t)o->dp->rank;
+    optim_zero_settle(o);  // (none expected: the masters change below)
+    z->prefetched = -1;
     o->step++;
     for (int k = 0; k < z->n_units; k++) {
         const ZeroUnit *u = &z->units[k];
         float *p = z->params ? o->master + u->at : m->param_mem + u->begin + rank * u->per;
         if (u->n_seg)
-            be->ops->adamw_multi(be, p, z->grad_shard + u->at, o->m + u->at, o->v + u->at,
+            be->ops->adamw_multi(be, p, NULL, z->grad_shard + u->at, o->m + u->at, o->v + u->at,
                                  o->update_table + u->seg0, u->n_seg, o->max_seg_len, (float)lr,
                                  (float)cfg->beta1, (float)cfg->beta2, (float)cfg->eps,
                                  (float)cfg->weight_decay, (float)grad_scale, (int)o->step);

@@ -41,7 +41,7 @@ void pp_step_init(PPStep *st, GPT *model, ProcessGrid *grid, PPScheduleKind kind
     size_t N = (size_t)model->N, io = gpt_stage_io_numel(model);  // io: (N, C), or (N/tp, C) with SP
     *st = (PPStep){.model = model, .grid = grid, .kind = kind, .get_batch = get_batch,
                    .batch_ctx = batch_ctx, .n_micro = n_micro, .loss_scale = loss_scale,
-                   .trace = trace};
+                   .trace = trace, .n_chunks = 1};
     st->tokens = core_calloc(N, sizeof(int));
     st->targets = core_calloc(N, sizeof(int));
     st->dout = model->be->ops->alloc(model->be, io * backend_dtype_size(model->be->act));
@@ -57,6 +57,7 @@ void pp_step_init(PPStep *st, GPT *model, ProcessGrid *grid, PPScheduleKind kind
 }
 
 void pp_step_free(PPStep *st) {
+    pp_chunks_free(st);
     free(st->tokens);
     free(st->targets);
     if (st->dout) st->model->be->ops->free(st->model->be, st->dout);
@@ -73,6 +74,7 @@ static double read_loss(PPStep *st) {
 }
 
 double pp_forward_backward(PPStep *st) {
+    if (st->n_chunks > 1) return pp_chunks_run(st, 0);  // interleaved (pp_chunks.c)
     Backend *be = st->model->be;
     be->ops->zero(be, st->loss_acc, sizeof(double));
     pp_schedule_run(st->kind, &st->stage, &st->link, st->n_micro, st->model->n_slots);
@@ -80,6 +82,7 @@ double pp_forward_backward(PPStep *st) {
 }
 
 double pp_forward_only(PPStep *st) {
+    if (st->n_chunks > 1) return pp_chunks_run(st, 1);
     Backend *be = st->model->be;
     be->ops->zero(be, st->loss_acc, sizeof(double));
     pp_schedule_forward_only(&st->stage, &st->link, st->n_micro, st->model->n_slots);

@@ -12,6 +12,7 @@
 static const char *const kind_names[PP_EV_NKINDS] = {
     "forward", "backward", "recv_forward", "send_forward", "recv_backward", "send_backward",
     "send_forward_recv_backward", "send_backward_recv_forward", "grad_sync", "optimizer", "step",
+    "send_forward_recv_forward", "send_backward_recv_backward",
 };
 
 const char *pp_trace_kind_name(PPEventKind kind) {
@@ -21,6 +22,7 @@ const char *pp_trace_kind_name(PPEventKind kind) {
 PPTrace *pp_trace_create(Comm *world, size_t cap) {
     PPTrace *tr = core_calloc(1, sizeof *tr);
     tr->cap = cap;
+    tr->chunk = -1;
     if (cap) tr->events = core_calloc(cap, sizeof *tr->events);
     comm_barrier(world);
     tr->epoch = core_now();
@@ -41,7 +43,7 @@ void pp_trace_end(PPTrace *tr, PPEventKind kind, int micro, double t0) {
     double t1 = core_now() - tr->epoch;
     if (tr->in_step && (kind == PP_EV_FORWARD || kind == PP_EV_BACKWARD)) tr->step_busy += t1 - t0;
     if (tr->n < tr->cap) {
-        tr->events[tr->n++] = (PPEvent){t0, t1, micro, (int)kind};
+        tr->events[tr->n++] = (PPEvent){t0, t1, micro, (int)kind, tr->chunk};
     } else if (tr->cap && tr->dropped++ == 0) {
         fprintf(stderr, "[rank %d] megac: trace buffer full (%zu events): later events are dropped\n",
                 core_world_rank(), tr->cap);
@@ -79,13 +81,15 @@ void pp_trace_reset_counters(PPTrace *tr) {
 // One event as a line of JSON (times in microseconds), comma first unless it opens a list.
 static void write_event(FILE *f, const PPEvent *e, int rank) {
     char name[32];
-    if (e->kind == PP_EV_FORWARD || e->kind == PP_EV_BACKWARD)
+    if ((e->kind == PP_EV_FORWARD || e->kind == PP_EV_BACKWARD) && e->chunk >= 0)  // F<micro>.<chunk>
+        snprintf(name, sizeof name, "%c%d.%d", e->kind == PP_EV_FORWARD ? 'F' : 'B', e->micro, e->chunk);
+    else if (e->kind == PP_EV_FORWARD || e->kind == PP_EV_BACKWARD)
         snprintf(name, sizeof name, "%c%d", e->kind == PP_EV_FORWARD ? 'F' : 'B', e->micro);
     else
         snprintf(name, sizeof name, "%s", kind_names[e->kind]);
     fprintf(f, ",{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,"
-            "\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"micro\":%d}}\n", name, kind_names[e->kind], rank,
-            e->kind == PP_EV_STEP ? 1 : 0, e->t0 * 1e6, (e->t1 - e->t0) * 1e6, e->micro);
+            "\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"micro\":%d,\"chunk\":%d}}\n", name, kind_names[e->kind],
+            rank, e->kind == PP_EV_STEP ? 1 : 0, e->t0 * 1e6, (e->t1 - e->t0) * 1e6, e->micro, e->chunk);
 }
 
 static void write_rank_file(const PPTrace *tr, const char *file, int rank, const char *label) {
@@ -146,7 +150,7 @@ void pp_trace_write(PPTrace *tr, Comm *world, const char *path, const char *labe
     free(file);
 }
 
-void pp_trace_report_bubble(PPTrace *tr, Comm *world, int pp_rank, int pp, int n_micro) {
+void pp_trace_report_bubble(PPTrace *tr, Comm *world, int pp_rank, int pp, int n_micro, int v) {
     double busy = tr->busy_s, sched = tr->sched_s;
     int steps = tr->steps;
     if (steps > 1) {  // leave the first step out
@@ -158,9 +162,15 @@ void pp_trace_report_bubble(PPTrace *tr, Comm *world, int pp_rank, int pp, int n
     double *all = core_calloc((size_t)world->size * 4, sizeof(double));
     comm_all_gather(world, mine, all, 4, COMM_F64);
     if (world->rank == 0 && steps > 0) {
-        double theory = (double)(pp - 1) / (n_micro + pp - 1);
-        printf("pipeline bubble over %d step(s), m = %d micro-batches, PP = %d "
-               "(theory (PP-1)/(m+PP-1) = %.3f):\n", steps, n_micro, pp, theory);
+        double theory = (double)(pp - 1) / ((double)v * n_micro + pp - 1);
+        if (v > 1)
+            printf("pipeline bubble over %d step(s), m = %d micro-batches, PP = %d, v = %d chunks per "
+                   "rank (interleaved; theory (PP-1)/(v*m+PP-1) = %.3f of the step, bubble/compute "
+                   "(PP-1)/(v*m) = %.3f):\n", steps, n_micro, pp, v, theory,
+                   (double)(pp - 1) / ((double)v * n_micro));
+        else
+            printf("pipeline bubble over %d step(s), m = %d micro-batches, PP = %d "
+                   "(theory (PP-1)/(m+PP-1) = %.3f):\n", steps, n_micro, pp, theory);
         for (int s = 0; s < pp; s++) {
             double b = 0.0, sc = 0.0;
             for (int r = 0; r < world->size; r++)

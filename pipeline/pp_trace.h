@@ -16,6 +16,7 @@ typedef enum {
     PP_EV_RECV_FORWARD, PP_EV_SEND_FORWARD, PP_EV_RECV_BACKWARD, PP_EV_SEND_BACKWARD,
     PP_EV_SEND_FORWARD_RECV_BACKWARD, PP_EV_SEND_BACKWARD_RECV_FORWARD,
     PP_EV_GRAD_SYNC, PP_EV_OPTIMIZER, PP_EV_STEP,
+    PP_EV_SEND_FORWARD_RECV_FORWARD, PP_EV_SEND_BACKWARD_RECV_BACKWARD,  // interleaved (ring)
     PP_EV_NKINDS
 } PPEventKind;
 
@@ -23,6 +24,7 @@ typedef struct {
     double t0, t1;  // seconds since the trace's epoch
     int micro;      // micro-batch, or -1
     int kind;       // PPEventKind
+    int chunk;      // model chunk of a forward/backward (interleaved schedule), else -1
 } PPEvent;
 
 typedef struct {
@@ -31,6 +33,7 @@ typedef struct {
     size_t n, cap, dropped;
     void (*sync)(void *ctx);    // called before each span's end time is read (device queues)
     void *sync_ctx;
+    int chunk;                  // model chunk of the span being timed (interleaved), else -1
     // bubble counters: forward + backward time and schedule wall time, summed over steps
     // (the first step, which warms caches up, is left out of the report when there are more)
     int steps;
@@ -66,5 +69,7 @@ const char *pp_trace_kind_name(PPEventKind kind);
 void pp_trace_write(PPTrace *tr, Comm *world, const char *path, const char *label);
 
 // Gathers the bubble counters of every rank; rank 0 prints one line per pipeline stage:
-// the measured bubble (1 - busy / schedule time) beside (PP - 1) / (m + PP - 1). Collective.
-void pp_trace_report_bubble(PPTrace *tr, Comm *world, int pp_rank, int pp, int n_micro);
+// the measured bubble (1 - busy / schedule time) beside (PP - 1) / (m + PP - 1), or with v
+// model chunks per rank (interleaved) beside (PP - 1) / (v*m + PP - 1), which is Megatron's
+// bubble-to-compute ratio (PP - 1) / (v*m) (also printed) as a fraction of the step. Collective.
+void pp_trace_report_bubble(PPTrace *tr, Comm *world, int pp_rank, int pp, int n_micro, int v);

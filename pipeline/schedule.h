@@ -8,6 +8,7 @@
 #pragma once
 #include "model/gpt.h"
 #include "parallel_state/pgrid_comm.h"
+#include "pp_interleaved.h"
 #include "pp_stage.h"
 #include "pp_trace.h"
 
@@ -29,6 +30,14 @@ typedef struct {
     PPTrace *trace;     // timeline and bubble counters; NULL: none
     PPStage stage;      // the model stage as the schedules see it (ctx = this PPStep)
     PPLink link;        // the pipeline group's point-to-point calls
+    // interleaved schedule (pp_step_set_chunks, pp_chunks.c); n_chunks 1: not interleaved
+    int n_chunks;       // v model chunks on this rank
+    GPT **chunks;       // (v) borrowed; chunk c is virtual stage c*PP + pp_rank; chunks[0] == model
+    struct PPChunk *chunk_ctx;  // (v) adapters
+    PPStage *chunk_stages;      // (v)
+    void ***grad_bufs;          // (v) per chunk (plan.grad_slots[c]) received output gradients
+    PPIlvPlan plan, eval_plan;  // this rank's training and forward-only plans for n_micro
+    PPLink ring;                // the pipeline group as a ring (prev/next wrap around)
 } PPStep;
 
 // Sets up *st in place (it must not move afterwards): staging buffers, the received-gradient
@@ -47,6 +56,16 @@ double pp_forward_backward(PPStep *st);
 
 // Forward only (evaluation). Returns the summed loss on the last stage (0 elsewhere).
 double pp_forward_only(PPStep *st);
+
+// Interleaved schedule: this rank runs the v model chunks chunks[0..v-1] (built with
+// gpt_create(..., PP*v, c*PP + pp_rank, ...) and pp_ilv_slots' slots) with Megatron's
+// interleaved 1F1B; call after pp_step_init (model == chunks[0]). Allocates the adapters,
+// the gradient queues and the plans, once. n_micro must stay as it is (pp_ilv_check).
+void pp_step_set_chunks(PPStep *st, GPT **chunks, int v);
+
+// For pp_schedule.c: the interleaved run (summed loss on the last rank) and its teardown.
+double pp_chunks_run(PPStep *st, int forward_only);
+void pp_chunks_free(PPStep *st);
 
 // "1f1b" -> PP_SCHEDULE_1F1B, "gpipe" -> PP_SCHEDULE_GPIPE; -1 for anything else. Pure.
 int pp_schedule_parse(const char *name);

@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """plan/ablate.py: `megac ablate`: run a sweep of layouts and report it (see README).
 
-  megac ablate --grid "tp=1,2 pp=1,2 mbs=1,2 schedule=1f1b,gpipe sp=0,1 zero1=0,1 recompute=none,full,selective" \\
+  megac ablate --grid "tp=1,2 pp=1,2 mbs=1,2 schedule=1f1b,gpipe sp=0,1 zero=0,1,2,3 recompute=none,full,selective" \\
       --world-size 8 --output DIR [--launcher mpiexec|slurm] [--hardware h100|h200|FILE] \\
       [--vocab-size V] [--slurm-args "..."] [--max-parallel K] [--no-wait] -- <megac train flags>
   megac ablate collect DIR     (--launcher slurm --no-wait: record the finished points, report)
   megac ablate report DIR
 
+zero (or zero1, its older name): 0 DDP, 1 ZeRO-1, 2 ZeRO-2, 3 ZeRO-3 (train's
+--data-parallel-sharding-strategy no_shard / optim / optim_grads / optim_grads_params).
 Expands the grid; asks `megac plan --json` about each point (an invalid point is skipped
 with the plan's reason, a valid one gets its predictions); runs each valid point through
 megac-mpiexec with --log-json (--launcher slurm: all of them as one Slurm job array,
@@ -23,7 +25,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ablate_report  # noqa: E402
 import ablate_slurm  # noqa: E402
 
-KEYS = {"tp": int, "pp": int, "mbs": int, "schedule": str, "sp": int, "zero1": int, "recompute": str}
+KEYS = {"tp": int, "pp": int, "mbs": int, "schedule": str, "sp": int, "zero1": int, "zero": int, "recompute": str}
+SHARDING = ["no_shard", "optim", "optim_grads", "optim_grads_params"]  # by ZeRO stage
 # grid values of recompute -> the flags of train and plan
 RECOMPUTE = {"none": [], "full": ["--recompute-granularity", "full"], "selective": ["--recompute-activations"]}
 # train flags that `megac plan` understands too: flag -> takes a value
@@ -36,7 +39,7 @@ PLAN_FLAGS = {"--num-layers": 1, "--hidden-size": 1, "--num-attention-heads": 1,
 # flags the grid owns: given after --, they would contradict it
 GRID_FLAGS = {"--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--micro-batch-size",
               "--pipeline-schedule", "--sequence-parallel", "--no-distributed-optimizer",
-              "--use-distributed-optimizer", "--log-json"}
+              "--use-distributed-optimizer", "--data-parallel-sharding-strategy", "--log-json"}
 
 
 def usage_error(msg):
@@ -50,6 +53,7 @@ def parse_grid(text, world):
             "recompute": ["none"]}
     for item in text.split():
         key, _, vals = item.partition("=")
+        key = "zero1" if key == "zero" else key  # one axis, two names
         if key not in KEYS or not vals:
             usage_error(f"grid item '{item}': expected KEY=v1,v2,... with KEY one of {', '.join(KEYS)}")
         try:
@@ -63,8 +67,10 @@ def parse_grid(text, world):
                 usage_error(f"grid: mbs={v} must be > 0")
             if key == "schedule" and v not in ("1f1b", "gpipe"):
                 usage_error(f"grid: schedule={v}: must be 1f1b or gpipe")
-            if key in ("sp", "zero1") and v not in (0, 1):
+            if key == "sp" and v not in (0, 1):
                 usage_error(f"grid: {key}={v}: must be 0 or 1")
+            if key == "zero1" and v not in (0, 1, 2, 3):
+                usage_error(f"grid: zero={v}: must be 0 (DDP), 1, 2 or 3 (ZeRO stage)")
             if key == "recompute" and v not in RECOMPUTE:
                 usage_error(f"grid: recompute={v}: must be none, full or selective")
         grid[key] = values
@@ -90,7 +96,10 @@ def layout_flags(p, for_plan):
         f.append("--sequence-parallel")
     elif for_plan:
         f.append("--no-sequence-parallel")
-    f.append("--use-distributed-optimizer" if p["zero1"] else "--no-distributed-optimizer")
+    if p["zero1"] >= 2:  # ZeRO-2/3: train's and plan's sharding flag
+        f += ["--data-parallel-sharding-strategy", SHARDING[p["zero1"]]]
+    else:
+        f.append("--use-distributed-optimizer" if p["zero1"] else "--no-distributed-optimizer")
     return f + RECOMPUTE[p["recompute"]]
 
 

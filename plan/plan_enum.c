@@ -57,7 +57,8 @@ static void variants(const PlanSpec *s, const PlanFilter *f, const PlanHardware 
         out->n_rejected++;
         snprintf(out->reason, sizeof out->reason, "TP %d x PP %d x DP %d: %s", base.tp, base.pp,
                  base.dp, !ngp ? "--pipeline-schedule gpipe needs PP > 1" : !nsp ?
-                 "--sequence-parallel needs TP > 1" : "--use-distributed-optimizer needs DP > 1");
+                 "--sequence-parallel needs TP > 1" : f->zero ? "ZeRO-2/3 (--data-parallel-sharding-strategy) "
+                 "needs DP > 1" : "--use-distributed-optimizer needs DP > 1");
         return;
     }
     for (int a = 0; a < ngp; a++)
@@ -67,6 +68,7 @@ static void variants(const PlanSpec *s, const PlanFilter *f, const PlanHardware 
                 l.gpipe = gp[a];
                 l.sp = sp[b];
                 l.zero1 = z[c];
+                l.zero = z[c] ? f->zero : 0;
                 char err[400];
                 if (plan_layout_check(s, &l, err, sizeof err) != 0) {
                     out->n_rejected++;
@@ -107,7 +109,7 @@ void plan_enumerate(const PlanSpec *s, const PlanFilter *f, const PlanHardware *
             for (int mb = 1; mb <= per_dp; mb++) {
                 if (per_dp % mb || (f->micro_batch && mb != f->micro_batch)) continue;
                 any = 1;
-                variants(s, f, hw, (PlanLayout){tp, pp, dp, mb, 0, 0, 0}, &g, out);
+                variants(s, f, hw, (PlanLayout){tp, pp, dp, mb, 0, 0, 0, 0}, &g, out);
             }
             if (!any) {
                 out->n_rejected++;

@@ -42,7 +42,7 @@ int plan_layout_check(const PlanSpec *s, const PlanLayout *l, char *err, size_t 
         return -1;
     }
     if (l->zero1 && l->dp == 1) {
-        snprintf(err, n, "ZeRO-1 needs DP > 1");
+        snprintf(err, n, "ZeRO-%d needs DP > 1", l->zero ? l->zero : 1);
         return -1;
     }
     return 0;
@@ -54,6 +54,9 @@ static void count(PlanTraffic *t, CommKind k, uint64_t bytes, uint64_t num, uint
                   uint64_t times) {
     t->calls[k] += times;
     t->bytes[k] += times * (den ? bytes * num / den : 0);
+}
+void plan_count(PlanTraffic *t, CommKind k, uint64_t bytes, uint64_t num, uint64_t den, uint64_t times) {
+    count(t, k, bytes, num, den, times);
 }
 static void all_reduce(PlanTraffic *t, int n, uint64_t count_, uint64_t es, uint64_t times) {
     count(t, COMM_ALL_REDUCE, count_ * es, 2 * (uint64_t)(n - 1), (uint64_t)n, times);
@@ -100,7 +103,9 @@ static void tp_traffic(const PlanSpec *s, const PlanLayout *l, const PlanStage *
         all_reduce(t, n, N, 4, M);
         all_reduce(t, n, 2 * N, 4, M);
     }
-    all_reduce(t, n, C, 4, 4 * L + (st->last ? 2 : 0));     // LayerNorm gradients, once a step
+    uint64_t k = s->model.rmsnorm ? 1 : 2;  // norm tensors: weight and bias, or RMSNorm's weight
+    if (l->zero < 2)  // ZeRO-2/3: the shard's LayerNorm segments only (plan_zero.c)
+        all_reduce(t, n, C, 4, 2 * k * L + (st->last ? k : 0));  // norm gradients, once a step
 }
 
 // Data-parallel traffic (optim/optimizer.c): ZeRO-1 reduce-scatter in buckets + parameter
@@ -133,8 +138,9 @@ static size_t layer_bytes(const PlanSpec *s, const PlanLayout *l, int shared_att
     size_t C_tp = C / tp, F_tp = (size_t)c->ffn_hidden_size / tp;
     size_t rows = (size_t)l->micro_batch * (size_t)(c->num_heads / l->tp) * c->seq_length;
     size_t att = c->use_flash_attn ? piece(rows * 4) : shared_att ? 0 : piece(rows * c->seq_length * e);
+    size_t glu = c->swiglu ? 2 : 1;  // --swiglu: fch holds [gate | up]
     return piece(Ns * C * e) * 4 + piece(Ns * 4) * 4 + piece(N * 3 * C_tp * e) + att +
-           piece(N * C_tp * e) + 2 * piece(N * F_tp * e);
+           piece(N * C_tp * e) + piece(glu * N * F_tp * e) + piece(N * F_tp * e);
 }
 
 // Full recomputation (gpt_layer_recomputed): uniform re-runs every layer of the stage in
@@ -176,6 +182,11 @@ static size_t scratch_bytes(const PlanSpec *s, const PlanLayout *l, const PlanSt
                                                                            // matmul_backward_dgelu
     if (l->sp) b += 2 * piece(N * C * e);
     if (c->recompute == GPT_RECOMPUTE_SELECTIVE && !c->use_flash_attn) b += piece(rows * c->seq_length * e);
+    size_t F_tp = (size_t)c->ffn_hidden_size / tp, hs = C / (size_t)c->num_heads;
+    size_t G_tp = (size_t)gpt_kv_heads(c) / tp, NH_tp = (size_t)c->num_heads / tp;
+    if (c->swiglu)  // dfch holds (N, 2F/tp), and dact (N, F/tp) joins it
+        b += piece(2 * N * F_tp * e) - piece(N * F_tp * e) + piece(N * F_tp * e);
+    if (c->rope || G_tp != NH_tp) b += piece(N * (NH_tp + 2 * G_tp) * hs * e);  // qkv_in
     return b + (size_t)st->n_workspace_layers * layer_bytes(s, l, 0);
 }
 
@@ -184,8 +195,8 @@ void plan_stage_counts(const PlanSpec *s, const PlanLayout *l, int stage, int n_
     *st = (PlanStage){.first = stage == 0, .last = stage == l->pp - 1};
     gpt_stage_layers(c, l->pp, stage, &st->layer0, &st->n_layers);
     int Vp = gpt_padded_vocab(c, l->tp), n_params = 0;
-    free(gpt_params_build(c, l->tp, Vp, st->layer0, st->n_layers, st->first, st->last, &n_params,
-                          &st->n_floats));
+    ParamInfo *table = gpt_params_build(c, l->tp, Vp, st->layer0, st->n_layers, st->first, st->last,
+                                        &n_params, &st->n_floats);
     st->n_alloc = optim_padded_size(st->n_floats, l->dp);
     st->shard_len = l->zero1 ? st->n_alloc / (size_t)l->dp : st->n_alloc;
     recompute_counts(c, st);
@@ -206,16 +217,18 @@ void plan_stage_counts(const PlanSpec *s, const PlanLayout *l, int stage, int n_
     uint64_t sends = (uint64_t)(stage > 0) + (uint64_t)(stage < l->pp - 1), m = (uint64_t)n_micro;
     count(&st->traffic[PLAN_G_PP], COMM_SEND, io * (uint64_t)e, 1, 1, sends * m);  // activation
     count(&st->traffic[PLAN_G_PP], COMM_RECV, io * (uint64_t)e, 1, 1, sends * m);  // and gradient
-    if (l->pp > 1 && (st->first || st->last) && !c->untie_embeddings) {  // tied embedding gradient
+    if (l->pp > 1 && (st->first || st->last) && !c->untie_embeddings && l->zero < 2) {  // tied wte grad
         size_t wte = (size_t)(Vp / l->tp) * c->hidden_size;
         all_reduce(&st->traffic[PLAN_G_EMB], 2, wte, 4, 1);
     }
     size_t bucket = 0;
-    dp_traffic(s, l, st, &st->traffic[PLAN_G_DP], &bucket);
+    if (l->zero >= 2) plan_zero_counts(s, l, table, n_params, n_micro, st);  // DP, shard sums, memory
+    else dp_traffic(s, l, st, &st->traffic[PLAN_G_DP], &bucket);
+    free(table);
 
     // communication buffers: the received gradient (pipeline), ZeRO-1 shards and bucket pack
     st->mem[PLAN_MEM_COMM] = e * io;
-    if (l->zero1) st->mem[PLAN_MEM_COMM] += 8.0 * st->shard_len + (bucket < st->shard_len ? 4.0 * l->dp * bucket : 0);
+    if (l->zero1 && l->zero < 2) st->mem[PLAN_MEM_COMM] += 8.0 * st->shard_len + (bucket < st->shard_len ? 4.0 * l->dp * bucket : 0);
 
     // GEMM FLOPs of one micro-batch (forward + backward) on one rank: Megatron's count
     // split into layers and the output layer, divided over TP (model FLOPs, for MFU); the

@@ -17,12 +17,14 @@
 // Precision (plan_hw.h): megac's own recipes. fp32 / tf32: every tensor fp32 (tf32 changes
 // only the GEMM rate). bf16 / fp16: activations, weight copies and tensor/pipeline traffic
 // in 16 bits; fp32 master weights (unsharded), fp32 gradients and data-parallel traffic,
-// fp32 Adam moments (sharded by ZeRO-1).
+// fp32 Adam moments (sharded by ZeRO-1). ZeRO-2/3 (plan_zero.c): the formulas of optim/zero.h;
+// ZeRO-3 gathers 16-bit weights.
 #pragma once
 #include <stddef.h>
 #include <stdint.h>
 #include "comm/comm.h"          // defines: CommKind, COMM_NKINDS, comm_kind_name
 #include "model/gpt_config.h"   // defines: GPTConfig
+#include "model/gpt_params.h"   // defines: ParamInfo
 #include "plan_hw.h"
 
 typedef struct {
@@ -39,6 +41,8 @@ typedef struct {
     int gpipe;       // 0: 1F1B, 1: GPipe
     int sp;          // sequence parallelism (tp > 1)
     int zero1;       // ZeRO-1 distributed optimizer (dp > 1)
+    int zero;        // 2 or 3: ZeRO-2 / ZeRO-3 (--data-parallel-sharding-strategy optim_grads /
+                     // optim_grads_params; zero1 is 1 then); 0: as zero1 says
 } PlanLayout;
 
 typedef enum { PLAN_G_TP, PLAN_G_PP, PLAN_G_DP, PLAN_G_EMB, PLAN_NGROUPS } PlanGroup;
@@ -101,6 +105,16 @@ void plan_stage_counts(const PlanSpec *s, const PlanLayout *l, int stage, int n_
 // plan_layout_check succeeded. The result owns r->stages (plan_result_free).
 void plan_predict(const PlanSpec *s, const PlanLayout *l, const PlanHardware *hw, PlanResult *r);
 void plan_result_free(PlanResult *r);
+
+// Counts `times` calls of kind k moving bytes x num / den each (Comm's integer arithmetic).
+void plan_count(PlanTraffic *t, CommKind k, uint64_t bytes, uint64_t num, uint64_t den, uint64_t times);
+
+// ZeRO-2/3 (plan_zero.c, optim/zero.h): the stage's gradient, optimizer (and ZeRO-3
+// parameter) memory and shard_len from its table (p, n_params); its DP traffic, and the
+// sequence-parallel LayerNorm and tied-wte sums over the shard of DP rank 0. For
+// plan_stage_counts, after the recompute counts. Never fails.
+void plan_zero_counts(const PlanSpec *s, const PlanLayout *l, const ParamInfo *p, int n_params,
+                      int n_micro, PlanStage *st);
 
 // Bytes per rank that a ring all-reduce of `bytes` over n ranks moves: 2(n-1)/n x bytes. Pure.
 double plan_all_reduce_bytes(double bytes, int n);

@@ -16,6 +16,10 @@ static const char *ASSUMPTIONS[] = {
     "memory: megac's own allocations (fp32 master weights and gradients, Adam m and v sharded "
     "by ZeRO-1, activation slots as the schedule needs them); fits when the busiest stage "
     "stays under memory_gb - reserve_gb",
+    "ZeRO-2/3 (ZeRO column 2, 3; --data-parallel-sharding-strategy): gradients (and, ZeRO-3, fp32 "
+    "masters) sharded per layer as optim/zero.h does; their per-layer reduce-scatters and "
+    "ZeRO-3's 16-bit weight gathers (2 per layer and micro-batch, 3 when recomputed) are timed "
+    "with the gradient sync, not overlapped",
     "AdamW: memory-bound at hbm_gbps (28 bytes per element, +6 for the 16-bit weight copy)",
     "recomputation: full re-runs the recomputed layers' forward (and its tensor-parallel "
     "collectives) in the backward: hardware FLOPs 4/3 of the layers' model FLOPs, timed; "
@@ -116,7 +120,7 @@ void plan_print_table(FILE *f, const PlanSpec *s, const PlanHardware *hw, const 
         fprintf(f, "%4d %3d %3d %4d %4d %5d %5s %3s %4s | %7.2f %7.2f %7.2f %7.2f %7.2f %7.2f %4s | "
                 "%6.3f %9.3f %9.0f %5.1f%% | %8.3f %8.3f %8.3f %8.3f %5s\n", i + 1, l->tp, l->pp, l->dp,
                 l->micro_batch, r->n_micro, l->pp == 1 ? "-" : l->gpipe ? "gpipe" : "1f1b",
-                l->tp == 1 ? "-" : l->sp ? "on" : "off", l->dp == 1 ? "-" : l->zero1 ? "on" : "off",
+                l->tp == 1 ? "-" : l->sp ? "on" : "off", l->dp == 1 ? "-" : l->zero == 3 ? "3" : l->zero == 2 ? "2" : l->zero1 ? "on" : "off",
                 b->mem[PLAN_MEM_PARAMS] / ms, b->mem[PLAN_MEM_GRADS] / ms, b->mem[PLAN_MEM_OPTIM] / ms,
                 b->mem[PLAN_MEM_ACTIVATIONS] / ms,
                 (b->mem[PLAN_MEM_WORKSPACE] + b->mem[PLAN_MEM_COMM]) / ms, r->mem_peak / ms,
@@ -166,10 +170,11 @@ static void json_stage(FILE *f, const PlanStage *st, int index) {
 static void json_result(FILE *f, const PlanResult *r, int position) {
     const PlanLayout *l = &r->layout;
     fprintf(f, "{\"position\":%d,\"tp\":%d,\"pp\":%d,\"dp\":%d,\"micro_batch\":%d,\"n_micro\":%d,"
-            "\"schedule\":\"%s\",\"sequence_parallel\":%d,\"zero1\":%d,\"fits\":%s,"
+            "\"schedule\":\"%s\",\"sequence_parallel\":%d,\"zero1\":%d,\"zero\":%d,\"fits\":%s,"
             "\"memory_peak\":%.0f,\"bubble\":%.6g,\"model_flops\":%.6g,\"hardware_flops\":%.6g,"
             "\"step_s\":%.6g,\"tokens_per_s\":%.6g,\"mfu\":%.6g,\"crosses_nodes\":{", position, l->tp,
             l->pp, l->dp, l->micro_batch, r->n_micro, l->gpipe ? "gpipe" : "1f1b", l->sp, l->zero1,
+            l->zero ? l->zero : l->zero1,
             r->fits ? "true" : "false", r->mem_peak, r->bubble, r->model_flops, r->hardware_flops, r->t_step,
             r->tokens_per_s, r->mfu);
     for (int g = 0; g < PLAN_NGROUPS; g++)

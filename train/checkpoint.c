@@ -52,16 +52,19 @@ static void meta_from_trainer(const Trainer *t, CkptMeta *m) {
                     .vocab_size = c->vocab_size, .saved_tp = d->tp, .saved_pp = d->pp,
                     .saved_dp = d->dp, .saved_zero1 = t->opt->sharding,  // ZeRO stage, 0: DDP
                     .untie = c->untie_embeddings};
+    ckpt_arch_from_config(m, c);  // Llama-style settings
     ckpt_loss_scale_to_meta(t, m);
 }
 
-// The buffers to save from (loading = 0) or load into (1). For loading, the moments start
-// at zero (elements outside every slice stay so) and the parameters keep their values.
-static HostState host_state(const Trainer *t, int loading) {
+// The buffers of model chunk c (interleaved schedule; else c = 0: the model) to save from
+// (loading = 0) or load into (1). For loading, the moments start at zero (elements outside
+// every slice stay so) and the parameters keep their values.
+static HostState host_state(const Trainer *t, int c, int loading) {
     Backend *be = t->be;
-    const Optimizer *o = t->opt;
-    float *params = o->master ? o->master : t->model->param_mem;  // ZeRO-3: this rank's shard
-    size_t pbytes = (o->master ? o->shard_len : t->model->n_floats) * sizeof(float);
+    const Optimizer *o = t->opts[c];
+    const GPT *mc = t->chunks[c];
+    float *params = o->master ? o->master : mc->param_mem;  // ZeRO-3: this rank's shard
+    size_t pbytes = (o->master ? o->shard_len : mc->n_floats) * sizeof(float);
     size_t mbytes = o->shard_len * sizeof(float);
     if (be->kind == BACKEND_CPU) {
         if (loading) {
@@ -80,17 +83,17 @@ static HostState host_state(const Trainer *t, int loading) {
     return h;
 }
 
-// Ends the use of h: after a load (loaded = 1) copies to the device; frees the copies.
-static void host_state_done(const Trainer *t, HostState *h, int loaded) {
+// Ends the use of chunk c's h: after a load (loaded = 1) copies to the device; frees the copies.
+static void host_state_done(const Trainer *t, int c, HostState *h, int loaded) {
     if (!h->copies) return;
     Backend *be = t->be;
-    const Optimizer *o = t->opt;
+    const Optimizer *o = t->opts[c];
     if (loaded) {
         size_t mbytes = o->shard_len * sizeof(float);
-        float *params = o->master ? o->master : t->model->param_mem;  // ZeRO-3: this rank's shard
-        size_t pbytes = (o->master ? o->shard_len : t->model->n_floats) * sizeof(float);
+        float *params = o->master ? o->master : t->chunks[c]->param_mem;  // ZeRO-3: this rank's shard
+        size_t pbytes = (o->master ? o->shard_len : t->chunks[c]->n_floats) * sizeof(float);
         be->ops->copy(be, params, h->params, pbytes, BACKEND_H2D);
-        gpt_refresh_weight_copies(t->model);  // --bf16/--fp16: the copies the forward reads
+        gpt_refresh_weight_copies(t->chunks[c]);  // --bf16/--fp16: the copies the forward reads
         be->ops->copy(be, o->m, h->m, mbytes, BACKEND_H2D);
         be->ops->copy(be, o->v, h->v, mbytes, BACKEND_H2D);
         be->ops->sync(be);
@@ -100,13 +103,14 @@ static void host_state_done(const Trainer *t, HostState *h, int loaded) {
     free(h->v);
 }
 
-// The ranges of group g this rank writes (saving = 1) or reads (0); returns their count.
+// The ranges of group g of model chunk c this rank writes (saving = 1) or reads (0);
+// returns their count.
 // Parameters are written by dp rank 0 (every rank reads all its own); moments follow the
 // optimizer's segments, written by every dp rank under ZeRO-1/2/3, by dp rank 0 otherwise.
 // ZeRO-3 (o->master): the parameters too follow the segments (each rank holds only its shard).
-static int plan(const Trainer *t, CkptGroup g, int saving, const HostState *h, CkptRange *out) {
-    const GPT *m = t->model;
-    const Optimizer *o = t->opt;
+static int plan(const Trainer *t, int c, CkptGroup g, int saving, const HostState *h, CkptRange *out) {
+    const GPT *m = t->chunks[c];
+    const Optimizer *o = t->opts[c];
     int tp_rank = t->grid->coord.tp_rank, dp_rank = t->grid->coord.dp_rank, n = 0;
     if (g == CKPT_MODEL && !o->master) {
         for (int i = 0; i < m->n_params; i++) {
@@ -128,26 +132,32 @@ static int plan(const Trainer *t, CkptGroup g, int saving, const HostState *h, C
     return n;
 }
 
-// Moves every range of every group between the host state and file f. Every rank opens and
+// Moves every range of every group between the host states h (one per model chunk) and file
+// f; a dataset is moved by the chunk that holds its parameter. Every rank opens and
 // closes every dataset of the whole model in the same order (H5Dclose is collective under
 // parallel HDF5) and moves its own ranges in between (one collective write per dataset;
 // independent reads, each chunk's Fletcher-32 checksum verified). Returns 0, or -1 with the
 // first failing dataset in err.
 static int transfer_all(hid_t f, const Trainer *t, const HostState *h, int write, char *err,
                         size_t errlen) {
-    const GPT *m = t->model;
-    int n_full = 0, rc = 0;
+    int n_full = 0, rc = 0, v = t->n_chunks, most = 0;
     ParamInfo *full = ckpt_full_table(&t->args.model, &n_full);
-    CkptRange *r = core_calloc((size_t)m->n_params + 1, sizeof *r);
-    size_t *e0s = core_calloc((size_t)m->n_params + 1, 2 * sizeof *e0s), *e1s = e0s + m->n_params + 1;
-    float **bufs = core_calloc((size_t)m->n_params + 1, sizeof *bufs);
+    for (int c = 0; c < v; c++) most = t->chunks[c]->n_params > most ? t->chunks[c]->n_params : most;
+    CkptRange *rs = core_calloc((size_t)v * (most + 1), sizeof *rs);
+    int *ns = core_calloc((size_t)v, sizeof *ns);
+    size_t *e0s = core_calloc((size_t)most + 1, 2 * sizeof *e0s), *e1s = e0s + most + 1;
+    float **bufs = core_calloc((size_t)most + 1, sizeof *bufs);
     int model_only = !write && (t->args.no_load_optim || t->args.finetune);
     for (int g = 0; g < (model_only ? CKPT_MODEL + 1 : CKPT_NGROUPS); g++) {  // same on every rank
-        int n = plan(t, (CkptGroup)g, write, h, r);
+        for (int c = 0; c < v; c++) ns[c] = plan(t, c, (CkptGroup)g, write, &h[c], rs + (size_t)c * (most + 1));
         for (int i = 0; i < n_full; i++) {
             char path[128];
             snprintf(path, sizeof path, "%s/%s", ckpt_group_path((CkptGroup)g), full[i].name);
-            int local = gpt_param_index(m, full[i].name), bad = 0;
+            int c = 0;  // the chunk holding the parameter (at most one on a rank), else chunk 0
+            while (c < v - 1 && gpt_param_index(t->chunks[c], full[i].name) < 0) c++;
+            const GPT *m = t->chunks[c];
+            const CkptRange *r = rs + (size_t)c * (most + 1);
+            int n = ns[c], local = gpt_param_index(m, full[i].name), bad = 0;
             hid_t ds = H5Dopen2(f, path, H5P_DEFAULT);
             if (write) {  // one collective write per dataset, on every rank (checkpoint_h5.c)
                 int nk = 0;
@@ -177,7 +187,8 @@ static int transfer_all(hid_t f, const Trainer *t, const HostState *h, int write
             core_watchdog_progress();  // one collective step done
         }
     }
-    free(r);
+    free(rs);
+    free(ns);
     free(e0s);
     free(bufs);
     free(full);
@@ -236,9 +247,10 @@ static int write_file(const Trainer *t, const char *path, char *err, size_t errl
         MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
         if (any && rc == 0) snprintf(step, sizeof step, "another rank could not create the datasets");
         if (any) rc = -1;
-        HostState h = host_state(t, 0);
-        if (!any) rc = transfer_all(f, t, &h, 1, step, sizeof step);
-        host_state_done(t, &h, 0);
+        HostState h[PP_ILV_MAX_CHUNKS];
+        for (int c = 0; c < t->n_chunks; c++) h[c] = host_state(t, c, 0);
+        if (!any) rc = transfer_all(f, t, h, 1, step, sizeof step);
+        for (int c = 0; c < t->n_chunks; c++) host_state_done(t, c, &h[c], 0);
         const char *what[2] = {"flushing the file", "closing the file"};
         for (int k = 0; k < 2; k++) {  // H5Fflush: MPI_File_sync on every rank
             if ((k == 0 ? H5Fflush(f, H5F_SCOPE_GLOBAL) : H5Fclose(f)) >= 0 || rc != 0) continue;
@@ -339,11 +351,12 @@ static int read_file(Trainer *t, const char *path, char *err, size_t errlen) {
         snprintf(err, errlen, "%s: cannot be opened on this rank", path);
     } else {
         char why[CKPT_MSG_MAX] = "";
-        HostState h = host_state(t, 1);
-        rc = transfer_all(f, t, &h, 0, why, sizeof why);
+        HostState h[PP_ILV_MAX_CHUNKS];
+        for (int c = 0; c < t->n_chunks; c++) h[c] = host_state(t, c, 1);
+        rc = transfer_all(f, t, h, 0, why, sizeof why);
         if (H5Fclose(f) < 0 && rc == 0) rc = -1;
         if (rc != 0) snprintf(err, errlen, "%s: %s", path, why);
-        host_state_done(t, &h, rc == 0);
+        for (int c = 0; c < t->n_chunks; c++) host_state_done(t, c, &h[c], rc == 0);
     }
     H5Eset_auto2(H5E_DEFAULT, old_fn, old_data);
     return rc;
@@ -365,9 +378,9 @@ void ckpt_load(Trainer *t) {
     core_watchdog_disarm();
     t->iteration = got.iteration;
     t->consumed_samples = got.consumed_samples;  // batches continue there, whatever G is now
-    t->opt->step = got.adam_step;
+    int fresh = t->args.no_load_optim || t->args.finetune;  // then the moments stayed zero
+    for (int c = 0; c < t->n_chunks; c++) t->opts[c]->step = fresh ? 0 : got.adam_step;
     t->nan_total = (int)got.nan_iterations;
-    if (t->args.no_load_optim || t->args.finetune) t->opt->step = 0;  // moments stayed zero
     if (t->args.finetune) t->iteration = 0, t->consumed_samples = 0, t->nan_total = 0;
     if (!t->args.finetune) ckpt_loss_scale_restore(t, &got, rank0);
     if (!rank0) return;

@@ -67,6 +67,7 @@ static int compare_config(const CkptMeta *got, const CkptMeta *want, char *err, 
                                  FIELDS[i].flag, (long long)g, (long long)w);
         bad = 1;
     }
+    bad = ckpt_arch_compare(got, want, err, n, &used, bad);  // Llama-style settings
     return bad ? -1 : 0;
 }
 
@@ -107,7 +108,9 @@ static int check_datasets(hid_t f, const CkptMeta *want, char *err, size_t n) {
                    .num_heads = (int)want->num_attention_heads,
                    .ffn_hidden_size = (int)want->ffn_hidden_size, .seq_length = (int)want->seq_length,
                    .max_position_embeddings = (int)want->max_position_embeddings,
-                   .vocab_size = (int)want->vocab_size, .vocab_divisible_by = 1};
+                   .vocab_size = (int)want->vocab_size, .vocab_divisible_by = 1,
+                   .untie_embeddings = (int)want->untie};
+    ckpt_arch_to_config(want, &c);  // Llama-style tensors
     int np = 0, rc = 0;
     ParamInfo *full = ckpt_full_table(&c, &np);
     for (int g = 0; g < CKPT_NGROUPS && rc == 0; g++) {

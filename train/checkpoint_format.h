@@ -41,7 +41,33 @@ typedef struct {
     // absent: 0, tied), compared with this run like the model config.
     int64_t untie;
     int64_t loss_scale_good_steps, loss_scale_overflows_left;
+    // Optional (absent: 0; written when > 0): fp16_skipped_iterations, fp16_skipped_samples
+    // (int64), the steps skipped for an fp16 overflow so far and their samples: the learning
+    // rate schedule advances only on the steps taken, so a resumed run continues it there.
+    int64_t skipped_iterations, skipped_samples;
+    // Optional, written only by Llama-style models (absent: GPT-2's 0), see
+    // checkpoint_arch.c: normalization_rmsnorm, swiglu, position_embedding_rope,
+    // num_query_groups, disable_bias_linear (int64); rotary_base, rotary_percent (float64,
+    // with rope). Compared with this run like the model config.
+    int64_t rmsnorm, swiglu, rope, num_query_groups, disable_bias_linear;
+    double rotary_base, rotary_percent;
 } CkptMeta;
+
+// checkpoint_arch.c: the Llama-style attributes above.
+// Copies c's Llama-style settings into m (num_query_groups 0 for multi-head). Pure.
+void ckpt_arch_from_config(CkptMeta *m, const GPTConfig *c);
+// Sets c's Llama-style fields from m. Pure.
+void ckpt_arch_to_config(const CkptMeta *m, GPTConfig *c);
+// Writes the attributes m has (none for GPT-2). Collective like ckpt_h5_write_meta.
+void ckpt_arch_write(hid_t f, const CkptMeta *m);
+// Reads them (absent: 0). Never fails.
+void ckpt_arch_read(hid_t f, CkptMeta *m);
+// Appends " flag N (this run M)" to err (at *used; ", " before it when bad or after the
+// first) for every differing setting; returns bad + their count. Pure.
+int ckpt_arch_compare(const CkptMeta *got, const CkptMeta *want, char *err, size_t n, size_t *used,
+                      int bad);
+// 1 if name is one of the attributes above (readers that list the known ones). Pure.
+int ckpt_arch_is_attr(const char *name);
 
 // The three groups of datasets, in file order.
 typedef enum { CKPT_MODEL, CKPT_EXP_AVG, CKPT_EXP_AVG_SQ, CKPT_NGROUPS } CkptGroup;

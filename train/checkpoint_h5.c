@@ -69,6 +69,7 @@ void ckpt_h5_write_meta(hid_t f, const CkptMeta *m) {
         H5_CHECK(H5Awrite(a, H5T_NATIVE_INT64, &m->untie));
         H5_CHECK(H5Aclose(a));
     }
+    ckpt_arch_write(f, m);  // Llama-style models only
     if (m->has_loss_scale) {  // --fp16 with a dynamic scale: its state, to resume it
         a = H5Acreate2(f, "fp16_loss_scale", H5T_IEEE_F64LE, scalar, H5P_DEFAULT, H5P_DEFAULT);
         H5_CHECK(a);
@@ -76,6 +77,16 @@ void ckpt_h5_write_meta(hid_t f, const CkptMeta *m) {
         H5_CHECK(H5Aclose(a));
         const char *names[2] = {"fp16_loss_scale_good_steps", "fp16_loss_scale_overflows_left"};
         const int64_t *v[2] = {&m->loss_scale_good_steps, &m->loss_scale_overflows_left};
+        for (int i = 0; i < 2; i++) {
+            a = H5Acreate2(f, names[i], H5T_STD_I64LE, scalar, H5P_DEFAULT, H5P_DEFAULT);
+            H5_CHECK(a);
+            H5_CHECK(H5Awrite(a, H5T_NATIVE_INT64, v[i]));
+            H5_CHECK(H5Aclose(a));
+        }
+    }
+    if (m->skipped_iterations > 0) {  // fp16 overflow steps: where the lr schedule stands
+        const char *names[2] = {"fp16_skipped_iterations", "fp16_skipped_samples"};
+        const int64_t *v[2] = {&m->skipped_iterations, &m->skipped_samples};
         for (int i = 0; i < 2; i++) {
             a = H5Acreate2(f, names[i], H5T_STD_I64LE, scalar, H5P_DEFAULT, H5P_DEFAULT);
             H5_CHECK(a);
@@ -134,12 +145,16 @@ int ckpt_h5_read_meta(hid_t f, CkptMeta *m, char *err, size_t n) {
         }
     }
     if (!read_optional(f, "untie_embeddings_and_output_weights", H5T_NATIVE_INT64, &m->untie)) m->untie = 0;
+    ckpt_arch_read(f, m);
     m->has_loss_scale = read_optional(f, "fp16_loss_scale", H5T_NATIVE_DOUBLE, &m->loss_scale) &&
                         read_optional(f, "fp16_loss_scale_good_steps", H5T_NATIVE_INT64,
                                       &m->loss_scale_good_steps) &&
                         read_optional(f, "fp16_loss_scale_overflows_left", H5T_NATIVE_INT64,
                                       &m->loss_scale_overflows_left) &&
                         m->loss_scale > 0;
+    if (!read_optional(f, "fp16_skipped_iterations", H5T_NATIVE_INT64, &m->skipped_iterations) ||
+        !read_optional(f, "fp16_skipped_samples", H5T_NATIVE_INT64, &m->skipped_samples))
+        m->skipped_iterations = m->skipped_samples = 0;
     return 0;
 }
 

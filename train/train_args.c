@@ -4,6 +4,7 @@
 #include "core/check.h"
 #include "model/gpt_flags.h"  // defines: gpt_flags_specs (the model's flags, shared with plan)
 #include "data/blend.h"
+#include "pipeline/pp_interleaved.h"  // defines: pp_ilv_check, PP_ILV_MAX_CHUNKS
 
 #include <stdint.h>  // defines: INT32_MAX
 #include <stdio.h>   // defines: sscanf
@@ -93,6 +94,44 @@ static int given(int argc, char **argv, const char *flag) {
     return 0;
 }
 
+// --num-layers-per-virtual-pipeline-stage N / --virtual-pipeline-model-parallel-size V into
+// a->vpp (V = num-layers / (PP x N)), and the combinations the interleaved schedule refuses.
+// One line, exit 2. (m a multiple of PP is checked with the world size.)
+static void parse_virtual_pipeline(TrainArgs *a, int per_stage, int size) {
+    const GPTConfig *m = &a->model;
+    a->vpp = 1;
+    if (!per_stage && !size) return;
+    if (per_stage < 0 || size < 0)
+        core_usage_error("--num-layers-per-virtual-pipeline-stage %d / --virtual-pipeline-model-parallel-size "
+                         "%d must be > 0", per_stage, size);
+    int pp = a->pp > 0 ? a->pp : 1;
+    if (per_stage && (m->num_layers % (pp * per_stage)))
+        core_usage_error("--num-layers %d is not divisible by pipeline-model-parallel-size %d x "
+                         "--num-layers-per-virtual-pipeline-stage %d", m->num_layers, pp, per_stage);
+    int v = per_stage ? m->num_layers / (pp * per_stage) : size;
+    if (per_stage && size && v != size)
+        core_usage_error("--num-layers-per-virtual-pipeline-stage %d gives %d model chunks per pipeline "
+                         "rank, but --virtual-pipeline-model-parallel-size is %d", per_stage, v, size);
+    if (v > PP_ILV_MAX_CHUNKS)
+        core_usage_error("--virtual-pipeline-model-parallel-size %d: at most %d model chunks per pipeline rank",
+                         v, PP_ILV_MAX_CHUNKS);
+    a->vpp = v;
+    if (v == 1) return;
+    if (pp < 2)
+        core_usage_error("the interleaved schedule (--virtual-pipeline-model-parallel-size %d) needs "
+                         "--pipeline-model-parallel-size >= 2, got %d", v, a->pp);
+    if (m->num_layers % (pp * v))
+        core_usage_error("--num-layers %d is not divisible by pipeline-model-parallel-size %d x "
+                         "--virtual-pipeline-model-parallel-size %d", m->num_layers, pp, v);
+    const char *other = a->sharding >= OPTIM_SHARD_GRADS ? "--data-parallel-sharding-strategy optim_grads(_params)"
+                      : strcmp(a->pipeline_schedule, "1f1b") ? "--pipeline-schedule gpipe"
+                      : (m->first_stage_layers || m->last_stage_layers) ? "--decoder-first/last-pipeline-num-layers"
+                      : a->rampup.start ? "--rampup-batch-size" : NULL;
+    if (other)
+        core_usage_error("the interleaved schedule (--virtual-pipeline-model-parallel-size %d) does not "
+                         "support %s yet", v, other);
+}
+
 // --data-parallel-sharding-strategy (Megatron-Core's names) against --no/--use-distributed-
 // optimizer and against what ZeRO-2/3 do not support yet. One line naming both, exit 2.
 static void parse_sharding(TrainArgs *a, const char *name, int argc, char **argv, int no_zero1) {
@@ -110,14 +149,9 @@ static void parse_sharding(TrainArgs *a, const char *name, int argc, char **argv
     a->sharding = s;
     a->zero1 = s != OPTIM_NO_SHARD;
     if (s < OPTIM_SHARD_GRADS) return;
-    const struct { int on; const char *flag, *why; } no[] = {
-        {a->bf16 || a->fp16, a->bf16 ? "--bf16" : "--fp16", "they gather and sum fp32 weights and gradients only"},
-        {a->grad_reduce_in_bf16, "--grad-reduce-in-bf16", "its reduce-scatters are fp32"},
-        {a->ddp_bucket_size != 0, "--ddp-bucket-size", "its buckets are the layers"}};
-    for (int i = 0; i < 3; i++)
-        if (no[i].on)
-            core_usage_error("--data-parallel-sharding-strategy %s (%s) does not support %s yet (%s)",
-                             name, optim_sharding_label((OptimSharding)s), no[i].flag, no[i].why);
+    if (a->ddp_bucket_size != 0)
+        core_usage_error("--data-parallel-sharding-strategy %s (%s) does not support --ddp-bucket-size "
+                         "(its buckets are the layers)", name, optim_sharding_label((OptimSharding)s));
 }
 
 void train_args_parse(TrainArgs *a, int argc, char **argv) {
@@ -150,7 +184,7 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
     double lr = 3e-4, min_lr = 0, wd = 0.01, b1 = 0.9, b2 = 0.999, eps = 1e-8, clip = 1.0;  // Megatron's
     double warmup_fraction = -1, hidden_dropout = 0, attention_dropout = 0;
     int64_t train_samples = 0, warmup_samples = -1, decay_samples = -1;
-    int overlap_grad = 0, overlap_param = 0, vpp_layers = 0, vpp_size = 0;
+    int overlap_grad = 0, vpp_layers = 0, vpp_size = 0;
     CoreStrList rampup = {0};
     int64_t warmup = 0, decay = -1, seed = 1234;
     const char *style = "cosine";
@@ -173,10 +207,9 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
         {"--hidden-dropout", ARG_FLOAT, &hidden_dropout, "must be 0: megac has no dropout (Megatron: 0.1)"},
         {"--attention-dropout", ARG_FLOAT, &attention_dropout, "must be 0: megac has no dropout (Megatron: 0.1)"},
         {"--rampup-batch-size", ARG_LIST, &rampup, "START INCR SAMPLES: the global batch grows from START by INCR to --global-batch-size over SAMPLES samples (needs --train-samples)"},
-        {"--num-layers-per-virtual-pipeline-stage", ARG_INT, &vpp_layers, "(not supported yet)"},
-        {"--virtual-pipeline-model-parallel-size", ARG_INT, &vpp_size, "(not supported yet)"},
+        {"--num-layers-per-virtual-pipeline-stage", ARG_INT, &vpp_layers, "layers per model chunk: interleaved 1F1B with v = num-layers / (PP x this) chunks per pipeline rank (bubble (PP-1)/(v x m); m a multiple of PP)"},
+        {"--virtual-pipeline-model-parallel-size", ARG_INT, &vpp_size, "v, model chunks per pipeline rank (interleaved 1F1B; instead of the flag above)"},
         {"--overlap-grad-reduce", ARG_BOOL, &overlap_grad, "(not supported yet)"},
-        {"--overlap-param-gather", ARG_BOOL, &overlap_param, "(not supported yet)"},
         {"--lr-decay-iters", ARG_I64, &decay, "decay iterations (default: train-iters)"},
         {"--weight-decay", ARG_FLOAT, &wd, "AdamW weight decay (weights and embeddings)"},
         {"--adam-beta1", ARG_FLOAT, &b1, "AdamW beta1"},
@@ -219,6 +252,7 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
         {"--trace", ARG_STR, &a->trace, "write a Chrome trace (Perfetto) of the steps to FILE"},
         {"--pipeline-schedule", ARG_STR, &a->pipeline_schedule, "1f1b | gpipe (all-forward-all-backward)"},
         {"--sequence-parallel", ARG_BOOL, &a->sequence_parallel, "split LayerNorm regions along the sequence over TP"},
+        {"--overlap-param-gather", ARG_BOOL, &a->overlap_param_gather, "ZeRO-3: gather the next layer's weights while the current one computes (same results)"},
         {"--ddp-bucket-size", ARG_I64, &a->ddp_bucket_size, "gradient elements per DP reduction bucket (0: one)"},
         {"--bf16", ARG_BOOL, &a->bf16, "CUDA: bf16 activations and weight copies, fp32 master weights, grads and optimizer"},
         {"--fp16", ARG_BOOL, &a->fp16, "CUDA: fp16 activations and weight copies with loss scaling, fp32 master weights"},
@@ -240,10 +274,7 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
     if (hidden_dropout != 0 || attention_dropout != 0)
         core_usage_error("--hidden-dropout %g / --attention-dropout %g: megac has no dropout (like most "
                          "LLM pretraining today); give 0 or leave them out", hidden_dropout, attention_dropout);
-    const char *unsupported = (vpp_layers || vpp_size) ? "the interleaved schedule (--num-layers-per-virtual-pipeline-stage)"
-                            : overlap_grad ? "--overlap-grad-reduce"
-                            : overlap_param ? "--overlap-param-gather" : NULL;
-    if (unsupported) core_usage_error("%s is not supported by megac yet", unsupported);
+    if (overlap_grad) core_usage_error("--overlap-grad-reduce is not supported by megac yet");
     if (train_samples < 0 || (train_samples && train_iters_given(argc, argv)))
         core_usage_error("give --train-iters or --train-samples (> 0), not both");
     parse_rampup(a, &rampup, train_samples);
@@ -308,6 +339,10 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
         core_usage_error("--pipeline-schedule must be 1f1b or gpipe, got '%s'", a->pipeline_schedule);
     if (a->ddp_bucket_size < 0) core_usage_error("--ddp-bucket-size must be >= 0");
     parse_sharding(a, sharding, argc, argv, no_zero1);
+    if (a->overlap_param_gather && a->sharding != OPTIM_SHARD_PARAMS)
+        core_usage_error("--overlap-param-gather needs --data-parallel-sharding-strategy optim_grads_params "
+                         "(ZeRO-3: the only strategy that gathers parameters per layer)");
+    parse_virtual_pipeline(a, vpp_layers, vpp_size);
     if (a->bf16 && a->fp16) core_usage_error("--bf16 and --fp16 contradict each other: choose one");
     if ((a->bf16 || a->fp16) && strcmp(a->device, "cuda"))
         core_usage_error("--%s needs --device cuda: the CPU backend computes in fp32 only",
@@ -339,6 +374,11 @@ void train_args_check_layout(const TrainArgs *a, int world) {
         core_usage_error("--rampup-batch-size %lld %lld: START and INCR must be multiples of "
                          "--micro-batch-size %d x data-parallel size %d", (long long)a->rampup.start,
                          (long long)a->rampup.incr, a->micro_batch, dp);
+    int n_micro = a->global_batch / (a->micro_batch * dp);
+    char ilv[256];
+    if (a->vpp > 1 && pp_ilv_check(a->pp, a->vpp, n_micro, ilv, sizeof ilv))
+        core_usage_error("--virtual-pipeline-model-parallel-size %d: %s (--global-batch-size %d / "
+                         "(--micro-batch-size %d x DP %d))", a->vpp, ilv, a->global_batch, a->micro_batch, dp);
     GPTConfig m = a->model;
     if (m.vocab_size == 0) m.vocab_size = 1;  // not known yet; checked once the data is open
     char err[512];

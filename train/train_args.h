@@ -40,6 +40,7 @@ typedef struct {
     int num_threads;
     int zero1;                      // the optimizer state is sharded (ZeRO-1, 2 or 3)
     int sharding;                   // OptimSharding: --data-parallel-sharding-strategy
+    int overlap_param_gather;       // ZeRO-3: prefetch the next layer's weights (optim/zero.h)
     double timeout_minutes;
     int max_nan_iters;
     int exit_signal_handler;        // 1 (default): SIGTERM/SIGINT/SIGUSR1/SIGUSR2 stop gracefully
@@ -48,6 +49,7 @@ typedef struct {
     int overwrite_newer;            // --save may move `latest` back (start over; see CHECKPOINT.md)
     const char *trace;
     const char *pipeline_schedule;  // "1f1b" (default) or "gpipe" (all-forward-all-backward)
+    int vpp;                        // model chunks per pipeline rank (interleaved 1F1B); 1: off
     int sequence_parallel;
     int64_t ddp_bucket_size;        // floats per reduce-scatter bucket (0: one bucket)
     int argc;                       // the flags as given (after "train"), for the run record

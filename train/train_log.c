@@ -57,14 +57,18 @@ void train_log_process_ids(const Trainer *t) {
 enum { MEM_PARAMS, MEM_GRADS, MEM_OPTIM, MEM_OPTIM_UNSHARDED, MEM_ACTIVATIONS, MEM_WORKSPACE, MEM_N };
 
 static void memory_of(const Trainer *t, double out[MEM_N]) {
-    const GPT *m = t->model;
-    // fp32 master weights (ZeRO-3: this rank's shard + gather buffers), --bf16/--fp16 copies
-    out[MEM_PARAMS] = (double)optim_param_memory_bytes(t->opt, m);
-    out[MEM_GRADS] = (double)optim_grad_memory_bytes(t->opt, m);  // ZeRO-2/3: shard + transient
-    out[MEM_OPTIM] = (double)optim_state_bytes(t->opt);
-    out[MEM_OPTIM_UNSHARDED] = 2.0 * t->opt->n_padded * sizeof(float);
-    out[MEM_ACTIVATIONS] = (double)m->slot_bytes * m->n_slots;
-    out[MEM_WORKSPACE] = (double)m->scratch_bytes;
+    memset(out, 0, MEM_N * sizeof(double));
+    for (int c = 0; c < t->n_chunks; c++) {  // interleaved: every model chunk of this rank
+        const GPT *m = t->chunks[c];
+        const Optimizer *o = t->opts[c];
+        // fp32 master weights (ZeRO-3: this rank's shard + gather buffers), --bf16/--fp16 copies
+        out[MEM_PARAMS] += (double)optim_param_memory_bytes(o, m);
+        out[MEM_GRADS] += (double)optim_grad_memory_bytes(o, m);  // ZeRO-2/3: shard + transient
+        out[MEM_OPTIM] += (double)optim_state_bytes(o);
+        out[MEM_OPTIM_UNSHARDED] += 2.0 * o->n_padded * sizeof(float);
+        out[MEM_ACTIVATIONS] += (double)m->slot_bytes * m->n_slots;
+        out[MEM_WORKSPACE] += (double)m->scratch_bytes;
+    }
 }
 
 // Per-rank memory: every rank up to 16 ranks, else the smallest and largest of each column.
@@ -128,8 +132,14 @@ void train_log_startup(const Trainer *t) {
                m->Vp, a->micro_batch, a->global_batch, t->n_micro,
                m->sp ? " | sequence parallel" : "", m->cfg.use_flash_attn ? " | flash attention" : "",
                recompute_label(&m->cfg, rc, sizeof rc));
+        size_t mine_floats = 0;
+        for (int c = 0; c < t->n_chunks; c++) mine_floats += t->chunks[c]->n_floats;
         printf("parameters: %.6g M in the whole model (tied embedding counted once, vocabulary "
-               "unpadded); %zu on rank 0's stage slice\n", model_params(&a->model) / 1e6, m->n_floats);
+               "unpadded); %zu on rank 0's stage slice\n", model_params(&a->model) / 1e6, mine_floats);
+        if (t->n_chunks > 1)
+            printf("interleaved 1F1B: %d model chunks per pipeline rank of %d layers each (chunk c of "
+                   "pipeline rank r: layers of virtual stage c*%d + r)\n", t->n_chunks,
+                   a->model.num_layers / (g->dims.pp * t->n_chunks), g->dims.pp);
         if (a->rampup.start)
             printf("batch ramp-up: global batch %lld + %lld every %.6g samples up to %d (after %lld samples)\n",
                    (long long)a->rampup.start, (long long)a->rampup.incr,
@@ -199,12 +209,18 @@ void train_log_iteration(Trainer *t, const StepResult *r, double ms, int64_t it)
                 "\"gflops_per_rank\":%.3f,\"skipped\":%d,\"loss_scale\":%.17g", r->lr, ms, tok_s,
                 gflops, r->skipped, r->loss_scale);
         json_traffic(t->log_json, t->grid);
-        fprintf(t->log_json, ",\"param_memory_bytes\":%zu,\"grad_memory_bytes\":%zu",
-                optim_param_memory_bytes(t->opt, t->model), optim_grad_memory_bytes(t->opt, t->model));
+        size_t pmem = 0, gmem = 0, gbuf = 0, ostate = 0;  // every model chunk (interleaved)
+        for (int c = 0; c < t->n_chunks; c++) {
+            pmem += optim_param_memory_bytes(t->opts[c], t->chunks[c]);
+            gmem += optim_grad_memory_bytes(t->opts[c], t->chunks[c]);
+            gbuf += t->opts[c]->n_padded * sizeof(float);
+            ostate += optim_state_bytes(t->opts[c]);
+        }
+        fprintf(t->log_json, ",\"param_memory_bytes\":%zu,\"grad_memory_bytes\":%zu", pmem, gmem);
         if (t->opt->zero)  // the edge tensors' share of the shard (traffic formulas, zero.h)
-            fprintf(t->log_json, ",\"dp_shard_edge_bytes\":%zu", optim_zero_edge_shard_bytes(t->opt));
-        fprintf(t->log_json, ",\"grad_buffer_bytes\":%zu,\"optimizer_state_bytes\":%zu",
-                t->opt->n_padded * sizeof(float), optim_state_bytes(t->opt));
+            fprintf(t->log_json, ",\"dp_shard_edge_bytes\":%zu,\"zero_prefetched_gathers\":%d",
+                    optim_zero_edge_shard_bytes(t->opt), t->opt->zero->n_prefetched);  // rank 0's, last chunk
+        fprintf(t->log_json, ",\"grad_buffer_bytes\":%zu,\"optimizer_state_bytes\":%zu", gbuf, ostate);
         fprintf(t->log_json, "}\n");
         fflush(t->log_json);  // a killed run keeps every record it logged
     }
@@ -291,6 +307,7 @@ void train_log_run_record(Trainer *t, long superseded) {
             (long long)a->ddp_bucket_size, a->grad_reduce_in_bf16, c->use_flash_attn, rc,
             c->recompute_block ? "block" : "uniform", c->recompute == GPT_RECOMPUTE_FULL ? c->recompute_num_layers : 0,
             a->lr.lr, a->lr.min_lr, (unsigned long long)a->seed, a->mock_data);
+    fprintf(f, ",\"virtual_pipeline_model_parallel_size\":%d", t->n_chunks);  // 1: not interleaved
     fprintf(f, ",\"hosts\":[");
     for (const char *p = run_hosts; *p; p += *p == ',') {
         size_t n = strcspn(p, ",");

@@ -20,7 +20,7 @@ enum { CKPT_LINE = 4400 };  // a --save path (up to 4096 bytes) and the words ar
 static void report_pipeline(Trainer *t) {
     ProcessGrid *g = t->grid;
     if ((g->dims.pp > 1 && t->be->kind == BACKEND_CPU) || t->args.trace)
-        pp_trace_report_bubble(t->trace, g->world, g->coord.pp_rank, g->dims.pp, t->n_micro);
+        pp_trace_report_bubble(t->trace, g->world, g->coord.pp_rank, g->dims.pp, t->n_micro, t->n_chunks);
     if (t->args.trace) {
         char label[96];
         snprintf(label, sizeof label, "stage %d (tp %d, dp %d)", g->coord.pp_rank, g->coord.tp_rank,

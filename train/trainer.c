@@ -149,6 +149,42 @@ static void install_crash_report(int rank) {
     for (int i = 0; i < 5; i++) sigaction(sigs[i], &sa, NULL);
 }
 
+// This rank's model stage and its optimizer; with the interleaved schedule v chunks, chunk c
+// being virtual stage c*PP + pp_rank of PP*v (so its layers, parameter names and
+// initialisation follow the global layer index), each with its own optimizer.
+static void create_model_chunks(Trainer *t, PPScheduleKind kind) {
+    const TrainArgs *a = &t->args;
+    ProcessGrid *g = t->grid;
+    int v = a->vpp > 1 ? a->vpp : 1, r = g->coord.pp_rank, slots[PP_ILV_MAX_CHUNKS];
+    if (v > 1) pp_ilv_slots(a->pp, v, t->n_micro, r, slots);
+    else slots[0] = pp_schedule_slots(kind, a->pp, r, t->n_micro);
+    t->n_chunks = v;
+    t->chunks = core_calloc((size_t)v, sizeof *t->chunks);
+    t->opts = core_calloc((size_t)v, sizeof *t->opts);
+    t->wte_chunk = t->wte_param = -1;
+    for (int c = 0; c < v; c++) {
+        GPT *m = gpt_create(&a->model, t->be, a->tp, g->coord.tp_rank, a->pp * v, c * a->pp + r,
+                            a->micro_batch, slots[c], a->seed, optim_pad_multiple(t->dp),
+                            a->sequence_parallel);
+        Optimizer *o;
+        if (a->sharding >= OPTIM_SHARD_GRADS)  // ZeRO-2/3: shards per layer, hooked into the model
+            o = optim_zero_create(t->be, g->dp, (OptimSharding)a->sharding, m, g->coord.tp_rank);
+        else
+            o = optim_create(t->be, g->dp, a->zero1, m->params, m->n_params, m->n_floats,
+                             g->coord.tp_rank, (size_t)a->ddp_bucket_size);
+        if (a->grad_reduce_in_bf16) optim_set_reduce_bf16(o);
+        optim_zero_set_prefetch(o, a->overlap_param_gather);  // ZeRO-3 only (train_args.c)
+        optim_set_weight_copies(o, m);  // bf16/fp16: AdamW writes the copies where it can
+        if (o->n_padded != m->n_alloc)  // the optimizer reads/writes n_padded floats
+            core_fatal("optimizer buffer %zu floats, model buffers %zu", o->n_padded, m->n_alloc);
+        if (gpt_param_index(m, "wte") >= 0) t->wte_chunk = c, t->wte_param = gpt_param_index(m, "wte");
+        t->chunks[c] = m;
+        t->opts[c] = o;
+    }
+    t->model = t->chunks[0];
+    t->opt = t->opts[0];
+}
+
 Trainer *trainer_create(const TrainArgs *args) {
     Trainer *t = core_calloc(1, sizeof *t);
     t->args = *args;
@@ -181,24 +217,12 @@ Trainer *trainer_create(const TrainArgs *args) {
     t->dp = g->dims.dp;
     t->n_micro = a->global_batch / (a->micro_batch * t->dp);
     PPScheduleKind kind = (PPScheduleKind)pp_schedule_parse(a->pipeline_schedule);
-    int slots = pp_schedule_slots(kind, a->pp, g->coord.pp_rank, t->n_micro);
-    t->model = gpt_create(&a->model, t->be, a->tp, g->coord.tp_rank, a->pp, g->coord.pp_rank,
-                          a->micro_batch, slots, a->seed, optim_pad_multiple(t->dp),
-                          a->sequence_parallel);
-    if (a->sharding >= OPTIM_SHARD_GRADS)  // ZeRO-2/3: shards per layer, hooked into the model
-        t->opt = optim_zero_create(t->be, g->dp, (OptimSharding)a->sharding, t->model, g->coord.tp_rank);
-    else
-        t->opt = optim_create(t->be, g->dp, a->zero1, t->model->params, t->model->n_params,
-                              t->model->n_floats, g->coord.tp_rank, (size_t)a->ddp_bucket_size);
-    if (a->grad_reduce_in_bf16) optim_set_reduce_bf16(t->opt);
-    if (t->opt->n_padded != t->model->n_alloc)  // the optimizer reads/writes n_padded floats
-        core_fatal("optimizer buffer %zu floats, model buffers %zu", t->opt->n_padded, t->model->n_alloc);
-    t->wte_param = gpt_param_index(t->model, "wte");
+    create_model_chunks(t, kind);
     size_t N = (size_t)a->micro_batch * a->model.seq_length;
     t->cursor = (BatchCursor){t->data, SPLIT_TRAIN, 0, a->global_batch, g->coord.dp_rank, t->dp,
                               a->micro_batch, a->model.seq_length, g->tp_host,
                               core_calloc(2 * N, sizeof(int))};
-    t->trace = pp_trace_create(g->world, a->trace ? trace_capacity(a, t->n_micro) : 0);
+    t->trace = pp_trace_create(g->world, a->trace ? trace_capacity(a, t->n_micro * t->n_chunks) : 0);
     t->dscale_base = 1.0 / ((double)N * t->n_micro);
     t->scaler = a->fp16 ? loss_scale_init(a->loss_scale > 0 ? a->loss_scale : a->initial_loss_scale,
                                           a->min_loss_scale, a->loss_scale_window, a->hysteresis,
@@ -206,6 +230,7 @@ Trainer *trainer_create(const TrainArgs *args) {
                         : loss_scale_init(1.0, 1.0, 1, 1, 0);
     pp_step_init(&t->step, t->model, g, kind, batches_get, &t->cursor, t->n_micro,
                  (float)t->dscale_base, t->trace);
+    if (t->n_chunks > 1) pp_step_set_chunks(&t->step, t->chunks, t->n_chunks);
     test_die_at_iter(t, g->coord.rank);
     test_nan_at_iter(t);
     install_crash_report(g->coord.rank);
@@ -218,8 +243,12 @@ void trainer_destroy(Trainer *t) {
     if (t->log_json) fclose(t->log_json);
     pp_step_free(&t->step);
     pp_trace_destroy(t->trace);
-    optim_destroy(t->opt);
-    gpt_destroy(t->model);
+    for (int c = 0; c < t->n_chunks; c++) {
+        optim_destroy(t->opts[c]);
+        gpt_destroy(t->chunks[c]);
+    }
+    free(t->opts);
+    free(t->chunks);
     pgrid_destroy(t->grid);
     backend_destroy(t->be);
     batches_destroy(t->data);
@@ -231,8 +260,9 @@ void trainer_destroy(Trainer *t) {
 static void sync_tied_embedding(Trainer *t) {
     ProcessGrid *g = t->grid;
     if (g->dims.pp == 1 || !g->embedding || t->wte_param < 0 || t->args.model.untie_embeddings) return;
-    const ParamInfo *p = &t->model->params[t->wte_param];
-    comm_all_reduce(g->embedding, t->model->grad_mem + p->offset, p->numel, COMM_F32, COMM_SUM);
+    GPT *m = t->chunks[t->wte_chunk];  // interleaved: chunk 0 on the first stage, v-1 on the last
+    const ParamInfo *p = &m->params[t->wte_param];
+    comm_all_reduce(g->embedding, m->grad_mem + p->offset, p->numel, COMM_F32, COMM_SUM);
 }
 
 // Global sums of [grad norm^2, loss sum] over all ranks (each adds its unique share).
@@ -260,7 +290,7 @@ StepResult trainer_step(Trainer *t) {
     for (int i = 0; i < 4; i++)
         if (groups[i]) comm_stats_reset(groups[i]);  // the log reports one step's traffic
     if (it == t->die_at_iter) raise(t->die_signal);  // test hook, see test_die_at_iter
-    gpt_zero_grads(m);
+    for (int c = 0; c < t->n_chunks; c++) gpt_zero_grads(t->chunks[c]);
     if (t->opt->zero) optim_zero_begin_step(t->opt);
     double S = t->scaler.scale;  // gradients come out S times too large (fp16), else S = 1
     t->step.loss_scale = (float)(t->dscale_base * S);
@@ -270,11 +300,12 @@ StepResult trainer_step(Trainer *t) {
         optim_zero_finish_grads(t->opt, m->sp ? t->grid->tp : NULL,
                                 t->grid->dims.pp > 1 ? t->grid->embedding : NULL);
     } else {
-        gpt_sync_sequence_parallel_grads(m, t->grid->tp);
+        for (int c = 0; c < t->n_chunks; c++) gpt_sync_sequence_parallel_grads(t->chunks[c], t->grid->tp);
         sync_tied_embedding(t);
-        optim_reduce_grads(t->opt, m->grad_mem);
+        for (int c = 0; c < t->n_chunks; c++) optim_reduce_grads(t->opts[c], t->chunks[c]->grad_mem);
     }
-    double sq = optim_local_grad_sq(t->opt, m->grad_mem);
+    double sq = 0.0;  // interleaved: the norm and the clipping cover all chunks together
+    for (int c = 0; c < t->n_chunks; c++) sq += optim_local_grad_sq(t->opts[c], t->chunks[c]->grad_mem);
     if (nan_hook(t, it)) sq = NAN;  // test hook, see test_nan_at_iter
     global_sums(t, &sq, &loss_sum);
     pp_trace_end(t->trace, PP_EV_GRAD_SYNC, -1, t0);
@@ -297,8 +328,12 @@ StepResult trainer_step(Trainer *t) {
         double clip = t->args.adamw.clip_grad, scale = 1.0;
         if (clip > 0 && r.grad_norm + 1e-6 > clip) scale = clip / (r.grad_norm + 1e-6);
         t0 = pp_trace_begin(t->trace);
-        optim_update(t->opt, &t->args.adamw, r.lr, scale / S, m->param_mem, m->grad_mem);
-        gpt_refresh_weight_copies(m);  // bf16/fp16: the copies the next forward reads
+        for (int c = 0; c < t->n_chunks; c++) {
+            GPT *mc = t->chunks[c];
+            // bf16/fp16: the copies the next forward reads (unless AdamW wrote them)
+            if (!optim_update(t->opts[c], &t->args.adamw, r.lr, scale / S, mc->param_mem, mc->grad_mem))
+                gpt_refresh_weight_copies(mc);
+        }
         pp_trace_end(t->trace, PP_EV_OPTIMIZER, -1, t0);
     }
     t->iteration = it;

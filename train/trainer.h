@@ -29,6 +29,10 @@ typedef struct {
     Backend *be;
     GPT *model;
     Optimizer *opt;
+    int n_chunks;               // interleaved schedule: v model chunks on this rank; else 1
+    GPT **chunks;               // (n_chunks) chunk c = virtual stage c*PP + pp_rank; [0] == model
+    Optimizer **opts;           // (n_chunks) one optimizer per chunk; [0] == opt
+    int wte_chunk;              // the chunk holding wte (or its tied copy), -1 if none
     BatchSource *data;
     BatchCursor cursor;
     PPStep step;

@@ -25,8 +25,19 @@ void *cpu_alloc(Backend *be, size_t bytes) {
 
 void cpu_free(Backend *be, void *p) { free(p); }
 
+// Large buffers (the gradients, every step) are cleared by all threads, a slice each.
 void cpu_zero(Backend *be, void *p, size_t bytes) {
-    if (bytes) memset(p, 0, bytes);
+    int nt = cpu_nt(be);
+    if (nt <= 1 || bytes < CPU_ZERO_PAR_MIN) {
+        if (bytes) memset(p, 0, bytes);
+        return;
+    }
+#pragma omp parallel num_threads(nt)
+    {
+        size_t me = (size_t)omp_get_thread_num(), team = (size_t)omp_get_num_threads();
+        size_t b0 = bytes * me / team / 64 * 64, b1 = me + 1 == team ? bytes : bytes * (me + 1) / team / 64 * 64;
+        memset((char *)p + b0, 0, b1 - b0);
+    }
 }
 
 // Host to host whatever the kind; overlapping ranges are fine.

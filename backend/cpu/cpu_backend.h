@@ -15,6 +15,8 @@
 
 // Elementwise loops shorter than this run on one thread (a parallel region costs more).
 #define CPU_PAR_MIN 16384
+// Buffers of at least this many bytes are cleared by all threads (cpu_zero).
+#define CPU_ZERO_PAR_MIN ((size_t)1 << 20)
 // Channel block for reductions over rows (dbias, dweight of layernorm, embedding grads).
 #define CPU_COLBLK 32
 
@@ -66,6 +68,18 @@ void cpu_gelu_backward(Backend *be, float *dinp, const float *inp, const float *
 void cpu_add(Backend *be, float *out, const float *a, const float *b, size_t n);
 void cpu_scale(Backend *be, float *x, float s, size_t n);
 
+// cpu_llama.c (void * activations, as the BackendOps entries they implement)
+void cpu_rmsnorm_forward(Backend *be, void *out, float *rstd, const void *inp, const void *weight,
+                         int N, int C);
+void cpu_rmsnorm_backward(Backend *be, void *dinp, float *dweight, const void *dout,
+                          const void *inp, const void *weight, const float *rstd, int N, int C);
+void cpu_swiglu_forward(Backend *be, void *out, const void *inp, int N, int F);
+void cpu_swiglu_backward(Backend *be, void *dinp, const void *inp, const void *dout, int N, int F);
+void cpu_rope_gqa_forward(Backend *be, void *out, const void *inp, int B, int T, int NH, int G,
+                          int hs, int rot, float base, int pos0);
+void cpu_rope_gqa_backward(Backend *be, void *dinp, const void *dout, int B, int T, int NH,
+                           int G, int hs, int rot, float base, int pos0);
+
 // cpu_attention.c
 void cpu_attention_forward(Backend *be, float *out, float *att, const float *qkv,
                            int B, int T, int NH, int hs);
@@ -107,7 +121,7 @@ void cpu_adamw(Backend *be, float *param, const float *grad, float *m, float *v,
                int step);
 double cpu_sum_squares(Backend *be, const float *x, size_t n);
 double cpu_sum(Backend *be, const float *x, size_t n);
-void cpu_adamw_multi(Backend *be, float *param, const float *grad, float *m, float *v,
+void cpu_adamw_multi(Backend *be, float *param, void *copy, const float *grad, float *m, float *v,
                      const BackendSegment *segs, int nseg, size_t max_len, float lr,
                      float beta1, float beta2, float eps, float wd, float grad_scale, int step);
 double cpu_sum_squares_multi(Backend *be, const float *x, const BackendSegment *segs, int nseg,

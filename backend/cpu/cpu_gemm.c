@@ -1,4 +1,4 @@
-// backend/cpu/cpu_gemm.c: GEMMs cut into one panel per OpenMP thread, each a one-thread
+// backend/cpu/cpu_gemm.c: GEMMs cut into panels taken by the OpenMP threads, each a one-thread
 // OpenBLAS call (the threading plan is in cpu_gemm.h).
 #include "cpu_gemm.h"
 
@@ -8,6 +8,10 @@
 #define CPU_GEMM_ALIGN 64
 // Below this many FLOPs a product runs on the calling thread (a region costs ~10-20 us).
 #define CPU_GEMM_SPLIT_MIN (4.0 * 1024 * 1024)
+// Rows per thread from which the rows are cut whatever the shape.
+#define CPU_GEMM_ROWS_MIN 256
+// Panels per thread by default.
+#define CPU_GEMM_PANELS_PER_THREAD 1
 
 int cpu_blas_single_begin(void) {
     int prev = openblas_get_num_threads();
@@ -19,21 +23,37 @@ void cpu_blas_single_end(int prev) {
     if (prev != 1) openblas_set_num_threads(prev);
 }
 
-// Row-major C (M, N) = alpha * op(A) @ op(B) + beta * C, panels of the larger of M and N.
+// Row-major C (M, N) = alpha * op(A) @ op(B) + beta * C in panels of rows or columns.
+//
+// The rule, from `bench_gemm --policies 21` on a 2-core AVX-512 box (medians, GFLOP/s, at
+// M = 1024 tokens, C = 384): cut the rows (M: the tokens of forward and input-gradient
+// products) when each thread gets at least CPU_GEMM_ROWS_MIN of them, else the larger
+// dimension; one panel per thread. Rows against columns, one panel each: qkv forward
+// (N = 3C) 206.8 vs 199.7, fc forward (N = 4C) 206.3 vs 185.7, output layer forward
+// (N = V = 50304) 231.8 vs 135.0; 2 or 4 dynamically taken panels per thread were no better
+// (191.0 and 181.9 for qkv). The old rule cut the larger of M and N, i.e. the columns of
+// every forward product with N > M.
 void cpu_gemm(Backend *be, int ta, int tb, int M, int N, int K, float alpha, const float *A,
               int lda, const float *B, int ldb, float beta, float *Cm, int ldc) {
-    int nt = cpu_nt(be), split_m = M >= N, len = split_m ? M : N;
+    int nt = cpu_nt(be);
+    int split = be->u.cpu.gemm_split, per = be->u.cpu.gemm_panels;
+    if (split == CPU_GEMM_SPLIT_RULE)
+        split = M >= CPU_GEMM_ROWS_MIN * nt || M >= N ? CPU_GEMM_SPLIT_M : CPU_GEMM_SPLIT_N;
+    if (per <= 0) per = CPU_GEMM_PANELS_PER_THREAD;
+    int split_m = split == CPU_GEMM_SPLIT_M, len = split_m ? M : N;
     int prev = cpu_blas_single_begin();
     if (nt <= 1 || 2.0 * M * N * K < CPU_GEMM_SPLIT_MIN || len < 2 * CPU_GEMM_ALIGN) {
         cpu_sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, Cm, ldc);
         cpu_blas_single_end(prev);
         return;
     }
-    int chunk = ((len + nt - 1) / nt + CPU_GEMM_ALIGN - 1) / CPU_GEMM_ALIGN * CPU_GEMM_ALIGN;
-#pragma omp parallel for num_threads(nt) schedule(static, 1)
-    for (int p = 0; p < nt; p++) {
-        int i0 = p * chunk < len ? p * chunk : len, i1 = i0 + chunk < len ? i0 + chunk : len;
-        if (i0 == i1) continue;
+    // np panels of `chunk` (a multiple of CPU_GEMM_ALIGN) rows or columns; the last is short.
+    int np = nt * per;
+    int chunk = ((len + np - 1) / np + CPU_GEMM_ALIGN - 1) / CPU_GEMM_ALIGN * CPU_GEMM_ALIGN;
+    np = (len + chunk - 1) / chunk;
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
+    for (int p = 0; p < np; p++) {
+        int i0 = p * chunk, i1 = i0 + chunk < len ? i0 + chunk : len;
         if (split_m)  // rows i0..i1 of op(A) and C
             cpu_sgemm(ta, tb, i1 - i0, N, K, alpha, ta ? A + i0 : A + (size_t)i0 * lda, lda, B,
                       ldb, beta, Cm + (size_t)i0 * ldc, ldc);

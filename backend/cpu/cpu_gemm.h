@@ -7,14 +7,20 @@
 // loop ran on a shared core. Instead OpenBLAS runs one thread per call here, and the
 // backend cuts each GEMM into panels, one per OpenMP thread (cpu_gemm), or calls it from
 // inside its own regions, one call per thread (the per-head products of attention).
-// OpenBLAS never splits K, and neither does this: every output element is one dot product
-// accumulated in the same K order, so the panel split does not change the bits.
+// Neither OpenBLAS nor this ever splits K, but a panel's edge can still change an element's
+// bits: OpenBLAS's Haswell kernels (AMD Zen) accumulate tile edges differently, so results
+// may depend on the panel cut (SkylakeX kernels: almost never). The cut depends only on the
+// shape and the thread count, never on timing, so every run gives the same bits.
 #pragma once
 #include "cpu_backend.h"
 
+// Which dimension cpu_gemm cuts into panels (Backend.u.cpu.gemm_split).
+enum { CPU_GEMM_SPLIT_RULE = 0, CPU_GEMM_SPLIT_M = 1, CPU_GEMM_SPLIT_N = 2 };
+
 // Row-major C (M, N) = alpha * op(A) @ op(B) + beta * C on cpu_nt(be) threads (see
-// cpu_sgemm for the arguments): the larger of M and N is cut into one panel per thread,
-// each a one-thread OpenBLAS call. Small products run on the calling thread. Call from the
+// cpu_sgemm for the arguments): M or N is cut into panels (the rule in cpu_gemm.c, or
+// Backend.u.cpu.gemm_split/gemm_panels when set), each a one-thread OpenBLAS call, taken by
+// the threads as they come free. Small products run on the calling thread. Call from the
 // main thread, outside OpenMP regions. Never fails.
 void cpu_gemm(Backend *be, int ta, int tb, int M, int N, int K, float alpha, const float *A,
               int lda, const float *B, int ldb, float beta, float *Cm, int ldc);

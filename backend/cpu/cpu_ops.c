@@ -142,6 +142,12 @@ static const BackendOps CPU_OPS = {
     .adamw_multi = cpu_adamw_multi,
     .sum_squares_multi = cpu_sum_squares_multi,
     .sum_acc = cpu_sum_acc,
+    .rmsnorm_forward = cpu_rmsnorm_forward,
+    .rmsnorm_backward = cpu_rmsnorm_backward,
+    .swiglu_forward = cpu_swiglu_forward,
+    .swiglu_backward = cpu_swiglu_backward,
+    .rope_gqa_forward = cpu_rope_gqa_forward,
+    .rope_gqa_backward = cpu_rope_gqa_backward,
 };
 
 const BackendOps *cpu_ops_table(void) { return &CPU_OPS; }

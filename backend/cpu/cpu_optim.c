@@ -8,6 +8,7 @@
 
 #include <math.h>  // defines: pow, sqrtf
 #include <omp.h>   // defines: omp_get_thread_num, omp_get_num_threads
+#include <string.h>  // defines: memcpy
 
 #define CPU_SUM_CHUNKS 256
 
@@ -87,8 +88,9 @@ double cpu_sum(Backend *be, const float *x, size_t n) { return cpu_reduce(be, x,
 
 // AdamW on every segment of segs (host memory for this backend), as cpu_adamw, in one
 // OpenMP region: the segments' spans are numbered in order and each thread takes a
-// contiguous range of them (the per-element arithmetic is the same as cpu_adamw's).
-void cpu_adamw_multi(Backend *be, float *param, const float *grad, float *m, float *v,
+// contiguous range of them (the per-element arithmetic is the same as cpu_adamw's). The
+// CPU's activations are fp32: a copy gets the updated parameters as they are.
+void cpu_adamw_multi(Backend *be, float *param, void *copy, const float *grad, float *m, float *v,
                      const BackendSegment *segs, int nseg, size_t max_len, float lr,
                      float beta1, float beta2, float eps, float wd, float grad_scale, int step) {
     float bc1 = (float)(1.0 - pow((double)beta1, (double)step));
@@ -111,6 +113,7 @@ void cpu_adamw_multi(Backend *be, float *param, const float *grad, float *m, flo
                 size_t i0 = k * CPU_ADAMW_SPAN, n = len - i0 < CPU_ADAMW_SPAN ? len - i0 : CPU_ADAMW_SPAN;
                 cpu_adamw_span(param + b + i0, grad + b + i0, m + b + i0, v + b + i0, n, lr,
                                beta1, beta2, eps, swd, grad_scale, bc1, bc2);
+                if (copy) memcpy((float *)copy + b + i0, param + b + i0, n * sizeof(float));
             }
             g += ns;
         }

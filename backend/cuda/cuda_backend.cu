@@ -143,6 +143,12 @@ static const BackendOps CUDA_OPS = {
     .adamw_multi = cuda_adamw_multi,
     .sum_squares_multi = cuda_sum_squares_multi,
     .sum_acc = cuda_sum_acc,
+    .rmsnorm_forward = cuda_rmsnorm_forward,
+    .rmsnorm_backward = cuda_rmsnorm_backward,
+    .swiglu_forward = cuda_swiglu_forward,
+    .swiglu_backward = cuda_swiglu_backward,
+    .rope_gqa_forward = cuda_rope_gqa_forward,
+    .rope_gqa_backward = cuda_rope_gqa_backward,
 };
 
 extern "C" int backend_cuda_available(void) {

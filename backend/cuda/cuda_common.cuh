@@ -6,7 +6,8 @@
 //     runs each block's threads as real threads; CUDA_LAUNCH checks the launch limits.
 // Rules for kernels (so that both builds agree): blockDim.x a multiple of 32 wherever warp
 // shuffles are used, and every thread of a warp reaches each shuffle; no atomics on floats;
-// no inline PTX, wmma/mma, cp.async (a plain path is needed for the emulator); ints use
+// no inline PTX, raw mma or cp.async (a plain path is needed for the emulator), tensor cores
+// only through <mma.h>'s nvcuda::wmma 16x16x16 (emulated: emu/include/mma.h); ints use
 // ternaries, not min/max (the host compiler has no device overloads); shared memory beyond
 // 48 KB needs cudaFuncSetAttribute (none here so far); bf16/fp16 values only through
 // load_f32 / store_from_f32 (the emulator's __nv_bfloat16 and __half have no operators or

@@ -64,6 +64,10 @@ void cuda_flash_attention_forward(Backend *be, void *out, float *lse, const void
                                   int B, int T, int NH, int hs) {
     if (B <= 0 || T <= 0 || NH <= 0) return;
     flash_check_hs(hs);
+    if (cuda_flash_tc_usable(be, hs)) {
+        cuda_flash_tc_forward(be, out, lse, qkv, B, T, NH, hs);
+        return;
+    }
     ACT_DISPATCH(be->act, flash_forward_t, be, out, lse, qkv, B, T, NH, hs);
 }
 
@@ -76,6 +80,10 @@ static void flash_backward_t(Backend *be, void *dqkv, float *scratch, const void
     unsigned blocks = (unsigned)((rows + FLASH_ROW_WARPS - 1) / FLASH_ROW_WARPS);
     CUDA_LAUNCH(flash_rowdot_kernel<E>, blocks, FLASH_ROW_WARPS * WARP, 0, cuda_stream(be),
                 scratch, (const E *)dout, (const E *)out, rows, T, NH, hs);
+    if (cuda_flash_tc_usable(be, hs)) {
+        cuda_flash_tc_backward(be, dqkv, scratch, dout, qkv, lse, B, T, NH, hs);
+        return;
+    }
     if (hs <= 32) flash_backward_launch<E, 32, 32, 32>(be, dqkv, scratch, dout, qkv, lse, B, T, NH, hs);
     else if (hs <= 64) flash_backward_launch<E, 64, 32, 32>(be, dqkv, scratch, dout, qkv, lse, B, T, NH, hs);
     else flash_backward_launch<E, 128, 16, 16>(be, dqkv, scratch, dout, qkv, lse, B, T, NH, hs);

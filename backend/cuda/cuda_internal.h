@@ -126,6 +126,13 @@ void cuda_flash_attention_forward(Backend *be, void *out, float *lse, const void
 void cuda_flash_attention_backward(Backend *be, void *dqkv, float *scratch, const void *dout,
                                    const void *qkv, const void *out, const float *lse,
                                    int B, int T, int NH, int hs);
+// cuda_flash_attention_tc.cu: its tensor-core path (bf16/fp16, hs 64 or 128; WMMA), taken by
+// the two above when cuda_flash_tc_usable (MEGAC_FLASH_ATTN_PLAIN=1 forces the plain path).
+int cuda_flash_tc_usable(const Backend *be, int hs);
+void cuda_flash_tc_forward(Backend *be, void *out, float *lse, const void *qkv, int B, int T,
+                           int NH, int hs);
+void cuda_flash_tc_backward(Backend *be, void *dqkv, const float *D, const void *dout,
+                            const void *qkv, const float *lse, int B, int T, int NH, int hs);
 
 // cuda_norm.cu: layernorm, GELU, add, scale, and the column sums used for bias gradients ----
 // acc (C, fp32) += column sums of x (N, C, type be->act), each column summed in a fixed order.
@@ -139,6 +146,18 @@ void cuda_layernorm_backward(Backend *be, void *dinp, float *dweight, float *dbi
 void cuda_gelu_forward(Backend *be, void *out, const void *inp, size_t n);
 void cuda_gelu_backward(Backend *be, void *dinp, const void *inp, const void *dout, size_t n);
 void cuda_add(Backend *be, void *out, const void *a, const void *b, size_t n);
+
+// cuda_llama.cu: RMSNorm, SwiGLU, rope_gqa (llama.cuh) --------------------------------------
+void cuda_rmsnorm_forward(Backend *be, void *out, float *rstd, const void *inp, const void *weight,
+                          int N, int C);
+void cuda_rmsnorm_backward(Backend *be, void *dinp, float *dweight, const void *dout,
+                           const void *inp, const void *weight, const float *rstd, int N, int C);
+void cuda_swiglu_forward(Backend *be, void *out, const void *inp, int N, int F);
+void cuda_swiglu_backward(Backend *be, void *dinp, const void *inp, const void *dout, int N, int F);
+void cuda_rope_gqa_forward(Backend *be, void *out, const void *inp, int B, int T, int NH, int G,
+                           int hs, int rot, float base, int pos0);
+void cuda_rope_gqa_backward(Backend *be, void *dinp, const void *dout, int B, int T, int NH,
+                            int G, int hs, int rot, float base, int pos0);
 
 // cuda_fused.cu: the fused ops (fused.cuh) -------------------------------------------------
 void cuda_residual_layernorm_forward(Backend *be, void *res, void *ln, float *mean, float *rstd,
@@ -180,7 +199,7 @@ void cuda_xent_backward(Backend *be, void *dlogits, const void *logits, const fl
 void cuda_adamw(Backend *be, float *param, const float *grad, float *m, float *v, size_t n,
                 float lr, float beta1, float beta2, float eps, float wd, float grad_scale,
                 int step);
-void cuda_adamw_multi(Backend *be, float *param, const float *grad, float *m, float *v,
+void cuda_adamw_multi(Backend *be, float *param, void *copy, const float *grad, float *m, float *v,
                       const BackendSegment *segs, int nseg, size_t max_len, float lr,
                       float beta1, float beta2, float eps, float wd, float grad_scale, int step);
 double cuda_sum_squares(Backend *be, const float *x, size_t n);

@@ -37,16 +37,27 @@ void cuda_adamw(Backend *be, float *param, const float *grad, float *m, float *v
                 bc1, bc2);
 }
 
-// AdamW on every segment of segs (nseg, device memory) in one launch; max_len >= every len.
-void cuda_adamw_multi(Backend *be, float *param, const float *grad, float *m, float *v,
+// adamw_multi_kernel<E> with copy as E * (E: the storage type of be->act).
+template <typename E>
+static void opt_adamw_multi_t(Backend *be, dim3 grid, float *param, void *copy,
+                              const float *grad, float *m, float *v, const BackendSegment *segs,
+                              int nseg, float lr, float beta1, float beta2, float eps, float wd,
+                              float grad_scale, float bc1, float bc2) {
+    CUDA_LAUNCH(adamw_multi_kernel<E>, grid, OPT_THREADS, 0, cuda_stream(be), param, (E *)copy,
+                grad, m, v, segs, nseg, lr, beta1, beta2, eps, wd, grad_scale, bc1, bc2);
+}
+
+// AdamW on every segment of segs (nseg, device memory) in one launch; max_len >= every len;
+// copy (NULL, or be->act elements indexed as param) gets the updated parameters rounded.
+void cuda_adamw_multi(Backend *be, float *param, void *copy, const float *grad, float *m, float *v,
                       const BackendSegment *segs, int nseg, size_t max_len, float lr,
                       float beta1, float beta2, float eps, float wd, float grad_scale, int step) {
     if (nseg <= 0 || max_len == 0) return;
     float bc1 = opt_bias_correction(beta1, step), bc2 = opt_bias_correction(beta2, step);
     dim3 grid(cuda_blocks(max_len, OPT_THREADS, OPT_MULTI_X_CAP),
               (unsigned)nseg < OPT_Y_CAP ? (unsigned)nseg : OPT_Y_CAP);
-    CUDA_LAUNCH(adamw_multi_kernel, grid, OPT_THREADS, 0, cuda_stream(be), param, grad, m, v,
-                segs, nseg, lr, beta1, beta2, eps, wd, grad_scale, bc1, bc2);
+    ACT_DISPATCH(be->act, opt_adamw_multi_t, be, grid, param, copy, grad, m, v, segs, nseg, lr,
+                 beta1, beta2, eps, wd, grad_scale, bc1, bc2);
 }
 
 // Sum of x (n), or of x^2 when squares, into cuda_state(be)->result (add = 0) or added to

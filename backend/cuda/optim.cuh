@@ -34,18 +34,22 @@ static __global__ void adamw_kernel(float *param, const float *grad, float *m, f
 }
 
 // AdamW on every segment of segs (nseg): grid.y walks the segments, grid.x (grid-stride)
-// the elements of one; weight decay wd where the segment asks for it, else 0.
-static __global__ void adamw_multi_kernel(float *param, const float *grad, float *m, float *v,
-                                          const BackendSegment *segs, int nseg, float lr,
-                                          float beta1, float beta2, float eps, float wd,
+// the elements of one; weight decay wd where the segment asks for it, else 0. copy (NULL or
+// indexed as param): each updated parameter rounded to E, in the same pass.
+template <typename E>
+static __global__ void adamw_multi_kernel(float *param, E *copy, const float *grad, float *m,
+                                          float *v, const BackendSegment *segs, int nseg,
+                                          float lr, float beta1, float beta2, float eps, float wd,
                                           float grad_scale, float bc1, float bc2) {
     for (int s = blockIdx.y; s < nseg; s += gridDim.y) {
         size_t begin = segs[s].begin, len = segs[s].len;
         float w = segs[s].weight_decay ? wd : 0.0f;
         for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < len;
-             i += (size_t)gridDim.x * blockDim.x)
+             i += (size_t)gridDim.x * blockDim.x) {
             adamw_element(param, grad, m, v, begin + i, lr, beta1, beta2, eps, w, grad_scale,
                           bc1, bc2);
+            if (copy) store_from_f32(copy + begin + i, param[begin + i]);
+        }
     }
 }
 

@@ -2,6 +2,7 @@
 # scripts/gpu/pack.sh [--keep-going | --no-build] [BUILD_DIR]: build megac with CUDA (release, sm_80 + sm_90 code and
 # their PTX) and pack what the lent GPU machine lacks into gpu-pack/ (ignored by git):
 #   gpu-pack/megac-gpu.tar.xz   bin/ (megac, test_cuda_ops, test_cuda_half, test_cuda_fused,
+#                               test_cuda_flash_tc,
 #                               bench_train), lib/ (MPICH, HDF5,
 #                               OpenBLAS, json-c, PCRE2 and their dependencies), env.sh
 #   gpu-pack/MANIFEST.txt       what is inside, with the libraries left to the GPU machine
@@ -65,12 +66,13 @@ fi
 # --- binaries --------------------------------------------------------------------------
 declare -A want=([megac]="megac/megac" [test_cuda_ops]="tests/backend/cuda/test_cuda_ops"
                  [test_cuda_half]="tests/backend/cuda/test_cuda_half"
-                 [test_cuda_fused]="tests/backend/cuda/test_cuda_fused" [bench_train]="bench/bench_train")
+                 [test_cuda_fused]="tests/backend/cuda/test_cuda_fused" [bench_train]="bench/bench_train"
+                 [test_cuda_flash_tc]="tests/backend/cuda/test_cuda_flash_tc")
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin" "$stage/lib"
 bins=()
-for name in megac test_cuda_ops test_cuda_half test_cuda_fused bench_train; do
+for name in megac test_cuda_ops test_cuda_half test_cuda_fused test_cuda_flash_tc bench_train; do
   f="$build/${want[$name]}"
   if [[ -x "$f" ]]; then
     cp "$f" "$stage/bin/$name"

@@ -5,17 +5,20 @@
 # own timeout; a failing step never stops the others:
 #   a probe      nvidia-smi, nvcc, glibc, ldd of the packed binaries (every library resolved?)
 #   b ops        tests/backend/cuda/test_cuda_ops, test_cuda_half, test_cuda_fused: CUDA vs CPU,
-#                op by op (fused: cuBLASLt's GELU epilogues against megac's tanh GELU)
+#                op by op (fused: cuBLASLt's GELU epilogues against megac's tanh GELU);
+#                test_cuda_flash_tc --quick: the WMMA attention vs the CPU and the plain path
 #   c train      20 iterations on mock data, CPU vs CUDA fp32 (1e-4 rel.), TF32 (2e-3 rel.) and
 #                --bf16 (2e-2 rel.)
 #   d bench      bf16/TF32 GEMM rate (PyTorch, 8192^3), bench_train gpt2-124m and gpt2-350m
 #                at T=1024, TF32 vs --bf16 (with/without --use-flash-attn), and gpt2-350m at
 #                T=4096: tokens/s, TFLOP/s, MFU vs 989 and vs the measured GEMM rates, MiB
 #   e sanitizer  compute-sanitizer memcheck and racecheck on test_cuda_ops --quick
+#   g profile    ncu: GPU time per kernel of 2 gpt2-124m bf16 steps (scripts/gpu/ncu_table.py),
+#                appended to bench.log, when time is left (to pick the next fusions)
 #   f summary    a markdown table, the last lines of stdout and $OUT/summary.md
 # Results in $OUT (at most 8 files): summary.md selfcheck.log probe.txt ops.log train.txt
 # train_runs.tar.gz bench.log sanitizer.log.
-# Environment: SELFCHECK_STEPS (default "a b c d e"), SELFCHECK_DEADLINE_S (default 450:
+# Environment: SELFCHECK_STEPS (default "a b c d e g"), SELFCHECK_DEADLINE_S (default 450:
 # every timeout is cut to fit it), BENCH_STEPS (default 5).
 # Without a GPU (no nvidia-smi, or it lists none) it prints one line and exits 0.
 set -uo pipefail
@@ -30,7 +33,7 @@ fi
 
 OUT="${OUT:-$(mktemp -d /tmp/megac-selfcheck.XXXXXX)}"
 mkdir -p "$OUT"
-steps_wanted=" ${SELFCHECK_STEPS:-a b c d e} "
+steps_wanted=" ${SELFCHECK_STEPS:-a b c d e g} "
 deadline=$((SECONDS + ${SELFCHECK_DEADLINE_S:-450}))
 bench_steps=${BENCH_STEPS:-5}
 py=$(command -v python3 || true)
@@ -143,6 +146,11 @@ main() {
         local rc_f
         m timeout -k 5 "$(tmo 60 270)" "$bin/test_cuda_fused" >> "$OUT/ops.log" 2>&1; rc_f=$?
         ((rc == 0)) && rc=$rc_f
+      fi
+      if have test_cuda_flash_tc; then  # tensor-core fused attention (WMMA) vs CPU and plain
+        local rc_a
+        m timeout -k 5 "$(tmo 45 260)" "$bin/test_cuda_flash_tc" --quick >> "$OUT/ops.log" 2>&1; rc_a=$?
+        ((rc == 0)) && rc=$rc_a
       fi
       cat "$OUT/ops.log"
       local last; last=$(grep -v '^\s*$' "$OUT/ops.log" | tail -1 | cut -c1-120)
@@ -263,6 +271,7 @@ PY
         # T=4096 with and without the (T, T) matrix (an out-of-memory exit is a result too)
         local runs=(
           "124m-bf16-flash|--config gpt2-124m --seq-length 1024 --micro-batch 16 --bf16 --use-flash-attn"
+          "124m-bf16-flash-plain|PLAIN --config gpt2-124m --seq-length 1024 --micro-batch 16 --bf16 --use-flash-attn"
           "124m-bf16|--config gpt2-124m --seq-length 1024 --micro-batch 16 --bf16"
           "124m-tf32|--config gpt2-124m --seq-length 1024 --micro-batch 16"
           "350m-bf16-flash|--config gpt2-350m --seq-length 1024 --micro-batch 8 --bf16 --use-flash-attn"
@@ -270,12 +279,14 @@ PY
           "350m-T4096-bf16-flash|--config gpt2-350m --seq-length 4096 --micro-batch 4 --bf16 --use-flash-attn"
           "350m-T4096-bf16|--config gpt2-350m --seq-length 4096 --micro-batch 4 --bf16"
         )
-        local r i=0
+        local r i=0 flags plain
         for r in "${runs[@]}"; do
           i=$((i + 1))
+          flags=${r#*|} plain=0  # PLAIN: the fused attention without tensor cores, to compare
+          [[ "$flags" == PLAIN* ]] && flags=${flags#PLAIN } plain=1
           # shellcheck disable=SC2086
-          m timeout -k 5 "$(tmo 60 $((130 - 15 * i)))" "$bin/bench_train" --device cuda ${r#*|} \
-            --steps "$bench_steps" 2>&1 | grep -vE '^(backend|peak|config|$)'
+          m env MEGAC_FLASH_ATTN_PLAIN=$plain timeout -k 5 "$(tmo 60 $((130 - 15 * i)))" "$bin/bench_train" \
+            --device cuda $flags --steps "$bench_steps" 2>&1 | grep -vE '^(backend|peak|config|$)'
           echo "bench_train ${r%%|*}: $(rc_word ${PIPESTATUS[0]})"
         done
       else
@@ -301,10 +312,10 @@ PY
       n_ok=$((n_ok + 1))
     done < <(grep '^RESULT ' "$OUT/bench.log")
     echo "$fig" | tr ';' '\n' | sed '/^\s*$/d'
-    if ((n_ok >= 5)); then  # the T=4096 materialised run may not fit: that is the point
+    if ((n_ok >= 6)); then  # the T=4096 materialised run may not fit: that is the point
       record d PASS "$fig"
     elif have bench_train; then
-      record d FAIL "${fig}$n_ok of 7 runs finished; bf16 GEMM ${bf16:-?} TFLOP/s"
+      record d FAIL "${fig}$n_ok of 8 runs finished; bf16 GEMM ${bf16:-?} TFLOP/s"
     else
       record d SKIP "bench_train not in the pack; bf16 GEMM ${bf16:-?} TFLOP/s"
     fi
@@ -344,6 +355,30 @@ PY
     fi
   fi
 
+  # --- g: where the GPU time goes (ncu) ---------------------------------------------------
+  if want g; then
+    hdr "g: GPU time per kernel (ncu), gpt2-124m bf16 fused attention, 2 steps"
+    local ncu; ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+    if [[ -z "$ncu" ]]; then
+      record g SKIP "ncu not found"
+    elif ! have bench_train || [[ -z "$py" ]]; then
+      record g SKIP "bench_train not in the pack, or no python3"
+    elif (( deadline - SECONDS < 60 )); then
+      record g SKIP "no time left"
+    else
+      local csv=/tmp/megac-ncu.csv table top rc
+      m timeout -k 10 "$(tmo 150)" "$ncu" --clock-control none --metrics gpu__time_duration.sum --csv \
+        --launch-count 5000 "$bin/bench_train" --device cuda --config gpt2-124m --seq-length 1024 \
+        --micro-batch 8 --bf16 --use-flash-attn --steps 1 > "$csv" 2> /tmp/megac-ncu.err; rc=$?
+      table=$("$py" "$root/scripts/gpu/ncu_table.py" "$csv" 2>&1)
+      { printf '\n===== g: ncu (%s)\n' "$(rc_word $rc)"; echo "$table"; tail -5 /tmp/megac-ncu.err; } >> "$OUT/bench.log"
+      echo "$table"; tail -5 /tmp/megac-ncu.err
+      top=$(sed -n 's/.*TOTAL_KERNEL_MS=\([^ ]*\) KERNELS=\([^ ]*\) TOP=\(.*\)/\1 ms in \2 kernels; top: \3/p' <<<"$table")
+      if [[ -n "$top" && "$top" != 0\ ms* ]]; then record g PASS "$top"
+      else record g FAIL "ncu $(rc_word $rc): $(tail -1 /tmp/megac-ncu.err | cut -c1-120)"; fi
+    fi
+  fi
+
   # --- f: summary ------------------------------------------------------------------------
   {
     echo "| step | result | key figure |"
@@ -352,7 +387,7 @@ PY
     for s in "${summary[@]}"; do
       IFS='|' read -r name res fig <<<"$s"
       case $name in a) name="a probe" ;; b) name="b op parity" ;; c) name="c train CPU vs CUDA" ;;
-                    d) name="d throughput" ;; e) name="e sanitizer" ;; esac
+                    d) name="d throughput" ;; e) name="e sanitizer" ;; g) name="g kernel profile" ;; esac
       echo "| $name | $res | ${fig//|//} |"
     done
   } > "$OUT/summary.md"

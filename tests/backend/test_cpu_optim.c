@@ -111,8 +111,11 @@ static void test_multi_tensor(Backend *be, TestRng *r) {
     rng_fill(r, p1, N, -1, 1), rng_fill(r, g, N, -1, 1), rng_fill(r, m1, N, -0.1, 0.1);
     rng_fill(r, v1, N, 0, 0.1);
     memcpy(p2, p1, N * 4), memcpy(m2, m1, N * 4), memcpy(v2, v1, N * 4);
+    float *copy = test_floats(N);  // the fp32 "weight copy" output: the updated params
+    for (int i = 0; i < N; i++) copy[i] = p1[i];
     for (int step = 1; step <= 3; step++) {
-        be->ops->adamw_multi(be, p1, g, m1, v1, segs, 3, 3900, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, step);
+        be->ops->adamw_multi(be, p1, step == 3 ? copy : NULL, g, m1, v1, segs, 3, 3900, 1e-2f,
+                             0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, step);
         for (int s = 0; s < 3; s++) {
             size_t b = segs[s].begin;
             be->ops->adamw(be, p2 + b, g + b, m2 + b, v2 + b, segs[s].len, 1e-2f, 0.9f, 0.95f,
@@ -122,6 +125,7 @@ static void test_multi_tensor(Backend *be, TestRng *r) {
     EXPECT_SAME_BITS(p1, p2, N, "adamw_multi params (gaps untouched)");
     EXPECT_SAME_BITS(m1, m2, N, "adamw_multi first moments");
     EXPECT_SAME_BITS(v1, v2, N, "adamw_multi second moments");
+    EXPECT_SAME_BITS(copy, p1, N, "adamw_multi copy output (gaps untouched, as the params)");
     double want = 0.0;
     for (int s = 0; s < 3; s++) want += be->ops->sum_squares(be, g + segs[s].begin, segs[s].len);
     EXPECT(be->ops->sum_squares_multi(be, g, segs, 3, 3900) == want, "sum_squares_multi");
@@ -130,7 +134,7 @@ static void test_multi_tensor(Backend *be, TestRng *r) {
     be->ops->sum_acc(be, &acc, g, 100);
     be->ops->sum_acc(be, &acc, g + 100, 200);
     EXPECT(acc == 1.5 + be->ops->sum(be, g, 100) + be->ops->sum(be, g + 100, 200), "sum_acc accumulates");
-    free(p1), free(g), free(m1), free(v1), free(p2), free(m2), free(v2);
+    free(p1), free(g), free(m1), free(v1), free(p2), free(m2), free(v2), free(copy);
 }
 
 // cpu_expf: within 2 ulp of exp over its whole normal range; the special cases exact.

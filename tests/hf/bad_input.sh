@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/hf/bad_input.sh MEGAC: export, import and generate refuse bad input with one line
 # naming the problem and exit 2: missing files, truncated or malformed safetensors, an
-# unsupported dtype, another architecture, settings GPT-2 in megac cannot represent, shapes
+# unsupported dtype, another architecture, settings GPT-2 or Llama in megac cannot represent, shapes
 # that disagree with config.json, an existing checkpoint, a missing or wrong tokenizer.
 set -uo pipefail
 megac="$1"
@@ -49,8 +49,10 @@ fresh; sed -i 's/"transformer.wpe.weight":{"dtype":"F32"/"transformer.wpe.weight
 expect "import: I32 tensor" "has dtype I32; megac reads F32, F16 and BF16" imp
 fresh; sed -i 's/"transformer.wpe.weight":{"dtype":"F32","shape":\[8,16\]/"transformer.wpe.weight":{"dtype":"F32","shape":[16,8]/' "$st"
 expect "import: shape against config" "transformer.wpe.weight has shape (16, 8), config.json makes it (8, 16)" imp
+fresh; edit "$wd/h/config.json" "c['model_type']='mistral'; c['architectures']=['MistralForCausalLM']"
+expect "import: Mistral config" "model_type 'mistral' (MistralForCausalLM) cannot be imported" imp
 fresh; edit "$wd/h/config.json" "c['model_type']='llama'; c['architectures']=['LlamaForCausalLM']"
-expect "import: Llama config" "model_type 'llama' (LlamaForCausalLM) cannot be imported" imp
+expect "import: a GPT-2 config called llama" "'hidden_size' is missing" imp
 fresh; edit "$wd/h/config.json" "c['activation_function']='relu'"
 expect "import: ReLU" "activation_function 'relu' cannot be represented" imp
 fresh; edit "$wd/h/config.json" "c['layer_norm_epsilon']=1e-6"
@@ -71,4 +73,28 @@ expect "generate: wrong tokenizer" "the tokenizer has 257 ids, the checkpoint's 
 expect "generate: id out of range" "not a comma-separated list of ids in \[0, 300)" \
   "$megac" generate --load "$wd/ck" --prompt-ids 1,300
 expect "export: wrong tokenizer" "the tokenizer has 257 ids" "$megac" export --load "$wd/ck" --output "$wd/x" --tokenizer byte
+
+# Llama-style: what LlamaForCausalLM cannot hold, and Llama configs megac cannot represent
+"$megac" train --mock-data --mock-vocab-size 300 --num-layers 1 --hidden-size 16 --num-attention-heads 2 \
+  --seq-length 8 --micro-batch-size 1 --global-batch-size 1 --train-iters 1 --num-threads 1 \
+  --position-embedding-type rope --save "$wd/ckr" > /dev/null 2>&1 || { echo "FAIL: train rope"; exit 1; }
+expect "export: rope with LayerNorm and GELU" "cannot be represented as LlamaForCausalLM" \
+  "$megac" export --load "$wd/ckr" --output "$wd/x"
+"$megac" train --mock-data --mock-vocab-size 300 --num-layers 1 --hidden-size 16 --num-attention-heads 2 \
+  --seq-length 8 --micro-batch-size 1 --global-batch-size 1 --train-iters 1 --num-threads 1 \
+  --normalization RMSNorm --swiglu --ffn-hidden-size 32 --position-embedding-type rope \
+  --disable-bias-linear --save "$wd/ckl" > /dev/null 2>&1 || { echo "FAIL: train llama"; exit 1; }
+rm -rf "$wd/hf"; "$megac" export --load "$wd/ckl" --output "$wd/hf" > /dev/null || { echo "FAIL: export llama"; exit 1; }
+fresh; edit "$wd/h/config.json" "c['rms_norm_eps']=1e-6"
+expect "import: Llama eps" "rms_norm_eps 1e-06 (megac's RMSNorm uses 1e-5) cannot be represented" imp
+fresh; edit "$wd/h/config.json" "c['attention_bias']=True"
+expect "import: Llama attention bias" "attention_bias = true cannot be represented" imp
+fresh; edit "$wd/h/config.json" "c['rope_scaling']={'type': 'linear', 'factor': 2.0}"
+expect "import: Llama rope scaling" "rope_scaling (megac's rope is unscaled) cannot be represented" imp
+fresh; edit "$wd/h/config.json" "c['hidden_act']='gelu'"
+expect "import: Llama GELU" "hidden_act 'gelu'" imp
+fresh; edit "$wd/h/config.json" "c['num_key_value_heads']=1"
+expect "import: Llama kv heads against the tensors" "k_proj.weight has shape (16, 16), config.json makes it (8, 16)" imp
+fresh; edit "$wd/h/config.json" "c['tie_word_embeddings']=False"
+expect "import: Llama untied without lm_head" "lm_head.weight is missing" imp
 [[ $n_bad -eq 0 ]] && echo "bad_input: ok" || { echo "bad_input: $n_bad failed"; exit 1; }

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""tests/hf/hf_transformers.py MEGAC [--tokenizer]: megac's export read by Hugging Face
+"""tests/hf/hf_transformers.py MEGAC [--tokenizer | --llama]: megac's export read by Hugging Face
 transformers (run by the venv of tests/hf/setup_venv.sh; exit 77 when it is missing).
 
 Default (mock data, V = 300, so the vocabulary is padded to 384 inside megac):
@@ -9,6 +9,9 @@ Default (mock data, V = 300, so the vocabulary is padded to 384 inside megac):
      generated token is the argmax of the training forward at its position;
   3. the HF model saved in F16 and BF16, imported by megac: the tensors are the rounded ones;
   4. a GPT-2 built by transformers itself (random init), imported: the same logits.
+--llama: 1-3 for a Llama-style model (RMSNorm, SwiGLU, rope, 4 heads in 2 kv groups, no
+biases, untied) exported as LlamaForCausalLM, and a Llama built by transformers (tied, GQA),
+imported: the same logits.
 --tokenizer (Debian's fortunes): a BPE tokenizer trained by megac, exported as
 tokenizer.json: transformers' tokenizer encodes text to megac's ids, greedy text equals, and
 import brings the tokenizer back (also for the byte tokenizer).
@@ -17,7 +20,7 @@ import copy, os, subprocess, sys, tempfile
 
 import numpy as np
 import torch
-from transformers import GPT2LMHeadModel, PreTrainedTokenizerFast
+from transformers import GPT2LMHeadModel, LlamaForCausalLM, PreTrainedTokenizerFast
 
 MEGAC = sys.argv[1]
 TRAIN = ["--num-layers", "2", "--hidden-size", "32", "--num-attention-heads", "4",
@@ -40,8 +43,8 @@ def megac_logits(ck, ids, path, V, tok=()):
     return np.fromfile(path, dtype="<f4").reshape(len(ids), V)
 
 
-def check_logits(ck, hf, wd, V, T):
-    model = GPT2LMHeadModel.from_pretrained(hf).eval()
+def check_logits(ck, hf, wd, V, T, cls=GPT2LMHeadModel):
+    model = cls.from_pretrained(hf).eval()
     rng = np.random.default_rng(0)
     for n in (T, 5):
         ids = [int(x) for x in rng.integers(0, V, n)]
@@ -74,14 +77,14 @@ def check_argmax(ck, seq, n_prompt, wd, V):
     print(f"greedy tokens are the training forward's argmax at positions {n_prompt}..{len(seq) - 1}")
 
 
-def check_half_import(model, ck, wd):
+def check_half_import(model, ck, wd, cls=GPT2LMHeadModel):
     for dt, name in ((torch.float16, "f16"), (torch.bfloat16, "bf16")):
         d = f"{wd}/hf_{name}"
         copy.deepcopy(model).to(dt).save_pretrained(d, safe_serialization=True)
         run("import", "--hf", d, "--output", f"{wd}/ck_{name}", "--seq-length", 16,
             "--global-batch-size", 4)
         run("export", "--load", f"{wd}/ck_{name}", "--output", f"{d}_back")
-        back = GPT2LMHeadModel.from_pretrained(f"{d}_back").state_dict()
+        back = cls.from_pretrained(f"{d}_back").state_dict()
         for k, v in model.state_dict().items():
             if k in back:
                 want = v.to(dt).to(torch.float32)
@@ -115,6 +118,42 @@ def mock_test(wd):
     check_argmax(ck, seq, len(prompt), wd, 300)
     check_half_import(model, ck, wd)
     hf_made_model_test(wd)
+
+
+LLAMA = ["--normalization", "RMSNorm", "--swiglu", "--position-embedding-type", "rope",
+         "--group-query-attention", "--num-query-groups", 2, "--disable-bias-linear",
+         "--untie-embeddings-and-output-weights", "--ffn-hidden-size", 64]
+
+
+def hf_made_llama_test(wd):
+    """A Llama transformers built (random init, tied, 2 kv heads) imported by megac."""
+    from transformers import LlamaConfig
+    cfg = LlamaConfig(num_hidden_layers=2, hidden_size=48, num_attention_heads=4,
+                      num_key_value_heads=2, intermediate_size=80, vocab_size=270,
+                      max_position_embeddings=32, rms_norm_eps=1e-5, rope_theta=500.0,
+                      tie_word_embeddings=True)
+    model = LlamaForCausalLM(cfg).eval()
+    model.save_pretrained(f"{wd}/hfl", safe_serialization=True)
+    run("import", "--hf", f"{wd}/hfl", "--output", f"{wd}/ckl", "--global-batch-size", 4)
+    ids = [int(x) for x in np.random.default_rng(2).integers(0, 270, 32)]
+    ours = megac_logits(f"{wd}/ckl", ids, f"{wd}/ll.bin", 270)
+    with torch.no_grad():
+        theirs = model(torch.tensor([ids])).logits[0].double().numpy()
+    rel = np.abs(ours - theirs).max() / np.abs(theirs).max()
+    print(f"a transformers-made Llama (tied, GQA, rope_theta 500) imported: logits relative difference {rel:.2e}")
+    assert rel < 1e-5, "imported Llama's logits differ"
+
+
+def llama_test(wd):
+    ck, hf = f"{wd}/ck", f"{wd}/hf"
+    run("train", "--mock-data", "--mock-vocab-size", 300, *TRAIN, *LLAMA, "--train-iters", 3, "--save", ck)
+    run("export", "--load", ck, "--output", hf)
+    model = check_logits(ck, hf, wd, 300, 16, LlamaForCausalLM)
+    prompt = [5, 17, 260, 3]
+    seq = check_greedy(ck, model, prompt, 10, 300)
+    check_argmax(ck, seq, len(prompt), wd, 300)
+    check_half_import(model, ck, wd, LlamaForCausalLM)
+    hf_made_llama_test(wd)
 
 
 def byte_tokenizer_test(wd):
@@ -181,6 +220,8 @@ def tokenizer_test(wd):
 with tempfile.TemporaryDirectory() as wd:
     if "--tokenizer" in sys.argv:
         tokenizer_test(wd)
+    elif "--llama" in sys.argv:
+        llama_test(wd)
     else:
         mock_test(wd)
 print("hf_transformers: ok")

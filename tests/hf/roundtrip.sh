@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# tests/hf/roundtrip.sh MPIEXEC MEGAC CKPT_DIFF: import ∘ export is the identity, bit for bit,
+# tests/hf/roundtrip.sh MPIEXEC MEGAC CKPT_DIFF [MODEL FLAGS]: import ∘ export is the identity,
+# bit for bit,
 # on every model tensor (a tiny GPT trained 3 iterations on mock data with a padded
 # vocabulary: V = 300 inside a 384-row table), and the imported checkpoint (iteration 0,
 # fresh AdamW state) is loaded by `megac train` at another layout (TP 2, 2 ranks) and trains.
+# MODEL FLAGS (e.g. a Llama-style architecture) are added to every train command.
 set -uo pipefail
 mpiexec="$1" megac="$2" diff="$3"
+shift 3
 wd=$(mktemp -d); trap 'rm -rf "$wd"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 model=(--num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-length 16
-       --micro-batch-size 2 --global-batch-size 4 --lr 1e-2 --num-threads 1)
+       --micro-batch-size 2 --global-batch-size 4 --lr 1e-2 --num-threads 1 "$@")
 "$megac" train --mock-data --mock-vocab-size 300 "${model[@]}" --train-iters 3 --save "$wd/ck" \
   > "$wd/train.txt" 2>&1 || { tail "$wd/train.txt"; fail "train"; }
 "$megac" export --load "$wd/ck" --output "$wd/hf" || fail "export"

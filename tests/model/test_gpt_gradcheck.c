@@ -1,7 +1,9 @@
 // tests/model/test_gpt_gradcheck.c: whole-model gradient check on a tiny GPT (one rank).
 // For a few elements of every parameter tensor, the analytic gradient of the mean loss
 // equals the central finite difference (L(p + h) - L(p - h)) / 2h of the forward pass.
-// Also: initialisation is layout-independent (TP = 2 shards equal slices of TP = 1).
+// Also: initialisation is layout-independent (TP = 2 shards equal slices of TP = 1). Both for
+// GPT-2 and a Llama-style model (RMSNorm, SwiGLU, rope on half of each head, 4 query heads in
+// 2 kv groups, no biases, untied output layer). And the FLOPs count of both.
 #include "model/gpt.h"
 #include "core/check.h"
 #include "tests/testing.h"
@@ -13,10 +15,19 @@ static double loss_of(GPT *m, Comm *tp, const int *tok, const int *tgt) {
     return gpt_loss_sum(m, 0) / m->N;
 }
 
-static void gradcheck(Backend *be, Comm *tp) {
-    GPTConfig cfg = {.num_layers = 2, .hidden_size = 16, .num_heads = 2, .ffn_hidden_size = 64,
-                     .seq_length = 8, .max_position_embeddings = 8, .vocab_size = 50,
-                     .vocab_divisible_by = 16};
+static const GPTConfig GPT2 = {.num_layers = 2, .hidden_size = 16, .num_heads = 2,
+                               .ffn_hidden_size = 64, .seq_length = 8,
+                               .max_position_embeddings = 8, .vocab_size = 50,
+                               .vocab_divisible_by = 16};
+static const GPTConfig LLAMA = {.num_layers = 2, .hidden_size = 32, .num_heads = 4,
+                                .ffn_hidden_size = 48, .seq_length = 8,
+                                .max_position_embeddings = 8, .vocab_size = 50,
+                                .vocab_divisible_by = 16, .untie_embeddings = 1, .rmsnorm = 1,
+                                .swiglu = 1, .rope = 1, .rotary_base = 10000.0,
+                                .rotary_percent = 0.5, .num_query_groups = 2,
+                                .disable_bias_linear = 1};
+
+static void gradcheck(Backend *be, Comm *tp, GPTConfig cfg) {
     GPT *m = gpt_create(&cfg, be, 1, 0, 1, 0, 2, 1, 42, 16, 0);
     int tok[16], tgt[16];
     for (int i = 0; i < 16; i++) { tok[i] = (i * 7 + 3) % 50; tgt[i] = (i * 11 + 5) % 50; }
@@ -50,16 +61,14 @@ static void gradcheck(Backend *be, Comm *tp) {
             checked++;
         }
     }
-    printf("gradcheck: %d elements of %d tensors, worst relative error %.3g\n", checked,
+    printf("gradcheck (%s): %d elements of %d tensors, worst relative error %.3g\n",
+           cfg.swiglu ? "llama-style" : "gpt-2", checked,
            m->n_params, worst);
     gpt_destroy(m);
 }
 
 // Every shard of a TP = 2 model equals the matching slice of the TP = 1 model.
-static void init_is_layout_independent(Backend *be) {
-    GPTConfig cfg = {.num_layers = 2, .hidden_size = 16, .num_heads = 2, .ffn_hidden_size = 64,
-                     .seq_length = 8, .max_position_embeddings = 8, .vocab_size = 50,
-                     .vocab_divisible_by = 16};
+static void init_is_layout_independent(Backend *be, GPTConfig cfg) {
     GPT *full = gpt_create(&cfg, be, 1, 0, 1, 0, 1, 1, 7, 16, 0);
     for (int r = 0; r < 2; r++) {
         GPT *sh = gpt_create(&cfg, be, 2, r, 2, 1, 1, 1, 7, 16, 0);  // last stage of PP = 2
@@ -81,13 +90,30 @@ static void init_is_layout_independent(Backend *be) {
     gpt_destroy(full);
 }
 
+// gpt_flops_per_iteration against a GEMM-by-GEMM count (3 passes x 2 FLOPs per multiply-add):
+// per token and layer QKV C (NH + 2G) hs, projection C^2, fc C F (2 C F with SwiGLU), proj
+// F C, attention 2 T C; the output layer C Vp.
+static void flops_count(GPTConfig c) {
+    double C = c.hidden_size, T = c.seq_length, L = c.num_layers, F = c.ffn_hidden_size, Vp = 64;
+    double hs = C / c.num_heads, G = gpt_kv_heads(&c), B = 3;
+    double per = C * (c.num_heads + 2 * G) * hs + C * C + (c.swiglu ? 2 : 1) * C * F + F * C + 2 * T * C;
+    double want = 6.0 * B * T * (L * per + C * Vp);
+    double got = gpt_flops_per_iteration(&c, 64, 3);
+    EXPECT(fabs(got - want) <= 1e-12 * want, "FLOPs %s: %.17g, GEMM count %.17g",
+           c.swiglu ? "llama-style" : "gpt-2", got, want);
+}
+
 int main(int argc, char **argv) {
     MPI_CHECK(MPI_Init(&argc, &argv));
     int self = 0;
     Comm *one = comm_mpi_create(MPI_COMM_SELF, "tp", &self, 60);
     Backend *be = backend_cpu_create(1);
-    gradcheck(be, one);
-    init_is_layout_independent(be);
+    gradcheck(be, one, GPT2);
+    gradcheck(be, one, LLAMA);
+    init_is_layout_independent(be, GPT2);
+    init_is_layout_independent(be, LLAMA);
+    flops_count(GPT2);
+    flops_count(LLAMA);
     backend_destroy(be);
     comm_destroy(one);
     MPI_CHECK(MPI_Finalize());

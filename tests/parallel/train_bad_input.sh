@@ -39,11 +39,10 @@ expect2 2 "no-distributed-optimizer (no_shard) contradicts --data-parallel-shard
   --no-distributed-optimizer --data-parallel-sharding-strategy optim_grads
 expect2 2 "use-distributed-optimizer contradicts --data-parallel-sharding-strategy no_shard" \
   --use-distributed-optimizer --data-parallel-sharding-strategy no_shard
-expect2 2 "optim_grads (ZeRO-2) does not support --grad-reduce-in-bf16" \
-  --data-parallel-sharding-strategy optim_grads --grad-reduce-in-bf16
 expect2 2 "optim_grads_params (ZeRO-3) does not support --ddp-bucket-size" \
   --data-parallel-sharding-strategy optim_grads_params --ddp-bucket-size 1000
-expect2 1 "optim_grads (ZeRO-2) does not support --bf16" --data-parallel-sharding-strategy optim_grads --bf16 --device cuda
+expect2 2 "overlap-param-gather needs --data-parallel-sharding-strategy optim_grads_params" \
+  --data-parallel-sharding-strategy optim_grads --overlap-param-gather
 expect2 1 "--max-nan-iters -1" --max-nan-iters -1
 # this machine has no GPU: a CUDA build says so, a CPU-only build says it has no CUDA
 [[ -z "${MEGAC_EMU_DEVICES:-}" ]] && expect2 2 "no usable CUDA device\|built without CUDA" --device cuda
@@ -56,7 +55,8 @@ expect2 1 "recompute-granularity must be full or selective" --recompute-granular
 expect2 1 "recompute-num-layers must be >= 1" --recompute-granularity full --recompute-num-layers 0
 expect2 1 "megac has no dropout" --hidden-dropout 0.1
 expect2 1 "not both" --train-samples 16
-expect2 1 "is not supported by megac yet" --num-layers-per-virtual-pipeline-stage 1
+expect2 1 "interleaved schedule (--virtual-pipeline-model-parallel-size 2) needs --pipeline-model-parallel-size >= 2" \
+  --num-layers-per-virtual-pipeline-stage 1
 expect2 1 "lr-warmup-fraction 2 must be in" --lr-warmup-fraction 2
 [[ $fail -eq 0 ]] && echo "train_bad_input: ok"
 exit $fail

@@ -6,7 +6,8 @@ full (uniform, block) and selective activation recomputation), runs `megac train
 compares with the plan's prediction for the same layout:
   * bytes per group per step on rank 0 (tp, pp, dp, embedding) and the TP all-reduce calls
     and bytes: equal, exactly (the plan mirrors the Comm counters call by call);
-  * gradient buffer and optimizer state bytes (--log-json): equal;
+  * parameter, gradient and optimizer state bytes of rank 0 (--log-json): equal (ZeRO-2/3
+    included: --data-parallel-sharding-strategy);
   * memory per rank by category (the start-up table, every rank): within 10 % (printed);
   * the pipeline bubble the run measures (PP > 1): printed next to the prediction for the
     8-rank runs (8 ranks on a 2-core box time each other's work, not the schedule).
@@ -37,6 +38,18 @@ LAYOUTS = [
     (2, 1, 2, 2, 8, ["--no-distributed-optimizer", "--recompute-granularity", "full", "--recompute-method",
                      "block", "--recompute-num-layers", "1"]),
     (1, 2, 2, 2, 8, ["--use-distributed-optimizer", "--recompute-activations"]),
+    # a Llama-style model: SwiGLU's wider fc, the QKV remap buffer, no biases or position table
+    (2, 2, 2, 2, 16, ["--sequence-parallel", "--use-distributed-optimizer", "--normalization", "RMSNorm",
+                      "--swiglu", "--position-embedding-type", "rope", "--group-query-attention",
+                      "--num-query-groups", "4", "--disable-bias-linear",
+                      "--untie-embeddings-and-output-weights"]),
+    # ZeRO-2 and ZeRO-3 (optim/zero.h, plan/plan_zero.c): per-layer reduce-scatters, the shard's
+    # LayerNorm and tied-wte sums, ZeRO-3's gathers (a recomputed layer's three per micro-batch)
+    (2, 2, 2, 2, 16, ["--sequence-parallel", "--data-parallel-sharding-strategy", "optim_grads"]),
+    (2, 2, 2, 2, 16, ["--sequence-parallel", "--data-parallel-sharding-strategy", "optim_grads_params"]),
+    (1, 2, 4, 1, 16, ["--data-parallel-sharding-strategy", "optim_grads_params", "--recompute-granularity",
+                      "full", "--recompute-method", "block", "--recompute-num-layers", "1"]),
+    (1, 1, 4, 2, 16, ["--data-parallel-sharding-strategy", "optim_grads"]),
 ]
 TRAIN_ONLY = {"--no-sequence-parallel"}
 MEM_COLS = ["parameters", "gradients", "optimizer_state", None, "activations", "workspace"]
@@ -82,7 +95,8 @@ for tp, pp, dp, mb, gb, extra in ([] if bubble_only else LAYOUTS):
     checks = [(f"{g}_bytes", rec[f"{g}_bytes"], s0["traffic"][g]["bytes"]) for g in ("tp", "pp", "dp", "embedding")]
     checks += [("tp_all_reduce_calls", rec["tp_all_reduce_calls"], s0["traffic"]["tp"]["all_reduce"]["calls"]),
                ("tp_all_reduce_bytes", rec["tp_all_reduce_bytes"], s0["traffic"]["tp"]["all_reduce"]["bytes"]),
-               ("grad_buffer_bytes", rec["grad_buffer_bytes"], s0["memory"]["gradients"]),
+               ("grad_memory_bytes", rec["grad_memory_bytes"], s0["memory"]["gradients"]),
+               ("param_memory_bytes", rec["param_memory_bytes"], s0["memory"]["parameters"]),
                ("optimizer_state_bytes", rec["optimizer_state_bytes"], s0["memory"]["optimizer_state"])]
     print(name)
     for key, got, want in checks:

@@ -41,7 +41,7 @@ static void test_seed_figures(void) {
 // cross-entropy ones of B T and 2 B T), each 2 (tp-1)/tp of the buffer.
 static void test_tp_counts(void) {
     PlanSpec s = tiny_spec(2, 8);
-    PlanLayout l = {2, 1, 1, 2, 0, 0, 0};
+    PlanLayout l = {2, 1, 1, 2, 0, 0, 0, 0};
     char err[400];
     EXPECT(plan_layout_check(&s, &l, err, sizeof err) == 0, "%s", err);
     PlanStage st;
@@ -51,7 +51,7 @@ static void test_tp_counts(void) {
     EXPECT_EQ_INT(st.traffic[PLAN_G_TP].calls[COMM_ALL_REDUCE], m * (4 * L + 4));
     EXPECT_EQ_INT(st.traffic[PLAN_G_TP].bytes[COMM_ALL_REDUCE], floats * 4 * 2 * 1 / 2);
     // GPT-2 parameter count on one rank of one stage: Vp C + T C + L (12 C^2 + 13 C) + 2 C
-    PlanLayout one = {1, 1, 1, 2, 0, 0, 0};
+    PlanLayout one = {1, 1, 1, 2, 0, 0, 0, 0};
     s.world_size = 1;
     plan_stage_counts(&s, &one, 0, 4, &st);
     EXPECT_EQ_INT(st.n_floats, 384 * 64 + 32 * 64 + 2 * (12 * 64 * 64 + 13 * 64) + 2 * 64);
@@ -64,7 +64,7 @@ static void test_tp_counts(void) {
 static void test_flops_bubble_slots(void) {
     PlanSpec s = tiny_spec(16, 32);
     s.model.num_layers = 4;
-    PlanLayout l = {2, 4, 2, 1, 0, 0, 1};
+    PlanLayout l = {2, 4, 2, 1, 0, 0, 1, 0};
     PlanHardware hw;
     plan_hw_builtin("h100", &hw);
     PlanResult r;
@@ -106,7 +106,7 @@ static void test_flops_bubble_slots(void) {
 static void test_recompute(void) {
     PlanSpec s = tiny_spec(4, 8);
     s.model.num_layers = 4;
-    PlanLayout l = {2, 2, 1, 1, 0, 0, 0};
+    PlanLayout l = {2, 2, 1, 1, 0, 0, 0, 0};
     PlanHardware hw;
     plan_hw_builtin("h100", &hw);
     PlanResult base, full, block, sel;
@@ -151,7 +151,7 @@ static void test_recompute(void) {
 static void test_enumeration(void) {
     PlanSpec s = tiny_spec(4, 4);
     s.model.num_layers = 4;
-    PlanFilter f = {0, 0, 1, -1, -1, -1};
+    PlanFilter f = {0, 0, 1, -1, -1, -1, 0};
     PlanHardware hw;
     plan_hw_builtin("h200", &hw);
     PlanSet set;

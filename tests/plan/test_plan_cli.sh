@@ -43,6 +43,23 @@ import json, sys
 L = json.load(open('$tmp/out'))['layouts']
 assert L and all(l['tp'] == 2 and l['micro_batch'] == 2 and l['sequence_parallel'] == 1 and l['zero1'] == 0 for l in L), L
 " || { echo "FAIL restrictions"; fails=$((fails + 1)); }
+# --data-parallel-sharding-strategy: ZeRO-3 layouts hold 1/DP of the fp32 masters + gathered bf16
+# weights (less than ZeRO-1's full masters + copies) and gather per layer (plan_vs_run: exact bytes)
+ok zero1_bf16 "$megac" plan --world-size 8 "${model[@]}" --global-batch-size 16 --json --bf16 --data-parallel-sharding-strategy optim
+cp "$tmp/out" "$tmp/zero1.json"
+ok zero3_bf16 "$megac" plan --world-size 8 "${model[@]}" --global-batch-size 16 --json --bf16 --data-parallel-sharding-strategy optim_grads_params
+python3 - "$tmp/zero1.json" "$tmp/out" <<'PY' || fails=$((fails + 1))
+import json, sys
+key = lambda l: (l["tp"], l["pp"], l["dp"], l["micro_batch"], l["schedule"], l["sequence_parallel"])
+z1 = {key(l): l for l in json.load(open(sys.argv[1]))["layouts"]}
+z3 = json.load(open(sys.argv[2]))["layouts"]
+assert z3 and all(l["zero"] == 3 and l["zero1"] == 1 and l["dp"] > 1 for l in z3), "ZeRO-3 layouts only"
+for l in z3:
+    a, b = l["stages"][0], z1[key(l)]["stages"][0]
+    assert a["memory"]["parameters"] < b["memory"]["parameters"], (key(l), a["memory"], b["memory"])
+    assert a["traffic"]["dp"]["all_gather"]["calls"] > b["traffic"]["dp"]["all_gather"]["calls"], key(l)
+print(f"ok   zero3: {len(z3)} layouts, less parameter memory and more DP gathers than ZeRO-1")
+PY
 printf 'name = two-GPU box\ngpus_per_node = 2\nmemory_gb = 24\ninter_node_gbps = 12.5\n' > "$tmp/box.hw"
 ok hardware_file "$megac" plan --world-size 8 "${model[@]}" --global-batch-size 16 --hardware "$tmp/box.hw"
 grep -q "two-GPU box" "$tmp/out" || { echo "FAIL profile name not shown"; fails=$((fails + 1)); }
@@ -73,5 +90,9 @@ bad unknown_flag "unknown" "$megac" plan --world-size 8 --gpus 8
 bad recompute_granularity "must be full or selective" "$megac" plan --world-size 8 "${model[@]}" --recompute-granularity some
 bad recompute_contradiction "contradicts" "$megac" plan --world-size 8 "${model[@]}" --recompute-activations \
   --recompute-granularity full
+bad sharding_name "must be no_shard, optim, optim_grads or optim_grads_params" "$megac" plan --world-size 8 \
+  "${model[@]}" --data-parallel-sharding-strategy zero3
+bad sharding_contradiction "no-distributed-optimizer contradicts --data-parallel-sharding-strategy optim_grads" \
+  "$megac" plan --world-size 8 "${model[@]}" --no-distributed-optimizer --data-parallel-sharding-strategy optim_grads
 [[ $fails -eq 0 ]] && echo "test_plan_cli: ok" || echo "test_plan_cli: $fails failure(s)"
 exit $((fails > 0))

@@ -49,6 +49,14 @@ MEGATRON = {
     "--overlap-grad-reduce": "off",
     "--overlap-param-gather": "off",
     "--untie-embeddings-and-output-weights": "off",
+    "--normalization": "LayerNorm",
+    "--swiglu": "off",
+    "--position-embedding-type": "learned_absolute",
+    "--rotary-base": 10000,
+    "--rotary-percent": 1.0,
+    "--group-query-attention": "off",
+    "--num-query-groups": 1,
+    "--disable-bias-linear": "off",
 }
 # megac's 0 means "Megatron's derived default" for these (0.02 for --init-method-std).
 ZERO_MEANS_DEFAULT = {"--init-method-std"}

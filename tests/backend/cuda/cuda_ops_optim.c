@@ -47,7 +47,7 @@ static void check_adamw(Parity *t, size_t n) {
             for (int step = 1; step <= 3; step++) {
                 float *d_g = par_up(t, k, g[step - 1], len);
                 if (multi)
-                    be->ops->adamw_multi(be, d_p, d_g, d_m, d_v, d_segs, nseg, max_len, 1e-2f,
+                    be->ops->adamw_multi(be, d_p, NULL, d_g, d_m, d_v, d_segs, nseg, max_len, 1e-2f,
                                          0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, step);
                 else
                     be->ops->adamw(be, d_p, d_g, d_m, d_v, len, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f,

@@ -1,9 +1,9 @@
 // tests/backend/cuda/test_cuda_half.c: the CUDA backend with bf16 and fp16 activations against
 // the CPU backend's fp32 ops (tolerances and method: cuda_half.h). This file: the cast op
 // (bit-exact against the CPU cast on every 16-bit pattern, on fp32 edge values with their
-// expected bits written out, and random values), the backend's name, linear, layernorm and
-// the pointwise ops, and main; attention, flash attention, embeddings and cross-entropy are in
-// cuda_half_attn.c. Exit 77 (meson: skipped) without a usable device. `--quick`: smaller sizes.
+// expected bits written out, and random values), the backend's name, linear, layernorm,
+// the pointwise ops, adamw_multi's weight-copy output and main; attention, flash attention,
+// embeddings and cross-entropy are in cuda_half_attn.c. Exit 77 (meson: skipped) without a usable device. `--quick`: smaller sizes.
 #include "tests/backend/cuda/cuda_half.h"
 
 #include <float.h>
@@ -205,6 +205,51 @@ static void check_pointwise(Half *h, size_t n) {
     free(x), free(y), free(ref), free(got);
 }
 
+// adamw_multi writing the weight copies in the same pass (the copy output): params, m and v
+// the same bits as without the copy; the copy the same bits as the CPU cast of the updated
+// params inside the segments, untouched outside them.
+static void check_adamw_copy(Half *h) {
+    enum { N = 3000, NSEG = 2 };
+    const BackendSegment segs[NSEG] = {{0, 1000, 1, 0}, {1500, 1400, 0, 0}};
+    Backend *be = h->be;
+    float *p = test_floats(N), *g = test_floats(N), *m = test_floats(N), *v = test_floats(N);
+    float *out = test_floats(6 * N), *sentinel = test_floats(N);
+    rng_fill(&h->rng, p, N, -1, 1), rng_fill(&h->rng, g, N, -1, 1);
+    rng_fill(&h->rng, m, N, -0.1, 0.1), rng_fill(&h->rng, v, N, 0, 0.01);
+    for (int i = 0; i < N; i++) sentinel[i] = 7.0f;
+    float *d_p[2] = {half_up_f32(h, p, N), half_up_f32(h, p, N)};
+    float *d_m[2] = {half_up_f32(h, m, N), half_up_f32(h, m, N)};
+    float *d_v[2] = {half_up_f32(h, v, N), half_up_f32(h, v, N)};
+    float *d_g = half_up_f32(h, g, N);
+    void *d_copy = half_up(h, sentinel, N);
+    BackendSegment *d_segs = (BackendSegment *)half_alloc(h, sizeof segs / 4, BACKEND_F32);
+    be->ops->copy(be, d_segs, segs, sizeof segs, BACKEND_H2D);
+    for (int k = 0; k < 2; k++)
+        be->ops->adamw_multi(be, d_p[k], k ? d_copy : NULL, d_g, d_m[k], d_v[k], d_segs, NSEG,
+                             1400, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, 3);
+    for (int k = 0; k < 2; k++) {
+        half_down_f32(h, out + 3 * k * N, d_p[k], N);
+        half_down_f32(h, out + (3 * k + 1) * N, d_m[k], N);
+        half_down_f32(h, out + (3 * k + 2) * N, d_v[k], N);
+    }
+    EXPECT_SAME_BITS(out + 3 * N, out, 3 * N, "adamw_multi params, m, v with the copy output");
+    uint16_t got[N], want[N], keep[N];
+    be->ops->copy(be, got, d_copy, sizeof got, BACKEND_D2H);
+    be->ops->sync(be);
+    h->cpu->ops->cast(h->cpu, want, h->dt, out + 3 * N, BACKEND_F32, N);
+    h->cpu->ops->cast(h->cpu, keep, h->dt, sentinel, BACKEND_F32, N);
+    size_t bad = 0;
+    for (int i = 0; i < N; i++) {
+        int inside = i < 1000 || (i >= 1500 && i < 2900);
+        bad += got[i] != (inside ? want[i] : keep[i]);
+    }
+    EXPECT(bad == 0, "adamw_multi copy [%s]: %zu of %d elements differ from the cast of the "
+           "updated params (or were touched outside the segments)", backend_dtype_name(h->dt),
+           bad, N);
+    half_release(h);
+    free(p), free(g), free(m), free(v), free(out), free(sentinel);
+}
+
 int main(int argc, char **argv) {
     int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
     if (!backend_cuda_available()) {
@@ -226,6 +271,7 @@ int main(int argc, char **argv) {
         if (!quick) check_matmul(&h, 130, 100, 67);  // two-pass column sums for dbias
         check_layernorm(&h, quick ? 37 : 130, quick ? 40 : 100);  // 130 rows: two-pass colsums
         check_pointwise(&h, quick ? 1000 : 3000);
+        check_adamw_copy(&h);
         test_failures_ += cuda_half_attn(&h);
         backend_destroy(h.be);
     }

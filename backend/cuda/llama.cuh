@@ -1,0 +1,168 @@
+// backend/cuda/llama.cuh: kernels of cuda_llama.cu: RMSNorm (forward, input gradient, weight
+// gradient), SwiGLU (forward, backward), rotary positions with grouped-query heads
+// (rope_gqa forward, backward). The math of backend/cpu/cpu_llama.c; activation buffers of the
+// storage type T (load_f32 / store_from_f32), statistics and parameter gradients fp32.
+// Deterministic without atomics: a row's sums are warp sums in a fixed order, the weight
+// gradient sums chunks of rows in an order fixed by the shape, a kv head's gradient adds its
+// query heads in order.
+#pragma once
+#include "backend/cuda/cuda_common.cuh"  // defines: CUDA_LAUNCH, WARP, warp_sum, load_f32
+
+#define LLAMA_THREADS 256
+#define LLAMA_WARPS (LLAMA_THREADS / WARP)
+#define LLAMA_RMS_EPS 1e-5f
+
+// --- RMSNorm: one warp per row (grid-stride; the loop bound is warp-uniform) ----------------
+// out (N, C) = inp * rstd * weight, rstd (N) = 1 / sqrt(mean(inp^2) + eps) saved when not NULL.
+template <typename T>
+static __global__ void rmsnorm_forward_kernel(T *out, float *rstd, const T *inp, const T *weight,
+                                              int N, int C) {
+    int lane = threadIdx.x % WARP, warps = blockDim.x / WARP;
+    for (int row = blockIdx.x * warps + threadIdx.x / WARP; row < N; row += gridDim.x * warps) {
+        const T *x = inp + (size_t)row * C;
+        float ss = 0.0f;
+        for (int j = lane; j < C; j += WARP) {
+            float v = load_f32(x + j);
+            ss += v * v;
+        }
+        float s = 1.0f / sqrtf(warp_sum(ss) / (float)C + LLAMA_RMS_EPS);
+        T *y = out + (size_t)row * C;
+        for (int j = lane; j < C; j += WARP) store_from_f32(y + j, load_f32(x + j) * s * load_f32(weight + j));
+        if (lane == 0 && rstd) rstd[row] = s;
+    }
+}
+
+// dinp (N, C) += s * dn - x * s^3 * mean(dn * x), dn = dout * weight. One warp per row.
+template <typename T>
+static __global__ void rmsnorm_dinp_kernel(T *dinp, const T *dout, const T *inp, const T *weight,
+                                           const float *rstd, int N, int C) {
+    int lane = threadIdx.x % WARP, warps = blockDim.x / WARP;
+    for (int row = blockIdx.x * warps + threadIdx.x / WARP; row < N; row += gridDim.x * warps) {
+        const T *x = inp + (size_t)row * C, *dy = dout + (size_t)row * C;
+        float s = rstd[row], dot = 0.0f;
+        for (int j = lane; j < C; j += WARP) dot += load_f32(dy + j) * load_f32(weight + j) * load_f32(x + j);
+        float k = s * s * s * warp_sum(dot) / (float)C;
+        T *dx = dinp + (size_t)row * C;
+        for (int j = lane; j < C; j += WARP) {
+            float g = s * load_f32(dy + j) * load_f32(weight + j) - load_f32(x + j) * k;
+            store_from_f32(dx + j, load_f32(dx + j) + g);
+        }
+    }
+}
+
+// Sums over rows of dout * inp * rstd (RMSNorm's dweight), in two passes as norm.cuh's
+// column sums: block = 32 columns x 8 row lanes, grid.x = column tiles, grid.y = chunks of
+// rows_per rows; lane y sums rows r0+y, r0+y+8, ... in order, lane 0 adds the 8 lane sums in
+// order into out (nchunk, C) partials, or with `add` (one chunk) into dweight itself.
+template <typename T>
+static __global__ void rmsnorm_dweight_partial_kernel(float *out, const T *dout, const T *inp,
+                                                      const float *rstd, int N, int C,
+                                                      int rows_per, int add) {
+    __shared__ float sh[LLAMA_WARPS][WARP];
+    int col = threadIdx.x % WARP, lane = threadIdx.x / WARP, c = blockIdx.x * WARP + col;
+    int r0 = blockIdx.y * rows_per, r1 = r0 + rows_per < N ? r0 + rows_per : N;
+    float s = 0.0f;
+    if (c < C)
+        for (int r = r0 + lane; r < r1; r += LLAMA_WARPS)
+            s += load_f32(dout + (size_t)r * C + c) * load_f32(inp + (size_t)r * C + c) * rstd[r];
+    sh[lane][col] = s;
+    __syncthreads();
+    if (lane != 0 || c >= C) return;
+    float t = 0.0f;
+    for (int k = 0; k < LLAMA_WARPS; k++) t += sh[k][col];
+    size_t at = add ? (size_t)c : (size_t)blockIdx.y * C + c;
+    out[at] = add ? out[at] + t : t;
+}
+
+// dweight (C) += sum over k of part (nchunk, C), k in order; one thread per column.
+static __global__ void rmsnorm_dweight_finish_kernel(float *dweight, const float *part, int nchunk,
+                                                     int C) {
+    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < C; c += gridDim.x * blockDim.x) {
+        float s = 0.0f;
+        for (int k = 0; k < nchunk; k++) s += part[(size_t)k * C + c];
+        dweight[c] += s;
+    }
+}
+
+// --- SwiGLU: grid-stride over the N * F outputs -------------------------------------------
+static __device__ __forceinline__ float llama_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+// out (N, F) = silu(gate) * up, rows of inp (N, 2F) = [gate | up].
+template <typename T>
+static __global__ void swiglu_forward_kernel(T *out, const T *inp, size_t n, int F) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        size_t r = i / (size_t)F, j = i % (size_t)F;
+        float a = load_f32(inp + r * 2 * F + j), b = load_f32(inp + r * 2 * F + F + j);
+        store_from_f32(out + i, a * llama_sigmoid(a) * b);
+    }
+}
+
+// dinp (N, 2F): d gate = dout * up * sig * (1 + gate (1 - sig)); d up = dout * silu(gate).
+template <typename T>
+static __global__ void swiglu_backward_kernel(T *dinp, const T *inp, const T *dout, size_t n, int F) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        size_t r = i / (size_t)F, j = i % (size_t)F;
+        float a = load_f32(inp + r * 2 * F + j), b = load_f32(inp + r * 2 * F + F + j);
+        float g = load_f32(dout + i), sg = llama_sigmoid(a);
+        store_from_f32(dinp + r * 2 * F + j, g * b * sg * (1.0f + a * (1.0f - sg)));
+        store_from_f32(dinp + r * 2 * F + F + j, g * a * sg);
+    }
+}
+
+// --- rotary positions + grouped-query heads -----------------------------------------------
+// Channel i of a head at position t: its rotation partner, cos and sin (angle t base^(-2i/rot),
+// fp32 as the CPU's rope_angles); outside [0, rot) it passes (c = 1, s = 0, partner i).
+static __device__ __forceinline__ void rope_coef(int i, int t, int rot, float base, float dir,
+                                                 int *partner, float *c, float *s, float *sign) {
+    *partner = i, *c = 1.0f, *s = 0.0f, *sign = 0.0f;
+    if (i >= rot) return;
+    int h = rot / 2, k = i < h ? i : i - h;
+    float ang = (float)t * (1.0f / powf(base, (float)(2 * k) / (float)rot));
+    *partner = i < h ? i + h : i - h;
+    *c = cosf(ang);
+    *s = dir * sinf(ang);
+    *sign = i < h ? -1.0f : 1.0f;  // y_i = x_i c - x_{i+h} s; y_{i+h} = x_{i+h} c + x_i s
+}
+
+// out (N, 3 NH hs) from inp (N, (NH + 2G) hs): one thread per output element.
+template <typename T>
+static __global__ void rope_gqa_forward_kernel(T *out, const T *inp, int N, int T_, int NH, int G,
+                                               int hs, int rot, float base, int pos0) {
+    size_t per = (size_t)3 * NH * hs, n = (size_t)N * per, in_row = (size_t)(NH + 2 * G) * hs;
+    for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < n; e += (size_t)gridDim.x * blockDim.x) {
+        int r = (int)(e / per), rest = (int)(e % per), part = rest / (NH * hs);
+        int h = rest % (NH * hs) / hs, i = rest % hs, g = h / (NH / G);
+        int head = part == 0 ? h : part == 1 ? NH + g : NH + G + g;  // source head in inp's row
+        const T *x = inp + (size_t)r * in_row + (size_t)head * hs;
+        int p;
+        float c, s, sign;
+        rope_coef(part == 2 ? hs : i, pos0 + r % T_, part == 2 ? 0 : rot, base, 1.0f, &p, &c, &s, &sign);
+        if (part == 2) p = i;
+        float v = load_f32(x + i) * c + sign * load_f32(x + p) * s;
+        store_from_f32(out + e, v);
+    }
+}
+
+// dinp (N, (NH + 2G) hs) from dout (N, 3 NH hs): one thread per input element; a k or v
+// element sums its group's query heads in order.
+template <typename T>
+static __global__ void rope_gqa_backward_kernel(T *dinp, const T *dout, int N, int T_, int NH,
+                                                int G, int hs, int rot, float base, int pos0) {
+    size_t per = (size_t)(NH + 2 * G) * hs, n = (size_t)N * per, out_row = (size_t)3 * NH * hs;
+    int rep = NH / G;
+    for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < n; e += (size_t)gridDim.x * blockDim.x) {
+        int r = (int)(e / per), head = (int)(e % per) / hs, i = (int)(e % per) % hs;
+        const T *dy = dout + (size_t)r * out_row;
+        int part = head < NH ? 0 : head < NH + G ? 1 : 2;
+        int h0 = part == 0 ? head : (head - NH - (part == 2 ? G : 0)) * rep, nh = part == 0 ? 1 : rep;
+        int p;
+        float c, s, sign, acc = 0.0f;
+        rope_coef(part == 2 ? hs : i, pos0 + r % T_, part == 2 ? 0 : rot, base, -1.0f, &p, &c, &s, &sign);
+        if (part == 2) p = i;
+        for (int h = h0; h < h0 + nh; h++) {
+            const T *d = dy + (size_t)part * NH * hs + (size_t)h * hs;
+            acc += load_f32(d + i) * c + sign * load_f32(d + p) * s;
+        }
+        store_from_f32(dinp + e, acc);
+    }
+}

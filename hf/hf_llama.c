@@ -1,0 +1,267 @@
+// hf/hf_llama.c: Llama names, layouts and config.json between megac and transformers (see the
+// table in hf_llama.h). A megac tensor maps to 1 to 3 Hugging Face tensors, each a block of
+// its rows (q/k/v of the fused QKV, gate/up of SwiGLU's fc), so both directions copy rows.
+#include "hf_llama.h"
+#include "hf_gpt2.h"     // defines: hf_write_json, hf_json_field, hf_json_int, hf_st_read_checked
+#include "core/check.h"  // defines: core_calloc, core_fatal
+
+#include <json-c/json.h>  // defines: json_object_*
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define HF_EOD 256  // megac's end-of-document id (data/tokenizer.h)
+
+// The Hugging Face tensors of one megac tensor: name[k] holds rows[k] of its rows, in order.
+typedef struct {
+    char name[3][112];
+    int rows[3];
+    int n;
+} Parts;
+
+static const struct { const char *megac, *hf[3]; } BLOCK_NAMES[] = {
+    {"ln1.weight", {"input_layernorm.weight"}},
+    {"attn.qkv.weight", {"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight"}},
+    {"attn.proj.weight", {"self_attn.o_proj.weight"}},
+    {"ln2.weight", {"post_attention_layernorm.weight"}},
+    {"mlp.fc.weight", {"mlp.gate_proj.weight", "mlp.up_proj.weight"}},
+    {"mlp.proj.weight", {"mlp.down_proj.weight"}},
+};
+static const struct { const char *megac, *hf; } TOP_NAMES[] = {
+    {"wte", "model.embed_tokens.weight"}, {"final_ln.weight", "model.norm.weight"},
+    {"output_layer", "lm_head.weight"},
+};
+
+// The parts of table entry p. Returns 0, or -1 for a tensor Llama does not have.
+static int parts_of(const ParamInfo *p, Parts *out) {
+    memset(out, 0, sizeof *out);
+    for (size_t i = 0; i < sizeof TOP_NAMES / sizeof TOP_NAMES[0]; i++)
+        if (!strcmp(p->name, TOP_NAMES[i].megac)) {
+            snprintf(out->name[0], sizeof out->name[0], "%s", TOP_NAMES[i].hf);
+            out->rows[0] = p->rows;
+            out->n = 1;
+            return 0;
+        }
+    int layer, used = 0;
+    if (sscanf(p->name, "layers.%d.%n", &layer, &used) != 1 || used == 0) return -1;
+    for (size_t i = 0; i < sizeof BLOCK_NAMES / sizeof BLOCK_NAMES[0]; i++) {
+        if (strcmp(p->name + used, BLOCK_NAMES[i].megac)) continue;
+        for (int k = 0; k < 3 && BLOCK_NAMES[i].hf[k]; k++) {
+            snprintf(out->name[k], sizeof out->name[k], "model.layers.%d.%s", layer, BLOCK_NAMES[i].hf[k]);
+            out->rows[k] = p->sections[0] > 0 ? p->sections[k] : p->rows;
+            out->n = k + 1;
+        }
+        return 0;
+    }
+    return -1;
+}
+
+int hf_llama_check_exportable(const GPTConfig *c, char *err, size_t errlen) {
+    if (c->rmsnorm && c->swiglu && c->rope && c->disable_bias_linear && c->rotary_percent == 1.0)
+        return 0;
+    snprintf(err, errlen, "this model cannot be represented as LlamaForCausalLM (it needs "
+             "--normalization RMSNorm, --swiglu, --position-embedding-type rope with "
+             "--rotary-percent 1 and --disable-bias-linear; this one has%s%s%s%s%s) nor as "
+             "GPT2LMHeadModel", c->rmsnorm ? "" : " LayerNorm", c->swiglu ? "" : " GELU",
+             c->rope ? "" : " learned positions", c->disable_bias_linear ? "" : " biases",
+             c->rope && c->rotary_percent != 1.0 ? " partial rotary" : "");
+    return -1;
+}
+
+int hf_llama_write_weights(const char *dir, const HfCkpt *c, char *err, size_t errlen) {
+    HfStOut *t = core_calloc((size_t)c->n * 3, sizeof *t);
+    Parts *parts = core_calloc((size_t)c->n, sizeof *parts);
+    int k = 0;
+    for (int i = 0; i < c->n; i++) {
+        const ParamInfo *p = &c->table[i];
+        if (parts_of(p, &parts[i]) != 0)
+            core_fatal("no Hugging Face Llama name for megac tensor %s", p->name);  // table and map disagree
+        for (int j = 0, row = 0; j < parts[i].n; row += parts[i].rows[j++], k++) {
+            t[k].name = parts[i].name[j];
+            t[k].ndim = p->cols == 1 ? 1 : 2;
+            t[k].shape[0] = parts[i].rows[j];
+            t[k].shape[1] = p->cols;
+            t[k].data = c->data[i] + (size_t)row * p->cols;
+        }
+    }
+    char path[4200], it[32], T[32];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    snprintf(it, sizeof it, "%lld", (long long)c->meta.iteration);
+    snprintf(T, sizeof T, "%lld", (long long)c->meta.seq_length);
+    const char *meta[] = {"format", "pt", "megac_iteration", it, "megac_seq_length", T};
+    int rc = hf_st_write(path, t, k, meta, 3, err, errlen);
+    free(parts);
+    free(t);
+    return rc;
+}
+
+int hf_llama_write_config(const char *dir, const HfCkpt *c, char *err, size_t errlen) {
+    const GPTConfig *g = &c->cfg;
+    json_object *o = json_object_new_object(), *arch = json_object_new_array();
+    json_object_array_add(arch, json_object_new_string("LlamaForCausalLM"));
+    json_object_object_add(o, "architectures", arch);
+    json_object_object_add(o, "model_type", json_object_new_string("llama"));
+    json_object_object_add(o, "vocab_size", json_object_new_int(g->vocab_size));
+    json_object_object_add(o, "hidden_size", json_object_new_int(g->hidden_size));
+    json_object_object_add(o, "intermediate_size", json_object_new_int(g->ffn_hidden_size));
+    json_object_object_add(o, "num_hidden_layers", json_object_new_int(g->num_layers));
+    json_object_object_add(o, "num_attention_heads", json_object_new_int(g->num_heads));
+    json_object_object_add(o, "num_key_value_heads", json_object_new_int(gpt_kv_heads(g)));
+    json_object_object_add(o, "head_dim", json_object_new_int(g->hidden_size / g->num_heads));
+    json_object_object_add(o, "hidden_act", json_object_new_string("silu"));
+    json_object_object_add(o, "max_position_embeddings", json_object_new_int(g->max_position_embeddings));
+    json_object_object_add(o, "initializer_range", json_object_new_double_s(0.02, "0.02"));
+    json_object_object_add(o, "rms_norm_eps", json_object_new_double_s(1e-5, "1e-05"));
+    json_object_object_add(o, "rope_theta", json_object_new_double(g->rotary_base));
+    json_object_object_add(o, "rope_scaling", NULL);
+    json_object_object_add(o, "attention_bias", json_object_new_boolean(0));
+    json_object_object_add(o, "mlp_bias", json_object_new_boolean(0));
+    json_object_object_add(o, "attention_dropout", json_object_new_double_s(0, "0.0"));
+    json_object_object_add(o, "pretraining_tp", json_object_new_int(1));
+    json_object_object_add(o, "tie_word_embeddings", json_object_new_boolean(!g->untie_embeddings));
+    json_object_object_add(o, "use_cache", json_object_new_boolean(1));
+    if (g->vocab_size > HF_EOD) {
+        json_object_object_add(o, "bos_token_id", json_object_new_int(HF_EOD));
+        json_object_object_add(o, "eos_token_id", json_object_new_int(HF_EOD));
+    }
+    json_object_object_add(o, "torch_dtype", json_object_new_string("float32"));
+    char path[4200];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    return hf_write_json(path, o, err, errlen);
+}
+
+// ---- import --------------------------------------------------------------------------------
+
+// DIR/config.json parsed, or NULL with one line in err.
+static json_object *read_json(const char *path, char *err, size_t errlen) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot open (is --hf a Hugging Face model folder?)", path);
+        return NULL;
+    }
+    fclose(f);
+    json_object *o = json_object_from_file(path);
+    if (!o || !json_object_is_type(o, json_type_object)) {
+        snprintf(err, errlen, "%s: not a JSON object", path);
+        json_object_put(o);
+        return NULL;
+    }
+    return o;
+}
+
+int hf_llama_is_config(const char *dir) {
+    char path[4200], err[4400];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    fclose(f);
+    json_object *o = read_json(path, err, sizeof err), *v;
+    int yes = o && hf_json_field(o, "model_type", &v) && !strcmp(json_object_get_string(v), "llama");
+    json_object_put(o);
+    return yes;
+}
+
+// The settings megac cannot represent. Returns 0, or -1 with the first one in err.
+static int check_representable(json_object *o, int C, int NH, const char *path, char *err,
+                               size_t errlen) {
+    json_object *v;
+    const char *act = hf_json_field(o, "hidden_act", &v) ? json_object_get_string(v) : "silu";
+    double eps = hf_json_field(o, "rms_norm_eps", &v) ? json_object_get_double(v) : 1e-6;
+    int hd = hf_json_field(o, "head_dim", &v) ? json_object_get_int(v) : C / NH;
+    double partial = hf_json_field(o, "partial_rotary_factor", &v) ? json_object_get_double(v) : 1.0;
+    int tp = hf_json_field(o, "pretraining_tp", &v) ? json_object_get_int(v) : 1;
+    const char *why = NULL;
+    char what[160];
+    if (strcmp(act, "silu")) snprintf(what, sizeof what, "hidden_act '%s' (megac's SwiGLU uses silu)", act), why = what;
+    else if (fabs(eps - 1e-5) > 1e-12) snprintf(what, sizeof what, "rms_norm_eps %g (megac's RMSNorm uses 1e-5)", eps), why = what;
+    else if (hf_json_field(o, "rope_scaling", &v)) why = "rope_scaling (megac's rope is unscaled)";
+    else if (hf_json_field(o, "attention_bias", &v) && json_object_get_boolean(v)) why = "attention_bias = true";
+    else if (hf_json_field(o, "mlp_bias", &v) && json_object_get_boolean(v)) why = "mlp_bias = true";
+    else if (hd * NH != C) snprintf(what, sizeof what, "head_dim %d x %d heads != hidden_size %d", hd, NH, C), why = what;
+    else if (partial != 1.0) snprintf(what, sizeof what, "partial_rotary_factor %g", partial), why = what;
+    else if (tp != 1) snprintf(what, sizeof what, "pretraining_tp %d", tp), why = what;
+    if (!why) return 0;
+    snprintf(err, errlen, "%s: %s cannot be represented", path, why);
+    return -1;
+}
+
+int hf_llama_read_config(const char *dir, GPTConfig *cfg, char *err, size_t errlen) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    json_object *o = read_json(path, err, errlen), *v;
+    if (!o) return -1;
+    memset(cfg, 0, sizeof *cfg);
+    int rc = hf_json_int(o, "hidden_size", 0, &cfg->hidden_size, path, err, errlen), G = 0;
+    if (rc == 0) rc = hf_json_int(o, "num_hidden_layers", 0, &cfg->num_layers, path, err, errlen);
+    if (rc == 0) rc = hf_json_int(o, "num_attention_heads", 0, &cfg->num_heads, path, err, errlen);
+    if (rc == 0) rc = hf_json_int(o, "num_key_value_heads", cfg->num_heads, &G, path, err, errlen);
+    if (rc == 0) rc = hf_json_int(o, "intermediate_size", 0, &cfg->ffn_hidden_size, path, err, errlen);
+    if (rc == 0) rc = hf_json_int(o, "vocab_size", 0, &cfg->vocab_size, path, err, errlen);
+    if (rc == 0) rc = hf_json_int(o, "max_position_embeddings", 0, &cfg->max_position_embeddings, path, err, errlen);
+    if (rc == 0) rc = check_representable(o, cfg->hidden_size, cfg->num_heads, path, err, errlen);
+    cfg->rotary_base = hf_json_field(o, "rope_theta", &v) ? json_object_get_double(v) : 10000.0;
+    cfg->untie_embeddings = !(hf_json_field(o, "tie_word_embeddings", &v) && json_object_get_boolean(v));
+    json_object_put(o);
+    cfg->rmsnorm = cfg->swiglu = cfg->rope = cfg->disable_bias_linear = 1;
+    cfg->rotary_percent = 1.0;
+    cfg->num_query_groups = G != cfg->num_heads ? G : 0;
+    cfg->vocab_divisible_by = 1;
+    return rc;
+}
+
+// 1 if `name` is one of c's Hugging Face tensors. Pure.
+static int known(const HfCkpt *c, const char *name) {
+    Parts pt;
+    for (int i = 0; i < c->n; i++)
+        if (parts_of(&c->table[i], &pt) == 0)
+            for (int k = 0; k < pt.n; k++)
+                if (!strcmp(pt.name[k], name)) return 1;
+    return 0;
+}
+
+// Every tensor of f must be one c has, lm_head.weight equal to the embedding (tied), or a
+// rotary buffer.
+static int check_extra(HfStFile *f, const HfCkpt *c, char *err, size_t errlen) {
+    for (int i = 0; i < f->n; i++) {
+        const char *nm = f->t[i].name;
+        size_t len = strlen(nm);
+        if (known(c, nm) || (len > 20 && !strcmp(nm + len - 20, ".rotary_emb.inv_freq"))) continue;
+        if (!strcmp(nm, "lm_head.weight") && !c->cfg.untie_embeddings) {
+            int w = hf_ckpt_find(c, "wte");
+            size_t numel = (size_t)c->table[w].rows * c->table[w].cols;
+            float *lm = core_calloc(numel, sizeof(float));
+            int rc = hf_st_read_checked(f, nm, 2, c->table[w].rows, c->table[w].cols, lm, err, errlen);
+            if (rc == 0 && memcmp(lm, c->data[w], numel * sizeof(float)) != 0) {
+                snprintf(err, errlen, "%s: lm_head.weight differs from model.embed_tokens.weight "
+                         "although config.json ties them", f->path);
+                rc = -1;
+            }
+            free(lm);
+            if (rc) return -1;
+            continue;
+        }
+        snprintf(err, errlen, "%s: tensor %s is not part of Llama as megac builds it", f->path, nm);
+        return -1;
+    }
+    return 0;
+}
+
+int hf_llama_read_weights(const char *dir, HfCkpt *c, char *err, size_t errlen) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    HfStFile *f = hf_st_open(path, err, errlen);
+    if (!f) return -1;
+    int rc = 0;
+    for (int i = 0; i < c->n && rc == 0; i++) {
+        const ParamInfo *p = &c->table[i];
+        Parts pt;
+        if (parts_of(p, &pt) != 0) core_fatal("no Hugging Face Llama name for megac tensor %s", p->name);
+        for (int k = 0, row = 0; k < pt.n && rc == 0; row += pt.rows[k++])
+            rc = hf_st_read_checked(f, pt.name[k], p->cols == 1 ? 1 : 2, pt.rows[k], p->cols,
+                                    c->data[i] + (size_t)row * p->cols, err, errlen);
+    }
+    if (rc == 0) rc = check_extra(f, c, err, errlen);
+    hf_st_close(f);
+    return rc;
+}

@@ -1,0 +1,93 @@
+// model/gpt_block.c: normalization, QKV and MLP of a block, GPT-2 or Llama-style (see
+// gpt_block.h). Tensor-parallel split: QKV and fc column-parallel (SwiGLU's fc holds this
+// rank's gate rows then its up rows; grouped-query QKV this rank's q heads, then its whole
+// kv groups' k and v), the projections row-parallel.
+#include "gpt_block.h"
+
+void gpt_norm_forward(const GPT *m, void *out, float *mean, float *rstd, const void *x,
+                      const void *w, const void *b, int rows) {
+    Backend *be = m->be;
+    int C = m->cfg.hidden_size;
+    if (m->cfg.rmsnorm)
+        be->ops->rmsnorm_forward(be, out, rstd, x, w, rows, C);
+    else
+        be->ops->layernorm_forward(be, out, mean, rstd, x, w, b, rows, C);
+}
+
+void gpt_residual_norm_forward(const GPT *m, void *res, void *ln, float *mean, float *rstd,
+                               const void *a, const void *b, const void *w, const void *bias,
+                               int rows) {
+    Backend *be = m->be;
+    int C = m->cfg.hidden_size;
+    if (!m->cfg.rmsnorm) {
+        be->ops->residual_layernorm_forward(be, res, ln, mean, rstd, a, b, w, bias, rows, C);
+        return;
+    }
+    be->ops->add(be, res, a, b, (size_t)rows * C);
+    be->ops->rmsnorm_forward(be, ln, rstd, res, w, rows, C);
+}
+
+void gpt_norm_backward(const GPT *m, void *dinp, float *dw, float *db, const void *dout,
+                       const void *x, const void *w, const float *mean, const float *rstd, int rows) {
+    Backend *be = m->be;
+    int C = m->cfg.hidden_size;
+    if (m->cfg.rmsnorm)
+        be->ops->rmsnorm_backward(be, dinp, dw, dout, x, w, rstd, rows, C);
+    else
+        be->ops->layernorm_backward(be, dinp, dw, db, dout, x, w, mean, rstd, rows, C);
+}
+
+void gpt_qkv_forward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTLayerActs *a) {
+    Backend *be = m->be;
+    int N = m->N, C = m->cfg.hidden_size;
+    if (!m->remap_qkv) {
+        tp_column_linear_forward(be, tp, a->qkv, a->ln1, w->qkvw, w->qkvb, N, C, 3 * m->C_tp);
+        return;
+    }
+    tp_column_linear_forward(be, tp, m->s.qkv_in, a->ln1, w->qkvw, w->qkvb, N, C, m->QKV_tp);
+    be->ops->rope_gqa_forward(be, a->qkv, m->s.qkv_in, m->B, m->T, m->NH_tp, m->G_tp, m->hs,
+                              m->rot, (float)m->cfg.rotary_base, 0);  // (N, QKV_tp) -> (N, 3*C/tp)
+}
+
+void gpt_qkv_backward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTBlockW *g,
+                      const GPTLayerActs *a, void *dln) {
+    Backend *be = m->be;
+    int N = m->N, C = m->cfg.hidden_size;
+    if (!m->remap_qkv) {
+        tp_column_linear_backward(be, tp, dln, g->qkvw, g->qkvb, m->s.dqkv, a->ln1, w->qkvw, N, C,
+                                  3 * m->C_tp);
+        return;
+    }
+    be->ops->rope_gqa_backward(be, m->s.qkv_in, m->s.dqkv, m->B, m->T, m->NH_tp, m->G_tp, m->hs,
+                               m->rot, (float)m->cfg.rotary_base, 0);  // (N, QKV_tp)
+    tp_column_linear_backward(be, tp, dln, g->qkvw, g->qkvb, m->s.qkv_in, a->ln1, w->qkvw, N, C,
+                              m->QKV_tp);
+}
+
+void gpt_mlp_forward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTLayerActs *a) {
+    Backend *be = m->be;
+    int N = m->N, C = m->cfg.hidden_size;
+    if (m->cfg.swiglu) {
+        tp_column_linear_forward(be, tp, a->fch, a->ln2, w->fcw, w->fcb, N, C, 2 * m->F_tp);
+        be->ops->swiglu_forward(be, a->fch_gelu, a->fch, N, m->F_tp);  // (N, F/tp)
+    } else {
+        tp_column_linear_gelu_forward(be, tp, a->fch_gelu, a->fch, a->ln2, w->fcw, w->fcb, N, C,
+                                      m->F_tp);  // fch = ln2 Wfc^T + b; fch_gelu = gelu(fch)
+    }
+    tp_row_linear_forward(be, tp, a->res3, a->fch_gelu, w->fcprojw, w->fcprojb, N, m->F_tp, C);
+}
+
+void gpt_mlp_backward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTBlockW *g,
+                      const GPTLayerActs *a, const void *dres, void *dln) {
+    Backend *be = m->be;
+    int N = m->N, C = m->cfg.hidden_size, F2 = (m->cfg.swiglu ? 2 : 1) * m->F_tp;
+    if (m->cfg.swiglu) {
+        tp_row_linear_backward(be, tp, m->s.dact, g->fcprojw, g->fcprojb, dres, a->fch_gelu,
+                               w->fcprojw, N, m->F_tp, C);
+        be->ops->swiglu_backward(be, m->s.dfch, a->fch, m->s.dact, N, m->F_tp);  // (N, 2F/tp)
+    } else {
+        tp_row_linear_dgelu_backward(be, tp, m->s.dfch, g->fcprojw, g->fcprojb, dres, a->fch_gelu,
+                                     w->fcprojw, a->fch, N, m->F_tp, C);  // through the GELU too
+    }
+    tp_column_linear_backward(be, tp, dln, g->fcw, g->fcb, m->s.dfch, a->ln2, w->fcw, N, C, F2);
+}

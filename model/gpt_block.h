@@ -1,0 +1,32 @@
+// model/gpt_block.h: the parts of a transformer block that differ between GPT-2 and a
+// Llama-style model (internal to model/): the normalization (LayerNorm or RMSNorm), the QKV
+// projection (with rotary positions and grouped-query heads remapped into attention's
+// layout) and the MLP (GELU or SwiGLU). gpt.c's block forward/backward call these, so the
+// block is written once; the GPT-2 path makes exactly the calls it always made.
+#pragma once
+#include "gpt.h"
+#include "layers/tp_linear.h"
+
+// out (rows, C) = LN(x) or RMSNorm(x) (mean unused then); mean, rstd (rows) saved. Never fails.
+void gpt_norm_forward(const GPT *m, void *out, float *mean, float *rstd, const void *x,
+                      const void *w, const void *b, int rows);
+// res (rows, C) = a + b, then ln = norm(res), as gpt_norm_forward. Never fails.
+void gpt_residual_norm_forward(const GPT *m, void *res, void *ln, float *mean, float *rstd,
+                               const void *a, const void *b, const void *w, const void *bias,
+                               int rows);
+// dinp (rows, C) += d norm; dw, db += (db unused with RMSNorm). Never fails.
+void gpt_norm_backward(const GPT *m, void *dinp, float *dw, float *db, const void *dout,
+                       const void *x, const void *w, const float *mean, const float *rstd, int rows);
+
+// a->qkv (N, 3*C/tp) in attention's layout from a->ln1: the column-parallel QKV linear,
+// then (rope or grouped-query) rope_gqa_forward from the (N, QKV_tp) output. Never fails.
+void gpt_qkv_forward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTLayerActs *a);
+// From m->s.dqkv (N, 3*C/tp): the QKV weight/bias gradients, and dln = d(ln1) (f backward).
+void gpt_qkv_backward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTBlockW *g,
+                      const GPTLayerActs *a, void *dln);
+
+// a->res3 (Ns, C) = MLP(a->ln2) (not yet + res2): fc (column), GELU or SwiGLU, proj (row).
+void gpt_mlp_forward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTLayerActs *a);
+// From dres = d(res3) (Ns, C): the MLP's weight gradients and dln = d(ln2).
+void gpt_mlp_backward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTBlockW *g,
+                      const GPTLayerActs *a, const void *dres, void *dln);

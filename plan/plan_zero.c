@@ -1,0 +1,89 @@
+// plan/plan_zero.c: ZeRO-2 and ZeRO-3 in the plan (optim/zero.h): a stage's units, the
+// memory they take and the bytes they move, on DP rank 0 (the rank the run logs), with the
+// same integer arithmetic as optim/zero_build.c and the Comm counters.
+#include "plan_model.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    size_t begin, len, per;  // the unit's flat range; floats per DP rank
+    int edge;                // not a layer
+} PlanUnit;
+
+// Layer index of a "layers.<l>...." tensor, or -1 (an edge tensor).
+static int layer_of(const ParamInfo *p) {
+    return strncmp(p->name, "layers.", 7) ? -1 : atoi(p->name + 7);
+}
+
+// The units of the stage's table (edge tensors one each, then one per layer: its tensors
+// are consecutive), per = ceil(len / dp) rounded up to 16. Returns the count.
+static int units_of(const ParamInfo *p, int n, int dp, PlanUnit *u) {
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (layer_of(&p[i]) < 0) u[k++] = (PlanUnit){p[i].offset, p[i].numel, 0, 1};
+    for (int i = 0; i < n; i++) {
+        if (layer_of(&p[i]) < 0) continue;
+        int j = i;
+        while (j + 1 < n && layer_of(&p[j + 1]) == layer_of(&p[i])) j++;
+        u[k++] = (PlanUnit){p[i].offset, p[j].offset + p[j].numel - p[i].offset, 0, 0};
+        i = j;
+    }
+    for (int i = 0; i < k; i++) u[i].per = ((u[i].len + (size_t)dp - 1) / (size_t)dp + 15) / 16 * 16;
+    return k;
+}
+
+static size_t min_sz(size_t a, size_t b) { return a < b ? a : b; }
+
+void plan_zero_counts(const PlanSpec *s, const PlanLayout *l, const ParamInfo *p, int n_params,
+                      int n_micro, PlanStage *st) {
+    int dp = l->dp, e = s->precision == PLAN_BF16 || s->precision == PLAN_FP16 ? 2 : 4;
+    PlanUnit *u = calloc((size_t)n_params + 1, sizeof *u);
+    int n = units_of(p, n_params, dp, u);
+    size_t S = 0, edge_len = 0, layer_len = 0, max_per = 0, wte_own = 0;
+    for (int k = 0; k < n; k++) {
+        S += u[k].per;
+        max_per = u[k].per > max_per ? u[k].per : max_per;
+        size_t full = (size_t)dp * u[k].per;
+        if (u[k].edge) edge_len += full;
+        else layer_len = full > layer_len ? full : layer_len;
+    }
+    st->shard_len = S;
+    size_t transient = !(st->first && st->last) ? (edge_len > layer_len ? edge_len : layer_len)
+                                                : edge_len + layer_len;
+    if (l->zero == 3) st->mem[PLAN_MEM_PARAMS] = 4.0 * S + (double)e * (edge_len + 2 * layer_len);
+    st->mem[PLAN_MEM_GRADS] = 4.0 * (S + transient + max_per);
+    st->mem[PLAN_MEM_OPTIM] = 8.0 * S;
+
+    // DP: every unit reduce-scattered after each micro-batch's backward (fp32); ZeRO-2
+    // all-gathers every unit after the update (fp32 masters), ZeRO-3 the edge once per step
+    // and each layer before each forward, recomputed forward and backward (e bytes)
+    uint64_t m = (uint64_t)n_micro, R = (uint64_t)st->n_recomputed;
+    PlanTraffic *t = &st->traffic[PLAN_G_DP];
+    int layer = 0;  // local index of the next layer unit: the first R are re-run (recompute_counts)
+    for (int k = 0; k < n && dp > 1; k++) {
+        plan_count(t, COMM_REDUCE_SCATTER, (uint64_t)dp * u[k].per * 4, (uint64_t)dp - 1, (uint64_t)dp, m);
+        uint64_t gathers = l->zero == 2 || u[k].edge ? 1 : 0;
+        if (l->zero == 3 && !u[k].edge) gathers = (uint64_t)(layer++ < (int)R ? 3 : 2) * m;
+        plan_count(t, COMM_ALL_GATHER, (uint64_t)dp * u[k].per * (l->zero == 3 ? (uint64_t)e : 4),
+                   (uint64_t)dp - 1, (uint64_t)dp, gathers);
+    }
+    // sequence parallelism's LayerNorm sums and the tied-wte sum cover rank 0's shard only:
+    // the segments of norm tensors inside each unit's owned range [begin, begin + own)
+    const GPTConfig *c = &s->model;
+    for (int k = 0; k < n; k++) {
+        size_t lo = u[k].begin, hi = lo + min_sz(u[k].len, u[k].per);
+        for (int i = 0; i < n_params; i++) {
+            size_t b = p[i].offset, end = b + p[i].numel;
+            if (end <= lo || b >= hi) continue;
+            size_t len = min_sz(end, hi) - (b > lo ? b : lo);
+            if (l->sp && p[i].norm_param)
+                plan_count(&st->traffic[PLAN_G_TP], COMM_ALL_REDUCE, len * 4, 2 * (uint64_t)(l->tp - 1),
+                           (uint64_t)l->tp, 1);
+            if (!strcmp(p[i].name, "wte")) wte_own = len;
+        }
+    }
+    if (l->pp > 1 && (st->first || st->last) && !c->untie_embeddings && wte_own)
+        plan_count(&st->traffic[PLAN_G_EMB], COMM_ALL_REDUCE, wte_own * 4, 2, 2, 1);
+    free(u);
+}

@@ -1,0 +1,107 @@
+// train/checkpoint_arch.c: the checkpoint attributes of a Llama-style architecture
+// (RMSNorm, SwiGLU, rope, grouped-query attention, no linear biases). A GPT-2 checkpoint
+// carries none of them, so older files read as GPT-2; a run whose architecture differs from
+// the file's is refused by the validator (checkpoint_check.c) with one line naming them.
+#include "checkpoint_format.h"
+#include "core/check.h"  // defines: H5_CHECK
+
+#include <stdio.h>
+#include <string.h>
+
+static const struct {
+    const char *attr, *flag;
+    size_t off;
+} INTS[] = {
+    {"normalization_rmsnorm", "normalization RMSNorm", offsetof(CkptMeta, rmsnorm)},
+    {"swiglu", "swiglu", offsetof(CkptMeta, swiglu)},
+    {"position_embedding_rope", "position-embedding-type rope", offsetof(CkptMeta, rope)},
+    {"num_query_groups", "num-query-groups", offsetof(CkptMeta, num_query_groups)},
+    {"disable_bias_linear", "disable-bias-linear", offsetof(CkptMeta, disable_bias_linear)},
+};
+#define N_INTS (sizeof INTS / sizeof INTS[0])
+static const char *const DOUBLES[2] = {"rotary_base", "rotary_percent"};
+
+#define I64(m, i) (*(int64_t *)((char *)(m) + INTS[i].off))
+#define CI64(m, i) (*(const int64_t *)((const char *)(m) + INTS[i].off))
+
+void ckpt_arch_from_config(CkptMeta *m, const GPTConfig *c) {
+    m->rmsnorm = c->rmsnorm;
+    m->swiglu = c->swiglu;
+    m->rope = c->rope;
+    m->num_query_groups = gpt_kv_heads(c) != c->num_heads ? gpt_kv_heads(c) : 0;
+    m->disable_bias_linear = c->disable_bias_linear;
+    m->rotary_base = c->rope ? c->rotary_base : 0.0;
+    m->rotary_percent = c->rope ? c->rotary_percent : 0.0;
+}
+
+void ckpt_arch_to_config(const CkptMeta *m, GPTConfig *c) {
+    c->rmsnorm = (int)m->rmsnorm;
+    c->swiglu = (int)m->swiglu;
+    c->rope = (int)m->rope;
+    c->num_query_groups = (int)m->num_query_groups;
+    c->disable_bias_linear = (int)m->disable_bias_linear;
+    c->rotary_base = m->rope ? m->rotary_base : 10000.0;
+    c->rotary_percent = m->rope ? m->rotary_percent : 1.0;
+}
+
+static void write_attr(hid_t f, const char *name, hid_t file_type, hid_t mem_type, const void *v) {
+    hid_t scalar = H5Screate(H5S_SCALAR);
+    H5_CHECK(scalar);
+    hid_t a = H5Acreate2(f, name, file_type, scalar, H5P_DEFAULT, H5P_DEFAULT);
+    H5_CHECK(a);
+    H5_CHECK(H5Awrite(a, mem_type, v));
+    H5_CHECK(H5Aclose(a));
+    H5_CHECK(H5Sclose(scalar));
+}
+
+void ckpt_arch_write(hid_t f, const CkptMeta *m) {
+    for (size_t i = 0; i < N_INTS; i++)
+        if (CI64(m, i)) write_attr(f, INTS[i].attr, H5T_STD_I64LE, H5T_NATIVE_INT64, &CI64(m, i));
+    if (m->rope) {
+        write_attr(f, DOUBLES[0], H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &m->rotary_base);
+        write_attr(f, DOUBLES[1], H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &m->rotary_percent);
+    }
+}
+
+// The optional scalar attribute `name` as mem_type into v; 0 when absent or unreadable.
+static void read_attr(hid_t f, const char *name, hid_t mem_type, void *v, size_t size) {
+    hid_t a = H5Aexists(f, name) > 0 ? H5Aopen(f, name, H5P_DEFAULT) : -1;
+    hid_t s = a < 0 ? -1 : H5Aget_space(a);
+    int ok = s >= 0 && H5Sget_simple_extent_npoints(s) == 1 && H5Aread(a, mem_type, v) >= 0;
+    if (s >= 0) H5Sclose(s);
+    if (a >= 0) H5Aclose(a);
+    if (!ok) memset(v, 0, size);
+}
+
+void ckpt_arch_read(hid_t f, CkptMeta *m) {
+    for (size_t i = 0; i < N_INTS; i++)
+        read_attr(f, INTS[i].attr, H5T_NATIVE_INT64, &I64(m, i), sizeof(int64_t));
+    read_attr(f, DOUBLES[0], H5T_NATIVE_DOUBLE, &m->rotary_base, sizeof(double));
+    read_attr(f, DOUBLES[1], H5T_NATIVE_DOUBLE, &m->rotary_percent, sizeof(double));
+}
+
+int ckpt_arch_compare(const CkptMeta *got, const CkptMeta *want, char *err, size_t n, size_t *used,
+                      int bad) {
+    for (size_t i = 0; i < N_INTS; i++) {
+        if (CI64(got, i) == CI64(want, i) || *used >= n) continue;
+        *used += (size_t)snprintf(err + *used, n - *used, "%s%s %lld (this run %lld)",
+                                  bad ? ", " : " ", INTS[i].flag, (long long)CI64(got, i),
+                                  (long long)CI64(want, i));
+        bad++;
+    }
+    const double *g[2] = {&got->rotary_base, &got->rotary_percent};
+    const double *w[2] = {&want->rotary_base, &want->rotary_percent};
+    for (int i = 0; i < 2; i++) {
+        if (*g[i] == *w[i] || *used >= n) continue;
+        *used += (size_t)snprintf(err + *used, n - *used, "%s%s %g (this run %g)", bad ? ", " : " ",
+                                  DOUBLES[i], *g[i], *w[i]);
+        bad++;
+    }
+    return bad;
+}
+
+int ckpt_arch_is_attr(const char *name) {
+    for (size_t i = 0; i < N_INTS; i++)
+        if (!strcmp(name, INTS[i].attr)) return 1;
+    return !strcmp(name, DOUBLES[0]) || !strcmp(name, DOUBLES[1]);
+}
