@@ -235,6 +235,20 @@ int hf_st_read_checked(HfStFile *f, const char *name, int ndim, int64_t d0, int6
 }
 
 // Every tensor of f must be one c has, lm_head.weight equal to wte, or an attention buffer.
+int hf_st_check_tied(HfStFile *f, const HfCkpt *c, const char *name, const char *differs,
+                     char *err, size_t errlen) {
+    int w = hf_ckpt_find(c, "wte");
+    size_t numel = (size_t)c->table[w].rows * c->table[w].cols;
+    float *out = core_calloc(numel, sizeof(float));
+    int rc = hf_st_read_checked(f, name, 2, c->table[w].rows, c->table[w].cols, out, err, errlen);
+    if (rc == 0 && memcmp(out, c->data[w], numel * sizeof(float)) != 0) {
+        snprintf(err, errlen, "%s: %s %s", f->path, name, differs);
+        rc = -1;
+    }
+    free(out);
+    return rc;
+}
+
 static int check_extra(HfStFile *f, const HfCkpt *c, char *err, size_t errlen) {
     for (int i = 0; i < f->n; i++) {
         const char *nm = f->t[i].name;
@@ -247,17 +261,9 @@ static int check_extra(HfStFile *f, const HfCkpt *c, char *err, size_t errlen) {
                      ((len > 9 && !strcmp(nm + len - 9, "attn.bias")) || strstr(nm, "attn.masked_bias"));
         if (used || buffer) continue;
         if (!strcmp(nm, "lm_head.weight")) {
-            int w = hf_ckpt_find(c, "wte");
-            size_t numel = (size_t)c->table[w].rows * c->table[w].cols;
-            float *lm = core_calloc(numel, sizeof(float));
-            int rc = hf_st_read_checked(f, nm, 2, c->table[w].rows, c->table[w].cols, lm, err, errlen);
-            if (rc == 0 && memcmp(lm, c->data[w], numel * sizeof(float)) != 0) {
-                snprintf(err, errlen, "%s: lm_head.weight differs from transformer.wte.weight: an "
-                         "untied output layer cannot be represented", f->path);
-                rc = -1;
-            }
-            free(lm);
-            if (rc) return -1;
+            if (hf_st_check_tied(f, c, nm, "differs from transformer.wte.weight: an untied "
+                                 "output layer cannot be represented", err, errlen))
+                return -1;
             continue;
         }
         snprintf(err, errlen, "%s: tensor %s is not part of GPT-2 as megac builds it", f->path, nm);

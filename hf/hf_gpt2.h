@@ -62,6 +62,10 @@ int hf_json_int(struct json_object *o, const char *key, int dflt, int *out, cons
 // Returns 0, or -1 with one line in err (missing, shape against config.json, dtype).
 int hf_st_read_checked(HfStFile *f, const char *name, int ndim, int64_t d0, int64_t d1, float *out,
                        char *err, size_t errlen);
+// Checks that tensor `name` of f (an output layer) equals c's token embedding "wte" bit for
+// bit. Returns 0, or -1 with "<file>: <name> <differs>" (or the read's error) in err.
+int hf_st_check_tied(HfStFile *f, const HfCkpt *c, const char *name, const char *differs,
+                     char *err, size_t errlen);
 
 // Reads DIR/model.safetensors into c (built for the config): every GPT-2 tensor with the
 // config's shape, F32, F16 or BF16; lm_head.weight, when present, must equal the token

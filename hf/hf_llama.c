@@ -2,7 +2,7 @@
 // table in hf_llama.h). A megac tensor maps to 1 to 3 Hugging Face tensors, each a block of
 // its rows (q/k/v of the fused QKV, gate/up of SwiGLU's fc), so both directions copy rows.
 #include "hf_llama.h"
-#include "hf_gpt2.h"     // defines: hf_write_json, hf_json_field, hf_json_int, hf_st_read_checked
+#include "hf_gpt2.h"     // defines: hf_write_json, hf_json_field, hf_json_int, hf_st_*
 #include "core/check.h"  // defines: core_calloc, core_fatal
 
 #include <json-c/json.h>  // defines: json_object_*
@@ -228,17 +228,9 @@ static int check_extra(HfStFile *f, const HfCkpt *c, char *err, size_t errlen) {
         size_t len = strlen(nm);
         if (known(c, nm) || (len > 20 && !strcmp(nm + len - 20, ".rotary_emb.inv_freq"))) continue;
         if (!strcmp(nm, "lm_head.weight") && !c->cfg.untie_embeddings) {
-            int w = hf_ckpt_find(c, "wte");
-            size_t numel = (size_t)c->table[w].rows * c->table[w].cols;
-            float *lm = core_calloc(numel, sizeof(float));
-            int rc = hf_st_read_checked(f, nm, 2, c->table[w].rows, c->table[w].cols, lm, err, errlen);
-            if (rc == 0 && memcmp(lm, c->data[w], numel * sizeof(float)) != 0) {
-                snprintf(err, errlen, "%s: lm_head.weight differs from model.embed_tokens.weight "
-                         "although config.json ties them", f->path);
-                rc = -1;
-            }
-            free(lm);
-            if (rc) return -1;
+            if (hf_st_check_tied(f, c, nm, "differs from model.embed_tokens.weight although "
+                                 "config.json ties them", err, errlen))
+                return -1;
             continue;
         }
         snprintf(err, errlen, "%s: tensor %s is not part of Llama as megac builds it", f->path, nm);

@@ -8,7 +8,8 @@
 #      out/checkpoints. Run again, it resumes from out/checkpoints (e.g. after Ctrl-C, which
 #      saves a checkpoint and stops cleanly, or with --train-iters 1000 to train on) and
 #      appends to out/train_log.jsonl; FRESH=1 starts over (the old checkpoints are kept
-#      aside in out/checkpoints.old.N and the log continues with a run_start record).
+#      aside in out/checkpoints.old.N and the log continues with a run_start record);
+#   4. print a few samples from the trained model (megac generate on the latest checkpoint).
 # Extra arguments go to `megac train` (e.g. --train-iters 1000). Set RANKS=N (and TP/PP)
 # to run N MPI ranks through build/scripts/megac-mpiexec.
 set -euo pipefail
@@ -46,3 +47,12 @@ fi
   --lr 2e-3 --min-lr 2e-4 --lr-warmup-iters 20 --lr-decay-style cosine --weight-decay 0.1 \
   --clip-grad 1.0 --log-interval 25 --eval-interval 100 --eval-iters 8 \
   --save out/checkpoints --log-json out/train_log.jsonl "${resume[@]}" "$@"
+# What the model learned: three continuations, sampled (temperature 0.8, top-k 40, fixed seeds).
+echo "run-default: samples from the model in out/checkpoints (megac generate):"
+seed=1
+for prompt in "The " "You will " "Q: "; do
+  build/megac/megac generate --load out/checkpoints --tokenizer out/fortunes.h5 --prompt "$prompt" \
+    --max-new-tokens 120 --temperature 0.8 --top-k 40 --seed "$seed"
+  echo
+  seed=$((seed + 1))
+done

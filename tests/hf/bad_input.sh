@@ -75,6 +75,31 @@ expect "generate: id out of range" "not a comma-separated list of ids in \[0, 30
 expect "export: wrong tokenizer" "the tokenizer has 257 ids" "$megac" export --load "$wd/ck" --output "$wd/x" --tokenizer byte
 
 # Llama-style: what LlamaForCausalLM cannot hold, and Llama configs megac cannot represent
+# lm_head(ST, SRC, FLIP): add tensor lm_head.weight to safetensors file ST, a copy of tensor SRC
+# with its first byte flipped when FLIP is 1 (stdlib only).
+lm_head() {
+  python3 - "$@" <<'PY'
+import json, struct, sys
+path, src, flip = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+raw = open(path, "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+head, data = json.loads(raw[8:8 + n]), raw[8 + n:]
+t = head[src]
+blob = bytearray(data[t["data_offsets"][0]:t["data_offsets"][1]])
+if flip:
+    blob[0] ^= 0x01
+head["lm_head.weight"] = {"dtype": t["dtype"], "shape": t["shape"],
+                          "data_offsets": [len(data), len(data) + len(blob)]}
+h = json.dumps(head).encode()
+h += b" " * (-len(h) % 8)
+open(path, "wb").write(struct.pack("<Q", len(h)) + h + data + bytes(blob))
+PY
+}
+fresh; lm_head "$st" transformer.wte.weight 0
+rm -rf "$wd/c"; imp > /dev/null 2>&1 || { echo "FAIL: import with a tied lm_head.weight"; n_bad=$((n_bad + 1)); }
+fresh; lm_head "$st" transformer.wte.weight 1
+expect "import: lm_head.weight not the token embedding" \
+  "lm_head.weight differs from transformer.wte.weight: an untied output layer cannot be represented" imp
 "$megac" train --mock-data --mock-vocab-size 300 --num-layers 1 --hidden-size 16 --num-attention-heads 2 \
   --seq-length 8 --micro-batch-size 1 --global-batch-size 1 --train-iters 1 --num-threads 1 \
   --position-embedding-type rope --save "$wd/ckr" > /dev/null 2>&1 || { echo "FAIL: train rope"; exit 1; }
