@@ -38,14 +38,25 @@ fi
 python3 - "${logs[@]}" <<'PY'
 import json, os, sys
 c = {"OK": 0, "FAIL": 0, "SKIP": 0}
+failed = []
 for path in sys.argv[1:]:
     if not os.path.exists(path):
         c["FAIL"] += 1
+        failed.append((path, "MISSING", "the build did not produce this test log"))
         continue
     for line in open(path):
-        r = json.loads(line)["result"]
+        t = json.loads(line)
+        r = t["result"]
         key = "OK" if r in ("OK", "EXPECTEDFAIL") else "SKIP" if r == "SKIP" else "FAIL"
         c[key] += 1
+        if key == "FAIL":
+            failed.append((os.path.dirname(os.path.dirname(path)) + ": " + t["name"], r,
+                           (t.get("stdout") or "") + (t.get("stderr") or "")))
+# The failures again, last, so that a log cut to its tail still names them.
+for name, r, out in failed:
+    print(f"FAILED {name} ({r})")
+    for l in out.strip().splitlines()[-15:]:
+        print("    " + l[:300])
 print(f"{c['OK']} passed, {c['FAIL']} failed, {c['SKIP']} skipped")
 PY
 exit $rc
