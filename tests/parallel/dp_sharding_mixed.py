@@ -6,7 +6,8 @@ with --grad-reduce-in-bf16 (any device), against ZeRO-1 with the same flags.
   parity    TP = PP = 1, DP 2, one micro-batch per rank per step: every iteration's loss and
             grad norm equal ZeRO-1's within --tol (0: bitwise; the per-element arithmetic is
             the same: fp32 main gradients averaged over 2 ranks, AdamW on fp32 masters, the
-            same 16-bit weight copies), and the memory per category and the bytes moved in DP
+            same 16-bit weight copies; the grad norm's double sum runs per unit instead of per
+            slice, so it may differ by a few double ulps), and the memory per category and the bytes moved in DP
             equal the formulas below, and `megac plan`'s prediction, to the byte.
   prefetch  ZeRO-3 with --overlap-param-gather (the next layer's gather started before the
             current layer computes) against ZeRO-3 without, in the layout --flags give on
@@ -91,6 +92,9 @@ def plan_stage0(args, strategy, flags):
     return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)["layouts"][0]["stages"][0]
 
 
+NORM_ORDER_TOL = 1e-13  # relative: a few double ulps
+
+
 def rel(a, b):
     return abs(a - b) / max(abs(b), 1e-300)
 
@@ -110,9 +114,11 @@ def mode_parity(args, flags, wd):
             planned = {"param_memory_bytes": st["memory"]["parameters"], "grad_memory_bytes": st["memory"]["gradients"],
                        "optimizer_state_bytes": st["memory"]["optimizer_state"], "dp_bytes": st["traffic"]["dp"]["bytes"]}
             bad.update({"plan " + k: (got[-1].get(k), v) for k, v in planned.items() if got[-1].get(k) != v})
-        ok = dl <= args.tol and dg <= args.tol and not bad and len(got) == len(ref)
+        # The grad norm is a double sum of squares taken per ZeRO-1 slice or per ZeRO-2/3 unit:
+        # the same fp32 gradients, added in another order, may round one double ulp apart.
+        ok = dl <= args.tol and dg <= max(args.tol, NORM_ORDER_TOL) and not bad and len(got) == len(ref)
         fails += not ok
-        print(f"{strategy:>19} {' '.join(flags):<40} loss {dl:.2e} grad norm {dg:.2e} (tol {args.tol:g}) | "
+        print(f"{strategy:>19} {' '.join(flags):<40} loss {dl:.2e} grad norm {dg:.2e} (tol {args.tol:g}, norm {max(args.tol, NORM_ORDER_TOL):g}) | "
               f"params {got[-1]['param_memory_bytes']} grads {got[-1]['grad_memory_bytes']} "
               f"optim {got[-1]['optimizer_state_bytes']} dp {got[-1]['dp_bytes']} B "
               f"{'ok' if ok else 'MISMATCH (got, want): ' + str(bad)}")
