@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>  // defines: access
 
 #define HF_EOD 256  // megac's end-of-document id (data/tokenizer.h)
 
@@ -273,20 +272,7 @@ static int check_extra(HfStFile *f, const HfCkpt *c, char *err, size_t errlen) {
 }
 
 int hf_gpt2_read_weights(const char *dir, HfCkpt *c, char *err, size_t errlen) {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
-    int sharded = access(path, F_OK) == 0;
-    snprintf(path, sizeof path, "%s/pytorch_model.bin", dir);
-    int pickle = access(path, F_OK) == 0;
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    if (access(path, F_OK) != 0 && (sharded || pickle)) {
-        snprintf(err, errlen, "%s: missing; %s is not read (save the model with "
-                 "save_pretrained(safe_serialization=True%s))", path,
-                 sharded ? "a sharded model.safetensors.index.json" : "pytorch_model.bin (a pickle)",
-                 sharded ? ", max_shard_size larger than the model" : "");
-        return -1;
-    }
-    HfStFile *f = hf_st_open(path, err, errlen);
+    HfStFile *f = hf_st_open_model(dir, err, errlen);
     if (!f) return -1;
     int rc = 0;
     for (int i = 0; i < c->n && rc == 0; i++) {

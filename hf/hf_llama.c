@@ -240,9 +240,7 @@ static int check_extra(HfStFile *f, const HfCkpt *c, char *err, size_t errlen) {
 }
 
 int hf_llama_read_weights(const char *dir, HfCkpt *c, char *err, size_t errlen) {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    HfStFile *f = hf_st_open(path, err, errlen);
+    HfStFile *f = hf_st_open_model(dir, err, errlen);
     if (!f) return -1;
     int rc = 0;
     for (int i = 0; i < c->n && rc == 0; i++) {

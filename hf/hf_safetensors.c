@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>  // defines: access
 
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "safetensors data is little-endian: this file assumes a little-endian host"
@@ -287,4 +288,21 @@ void hf_st_close(HfStFile *f) {
     free(f->t);
     free(f->path);
     free(f);
+}
+
+HfStFile *hf_st_open_model(const char *dir, char *err, size_t errlen) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+    int sharded = access(path, F_OK) == 0;
+    snprintf(path, sizeof path, "%s/pytorch_model.bin", dir);
+    int pickle = access(path, F_OK) == 0;
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    if (access(path, F_OK) != 0 && (sharded || pickle)) {
+        snprintf(err, errlen, "%s: missing; %s is not read (save the model with "
+                 "save_pretrained(safe_serialization=True%s))", path,
+                 sharded ? "a sharded model.safetensors.index.json" : "pytorch_model.bin (a pickle)",
+                 sharded ? ", max_shard_size larger than the model" : "");
+        return NULL;
+    }
+    return hf_st_open(path, err, errlen);
 }

@@ -55,6 +55,10 @@ int hf_st_write(const char *path, const HfStOut *t, int n, const char *const *me
 // well-formed entries, each range as long as its dtype and shape say, the ranges tiling the
 // data section exactly. Returns NULL with "path: problem" (one line) in err.
 HfStFile *hf_st_open(const char *path, char *err, size_t errlen);
+// DIR/model.safetensors of a Hugging Face model folder, opened as hf_st_open does; a folder
+// with only a sharded index or a pytorch_model.bin (a pickle) gets a message saying how to save
+// it instead. NULL with err set on failure.
+HfStFile *hf_st_open_model(const char *dir, char *err, size_t errlen);
 
 // The entry named `name`, or NULL. Pure.
 const HfStTensor *hf_st_find(const HfStFile *f, const char *name);

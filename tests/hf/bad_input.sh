@@ -122,4 +122,8 @@ fresh; edit "$wd/h/config.json" "c['num_key_value_heads']=1"
 expect "import: Llama kv heads against the tensors" "k_proj.weight has shape (16, 16), config.json makes it (8, 16)" imp
 fresh; edit "$wd/h/config.json" "c['tie_word_embeddings']=False"
 expect "import: Llama untied without lm_head" "lm_head.weight is missing" imp
+fresh; mv "$st" "$wd/h/pytorch_model.bin"
+expect "import: Llama, a pickle only" "pytorch_model.bin (a pickle) is not read" imp
+fresh; rm "$st"; echo '{"weight_map": {}}' > "$wd/h/model.safetensors.index.json"
+expect "import: Llama, sharded" "a sharded model.safetensors.index.json is not read" imp
 [[ $n_bad -eq 0 ]] && echo "bad_input: ok" || { echo "bad_input: $n_bad failed"; exit 1; }
