@@ -23,6 +23,7 @@
 //     are int32. Ops are asynchronous on CUDA; anything returning a host value syncs.
 #pragma once
 #include <stddef.h>
+#include "dropout.h"  // defines: BackendDropout, the mask hash
 
 #ifdef __cplusplus
 extern "C" {
@@ -129,6 +130,30 @@ typedef struct {
     void (*flash_attention_backward)(Backend *be, void *dqkv, float *scratch, const void *dout,
                                      const void *qkv, const void *out, const float *lse,
                                      int B, int T, int NH, int hs);
+
+    // --- dropout (dropout.h: each mask is a pure function of d and global indices) --------
+    // out (N, C) = inp * dropout_factor(d, (d->row0 + r) * C + c) for row r, channel c; out
+    // may alias inp. The backward is the same call on the gradient (the mask is regenerated,
+    // never stored). d NULL or d->threshold 0: a copy (the same bits).
+    void (*dropout)(Backend *be, void *out, const void *inp, const BackendDropout *d, int N, int C);
+    // attention_forward with dropout on the probabilities (after the softmax, before @ v):
+    // att keeps the probabilities WITHOUT dropout; element (b, h, i, j) is kept by
+    // dropout_factor(d, (((d->sample0 + b) * d->NH + d->h0 + h) * T + i) * T + j).
+    // NULL for backends without it. d NULL / threshold 0: attention_forward's results.
+    void (*attention_dropout_forward)(Backend *be, void *out, void *att, const void *qkv, int B,
+                                      int T, int NH, int hs, const BackendDropout *d);
+    // attention_backward of attention_dropout_forward (same d; the mask regenerated).
+    void (*attention_dropout_backward)(Backend *be, void *dqkv, float *scratch, const void *dout,
+                                       const void *qkv, const void *att, int B, int T, int NH,
+                                       int hs, const BackendDropout *d);
+    // The fused pair with the same dropout (the mask applied inside the online softmax and
+    // regenerated in the backward; lse is that of the probabilities without dropout).
+    void (*flash_attention_dropout_forward)(Backend *be, void *out, float *lse, const void *qkv,
+                                            int B, int T, int NH, int hs, const BackendDropout *d);
+    void (*flash_attention_dropout_backward)(Backend *be, void *dqkv, float *scratch,
+                                             const void *dout, const void *qkv, const void *out,
+                                             const float *lse, int B, int T, int NH, int hs,
+                                             const BackendDropout *d);
 
     // --- embeddings (vocab-parallel: this rank holds rows [vocab_start, vocab_start+V_local)) ---
     // out (N, C) = table[tok - vocab_start] for tokens in the block, 0 for the others.

@@ -161,6 +161,7 @@ int main(int argc, char **argv) {
         }
         chunks[c] = gpt_create(&cfg, be, 1, 0, pp * v, c * pp + s, micro_batch, slots, 1234, 1, 0);
     }
+    if (v > 1) gpt_share_workspace(chunks, v);  // one chunk computes at a time
     GPT *m = chunks[0];
     PPTrace *tr = pp_trace_create(g->world, 0);
     if (g->coord.rank == 0) {

@@ -42,13 +42,49 @@ void comm_all_gather(Comm *c, const void *in, void *out, size_t per, CommDtype t
     if (per > 0) c->vt->all_gather(c, in, out, per, t);
 }
 
+// Fills the request's description; active stays 0 until a backend starts it.
+static void describe(CommRequest *req, CommKind k, void *out, size_t n, CommDtype t, CommOp op) {
+    req->active = 0;
+    req->kind = k;
+    req->out = out;
+    req->count = n;
+    req->t = t;
+    req->op = op;
+}
+
 void comm_iall_gather(Comm *c, const void *in, void *out, size_t per, CommDtype t, CommRequest *req) {
     uint64_t n = (uint64_t)c->size;
     count(c, COMM_ALL_GATHER, n * per * comm_dtype_size(t), n - 1, n);
-    req->active = 0;
+    describe(req, COMM_ALL_GATHER, out, n * per, t, COMM_SUM);
     if (per == 0) return;
     if (c->vt->iall_gather) c->vt->iall_gather(c, in, out, per, t, req);
     else c->vt->all_gather(c, in, out, per, t);
+}
+
+void comm_iall_reduce(Comm *c, void *buf, size_t count_, CommDtype t, CommOp op, CommRequest *req) {
+    uint64_t n = (uint64_t)c->size;
+    count(c, COMM_ALL_REDUCE, count_ * comm_dtype_size(t), 2 * (n - 1), n);
+    describe(req, COMM_ALL_REDUCE, buf, count_, t, op);
+    if (count_ == 0) return;
+    if (c->vt->iall_reduce) c->vt->iall_reduce(c, buf, count_, t, op, req);
+    else c->vt->all_reduce(c, buf, count_, t, op);
+}
+
+void comm_ireduce_scatter(Comm *c, const void *in, void *out, size_t per, CommDtype t, CommOp op,
+                          CommRequest *req) {
+    uint64_t n = (uint64_t)c->size;
+    count(c, COMM_REDUCE_SCATTER, n * per * comm_dtype_size(t), n - 1, n);
+    describe(req, COMM_REDUCE_SCATTER, out, per, t, op);
+    if (per == 0) return;
+    if (c->vt->ireduce_scatter) c->vt->ireduce_scatter(c, in, out, per, t, op, req);
+    else c->vt->reduce_scatter(c, in, out, per, t, op);
+}
+
+int comm_test(Comm *c, CommRequest *req) {
+    if (!req->active) return 1;
+    if (!c->vt->test || !c->vt->test(c, req)) return 0;
+    req->active = 0;
+    return 1;
 }
 
 void comm_wait(Comm *c, CommRequest *req) {

@@ -33,10 +33,17 @@ typedef struct {
 
 typedef struct Comm Comm;
 
-// A nonblocking collective in flight (comm_iall_gather), finished by comm_wait. At most one per
-// Comm at a time (the NCCL backend keeps one side stream and two events per Comm).
+// A nonblocking collective in flight (comm_iall_gather, comm_iall_reduce, comm_ireduce_scatter),
+// finished by comm_wait or a comm_test that returns 1. Several may be in flight per Comm; all
+// ranks of the group must start them in the same order. NCCL runs them in start order on one
+// side stream per Comm (a wait or test covers every earlier one too).
 typedef struct {
-    int active;          // started and not yet waited for
+    int active;          // started and not yet finished
+    CommKind kind;       // which collective (for messages)
+    void *out;           // the result buffer (MPI: divided by the group size for COMM_AVG)
+    size_t count;        // elements of out
+    CommDtype t;
+    CommOp op;
     MPI_Request mpi;     // MPI backend
 } CommRequest;
 
@@ -56,6 +63,11 @@ typedef struct {
     void (*iall_gather)(Comm *c, const void *in, void *out, size_t count_per_rank, CommDtype t,
                         CommRequest *req);
     void (*wait)(Comm *c, CommRequest *req);
+    // optional (NULL: comm_iall_reduce / comm_ireduce_scatter run the blocking op at the start)
+    void (*iall_reduce)(Comm *c, void *buf, size_t count, CommDtype t, CommOp op, CommRequest *req);
+    void (*ireduce_scatter)(Comm *c, const void *in, void *out, size_t count_per_rank,
+                            CommDtype t, CommOp op, CommRequest *req);
+    int (*test)(Comm *c, CommRequest *req);  // 1 when finished (then req is done); NULL: 0
 } CommVtable;
 
 struct Comm {
@@ -106,6 +118,18 @@ void comm_iall_gather(Comm *c, const void *in, void *out, size_t count_per_rank,
 // Finishes req (no-op when not active): MPI waits (honouring the timeout); NCCL orders the
 // Comm's stream after it. Aborts the job on failure.
 void comm_wait(Comm *c, CommRequest *req);
+// comm_all_reduce, nonblocking: buf must not be touched until the request is finished. The
+// same algorithm (MPI_Iallreduce; NCCL's all-reduce) as the blocking call, so the same bits.
+// Counted like comm_all_reduce, at the start. Backends without it (staged) run it blocking.
+void comm_iall_reduce(Comm *c, void *buf, size_t count, CommDtype t, CommOp op, CommRequest *req);
+// comm_reduce_scatter, nonblocking: in and out untouchable until the request is finished.
+// Same algorithm and counting as the blocking call.
+void comm_ireduce_scatter(Comm *c, const void *in, void *out, size_t count_per_rank, CommDtype t,
+                          CommOp op, CommRequest *req);
+// Explicit progress: MPI collectives advance only inside MPI calls, so poll in-flight requests
+// while computing. Returns 1 when req is finished (inactive, or completed now: then it is
+// finished as by comm_wait), 0 while it runs. Aborts the job on failure.
+int comm_test(Comm *c, CommRequest *req);
 // in (size * count_per_rank) reduced; rank r gets block r in out (count_per_rank).
 void comm_reduce_scatter(Comm *c, const void *in, void *out, size_t count_per_rank,
                          CommDtype t, CommOp op);

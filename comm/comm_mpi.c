@@ -114,7 +114,35 @@ static void mpi_iall_gather(Comm *c, const void *in, void *out, size_t per, Comm
     req->active = 1;
 }
 
-static void mpi_wait(Comm *c, CommRequest *req) { wait_all(c, &req->mpi, 1, "all_gather"); }
+static void mpi_iall_reduce(Comm *c, void *buf, size_t count, CommDtype t, CommOp op, CommRequest *req) {
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, icount(c, count, "all_reduce"), mpi_type(t),
+                             mpi_op(c, op, t), c->u.mpi.comm, &req->mpi));
+    req->active = 1;
+}
+
+static void mpi_ireduce_scatter(Comm *c, const void *in, void *out, size_t per, CommDtype t, CommOp op,
+                                CommRequest *req) {
+    MPI_CHECK(MPI_Ireduce_scatter_block(in, out, icount(c, per, "reduce_scatter"), mpi_type(t),
+                                        mpi_op(c, op, t), c->u.mpi.comm, &req->mpi));
+    req->active = 1;
+}
+
+// A finished request: AVG divides its result, as the blocking calls do.
+static void mpi_finish(Comm *c, CommRequest *req) {
+    if (req->op == COMM_AVG && req->kind != COMM_ALL_GATHER) divide(req->out, req->count, req->t, c->size);
+}
+
+static void mpi_wait(Comm *c, CommRequest *req) {
+    wait_all(c, &req->mpi, 1, comm_kind_name(req->kind));
+    mpi_finish(c, req);
+}
+
+static int mpi_test(Comm *c, CommRequest *req) {
+    int done = 0;
+    MPI_CHECK(MPI_Test(&req->mpi, &done, MPI_STATUS_IGNORE));
+    if (done) mpi_finish(c, req);
+    return done;
+}
 
 static void mpi_reduce_scatter(Comm *c, const void *in, void *out, size_t per, CommDtype t,
                                CommOp op) {
@@ -167,7 +195,8 @@ static const CommVtable MPI_VTABLE = {
     .all_reduce = mpi_all_reduce, .all_gather = mpi_all_gather,
     .reduce_scatter = mpi_reduce_scatter, .broadcast = mpi_broadcast, .send = mpi_send,
     .recv = mpi_recv, .send_recv = mpi_send_recv, .barrier = mpi_barrier, .destroy = mpi_destroy,
-    .iall_gather = mpi_iall_gather, .wait = mpi_wait,
+    .iall_gather = mpi_iall_gather, .wait = mpi_wait, .iall_reduce = mpi_iall_reduce,
+    .ireduce_scatter = mpi_ireduce_scatter, .test = mpi_test,
 };
 
 Comm *comm_mpi_create(MPI_Comm mpi_comm, const char *name, const int *members, double timeout_s) {

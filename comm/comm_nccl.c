@@ -6,7 +6,7 @@
 // return at once: stream order alone makes them see the right data. The barrier waits for
 // the stream with a polling loop that honours the timeout, so a stuck peer ends the job with
 // a message instead of a hang. A group of one has no NCCL communicator: its collectives are
-// copies or no-ops. comm_iall_gather runs on a side stream (see nccl_iall_gather).
+// copies or no-ops. The nonblocking collectives run on a side stream (see side_begin).
 #include "comm.h"
 #include "core/check_cuda.h"
 #include "core/timer.h"
@@ -71,14 +71,10 @@ static void nccl_all_gather(Comm *c, const void *in, void *out, size_t per, Comm
     NCCL_CHECK(ncclAllGather(in, out, per, nccl_type(t), NC(c), ST(c)));
 }
 
-// Nonblocking all-gather: on a side stream (made at the first call, with two events) that
-// waits for everything queued on the Comm's stream so far; nccl_wait makes the Comm's stream
-// wait for it. One in flight per Comm.
-static void nccl_iall_gather(Comm *c, const void *in, void *out, size_t per, CommDtype t, CommRequest *req) {
-    if (!NC(c)) {
-        solo_copy(c, out, in, per, t);
-        return;
-    }
+// Nonblocking collectives run on a side stream (made at the first call, with two events) that
+// first waits for everything queued on the Comm's stream so far; nccl_wait makes the Comm's
+// stream wait for it. Several may be in flight: the side stream runs them in start order.
+static cudaStream_t side_begin(Comm *c) {
     if (!c->u.nccl.side) {
         cudaStream_t side;
         cudaEvent_t ev[2];
@@ -91,9 +87,48 @@ static void nccl_iall_gather(Comm *c, const void *in, void *out, size_t per, Com
     cudaStream_t side = (cudaStream_t)c->u.nccl.side;
     CUDA_CHECK(cudaEventRecord((cudaEvent_t)c->u.nccl.ready, ST(c)));
     CUDA_CHECK(cudaStreamWaitEvent(side, (cudaEvent_t)c->u.nccl.ready, 0));
-    NCCL_CHECK(ncclAllGather(in, out, per, nccl_type(t), NC(c), side));
-    CUDA_CHECK(cudaEventRecord((cudaEvent_t)c->u.nccl.done, side));
+    return side;
+}
+
+// Marks the end of the work just queued on the side stream (later requests re-record it: a
+// wait for an earlier request waits for those too, which is safe).
+static void side_end(Comm *c, CommRequest *req) {
+    CUDA_CHECK(cudaEventRecord((cudaEvent_t)c->u.nccl.done, (cudaStream_t)c->u.nccl.side));
     req->active = 1;
+}
+
+static void nccl_iall_gather(Comm *c, const void *in, void *out, size_t per, CommDtype t, CommRequest *req) {
+    if (!NC(c)) {
+        solo_copy(c, out, in, per, t);
+        return;
+    }
+    NCCL_CHECK(ncclAllGather(in, out, per, nccl_type(t), NC(c), side_begin(c)));
+    side_end(c, req);
+}
+
+static void nccl_iall_reduce(Comm *c, void *buf, size_t n, CommDtype t, CommOp op, CommRequest *req) {
+    if (!NC(c)) return;
+    NCCL_CHECK(ncclAllReduce(buf, buf, n, nccl_type(t), nccl_op(op), NC(c), side_begin(c)));
+    side_end(c, req);
+}
+
+static void nccl_ireduce_scatter(Comm *c, const void *in, void *out, size_t per, CommDtype t,
+                                 CommOp op, CommRequest *req) {
+    if (!NC(c)) {
+        solo_copy(c, out, in, per, t);
+        return;
+    }
+    NCCL_CHECK(ncclReduceScatter(in, out, per, nccl_type(t), nccl_op(op), NC(c), side_begin(c)));
+    side_end(c, req);
+}
+
+// Finished when the side stream has passed the latest request's end (so this one too).
+static int nccl_test(Comm *c, CommRequest *req) {
+    (void)req;
+    cudaError_t e = cudaEventQuery((cudaEvent_t)c->u.nccl.done);
+    if (e == cudaErrorNotReady) return 0;
+    CUDA_CHECK(e);
+    return 1;
 }
 
 static void nccl_wait(Comm *c, CommRequest *req) {
@@ -154,6 +189,7 @@ static const CommVtable NCCL_VTABLE = {
     .reduce_scatter = nccl_reduce_scatter, .broadcast = nccl_broadcast, .send = nccl_send,
     .recv = nccl_recv, .send_recv = nccl_send_recv, .barrier = nccl_barrier,
     .destroy = nccl_destroy, .iall_gather = nccl_iall_gather, .wait = nccl_wait,
+    .iall_reduce = nccl_iall_reduce, .ireduce_scatter = nccl_ireduce_scatter, .test = nccl_test,
 };
 
 Comm *comm_nccl_create(MPI_Comm mpi_comm, const char *name, const int *members,

@@ -6,6 +6,7 @@
 #include "core/check.h"
 #include "model/gpt_flags.h"
 #include "optim/optimizer.h"
+#include "pipeline/pp_interleaved.h"  // defines: PP_ILV_MAX_CHUNKS
 #include "plan/plan_calibrate.h"
 #include "plan/plan_print.h"
 
@@ -88,6 +89,18 @@ static void check_spec(const PlanSpec *s, const PlanFilter *f, const PlanFlags *
     if (gpt_config_check(&s->model, 1, 1, err, sizeof err) != 0) core_usage_error("%s", err);
 }
 
+// --virtual-pipeline-model-parallel-size / --num-layers-per-virtual-pipeline-stage as megac
+// train reads them (the layout checks refuse what v cannot do per layout). Exits 2.
+static void check_virtual_pipeline(PlanFilter *f) {
+    if (f->vpp < 0 || f->vpp_layers < 0 || f->vpp > PP_ILV_MAX_CHUNKS)
+        core_usage_error("--virtual-pipeline-model-parallel-size %d must be 0 to %d and "
+                         "--num-layers-per-virtual-pipeline-stage %d >= 0", f->vpp, PP_ILV_MAX_CHUNKS,
+                         f->vpp_layers);
+    if (f->vpp && f->vpp_layers)
+        core_usage_error("give --virtual-pipeline-model-parallel-size or --num-layers-per-virtual-"
+                         "pipeline-stage, not both (the second sets v per PP)");
+}
+
 static PlanPrecision precision_of(const PlanFlags *pf) {
     if (pf->bf16 && pf->fp16) core_usage_error("--bf16 and --fp16 contradict each other: choose one");
     if (strcmp(pf->device, "cpu") && strcmp(pf->device, "cuda"))
@@ -103,7 +116,7 @@ int cmd_plan(int argc, char **argv) {
     GPTFlagText mt;
     gpt_flags_init(m, &mt);  // megac train's defaults, and GPT-2's vocabulary
     m->vocab_size = 50257;
-    PlanFilter f = {0, 0, 0, -1, -1, -1, 0};
+    PlanFilter f = {0, 0, 0, -1, -1, -1, 0, 0, 0};
     PlanFlags pf = {.top = 20, .hardware = "h100", .schedule = "", .device = "cuda"};
     const ArgSpec own[] = {
         {"--world-size", ARG_INT, &s.world_size, "ranks (GPUs) to lay out"},
@@ -117,6 +130,8 @@ int cmd_plan(int argc, char **argv) {
         {"--tensor-model-parallel-size", ARG_INT, &f.tp, "fix TP (0: every divisor)"},
         {"--pipeline-model-parallel-size", ARG_INT, &f.pp, "fix PP (0: every divisor)"},
         {"--pipeline-schedule", ARG_STR, &pf.schedule, "fix the schedule: 1f1b | gpipe (default: both)"},
+        {"--virtual-pipeline-model-parallel-size", ARG_INT, &f.vpp, "interleaved 1F1B with v model chunks per pipeline rank (every layout)"},
+        {"--num-layers-per-virtual-pipeline-stage", ARG_INT, &f.vpp_layers, "interleaved 1F1B: v = num-layers / (PP x this)"},
         {"--sequence-parallel", ARG_BOOL, &pf.sp_on, "only layouts with sequence parallelism"},
         {"--no-sequence-parallel", ARG_BOOL, &pf.sp_off, "only layouts without it"},
         {"--use-distributed-optimizer", ARG_BOOL, &pf.zero_on, "only ZeRO-1 layouts"},
@@ -139,6 +154,7 @@ int cmd_plan(int argc, char **argv) {
     if (*pf.schedule && strcmp(pf.schedule, "1f1b") && strcmp(pf.schedule, "gpipe"))
         core_usage_error("--pipeline-schedule must be 1f1b or gpipe, got '%s'", pf.schedule);
     f.gpipe = *pf.schedule ? !strcmp(pf.schedule, "gpipe") : -1;
+    check_virtual_pipeline(&f);
     f.sp = switch_of(pf.sp_on, pf.sp_off, "--sequence-parallel", "--no-sequence-parallel");
     f.zero1 = switch_of(pf.zero_on, pf.zero_off, "--use-distributed-optimizer", "--no-distributed-optimizer");
     if (pf.sharding) {  // train's names; a level fixes the DP > 1 layouts to it

@@ -61,6 +61,8 @@ typedef struct {
     float *lnf_mean, *lnf_rstd;        // (Ns), (Ns)          last stage
     void *logits;                      // (N, Vp/tp)          last stage
     TPXentBuffers xent;                //                     last stage
+    int64_t sample0;                   // global index (in the step's global batch) of the
+                                       // micro-batch's first sample: the dropout masks' s
     void *mem;
 } GPTActs;
 
@@ -76,6 +78,18 @@ typedef struct {
     void (*fn)(void *ctx, GPTHookEvent ev, int unit);
     void *ctx;
 } GPTShardHook;
+
+// Dropout (--hidden-dropout, --attention-dropout; backend/dropout.h): Megatron's four points
+// (embedding output, attention probabilities, attention projection and MLP output before
+// their residual adds). Masks are a pure function of (seed, iteration, point, global layer,
+// global element index), so every layout trains the same model. Off (on = 0) outside a
+// training step: evaluation, generation, export.
+typedef struct {
+    float hidden, attention;           // drop probabilities in [0, 1)
+    uint64_t seed;
+    int64_t iteration;                 // the step the masks belong to
+    int on;                            // 1 inside a training step
+} GPTDropout;
 
 typedef struct {
     GPTConfig cfg;
@@ -107,7 +121,8 @@ typedef struct {
     GPTActs *slots;                    // (n_slots)
     int n_slots;
     size_t slot_bytes;                 // activation memory of one micro-batch in flight
-    size_t scratch_bytes;              // backward workspace (s), shared by the slots
+    size_t scratch_bytes;              // backward workspace (s), shared by the slots; 0 when
+                                       // this chunk uses another's (gpt_share_workspace)
     struct {                           // backward workspace, shared by all slots (be->act
                                        // except where float)
         void *dres, *dln;              // (Ns, C)
@@ -129,6 +144,7 @@ typedef struct {
         void *mem;
     } s;
     GPTShardHook hook;                 // ZeRO-2/3 (see above); fn NULL otherwise
+    GPTDropout drop;                   // all 0 (no dropout) unless gpt_set_dropout
 } GPT;
 
 // Builds the stage (call gpt_config_check first; a sequence-parallel micro-batch that tp
@@ -191,6 +207,23 @@ void gpt_zero_grads(GPT *m);
 // backward; its chunk's first and last local layers in *first, *last (l itself when not
 // recomputed). A chunk keeps only its input and output per micro-batch. Pure.
 int gpt_layer_recomputed(const GPT *m, int l, int *first, int *last);
+
+// Interleaved 1F1B: the model chunks of one rank run one at a time, so chunks[1..n) use
+// chunks[0]'s backward workspace (and recomputation buffers) instead of their own, which
+// are freed; their scratch_bytes become 0 and gpt_destroy(chunks[0]) frees the shared one
+// (destroy the chunks together). The chunks must have the same workspace size (same config
+// and layer count; fatal otherwise). Call once after creating them.
+void gpt_share_workspace(GPT **chunks, int n);
+
+// Dropout probabilities (hidden, attention in [0, 1)) and the masks' seed; off until
+// gpt_dropout_step turns it on. Never fails.
+void gpt_set_dropout(GPT *m, float hidden, float attention, uint64_t seed);
+// The forwards and backwards that follow belong to training step `iteration` (on = 1), or
+// to no step (on = 0: no dropout, e.g. evaluation). Never fails.
+void gpt_dropout_step(GPT *m, int64_t iteration, int on);
+// The micro-batch about to be run forward in `slot` starts at sample `sample0` of the
+// step's global batch (the backward of that slot uses the same). Never fails.
+void gpt_set_micro_sample(GPT *m, int slot, int64_t sample0);
 
 // Index of a parameter by logical name in m->params, or -1.
 int gpt_param_index(const GPT *m, const char *name);

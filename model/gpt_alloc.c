@@ -228,6 +228,25 @@ GPT *gpt_create(const GPTConfig *cfg, Backend *be, int tp, int tp_rank, int pp, 
     return m;
 }
 
+void gpt_share_workspace(GPT **chunks, int n) {
+    GPT *owner = chunks[0];
+    for (int c = 1; c < n; c++) {
+        GPT *m = chunks[c];
+        if (m->be != owner->be || m->scratch_bytes != owner->scratch_bytes)
+            core_fatal("gpt_share_workspace: chunk %d's workspace is %zu bytes, chunk 0's %zu", c,
+                       m->scratch_bytes, owner->scratch_bytes);
+        m->be->ops->free(m->be, m->s.mem);
+        m->s.mem = owner->s.mem;
+        m->scratch_bytes = 0;  // chunk 0 holds (and frees) it
+        Carver sc = {m->s.mem, 0};
+        carve_scratch(m, &sc);  // the same layout as chunk 0's: dscale stays where it was
+        for (int s = 0; s < m->n_slots; s++) {  // recomputed layers point into the workspace
+            Carver cv = {m->slots[s].mem, 0};
+            carve_slot(m, &cv, &m->slots[s]);
+        }
+    }
+}
+
 void gpt_destroy(GPT *m) {
     if (!m) return;
     Backend *be = m->be;
@@ -237,7 +256,7 @@ void gpt_destroy(GPT *m) {
     }
     free(m->slots);
     free(m->rc);
-    be->ops->free(be, m->s.mem);
+    if (m->scratch_bytes) be->ops->free(be, m->s.mem);  // 0: shared, chunk 0 frees it
     free(m->s.dscale_host);
     be->ops->free(be, m->param_mem);
     be->ops->free(be, m->grad_mem);

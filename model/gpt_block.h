@@ -25,6 +25,15 @@ void gpt_qkv_forward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTLayerActs *a);
 void gpt_qkv_backward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTBlockW *g,
                       const GPTLayerActs *a, void *dln);
 
+// gpt_dropout.c. The dropout of `site` (DROPOUT_SITE_*) at global layer `layer` (-1: the
+// embeddings) for the micro-batch starting at global sample sample0, filled into *d: d, or
+// NULL when that dropout is off (not training, or p = 0). Never fails.
+const BackendDropout *gpt_dropout_desc(const GPT *m, int64_t sample0, int site, int layer,
+                                       BackendDropout *d);
+// x (Ns, C) (the residual stream's rows here) dropped in place at `site`, or untouched when
+// that dropout is off; the backward is the same call on the gradient. Never fails.
+void gpt_hidden_dropout(const GPT *m, void *x, int64_t sample0, int site, int layer);
+
 // a->res3 (Ns, C) = MLP(a->ln2) (not yet + res2): fc (column), GELU or SwiGLU, proj (row).
 void gpt_mlp_forward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTLayerActs *a);
 // From dres = d(res3) (Ns, C): the MLP's weight gradients and dln = d(ln2).

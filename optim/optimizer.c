@@ -2,6 +2,7 @@
 #include "optimizer.h"
 #include "zero.h"
 #include "core/check.h"
+#include "core/timer.h"  // defines: core_now
 
 #include <stdlib.h>
 #include <string.h>
@@ -25,10 +26,10 @@ size_t optim_padded_size(size_t n_floats, int dp) {
     return (n_floats + q - 1) / q * q;
 }
 
-// Parameter parts that fall inside [begin, begin + len).
-static void build_segments(Optimizer *o, const ParamInfo *params, int n_params, int tp_rank) {
-    o->segs = core_calloc((size_t)n_params, sizeof(OptSegment));
-    size_t lo = o->shard_begin, hi = o->shard_begin + o->shard_len;
+// Parameter parts inside [lo, lo + len) of the flat buffer, kept at `at` in the slice.
+static void add_segments(Optimizer *o, const ParamInfo *params, int n_params, int tp_rank,
+                         size_t lo, size_t len, size_t at) {
+    size_t hi = lo + len;
     for (int i = 0; i < n_params; i++) {
         size_t b = params[i].offset, e = b + params[i].numel;
         if (e <= lo || b >= hi) continue;
@@ -38,7 +39,21 @@ static void build_segments(Optimizer *o, const ParamInfo *params, int n_params, 
         s->param = i;
         s->weight_decay = params[i].weight_decay;
         s->count_in_norm = gpt_param_is_owner(&params[i], tp_rank);
-        s->at = s->begin - o->shard_begin;
+        s->at = at + (s->begin - lo);
+    }
+}
+
+// The segments of the slice: every parameter (DDP), or ZeRO-1 the parts inside each bucket's
+// piece of this rank, in bucket order.
+static void build_segments(Optimizer *o, const ParamInfo *params, int n_params, int tp_rank) {
+    o->segs = core_calloc((size_t)n_params + (size_t)o->n_buckets + 1, sizeof(OptSegment));
+    if (!o->zero1) {
+        add_segments(o, params, n_params, tp_rank, 0, o->n_padded, 0);
+        return;
+    }
+    for (int k = 0; k < o->n_buckets; k++) {
+        const OptBucket *b = &o->buckets[k];
+        add_segments(o, params, n_params, tp_rank, b->start + (size_t)o->dp->rank * b->per, b->per, b->at);
     }
 }
 
@@ -48,12 +63,27 @@ static void build_tables(Optimizer *o) {
     BackendSegment *nrm = core_calloc((size_t)o->n_segs + 1, sizeof *nrm);
     for (int i = 0; i < o->n_segs; i++) {
         const OptSegment *s = &o->segs[i];
-        BackendSegment b = {s->begin - o->shard_begin, s->len, s->weight_decay, 0};
+        BackendSegment b = {s->at, s->len, s->weight_decay, 0};
         upd[i] = b;
         if (s->count_in_norm && o->dp_rank_counts_norm) nrm[o->n_norm++] = b;
         if (s->len > o->max_seg_len) o->max_seg_len = s->len;
     }
     optim_upload_tables(o, upd, nrm);
+}
+
+// The bucket table (optimizer.h): `per` elements of the slice (ZeRO-1: per rank) per bucket.
+static void build_buckets(Optimizer *o) {
+    size_t per = o->zero1 ? o->shard_len : o->n_padded, n = (size_t)o->dp->size;
+    o->n_buckets = (int)((per + o->bucket - 1) / o->bucket);
+    o->buckets = core_calloc((size_t)o->n_buckets, sizeof *o->buckets);
+    for (int k = 0; k < o->n_buckets; k++) {
+        OptBucket *b = &o->buckets[k];
+        size_t at = (size_t)k * o->bucket, len = per - at < o->bucket ? per - at : o->bucket;
+        b->per = len;
+        b->at = at;
+        b->start = o->zero1 ? n * at : at;
+        b->len = o->zero1 ? n * len : len;
+    }
 }
 
 void optim_upload_tables(Optimizer *o, BackendSegment *upd, BackendSegment *nrm) {
@@ -77,7 +107,7 @@ Optimizer *optim_create(Backend *be, Comm *dp, int zero1, const ParamInfo *param
     o->n_padded = optim_padded_size(n_floats, dp->size);
     if (o->zero1) {
         o->shard_len = o->n_padded / (size_t)dp->size;
-        o->shard_begin = o->shard_len * (size_t)dp->rank;
+        o->shard_begin = 0;  // the shard is this rank's piece of each bucket (build_buckets)
         o->grad_shard = be->ops->alloc(be, o->shard_len * sizeof(float));
         o->param_shard = be->ops->alloc(be, o->shard_len * sizeof(float));
     } else {
@@ -89,8 +119,7 @@ Optimizer *optim_create(Backend *be, Comm *dp, int zero1, const ParamInfo *param
     size_t want = bucket_size == 0 ? per
                 : o->zero1 ? (bucket_size + (size_t)dp->size - 1) / (size_t)dp->size : bucket_size;
     o->bucket = want < per ? (want + 15) / 16 * 16 : per;
-    if (o->zero1 && o->bucket < o->shard_len)
-        o->pack = be->ops->alloc(be, (size_t)dp->size * o->bucket * sizeof(float));
+    if (dp->size > 1) build_buckets(o);
     o->m = be->ops->alloc(be, o->shard_len * sizeof(float));
     o->v = be->ops->alloc(be, o->shard_len * sizeof(float));
     build_segments(o, params, n_params, tp_rank);
@@ -100,11 +129,13 @@ Optimizer *optim_create(Backend *be, Comm *dp, int zero1, const ParamInfo *param
 
 void optim_destroy(Optimizer *o) {
     if (!o) return;
+    optim_gather_destroy(o);  // (waits for the gathers in flight first)
     o->be->ops->free(o->be, o->m);
     o->be->ops->free(o->be, o->v);
     o->be->ops->free(o->be, o->grad_shard);
     o->be->ops->free(o->be, o->param_shard);
-    o->be->ops->free(o->be, o->pack);
+    optim_overlap_destroy(o);
+    free(o->buckets);
     o->be->ops->free(o->be, o->update_table);
     o->be->ops->free(o->be, o->norm_table);
     o->be->ops->free(o->be, o->lp);
@@ -119,67 +150,77 @@ void optim_set_reduce_bf16(Optimizer *o) {
     Backend *be = o->be;
     if (o->dp->size == 1) return;  // nothing is reduced
     o->reduce_bf16 = 1;
-    size_t n = o->zero1 ? (o->pack || o->zero ? (size_t)o->dp->size * o->bucket : o->n_padded) : o->bucket;
-    o->lp = be->ops->alloc(be, n * 2);  // ZeRO-2/3: the largest unit (bucket = its per)
-    if (o->zero1) o->lp_out = be->ops->alloc(be, (o->zero ? o->bucket : o->shard_len) * 2);
-}
-
-// The average over DP of in (n_ranks * per, fp32), this rank's piece [rank * per, + per)
-// into out (per): reduce-scatter in fp32, or in bf16 through the staging buffers.
-static void reduce_scatter_avg(Optimizer *o, const float *in, float *out, size_t per) {
-    Backend *be = o->be;
-    if (!o->reduce_bf16) {
-        comm_reduce_scatter(o->dp, in, out, per, COMM_F32, COMM_AVG);
+    if (o->zero) {  // ZeRO-2/3: the largest unit (bucket = its per)
+        o->lp = be->ops->alloc(be, (size_t)o->dp->size * o->bucket * 2);
+        o->lp_out = be->ops->alloc(be, o->bucket * 2);
         return;
     }
-    be->ops->cast(be, o->lp, BACKEND_BF16, in, BACKEND_F32, per * (size_t)o->dp->size);
-    comm_reduce_scatter(o->dp, o->lp, o->lp_out, per, COMM_BF16, COMM_AVG);
-    be->ops->cast(be, out, BACKEND_F32, o->lp_out, BACKEND_BF16, per);
+    o->lp = be->ops->alloc(be, o->n_padded * 2);  // each bucket stages at its own place
+    if (o->zero1) o->lp_out = be->ops->alloc(be, o->shard_len * 2);
 }
 
-// ZeRO-1 bucket k: piece [k*b, k*b + len) of every rank's slice, packed in rank order,
-// reduce-scattered into the same piece of this rank's gradient slice.
-static void reduce_scatter_bucket(Optimizer *o, float *grads, size_t at, size_t len) {
+// bf16 staging of bucket b: its range of lp, its piece of lp_out.
+static uint16_t *lp_in(const Optimizer *o, const OptBucket *b) { return (uint16_t *)o->lp + b->start; }
+static uint16_t *lp_out(const Optimizer *o, const OptBucket *b) { return (uint16_t *)o->lp_out + b->at; }
+
+// The bucket's reduction is complete: bf16 results widened back to fp32.
+static void bucket_done(Optimizer *o, float *grads, OptBucket *b) {
     Backend *be = o->be;
-    int n = o->dp->size;
-    for (int r = 0; r < n; r++)
-        be->ops->copy(be, o->pack + (size_t)r * len, grads + (size_t)r * o->shard_len + at,
-                      len * sizeof(float), BACKEND_D2D);
-    reduce_scatter_avg(o, o->pack, o->grad_shard + at, len);
+    b->done = 1;
+    b->t1 = core_now();
+    if (!o->reduce_bf16) return;
+    if (o->zero1) be->ops->cast(be, o->grad_shard + b->at, BACKEND_F32, lp_out(o, b), BACKEND_BF16, b->per);
+    else be->ops->cast(be, grads + b->start, BACKEND_F32, lp_in(o, b), BACKEND_BF16, b->len);
 }
 
-// Plain DDP: grads (len) averaged over DP in place, in fp32 or bf16.
-static void all_reduce_avg(Optimizer *o, float *grads, size_t len) {
+// Bucket k averaged over DP: ZeRO-1 reduce-scattered into its piece of grad_shard, DDP
+// all-reduced in place; in fp32, or in bf16 through the staging buffers. Nonblocking with
+// --overlap-grad-reduce, else blocking (and done on return). Both run the same algorithm
+// (MPI: the blocking calls are MPI_Iallreduce / MPI_Ireduce_scatter_block + wait; NCCL: the
+// same collective on another stream), so the results are bitwise the same.
+void optim_bucket_start(Optimizer *o, float *grads, int k) {
     Backend *be = o->be;
-    if (!o->reduce_bf16) {
-        comm_all_reduce(o->dp, grads, len, COMM_F32, COMM_AVG);
-        return;
-    }
-    be->ops->cast(be, o->lp, BACKEND_BF16, grads, BACKEND_F32, len);
-    comm_all_reduce(o->dp, o->lp, len, COMM_BF16, COMM_AVG);
-    be->ops->cast(be, grads, BACKEND_F32, o->lp, BACKEND_BF16, len);
+    OptBucket *b = &o->buckets[k];
+    int bf = o->reduce_bf16;
+    void *in = bf ? (void *)lp_in(o, b) : (void *)(grads + b->start);
+    void *out = o->zero1 ? (bf ? (void *)lp_out(o, b) : (void *)(o->grad_shard + b->at)) : in;
+    CommDtype t = bf ? COMM_BF16 : COMM_F32;
+    b->started = 1;
+    b->done = 0;
+    b->t0 = core_now();
+    if (bf) be->ops->cast(be, lp_in(o, b), BACKEND_BF16, grads + b->start, BACKEND_F32, b->len);
+    if (o->ov && o->zero1) comm_ireduce_scatter(o->dp, in, out, b->per, t, COMM_AVG, &b->req);
+    else if (o->ov) comm_iall_reduce(o->dp, in, b->len, t, COMM_AVG, &b->req);
+    else if (o->zero1) comm_reduce_scatter(o->dp, in, out, b->per, t, COMM_AVG);
+    else comm_all_reduce(o->dp, in, b->len, t, COMM_AVG);
+    if (!o->ov) bucket_done(o, grads, b);
+}
+
+void optim_bucket_finish(Optimizer *o, float *grads, int k) {
+    OptBucket *b = &o->buckets[k];
+    if (b->done) return;
+    comm_wait(o->dp, &b->req);
+    bucket_done(o, grads, b);
+}
+
+int optim_bucket_poll(Optimizer *o, float *grads, int k) {
+    OptBucket *b = &o->buckets[k];
+    if (!b->done && comm_test(o->dp, &b->req)) bucket_done(o, grads, b);
+    return b->done;
 }
 
 void optim_reduce_grads(Optimizer *o, float *grads) {
-    if (o->zero) return;  // ZeRO-2/3: reduced layer by layer during the backward
-    if (o->zero1 && !o->pack) {
-        reduce_scatter_avg(o, grads, o->grad_shard, o->shard_len);
-    } else if (o->zero1) {
-        for (size_t at = 0; at < o->shard_len; at += o->bucket) {
-            size_t len = o->shard_len - at < o->bucket ? o->shard_len - at : o->bucket;
-            reduce_scatter_bucket(o, grads, at, len);
-        }
-    } else if (o->dp->size > 1) {
-        for (size_t at = 0; at < o->n_padded; at += o->bucket) {
-            size_t len = o->n_padded - at < o->bucket ? o->n_padded - at : o->bucket;
-            all_reduce_avg(o, grads + at, len);
-        }
+    if (o->zero || o->dp->size == 1) return;  // ZeRO-2/3: reduced layer by layer in the backward
+    if (o->ov) {
+        optim_overlap_finish(o, grads);
+        return;
     }
+    for (int k = 0; k < o->n_buckets; k++) optim_bucket_start(o, grads, k);  // blocking
 }
 
 // The gradients of the slice: the reduce-scatter output (ZeRO-1) or the flat buffer.
 static const float *slice_grads(const Optimizer *o, const float *grads) {
-    return o->zero1 ? o->grad_shard : grads + o->shard_begin;
+    return o->zero1 ? o->grad_shard : grads;
 }
 
 double optim_local_grad_sq(Optimizer *o, const float *grads) {
@@ -202,16 +243,25 @@ int optim_update(Optimizer *o, const AdamWConfig *cfg, double lr, double grad_sc
         return 0;
     }
     o->step++;
-    void *copy = o->copy ? (char *)o->copy + o->shard_begin * backend_dtype_size(be->act) : NULL;
+    optim_gather_settle(o);  // --overlap-param-gather: the forward has waited for all already
+    size_t r = (size_t)o->dp->rank;
+    for (int k = 0; o->zero1 && k < o->n_buckets; k++) {  // ZeRO-1: this rank's pieces, packed
+        const OptBucket *b = &o->buckets[k];
+        be->ops->copy(be, o->param_shard + b->at, params + b->start + r * b->per,
+                      b->per * sizeof(float), BACKEND_D2D);
+    }
     if (o->n_segs > 0)
-        be->ops->adamw_multi(be, params + o->shard_begin, copy, slice_grads(o, grads), o->m, o->v,
-                             o->update_table, o->n_segs, o->max_seg_len, (float)lr,
+        be->ops->adamw_multi(be, o->zero1 ? o->param_shard : params, o->copy, slice_grads(o, grads),
+                             o->m, o->v, o->update_table, o->n_segs, o->max_seg_len, (float)lr,
                              (float)cfg->beta1, (float)cfg->beta2, (float)cfg->eps,
                              (float)cfg->weight_decay, (float)grad_scale, (int)o->step);
-    if (o->zero1) {
-        be->ops->copy(be, o->param_shard, params + o->shard_begin, o->shard_len * sizeof(float),
-                      BACKEND_D2D);
-        comm_all_gather(o->dp, o->param_shard, params, o->shard_len, COMM_F32);
+    if (o->gather) {  // --overlap-param-gather: each bucket waited for by the next forward,
+        optim_gather_start(o);  // which then refreshes its weight copies
+        return 1;
+    }
+    for (int k = 0; o->zero1 && k < o->n_buckets; k++) {  // each bucket's range, gathered
+        const OptBucket *b = &o->buckets[k];
+        comm_all_gather(o->dp, o->param_shard + b->at, params + b->start, b->per, COMM_F32);
     }
     return o->copy != NULL;
 }

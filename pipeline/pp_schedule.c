@@ -8,10 +8,18 @@
 #include <string.h>
 
 // --- the GPT stage as a PPStage ----------------------------------------------------------
+// First sample of micro-batch `micro` in the step's global batch: data-parallel rank r
+// holds the contiguous share [r*G/DP, (r+1)*G/DP) (train/batches.h). Pure.
+int64_t pp_micro_sample0(const PPStep *st, int micro) {
+    int64_t B = st->model->B;
+    return ((int64_t)st->grid->coord.dp_rank * st->n_micro + micro) * B;
+}
+
 static void stage_forward(void *ctx, int micro, int slot) {
     PPStep *st = ctx;
     GPT *m = st->model;
     if (m->first || m->last) st->get_batch(st->batch_ctx, micro, st->tokens, st->targets);
+    gpt_set_micro_sample(m, slot, pp_micro_sample0(st, micro));  // its dropout masks
     gpt_forward(m, st->grid->tp, slot, st->tokens, st->targets);
     if (m->last) gpt_loss_accumulate(m, slot, st->loss_acc);
 }

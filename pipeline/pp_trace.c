@@ -12,7 +12,8 @@
 static const char *const kind_names[PP_EV_NKINDS] = {
     "forward", "backward", "recv_forward", "send_forward", "recv_backward", "send_backward",
     "send_forward_recv_backward", "send_backward_recv_forward", "grad_sync", "optimizer", "step",
-    "send_forward_recv_forward", "send_backward_recv_backward",
+    "send_forward_recv_forward", "send_backward_recv_backward", "grad_bucket",
+    "param_gather",
 };
 
 const char *pp_trace_kind_name(PPEventKind kind) {
@@ -37,17 +38,26 @@ void pp_trace_destroy(PPTrace *tr) {
 
 double pp_trace_begin(const PPTrace *tr) { return tr ? core_now() - tr->epoch : 0.0; }
 
-void pp_trace_end(PPTrace *tr, PPEventKind kind, int micro, double t0) {
-    if (!tr) return;
-    if (tr->sync) tr->sync(tr->sync_ctx);
-    double t1 = core_now() - tr->epoch;
-    if (tr->in_step && (kind == PP_EV_FORWARD || kind == PP_EV_BACKWARD)) tr->step_busy += t1 - t0;
+// Stores one event (times since the epoch), or counts it as dropped when the buffer is full.
+static void store(PPTrace *tr, PPEventKind kind, int micro, double t0, double t1) {
     if (tr->n < tr->cap) {
         tr->events[tr->n++] = (PPEvent){t0, t1, micro, (int)kind, tr->chunk};
     } else if (tr->cap && tr->dropped++ == 0) {
         fprintf(stderr, "[rank %d] megac: trace buffer full (%zu events): later events are dropped\n",
                 core_world_rank(), tr->cap);
     }
+}
+
+void pp_trace_end(PPTrace *tr, PPEventKind kind, int micro, double t0) {
+    if (!tr) return;
+    if (tr->sync) tr->sync(tr->sync_ctx);
+    double t1 = core_now() - tr->epoch;
+    if (tr->in_step && (kind == PP_EV_FORWARD || kind == PP_EV_BACKWARD)) tr->step_busy += t1 - t0;
+    store(tr, kind, micro, t0, t1);
+}
+
+void pp_trace_span(PPTrace *tr, PPEventKind kind, int micro, double t0, double t1) {
+    if (tr) store(tr, kind, micro, t0 - tr->epoch, t1 - tr->epoch);
 }
 
 void pp_trace_step_begin(PPTrace *tr) {
@@ -89,7 +99,7 @@ static void write_event(FILE *f, const PPEvent *e, int rank) {
         snprintf(name, sizeof name, "%s", kind_names[e->kind]);
     fprintf(f, ",{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,"
             "\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"micro\":%d,\"chunk\":%d}}\n", name, kind_names[e->kind],
-            rank, e->kind == PP_EV_STEP ? 1 : 0, e->t0 * 1e6, (e->t1 - e->t0) * 1e6, e->micro, e->chunk);
+            rank, e->kind == PP_EV_STEP ? 1 : e->kind == PP_EV_GRAD_BUCKET ? 2 : e->kind == PP_EV_PARAM_GATHER ? 3 : 0, e->t0 * 1e6, (e->t1 - e->t0) * 1e6, e->micro, e->chunk);
 }
 
 static void write_rank_file(const PPTrace *tr, const char *file, int rank, const char *label) {
@@ -102,6 +112,8 @@ static void write_rank_file(const PPTrace *tr, const char *file, int rank, const
             rank, rank);
     fprintf(f, ",{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"compute + p2p\"}}\n", rank);
     fprintf(f, ",{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":1,\"args\":{\"name\":\"steps\"}}\n", rank);
+    fprintf(f, ",{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":2,\"args\":{\"name\":\"dp grad buckets\"}}\n", rank);
+    fprintf(f, ",{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":3,\"args\":{\"name\":\"dp param gathers\"}}\n", rank);
     for (size_t i = 0; i < tr->n; i++) write_event(f, &tr->events[i], rank);
     fprintf(f, "],\"displayTimeUnit\":\"ms\"}\n");
     if (fclose(f) != 0) core_fatal("cannot write trace file %s", file);

@@ -17,6 +17,8 @@ typedef enum {
     PP_EV_SEND_FORWARD_RECV_BACKWARD, PP_EV_SEND_BACKWARD_RECV_FORWARD,
     PP_EV_GRAD_SYNC, PP_EV_OPTIMIZER, PP_EV_STEP,
     PP_EV_SEND_FORWARD_RECV_FORWARD, PP_EV_SEND_BACKWARD_RECV_BACKWARD,  // interleaved (ring)
+    PP_EV_GRAD_BUCKET,  // one DP gradient bucket's reduction, start to completion (own row)
+    PP_EV_PARAM_GATHER, // one ZeRO-1 bucket's parameter all-gather (--overlap-param-gather)
     PP_EV_NKINDS
 } PPEventKind;
 
@@ -52,6 +54,10 @@ void pp_trace_destroy(PPTrace *tr);
 double pp_trace_begin(const PPTrace *tr);
 // Ends the span started at t0 (syncs first if tr->sync is set) and records it. NULL is fine.
 void pp_trace_end(PPTrace *tr, PPEventKind kind, int micro, double t0);
+
+// Records a span timed elsewhere: t0, t1 are core_now() values (e.g. a gradient bucket's
+// reduction, micro = its index). No sync. NULL is fine.
+void pp_trace_span(PPTrace *tr, PPEventKind kind, int micro, double t0, double t1);
 
 // Brackets one pipeline schedule run (a step's forward and backward) for the bubble counters.
 void pp_trace_step_begin(PPTrace *tr);

@@ -57,6 +57,10 @@ double pp_forward_backward(PPStep *st);
 // Forward only (evaluation). Returns the summed loss on the last stage (0 elsewhere).
 double pp_forward_only(PPStep *st);
 
+// Index of micro-batch `micro`'s first sample in the step's global batch (this data-parallel
+// rank's share, then the micro-batch): what the dropout masks are drawn from. Pure.
+int64_t pp_micro_sample0(const PPStep *st, int micro);
+
 // Interleaved schedule: this rank runs the v model chunks chunks[0..v-1] (built with
 // gpt_create(..., PP*v, c*PP + pp_rank, ...) and pp_ilv_slots' slots) with Megatron's
 // interleaved 1F1B; call after pp_step_init (model == chunks[0]). Allocates the adapters,

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """plan/ablate.py: `megac ablate`: run a sweep of layouts and report it (see README).
 
-  megac ablate --grid "tp=1,2 pp=1,2 mbs=1,2 schedule=1f1b,gpipe sp=0,1 zero=0,1,2,3 recompute=none,full,selective" \\
+  megac ablate --grid "tp=1,2 pp=1,2 mbs=1,2 schedule=1f1b,gpipe sp=0,1 zero=0,1,2,3 recompute=none,full,selective vpp=1,2" \\
       --world-size 8 --output DIR [--launcher mpiexec|slurm] [--hardware h100|h200|FILE] \\
       [--vocab-size V] [--slurm-args "..."] [--max-parallel K] [--no-wait] -- <megac train flags>
   megac ablate collect DIR     (--launcher slurm --no-wait: record the finished points, report)
@@ -9,6 +9,8 @@
 
 zero (or zero1, its older name): 0 DDP, 1 ZeRO-1, 2 ZeRO-2, 3 ZeRO-3 (train's
 --data-parallel-sharding-strategy no_shard / optim / optim_grads / optim_grads_params).
+vpp: model chunks per pipeline rank (interleaved 1F1B, train's --virtual-pipeline-model-
+parallel-size; 1: none); a point the schedule cannot run is skipped with the plan's reason.
 Expands the grid; asks `megac plan --json` about each point (an invalid point is skipped
 with the plan's reason, a valid one gets its predictions); runs each valid point through
 megac-mpiexec with --log-json (--launcher slurm: all of them as one Slurm job array,
@@ -25,7 +27,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ablate_report  # noqa: E402
 import ablate_slurm  # noqa: E402
 
-KEYS = {"tp": int, "pp": int, "mbs": int, "schedule": str, "sp": int, "zero1": int, "zero": int, "recompute": str}
+KEYS = {"tp": int, "pp": int, "mbs": int, "schedule": str, "sp": int, "zero1": int, "zero": int, "recompute": str,
+        "vpp": int}
 SHARDING = ["no_shard", "optim", "optim_grads", "optim_grads_params"]  # by ZeRO stage
 # grid values of recompute -> the flags of train and plan
 RECOMPUTE = {"none": [], "full": ["--recompute-granularity", "full"], "selective": ["--recompute-activations"]}
@@ -39,7 +42,8 @@ PLAN_FLAGS = {"--num-layers": 1, "--hidden-size": 1, "--num-attention-heads": 1,
 # flags the grid owns: given after --, they would contradict it
 GRID_FLAGS = {"--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--micro-batch-size",
               "--pipeline-schedule", "--sequence-parallel", "--no-distributed-optimizer",
-              "--use-distributed-optimizer", "--data-parallel-sharding-strategy", "--log-json"}
+              "--use-distributed-optimizer", "--data-parallel-sharding-strategy", "--log-json",
+              "--virtual-pipeline-model-parallel-size", "--num-layers-per-virtual-pipeline-stage"}
 
 
 def usage_error(msg):
@@ -50,7 +54,7 @@ def usage_error(msg):
 def parse_grid(text, world):
     # left out: TP = PP = 1, 1F1B, no SP, ZeRO-1 where DP > 1 (train's defaults)
     grid = {"tp": [1], "pp": [1], "mbs": [None], "schedule": ["1f1b"], "sp": [0], "zero1": [None],
-            "recompute": ["none"]}
+            "recompute": ["none"], "vpp": [1]}
     for item in text.split():
         key, _, vals = item.partition("=")
         key = "zero1" if key == "zero" else key  # one axis, two names
@@ -71,6 +75,8 @@ def parse_grid(text, world):
                 usage_error(f"grid: {key}={v}: must be 0 or 1")
             if key == "zero1" and v not in (0, 1, 2, 3):
                 usage_error(f"grid: zero={v}: must be 0 (DDP), 1, 2 or 3 (ZeRO stage)")
+            if key == "vpp" and v <= 0:
+                usage_error(f"grid: vpp={v} must be > 0 (1: no interleaving)")
             if key == "recompute" and v not in RECOMPUTE:
                 usage_error(f"grid: recompute={v}: must be none, full or selective")
         grid[key] = values
@@ -84,7 +90,8 @@ def parse_grid(text, world):
 def point_id(p, world):
     dp = world // (p["tp"] * p["pp"]) if world % (p["tp"] * p["pp"]) == 0 else 0
     rc = "" if p.get("recompute", "none") == "none" else f"_rc{p['recompute']}"  # ids of sweeps without it stay
-    return (f"tp{p['tp']}_pp{p['pp']}_dp{dp}_mbs{p['mbs']}_{p['schedule']}_sp{p['sp']}_zero{p['zero1']}{rc}")
+    v = "" if p.get("vpp", 1) == 1 else f"_v{p['vpp']}"
+    return (f"tp{p['tp']}_pp{p['pp']}_dp{dp}_mbs{p['mbs']}_{p['schedule']}_sp{p['sp']}_zero{p['zero1']}{rc}{v}")
 
 
 def layout_flags(p, for_plan):
@@ -100,6 +107,8 @@ def layout_flags(p, for_plan):
         f += ["--data-parallel-sharding-strategy", SHARDING[p["zero1"]]]
     else:
         f.append("--use-distributed-optimizer" if p["zero1"] else "--no-distributed-optimizer")
+    if p.get("vpp", 1) > 1:
+        f += ["--virtual-pipeline-model-parallel-size", str(p["vpp"])]
     return f + RECOMPUTE[p["recompute"]]
 
 

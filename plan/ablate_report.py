@@ -145,14 +145,15 @@ def write_report(d):
     out += [f"{len(ok)} points ran, {sum(r['status'] == 'failed' for r in rows)} failed, "
             f"{sum(r['status'] == 'skipped' for r in rows)} skipped. Fastest first; "
             "predicted values (megac plan) next to the measured ones.", "",
-            "| point | TP | PP | DP | mbs | sched | SP | ZeRO | ms/iter (plan) | tokens/s | TFLOP/s/rank | MFU (plan) "
+            "| point | TP | PP | DP | mbs | sched | v | SP | ZeRO | ms/iter (plan) | tokens/s | TFLOP/s/rank | MFU (plan) "
             "| peak MiB/rank (plan) | TP/PP/DP/emb MB, rank 0 (plan) | bubble (plan) | final loss |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in ok:
         meas_b = "/".join(fmt(r[f"measured_{g}_bytes"], 1e6, 2) for g in GROUPS)
         pred_b = "/".join(fmt(r[f"predicted_{g}_bytes"], 1e6, 2) for g in GROUPS)
         flag = " **differs**" if r["id"] in bad_loss else ""
-        out.append(f"| {r['id']} | {r['tp']} | {r['pp']} | {r['dp']} | {r['mbs']} | {r['schedule']} | {r['sp']} | "
+        out.append(f"| {r['id']} | {r['tp']} | {r['pp']} | {r['dp']} | {r['mbs']} | {r['schedule']} | "
+                   f"{r.get('vpp') or 1} | {r['sp']} | "
                    f"{r['zero1']} | {fmt(r['measured_ms_per_iter'])} ({fmt(r['predicted_ms_per_iter'], 1, 3)}) | "
                    f"{fmt(r['measured_tokens_per_s'], 1, 0)} | {fmt(r['measured_tflops_per_rank'], 1, 4)} | "
                    f"{fmt(r['measured_mfu'], 0.01, 2)}% ({fmt(r['predicted_mfu'], 0.01, 1)}%) | "

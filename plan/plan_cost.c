@@ -5,9 +5,11 @@
 // point-to-point transfers run one after the other (no overlap). A micro-batch passes every
 // stage once while the pipeline fills and drains, and the slowest stage sets the pace in
 // between: t_pipeline = sum_s t_s + (m - 1) max_s t_s, (m + PP - 1) t_mb for equal stages
-// (1F1B and GPipe alike); stage s idles 1 - m t_s / t_pipeline of it (its bubble). Then the
-// tied-embedding all-reduce, the data-parallel reduction, the AdamW step (memory-bound) and
-// the ZeRO-1 all-gather. A collective over a group costs bytes / (link bandwidth x link
+// (1F1B and GPipe alike); interleaved with v chunks per stage, each t_s / v long, the fill
+// and drain pass chunks: sum_s t_s / v + (m - 1/v) max_s t_s, (m + (PP - 1)/v) t_mb for equal
+// stages, a bubble of (PP - 1)/(v m) of the work. Stage s idles 1 - m t_s / t_pipeline of
+// it (its bubble). Then the tied-embedding all-reduce, the data-parallel reduction, the
+// AdamW step (memory-bound) and the ZeRO-1 all-gather. A collective over a group costs bytes / (link bandwidth x link
 // efficiency) + one latency per ring step; the link is NVLink when every member of the
 // group sits on one node (rank r on node r / gpus_per_node), InfiniBand otherwise.
 #include "plan_model.h"
@@ -87,7 +89,8 @@ void plan_predict(const PlanSpec *s, const PlanLayout *l, const PlanHardware *hw
         if (p->t_after > t_after) t_after = p->t_after;
     }
     r->fits = r->mem_peak <= (hw->memory_gb - hw->reserve_gb) * 1e9;
-    double t_pipe = t_sum + (m - 1) * t_mb, busy = 0.0;
+    // interleaved: v chunks of t_s / v each; the fill and drain pass one chunk per stage
+    double v = l->vpp > 1 ? l->vpp : 1, t_pipe = t_sum / v + (m - 1.0 / v) * t_mb, busy = 0.0;
     for (int st = 0; st < l->pp; st++) {
         r->stages[st].bubble = 1.0 - m * r->stages[st].t_mb / t_pipe;
         busy += m * r->stages[st].t_mb;

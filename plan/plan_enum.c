@@ -51,7 +51,18 @@ static int choices(int forced, int allowed, int out[2]) {
 static void variants(const PlanSpec *s, const PlanFilter *f, const PlanHardware *hw,
                      PlanLayout base, Growing *g, PlanSet *out) {
     int gp[2], sp[2], z[2];
-    int ngp = choices(f->gpipe, base.pp > 1, gp), nsp = choices(f->sp, base.tp > 1, sp);
+    base.vpp = f->vpp_layers ? (s->model.num_layers % (base.pp * f->vpp_layers) ? -1
+                                : s->model.num_layers / (base.pp * f->vpp_layers)) : f->vpp;
+    if (base.vpp < 0) {
+        out->n_rejected++;
+        snprintf(out->reason, sizeof out->reason, "TP %d x PP %d x DP %d: --num-layers %d is not "
+                 "divisible by PP x --num-layers-per-virtual-pipeline-stage %d", base.tp, base.pp,
+                 base.dp, s->model.num_layers, f->vpp_layers);
+        return;
+    }
+    // interleaved: 1F1B unless GPipe is asked for (which the check then refuses)
+    int ngp = choices(base.vpp > 1 && f->gpipe < 0 ? 0 : f->gpipe, base.pp > 1, gp);
+    int nsp = choices(f->sp, base.tp > 1, sp);
     int nz = choices(f->zero1, base.dp > 1, z);
     if (!ngp || !nsp || !nz) {
         out->n_rejected++;
@@ -109,7 +120,7 @@ void plan_enumerate(const PlanSpec *s, const PlanFilter *f, const PlanHardware *
             for (int mb = 1; mb <= per_dp; mb++) {
                 if (per_dp % mb || (f->micro_batch && mb != f->micro_batch)) continue;
                 any = 1;
-                variants(s, f, hw, (PlanLayout){tp, pp, dp, mb, 0, 0, 0, 0}, &g, out);
+                variants(s, f, hw, (PlanLayout){tp, pp, dp, mb, 0, 0, 0, 0, 0}, &g, out);
             }
             if (!any) {
                 out->n_rejected++;

@@ -3,7 +3,8 @@
 // A layout is TP x PP x DP = world size, a micro-batch size dividing the global batch per
 // DP rank, the pipeline schedule (1F1B or GPipe, when PP > 1), sequence parallelism (on or
 // off, when TP > 1) and the ZeRO-1 distributed optimizer (on or off, when DP > 1; ZeRO-2 or 3
-// instead of ZeRO-1 when the filter asks).
+// instead of ZeRO-1 when the filter asks). Interleaved 1F1B only when the filter gives v (or
+// layers per virtual stage): then every layout has it, and those that cannot are refused.
 #pragma once
 #include "plan_model.h"
 
@@ -12,6 +13,8 @@ typedef struct {
     int tp, pp, micro_batch;
     int gpipe, sp, zero1;
     int zero;  // 2 / 3: ZeRO-2 / ZeRO-3 for the sharded layouts (with zero1 = 1); 0: ZeRO-1
+    int vpp;         // --virtual-pipeline-model-parallel-size v (0: none), or
+    int vpp_layers;  // --num-layers-per-virtual-pipeline-stage n: v = L / (PP x n) per PP
 } PlanFilter;
 
 typedef struct {

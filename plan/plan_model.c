@@ -3,6 +3,7 @@
 #include "plan_model.h"
 #include "model/gpt_params.h"    // defines: gpt_params_build
 #include "optim/optimizer.h"     // defines: optim_padded_size
+#include "pipeline/pp_interleaved.h"  // defines: pp_ilv_slots, pp_ilv_plan
 #include "pipeline/pp_stage.h"   // defines: pp_schedule_slots
 
 #include <stdio.h>
@@ -22,6 +23,31 @@ void plan_zero_state_bytes(double n_params, double param_bytes, double grad_byte
     out[0] = n_params * param_bytes;
     out[1] = n_params * grad_bytes;
     out[2] = n_params * k / (shard_optimizer && dp > 1 ? dp : 1);
+}
+
+// What megac train refuses with --virtual-pipeline-model-parallel-size v (train_args.c).
+static int interleaved_check(const PlanSpec *s, const PlanLayout *l, char *err, size_t n) {
+    const GPTConfig *c = &s->model;
+    int v = l->vpp, m = s->global_batch / (l->micro_batch * l->dp);
+    const char *other = l->zero >= 2 ? "ZeRO-2/3 (--data-parallel-sharding-strategy optim_grads(_params))"
+                      : l->gpipe ? "--pipeline-schedule gpipe"
+                      : (c->first_stage_layers || c->last_stage_layers) ? "--decoder-first/last-pipeline-num-layers"
+                      : NULL;
+    if (other) {
+        snprintf(err, n, "the interleaved schedule (v = %d) does not support %s yet", v, other);
+        return -1;
+    }
+    if (l->pp < 2 || c->num_layers % (l->pp * v)) {
+        snprintf(err, n, "the interleaved schedule needs PP >= 2 (got %d) dividing --num-layers %d "
+                 "into PP x v = %d x %d chunks", l->pp, c->num_layers, l->pp, v);
+        return -1;
+    }
+    char why[256];
+    if (pp_ilv_check(l->pp, v, m, why, sizeof why)) {
+        snprintf(err, n, "v = %d: %s", v, why);
+        return -1;
+    }
+    return 0;
 }
 
 int plan_layout_check(const PlanSpec *s, const PlanLayout *l, char *err, size_t n) {
@@ -45,7 +71,7 @@ int plan_layout_check(const PlanSpec *s, const PlanLayout *l, char *err, size_t 
         snprintf(err, n, "ZeRO-%d needs DP > 1", l->zero ? l->zero : 1);
         return -1;
     }
-    return 0;
+    return l->vpp > 1 ? interleaved_check(s, l, err, n) : 0;
 }
 
 // --- traffic: comm/comm.c's counting, call by call --------------------------------------
@@ -110,13 +136,11 @@ static void tp_traffic(const PlanSpec *s, const PlanLayout *l, const PlanStage *
 
 // Data-parallel traffic (optim/optimizer.c): ZeRO-1 reduce-scatter in buckets + parameter
 // all-gather, or DDP all-reduce in buckets; fp32 gradients and master weights.
-static void dp_traffic(const PlanSpec *s, const PlanLayout *l, PlanStage *st, PlanTraffic *t,
-                       size_t *bucket_out) {
+static void dp_traffic(const PlanSpec *s, const PlanLayout *l, PlanStage *st, PlanTraffic *t) {
     int n = l->dp;
     size_t per = l->zero1 ? st->shard_len : st->n_alloc, b = (size_t)s->ddp_bucket_size;
     size_t want = b == 0 ? per : l->zero1 ? (b + (size_t)n - 1) / (size_t)n : b;
     size_t bucket = want < per ? (want + 15) / 16 * 16 : per;
-    *bucket_out = bucket;
     if (n == 1) return;
     for (size_t at = 0; at < per; at += bucket) {
         size_t len = per - at < bucket ? per - at : bucket;
@@ -190,17 +214,20 @@ static size_t scratch_bytes(const PlanSpec *s, const PlanLayout *l, const PlanSt
     return b + (size_t)st->n_workspace_layers * layer_bytes(s, l, 0);
 }
 
-void plan_stage_counts(const PlanSpec *s, const PlanLayout *l, int stage, int n_micro, PlanStage *st) {
+// One model chunk: virtual stage `stage` of P (the pipeline stage itself when P == PP) with
+// n_slots activation slots: every field of *st but the times.
+static void chunk_counts(const PlanSpec *s, const PlanLayout *l, int P, int stage, int n_slots,
+                         int n_micro, PlanStage *st) {
     const GPTConfig *c = &s->model;
-    *st = (PlanStage){.first = stage == 0, .last = stage == l->pp - 1};
-    gpt_stage_layers(c, l->pp, stage, &st->layer0, &st->n_layers);
+    *st = (PlanStage){.first = stage == 0, .last = stage == P - 1};
+    gpt_stage_layers(c, P, stage, &st->layer0, &st->n_layers);
     int Vp = gpt_padded_vocab(c, l->tp), n_params = 0;
     ParamInfo *table = gpt_params_build(c, l->tp, Vp, st->layer0, st->n_layers, st->first, st->last,
                                         &n_params, &st->n_floats);
     st->n_alloc = optim_padded_size(st->n_floats, l->dp);
     st->shard_len = l->zero1 ? st->n_alloc / (size_t)l->dp : st->n_alloc;
     recompute_counts(c, st);
-    st->n_slots = pp_schedule_slots(l->gpipe ? PP_SCHEDULE_GPIPE : PP_SCHEDULE_1F1B, l->pp, stage, n_micro);
+    st->n_slots = n_slots;
     double e = act_bytes(s->precision);
     size_t N = (size_t)l->micro_batch * c->seq_length, io = (l->sp ? N / (size_t)l->tp : N) * c->hidden_size;
 
@@ -214,21 +241,21 @@ void plan_stage_counts(const PlanSpec *s, const PlanLayout *l, int stage, int n_
 
     // traffic of one step on one rank of this stage
     tp_traffic(s, l, st, n_micro, &st->traffic[PLAN_G_TP]);
-    uint64_t sends = (uint64_t)(stage > 0) + (uint64_t)(stage < l->pp - 1), m = (uint64_t)n_micro;
+    uint64_t sends = (uint64_t)(stage > 0) + (uint64_t)(stage < P - 1), m = (uint64_t)n_micro;
     count(&st->traffic[PLAN_G_PP], COMM_SEND, io * (uint64_t)e, 1, 1, sends * m);  // activation
     count(&st->traffic[PLAN_G_PP], COMM_RECV, io * (uint64_t)e, 1, 1, sends * m);  // and gradient
     if (l->pp > 1 && (st->first || st->last) && !c->untie_embeddings && l->zero < 2) {  // tied wte grad
         size_t wte = (size_t)(Vp / l->tp) * c->hidden_size;
         all_reduce(&st->traffic[PLAN_G_EMB], 2, wte, 4, 1);
     }
-    size_t bucket = 0;
     if (l->zero >= 2) plan_zero_counts(s, l, table, n_params, n_micro, st);  // DP, shard sums, memory
-    else dp_traffic(s, l, st, &st->traffic[PLAN_G_DP], &bucket);
+    else dp_traffic(s, l, st, &st->traffic[PLAN_G_DP]);
     free(table);
 
-    // communication buffers: the received gradient (pipeline), ZeRO-1 shards and bucket pack
+    // communication buffers: the received gradient (pipeline), ZeRO-1 shards (buckets reduce
+    // in place: optim/optimizer.h)
     st->mem[PLAN_MEM_COMM] = e * io;
-    if (l->zero1 && l->zero < 2) st->mem[PLAN_MEM_COMM] += 8.0 * st->shard_len + (bucket < st->shard_len ? 4.0 * l->dp * bucket : 0);
+    if (l->zero1 && l->zero < 2) st->mem[PLAN_MEM_COMM] += 8.0 * st->shard_len;
 
     // GEMM FLOPs of one micro-batch (forward + backward) on one rank: Megatron's count
     // split into layers and the output layer, divided over TP (model FLOPs, for MFU); the
@@ -244,4 +271,56 @@ void plan_stage_counts(const PlanSpec *s, const PlanLayout *l, int stage, int n_
     if (c->recompute == GPT_RECOMPUTE_SELECTIVE && !c->use_flash_attn)
         extra = st->n_layers * 4.0 * l->micro_batch * (double)c->seq_length * c->seq_length * c->hidden_size;
     st->flops_mb = st->model_flops_mb + extra / l->tp;
+}
+
+// Interleaved 1F1B (pipeline/pp_interleaved.h): rank `stage` holds chunks c = 0..v-1, virtual
+// stages c*PP + stage of PP*v, each a GPT with its own flat buffers, optimizer and slots
+// (pp_ilv_slots: what the schedule keeps in flight, training or evaluation), so memory,
+// traffic and FLOPs add up over the chunks; the backward workspace is shared (one chunk
+// computes at a time: gpt_share_workspace), and received gradients wait in each chunk's
+// queue (grad_slots of the training plan) besides the step's own buffer.
+static void interleaved_counts(const PlanSpec *s, const PlanLayout *l, int stage, int n_micro, PlanStage *st) {
+    int v = l->vpp, slots[PP_ILV_MAX_CHUNKS];
+    pp_ilv_slots(l->pp, v, n_micro, stage, slots);
+    PPIlvPlan pl;
+    pp_ilv_plan(&pl, l->pp, v, n_micro, stage, 0);
+    size_t N = (size_t)l->micro_batch * s->model.seq_length;
+    double io = (double)act_bytes(s->precision) * (l->sp ? N / (size_t)l->tp : N) * s->model.hidden_size;
+    *st = (PlanStage){.first = stage == 0, .last = stage == l->pp - 1};
+    st->mem[PLAN_MEM_COMM] = io;  // the step's received gradient (pp_step_init)
+    for (int c = 0; c < v; c++) {
+        PlanStage k;
+        chunk_counts(s, l, l->pp * v, c * l->pp + stage, slots[c], n_micro, &k);
+        if (c == 0) st->layer0 = k.layer0;
+        st->n_layers += k.n_layers;
+        st->n_slots += k.n_slots;
+        st->n_recomputed += k.n_recomputed;
+        st->n_chunk_outputs += k.n_chunk_outputs;
+        if (k.n_workspace_layers > st->n_workspace_layers) st->n_workspace_layers = k.n_workspace_layers;
+        st->n_floats += k.n_floats;
+        st->n_alloc += k.n_alloc;
+        st->shard_len += k.shard_len;
+        for (int i = 0; i < PLAN_NMEM; i++)
+            if (i == PLAN_MEM_WORKSPACE) st->mem[i] = k.mem[i] > st->mem[i] ? k.mem[i] : st->mem[i];
+            else if (i == PLAN_MEM_COMM) st->mem[i] += k.mem[i] - io + io * pl.grad_slots[c];
+            else st->mem[i] += k.mem[i];
+        st->mem_optim_unsharded += k.mem_optim_unsharded;
+        for (int g = 0; g < PLAN_NGROUPS; g++)
+            for (int i = 0; i < COMM_NKINDS; i++) {
+                st->traffic[g].bytes[i] += k.traffic[g].bytes[i];
+                st->traffic[g].calls[i] += k.traffic[g].calls[i];
+            }
+        st->flops_mb += k.flops_mb;
+        st->model_flops_mb += k.model_flops_mb;
+    }
+    pp_ilv_plan_free(&pl);
+}
+
+void plan_stage_counts(const PlanSpec *s, const PlanLayout *l, int stage, int n_micro, PlanStage *st) {
+    if (l->vpp > 1) {
+        interleaved_counts(s, l, stage, n_micro, st);
+        return;
+    }
+    int slots = pp_schedule_slots(l->gpipe ? PP_SCHEDULE_GPIPE : PP_SCHEDULE_1F1B, l->pp, stage, n_micro);
+    chunk_counts(s, l, l->pp, stage, slots, n_micro, st);
 }

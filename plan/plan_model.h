@@ -43,6 +43,8 @@ typedef struct {
     int zero1;       // ZeRO-1 distributed optimizer (dp > 1)
     int zero;        // 2 or 3: ZeRO-2 / ZeRO-3 (--data-parallel-sharding-strategy optim_grads /
                      // optim_grads_params; zero1 is 1 then); 0: as zero1 says
+    int vpp;         // v > 1: interleaved 1F1B with v model chunks per pipeline rank
+                     // (--virtual-pipeline-model-parallel-size); 0 or 1: none
 } PlanLayout;
 
 typedef enum { PLAN_G_TP, PLAN_G_PP, PLAN_G_DP, PLAN_G_EMB, PLAN_NGROUPS } PlanGroup;
@@ -60,7 +62,8 @@ typedef struct {
 // only the first and last stages are in an embedding group).
 typedef struct {
     int layer0, n_layers, first, last;
-    int n_slots;                       // activation slots the schedule needs
+    int n_slots;                       // activation slots the schedule needs (interleaved:
+                                       // of all the rank's chunks, each 1/v of the stage)
     int n_recomputed;                  // --recompute-granularity full: layers re-run in the
                                        // backward (their forward collectives repeat)
     int n_chunk_outputs;               // of those, layers that keep their output per slot
@@ -86,18 +89,21 @@ typedef struct {
     double mem_peak;                   // largest total over stages, bytes
     int fits;
     double bubble;                     // idle fraction of all stages; (PP-1)/(m+PP-1) when
-                                       // the stages take equally long
+                                       // the stages take equally long, (PP-1)/(v m+PP-1)
+                                       // interleaved (a bubble of (PP-1)/(v m) of the work)
     double model_flops;                // per step, Megatron's formula, whole model (MFU)
     double hardware_flops;             // per step, with recomputation's extra forward
     double t_step, tokens_per_s, mfu;
 } PlanResult;
 
-// Checks the layout against the spec (divisibility, the model's checks, SP rows). Returns
-// 0, or -1 with one line naming the numbers in err.
+// Checks the layout against the spec (divisibility, the model's checks, SP rows; with
+// vpp > 1 megac train's refusals of the interleaved schedule). Returns 0, or -1 with one
+// line naming the numbers in err.
 int plan_layout_check(const PlanSpec *s, const PlanLayout *l, char *err, size_t errlen);
 
 // Fills the memory and traffic of pipeline stage `stage` (n_micro micro-batches per step):
-// every field of *st but the times. Call after plan_layout_check succeeded. Pure.
+// every field of *st but the times; with l->vpp > 1 the sums over the rank's v chunks (one
+// shared backward workspace). Call after plan_layout_check succeeded. Pure.
 void plan_stage_counts(const PlanSpec *s, const PlanLayout *l, int stage, int n_micro,
                        PlanStage *st);
 

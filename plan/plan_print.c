@@ -8,7 +8,10 @@ static const char *ASSUMPTIONS[] = {
     "other, as in megac's step; the gradient reduction follows the pipeline",
     "pipeline: step = sum of the stages' micro-batch times + (m - 1) x the slowest one + "
     "gradient sync + AdamW, 1F1B and GPipe alike; bubble = idle fraction of all stages, "
-    "(PP - 1) / (m + PP - 1) when the stages are equal",
+    "(PP - 1) / (m + PP - 1) when the stages are equal; interleaved 1F1B (v chunks per rank): "
+    "sum / v + (m - 1/v) x the slowest, bubble (PP - 1) / (v m + PP - 1), v times the "
+    "pipeline transfers, activation slots per chunk as its schedule keeps them in flight, one "
+    "backward workspace shared by the chunks",
     "collectives: ring algorithms (bytes as megac's counters count them) at link bandwidth x "
     "link_efficiency plus one latency per ring step",
     "links: a group whose ranks share a node uses NVLink, otherwise InfiniBand at the per-GPU "
@@ -117,9 +120,11 @@ void plan_print_table(FILE *f, const PlanSpec *s, const PlanHardware *hw, const 
         int sizes[PLAN_NGROUPS] = {l->tp, l->pp, l->dp, l->pp > 1 ? 2 : 1};
         for (int g = 0; g < PLAN_NGROUPS; g++)
             if (sizes[g] > 1) links[g] = r->crosses[g] ? 'i' : 'n';
+        char sched[16];
+        snprintf(sched, sizeof sched, "ilv%d", l->vpp);  // interleaved 1F1B, v chunks
         fprintf(f, "%4d %3d %3d %4d %4d %5d %5s %3s %4s | %7.2f %7.2f %7.2f %7.2f %7.2f %7.2f %4s | "
                 "%6.3f %9.3f %9.0f %5.1f%% | %8.3f %8.3f %8.3f %8.3f %5s\n", i + 1, l->tp, l->pp, l->dp,
-                l->micro_batch, r->n_micro, l->pp == 1 ? "-" : l->gpipe ? "gpipe" : "1f1b",
+                l->micro_batch, r->n_micro, l->pp == 1 ? "-" : l->vpp > 1 ? sched : l->gpipe ? "gpipe" : "1f1b",
                 l->tp == 1 ? "-" : l->sp ? "on" : "off", l->dp == 1 ? "-" : l->zero == 3 ? "3" : l->zero == 2 ? "2" : l->zero1 ? "on" : "off",
                 b->mem[PLAN_MEM_PARAMS] / ms, b->mem[PLAN_MEM_GRADS] / ms, b->mem[PLAN_MEM_OPTIM] / ms,
                 b->mem[PLAN_MEM_ACTIVATIONS] / ms,
@@ -134,7 +139,8 @@ void plan_print_table(FILE *f, const PlanSpec *s, const PlanHardware *hw, const 
     fprintf(f, "%d of %d layouts do not fit in memory.\n\n", unfit, set->n);
     fprintf(f, "columns: memory per rank (GB = 10^9 bytes, MB = 10^6) on the busiest stage (other = backward "
             "workspace + communication buffers); bytes per rank per step of each group on the stage "
-            "that moves the most (pipeline: sent); links TP/PP/DP/embedding: n = NVLink, "
+            "that moves the most (pipeline: sent); sched ilvN: interleaved 1F1B, N model chunks per "
+            "rank; links TP/PP/DP/embedding: n = NVLink, "
             "i = InfiniBand, - = no group\n");
     fprintf(f, "assumptions:\n");
     for (int i = 0; i < N_ASSUMPTIONS; i++) fprintf(f, "  - %s\n", ASSUMPTIONS[i]);
@@ -170,10 +176,12 @@ static void json_stage(FILE *f, const PlanStage *st, int index) {
 static void json_result(FILE *f, const PlanResult *r, int position) {
     const PlanLayout *l = &r->layout;
     fprintf(f, "{\"position\":%d,\"tp\":%d,\"pp\":%d,\"dp\":%d,\"micro_batch\":%d,\"n_micro\":%d,"
-            "\"schedule\":\"%s\",\"sequence_parallel\":%d,\"zero1\":%d,\"zero\":%d,\"fits\":%s,"
+            "\"schedule\":\"%s\",\"virtual_pipeline_size\":%d,\"sequence_parallel\":%d,\"zero1\":%d,"
+            "\"zero\":%d,\"fits\":%s,"
             "\"memory_peak\":%.0f,\"bubble\":%.6g,\"model_flops\":%.6g,\"hardware_flops\":%.6g,"
             "\"step_s\":%.6g,\"tokens_per_s\":%.6g,\"mfu\":%.6g,\"crosses_nodes\":{", position, l->tp,
-            l->pp, l->dp, l->micro_batch, r->n_micro, l->gpipe ? "gpipe" : "1f1b", l->sp, l->zero1,
+            l->pp, l->dp, l->micro_batch, r->n_micro, l->gpipe ? "gpipe" : "1f1b", l->vpp > 1 ? l->vpp : 1,
+            l->sp, l->zero1,
             l->zero ? l->zero : l->zero1,
             r->fits ? "true" : "false", r->mem_peak, r->bubble, r->model_flops, r->hardware_flops, r->t_step,
             r->tokens_per_s, r->mfu);

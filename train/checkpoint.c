@@ -143,6 +143,7 @@ static int transfer_all(hid_t f, const Trainer *t, const HostState *h, int write
     int n_full = 0, rc = 0, v = t->n_chunks, most = 0;
     ParamInfo *full = ckpt_full_table(&t->args.model, &n_full);
     for (int c = 0; c < v; c++) most = t->chunks[c]->n_params > most ? t->chunks[c]->n_params : most;
+    for (int c = 0; c < v; c++) most = t->opts[c]->n_segs > most ? t->opts[c]->n_segs : most;  // ZeRO-1 buckets split tensors
     CkptRange *rs = core_calloc((size_t)v * (most + 1), sizeof *rs);
     int *ns = core_calloc((size_t)v, sizeof *ns);
     size_t *e0s = core_calloc((size_t)most + 1, 2 * sizeof *e0s), *e1s = e0s + most + 1;
@@ -305,6 +306,7 @@ void ckpt_prepare_save(Trainer *t) {
 }
 
 void ckpt_save(Trainer *t) {
+    trainer_settle_params(t);  // --overlap-param-gather: the updated parameters, all of them
     double t0 = core_now();
     int rank0 = t->grid->coord.rank == 0, status = 0;
     char dir[CKPT_PATH_MAX], tmp[CKPT_PATH_MAX], msg[CKPT_MSG_MAX] = "";

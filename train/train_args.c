@@ -184,7 +184,7 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
     double lr = 3e-4, min_lr = 0, wd = 0.01, b1 = 0.9, b2 = 0.999, eps = 1e-8, clip = 1.0;  // Megatron's
     double warmup_fraction = -1, hidden_dropout = 0, attention_dropout = 0;
     int64_t train_samples = 0, warmup_samples = -1, decay_samples = -1;
-    int overlap_grad = 0, vpp_layers = 0, vpp_size = 0;
+    int vpp_layers = 0, vpp_size = 0;
     CoreStrList rampup = {0};
     int64_t warmup = 0, decay = -1, seed = 1234;
     const char *style = "cosine";
@@ -204,12 +204,12 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
         {"--train-samples", ARG_I64, &train_samples, "sequences to train on (instead of --train-iters; the learning-rate schedule then counts samples)"},
         {"--lr-warmup-samples", ARG_I64, &warmup_samples, "with --train-samples: warm-up in sequences"},
         {"--lr-decay-samples", ARG_I64, &decay_samples, "with --train-samples: decay in sequences"},
-        {"--hidden-dropout", ARG_FLOAT, &hidden_dropout, "must be 0: megac has no dropout (Megatron: 0.1)"},
-        {"--attention-dropout", ARG_FLOAT, &attention_dropout, "must be 0: megac has no dropout (Megatron: 0.1)"},
+        {"--hidden-dropout", ARG_FLOAT, &hidden_dropout, "dropout probability of the embeddings and of the attention and MLP outputs before their residual adds (Megatron: 0.1; megac: 0, so that runs without the flag stay as they were; masks from seed, iteration and global indices: every layout trains the same model)"},
+        {"--attention-dropout", ARG_FLOAT, &attention_dropout, "dropout probability of the attention probabilities (Megatron: 0.1; megac: 0, as --hidden-dropout)"},
         {"--rampup-batch-size", ARG_LIST, &rampup, "START INCR SAMPLES: the global batch grows from START by INCR to --global-batch-size over SAMPLES samples (needs --train-samples)"},
         {"--num-layers-per-virtual-pipeline-stage", ARG_INT, &vpp_layers, "layers per model chunk: interleaved 1F1B with v = num-layers / (PP x this) chunks per pipeline rank (bubble (PP-1)/(v x m); m a multiple of PP)"},
         {"--virtual-pipeline-model-parallel-size", ARG_INT, &vpp_size, "v, model chunks per pipeline rank (interleaved 1F1B; instead of the flag above)"},
-        {"--overlap-grad-reduce", ARG_BOOL, &overlap_grad, "(not supported yet)"},
+        {"--overlap-grad-reduce", ARG_BOOL, &a->overlap_grad_reduce, "DDP / ZeRO-1: reduce each --ddp-bucket-size bucket during the last micro-batch's backward, once its gradients are final (same results; needs several buckets)"},
         {"--lr-decay-iters", ARG_I64, &decay, "decay iterations (default: train-iters)"},
         {"--weight-decay", ARG_FLOAT, &wd, "AdamW weight decay (weights and embeddings)"},
         {"--adam-beta1", ARG_FLOAT, &b1, "AdamW beta1"},
@@ -228,7 +228,7 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
         {"--save", ARG_STR, &a->save, "checkpoint directory to write"},
         {"--load", ARG_STR, &a->load, "checkpoint directory to resume from"},
         {"--no-load-optim", ARG_BOOL, &a->no_load_optim, "--load reads the model only: fresh AdamW moments and step"},
-        {"--no-load-rng", ARG_BOOL, &a->no_load_rng, "accepted for Megatron scripts: megac has no RNG state to load (no dropout; the data order follows --seed)"},
+        {"--no-load-rng", ARG_BOOL, &a->no_load_rng, "accepted for Megatron scripts: megac has no RNG state to load (dropout masks are a pure function of --seed, the iteration and global indices, and the data order follows --seed: a resume is exact)"},
         {"--finetune", ARG_BOOL, &a->finetune, "--load reads the model only and the run starts at iteration 0 (fresh optimizer, data from the first sample)"},
         {"--save-interval", ARG_I64, &a->save_interval, "iterations between checkpoints (0: at the end only)"},
         {"--eval-interval", ARG_I64, &a->eval_interval, "iterations between validation runs"},
@@ -252,7 +252,7 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
         {"--trace", ARG_STR, &a->trace, "write a Chrome trace (Perfetto) of the steps to FILE"},
         {"--pipeline-schedule", ARG_STR, &a->pipeline_schedule, "1f1b | gpipe (all-forward-all-backward)"},
         {"--sequence-parallel", ARG_BOOL, &a->sequence_parallel, "split LayerNorm regions along the sequence over TP"},
-        {"--overlap-param-gather", ARG_BOOL, &a->overlap_param_gather, "ZeRO-3: gather the next layer's weights while the current one computes (same results)"},
+        {"--overlap-param-gather", ARG_BOOL, &a->overlap_param_gather, "ZeRO-1: all-gather each updated --ddp-bucket-size bucket in the background, waited for by the next forward's first layer reading it; ZeRO-3: gather the next layer's weights while the current one computes (same results; DDP and ZeRO-2 refused)"},
         {"--ddp-bucket-size", ARG_I64, &a->ddp_bucket_size, "gradient elements per DP reduction bucket (0: one)"},
         {"--bf16", ARG_BOOL, &a->bf16, "CUDA: bf16 activations and weight copies, fp32 master weights, grads and optimizer"},
         {"--fp16", ARG_BOOL, &a->fp16, "CUDA: fp16 activations and weight copies with loss scaling, fp32 master weights"},
@@ -271,10 +271,11 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
     check_tensor_sizes(m, a->micro_batch);
     if (optim_lr_style_parse(style, &a->lr.style) != 0)
         core_usage_error("--lr-decay-style must be constant, linear or cosine, got '%s'", style);
-    if (hidden_dropout != 0 || attention_dropout != 0)
-        core_usage_error("--hidden-dropout %g / --attention-dropout %g: megac has no dropout (like most "
-                         "LLM pretraining today); give 0 or leave them out", hidden_dropout, attention_dropout);
-    if (overlap_grad) core_usage_error("--overlap-grad-reduce is not supported by megac yet");
+    if (!(hidden_dropout >= 0 && hidden_dropout < 1) || !(attention_dropout >= 0 && attention_dropout < 1))
+        core_usage_error("--hidden-dropout %g / --attention-dropout %g: a dropout probability must be "
+                         "in [0, 1)", hidden_dropout, attention_dropout);
+    a->hidden_dropout = hidden_dropout;
+    a->attention_dropout = attention_dropout;
     if (train_samples < 0 || (train_samples && train_iters_given(argc, argv)))
         core_usage_error("give --train-iters or --train-samples (> 0), not both");
     parse_rampup(a, &rampup, train_samples);
@@ -339,9 +340,13 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
         core_usage_error("--pipeline-schedule must be 1f1b or gpipe, got '%s'", a->pipeline_schedule);
     if (a->ddp_bucket_size < 0) core_usage_error("--ddp-bucket-size must be >= 0");
     parse_sharding(a, sharding, argc, argv, no_zero1);
-    if (a->overlap_param_gather && a->sharding != OPTIM_SHARD_PARAMS)
-        core_usage_error("--overlap-param-gather needs --data-parallel-sharding-strategy optim_grads_params "
-                         "(ZeRO-3: the only strategy that gathers parameters per layer)");
+    if (a->overlap_param_gather && a->sharding != OPTIM_SHARD_PARAMS && a->sharding != OPTIM_SHARD_OPTIM)
+        core_usage_error("--overlap-param-gather needs the distributed optimizer (ZeRO-1, the default, or "
+                         "--data-parallel-sharding-strategy optim_grads_params); got %s",
+                         optim_sharding_label((OptimSharding)a->sharding));
+    if (a->overlap_grad_reduce && a->sharding >= OPTIM_SHARD_GRADS)
+        core_usage_error("--overlap-grad-reduce works with DDP and ZeRO-1 (--data-parallel-sharding-strategy "
+                         "no_shard / optim); ZeRO-2/3 already reduce-scatter each layer inside the backward");
     parse_virtual_pipeline(a, vpp_layers, vpp_size);
     if (a->bf16 && a->fp16) core_usage_error("--bf16 and --fp16 contradict each other: choose one");
     if ((a->bf16 || a->fp16) && strcmp(a->device, "cuda"))

@@ -25,6 +25,8 @@ typedef struct {
     const char *save, *load;
     int no_load_optim;              // --no-load-optim: --load reads the model only (fresh AdamW)
     int no_load_rng;                // --no-load-rng: accepted (megac keeps no RNG state)
+    double hidden_dropout;          // --hidden-dropout, --attention-dropout: drop probabilities
+    double attention_dropout;       // in [0, 1) (model/gpt.h's GPTDropout)
     int finetune;                   // --finetune: model only, and start at iteration 0
     int64_t save_interval, eval_interval, eval_iters, log_interval;
     const char *log_json;
@@ -40,7 +42,10 @@ typedef struct {
     int num_threads;
     int zero1;                      // the optimizer state is sharded (ZeRO-1, 2 or 3)
     int sharding;                   // OptimSharding: --data-parallel-sharding-strategy
-    int overlap_param_gather;       // ZeRO-3: prefetch the next layer's weights (optim/zero.h)
+    int overlap_param_gather;       // ZeRO-1: gather each bucket in the background (optim/
+                                    // overlap_gather.c); ZeRO-3: prefetch the next layer (zero.h)
+    int overlap_grad_reduce;        // DDP / ZeRO-1: start each DP bucket's reduction in the
+                                    // last micro-batch's backward (optim/overlap.c)
     double timeout_minutes;
     int max_nan_iters;
     int exit_signal_handler;        // 1 (default): SIGTERM/SIGINT/SIGUSR1/SIGUSR2 stop gracefully

@@ -208,6 +208,8 @@ void train_log_iteration(Trainer *t, const StepResult *r, double ms, int64_t it)
         fprintf(t->log_json, ",\"lr\":%.9g,\"elapsed_ms\":%.3f,\"tokens_per_s\":%.1f,"
                 "\"gflops_per_rank\":%.3f,\"skipped\":%d,\"loss_scale\":%.17g", r->lr, ms, tok_s,
                 gflops, r->skipped, r->loss_scale);
+        fprintf(t->log_json, ",\"grad_sync_exposed_ms\":%.3f,\"param_gather_exposed_ms\":%.3f",
+                r->grad_sync_exposed_ms, r->param_gather_exposed_ms);
         json_traffic(t->log_json, t->grid);
         size_t pmem = 0, gmem = 0, gbuf = 0, ostate = 0;  // every model chunk (interleaved)
         for (int c = 0; c < t->n_chunks; c++) {
@@ -240,6 +242,11 @@ void train_log_iteration(Trainer *t, const StepResult *r, double ms, int64_t it)
     group_traffic(t->grid, bytes);
     for (int i = 0; i < N_TRAFFIC && o > 0 && o < (int)sizeof line; i++)
         o += snprintf(line + o, sizeof line - (size_t)o, " %s %.2f", names[i], bytes[i] / 1e6);
+    if (o > 0 && o < (int)sizeof line)
+        o += snprintf(line + o, sizeof line - (size_t)o, " | grad-sync exposed (ms): %.2f", r->grad_sync_exposed_ms);
+    if (o > 0 && o < (int)sizeof line && a->overlap_param_gather && a->sharding == OPTIM_SHARD_OPTIM)
+        o += snprintf(line + o, sizeof line - (size_t)o, " | param-gather exposed (ms): %.2f",
+                      r->param_gather_exposed_ms);
     printf("%s |\n", line);
     fflush(stdout);
 }

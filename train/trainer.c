@@ -10,6 +10,7 @@
 #include "train_outputs.h"
 #include "train_stop.h"
 #include "core/check.h"
+#include "core/timer.h"  // defines: core_now
 #include "optim/zero.h"
 #ifdef MEGAC_HAVE_CUDA
 #include "core/check_cuda.h"  // defines: CUDA_CHECK
@@ -173,14 +174,21 @@ static void create_model_chunks(Trainer *t, PPScheduleKind kind) {
             o = optim_create(t->be, g->dp, a->zero1, m->params, m->n_params, m->n_floats,
                              g->coord.tp_rank, (size_t)a->ddp_bucket_size);
         if (a->grad_reduce_in_bf16) optim_set_reduce_bf16(o);
-        optim_zero_set_prefetch(o, a->overlap_param_gather);  // ZeRO-3 only (train_args.c)
+        if (a->overlap_grad_reduce) optim_overlap_enable(o, m, g->tp);  // DDP / ZeRO-1 (train_args.c)
+        if (a->sharding == OPTIM_SHARD_OPTIM && a->overlap_param_gather)
+            optim_gather_enable(o, m);  // ZeRO-1: chained after the --overlap-grad-reduce hook
+        else
+            optim_zero_set_prefetch(o, a->overlap_param_gather);  // ZeRO-3 (train_args.c)
         optim_set_weight_copies(o, m);  // bf16/fp16: AdamW writes the copies where it can
         if (o->n_padded != m->n_alloc)  // the optimizer reads/writes n_padded floats
             core_fatal("optimizer buffer %zu floats, model buffers %zu", o->n_padded, m->n_alloc);
-        if (gpt_param_index(m, "wte") >= 0) t->wte_chunk = c, t->wte_param = gpt_param_index(m, "wte");
+        int wte = gpt_param_index(m, "wte");
+        if (wte >= 0) t->wte_chunk = c, t->wte_param = wte;
+        gpt_set_dropout(m, (float)a->hidden_dropout, (float)a->attention_dropout, a->seed);
         t->chunks[c] = m;
         t->opts[c] = o;
     }
+    if (v > 1) gpt_share_workspace(t->chunks, v);  // one chunk computes at a time
     t->model = t->chunks[0];
     t->opt = t->opts[0];
 }
@@ -222,7 +230,11 @@ Trainer *trainer_create(const TrainArgs *args) {
     t->cursor = (BatchCursor){t->data, SPLIT_TRAIN, 0, a->global_batch, g->coord.dp_rank, t->dp,
                               a->micro_batch, a->model.seq_length, g->tp_host,
                               core_calloc(2 * N, sizeof(int))};
-    t->trace = pp_trace_create(g->world, a->trace ? trace_capacity(a, t->n_micro * t->n_chunks) : 0);
+    size_t bucket_spans = 0;  // one trace span per DP bucket and step (+ its gather: ZeRO-1 overlap)
+    for (int c = 0; c < t->n_chunks; c++) bucket_spans += (size_t)t->opts[c]->n_buckets * (size_t)a->train_iters;
+    if (a->overlap_param_gather) bucket_spans *= 2;
+    if (bucket_spans > (size_t)1 << 22) bucket_spans = (size_t)1 << 22;
+    t->trace = pp_trace_create(g->world, a->trace ? trace_capacity(a, t->n_micro * t->n_chunks) + bucket_spans : 0);
     t->dscale_base = 1.0 / ((double)N * t->n_micro);
     t->scaler = a->fp16 ? loss_scale_init(a->loss_scale > 0 ? a->loss_scale : a->initial_loss_scale,
                                           a->min_loss_scale, a->loss_scale_window, a->hysteresis,
@@ -238,8 +250,13 @@ Trainer *trainer_create(const TrainArgs *args) {
     return t;
 }
 
+void trainer_settle_params(Trainer *t) {
+    for (int c = 0; c < t->n_chunks; c++) optim_gather_settle(t->opts[c]);
+}
+
 void trainer_destroy(Trainer *t) {
     if (!t) return;
+    trainer_settle_params(t);  // --overlap-param-gather: nothing in flight past here
     if (t->log_json) fclose(t->log_json);
     pp_step_free(&t->step);
     pp_trace_destroy(t->trace);
@@ -265,6 +282,28 @@ static void sync_tied_embedding(Trainer *t) {
     comm_all_reduce(g->embedding, m->grad_mem + p->offset, p->numel, COMM_F32, COMM_SUM);
 }
 
+// Each DP bucket's reduction of this step as a span of the trace (start to completion).
+static void trace_buckets(Trainer *t) {
+    for (int c = 0; c < t->n_chunks && t->args.trace; c++)
+        for (int k = 0; k < t->opts[c]->n_buckets; k++) {
+            const OptBucket *b = &t->opts[c]->buckets[k];
+            if (b->done) pp_trace_span(t->trace, PP_EV_GRAD_BUCKET, k, b->t0, b->t1);
+        }
+}
+
+// --overlap-param-gather (ZeRO-1): the bucket gathers completed since the last call, and the
+// time the forward waited for them (returned, ms). Never fails.
+static double trace_gathers(Trainer *t) {
+    double ms = 0.0, t0, t1;
+    for (int c = 0; c < t->n_chunks; c++) {
+        ms += optim_gather_take_exposed(t->opts[c]) * 1e3;
+        for (int k = 0; k < t->opts[c]->n_buckets; k++)
+            if (optim_gather_take_span(t->opts[c], k, &t0, &t1) && t->args.trace)
+                pp_trace_span(t->trace, PP_EV_PARAM_GATHER, k, t0, t1);
+    }
+    return ms;
+}
+
 // Global sums of [grad norm^2, loss sum] over all ranks (each adds its unique share).
 static void global_sums(Trainer *t, double *sq, double *loss_sum) {
     const ProcessGrid *g = t->grid;
@@ -274,16 +313,22 @@ static void global_sums(Trainer *t, double *sq, double *loss_sum) {
     *loss_sum = v[1];
 }
 
+// Points the batch cursor at `split` from sample `start` with global batch G and sets the
+// step's micro-batches per DP rank, G / (micro-batch x DP). Never fails.
+static void trainer_set_batch(Trainer *t, SplitKind split, int64_t start, int G) {
+    t->cursor.split = split;
+    t->cursor.batch_start = start;
+    t->cursor.global_batch = G;
+    t->step.n_micro = G / (t->args.micro_batch * t->dp);
+}
+
 StepResult trainer_step(Trainer *t) {
     StepResult r = {0};
     GPT *m = t->model;
     int64_t it = t->iteration + 1;
     // this iteration's global batch (--rampup-batch-size), placed after the consumed samples
     int G = train_rampup_batch(&t->args.rampup, t->consumed_samples);
-    t->cursor.split = SPLIT_TRAIN;
-    t->cursor.batch_start = t->consumed_samples;
-    t->cursor.global_batch = G;
-    t->step.n_micro = G / (t->args.micro_batch * t->dp);
+    trainer_set_batch(t, SPLIT_TRAIN, t->consumed_samples, G);
     // per-token loss gradient: 1 / (tokens of this rank's micro-batches); the DP reduction averages
     t->dscale_base = 1.0 / ((double)t->step.n_micro * t->args.micro_batch * t->args.model.seq_length);
     Comm *groups[] = {t->grid->tp, t->grid->pp, t->grid->dp, t->grid->embedding};
@@ -294,16 +339,27 @@ StepResult trainer_step(Trainer *t) {
     if (t->opt->zero) optim_zero_begin_step(t->opt);
     double S = t->scaler.scale;  // gradients come out S times too large (fp16), else S = 1
     t->step.loss_scale = (float)(t->dscale_base * S);
+    for (int c = 0; c < t->n_chunks; c++) gpt_dropout_step(t->chunks[c], it, 1);
+    for (int c = 0; c < t->n_chunks; c++) optim_overlap_begin_step(t->opts[c], t->step.n_micro);
     double loss_sum = pp_forward_backward(&t->step);
-    double t0 = pp_trace_begin(t->trace);
+    r.param_gather_exposed_ms = trace_gathers(t);  // the last update's gathers, waited in the forward
+    for (int c = 0; c < t->n_chunks; c++) gpt_dropout_step(t->chunks[c], it, 0);  // eval: none
+    t->be->ops->sync(t->be);  // CUDA: time the reductions, not the backward still queued
+    double t0 = pp_trace_begin(t->trace), exposed0 = core_now();
     if (t->opt->zero) {  // ZeRO-2/3: reduced layer by layer; the sums below on the shard only
         optim_zero_finish_grads(t->opt, m->sp ? t->grid->tp : NULL,
                                 t->grid->dims.pp > 1 ? t->grid->embedding : NULL);
     } else {
-        for (int c = 0; c < t->n_chunks; c++) gpt_sync_sequence_parallel_grads(t->chunks[c], t->grid->tp);
+        for (int c = 0; c < t->n_chunks; c++) {  // --overlap-grad-reduce: the layers' sums are done
+            if (t->opts[c]->ov) optim_overlap_sync_sp_rest(t->opts[c]);
+            else gpt_sync_sequence_parallel_grads(t->chunks[c], t->grid->tp);
+        }
         sync_tied_embedding(t);
         for (int c = 0; c < t->n_chunks; c++) optim_reduce_grads(t->opts[c], t->chunks[c]->grad_mem);
+        trace_buckets(t);
     }
+    t->be->ops->sync(t->be);  // (the norm's read below waits for the device anyway)
+    r.grad_sync_exposed_ms = (core_now() - exposed0) * 1e3;
     double sq = 0.0;  // interleaved: the norm and the clipping cover all chunks together
     for (int c = 0; c < t->n_chunks; c++) sq += optim_local_grad_sq(t->opts[c], t->chunks[c]->grad_mem);
     if (nan_hook(t, it)) sq = NAN;  // test hook, see test_nan_at_iter
@@ -344,12 +400,10 @@ StepResult trainer_step(Trainer *t) {
 double trainer_evaluate(Trainer *t, SplitKind split) {
     int64_t iters = t->args.eval_iters;
     if (iters <= 0 || !batches_has_split(t->data, split)) return NAN;
+    trainer_settle_params(t);  // (the forward hooks would wait too; not counted as exposed)
     double total = 0.0;
-    t->cursor.split = split;
-    t->cursor.global_batch = t->args.global_batch;
-    t->step.n_micro = t->n_micro;
     for (int64_t i = 0; i < iters; i++) {
-        t->cursor.batch_start = i * t->args.global_batch;
+        trainer_set_batch(t, split, i * t->args.global_batch, t->args.global_batch);
         double loss = pp_forward_only(&t->step), zero = 0.0;
         global_sums(t, &zero, &loss);
         total += loss;

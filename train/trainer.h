@@ -21,6 +21,12 @@ typedef struct {
                         // not a NaN iteration)
     double loss_scale;  // the loss scale after this step (1 without --fp16)
     int global_batch;   // samples in this step (--rampup-batch-size: grows)
+    double grad_sync_exposed_ms;  // time the step spent on gradient reductions after the
+                        // schedule (SP LayerNorm and tied-embedding sums, DP buckets still
+                        // running or not yet started; CUDA: the device synced at both ends):
+                        // what --overlap-grad-reduce leaves exposed
+    double param_gather_exposed_ms;  // --overlap-param-gather (ZeRO-1): time this step's
+                        // forward waited for the previous update's parameter gathers
 } StepResult;
 
 typedef struct {
@@ -60,6 +66,9 @@ typedef struct {
 // one line and exit 2 on every rank, before any work. Never returns NULL.
 Trainer *trainer_create(const TrainArgs *args);
 void trainer_destroy(Trainer *t);
+// --overlap-param-gather: waits for the parameter gathers in flight, so that the parameters
+// can be read outside a forward (checkpoint save, evaluation). Collective over DP.
+void trainer_settle_params(Trainer *t);
 
 // Runs iteration t->iteration + 1 (forward, backward, gradient sync, clip, AdamW).
 StepResult trainer_step(Trainer *t);

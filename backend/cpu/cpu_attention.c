@@ -9,6 +9,9 @@
 // skips about 3/8 of the FLOPs at T = 256. The skipped terms are exact zeros at the end (or,
 // for the key-side products, the start) of each dot product, so every element gets the same
 // bits as the full product.
+// With dropout (attention_dropout_*): att keeps the probabilities without dropout; the
+// products with v go through (CPU_ATT_QB, CPU_ATT_QB) tiles of dropped probabilities on the
+// stack, the mask regenerated from its hash (dropout.h) in the backward.
 #include "cpu_backend.h"
 #include "cpu_gemm.h"
 #include "cpu_math.h"
@@ -46,23 +49,57 @@ CPU_SIMD_CLONES static void cpu_causal_softmax_backward_row(float *dp, const flo
     for (int j = t + 1; j < T; j++) dp[j] = 0.0f;
 }
 
+// tile (n, w) (row stride CPU_ATT_QB) = a (n, w) (row stride T) times the dropout factors,
+// a's element (0, 0) having mask index idx0 (rows T apart). Zeros stay zeros.
+static void cpu_att_drop_tile(float *tile, const float *a, int T, const BackendDropout *d,
+                              uint64_t idx0, int n, int w) {
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < w; j++)
+            tile[i * CPU_ATT_QB + j] =
+                a[(size_t)i * T + j] * dropout_factor(d, idx0 + (uint64_t)i * T + j);
+}
+
+// o (n, hs) (+)= dropped(ab (n, t1)) @ v (t1, hs), through key tiles.
+static void cpu_att_dropped_pv(float *o, const float *ab, const float *v, int n, int t1, int T,
+                               int hs, int ld, int ldo, const BackendDropout *d, uint64_t idx0) {
+    float tile[CPU_ATT_QB * CPU_ATT_QB];
+    for (int u0 = 0; u0 < t1; u0 += CPU_ATT_QB) {
+        int w = t1 - u0 < CPU_ATT_QB ? t1 - u0 : CPU_ATT_QB;
+        cpu_att_drop_tile(tile, ab + u0, T, d, idx0 + (uint64_t)u0, n, w);
+        cpu_sgemm(0, 0, n, hs, w, 1.0f, tile, CPU_ATT_QB, v + (size_t)u0 * ld, ld,
+                  u0 ? 1.0f : 0.0f, o, ldo);
+    }
+}
+
 // One head, forward: a (T, T) = causal softmax(scale q k^T) (zeros above the diagonal);
-// o (T, hs) = a @ v. q, k, v: rows of stride ld; o: rows of stride ldo.
+// o (T, hs) = a @ v (a dropped when d; base: mask index of the head's element (0, 0)).
+// q, k, v: rows of stride ld; o: rows of stride ldo.
 static void cpu_attention_head_forward(float *o, float *a, const float *q, const float *k,
                                        const float *v, int T, int hs, int ld, int ldo,
-                                       float scale) {
+                                       float scale, const BackendDropout *d, uint64_t base) {
     for (int t0 = 0; t0 < T; t0 += CPU_ATT_QB) {
         int t1 = t0 + CPU_ATT_QB < T ? t0 + CPU_ATT_QB : T, n = t1 - t0;  // keys 0..t1-1
         float *ab = a + (size_t)t0 * T;
         cpu_sgemm(0, 1, n, t1, hs, scale, q + (size_t)t0 * ld, ld, k, ld, 0.0f, ab, T);
         for (int t = t0; t < t1; t++) cpu_causal_softmax_row(a + (size_t)t * T, t, T);
-        cpu_sgemm(0, 0, n, hs, t1, 1.0f, ab, T, v, ld, 0.0f, o + (size_t)t0 * ldo, ldo);
+        if (d)
+            cpu_att_dropped_pv(o + (size_t)t0 * ldo, ab, v, n, t1, T, hs, ld, ldo, d,
+                               base + (uint64_t)t0 * T);
+        else
+            cpu_sgemm(0, 0, n, hs, t1, 1.0f, ab, T, v, ld, 0.0f, o + (size_t)t0 * ldo, ldo);
     }
 }
 
-// out (B, T, C) from qkv (B, T, 3*C); att (B, NH, T, T) keeps the probabilities.
-void cpu_attention_forward(Backend *be, float *out, float *att, const float *qkv,
-                           int B, int T, int NH, int hs) {
+// Mask index of element (0, 0) of local head (b, h) (dropout.h). Pure.
+static uint64_t cpu_att_base(const BackendDropout *d, int b, int h, int T) {
+    return !d ? 0 : ((uint64_t)(d->sample0 + b) * d->NH + d->h0 + h) * T * T;
+}
+
+// out (B, T, C) from qkv (B, T, 3*C); att (B, NH, T, T) keeps the probabilities; the
+// products with v dropped when d (not NULL, threshold > 0).
+void cpu_attention_dropout_forward(Backend *be, float *out, float *att, const float *qkv,
+                                   int B, int T, int NH, int hs, const BackendDropout *d) {
+    if (d && d->threshold == 0) d = NULL;
     int C = NH * hs, C3 = 3 * C, nt = cpu_nt(be), heads = B * NH;
     float scale = 1.0f / sqrtf((float)hs);
     int prev = cpu_blas_single_begin();
@@ -71,9 +108,15 @@ void cpu_attention_forward(Backend *be, float *out, float *att, const float *qkv
         int b = bh / NH, h = bh % NH;
         const float *q = qkv + (size_t)b * T * C3 + h * hs;
         cpu_attention_head_forward(out + (size_t)b * T * C + h * hs, att + (size_t)bh * T * T,
-                                   q, q + C, q + 2 * C, T, hs, C3, C, scale);
+                                   q, q + C, q + 2 * C, T, hs, C3, C, scale, d,
+                                   cpu_att_base(d, b, h, T));
     }
     cpu_blas_single_end(prev);
+}
+
+void cpu_attention_forward(Backend *be, float *out, float *att, const float *qkv,
+                           int B, int T, int NH, int hs) {
+    cpu_attention_dropout_forward(be, out, att, qkv, B, T, NH, hs, NULL);
 }
 
 // One head, backward; dq, dk, dv (T, hs) rows of stride ld (overwritten), dy rows of
@@ -81,13 +124,17 @@ void cpu_attention_forward(Backend *be, float *out, float *att, const float *qkv
 static void cpu_attention_head_backward(float *dq, float *dk, float *dv, float *ds,
                                         const float *dy, const float *q, const float *k,
                                         const float *v, const float *a, int T, int hs, int ld,
-                                        int ldy, float scale) {
+                                        int ldy, float scale, const BackendDropout *d,
+                                        uint64_t base) {
     // 1. per query block: datt (n, t1) = dy @ v^T, then the softmax backward of its rows;
     //    dq (n, hs) = scale * dscores @ k
     for (int t0 = 0; t0 < T; t0 += CPU_ATT_QB) {
         int t1 = t0 + CPU_ATT_QB < T ? t0 + CPU_ATT_QB : T, n = t1 - t0;
         float *db = ds + (size_t)t0 * T;
         cpu_sgemm(0, 1, n, t1, hs, 1.0f, dy + (size_t)t0 * ldy, ldy, v, ld, 0.0f, db, T);
+        for (int t = t0; d && t < t1; t++)  // d(probabilities) = d(dropped) * mask
+            for (int j = 0; j <= t; j++)
+                ds[(size_t)t * T + j] *= dropout_factor(d, base + (uint64_t)t * T + j);
         for (int t = t0; t < t1; t++)
             cpu_causal_softmax_backward_row(ds + (size_t)t * T, a + (size_t)t * T, t, T);
         cpu_sgemm(0, 0, n, hs, t1, scale, db, T, k, ld, 0.0f, dq + (size_t)t0 * ld, ld);
@@ -96,16 +143,29 @@ static void cpu_attention_head_backward(float *dq, float *dk, float *dv, float *
     for (int u0 = 0; u0 < T; u0 += CPU_ATT_QB) {
         int u1 = u0 + CPU_ATT_QB < T ? u0 + CPU_ATT_QB : T, n = u1 - u0, m = T - u0;
         size_t blk = (size_t)u0 * T + u0;  // element (u0, u0)
-        cpu_sgemm(1, 0, n, hs, m, 1.0f, a + blk, T, dy + (size_t)u0 * ldy, ldy, 0.0f,
-                  dv + (size_t)u0 * ld, ld);
+        if (d) {  // dv = dropped(att)^T @ dy, by query tiles
+            float tile[CPU_ATT_QB * CPU_ATT_QB];
+            for (int t0 = u0; t0 < T; t0 += CPU_ATT_QB) {
+                int r = T - t0 < CPU_ATT_QB ? T - t0 : CPU_ATT_QB;
+                cpu_att_drop_tile(tile, a + (size_t)t0 * T + u0, T, d, base + (uint64_t)t0 * T + u0,
+                                  r, n);
+                cpu_sgemm(1, 0, n, hs, r, 1.0f, tile, CPU_ATT_QB, dy + (size_t)t0 * ldy, ldy,
+                          t0 > u0 ? 1.0f : 0.0f, dv + (size_t)u0 * ld, ld);
+            }
+        } else {
+            cpu_sgemm(1, 0, n, hs, m, 1.0f, a + blk, T, dy + (size_t)u0 * ldy, ldy, 0.0f,
+                      dv + (size_t)u0 * ld, ld);
+        }
         cpu_sgemm(1, 0, n, hs, m, scale, ds + blk, T, q + (size_t)u0 * ld, ld, 0.0f,
                   dk + (size_t)u0 * ld, ld);
     }
 }
 
 // dqkv (B, T, 3*C) overwritten; scratch (B, NH, T, T) holds d(att), then d(scores).
-void cpu_attention_backward(Backend *be, float *dqkv, float *scratch, const float *dout,
-                            const float *qkv, const float *att, int B, int T, int NH, int hs) {
+void cpu_attention_dropout_backward(Backend *be, float *dqkv, float *scratch, const float *dout,
+                                    const float *qkv, const float *att, int B, int T, int NH,
+                                    int hs, const BackendDropout *d) {
+    if (d && d->threshold == 0) d = NULL;
     int C = NH * hs, C3 = 3 * C, nt = cpu_nt(be), heads = B * NH;
     float scale = 1.0f / sqrtf((float)hs);
     int prev = cpu_blas_single_begin();
@@ -117,7 +177,12 @@ void cpu_attention_backward(Backend *be, float *dqkv, float *scratch, const floa
         float *dq = dqkv + off;
         cpu_attention_head_backward(dq, dq + C, dq + 2 * C, scratch + tt,
                                     dout + (size_t)b * T * C + h * hs, q, q + C, q + 2 * C,
-                                    att + tt, T, hs, C3, C, scale);
+                                    att + tt, T, hs, C3, C, scale, d, cpu_att_base(d, b, h, T));
     }
     cpu_blas_single_end(prev);
+}
+
+void cpu_attention_backward(Backend *be, float *dqkv, float *scratch, const float *dout,
+                            const float *qkv, const float *att, int B, int T, int NH, int hs) {
+    cpu_attention_dropout_backward(be, dqkv, scratch, dout, qkv, att, B, T, NH, hs, NULL);
 }

@@ -15,6 +15,10 @@
 // thread does a whole head, blocks in a fixed order (forward: key blocks ascending; backward:
 // key blocks ascending, and for each the query blocks ascending), so the results do not
 // depend on the thread count. The views into qkv are those of cpu_attention.c.
+// With dropout (flash_attention_dropout_*, dropout.h) the row sums l and lse are those of
+// the probabilities without dropout; the mask multiplies the exponentials that meet v
+// (forward) and is regenerated in the backward: dv = sum (p z) dout, ds = p (z dp - D), where
+// D = dout . out still holds because out is the dropped output.
 #include "cpu_backend.h"
 #include "cpu_gemm.h"
 #include "cpu_math.h"
@@ -45,9 +49,10 @@ CPU_SIMD_CLONES static float cpu_flash_online_row(float *s, int cnt, int w, floa
 }
 
 // One head, forward: o (T, hs) (rows of stride ldo) and lse (T) from q, k, v (stride ld).
+// d: dropout or NULL; base: mask index of the head's element (0, 0).
 static void cpu_flash_head_forward(float *o, float *lse, const float *q, const float *k,
                                    const float *v, int T, int hs, int ld, int ldo,
-                                   float scale) {
+                                   float scale, const BackendDropout *d, uint64_t base) {
     float s[CPU_FA_B * CPU_FA_B], m[CPU_FA_B], l[CPU_FA_B];
     for (int t0 = 0; t0 < T; t0 += CPU_FA_B) {
         int n = T - t0 < CPU_FA_B ? T - t0 : CPU_FA_B;
@@ -64,6 +69,8 @@ static void cpu_flash_head_forward(float *o, float *lse, const float *q, const f
                 int cnt = t0 + i - u0 + 1 < w ? t0 + i - u0 + 1 : w;  // keys u0..t visible
                 float corr = cpu_flash_online_row(s + i * CPU_FA_B, cnt, w, &m[i], &l[i]);
                 for (int c = 0; c < hs; c++) ob[(size_t)i * ldo + c] *= corr;
+                uint64_t idx = base + (uint64_t)(t0 + i) * T + u0;
+                for (int j = 0; d && j < cnt; j++) s[i * CPU_FA_B + j] *= dropout_factor(d, idx + j);
             }
             cpu_sgemm(0, 0, n, hs, w, 1.0f, s, CPU_FA_B, v + (size_t)u0 * ld, ld, 1.0f, ob, ldo);
         }
@@ -75,9 +82,15 @@ static void cpu_flash_head_forward(float *o, float *lse, const float *q, const f
     }
 }
 
+// Mask index of element (0, 0) of local head (b, h) (dropout.h). Pure.
+static uint64_t cpu_fa_base(const BackendDropout *d, int b, int h, int T) {
+    return !d ? 0 : ((uint64_t)(d->sample0 + b) * d->NH + d->h0 + h) * T * T;
+}
+
 // out (B, T, C) from qkv (B, T, 3*C); lse (B, NH, T). One OpenMP region over the heads.
-void cpu_flash_attention_forward(Backend *be, float *out, float *lse, const float *qkv,
-                                 int B, int T, int NH, int hs) {
+void cpu_flash_attention_dropout_forward(Backend *be, float *out, float *lse, const float *qkv,
+                                         int B, int T, int NH, int hs, const BackendDropout *d) {
+    if (d && d->threshold == 0) d = NULL;
     int C = NH * hs, C3 = 3 * C, nt = cpu_nt(be), heads = B * NH;
     float scale = 1.0f / sqrtf((float)hs);
     int prev = cpu_blas_single_begin();
@@ -86,9 +99,14 @@ void cpu_flash_attention_forward(Backend *be, float *out, float *lse, const floa
         int b = bh / NH, h = bh % NH;
         const float *q = qkv + (size_t)b * T * C3 + h * hs;
         cpu_flash_head_forward(out + (size_t)b * T * C + h * hs, lse + (size_t)bh * T, q, q + C,
-                               q + 2 * C, T, hs, C3, C, scale);
+                               q + 2 * C, T, hs, C3, C, scale, d, cpu_fa_base(d, b, h, T));
     }
     cpu_blas_single_end(prev);
+}
+
+void cpu_flash_attention_forward(Backend *be, float *out, float *lse, const float *qkv,
+                                 int B, int T, int NH, int hs) {
+    cpu_flash_attention_dropout_forward(be, out, lse, qkv, B, T, NH, hs, NULL);
 }
 
 // p (n, w) tile: exp(s - lse_t) where key u0 + j <= query t0 + i, else 0 (s overwritten).
@@ -108,7 +126,8 @@ CPU_SIMD_CLONES static void cpu_flash_probs(float *p, const float *lse, int t0, 
 static void cpu_flash_head_backward(float *dq, float *dk, float *dv, float *D, const float *dy,
                                     const float *q, const float *k, const float *v,
                                     const float *o, const float *lse, int T, int hs, int ld,
-                                    int ldy, float scale) {
+                                    int ldy, float scale, const BackendDropout *d,
+                                    uint64_t base) {
     float p[CPU_FA_B * CPU_FA_B], ds[CPU_FA_B * CPU_FA_B];
     for (int t = 0; t < T; t++) {
         const float *a = dy + (size_t)t * ldy, *b = o + (size_t)t * ldy;
@@ -126,13 +145,26 @@ static void cpu_flash_head_backward(float *dq, float *dk, float *dv, float *D, c
             const float *qb = q + (size_t)t0 * ld, *dyb = dy + (size_t)t0 * ldy;
             cpu_sgemm(0, 1, n, w, hs, scale, qb, ld, kb, ld, 0.0f, p, CPU_FA_B);
             cpu_flash_probs(p, lse, t0, u0, n, w);
-            cpu_sgemm(1, 0, w, hs, n, 1.0f, p, CPU_FA_B, dyb, ldy, 1.0f, dv + (size_t)u0 * ld,
-                      ld);
-            cpu_sgemm(0, 1, n, w, hs, 1.0f, dyb, ldy, vb, ld, 0.0f, ds, CPU_FA_B);
-            for (int i = 0; i < n; i++)  // ds = p (dp - D_t); p = 0 where masked
-                for (int j = 0; j < w; j++)
-                    ds[i * CPU_FA_B + j] = p[i * CPU_FA_B + j] *
-                                           (ds[i * CPU_FA_B + j] - D[t0 + i]);
+            if (d) {  // ds = p (z dp - D_t), then p *= z for dv
+                cpu_sgemm(0, 1, n, w, hs, 1.0f, dyb, ldy, vb, ld, 0.0f, ds, CPU_FA_B);
+                for (int i = 0; i < n; i++)
+                    for (int j = 0; j < w; j++) {
+                        int e = i * CPU_FA_B + j;
+                        float z = dropout_factor(d, base + (uint64_t)(t0 + i) * T + u0 + j);
+                        ds[e] = p[e] * (z * ds[e] - D[t0 + i]);
+                        p[e] *= z;
+                    }
+                cpu_sgemm(1, 0, w, hs, n, 1.0f, p, CPU_FA_B, dyb, ldy, 1.0f, dv + (size_t)u0 * ld,
+                          ld);
+            } else {
+                cpu_sgemm(1, 0, w, hs, n, 1.0f, p, CPU_FA_B, dyb, ldy, 1.0f,
+                          dv + (size_t)u0 * ld, ld);
+                cpu_sgemm(0, 1, n, w, hs, 1.0f, dyb, ldy, vb, ld, 0.0f, ds, CPU_FA_B);
+                for (int i = 0; i < n; i++)  // ds = p (dp - D_t); p = 0 where masked
+                    for (int j = 0; j < w; j++)
+                        ds[i * CPU_FA_B + j] = p[i * CPU_FA_B + j] *
+                                               (ds[i * CPU_FA_B + j] - D[t0 + i]);
+            }
             cpu_sgemm(1, 0, w, hs, n, scale, ds, CPU_FA_B, qb, ld, 1.0f, dk + (size_t)u0 * ld,
                       ld);
             cpu_sgemm(0, 0, n, hs, w, scale, ds, CPU_FA_B, kb, ld, 1.0f, dq + (size_t)t0 * ld,
@@ -143,9 +175,11 @@ static void cpu_flash_head_backward(float *dq, float *dk, float *dv, float *D, c
 
 // dqkv (B, T, 3*C) overwritten from dout (B, T, C), qkv, out (B, T, C), lse (B, NH, T);
 // scratch (B, NH, T) gets D. One OpenMP region over the heads.
-void cpu_flash_attention_backward(Backend *be, float *dqkv, float *scratch, const float *dout,
-                                  const float *qkv, const float *out, const float *lse,
-                                  int B, int T, int NH, int hs) {
+void cpu_flash_attention_dropout_backward(Backend *be, float *dqkv, float *scratch,
+                                          const float *dout, const float *qkv, const float *out,
+                                          const float *lse, int B, int T, int NH, int hs,
+                                          const BackendDropout *d) {
+    if (d && d->threshold == 0) d = NULL;
     int C = NH * hs, C3 = 3 * C, nt = cpu_nt(be), heads = B * NH;
     float scale = 1.0f / sqrtf((float)hs);
     int prev = cpu_blas_single_begin();
@@ -157,7 +191,14 @@ void cpu_flash_attention_backward(Backend *be, float *dqkv, float *scratch, cons
         float *dq = dqkv + off;
         cpu_flash_head_backward(dq, dq + C, dq + 2 * C, scratch + (size_t)bh * T, dout + o, q,
                                 q + C, q + 2 * C, out + o, lse + (size_t)bh * T, T, hs, C3, C,
-                                scale);
+                                scale, d, cpu_fa_base(d, b, h, T));
     }
     cpu_blas_single_end(prev);
+}
+
+void cpu_flash_attention_backward(Backend *be, float *dqkv, float *scratch, const float *dout,
+                                  const float *qkv, const float *out, const float *lse,
+                                  int B, int T, int NH, int hs) {
+    cpu_flash_attention_dropout_backward(be, dqkv, scratch, dout, qkv, out, lse, B, T, NH, hs,
+                                         NULL);
 }

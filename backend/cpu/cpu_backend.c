@@ -1,6 +1,6 @@
 // backend/cpu/cpu_backend.c: the CPU Backend: creation, thread counts and host memory. The
 // ops table is in cpu_ops.c; the arithmetic in cpu_matmul.c, cpu_norm.c, cpu_attention.c,
-// cpu_attention_flash.c, cpu_embed_xent.c, cpu_optim.c and cpu_cast.c.
+// cpu_attention_flash.c, cpu_embed_xent.c, cpu_optim.c, cpu_cast.c and cpu_dropout.c.
 #include "cpu_backend.h"
 #include "cpu_blas.h"
 #include "core/check.h"

@@ -86,7 +86,22 @@ void cpu_attention_forward(Backend *be, float *out, float *att, const float *qkv
 void cpu_attention_backward(Backend *be, float *dqkv, float *scratch, const float *dout,
                             const float *qkv, const float *att, int B, int T, int NH, int hs);
 
+void cpu_attention_dropout_forward(Backend *be, float *out, float *att, const float *qkv,
+                                   int B, int T, int NH, int hs, const BackendDropout *d);
+void cpu_attention_dropout_backward(Backend *be, float *dqkv, float *scratch, const float *dout,
+                                    const float *qkv, const float *att, int B, int T, int NH,
+                                    int hs, const BackendDropout *d);
+
+// cpu_dropout.c
+void cpu_dropout(Backend *be, void *out, const void *inp, const BackendDropout *d, int N, int C);
+
 // cpu_attention_flash.c
+void cpu_flash_attention_dropout_forward(Backend *be, float *out, float *lse, const float *qkv,
+                                         int B, int T, int NH, int hs, const BackendDropout *d);
+void cpu_flash_attention_dropout_backward(Backend *be, float *dqkv, float *scratch,
+                                          const float *dout, const float *qkv, const float *out,
+                                          const float *lse, int B, int T, int NH, int hs,
+                                          const BackendDropout *d);
 void cpu_flash_attention_forward(Backend *be, float *out, float *lse, const float *qkv,
                                  int B, int T, int NH, int hs);
 void cpu_flash_attention_backward(Backend *be, float *dqkv, float *scratch, const float *dout,

@@ -103,6 +103,30 @@ static void op_xent_stats(Backend *be, float *rowmax, float *sumexp, float *tgt,
     cpu_xent_stats(be, rowmax, sumexp, tgt, logits, targets, N, V_local, V_valid, vocab_start);
 }
 
+static void op_attention_dropout_forward(Backend *be, void *out, void *att, const void *qkv,
+                                         int B, int T, int NH, int hs, const BackendDropout *d) {
+    cpu_attention_dropout_forward(be, out, att, qkv, B, T, NH, hs, d);
+}
+
+static void op_attention_dropout_backward(Backend *be, void *dqkv, float *scratch,
+                                          const void *dout, const void *qkv, const void *att,
+                                          int B, int T, int NH, int hs, const BackendDropout *d) {
+    cpu_attention_dropout_backward(be, dqkv, scratch, dout, qkv, att, B, T, NH, hs, d);
+}
+
+static void op_flash_attention_dropout_forward(Backend *be, void *out, float *lse,
+                                               const void *qkv, int B, int T, int NH, int hs,
+                                               const BackendDropout *d) {
+    cpu_flash_attention_dropout_forward(be, out, lse, qkv, B, T, NH, hs, d);
+}
+
+static void op_flash_attention_dropout_backward(Backend *be, void *dqkv, float *scratch,
+                                                const void *dout, const void *qkv,
+                                                const void *out, const float *lse, int B, int T,
+                                                int NH, int hs, const BackendDropout *d) {
+    cpu_flash_attention_dropout_backward(be, dqkv, scratch, dout, qkv, out, lse, B, T, NH, hs, d);
+}
+
 static const BackendOps CPU_OPS = {
     .alloc = cpu_alloc,
     .free = cpu_free,
@@ -126,6 +150,11 @@ static const BackendOps CPU_OPS = {
     .attention_backward = op_attention_backward,
     .flash_attention_forward = op_flash_attention_forward,
     .flash_attention_backward = op_flash_attention_backward,
+    .dropout = cpu_dropout,
+    .attention_dropout_forward = op_attention_dropout_forward,
+    .attention_dropout_backward = op_attention_dropout_backward,
+    .flash_attention_dropout_forward = op_flash_attention_dropout_forward,
+    .flash_attention_dropout_backward = op_flash_attention_dropout_backward,
     .embedding_forward = op_embedding_forward,
     .embedding_backward = op_embedding_backward,
     .position_forward = op_position_forward,

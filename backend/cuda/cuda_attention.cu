@@ -7,6 +7,11 @@
 // Every buffer but the backward's scratch is of the activation type be->act (GEMMs in that
 // type with fp32 accumulation). The scratch is fp32 memory of (B, NH, T, T) floats; it holds
 // d(att), then d(scores), as be->act elements (with bf16/fp16 only its first half is used).
+// Dropout on the probabilities (attention_dropout_*, cuda_dropout.cu's mask kernel): the
+// forward drops att in place for the product with v, then recomputes the scores and softmax
+// into att (one more QK^T GEMM: att keeps the probabilities without dropout, and no mask is
+// stored); the backward writes the dropped probabilities into the scratch for dv, then masks
+// d(att). --use-flash-attn needs neither the extra GEMM nor the (T, T) matrices.
 #include "backend/cuda/attention.cuh"
 
 #include <math.h>  // defines: sqrtf
@@ -25,10 +30,8 @@ static void causal_softmax_backward_t(Backend *be, void *dp, const void *p, long
                 (T *)dp, (const T *)p, rows, T_);
 }
 
-// out (B, T, C) from qkv (B, T, 3*C); att (B, NH, T, T) keeps the probabilities.
-void cuda_attention_forward(Backend *be, void *out, void *att, const void *qkv,
-                            int B, int T, int NH, int hs) {
-    if (B <= 0 || T <= 0 || NH <= 0) return;
+// att (B, NH, T, T) = causal softmax(scale q k^T) of qkv (B, T, 3*C).
+static void attention_probs(Backend *be, void *att, const void *qkv, int B, int T, int NH, int hs) {
     int C = NH * hs, C3 = 3 * C;
     long long TT = (long long)T * T;
     float scale = 1.0f / sqrtf((float)hs);
@@ -40,33 +43,58 @@ void cuda_attention_forward(Backend *be, void *out, void *att, const void *qkv,
                   elem_at(att, (size_t)b * NH * TT, es), T, TT, NH, NULL, a, a);
     }
     ACT_DISPATCH(a, causal_softmax_t, be, att, (long long)B * NH * T, T);
+}
+
+// out (B, T, C) from qkv (B, T, 3*C); att (B, NH, T, T) keeps the probabilities (without
+// dropout); the product with v takes them dropped by d (NULL or threshold 0: none).
+void cuda_attention_dropout_forward(Backend *be, void *out, void *att, const void *qkv,
+                                    int B, int T, int NH, int hs, const BackendDropout *d) {
+    if (B <= 0 || T <= 0 || NH <= 0) return;
+    if (d && !d->threshold) d = NULL;
+    int C = NH * hs, C3 = 3 * C;
+    long long TT = (long long)T * T;
+    BackendDType a = be->act;
+    size_t es = backend_dtype_size(a);
+    attention_probs(be, att, qkv, B, T, NH, hs);
+    if (d) cuda_attention_probs_dropout(be, att, att, d, B, NH, T);
     for (int b = 0; b < B; b++) {  // out[b, :, h] (T, hs) = att[b, h] (T, T) @ v (T, hs)
         const void *v = elem_at(qkv, (size_t)b * T * C3 + 2 * C, es);
         cuda_gemm(be, 0, 0, T, hs, T, 1.0f, elem_at(att, (size_t)b * NH * TT, es), T, TT, v, C3,
                   hs, 0.0f, elem_at(out, (size_t)b * T * C, es), C, hs, NH, NULL, a, a);
     }
+    if (d) attention_probs(be, att, qkv, B, T, NH, hs);  // the same bits as before the mask
 }
 
-// dqkv (B, T, 3*C) overwritten; scratch (B, NH, T, T) holds d(att), then d(scores).
-void cuda_attention_backward(Backend *be, void *dqkv, float *scratch, const void *dout,
-                             const void *qkv, const void *att, int B, int T, int NH, int hs) {
+void cuda_attention_forward(Backend *be, void *out, void *att, const void *qkv,
+                            int B, int T, int NH, int hs) {
+    cuda_attention_dropout_forward(be, out, att, qkv, B, T, NH, hs, NULL);
+}
+
+// dqkv (B, T, 3*C) overwritten; scratch (B, NH, T, T) holds the dropped probabilities (with
+// d), then d(att), then d(scores).
+void cuda_attention_dropout_backward(Backend *be, void *dqkv, float *scratch, const void *dout,
+                                     const void *qkv, const void *att, int B, int T, int NH,
+                                     int hs, const BackendDropout *d) {
     if (B <= 0 || T <= 0 || NH <= 0) return;
+    if (d && !d->threshold) d = NULL;
     int C = NH * hs, C3 = 3 * C;
     long long TT = (long long)T * T;
     float scale = 1.0f / sqrtf((float)hs);
     BackendDType a = be->act;
     size_t es = backend_dtype_size(a);
     void *ds_all = scratch;  // (B, NH, T, T) of type a
+    if (d) cuda_attention_probs_dropout(be, ds_all, att, d, B, NH, T);  // dv reads these
     for (int b = 0; b < B; b++) {
         const void *v = elem_at(qkv, (size_t)b * T * C3 + 2 * C, es);
         const void *dy = elem_at(dout, (size_t)b * T * C, es);
-        const void *p = elem_at(att, (size_t)b * NH * TT, es);
+        const void *p = elem_at(d ? (const void *)ds_all : att, (size_t)b * NH * TT, es);
         void *da = elem_at(ds_all, (size_t)b * NH * TT, es);
-        // datt (T, T) = dout_h (T, hs) @ v^T;  dv (T, hs) = att^T (T, T) @ dout_h
-        cuda_gemm(be, 0, 1, T, T, hs, 1.0f, dy, C, hs, v, C3, hs, 0.0f, da, T, TT, NH, NULL, a, a);
+        // dv (T, hs) = att^T (T, T) @ dout_h (dropped att with d);  datt (T, T) = dout_h @ v^T
         cuda_gemm(be, 1, 0, T, hs, T, 1.0f, p, T, TT, dy, C, hs, 0.0f,
                   elem_at(dqkv, (size_t)b * T * C3 + 2 * C, es), C3, hs, NH, NULL, a, a);
+        cuda_gemm(be, 0, 1, T, T, hs, 1.0f, dy, C, hs, v, C3, hs, 0.0f, da, T, TT, NH, NULL, a, a);
     }
+    if (d) cuda_attention_probs_dropout(be, ds_all, ds_all, d, B, NH, T);  // d(att) through z
     ACT_DISPATCH(a, causal_softmax_backward_t, be, ds_all, att, (long long)B * NH * T, T);
     for (int b = 0; b < B; b++) {
         const void *q = elem_at(qkv, (size_t)b * T * C3, es), *k = elem_at(q, C, es);
@@ -77,4 +105,9 @@ void cuda_attention_backward(Backend *be, void *dqkv, float *scratch, const void
         cuda_gemm(be, 1, 0, T, hs, T, scale, ds, T, TT, q, C3, hs, 0.0f, elem_at(dq, C, es), C3,
                   hs, NH, NULL, a, a);
     }
+}
+
+void cuda_attention_backward(Backend *be, void *dqkv, float *scratch, const void *dout,
+                             const void *qkv, const void *att, int B, int T, int NH, int hs) {
+    cuda_attention_dropout_backward(be, dqkv, scratch, dout, qkv, att, B, T, NH, hs, NULL);
 }

@@ -1,8 +1,8 @@
 // backend/cuda/cuda_backend.cu: the CUDA Backend: creation (device, stream, cuBLASLt handle,
 // workspace, reduction scratch, pinned staging), device memory, copies, and the ops table.
 // The arithmetic lives in cuda_gemm.cu, cuda_attention.cu, cuda_flash_attention.cu,
-// cuda_norm.cu, cuda_embed_xent.cu, cuda_cast.cu and cuda_optim.cu; kernels in the .cuh files
-// beside them. Activations and weight copies are stored as be->act (fp32, bf16 or fp16).
+// cuda_norm.cu, cuda_embed_xent.cu, cuda_cast.cu, cuda_optim.cu and cuda_dropout.cu; kernels
+// in the .cuh files beside them. Activations and weight copies are stored as be->act (fp32, bf16 or fp16).
 #include "backend/cuda/cuda_internal.h"
 
 #include <sched.h>   // defines: sched_yield
@@ -127,6 +127,11 @@ static const BackendOps CUDA_OPS = {
     .attention_backward = cuda_attention_backward,
     .flash_attention_forward = cuda_flash_attention_forward,
     .flash_attention_backward = cuda_flash_attention_backward,
+    .dropout = cuda_dropout,
+    .attention_dropout_forward = cuda_attention_dropout_forward,
+    .attention_dropout_backward = cuda_attention_dropout_backward,
+    .flash_attention_dropout_forward = cuda_flash_attention_dropout_forward,
+    .flash_attention_dropout_backward = cuda_flash_attention_dropout_backward,
     .embedding_forward = cuda_embedding_forward,
     .embedding_backward = cuda_embedding_backward,
     .position_forward = cuda_position_forward,

@@ -11,6 +11,9 @@
 // fp16; tiles in shared memory are fp32 whatever the type, so the table holds for all three).
 // Backward: D = rowsum(dout * out) into the scratch, then the dk/dv kernel (one block per key
 // tile) and the dq kernel (one block per query tile): each element of dqkv written once.
+// Dropout on the probabilities (flash_attention_dropout_*): the same kernels with the mask
+// (flash_attention.cuh); the tensor-core path has none, so with attention dropout > 0 the
+// plain kernels run whatever the type and head size.
 #include "backend/cuda/flash_attention.cuh"  // defines: the kernels, FLASH_THREADS
 
 #include <math.h>  // defines: sqrtf
@@ -27,22 +30,28 @@ static unsigned flash_tiles(int T, int rows) {
 
 template <typename E, int HS, int BQ, int BK>
 static void flash_forward_launch(Backend *be, void *out, float *lse, const void *qkv,
-                                 int B, int T, int NH, int hs) {
+                                 int B, int T, int NH, int hs, BackendDropout dd) {
     dim3 grid((unsigned)(B * NH), flash_tiles(T, BQ));
     CUDA_LAUNCH((flash_forward_kernel<E, HS, BQ, BK>), grid, FLASH_THREADS, 0, cuda_stream(be),
-                (E *)out, lse, (const E *)qkv, T, NH, hs, 1.0f / sqrtf((float)hs));
+                (E *)out, lse, (const E *)qkv, T, NH, hs, 1.0f / sqrtf((float)hs), dd);
 }
 
 template <typename E, int HS, int BQ, int BK>
 static void flash_backward_launch(Backend *be, void *dqkv, const float *D, const void *dout,
                                   const void *qkv, const float *lse, int B, int T, int NH,
-                                  int hs) {
+                                  int hs, BackendDropout dd) {
     float scale = 1.0f / sqrtf((float)hs);
     dim3 gk((unsigned)(B * NH), flash_tiles(T, BK)), gq((unsigned)(B * NH), flash_tiles(T, BQ));
     CUDA_LAUNCH((flash_backward_dkv_kernel<E, HS, BQ, BK>), gk, FLASH_THREADS, 0, cuda_stream(be),
-                (E *)dqkv, (const E *)dout, (const E *)qkv, lse, D, T, NH, hs, scale);
+                (E *)dqkv, (const E *)dout, (const E *)qkv, lse, D, T, NH, hs, scale, dd);
     CUDA_LAUNCH((flash_backward_dq_kernel<E, HS, BQ, BK>), gq, FLASH_THREADS, 0, cuda_stream(be),
-                (E *)dqkv, (const E *)dout, (const E *)qkv, lse, D, T, NH, hs, scale);
+                (E *)dqkv, (const E *)dout, (const E *)qkv, lse, D, T, NH, hs, scale, dd);
+}
+
+// The kernels' dropout argument: *d, or none (threshold 0).
+static BackendDropout flash_dropout_arg(const BackendDropout *d) {
+    BackendDropout none = {};
+    return d ? *d : none;
 }
 
 static void flash_check_hs(int hs) {
@@ -53,47 +62,64 @@ static void flash_check_hs(int hs) {
 // The forward for element type E: the head size picks the variant.
 template <typename E>
 static void flash_forward_t(Backend *be, void *out, float *lse, const void *qkv, int B, int T,
-                            int NH, int hs) {
-    if (hs <= 32) flash_forward_launch<E, 32, 32, 32>(be, out, lse, qkv, B, T, NH, hs);
-    else if (hs <= 64) flash_forward_launch<E, 64, 32, 32>(be, out, lse, qkv, B, T, NH, hs);
-    else flash_forward_launch<E, 128, 32, 32>(be, out, lse, qkv, B, T, NH, hs);
+                            int NH, int hs, BackendDropout dd) {
+    if (hs <= 32) flash_forward_launch<E, 32, 32, 32>(be, out, lse, qkv, B, T, NH, hs, dd);
+    else if (hs <= 64) flash_forward_launch<E, 64, 32, 32>(be, out, lse, qkv, B, T, NH, hs, dd);
+    else flash_forward_launch<E, 128, 32, 32>(be, out, lse, qkv, B, T, NH, hs, dd);
 }
 
-// out (B, T, C), lse (B, NH, T) from qkv (B, T, 3*C), C = NH*hs.
-void cuda_flash_attention_forward(Backend *be, void *out, float *lse, const void *qkv,
-                                  int B, int T, int NH, int hs) {
+// out (B, T, C), lse (B, NH, T) from qkv (B, T, 3*C), C = NH*hs; probabilities dropped by d
+// (NULL or threshold 0: none).
+void cuda_flash_attention_dropout_forward(Backend *be, void *out, float *lse, const void *qkv,
+                                          int B, int T, int NH, int hs, const BackendDropout *d) {
     if (B <= 0 || T <= 0 || NH <= 0) return;
     flash_check_hs(hs);
-    if (cuda_flash_tc_usable(be, hs)) {
+    BackendDropout dd = flash_dropout_arg(d);
+    if (!dd.threshold && cuda_flash_tc_usable(be, hs)) {  // WMMA path: no dropout
         cuda_flash_tc_forward(be, out, lse, qkv, B, T, NH, hs);
         return;
     }
-    ACT_DISPATCH(be->act, flash_forward_t, be, out, lse, qkv, B, T, NH, hs);
+    ACT_DISPATCH(be->act, flash_forward_t, be, out, lse, qkv, B, T, NH, hs, dd);
+}
+
+void cuda_flash_attention_forward(Backend *be, void *out, float *lse, const void *qkv,
+                                  int B, int T, int NH, int hs) {
+    cuda_flash_attention_dropout_forward(be, out, lse, qkv, B, T, NH, hs, NULL);
 }
 
 // The backward for element type E: D = rowsum(dout * out) into scratch, then dk/dv and dq.
 template <typename E>
 static void flash_backward_t(Backend *be, void *dqkv, float *scratch, const void *dout,
                              const void *qkv, const void *out, const float *lse, int B, int T,
-                             int NH, int hs) {
+                             int NH, int hs, BackendDropout dd) {
     long long rows = (long long)B * NH * T;
     unsigned blocks = (unsigned)((rows + FLASH_ROW_WARPS - 1) / FLASH_ROW_WARPS);
     CUDA_LAUNCH(flash_rowdot_kernel<E>, blocks, FLASH_ROW_WARPS * WARP, 0, cuda_stream(be),
                 scratch, (const E *)dout, (const E *)out, rows, T, NH, hs);
-    if (cuda_flash_tc_usable(be, hs)) {
+    if (!dd.threshold && cuda_flash_tc_usable(be, hs)) {
         cuda_flash_tc_backward(be, dqkv, scratch, dout, qkv, lse, B, T, NH, hs);
         return;
     }
-    if (hs <= 32) flash_backward_launch<E, 32, 32, 32>(be, dqkv, scratch, dout, qkv, lse, B, T, NH, hs);
-    else if (hs <= 64) flash_backward_launch<E, 64, 32, 32>(be, dqkv, scratch, dout, qkv, lse, B, T, NH, hs);
-    else flash_backward_launch<E, 128, 16, 16>(be, dqkv, scratch, dout, qkv, lse, B, T, NH, hs);
+    if (hs <= 32) flash_backward_launch<E, 32, 32, 32>(be, dqkv, scratch, dout, qkv, lse, B, T, NH, hs, dd);
+    else if (hs <= 64) flash_backward_launch<E, 64, 32, 32>(be, dqkv, scratch, dout, qkv, lse, B, T, NH, hs, dd);
+    else flash_backward_launch<E, 128, 16, 16>(be, dqkv, scratch, dout, qkv, lse, B, T, NH, hs, dd);
 }
 
-// dqkv (B, T, 3*C) overwritten; scratch (B, NH, T) gets D = rowsum(dout * out).
+// dqkv (B, T, 3*C) overwritten; scratch (B, NH, T) gets D = rowsum(dout * out); the mask of
+// d regenerated.
+void cuda_flash_attention_dropout_backward(Backend *be, void *dqkv, float *scratch,
+                                           const void *dout, const void *qkv, const void *out,
+                                           const float *lse, int B, int T, int NH, int hs,
+                                           const BackendDropout *d) {
+    if (B <= 0 || T <= 0 || NH <= 0) return;
+    flash_check_hs(hs);
+    ACT_DISPATCH(be->act, flash_backward_t, be, dqkv, scratch, dout, qkv, out, lse, B, T, NH, hs,
+                 flash_dropout_arg(d));
+}
+
 void cuda_flash_attention_backward(Backend *be, void *dqkv, float *scratch, const void *dout,
                                    const void *qkv, const void *out, const float *lse,
                                    int B, int T, int NH, int hs) {
-    if (B <= 0 || T <= 0 || NH <= 0) return;
-    flash_check_hs(hs);
-    ACT_DISPATCH(be->act, flash_backward_t, be, dqkv, scratch, dout, qkv, out, lse, B, T, NH, hs);
+    cuda_flash_attention_dropout_backward(be, dqkv, scratch, dout, qkv, out, lse, B, T, NH, hs,
+                                          NULL);
 }

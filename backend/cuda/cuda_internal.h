@@ -119,6 +119,17 @@ void cuda_attention_forward(Backend *be, void *out, void *att, const void *qkv,
                             int B, int T, int NH, int hs);
 void cuda_attention_backward(Backend *be, void *dqkv, float *scratch, const void *dout,
                              const void *qkv, const void *att, int B, int T, int NH, int hs);
+void cuda_attention_dropout_forward(Backend *be, void *out, void *att, const void *qkv,
+                                    int B, int T, int NH, int hs, const BackendDropout *d);
+void cuda_attention_dropout_backward(Backend *be, void *dqkv, float *scratch, const void *dout,
+                                     const void *qkv, const void *att, int B, int T, int NH,
+                                     int hs, const BackendDropout *d);
+
+// cuda_dropout.cu: dropout masks from backend/dropout.h's hash -----------------------------
+void cuda_dropout(Backend *be, void *out, const void *inp, const BackendDropout *d, int N, int C);
+// dst (B, NH, T, T) = src * the attention-probability mask of d (may alias).
+void cuda_attention_probs_dropout(Backend *be, void *dst, const void *src, const BackendDropout *d,
+                                  int B, int NH, int T);
 
 // cuda_flash_attention.cu: fused causal attention, hs <= 128 (flash_attention.cuh) --------
 void cuda_flash_attention_forward(Backend *be, void *out, float *lse, const void *qkv,
@@ -126,6 +137,12 @@ void cuda_flash_attention_forward(Backend *be, void *out, float *lse, const void
 void cuda_flash_attention_backward(Backend *be, void *dqkv, float *scratch, const void *dout,
                                    const void *qkv, const void *out, const float *lse,
                                    int B, int T, int NH, int hs);
+void cuda_flash_attention_dropout_forward(Backend *be, void *out, float *lse, const void *qkv,
+                                          int B, int T, int NH, int hs, const BackendDropout *d);
+void cuda_flash_attention_dropout_backward(Backend *be, void *dqkv, float *scratch,
+                                           const void *dout, const void *qkv, const void *out,
+                                           const float *lse, int B, int T, int NH, int hs,
+                                           const BackendDropout *d);
 // cuda_flash_attention_tc.cu: its tensor-core path (bf16/fp16, hs 64 or 128; WMMA), taken by
 // the two above when cuda_flash_tc_usable (MEGAC_FLASH_ATTN_PLAIN=1 forces the plain path).
 int cuda_flash_tc_usable(const Backend *be, int hs);

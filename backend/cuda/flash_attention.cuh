@@ -18,6 +18,10 @@
 // qkv, out, dout and dqkv are of the activation type E (float, __nv_bfloat16, __half),
 // converted to fp32 as tiles are loaded and rounded once as results are stored; lse, D and
 // all tiles in shared memory are fp32.
+// Dropout (BackendDropout dd, threshold 0: none; backend/dropout.h): the forward multiplies
+// the tile's exponentials by the mask after they entered the row sum l (so lse is that of
+// the probabilities without dropout); the backward regenerates the mask per tile pair:
+// p z for dv, ds = p (z dp - D), with D = dout . out of the dropped output.
 #pragma once
 #include "backend/cuda/cuda_common.cuh"
 
@@ -30,9 +34,11 @@
 #ifdef MEGAC_CUDA_EMU
 #define FLASH_UNROLL
 #define FLASH_UNROLL_8
+#define FLASH_NO_UNROLL
 #else
 #define FLASH_UNROLL _Pragma("unroll")
 #define FLASH_UNROLL_8 _Pragma("unroll 8")
+#define FLASH_NO_UNROLL _Pragma("unroll 1")
 #endif
 
 // Shared memory of the forward: q tile, k tile (then v tile), scores (then p), row stats.
@@ -100,10 +106,17 @@ static __device__ __forceinline__ void flash_online_softmax_row(FlashFwdSmem<HS,
     sm.l[r] = sm.l[r] * alpha + sum;
 }
 
+// Mask index of element (0, 0) of head bh = b*NH + h of this call (dropout.h). Pure.
+static __device__ __forceinline__ uint64_t flash_drop_base(const BackendDropout &dd, int bh,
+                                                           int NH, int T) {
+    return ((uint64_t)(dd.sample0 + bh / NH) * dd.NH + dd.h0 + bh % NH) * (uint64_t)T * T;
+}
+
 // out (B, T, C), lse (B, NH, T) of query tile (reversed) blockIdx.y of head blockIdx.x.
 template <typename E, int HS, int BQ, int BK>
 static __global__ void __launch_bounds__(FLASH_THREADS)
-flash_forward_kernel(E *out, float *lse, const E *qkv, int T, int NH, int hs, float scale) {
+flash_forward_kernel(E *out, float *lse, const E *qkv, int T, int NH, int hs, float scale,
+                     BackendDropout dd) {
     __shared__ FlashFwdSmem<HS, BQ, BK> sm;
     constexpr int RPT = BQ / FLASH_WARPS, CPT = HS / WARP;
     constexpr int NE = BQ * BK / FLASH_THREADS, RS = FLASH_THREADS / BK;
@@ -134,6 +147,10 @@ FLASH_UNROLL
         __syncthreads();  // scores written, k no longer read
         flash_load_rows<BK, HS>(sm.kv, v, ld, k0, T, hs);
         if (tid < BQ) flash_online_softmax_row(sm, tid);
+        if (dd.threshold && tid < BQ) {  // after the row sum: lse stays that without dropout
+            uint64_t idx = flash_drop_base(dd, bh, NH, T) + (uint64_t)(q0 + tid) * T + k0;
+            for (int jj = 0; jj < BK; jj++) sm.p[tid][jj] *= dropout_factor(&dd, idx + jj);
+        }
         __syncthreads();
 FLASH_UNROLL
         for (int i = 0; i < RPT; i++) {
@@ -194,23 +211,46 @@ static __device__ __forceinline__ void flash_load_query_tile(FlashBwdSmem<HS, BQ
     if (threadIdx.x < BQ) sm.d[threadIdx.x] = t < T ? D[t] : 0.0f;
 }
 
+// The dropout pass of flash_tile_probs (this thread's entries, which it wrote): sm.p holds
+// p, sm.ds holds dp; afterwards p z and p (z dp - D). A loop of its own, not unrolled, so the
+// hash does not add to the unrolled loop's registers.
+template <int HS, int BQ, int BK>
+static __device__ void flash_tile_dropout(FlashBwdSmem<HS, BQ, BK> &sm, int q0, int k0, int T,
+                                          const BackendDropout &dd, int NH) {
+    constexpr int NE = BQ * BK / FLASH_THREADS, RS = FLASH_THREADS / BK;
+    int j = threadIdx.x % BK;
+    uint64_t base = flash_drop_base(dd, blockIdx.x, NH, T);
+FLASH_NO_UNROLL
+    for (int i = 0; i < NE; i++) {
+        int r = (int)threadIdx.x / BK + RS * i, t = q0 + r;
+        float p = sm.p[r][j];
+        float z = p != 0.0f ? dropout_factor(&dd, base + (uint64_t)t * T + (uint64_t)(k0 + j)) : 0.0f;
+        sm.p[r][j] = p * z;
+        sm.ds[r][j] = p * (z * sm.ds[r][j] - sm.d[r]);
+    }
+}
+
 // sm.p, sm.ds (BQ, BK) of the query tile at q0 against the key tile at k0 (entry map):
 // p = exp(scale q.k - lse) and ds = p (dout.v - D) where query < T and key <= query, else 0.
+// With dropout (dd.threshold > 0; head blockIdx.x of NH per sample) p z and p (z dp - D).
 template <int HS, int BQ, int BK>
 static __device__ __forceinline__ void flash_tile_probs(FlashBwdSmem<HS, BQ, BK> &sm, int q0,
-                                                        int k0, int T, float scale) {
+                                                        int k0, int T, float scale,
+                                                        const BackendDropout &dd, int NH) {
     constexpr int NE = BQ * BK / FLASH_THREADS, RS = FLASH_THREADS / BK;
     float s[NE], dp[NE];
     flash_tile_dot<BQ, BK, HS>(s, sm.q, sm.k);
     flash_tile_dot<BQ, BK, HS>(dp, sm.dy, sm.v);
     int j = threadIdx.x % BK;
+    bool drop = dd.threshold != 0;
 FLASH_UNROLL
     for (int i = 0; i < NE; i++) {
         int r = (int)threadIdx.x / BK + RS * i, t = q0 + r;
         float p = t < T && k0 + j <= t ? expf(s[i] * scale - sm.lse[r]) : 0.0f;
         sm.p[r][j] = p;
-        sm.ds[r][j] = p * (dp[i] - sm.d[r]);
+        sm.ds[r][j] = drop ? dp[i] : p * (dp[i] - sm.d[r]);
     }
+    if (drop) flash_tile_dropout(sm, q0, k0, T, dd, NH);
 }
 
 // Pointers of head (b, h) = blockIdx.x: q, k, v rows in qkv (stride ld = 3C) and dout rows
@@ -241,7 +281,7 @@ static __device__ __forceinline__ FlashHead<E> flash_head(const E *qkv, const E 
 template <typename E, int HS, int BQ, int BK>
 static __global__ void __launch_bounds__(FLASH_THREADS)
 flash_backward_dkv_kernel(E *dqkv, const E *dout, const E *qkv, const float *lse,
-                          const float *D, int T, int NH, int hs, float scale) {
+                          const float *D, int T, int NH, int hs, float scale, BackendDropout dd) {
     __shared__ FlashBwdSmem<HS, BQ, BK> sm;
     constexpr int RPT = BK / FLASH_WARPS, CPT = HS / WARP;
     int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
@@ -257,7 +297,7 @@ FLASH_UNROLL
     for (int q0 = k0 / BQ * BQ; q0 < T; q0 += BQ) {
         flash_load_query_tile(sm, f.q, f.ld, f.dy, f.ldy, f.lse, f.D, q0, T, hs);
         __syncthreads();
-        flash_tile_probs(sm, q0, k0, T, scale);
+        flash_tile_probs(sm, q0, k0, T, scale, dd, NH);
         __syncthreads();
         for (int r = 0; r < BQ; r++) {  // dv[j] += p[r][j] dout[r]; dk[j] += ds[r][j] q[r]
             float y[CPT], x[CPT];
@@ -291,7 +331,7 @@ FLASH_UNROLL
 template <typename E, int HS, int BQ, int BK>
 static __global__ void __launch_bounds__(FLASH_THREADS)
 flash_backward_dq_kernel(E *dqkv, const E *dout, const E *qkv, const float *lse,
-                         const float *D, int T, int NH, int hs, float scale) {
+                         const float *D, int T, int NH, int hs, float scale, BackendDropout dd) {
     __shared__ FlashBwdSmem<HS, BQ, BK> sm;
     constexpr int RPT = BQ / FLASH_WARPS, CPT = HS / WARP;
     int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
@@ -308,7 +348,7 @@ FLASH_UNROLL
         flash_load_rows<BK, HS>(sm.k, f.k, f.ld, k0, T, hs);
         flash_load_rows<BK, HS>(sm.v, f.v, f.ld, k0, T, hs);
         __syncthreads();
-        flash_tile_probs(sm, q0, k0, T, scale);
+        flash_tile_probs(sm, q0, k0, T, scale, dd, NH);
         __syncthreads();
         for (int j = 0; j < BK; j++) {  // dq[r] += ds[r][j] k[j]
             float kk[CPT];

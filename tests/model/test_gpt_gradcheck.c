@@ -3,7 +3,10 @@
 // equals the central finite difference (L(p + h) - L(p - h)) / 2h of the forward pass.
 // Also: initialisation is layout-independent (TP = 2 shards equal slices of TP = 1). Both for
 // GPT-2 and a Llama-style model (RMSNorm, SwiGLU, rope on half of each head, 4 query heads in
-// 2 kv groups, no biases, untied output layer). And the FLOPs count of both.
+// 2 kv groups, no biases, untied output layer). And the FLOPs count of both. With dropout
+// (hidden and attention 0.2, materialised and fused attention) the same check: the masks
+// are a function of (seed, iteration, sample, indices), so the finite differences see the
+// same masks as the backward; the loss differs from the one without dropout.
 #include "model/gpt.h"
 #include "core/check.h"
 #include "tests/testing.h"
@@ -27,7 +30,7 @@ static const GPTConfig LLAMA = {.num_layers = 2, .hidden_size = 32, .num_heads =
                                 .rotary_percent = 0.5, .num_query_groups = 2,
                                 .disable_bias_linear = 1};
 
-static void gradcheck(Backend *be, Comm *tp, GPTConfig cfg) {
+static void gradcheck(Backend *be, Comm *tp, GPTConfig cfg, float p) {
     GPT *m = gpt_create(&cfg, be, 1, 0, 1, 0, 2, 1, 42, 16, 0);
     int tok[16], tgt[16];
     for (int i = 0; i < 16; i++) { tok[i] = (i * 7 + 3) % 50; tgt[i] = (i * 11 + 5) % 50; }
@@ -36,6 +39,14 @@ static void gradcheck(Backend *be, Comm *tp, GPTConfig cfg) {
         if (m->params[i].norm_param || m->params[i].init == INIT_ZERO)
             for (size_t j = 0; j < m->params[i].numel; j++)
                 m->param_mem[m->params[i].offset + j] += 0.05f * (float)((int)(j * 37 % 11) - 5);
+    if (p > 0) {  // step 3, the micro-batch starting at sample 2 of the global batch
+        double plain = loss_of(m, tp, tok, tgt);
+        gpt_set_dropout(m, p, p, 9);
+        gpt_dropout_step(m, 3, 1);
+        gpt_set_micro_sample(m, 0, 2);
+        double dropped = loss_of(m, tp, tok, tgt);
+        EXPECT(fabs(dropped - plain) > 1e-4, "dropout changes the loss: %.9g vs %.9g", dropped, plain);
+    }
     gpt_zero_grads(m);
     gpt_forward(m, tp, 0, tok, tgt);
     gpt_backward(m, tp, 0, NULL, 1.0f / m->N);
@@ -61,8 +72,8 @@ static void gradcheck(Backend *be, Comm *tp, GPTConfig cfg) {
             checked++;
         }
     }
-    printf("gradcheck (%s): %d elements of %d tensors, worst relative error %.3g\n",
-           cfg.swiglu ? "llama-style" : "gpt-2", checked,
+    printf("gradcheck (%s%s, dropout %g): %d elements of %d tensors, worst relative error %.3g\n",
+           cfg.swiglu ? "llama-style" : "gpt-2", cfg.use_flash_attn ? ", flash" : "", p, checked,
            m->n_params, worst);
     gpt_destroy(m);
 }
@@ -108,8 +119,13 @@ int main(int argc, char **argv) {
     int self = 0;
     Comm *one = comm_mpi_create(MPI_COMM_SELF, "tp", &self, 60);
     Backend *be = backend_cpu_create(1);
-    gradcheck(be, one, GPT2);
-    gradcheck(be, one, LLAMA);
+    gradcheck(be, one, GPT2, 0);
+    gradcheck(be, one, LLAMA, 0);
+    GPTConfig flash = GPT2, llama_flash = LLAMA;
+    flash.use_flash_attn = llama_flash.use_flash_attn = 1;
+    gradcheck(be, one, GPT2, 0.2f);
+    gradcheck(be, one, flash, 0.2f);
+    gradcheck(be, one, llama_flash, 0.2f);
     init_is_layout_independent(be, GPT2);
     init_is_layout_independent(be, LLAMA);
     flops_count(GPT2);

@@ -41,8 +41,14 @@ expect2 2 "use-distributed-optimizer contradicts --data-parallel-sharding-strate
   --use-distributed-optimizer --data-parallel-sharding-strategy no_shard
 expect2 2 "optim_grads_params (ZeRO-3) does not support --ddp-bucket-size" \
   --data-parallel-sharding-strategy optim_grads_params --ddp-bucket-size 1000
-expect2 2 "overlap-param-gather needs --data-parallel-sharding-strategy optim_grads_params" \
+# --overlap-param-gather: ZeRO-1 (optim/overlap_gather.c) and ZeRO-3 (prefetch); DDP has nothing
+# to gather, ZeRO-2 is not supported
+expect2 2 "overlap-param-gather needs the distributed optimizer .*; got ZeRO-2" \
   --data-parallel-sharding-strategy optim_grads --overlap-param-gather
+expect2 2 "overlap-param-gather needs the distributed optimizer .*; got DDP" \
+  --no-distributed-optimizer --overlap-param-gather
+expect2 2 "overlap-grad-reduce works with DDP and ZeRO-1" \
+  --data-parallel-sharding-strategy optim_grads --overlap-grad-reduce
 expect2 1 "--max-nan-iters -1" --max-nan-iters -1
 # this machine has no GPU: a CUDA build says so, a CPU-only build says it has no CUDA
 [[ -z "${MEGAC_EMU_DEVICES:-}" ]] && expect2 2 "no usable CUDA device\|built without CUDA" --device cuda
@@ -53,7 +59,9 @@ expect2 1 "contradict each other: choose one" --bf16 --fp16 --device cuda
 expect2 1 "min-loss-scale" --min-loss-scale 0
 expect2 1 "recompute-granularity must be full or selective" --recompute-granularity some
 expect2 1 "recompute-num-layers must be >= 1" --recompute-granularity full --recompute-num-layers 0
-expect2 1 "megac has no dropout" --hidden-dropout 0.1
+expect2 1 "a dropout probability must be in \[0, 1)" --hidden-dropout -0.1
+expect2 2 "a dropout probability must be in \[0, 1)" --attention-dropout 1
+expect2 1 "a dropout probability must be in \[0, 1)" --hidden-dropout 1.5 --attention-dropout 0.1
 expect2 1 "not both" --train-samples 16
 expect2 1 "interleaved schedule (--virtual-pipeline-model-parallel-size 2) needs --pipeline-model-parallel-size >= 2" \
   --num-layers-per-virtual-pipeline-stage 1

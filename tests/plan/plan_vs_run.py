@@ -2,7 +2,7 @@
 """tests/plan/plan_vs_run.py: `megac plan --json` against real runs.
 
 For several layouts on 1 to 8 ranks (tiny model, CPU, fp32; those of tests/parallel too, and
-full (uniform, block) and selective activation recomputation), runs `megac train --log-json` and
+full (uniform, block) and selective activation recomputation, interleaved 1F1B), runs `megac train --log-json` and
 compares with the plan's prediction for the same layout:
   * bytes per group per step on rank 0 (tp, pp, dp, embedding) and the TP all-reduce calls
     and bytes: equal, exactly (the plan mirrors the Comm counters call by call);
@@ -50,6 +50,11 @@ LAYOUTS = [
     (1, 2, 4, 1, 16, ["--data-parallel-sharding-strategy", "optim_grads_params", "--recompute-granularity",
                       "full", "--recompute-method", "block", "--recompute-num-layers", "1"]),
     (1, 1, 4, 2, 16, ["--data-parallel-sharding-strategy", "optim_grads"]),
+    # interleaved 1F1B (v = 2): v chunks' buffers, slots per chunk as the schedule keeps them,
+    # one shared workspace, v times the pipeline transfers
+    (1, 2, 2, 2, 16, ["--use-distributed-optimizer", "--virtual-pipeline-model-parallel-size", "2"]),
+    (2, 2, 2, 1, 16, ["--sequence-parallel", "--no-distributed-optimizer", "--num-layers-per-virtual-pipeline-stage",
+                      "1", "--recompute-granularity", "full", "--recompute-num-layers", "1"]),
 ]
 TRAIN_ONLY = {"--no-sequence-parallel"}
 MEM_COLS = ["parameters", "gradients", "optimizer_state", None, "activations", "workspace"]

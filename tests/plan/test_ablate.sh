@@ -4,7 +4,7 @@
 # table, equal final losses and valid PNGs; an interrupted sweep resumes (only the missing
 # point runs); `megac ablate report DIR` rebuilds the report; a point that dies is recorded
 # as failed with its reason and the sweep goes on; a recompute=none,full,selective sweep; a
-# zero=0,1,2,3 sweep (DDP, ZeRO-1, 2, 3);
+# zero=0,1,2,3 sweep (DDP, ZeRO-1, 2, 3); a vpp=1,2 sweep (interleaved 1F1B);
 # bad grids exit 2 before anything runs.
 set -u
 megac="$1"
@@ -107,6 +107,29 @@ for pp in (1, 2):
     assert pp == 2 or (mem(2, "gradients") < mem(1, "gradients") and mem(3, "parameters") < mem(2, "parameters")), pp
 PY
 
+# the vpp key: interleaved 1F1B at PP 2 x DP 2 (m = 4) beside plain 1F1B and a PP 1 point the
+# plan refuses; bytes (v times the pipeline transfers) equal the plan's, activations as predicted
+"$megac" ablate --grid "pp=1,2 mbs=2 vpp=1,2" --world-size 4 --output "$tmp/vpp" \
+  -- "${train[@]}" > "$tmp/log6" 2>&1 || fail "vpp sweep exit $?"
+python3 - "$tmp/vpp" <<'PY' && echo "ok   vpp=1,2: interleaved bytes equal the plan's, memory as predicted, PP 1 x v 2 skipped" \
+  || { fail "vpp sweep"; cat "$tmp/log6"; }
+import csv, json, os, sys
+recs = {(r["layout"]["pp"], r["layout"]["vpp"]): r for r in map(json.loads, open(os.path.join(sys.argv[1], "records.jsonl")))}
+assert recs[(1, 2)]["status"] == "skipped" and "PP >= 2" in recs[(1, 2)]["reason"], recs[(1, 2)]
+for k in ((1, 1), (2, 1), (2, 2)):
+    r = recs[k]
+    assert r["status"] == "ok", (k, r["status"], r.get("reason"))
+    m, p = r["measured"], r["predicted"]
+    assert m["bytes"] == p["bytes"], (r["id"], m["bytes"], p["bytes"])
+    a_m, a_p = m["memory"]["activations"], p["memory"]["activations"]
+    assert abs(a_m - a_p) <= 0.1 * a_p + 0.01 * 2**20, (r["id"], a_m, a_p)
+assert recs[(2, 2)]["measured"]["bytes"]["pp"] == 3 * recs[(2, 1)]["measured"]["bytes"]["pp"]  # 2v - 1 sends
+assert recs[(2, 2)]["id"].endswith("_v2") and not recs[(2, 1)]["id"].endswith("_v1")
+rows = list(csv.DictReader(open(os.path.join(sys.argv[1], "records.csv"))))
+assert sorted(r["vpp"] for r in rows) == ["1", "1", "2", "2"], [r["vpp"] for r in rows]
+assert "| sched | v |" in open(os.path.join(sys.argv[1], "REPORT.md")).read()
+PY
+
 bad() {  # bad NAME PATTERN GRID [WORLD]: exit 2, PATTERN on stderr, nothing written
   "$megac" ablate --grid "$3" --world-size "${4:-8}" --output "$tmp/bad" -- "${train[@]}" > /dev/null 2> "$tmp/err"
   local rc=$?
@@ -119,6 +142,7 @@ bad no_valid_point "no valid point" "tp=1 sp=1 mbs=1"
 bad not_integer "must be integers" "tp=one mbs=1"
 bad recompute_value "must be none, full or selective" "tp=1 mbs=1 recompute=some"
 bad zero_value "must be 0 (DDP), 1, 2 or 3" "tp=1 mbs=1 zero=4"
+bad vpp_value "vpp=0 must be > 0" "pp=2 mbs=1 vpp=0"
 if [[ $fails -gt 0 ]]; then echo "test_ablate: $fails failure(s)"; exit 1; fi
 if [[ $HAVE_GNUPLOT != 1 ]]; then  # the plots were not checked: SKIP, not a pass
   echo "test_ablate: everything but the plots ok; gnuplot is not installed (apt-get install gnuplot-nox)"

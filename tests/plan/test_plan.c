@@ -2,8 +2,9 @@
 // data-parallel all-reduce and ZeRO figures, megac's tensor-parallel counts
 // (tests/parallel/tp_traffic.py's formula), GPT-2's parameter count, Megatron's FLOPs,
 // the bubble, activation slots per schedule, which groups cross nodes, the enumeration and
-// its ranking, activation recomputation, and hardware profile files.
+// its ranking, activation recomputation, interleaved 1F1B, and hardware profile files.
 #include "plan/plan_enum.h"
+#include "pipeline/pp_interleaved.h"  // defines: pp_ilv_slots
 #include "tests/testing.h"
 
 #include <stdlib.h>
@@ -41,7 +42,7 @@ static void test_seed_figures(void) {
 // cross-entropy ones of B T and 2 B T), each 2 (tp-1)/tp of the buffer.
 static void test_tp_counts(void) {
     PlanSpec s = tiny_spec(2, 8);
-    PlanLayout l = {2, 1, 1, 2, 0, 0, 0, 0};
+    PlanLayout l = {2, 1, 1, 2, 0, 0, 0, 0, 0};
     char err[400];
     EXPECT(plan_layout_check(&s, &l, err, sizeof err) == 0, "%s", err);
     PlanStage st;
@@ -51,7 +52,7 @@ static void test_tp_counts(void) {
     EXPECT_EQ_INT(st.traffic[PLAN_G_TP].calls[COMM_ALL_REDUCE], m * (4 * L + 4));
     EXPECT_EQ_INT(st.traffic[PLAN_G_TP].bytes[COMM_ALL_REDUCE], floats * 4 * 2 * 1 / 2);
     // GPT-2 parameter count on one rank of one stage: Vp C + T C + L (12 C^2 + 13 C) + 2 C
-    PlanLayout one = {1, 1, 1, 2, 0, 0, 0, 0};
+    PlanLayout one = {1, 1, 1, 2, 0, 0, 0, 0, 0};
     s.world_size = 1;
     plan_stage_counts(&s, &one, 0, 4, &st);
     EXPECT_EQ_INT(st.n_floats, 384 * 64 + 32 * 64 + 2 * (12 * 64 * 64 + 13 * 64) + 2 * 64);
@@ -64,7 +65,7 @@ static void test_tp_counts(void) {
 static void test_flops_bubble_slots(void) {
     PlanSpec s = tiny_spec(16, 32);
     s.model.num_layers = 4;
-    PlanLayout l = {2, 4, 2, 1, 0, 0, 1, 0};
+    PlanLayout l = {2, 4, 2, 1, 0, 0, 1, 0, 0};
     PlanHardware hw;
     plan_hw_builtin("h100", &hw);
     PlanResult r;
@@ -106,7 +107,7 @@ static void test_flops_bubble_slots(void) {
 static void test_recompute(void) {
     PlanSpec s = tiny_spec(4, 8);
     s.model.num_layers = 4;
-    PlanLayout l = {2, 2, 1, 1, 0, 0, 0, 0};
+    PlanLayout l = {2, 2, 1, 1, 0, 0, 0, 0, 0};
     PlanHardware hw;
     plan_hw_builtin("h100", &hw);
     PlanResult base, full, block, sel;
@@ -151,7 +152,7 @@ static void test_recompute(void) {
 static void test_enumeration(void) {
     PlanSpec s = tiny_spec(4, 4);
     s.model.num_layers = 4;
-    PlanFilter f = {0, 0, 1, -1, -1, -1, 0};
+    PlanFilter f = {0, 0, 1, -1, -1, -1, 0, 0, 0};
     PlanHardware hw;
     plan_hw_builtin("h200", &hw);
     PlanSet set;
@@ -167,6 +168,92 @@ static void test_enumeration(void) {
     plan_enumerate(&s, &f, &hw, &set);
     EXPECT_EQ_INT(set.n, 0);
     EXPECT(strstr(set.reason, "DP > 1") != NULL, "%s", set.reason);
+    plan_set_free(&set);
+}
+
+// Interleaved 1F1B, PP 2 x v 2, L 8, m 4 (world 4: DP 2, micro-batch 2, global batch 16),
+// fp32, no recomputation. Hand-computed: one layer's activation slot share (N = 64, C = 64,
+// F = 256, B 2 x NH 4 x T 32 probabilities) = 4 x NC + 4 x N + 3 NC + B NH T T + NC + 2 N F
+// floats x 4 bytes = 295936; a slot of a 2-layer chunk that is not the model's last adds
+// tokens, targets and x0: 2 x 256 + 16384 + 2 x 295936 = 608768 bytes. Rank 0 runs
+// W = (p - 1) x 2 + (v - 1) p = 4 warm-up forwards (chunk 0 micro 0, 1, chunk 1 micro 0, 1,
+// chunk 0 micro 2) and the fifth before its first backward: at least 3 + 2 chunk slots,
+// 2.5 micro-batches of the whole stage, more than PP = 2 (Megatron's analysis).
+static void test_interleaved(void) {
+    PlanSpec s = tiny_spec(4, 16);
+    s.model.num_layers = 8;
+    PlanLayout l = {1, 2, 2, 2, 0, 0, 0, 0, 2}, plain = l;
+    plain.vpp = 1;
+    char err[400];
+    EXPECT(plan_layout_check(&s, &l, err, sizeof err) == 0, "%s", err);
+    PlanStage st, one;
+    for (int r = 0; r < 2; r++) {
+        plan_stage_counts(&s, &l, r, 4, &st);
+        plan_stage_counts(&s, &plain, r, 4, &one);
+        EXPECT_EQ_INT(st.n_layers, 4);
+        EXPECT_EQ_INT(st.layer0, 2 * r);
+        // every chunk sends forward but the model's last, backward but its first: 2v - 1 per
+        // micro-batch (1F1B: 1) of (N, C) fp32
+        EXPECT_EQ_INT(st.traffic[PLAN_G_PP].bytes[COMM_SEND], 3 * 4 * 64 * 64 * 4);
+        EXPECT_EQ_INT(st.traffic[PLAN_G_PP].calls[COMM_RECV], 3 * 4);
+        EXPECT_EQ_INT(one.traffic[PLAN_G_PP].bytes[COMM_SEND], 1 * 4 * 64 * 64 * 4);
+        // the same weights and gradient traffic, the same (shared, one chunk's) workspace
+        EXPECT_EQ_INT(st.traffic[PLAN_G_EMB].bytes[COMM_ALL_REDUCE],
+                      one.traffic[PLAN_G_EMB].bytes[COMM_ALL_REDUCE]);
+        EXPECT_NEAR(st.mem[PLAN_MEM_WORKSPACE], one.mem[PLAN_MEM_WORKSPACE], 0);
+        EXPECT_NEAR(st.model_flops_mb, one.model_flops_mb, 1e-12 * one.model_flops_mb);
+    }
+    plan_stage_counts(&s, &l, 0, 4, &st);
+    plan_stage_counts(&s, &plain, 0, 4, &one);
+    int slots[2];
+    pp_ilv_slots(2, 2, 4, 0, slots);
+    EXPECT(slots[0] >= 3 && slots[1] >= 2, "slots %d %d", slots[0], slots[1]);
+    EXPECT((slots[0] + slots[1]) / 2.0 > 2.0, "stage 0 holds more than PP micro-batches' worth");
+    EXPECT_EQ_INT(st.n_slots, slots[0] + slots[1]);
+    EXPECT_NEAR(st.mem[PLAN_MEM_ACTIVATIONS], 608768.0 * (slots[0] + slots[1]), 0);
+    EXPECT_EQ_INT(one.n_slots, 2);  // 1F1B: PP - stage micro-batches of 4 layers
+    EXPECT_NEAR(one.mem[PLAN_MEM_ACTIVATIONS], 2.0 * (2 * 256 + 16384 + 4 * 295936), 0);
+    printf("interleaved PP 2 x v 2, m 4: stage 0 holds %d + %d chunk slots (%.2f micro-batches; "
+           "1F1B: 2), %.0f vs %.0f activation bytes\n", slots[0], slots[1], (slots[0] + slots[1]) / 2.0,
+           st.mem[PLAN_MEM_ACTIVATIONS], one.mem[PLAN_MEM_ACTIVATIONS]);
+    // the step: sum_s t_s / v + (m - 1/v) max_s t_s; bubble = idle share of all stages
+    PlanHardware hw;
+    plan_hw_builtin("h100", &hw);
+    PlanResult r;
+    plan_predict(&s, &l, &hw, &r);
+    double t0 = r.stages[0].t_mb, t1 = r.stages[1].t_mb, mx = t0 > t1 ? t0 : t1;
+    double pipe = (t0 + t1) / 2 + (4 - 0.5) * mx;
+    EXPECT_NEAR(r.bubble, 1.0 - 4 * (t0 + t1) / (2 * pipe), 1e-12);
+    plan_result_free(&r);
+    // nearly equal stages (wide layers, long sequences): (PP - 1) / (v m + PP - 1)
+    PlanSpec big = s;
+    big.model.seq_length = big.model.max_position_embeddings = 2048;
+    big.model.hidden_size = 1024;
+    big.model.ffn_hidden_size = 4096;
+    plan_predict(&big, &l, &hw, &r);
+    EXPECT_NEAR(r.bubble, 1.0 / 9.0, 0.01);
+    plan_result_free(&r);
+    // megac train's refusals
+    PlanLayout bad = l;
+    bad.gpipe = 1;
+    EXPECT(plan_layout_check(&s, &bad, err, sizeof err) != 0 && strstr(err, "gpipe"), "%s", err);
+    bad = l, bad.zero1 = 1, bad.zero = 2;
+    EXPECT(plan_layout_check(&s, &bad, err, sizeof err) != 0 && strstr(err, "ZeRO-2/3"), "%s", err);
+    bad = l, bad.vpp = 3;  // 8 layers in 2 x 3 chunks
+    EXPECT(plan_layout_check(&s, &bad, err, sizeof err) != 0 && strstr(err, "--num-layers 8"), "%s", err);
+    bad = l, bad.micro_batch = 8;  // m = 1, not a multiple of PP
+    EXPECT(plan_layout_check(&s, &bad, err, sizeof err) != 0 && strstr(err, "multiple"), "%s", err);
+    PlanSpec uneven = s;
+    uneven.model.first_stage_layers = 2;
+    EXPECT(plan_layout_check(&uneven, &l, err, sizeof err) != 0 && strstr(err, "first/last"), "%s", err);
+    // enumeration with v fixed: PP 2 and 4 layouts only, all interleaved
+    PlanFilter f = {0, 0, 2, -1, -1, 0, 0, 2, 0};
+    PlanSet set;
+    plan_enumerate(&s, &f, &hw, &set);
+    EXPECT(set.n > 0, "%s", set.reason);
+    for (int i = 0; i < set.n; i++)
+        EXPECT(set.results[i].layout.vpp == 2 && set.results[i].layout.pp >= 2 && !set.results[i].layout.gpipe,
+               "layout %d", i);
     plan_set_free(&set);
 }
 
@@ -219,6 +306,7 @@ int main(void) {
     test_flops_bubble_slots();
     test_recompute();
     test_enumeration();
+    test_interleaved();
     test_hardware_files();
     return test_result("test_plan");
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/plan/test_plan_cli.sh MEGAC: `megac plan` output and bad input.
 # The table, --json (valid JSON, one entry per layout, restrictions honoured), the built-in
-# and file hardware profiles, train's recomputation flags; bad input is one line naming the problem and exit code 2.
+# and file hardware profiles, train's recomputation and interleaved-schedule flags; bad input is one line naming the problem and exit code 2.
 set -u
 megac="$1"
 tmp=$(mktemp -d)
@@ -75,6 +75,21 @@ assert all(l['hardware_flops'] > l['model_flops'] and all(s['recomputed_layers']
 " && "$megac" plan --world-size 8 "${model[@]}" --global-batch-size 16 --recompute-activations | head -1 \
   | grep -q "| recompute selective$" && echo "ok   recompute flags reach the plan (JSON, header)" \
   || { echo "FAIL recompute in the plan"; fails=$((fails + 1)); }
+# interleaved 1F1B, both of train's spellings: every layout PP >= 2 with v = 2 (ilv2 in the
+# table), the same layouts either way, v times the pipeline bytes of plain 1F1B
+ok interleaved "$megac" plan --world-size 8 "${model[@]}" --global-batch-size 16 --json --virtual-pipeline-model-parallel-size 2
+cp "$tmp/out" "$tmp/v2.json"
+ok interleaved_layers "$megac" plan --world-size 8 "${model[@]}" --global-batch-size 16 --json \
+  --num-layers-per-virtual-pipeline-stage 1 --pipeline-model-parallel-size 2
+python3 - "$tmp/v2.json" "$tmp/out" <<'PY' || fails=$((fails + 1))
+import json, sys
+v2, by_layers = (json.load(open(p))["layouts"] for p in sys.argv[1:])
+assert v2 and all(l["virtual_pipeline_size"] == 2 and l["pp"] == 2 and l["schedule"] == "1f1b" for l in v2), v2
+assert sorted(json.dumps(l, sort_keys=True) for l in by_layers) == sorted(json.dumps(l, sort_keys=True) for l in v2)
+print(f"ok   interleaved: {len(v2)} layouts, PP 2 x v 2 (PP 4 and 8 cannot split 4 layers in 2 chunks), both flags agree")
+PY
+"$megac" plan --world-size 8 "${model[@]}" --global-batch-size 16 --virtual-pipeline-model-parallel-size 2 | grep -q " ilv2 " \
+  && echo "ok   interleaved table: ilv2" || { echo "FAIL interleaved table"; fails=$((fails + 1)); }
 
 bad no_world "world-size" "$megac" plan "${model[@]}"
 bad tp_not_dividing "not divisible by --tensor-model-parallel-size 3" "$megac" plan --world-size 8 "${model[@]}" --tensor-model-parallel-size 3
@@ -94,5 +109,17 @@ bad sharding_name "must be no_shard, optim, optim_grads or optim_grads_params" "
   "${model[@]}" --data-parallel-sharding-strategy zero3
 bad sharding_contradiction "no-distributed-optimizer contradicts --data-parallel-sharding-strategy optim_grads" \
   "$megac" plan --world-size 8 "${model[@]}" --no-distributed-optimizer --data-parallel-sharding-strategy optim_grads
+bad vpp_both "not both" "$megac" plan --world-size 8 "${model[@]}" --virtual-pipeline-model-parallel-size 2 \
+  --num-layers-per-virtual-pipeline-stage 1
+bad vpp_gpipe "does not support --pipeline-schedule gpipe" "$megac" plan --world-size 8 "${model[@]}" \
+  --virtual-pipeline-model-parallel-size 2 --pipeline-schedule gpipe --pipeline-model-parallel-size 2
+bad vpp_zero3 "does not support ZeRO-2/3" "$megac" plan --world-size 8 "${model[@]}" \
+  --virtual-pipeline-model-parallel-size 2 --data-parallel-sharding-strategy optim_grads_params --pipeline-model-parallel-size 2 \
+  --tensor-model-parallel-size 1
+bad vpp_pp1 "needs PP >= 2" "$megac" plan --world-size 8 "${model[@]}" --virtual-pipeline-model-parallel-size 2 \
+  --pipeline-model-parallel-size 1
+bad vpp_m "multiple of" "$megac" plan --world-size 8 "${model[@]}" --virtual-pipeline-model-parallel-size 2 \
+  --pipeline-model-parallel-size 2 --global-batch-size 4 --micro-batch-size 1 --tensor-model-parallel-size 1
+bad vpp_negative "must be 0 to 64" "$megac" plan --world-size 8 "${model[@]}" --virtual-pipeline-model-parallel-size -1
 [[ $fails -eq 0 ]] && echo "test_plan_cli: ok" || echo "test_plan_cli: $fails failure(s)"
 exit $((fails > 0))

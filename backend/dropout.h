@@ -1,0 +1,68 @@
+// backend/dropout.h: dropout masks as a pure function (C and CUDA; the same bits on both).
+//
+// An element is kept iff dropout_bits(key, index) >= threshold, where
+//   key   = dropout_key(seed, iteration, site, layer): one per dropout point and step;
+//   index = the element's position in the FULL tensor of the step's global batch
+//           (hidden (S, T, C): (s*T + t)*C + c; attention probabilities (S, NH, T, T):
+//           ((s*NH + h)*T + i)*T + j, s the sample's index in the global batch, h the global
+//           query head, t/i/j global positions, c the full channel);
+//   threshold = p * 2^32 (rounded down), so P(keep) = 1 - p to within 2^-32.
+// Kept elements are scaled by 1/(1-p). So the mask depends on no layout: data, tensor,
+// sequence and pipeline parallelism, the micro-batch size and recomputation all see the same
+// masks. Nothing is stored: backward passes regenerate the mask from the same call (more
+// compute, no (N, C) or (B, NH, T, T) mask in memory), and a resume needs no RNG state.
+// The hash is splitmix64's finalizer applied twice (index, then key xor the result).
+#pragma once
+#include <stdint.h>
+
+#if defined(__CUDACC__)
+#define DROPOUT_FN static __host__ __device__ __forceinline__
+#else
+#define DROPOUT_FN static inline
+#endif
+
+// Dropout points (the "site" of the key).
+enum { DROPOUT_SITE_EMBED = 1, DROPOUT_SITE_ATTN_PROBS = 2, DROPOUT_SITE_ATTN_OUT = 3,
+       DROPOUT_SITE_MLP_OUT = 4 };
+
+// What a dropout op needs (passed by pointer; host memory). A NULL pointer or threshold 0
+// means no dropout.
+typedef struct {
+    uint64_t key;        // dropout_key(...)
+    uint32_t threshold;  // drop iff dropout_bits < threshold (p * 2^32)
+    float scale;         // 1 / (1 - p): kept elements are multiplied by it
+    int64_t row0;        // (rows, C) ops: global row (s*T + t) of local row 0; rows contiguous
+    int64_t sample0;     // attention: global sample s of local batch row 0
+    int h0, NH;          // attention: global head of local head 0; heads of the full model
+} BackendDropout;
+
+// splitmix64's output function: a bijection on 64 bits with full avalanche. Pure.
+DROPOUT_FN uint64_t dropout_mix64(uint64_t z) {
+    z += 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+// The key of one dropout point of one step. layer: global layer index (-1: embeddings). Pure.
+DROPOUT_FN uint64_t dropout_key(uint64_t seed, int64_t iteration, int site, int layer) {
+    uint64_t k = dropout_mix64(seed ^ 0x6D656761635F6470ull);  // "megac_dp"
+    k = dropout_mix64(k ^ (uint64_t)iteration);
+    return dropout_mix64(k ^ ((uint64_t)(uint32_t)site << 32 | (uint32_t)(layer + 1)));
+}
+
+// 32 uniform bits of element `index` under `key`. Pure.
+DROPOUT_FN uint32_t dropout_bits(uint64_t key, uint64_t index) {
+    return (uint32_t)(dropout_mix64(key ^ dropout_mix64(index)) >> 32);
+}
+
+// The factor of element `index`: 0 (dropped) or d->scale (kept). Pure.
+DROPOUT_FN float dropout_factor(const BackendDropout *d, uint64_t index) {
+    return dropout_bits(d->key, index) >= d->threshold ? d->scale : 0.0f;
+}
+
+// Threshold of drop probability p in [0, 1). Pure.
+DROPOUT_FN uint32_t dropout_threshold(double p) {
+    double t = p * 4294967296.0;
+    return t <= 0 ? 0u : t >= 4294967295.0 ? 0xFFFFFFFFu : (uint32_t)t;
+}

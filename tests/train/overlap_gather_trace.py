@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""tests/train/overlap_gather_trace.py: what ZeRO-1 --overlap-param-gather shows
+(optim/overlap_gather.c).
+
+Trains a tiny 4-layer model on 4 ranks (PP 2 x DP 2, ZeRO-1, many small buckets) with --trace
+and --log-json, with and without the flag, and checks:
+  * with the flag, every rank has one param_gather span per bucket and step (but the last
+    step's, settled at exit); each starts before a forward span (the next step's) and ends
+    at or after that forward's start: the gather runs into the forward that waits for it;
+    without the flag, there are none;
+  * every JSON iteration record has param_gather_exposed_ms >= 0 (0 without the flag), and
+    the log line prints "param-gather exposed (ms)" with the flag only.
+usage: overlap_gather_trace.py MEGAC MPIEXEC
+"""
+import json, os, subprocess, sys, tempfile
+
+megac, mpiexec = sys.argv[1], sys.argv[2]
+ITERS = 4
+FLAGS = ["--mock-data", "--train-iters", str(ITERS), "--num-layers", "4", "--hidden-size", "64",
+         "--num-attention-heads", "4", "--seq-length", "32", "--micro-batch-size", "2",
+         "--global-batch-size", "8", "--log-interval", "1", "--eval-iters", "0", "--num-threads", "1",
+         "--pipeline-model-parallel-size", "2", "--ddp-bucket-size", "2000"]
+
+
+def run(d, extra):
+    trace, log = os.path.join(d, "trace.json"), os.path.join(d, "log.jsonl")
+    for f in (trace, log):
+        if os.path.exists(f):
+            os.remove(f)
+    cmd = [mpiexec, "-n", "4", megac, "train", "--trace", trace, "--log-json", log] + FLAGS + extra
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    if p.returncode != 0:
+        sys.exit(f"FAIL: {' '.join(cmd)} exited {p.returncode}\n{p.stdout[-2000:]}{p.stderr[-2000:]}")
+    events = json.load(open(trace))["traceEvents"]
+    rows = [r for r in map(json.loads, open(log)) if "iteration" in r]
+    return events, rows, p.stdout
+
+
+def spans_vs_forward(events):
+    """Per rank: (gather spans, how many run from before a forward's start to at least it)."""
+    out = {}
+    for pid in sorted({e["pid"] for e in events if "pid" in e}):
+        fw = sorted(e["ts"] for e in events if e.get("pid") == pid and e.get("cat") == "forward")
+        g = [e for e in events if e.get("pid") == pid and e.get("cat") == "param_gather"]
+        n_ok = 0
+        for e in g:
+            nxt = [s for s in fw if s >= e["ts"]]
+            n_ok += bool(nxt) and e["ts"] + e["dur"] >= nxt[0] - 1e-3
+        out[pid] = (len(g), n_ok)
+    return out
+
+
+def main():
+    fails = 0
+    with tempfile.TemporaryDirectory() as d:
+        for overlap in (0, 1):
+            events, rows, stdout = run(d, ["--overlap-param-gather", "--overlap-grad-reduce"] if overlap else [])
+            for pid, (n, n_ok) in spans_vs_forward(events).items():
+                ok = (n > 0 and n % (ITERS - 1) == 0 and n_ok == n) if overlap else n == 0
+                print(f"overlap={overlap} rank {pid}: {n} gather spans, {n_ok} run into the next forward: "
+                      f"{'ok' if ok else 'FAIL'}")
+                fails += not ok
+            exposed = [r.get("param_gather_exposed_ms") for r in rows]
+            ok = len(rows) == ITERS and all(x is not None and x >= 0 for x in exposed)
+            ok = ok and (overlap or all(x == 0 for x in exposed))
+            ok = ok and stdout.count("param-gather exposed (ms):") == (ITERS if overlap else 0)
+            print(f"overlap={overlap}: exposed param-gather ms per step {exposed}: {'ok' if ok else 'FAIL'}")
+            fails += not ok
+    if fails:
+        sys.exit(f"FAIL: {fails} check(s)")
+    print("overlap_gather_trace: ok")
+
+
+main()
