@@ -8,9 +8,11 @@
 #include <string.h>
 #include <sys/prctl.h>  // defines: prctl, PR_SET_PDEATHSIG
 #include <sys/wait.h>   // defines: waitpid
+#include <time.h>       // defines: nanosleep
 #include <unistd.h>     // defines: fork, execv
 
 #define GUARD_MARK "MEGAC_GUARDED"
+#define GUARD_ABORT_DELAY_S 2  // see the SIGABRT case below
 
 static volatile sig_atomic_t guard_child = 0;  // the rank's pid, for the forwarding handler
 
@@ -56,6 +58,13 @@ void core_rank_guard(int argc, char **argv) {
     while (waitpid(child, &status, 0) < 0 && errno == EINTR) {}
     if (WIFSIGNALED(status)) {
         int sig = WTERMSIG(status);
+        // MPI libraries abort (SIGABRT) a rank whose peer vanished: when a rank is killed, the
+        // others may die of that before its guard, starved on a loaded node, has said so. Let
+        // the killed rank's guard speak first: if the job ends meanwhile, this stays silent.
+        if (sig == SIGABRT) {
+            struct timespec ts = {GUARD_ABORT_DELAY_S, 0};
+            while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {}
+        }
         fprintf(stderr, "[rank %s] megac: rank process %d killed by signal %d (%s); ending the job\n",
                 rank, (int)child, sig, strsignal(sig));
         fflush(stderr);

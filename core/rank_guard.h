@@ -6,7 +6,9 @@
 // runs as the child of a small guard process: the guard waits, and if the rank dies from a
 // signal it prints "[rank R] megac: rank process P killed by signal S (NAME)" and exits
 // with 128 + S, which ends the job. The rank dies with its guard (PR_SET_PDEATHSIG), so a
-// cleaned-up job leaves nothing behind. MEGAC_NO_GUARD=1 turns it off.
+// cleaned-up job leaves nothing behind. A rank that died of SIGABRT (how MPI libraries end a
+// rank whose peer vanished) is reported 2 s late, so that the rank that was killed first is
+// the one named. MEGAC_NO_GUARD=1 turns it off.
 #pragma once
 
 // Call first in main(). Returns in the rank process (at once when not under a launcher or

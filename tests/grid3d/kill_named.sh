@@ -4,6 +4,8 @@
 # 30 s, non-zero, and its output names that rank and its pid in one line from the rank's
 # guard (core/rank_guard.h): "[rank R] megac: rank process P killed by signal 9 (Killed);
 # ending the job", whatever the transport or the launcher print around it. Layout TP 2 x DP 2.
+# Case "0+abort": rank 2 dies of SIGABRT (as MPI aborts a rank whose peer vanished) just
+# before rank 0 is killed: still rank 0 alone is named (the guard reports an abort 2 s late).
 set -uo pipefail
 mpiexec="$1" megac="$2"
 wd=$(mktemp -d)
@@ -12,7 +14,8 @@ fail() { echo "FAIL: $*"; grep -v "^ iteration" "$wd/out.txt" | tail -20; exit 1
 flags=(--tensor-model-parallel-size 2 --num-threads 1 --mock-data --train-iters 1000 --num-layers 2
        --hidden-size 64 --num-attention-heads 4 --seq-length 32 --micro-batch-size 2
        --global-batch-size 8 --lr 1e-3 --log-interval 1 --eval-iters 0)
-for victim in 0 3; do
+for case in 0 3 0+abort; do
+  victim=${case%%+*}
   : >"$wd/out.txt"
   "$mpiexec" -n 4 "$megac" train "${flags[@]}" >"$wd/out.txt" 2>&1 &
   job=$!
@@ -20,6 +23,10 @@ for victim in 0 3; do
   grep -q "^ iteration *3/" "$wd/out.txt" || { kill -9 "$job"; fail "rank $victim: the run never reached iteration 3"; }
   pid=$(grep -m1 "process ids" "$wd/out.txt" | grep -o " $victim:[0-9]*" | cut -d: -f2)
   [[ -n "$pid" ]] || { kill -9 "$job"; fail "no pid for rank $victim"; }
+  if [[ $case == *+abort ]]; then  # the abort even a moment first: the guards race
+    pid2=$(grep -m1 "process ids" "$wd/out.txt" | grep -o " 2:[0-9]*" | cut -d: -f2)
+    [[ -n "$pid2" ]] && kill -ABRT "$pid2" 2>/dev/null
+  fi
   kill -9 "$pid"
   for _ in $(seq 300); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
   kill -0 "$job" 2>/dev/null && { kill -9 "$job"; fail "the job still runs 30 s after rank $victim was killed"; }
@@ -28,5 +35,5 @@ for victim in 0 3; do
   grep -qx "\[rank $victim\] megac: rank process $pid killed by signal 9 (Killed); ending the job" "$wd/out.txt" \
     || fail "no line naming rank $victim (pid $pid)"
   [[ $(grep -c "killed by signal" "$wd/out.txt") == 1 ]] || fail "more than one rank named as killed"
-  echo "ok: rank $victim killed: $(grep "killed by signal" "$wd/out.txt") (exit $rc)"
+  echo "ok: $case: $(grep "killed by signal" "$wd/out.txt") (exit $rc)"
 done
