@@ -276,3 +276,36 @@ size_t optim_param_memory_bytes(const Optimizer *o, const GPT *m) {
 size_t optim_grad_memory_bytes(const Optimizer *o, const GPT *m) {
     return o->zero ? optim_zero_grad_bytes(o) : m->n_alloc * sizeof(float);
 }
+
+// The range [lo, hi) of the flat buffer that layer l's tensors occupy.
+static void layer_range(const GPT *m, int l, size_t *lo, size_t *hi) {
+    const ParamInfo *p = &m->params[m->block_param0 + m->block_nparams * l];
+    *lo = (size_t)-1;
+    *hi = 0;
+    for (int j = 0; j < m->block_nparams; j++) {
+        if (p[j].offset < *lo) *lo = p[j].offset;
+        if (p[j].offset + p[j].numel > *hi) *hi = p[j].offset + p[j].numel;
+    }
+}
+
+void optim_bucket_layers(const Optimizer *o, const GPT *m, int *first, int *last, int *layers_in,
+                         int *edge) {
+    for (int l = 0; l < m->n_layers; l++) first[l] = last[l] = -1;
+    for (int k = 0; k < o->n_buckets; k++) {
+        const OptBucket *b = &o->buckets[k];
+        size_t covered = 0;
+        int n = 0;
+        for (int l = 0; l < m->n_layers; l++) {
+            size_t lo, hi;
+            layer_range(m, l, &lo, &hi);
+            size_t a = lo > b->start ? lo : b->start, e = hi < b->start + b->len ? hi : b->start + b->len;
+            if (a >= e) continue;
+            n++;
+            covered += e - a;
+            if (first[l] < 0) first[l] = k;
+            last[l] = k;
+        }
+        if (layers_in) layers_in[k] = n;
+        if (edge) edge[k] = covered < b->len;
+    }
+}

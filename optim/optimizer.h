@@ -127,6 +127,12 @@ void optim_set_reduce_bf16(Optimizer *o);
 // after the update: the caller refreshes the copies). Call right after optim_create.
 void optim_set_weight_copies(Optimizer *o, const GPT *m);
 void optim_destroy(Optimizer *o);
+// The buckets (o->buckets) against the model's local layers: layer l's tensors touch buckets
+// first[l] .. last[l] (-1: none); bucket k overlaps layers_in[k] layers and edge[k] says it
+// holds anything else (embeddings, final LayerNorm, padding). layers_in / edge may be NULL.
+// (--overlap-grad-reduce and --overlap-param-gather.) Never fails.
+void optim_bucket_layers(const Optimizer *o, const GPT *m, int *first, int *last, int *layers_in,
+                         int *edge);
 
 // Synchronises gradients over DP (reduce-scatter or all-reduce, averaging); grads (n_padded).
 // With --overlap-grad-reduce (optim_overlap_enable): starts the buckets not started during

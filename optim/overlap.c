@@ -29,45 +29,13 @@ struct OptimOverlap {
     int n_started;
 };
 
-// The range [lo, hi) of the flat buffer that layer l's tensors occupy.
-static void layer_range(const GPT *m, int l, size_t *lo, size_t *hi) {
-    const ParamInfo *p = &m->params[m->block_param0 + m->block_nparams * l];
-    *lo = (size_t)-1;
-    *hi = 0;
-    for (int j = 0; j < m->block_nparams; j++) {
-        if (p[j].offset < *lo) *lo = p[j].offset;
-        if (p[j].offset + p[j].numel > *hi) *hi = p[j].offset + p[j].numel;
-    }
-}
-
 // Covered units per bucket: the layers it overlaps, plus one (released at the end) when it
 // holds anything else: edge tensors or padding.
 static void count_pending(OptimOverlap *ov, const Optimizer *o) {
-    const GPT *m = ov->m;
-    for (int k = 0; k < o->n_buckets; k++) {
-        const OptBucket *b = &o->buckets[k];
-        size_t covered = 0;
-        for (int l = 0; l < m->n_layers; l++) {
-            size_t lo, hi;
-            layer_range(m, l, &lo, &hi);
-            size_t a = lo > b->start ? lo : b->start, e = hi < b->start + b->len ? hi : b->start + b->len;
-            if (a < e) {
-                ov->pending0[k]++;
-                covered += e - a;
-            }
-        }
-        if (covered < b->len) ov->pending0[k]++;
-    }
-    for (int l = 0; l < m->n_layers; l++) {
-        size_t lo, hi;
-        layer_range(m, l, &lo, &hi);
-        ov->first[l] = ov->last[l] = -1;
-        for (int k = 0; k < o->n_buckets; k++)
-            if (lo < o->buckets[k].start + o->buckets[k].len && o->buckets[k].start < hi) {
-                if (ov->first[l] < 0) ov->first[l] = k;
-                ov->last[l] = k;
-            }
-    }
+    int *edge = core_calloc((size_t)o->n_buckets, sizeof(int));
+    optim_bucket_layers(o, ov->m, ov->first, ov->last, ov->pending0, edge);
+    for (int k = 0; k < o->n_buckets; k++) ov->pending0[k] += edge[k];
+    free(edge);
 }
 
 static void start(Optimizer *o, int k) {

@@ -31,43 +31,6 @@ struct OptimGather {
     double exposed_s;       // time spent waiting in the hook since the last take
 };
 
-// The range [lo, hi) of the flat buffer that layer l's tensors occupy.
-static void layer_range(const GPT *m, int l, size_t *lo, size_t *hi) {
-    const ParamInfo *p = &m->params[m->block_param0 + m->block_nparams * l];
-    *lo = (size_t)-1;
-    *hi = 0;
-    for (int j = 0; j < m->block_nparams; j++) {
-        if (p[j].offset < *lo) *lo = p[j].offset;
-        if (p[j].offset + p[j].numel > *hi) *hi = p[j].offset + p[j].numel;
-    }
-}
-
-// Which buckets each layer touches, and which hold anything else (edge tensors, padding).
-static void map_buckets(OptimGather *g, const Optimizer *o) {
-    const GPT *m = g->m;
-    for (int k = 0; k < o->n_buckets; k++) {
-        const OptBucket *b = &o->buckets[k];
-        size_t covered = 0;
-        for (int l = 0; l < m->n_layers; l++) {
-            size_t lo, hi;
-            layer_range(m, l, &lo, &hi);
-            size_t a = lo > b->start ? lo : b->start, e = hi < b->start + b->len ? hi : b->start + b->len;
-            if (a < e) covered += e - a;
-        }
-        g->edge[k] = covered < b->len;
-    }
-    for (int l = 0; l < m->n_layers; l++) {
-        size_t lo, hi;
-        layer_range(m, l, &lo, &hi);
-        g->first[l] = g->last[l] = -1;
-        for (int k = 0; k < o->n_buckets; k++)
-            if (lo < o->buckets[k].start + o->buckets[k].len && o->buckets[k].start < hi) {
-                if (g->first[l] < 0) g->first[l] = k;
-                g->last[l] = k;
-            }
-    }
-}
-
 // Bucket k's gather is complete: its weight copies refreshed from the fp32 parameters.
 static void complete(Optimizer *o, int k) {
     OptimGather *g = o->gather;
@@ -130,7 +93,7 @@ void optim_gather_enable(Optimizer *o, GPT *m) {
     g->t0 = core_calloc(K, sizeof(double));
     g->t1 = core_calloc(K, sizeof(double));
     o->gather = g;
-    map_buckets(g, o);
+    optim_bucket_layers(o, g->m, g->first, g->last, NULL, g->edge);
     m->hook = (GPTShardHook){gather_hook, o};
 }
 
