@@ -101,6 +101,8 @@ typedef struct {
     void (*gelu_backward)(Backend *be, void *dinp, const void *inp, const void *dout, size_t n);
     // out (n) = a + b   (out may alias a or b)
     void (*add)(Backend *be, void *out, const void *a, const void *b, size_t n);
+    // out (n) = a + b, all fp32 whatever be->act (out may alias a or b)
+    void (*add_f32)(Backend *be, float *out, const float *a, const float *b, size_t n);
     // x (n) *= s   (x is fp32)
     void (*scale)(Backend *be, float *x, float s, size_t n);
     // dst (n, type dt) = src (n, type st) converted, round to nearest even; dst and src do

@@ -6,7 +6,11 @@
 // Prints, per config: ms per step, tokens/s, achieved FLOP/s (Megatron's FLOPs formula,
 // forward + backward, padded vocabulary) and
 //   CPU:  that as a fraction of the sgemm ceiling (best of 2048^3 and the model's own largest
-//         GEMM shape, measured here with the same threads);
+//         GEMM shape, measured here with the same threads). The ceiling is measured again
+//         right after every timed step (outside its time) and each step is compared with its
+//         own ceiling: on a shared host the clock and the neighbours' load drift by tens of
+//         percent within seconds, which made a ceiling taken once swing the fraction 50-75 %.
+//         ms/step, ceiling and fraction are medians over the steps;
 //   CUDA: model TFLOP/s and MFU against --peak-tflops (default 989: H100/H200 dense bf16),
 //         timed between backend syncs; TF32 GEMMs unless --no-tf32; --bf16 / --fp16 mixed
 //         precision; --use-flash-attn fused attention. Also the memory megac allocated.
@@ -39,18 +43,17 @@ static const BenchConfig CONFIGS[] = {
 };
 #define N_CONFIGS (int)(sizeof CONFIGS / sizeof CONFIGS[0])
 
-// Best GFLOP/s of a few row-major C (M, N) = A (M, K) @ B (N, K)^T products.
-// The best GFLOP/s of 8 runs (after one untimed) of C (M, N) = A (M, K) @ B (N, K)^T, by
-// one OpenBLAS-threaded call and by the backend's own panels (cpu_gemm), whichever is faster:
-// the ceiling the model's GEMMs are compared with, measured with the same threads.
-static double sgemm_gflops(Backend *be, int M, int N, int K) {
+// The best GFLOP/s of `reps` runs (after one untimed) of C (M, N) = A (M, K) @ B (N, K)^T,
+// by one OpenBLAS-threaded call and by the backend's own panels (cpu_gemm), whichever is
+// faster: the ceiling the model's GEMMs are compared with, measured with the same threads.
+static double sgemm_gflops(Backend *be, int M, int N, int K, int reps) {
     float *a = calloc((size_t)M * K, 4), *b = calloc((size_t)N * K, 4), *c = calloc((size_t)M * N, 4);
     if (!a || !b || !c) core_fatal("out of memory");
     for (size_t i = 0; i < (size_t)M * K; i++) a[i] = (float)(i % 13) * 0.01f;
     for (size_t i = 0; i < (size_t)N * K; i++) b[i] = (float)(i % 7) * 0.01f;
     double best = 1e30;
     for (int how = 0; how < 2; how++)
-        for (int r = 0; r <= 8; r++) {
+        for (int r = 0; r <= reps; r++) {
             double t0 = core_now();
             if (how)
                 cpu_gemm(be, 0, 1, M, N, K, 1.0f, a, K, b, K, 0.0f, c, N);
@@ -71,12 +74,33 @@ static GPTConfig gpt_config_of(const BenchConfig *bc, int flash) {
                        .vocab_divisible_by = 128, .use_flash_attn = flash};
 }
 
+// The larger of the 2048^3 ceiling and the model's own largest GEMM (the MLP's, or the
+// output layer's, Vp columns), best of `reps` runs each.
+static double ceiling_gflops(Backend *be, const BenchConfig *bc, int Vp, int reps) {
+    double own = sgemm_gflops(be, bc->B * bc->T, Vp > 4 * bc->C ? Vp : 4 * bc->C, bc->C, reps);
+    double square = sgemm_gflops(be, 2048, 2048, 2048, reps);
+    return own > square ? own : square;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+// Median of v (n >= 1); sorts v.
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 // Times `steps` steps (after one warm-up): forward, backward, AdamW, between backend syncs
-// (CUDA queues its work; the CPU sync is a no-op). Returns ms per step.
+// (CUDA queues its work; the CPU sync is a no-op). Returns ms per step (mean).
+// step_ms / ceil (NULL, or `steps` entries each; CPU): each step's ms, and the ceiling
+// measured right after it (ceiling_gflops, outside the step's time).
 // *mem: bytes megac allocated for the model (weights, copies, grads, activations, workspace)
 // and the optimizer (moments).
 static double time_steps(const BenchConfig *bc, Backend *be, Comm *one, int steps, int flash,
-                         int *Vp, double *mem) {
+                         int *Vp, double *mem, double *step_ms, double *ceil) {
     GPTConfig cfg = gpt_config_of(bc, flash);
     char err[512];
     if (gpt_config_check(&cfg, 1, 1, err, sizeof err) != 0) core_usage_error("%s: %s", bc->name, err);
@@ -87,19 +111,27 @@ static double time_steps(const BenchConfig *bc, Backend *be, Comm *one, int step
     int N = bc->B * bc->T, *tok = calloc((size_t)N, sizeof(int)), *tgt = calloc((size_t)N, sizeof(int));
     if (!tok || !tgt) core_fatal("out of memory");
     for (int i = 0; i < N; i++) { tok[i] = (i * 7919) % bc->V; tgt[i] = (i * 104729 + 1) % bc->V; }
-    double t0 = 0;
+    double t0 = 0, paused = 0;  // paused: seconds spent measuring ceilings between steps
     for (int s = 0; s <= steps; s++) {
         if (s == 1) {
             be->ops->sync(be);
             t0 = core_now();
         }
+        double ts = core_now();
         gpt_zero_grads(m);
         gpt_forward(m, one, 0, tok, tgt);
         gpt_backward(m, one, 0, NULL, 1.0f / N);
-        if (!optim_update(o, &ac, 3e-4, 1.0, m->param_mem, m->grad_mem)) gpt_refresh_weight_copies(m);
+        optim_update_model(o, &ac, 3e-4, 1.0, m);  // bf16/fp16: and the weight copies
+        if (s >= 1 && step_ms) {
+            be->ops->sync(be);
+            double tc = core_now();
+            step_ms[s - 1] = (tc - ts) * 1e3;
+            ceil[s - 1] = ceiling_gflops(be, bc, m->Vp, 4);
+            paused += core_now() - tc;
+        }
     }
     be->ops->sync(be);
-    double ms = (core_now() - t0) * 1e3 / steps;
+    double ms = (core_now() - t0 - paused) * 1e3 / steps;
     *Vp = m->Vp;
     *mem = (double)m->n_alloc * (8 + (be->act == BACKEND_F32 ? 0 : backend_dtype_size(be->act))) +
            (double)m->slot_bytes * m->n_slots + (double)m->scratch_bytes + (double)optim_state_bytes(o);
@@ -110,18 +142,20 @@ static double time_steps(const BenchConfig *bc, Backend *be, Comm *one, int step
 }
 
 // CPU: the figures against the sgemm ceiling, as before the CUDA path existed.
-static void run_cpu(const BenchConfig *bc, Backend *be, Comm *one, int steps, double square,
-                    int flash) {
+static void run_cpu(const BenchConfig *bc, Backend *be, Comm *one, int steps, int flash) {
     int Vp = 0;
     double mem = 0;
-    double ms = time_steps(bc, be, one, steps, flash, &Vp, &mem);
+    double *step_ms = calloc((size_t)steps, sizeof(double)), *ceil = calloc((size_t)steps, sizeof(double));
+    double *frac = calloc((size_t)steps, sizeof(double));
+    if (!step_ms || !ceil || !frac) core_fatal("out of memory");
+    time_steps(bc, be, one, steps, flash, &Vp, &mem, step_ms, ceil);
     GPTConfig cfg = gpt_config_of(bc, flash);
-    double gflops = gpt_flops_per_iteration(&cfg, Vp, bc->B) / (ms * 1e-3) * 1e-9;
-    // The model's own largest GEMM (the MLP's, or the output layer's) as a second ceiling.
-    double own = sgemm_gflops(be, bc->B * bc->T, Vp > 4 * bc->C ? Vp : 4 * bc->C, bc->C);
-    double ceiling = own > square ? own : square;
+    double flops = gpt_flops_per_iteration(&cfg, Vp, bc->B);
+    for (int s = 0; s < steps; s++) frac[s] = flops / (step_ms[s] * 1e-3) * 1e-9 / ceil[s];
+    double ms = median(step_ms, steps), gflops = flops / (ms * 1e-3) * 1e-9;
     printf("%-11s %9.1f %10.0f %10.1f %9.1f %8.0f%%\n", bc->name, ms,
-           bc->B * bc->T / (ms * 1e-3), gflops, ceiling, 100.0 * gflops / ceiling);
+           bc->B * bc->T / (ms * 1e-3), gflops, median(ceil, steps), 100.0 * median(frac, steps));
+    free(step_ms), free(ceil), free(frac);
 }
 
 // CUDA: model TFLOP/s and MFU against the peak.
@@ -129,7 +163,7 @@ static void run_cuda(const BenchConfig *bc, Backend *be, Comm *one, int steps, d
                      int flash) {
     int Vp = 0;
     double mem = 0;
-    double ms = time_steps(bc, be, one, steps, flash, &Vp, &mem);
+    double ms = time_steps(bc, be, one, steps, flash, &Vp, &mem, NULL, NULL);
     GPTConfig cfg = gpt_config_of(bc, flash);
     double tflops = gpt_flops_per_iteration(&cfg, Vp, bc->B) / (ms * 1e-3) * 1e-12;
     double tok_s = bc->B * bc->T / (ms * 1e-3);
@@ -202,8 +236,10 @@ int main(int argc, char **argv) {
         one = comm_mpi_create(MPI_COMM_SELF, "one", &self, 0);
         be->u.cpu.gemm_split = !strcmp(split, "m") ? CPU_GEMM_SPLIT_M : !strcmp(split, "n") ? CPU_GEMM_SPLIT_N : 0;
         be->u.cpu.gemm_panels = panels;
-        square = sgemm_gflops(be, 2048, 2048, 2048);
-        printf("backend: %s\nsgemm ceiling: %.1f GFLOP/s (2048^3, best of 8 runs x 2 ways)\n\n", be->name, square);
+        square = sgemm_gflops(be, 2048, 2048, 2048, 8);
+        printf("backend: %s\nsgemm ceiling at start: %.1f GFLOP/s (2048^3, best of 8 runs x 2 ways); "
+               "each step is compared with the ceiling measured right after it (medians over steps)\n\n",
+               be->name, square);
         printf("%-11s %9s %10s %10s %9s %9s\n", "config", "ms/step", "tokens/s", "GFLOP/s", "ceiling",
                "fraction");
     }
@@ -213,7 +249,7 @@ int main(int argc, char **argv) {
         if (T) bc.T = T;
         if (B) bc.B = B;
         if (cuda) run_cuda(&bc, be, one, steps, peak, flash);
-        else run_cpu(&bc, be, one, steps, square, flash);
+        else run_cpu(&bc, be, one, steps, flash);
         fflush(stdout);
     }
     comm_destroy(one);

@@ -45,7 +45,10 @@ typedef struct {
     CommDtype t;
     CommOp op;
     MPI_Request mpi;     // MPI backend
+    void *done;          // NCCL backend: the event recorded on the side stream right after it
 } CommRequest;
+
+enum { COMM_NCCL_EVENTS = 8 };  // NCCL: side-stream events, reused round-robin by requests
 
 typedef struct {
     void (*all_reduce)(Comm *c, void *buf, size_t count, CommDtype t, CommOp op);
@@ -80,7 +83,8 @@ struct Comm {
     union {
         struct { MPI_Comm comm; MPI_Op half_op[2][2]; } mpi;  // [bf16, f16][sum, max]
         struct { void *nccl_comm; void *stream; MPI_Comm boot;  // nccl_comm NULL: size 1
-                 void *side, *ready, *done; } nccl;  // nonblocking: stream and events, lazily
+                 void *side, *ready, *done[COMM_NCCL_EVENTS];  // nonblocking: stream and
+                 unsigned n_done; } nccl;                       // events, made lazily
         struct { Comm *inner; void *stream; void *host[2]; size_t cap[2]; } staged;
     } u;
 };

@@ -71,18 +71,22 @@ static void nccl_all_gather(Comm *c, const void *in, void *out, size_t per, Comm
     NCCL_CHECK(ncclAllGather(in, out, per, nccl_type(t), NC(c), ST(c)));
 }
 
-// Nonblocking collectives run on a side stream (made at the first call, with two events) that
+// Nonblocking collectives run on a side stream (made at the first call, with its events) that
 // first waits for everything queued on the Comm's stream so far; nccl_wait makes the Comm's
-// stream wait for it. Several may be in flight: the side stream runs them in start order.
+// stream wait for the request's own event. Several may be in flight: the side stream runs them
+// in start order.
 static cudaStream_t side_begin(Comm *c) {
     if (!c->u.nccl.side) {
         cudaStream_t side;
-        cudaEvent_t ev[2];
+        cudaEvent_t ev;
         CUDA_CHECK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
-        for (int i = 0; i < 2; i++) CUDA_CHECK(cudaEventCreateWithFlags(&ev[i], cudaEventDisableTiming));
         c->u.nccl.side = side;
-        c->u.nccl.ready = ev[0];
-        c->u.nccl.done = ev[1];
+        CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+        c->u.nccl.ready = ev;
+        for (int i = 0; i < COMM_NCCL_EVENTS; i++) {
+            CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+            c->u.nccl.done[i] = ev;
+        }
     }
     cudaStream_t side = (cudaStream_t)c->u.nccl.side;
     CUDA_CHECK(cudaEventRecord((cudaEvent_t)c->u.nccl.ready, ST(c)));
@@ -90,10 +94,15 @@ static cudaStream_t side_begin(Comm *c) {
     return side;
 }
 
-// Marks the end of the work just queued on the side stream (later requests re-record it: a
-// wait for an earlier request waits for those too, which is safe).
+// Marks the end of the work just queued on the side stream with the pool's next event
+// (req->done), so that a wait or test covers this request and the earlier ones, not the later
+// ones (ZeRO-2's overlap waits for the oldest reduction while newer ones run). The pool is
+// reused round-robin: past COMM_NCCL_EVENTS requests in flight, an old request's event marks
+// a later one's end, further down the same stream: safe, only waiting longer.
 static void side_end(Comm *c, CommRequest *req) {
-    CUDA_CHECK(cudaEventRecord((cudaEvent_t)c->u.nccl.done, (cudaStream_t)c->u.nccl.side));
+    cudaEvent_t ev = (cudaEvent_t)c->u.nccl.done[c->u.nccl.n_done++ % COMM_NCCL_EVENTS];
+    CUDA_CHECK(cudaEventRecord(ev, (cudaStream_t)c->u.nccl.side));
+    req->done = ev;
     req->active = 1;
 }
 
@@ -122,18 +131,17 @@ static void nccl_ireduce_scatter(Comm *c, const void *in, void *out, size_t per,
     side_end(c, req);
 }
 
-// Finished when the side stream has passed the latest request's end (so this one too).
+// Finished when the side stream has passed this request's event.
 static int nccl_test(Comm *c, CommRequest *req) {
-    (void)req;
-    cudaError_t e = cudaEventQuery((cudaEvent_t)c->u.nccl.done);
+    (void)c;
+    cudaError_t e = cudaEventQuery((cudaEvent_t)req->done);
     if (e == cudaErrorNotReady) return 0;
     CUDA_CHECK(e);
     return 1;
 }
 
 static void nccl_wait(Comm *c, CommRequest *req) {
-    (void)req;
-    CUDA_CHECK(cudaStreamWaitEvent(ST(c), (cudaEvent_t)c->u.nccl.done, 0));
+    CUDA_CHECK(cudaStreamWaitEvent(ST(c), (cudaEvent_t)req->done, 0));
 }
 
 static void nccl_reduce_scatter(Comm *c, const void *in, void *out, size_t per, CommDtype t,
@@ -177,7 +185,7 @@ static void nccl_destroy(Comm *c) {
     if (c->u.nccl.side) {
         cudaStreamSynchronize((cudaStream_t)c->u.nccl.side);
         cudaEventDestroy((cudaEvent_t)c->u.nccl.ready);
-        cudaEventDestroy((cudaEvent_t)c->u.nccl.done);
+        for (int i = 0; i < COMM_NCCL_EVENTS; i++) cudaEventDestroy((cudaEvent_t)c->u.nccl.done[i]);
         cudaStreamDestroy((cudaStream_t)c->u.nccl.side);
     }
     if (NC(c)) ncclCommDestroy(NC(c));

@@ -266,6 +266,10 @@ int optim_update(Optimizer *o, const AdamWConfig *cfg, double lr, double grad_sc
     return o->copy != NULL;
 }
 
+void optim_update_model(Optimizer *o, const AdamWConfig *cfg, double lr, double grad_scale, GPT *m) {
+    if (!optim_update(o, cfg, lr, grad_scale, m->param_mem, m->grad_mem)) gpt_refresh_weight_copies(m);
+}
+
 size_t optim_state_bytes(const Optimizer *o) { return 2 * o->shard_len * sizeof(float); }
 
 size_t optim_param_memory_bytes(const Optimizer *o, const GPT *m) {

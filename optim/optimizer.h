@@ -194,6 +194,9 @@ double optim_local_grad_sq(Optimizer *o, const float *grads);
 // refreshes them (gpt_refresh_weight_copies).
 int optim_update(Optimizer *o, const AdamWConfig *cfg, double lr, double grad_scale,
                  float *params, const float *grads);
+// optim_update on the model's flat buffers (m->param_mem, m->grad_mem), then the weight
+// copies the next forward reads refreshed unless AdamW wrote them. Never fails.
+void optim_update_model(Optimizer *o, const AdamWConfig *cfg, double lr, double grad_scale, GPT *m);
 
 // Copies the multi-tensor tables upd (update) and nrm (gradient norm), n_segs + 1 entries
 // each on the host, into new backend buffers (o->update_table, o->norm_table) and frees the

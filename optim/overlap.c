@@ -75,7 +75,7 @@ static void overlap_hook(void *ctx, GPTHookEvent ev, int unit) {
 }
 
 void optim_overlap_enable(Optimizer *o, GPT *m, Comm *tp_sp) {
-    if (o->zero) core_fatal("--overlap-grad-reduce: ZeRO-2/3 reduce in their own hook");
+    if (o->zero) core_fatal("--overlap-grad-reduce: ZeRO-2 overlaps in its own hook (optim_zero_overlap_enable)");
     if (o->dp->size == 1 || o->n_buckets == 0) return;
     OptimOverlap *ov = core_calloc(1, sizeof *ov);
     ov->m = m;

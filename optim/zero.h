@@ -42,8 +42,32 @@
 // casts this rank's part to be->act (in `tmp`) and all-gathers 16-bit weights (2 bytes per
 // element, the ZeRO paper's 2Psi), which the ops read: the same bits as ZeRO-1's copies.
 // Any backend: the shard accumulation uses the backend's `add`, switched to fp32 for the call.
+//
+// --overlap-grad-reduce (ZeRO-2 only; optim/zero_overlap.c): the same reduce-scatters, started
+// nonblocking when a unit's backward ends and finished in start order later (at the hook
+// events, when their buffer is needed again, at the latest in optim_zero_finish_grads); layers
+// take their transient buffer from a ring of two and the edge keeps its own. Bitwise the same.
 #pragma once
 #include "optimizer.h"
+
+typedef struct ZeroOverlap ZeroOverlap;
+
+// One reduce-scatter of a unit's gradients over DP: started from its full gradient on this
+// rank, finished by adding this rank's averaged piece to the gradient shard.
+typedef struct {
+    int unit;           // index into OptimZero.units
+    const float *base;  // the transient buffer it reads (untouched until it is finished)
+    float *out;         // (per) this rank's averaged piece, fp32
+    void *lp, *lp_out;  // --grad-reduce-in-bf16: (DP*per), (per) bf16 staging; else NULL
+    CommRequest req;    // in flight (--overlap-grad-reduce)
+    double t0;          // core_now() at the start (trace)
+} ZeroReduce;
+
+// A finished reduce-scatter of this step, for the trace: its unit, start and completion.
+typedef struct {
+    int unit;
+    double t0, t1;
+} ZeroSpan;
 
 typedef struct {
     size_t begin, len;  // the unit's range of the flat buffers (floats)
@@ -81,6 +105,8 @@ struct OptimZero {
     int n_prefetched;           // this step's gathers served by a prefetch (log, tests)
     CommRequest req;
     int in_backward;            // between the edge's BACKWARD_BEGIN and the next FORWARD
+    ZeroOverlap *ov;            // ZeRO-2 --overlap-grad-reduce (zero_overlap.c), else NULL
+    double hook_wait_s;         // this step: host time the hook waited for reduce-scatters
 };
 
 // Builds the ZeRO-2 (SHARD_GRADS) or ZeRO-3 (SHARD_PARAMS) optimizer of model m over the DP
@@ -104,6 +130,51 @@ void optim_zero_settle(Optimizer *o);
 // ZeRO-3 gathers a unit's weights before each use; ZeRO-2/3 give a layer's backward a zeroed
 // transient gradient buffer and reduce-scatter it into the shard afterwards. Collective over DP.
 void optim_zero_hook(void *ctx, GPTHookEvent ev, int unit);
+
+// Unit r->unit's reduce-scatter of src (its DP*per floats; --grad-reduce-in-bf16: rounded
+// into r->lp first): nonblocking (comm_ireduce_scatter) with --overlap-grad-reduce, else
+// blocking (comm_reduce_scatter: over MPI the same MPI_Ireduce_scatter_block plus a wait, over
+// NCCL the same collective on the compute stream), so both give the same bits. Collective over DP.
+void optim_zero_reduce_start(Optimizer *o, ZeroReduce *r, const float *src);
+// Finishes it: waits (no-op when already complete), widens a bf16 piece, adds the piece to
+// the unit's place in the gradient shard. Collective completion over DP.
+void optim_zero_reduce_finish(Optimizer *o, ZeroReduce *r);
+
+// Gives the edge and the layers separate transient gradient buffers where they share one
+// (a stage that is not both first and last), so that both may be read by reductions in
+// flight; re-points the edge's gradient views. Start-up only. Never fails.
+void optim_zero_split_transient(Optimizer *o);
+
+// --overlap-grad-reduce for ZeRO-2 (zero_overlap.c): splits the transient buffers, adds a
+// second layer buffer (the ring), outputs per buffer and a queue of reductions; the hook
+// then starts each unit's reduce-scatter nonblocking (see zero_overlap.c). n_micro: the most
+// micro-batches a step has (sizes the list of trace spans). No-op for ZeRO-3 and at DP = 1.
+// Never fails.
+void optim_zero_overlap_enable(Optimizer *o, int n_micro);
+// Frees the overlap state (nothing may be in flight); NULL-safe. For optim_zero_destroy.
+void optim_zero_overlap_destroy(Backend *be, OptimZero *z);
+// Extra bytes the overlap holds (second layer buffer, outputs and bf16 staging); 0
+// without it. Pure.
+size_t optim_zero_overlap_bytes(const OptimZero *z);
+// For zero_step.c (hook): queues unit k's reduce-scatter of src, which lies in transient
+// buffer base, and starts it (waiting for the oldest first when the queue is full).
+void optim_zero_ov_start(Optimizer *o, int k, const float *base, const float *src);
+// Finishes, in start order, the queued reductions that have completed (explicit progress).
+void optim_zero_ov_poll(Optimizer *o);
+// Waits (in start order) until no queued reduction reads buffer base; the time counts as
+// exposed (hook_wait_s).
+void optim_zero_ov_release(Optimizer *o, const float *base);
+// The ring buffer the next layer's backward writes, released (layer_len floats).
+float *optim_zero_ov_layer_buffer(Optimizer *o);
+// Finishes every queued reduction (before the shard is read). No-op without the overlap.
+void optim_zero_ov_drain(Optimizer *o);
+// This step's finished reductions since the last call (then forgotten): their count, and in
+// *spans (valid until the next reduction finishes). 0 without the overlap. Never fails.
+int optim_zero_take_spans(Optimizer *o, const ZeroSpan **spans);
+// Seconds the hook spent waiting for gradient reduce-scatters since the last call (blocking
+// ones without the overlap; a buffer still being read, or a full queue, with it), then 0.
+// 0 for DDP / ZeRO-1. Never fails.
+double optim_zero_take_hook_wait(Optimizer *o);
 
 // Start of a step: zeroes the gradient shard. Never fails.
 void optim_zero_begin_step(Optimizer *o);

@@ -96,6 +96,17 @@ static void build_segments(Optimizer *o, OptimZero *z, int dp_rank, int tp_rank)
     optim_upload_tables(o, upd, nrm);
 }
 
+// The edge tensors' gradient views into edge_grads, for good (until it is reallocated).
+static void point_edge_grads(OptimZero *z) {
+    GPT *m = z->m;
+    for (int k = 0; k < z->n_edge; k++) {
+        const ZeroUnit *u = &z->units[k];
+        for (int i = 0; i < m->n_params; i++)
+            if (m->params[i].offset == u->begin && edge_view(&m->g, m->params[i].name))
+                *edge_view(&m->g, m->params[i].name) = z->edge_grads + u->buf;
+    }
+}
+
 // ZeRO-3: keeps this rank's parts of the initialised flat parameters as masters, frees the
 // flat buffer and points the edge views into the edge gather buffer.
 static void shard_params(Optimizer *o, OptimZero *z, int dp_rank) {
@@ -151,16 +162,22 @@ Optimizer *optim_zero_create(Backend *be, Comm *dp, OptimSharding s, GPT *m, int
     z->layer_grads = z->shared ? z->edge_grads : be->ops->alloc(be, (z->layer_len + 1) * f);
     z->tmp = be->ops->alloc(be, (z->max_per + 1) * f);
     gpt_release_flat_buffers(m, 1, 0);
-    for (int k = 0; k < z->n_edge; k++) {  // the edge's gradient views, for good
-        const ZeroUnit *u = &z->units[k];
-        for (int i = 0; i < m->n_params; i++)
-            if (m->params[i].offset == u->begin && edge_view(&m->g, m->params[i].name))
-                *edge_view(&m->g, m->params[i].name) = z->edge_grads + u->buf;
-    }
+    point_edge_grads(z);
     if (z->params) shard_params(o, z, dp->rank);
     z->pending = z->prefetched = -1;
     m->hook = (GPTShardHook){optim_zero_hook, o};
     return o;
+}
+
+void optim_zero_split_transient(Optimizer *o) {
+    Backend *be = o->be;
+    OptimZero *z = o->zero;
+    if (!z->shared) return;
+    be->ops->free(be, z->edge_grads);
+    z->edge_grads = be->ops->alloc(be, (z->edge_len + 1) * sizeof(float));
+    z->layer_grads = be->ops->alloc(be, (z->layer_len + 1) * sizeof(float));
+    z->shared = 0;
+    point_edge_grads(z);
 }
 
 void optim_zero_set_prefetch(Optimizer *o, int on) {
@@ -169,6 +186,7 @@ void optim_zero_set_prefetch(Optimizer *o, int on) {
 
 void optim_zero_destroy(Backend *be, OptimZero *z) {
     if (!z) return;
+    optim_zero_overlap_destroy(be, z);  // (points layer_grads at the buffer it came with)
     be->ops->free(be, z->grad_shard);
     be->ops->free(be, z->edge_grads);
     if (!z->shared) be->ops->free(be, z->layer_grads);
@@ -184,7 +202,7 @@ size_t optim_zero_grad_bytes(const Optimizer *o) {
     const OptimZero *z = o->zero;
     size_t transient = !z->shared ? z->edge_len + z->layer_len
                      : z->edge_len > z->layer_len ? z->edge_len : z->layer_len;
-    return (o->shard_len + transient + z->max_per) * sizeof(float);
+    return (o->shard_len + transient + z->max_per) * sizeof(float) + optim_zero_overlap_bytes(z);
 }
 
 size_t optim_zero_param_bytes(const Optimizer *o) {

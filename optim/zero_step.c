@@ -3,34 +3,48 @@
 // zero.h for the scheme).
 #include "zero.h"
 #include "core/check.h"
+#include "core/timer.h"  // defines: core_now
 
 // The unit of local layer l.
 static ZeroUnit *layer_unit(OptimZero *z, int l) { return &z->units[z->n_edge + l]; }
 
-// dst (n, fp32) = a + b. The backend's `add` is typed by be->act, which it reads at the
-// call: a 16-bit backend is switched to fp32 for this one call (no fp32 add op exists).
-static void add_f32(Backend *be, float *dst, const float *a, const float *b, size_t n) {
-    BackendDType act = be->act;
-    be->act = BACKEND_F32;
-    be->ops->add(be, dst, a, b, n);
-    be->act = act;
+void optim_zero_reduce_start(Optimizer *o, ZeroReduce *r, const float *src) {
+    const ZeroUnit *u = &o->zero->units[r->unit];
+    int bf = o->reduce_bf16;  // --grad-reduce-in-bf16: rounded before, widened after (as ZeRO-1)
+    const void *in = bf ? r->lp : (const void *)src;
+    void *out = bf ? r->lp_out : (void *)r->out;
+    CommDtype t = bf ? COMM_BF16 : COMM_F32;
+    r->t0 = core_now();
+    r->req = (CommRequest){0};
+    if (bf) o->be->ops->cast(o->be, r->lp, BACKEND_BF16, src, BACKEND_F32, (size_t)o->dp->size * u->per);
+    if (o->zero->ov) comm_ireduce_scatter(o->dp, in, out, u->per, t, COMM_AVG, &r->req);
+    else comm_reduce_scatter(o->dp, in, out, u->per, t, COMM_AVG);
 }
 
-// The average over DP of src (DP*per floats, this unit's full gradient on this rank): this
-// rank's piece reduce-scattered, then added to its place in the gradient shard.
-static void reduce_unit(Optimizer *o, const ZeroUnit *u, const float *src) {
+void optim_zero_reduce_finish(Optimizer *o, ZeroReduce *r) {
     Backend *be = o->be;
     OptimZero *z = o->zero;
-    optim_zero_settle(o);  // a prefetch in flight may still read tmp
-    if (o->reduce_bf16) {  // --grad-reduce-in-bf16: rounded before, widened after (as ZeRO-1)
-        size_t n = (size_t)o->dp->size * u->per;
-        be->ops->cast(be, o->lp, BACKEND_BF16, src, BACKEND_F32, n);
-        comm_reduce_scatter(o->dp, o->lp, o->lp_out, u->per, COMM_BF16, COMM_AVG);
-        be->ops->cast(be, z->tmp, BACKEND_F32, o->lp_out, BACKEND_BF16, u->per);
-    } else {
-        comm_reduce_scatter(o->dp, src, z->tmp, u->per, COMM_F32, COMM_AVG);
+    const ZeroUnit *u = &z->units[r->unit];
+    comm_wait(o->dp, &r->req);
+    if (o->reduce_bf16) be->ops->cast(be, r->out, BACKEND_F32, r->lp_out, BACKEND_BF16, u->per);
+    be->ops->add_f32(be, z->grad_shard + u->at, z->grad_shard + u->at, r->out, u->per);
+}
+
+// The average over DP of unit k's full gradient src (DP*per floats in transient buffer base):
+// this rank's piece reduce-scattered, then added to its place in the gradient shard; queued
+// and started nonblocking with --overlap-grad-reduce (zero_overlap.c), else done here.
+static void reduce_unit(Optimizer *o, int k, const float *base, const float *src) {
+    OptimZero *z = o->zero;
+    if (z->ov) {
+        optim_zero_ov_start(o, k, base, src);
+        return;
     }
-    add_f32(be, z->grad_shard + u->at, z->grad_shard + u->at, z->tmp, u->per);
+    optim_zero_settle(o);  // a prefetch in flight may still read tmp
+    ZeroReduce r = {.unit = k, .base = base, .out = z->tmp, .lp = o->lp, .lp_out = o->lp_out};
+    double t0 = core_now();
+    optim_zero_reduce_start(o, &r, src);
+    optim_zero_reduce_finish(o, &r);
+    z->hook_wait_s += core_now() - t0;
 }
 
 // ZeRO-3: this rank's part of unit u as the gather sends it: the fp32 master itself, or cast
@@ -97,7 +111,7 @@ static void prefetch(Optimizer *o, int l) {
 static void reduce_edge(Optimizer *o) {
     OptimZero *z = o->zero;
     if (!z->edge_pending) return;
-    for (int k = 0; k < z->n_edge; k++) reduce_unit(o, &z->units[k], z->edge_grads + z->units[k].buf);
+    for (int k = 0; k < z->n_edge; k++) reduce_unit(o, k, z->edge_grads, z->edge_grads + z->units[k].buf);
     z->edge_pending = 0;
 }
 
@@ -111,6 +125,7 @@ static void edge_event(Optimizer *o, GPTHookEvent ev) {
         z->edge_stale = 0;
     }
     if (ev == GPT_HOOK_BACKWARD_BEGIN && z->edge_len) {
+        if (z->ov) optim_zero_ov_release(o, z->edge_grads);  // the last micro-batch's reductions
         be->ops->zero(be, z->edge_grads, z->edge_len * sizeof(float));
         z->edge_pending = 1;
     }
@@ -121,6 +136,7 @@ void optim_zero_hook(void *ctx, GPTHookEvent ev, int unit) {
     Optimizer *o = ctx;
     OptimZero *z = o->zero;
     GPT *m = z->m;
+    if (z->ov) optim_zero_ov_poll(o);  // --overlap-grad-reduce: progress, finish what completed
     if (unit == GPT_UNIT_EDGE) {
         optim_zero_settle(o);
         z->in_backward = ev != GPT_HOOK_FORWARD;
@@ -138,11 +154,12 @@ void optim_zero_hook(void *ctx, GPTHookEvent ev, int unit) {
         gpt_point_layer_views(m, &m->w.blocks[unit], unit, buf, u->begin, z->esize);
     }
     if (ev == GPT_HOOK_BACKWARD_BEGIN) {  // gradients into the zeroed transient buffer
-        if (z->shared && m->last) reduce_edge(o);  // last stage: the edge's are complete
+        if (m->last && !m->first) reduce_edge(o);  // last stage: the edge's are complete
+        if (z->ov) z->layer_grads = optim_zero_ov_layer_buffer(o);  // the ring's next, released
         o->be->ops->zero(o->be, z->layer_grads, (size_t)o->dp->size * u->per * sizeof(float));
         gpt_point_layer_views(m, &m->g.blocks[unit], unit, z->layer_grads, u->begin, sizeof(float));
     } else if (ev == GPT_HOOK_BACKWARD_END) {
-        reduce_unit(o, u, z->layer_grads);
+        reduce_unit(o, z->n_edge + unit, z->layer_grads, z->layer_grads);
         if (z->shared && m->first && unit == 0 && z->edge_len)  // first stage: the embedding's
             o->be->ops->zero(o->be, z->edge_grads, z->edge_len * sizeof(float));  // come next
     }
@@ -152,6 +169,7 @@ void optim_zero_hook(void *ctx, GPTHookEvent ev, int unit) {
 
 void optim_zero_begin_step(Optimizer *o) {
     o->zero->n_prefetched = 0;
+    o->zero->hook_wait_s = 0.0;
     o->be->ops->zero(o->be, o->zero->grad_shard, o->shard_len * sizeof(float));
 }
 
@@ -159,6 +177,7 @@ void optim_zero_finish_grads(Optimizer *o, Comm *tp_sp, Comm *embedding) {
     OptimZero *z = o->zero;
     const GPT *m = z->m;
     optim_zero_settle(o);
+    optim_zero_ov_drain(o);  // --overlap-grad-reduce: every reduce-scatter in the shard first
     for (int i = 0; tp_sp && i < o->n_segs; i++)  // the same segments on every tp rank
         if (m->params[o->segs[i].param].norm_param)
             comm_all_reduce(tp_sp, z->grad_shard + o->segs[i].at, o->segs[i].len, COMM_F32, COMM_SUM);
@@ -180,6 +199,7 @@ void optim_zero_update(Optimizer *o, const AdamWConfig *cfg, double lr, double g
     GPT *m = z->m;
     size_t rank = (size_t)o->dp->rank;
     optim_zero_settle(o);  // (none expected: the masters change below)
+    optim_zero_ov_drain(o);  // (none expected: finish_grads has drained them)
     z->prefetched = -1;
     o->step++;
     for (int k = 0; k < z->n_units; k++) {
@@ -199,4 +219,11 @@ void optim_zero_update(Optimizer *o, const AdamWConfig *cfg, double lr, double g
         be->ops->copy(be, m->param_mem + u->begin, out, u->len * sizeof(float), BACKEND_D2D);
     }
     z->edge_stale = 1;
+}
+
+double optim_zero_take_hook_wait(Optimizer *o) {
+    if (!o->zero) return 0.0;
+    double s = o->zero->hook_wait_s;
+    o->zero->hook_wait_s = 0.0;
+    return s;
 }

@@ -12,6 +12,9 @@ cd "$(dirname "$0")/.."
 build="${BUILD_DIR:-build}"
 scripts/setup.sh || exit 1
 scripts/build.sh "$build" || { echo "0 passed, 1 failed"; exit 1; }
+# Two tests run at once on the box's cores, so OpenMP workers that spin while idle (libgomp's
+# default, kept for training: backend/cpu/cpu_blas.h) would steal the other test's core.
+export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
 meson test -C "$build" --print-errorlogs --num-processes 2 "$@"
 rc=$?
 logs=("$build/meson-logs/testlog.json")

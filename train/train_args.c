@@ -182,7 +182,7 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
     a->loss_scale_window = 1000;
     a->hysteresis = 2;
     double lr = 3e-4, min_lr = 0, wd = 0.01, b1 = 0.9, b2 = 0.999, eps = 1e-8, clip = 1.0;  // Megatron's
-    double warmup_fraction = -1, hidden_dropout = 0, attention_dropout = 0;
+    double warmup_fraction = -1, hidden_dropout = 0.1, attention_dropout = 0.1;  // Megatron's
     int64_t train_samples = 0, warmup_samples = -1, decay_samples = -1;
     int vpp_layers = 0, vpp_size = 0;
     CoreStrList rampup = {0};
@@ -204,12 +204,12 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
         {"--train-samples", ARG_I64, &train_samples, "sequences to train on (instead of --train-iters; the learning-rate schedule then counts samples)"},
         {"--lr-warmup-samples", ARG_I64, &warmup_samples, "with --train-samples: warm-up in sequences"},
         {"--lr-decay-samples", ARG_I64, &decay_samples, "with --train-samples: decay in sequences"},
-        {"--hidden-dropout", ARG_FLOAT, &hidden_dropout, "dropout probability of the embeddings and of the attention and MLP outputs before their residual adds (Megatron: 0.1; megac: 0, so that runs without the flag stay as they were; masks from seed, iteration and global indices: every layout trains the same model)"},
-        {"--attention-dropout", ARG_FLOAT, &attention_dropout, "dropout probability of the attention probabilities (Megatron: 0.1; megac: 0, as --hidden-dropout)"},
+        {"--hidden-dropout", ARG_FLOAT, &hidden_dropout, "dropout probability of the embeddings and of the attention and MLP outputs before their residual adds (0: off; masks from seed, iteration and global indices: every layout trains the same model)"},
+        {"--attention-dropout", ARG_FLOAT, &attention_dropout, "dropout probability of the attention probabilities (0: off; CUDA --bf16/--fp16 --use-flash-attn: only 0 runs the tensor-core kernels)"},
         {"--rampup-batch-size", ARG_LIST, &rampup, "START INCR SAMPLES: the global batch grows from START by INCR to --global-batch-size over SAMPLES samples (needs --train-samples)"},
         {"--num-layers-per-virtual-pipeline-stage", ARG_INT, &vpp_layers, "layers per model chunk: interleaved 1F1B with v = num-layers / (PP x this) chunks per pipeline rank (bubble (PP-1)/(v x m); m a multiple of PP)"},
         {"--virtual-pipeline-model-parallel-size", ARG_INT, &vpp_size, "v, model chunks per pipeline rank (interleaved 1F1B; instead of the flag above)"},
-        {"--overlap-grad-reduce", ARG_BOOL, &a->overlap_grad_reduce, "DDP / ZeRO-1: reduce each --ddp-bucket-size bucket during the last micro-batch's backward, once its gradients are final (same results; needs several buckets)"},
+        {"--overlap-grad-reduce", ARG_BOOL, &a->overlap_grad_reduce, "DDP / ZeRO-1: reduce each --ddp-bucket-size bucket during the last micro-batch's backward, once its gradients are final (needs several buckets); ZeRO-2: each layer's reduce-scatter runs in the background, in every micro-batch (same results; ZeRO-3 refused)"},
         {"--lr-decay-iters", ARG_I64, &decay, "decay iterations (default: train-iters)"},
         {"--weight-decay", ARG_FLOAT, &wd, "AdamW weight decay (weights and embeddings)"},
         {"--adam-beta1", ARG_FLOAT, &b1, "AdamW beta1"},
@@ -344,9 +344,9 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
         core_usage_error("--overlap-param-gather needs the distributed optimizer (ZeRO-1, the default, or "
                          "--data-parallel-sharding-strategy optim_grads_params); got %s",
                          optim_sharding_label((OptimSharding)a->sharding));
-    if (a->overlap_grad_reduce && a->sharding >= OPTIM_SHARD_GRADS)
-        core_usage_error("--overlap-grad-reduce works with DDP and ZeRO-1 (--data-parallel-sharding-strategy "
-                         "no_shard / optim); ZeRO-2/3 already reduce-scatter each layer inside the backward");
+    if (a->overlap_grad_reduce && a->sharding == OPTIM_SHARD_PARAMS)
+        core_usage_error("--overlap-grad-reduce works with DDP, ZeRO-1 and ZeRO-2 (--data-parallel-sharding-strategy "
+                         "no_shard / optim / optim_grads); ZeRO-3 (optim_grads_params) does not support it yet");
     parse_virtual_pipeline(a, vpp_layers, vpp_size);
     if (a->bf16 && a->fp16) core_usage_error("--bf16 and --fp16 contradict each other: choose one");
     if ((a->bf16 || a->fp16) && strcmp(a->device, "cuda"))

@@ -45,7 +45,8 @@ typedef struct {
     int overlap_param_gather;       // ZeRO-1: gather each bucket in the background (optim/
                                     // overlap_gather.c); ZeRO-3: prefetch the next layer (zero.h)
     int overlap_grad_reduce;        // DDP / ZeRO-1: start each DP bucket's reduction in the
-                                    // last micro-batch's backward (optim/overlap.c)
+                                    // last micro-batch's backward (optim/overlap.c); ZeRO-2:
+                                    // each unit's reduce-scatter nonblocking (zero_overlap.c)
     double timeout_minutes;
     int max_nan_iters;
     int exit_signal_handler;        // 1 (default): SIGTERM/SIGINT/SIGUSR1/SIGUSR2 stop gracefully

@@ -132,6 +132,9 @@ void train_log_startup(const Trainer *t) {
                m->Vp, a->micro_batch, a->global_batch, t->n_micro,
                m->sp ? " | sequence parallel" : "", m->cfg.use_flash_attn ? " | flash attention" : "",
                recompute_label(&m->cfg, rc, sizeof rc));
+        if (a->hidden_dropout > 0 || a->attention_dropout > 0)
+            printf("dropout: hidden %g, attention %g (training steps only; masks from --seed, the "
+                   "iteration and global indices)\n", a->hidden_dropout, a->attention_dropout);
         size_t mine_floats = 0;
         for (int c = 0; c < t->n_chunks; c++) mine_floats += t->chunks[c]->n_floats;
         printf("parameters: %.6g M in the whole model (tied embedding counted once, vocabulary "
@@ -315,6 +318,7 @@ void train_log_run_record(Trainer *t, long superseded) {
             c->recompute_block ? "block" : "uniform", c->recompute == GPT_RECOMPUTE_FULL ? c->recompute_num_layers : 0,
             a->lr.lr, a->lr.min_lr, (unsigned long long)a->seed, a->mock_data);
     fprintf(f, ",\"virtual_pipeline_model_parallel_size\":%d", t->n_chunks);  // 1: not interleaved
+    fprintf(f, ",\"hidden_dropout\":%.9g,\"attention_dropout\":%.9g", a->hidden_dropout, a->attention_dropout);
     fprintf(f, ",\"hosts\":[");
     for (const char *p = run_hosts; *p; p += *p == ',') {
         size_t n = strcspn(p, ",");

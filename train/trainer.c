@@ -1,4 +1,4 @@
-// train/trainer.c: set-up and the training step.
+// train/trainer.c: set-up and the training step (its reductions: train/trainer_sync.c).
 //
 // A step: zero gradients -> the pipeline schedule runs m micro-batches forward and backward
 // -> tied-embedding gradients summed over the embedding group (first + last stage) ->
@@ -8,6 +8,7 @@
 // layer's gradients inside the backward instead, through the model's hook.
 #include "trainer.h"
 #include "train_outputs.h"
+#include "trainer_sync.h"  // defines: trainer_reduce_grads, trainer_global_sums
 #include "train_stop.h"
 #include "core/check.h"
 #include "core/timer.h"  // defines: core_now
@@ -174,7 +175,8 @@ static void create_model_chunks(Trainer *t, PPScheduleKind kind) {
             o = optim_create(t->be, g->dp, a->zero1, m->params, m->n_params, m->n_floats,
                              g->coord.tp_rank, (size_t)a->ddp_bucket_size);
         if (a->grad_reduce_in_bf16) optim_set_reduce_bf16(o);
-        if (a->overlap_grad_reduce) optim_overlap_enable(o, m, g->tp);  // DDP / ZeRO-1 (train_args.c)
+        if (a->overlap_grad_reduce && o->zero) optim_zero_overlap_enable(o, t->n_micro);  // ZeRO-2
+        else if (a->overlap_grad_reduce) optim_overlap_enable(o, m, g->tp);  // DDP / ZeRO-1 (train_args.c)
         if (a->sharding == OPTIM_SHARD_OPTIM && a->overlap_param_gather)
             optim_gather_enable(o, m);  // ZeRO-1: chained after the --overlap-grad-reduce hook
         else
@@ -232,6 +234,8 @@ Trainer *trainer_create(const TrainArgs *args) {
                               core_calloc(2 * N, sizeof(int))};
     size_t bucket_spans = 0;  // one trace span per DP bucket and step (+ its gather: ZeRO-1 overlap)
     for (int c = 0; c < t->n_chunks; c++) bucket_spans += (size_t)t->opts[c]->n_buckets * (size_t)a->train_iters;
+    if (t->opt->zero && a->overlap_grad_reduce)  // ZeRO-2: one per unit and micro-batch
+        bucket_spans += (size_t)t->opt->zero->n_units * (size_t)t->n_micro * (size_t)a->train_iters;
     if (a->overlap_param_gather) bucket_spans *= 2;
     if (bucket_spans > (size_t)1 << 22) bucket_spans = (size_t)1 << 22;
     t->trace = pp_trace_create(g->world, a->trace ? trace_capacity(a, t->n_micro * t->n_chunks) + bucket_spans : 0);
@@ -248,10 +252,6 @@ Trainer *trainer_create(const TrainArgs *args) {
     install_crash_report(g->coord.rank);
     train_outputs_check(t);  // --log-json, --trace: writable, not an input of this run
     return t;
-}
-
-void trainer_settle_params(Trainer *t) {
-    for (int c = 0; c < t->n_chunks; c++) optim_gather_settle(t->opts[c]);
 }
 
 void trainer_destroy(Trainer *t) {
@@ -273,46 +273,6 @@ void trainer_destroy(Trainer *t) {
     free(t);
 }
 
-// Sums the two copies of the tied embedding's gradient (first and last stage).
-static void sync_tied_embedding(Trainer *t) {
-    ProcessGrid *g = t->grid;
-    if (g->dims.pp == 1 || !g->embedding || t->wte_param < 0 || t->args.model.untie_embeddings) return;
-    GPT *m = t->chunks[t->wte_chunk];  // interleaved: chunk 0 on the first stage, v-1 on the last
-    const ParamInfo *p = &m->params[t->wte_param];
-    comm_all_reduce(g->embedding, m->grad_mem + p->offset, p->numel, COMM_F32, COMM_SUM);
-}
-
-// Each DP bucket's reduction of this step as a span of the trace (start to completion).
-static void trace_buckets(Trainer *t) {
-    for (int c = 0; c < t->n_chunks && t->args.trace; c++)
-        for (int k = 0; k < t->opts[c]->n_buckets; k++) {
-            const OptBucket *b = &t->opts[c]->buckets[k];
-            if (b->done) pp_trace_span(t->trace, PP_EV_GRAD_BUCKET, k, b->t0, b->t1);
-        }
-}
-
-// --overlap-param-gather (ZeRO-1): the bucket gathers completed since the last call, and the
-// time the forward waited for them (returned, ms). Never fails.
-static double trace_gathers(Trainer *t) {
-    double ms = 0.0, t0, t1;
-    for (int c = 0; c < t->n_chunks; c++) {
-        ms += optim_gather_take_exposed(t->opts[c]) * 1e3;
-        for (int k = 0; k < t->opts[c]->n_buckets; k++)
-            if (optim_gather_take_span(t->opts[c], k, &t0, &t1) && t->args.trace)
-                pp_trace_span(t->trace, PP_EV_PARAM_GATHER, k, t0, t1);
-    }
-    return ms;
-}
-
-// Global sums of [grad norm^2, loss sum] over all ranks (each adds its unique share).
-static void global_sums(Trainer *t, double *sq, double *loss_sum) {
-    const ProcessGrid *g = t->grid;
-    double v[2] = {*sq, (g->is_last_stage && g->coord.tp_rank == 0) ? *loss_sum : 0.0};
-    comm_all_reduce(g->world, v, 2, COMM_F64, COMM_SUM);
-    *sq = v[0];
-    *loss_sum = v[1];
-}
-
 // Points the batch cursor at `split` from sample `start` with global batch G and sets the
 // step's micro-batches per DP rank, G / (micro-batch x DP). Never fails.
 static void trainer_set_batch(Trainer *t, SplitKind split, int64_t start, int G) {
@@ -324,7 +284,6 @@ static void trainer_set_batch(Trainer *t, SplitKind split, int64_t start, int G)
 
 StepResult trainer_step(Trainer *t) {
     StepResult r = {0};
-    GPT *m = t->model;
     int64_t it = t->iteration + 1;
     // this iteration's global batch (--rampup-batch-size), placed after the consumed samples
     int G = train_rampup_batch(&t->args.rampup, t->consumed_samples);
@@ -342,28 +301,17 @@ StepResult trainer_step(Trainer *t) {
     for (int c = 0; c < t->n_chunks; c++) gpt_dropout_step(t->chunks[c], it, 1);
     for (int c = 0; c < t->n_chunks; c++) optim_overlap_begin_step(t->opts[c], t->step.n_micro);
     double loss_sum = pp_forward_backward(&t->step);
-    r.param_gather_exposed_ms = trace_gathers(t);  // the last update's gathers, waited in the forward
+    r.param_gather_exposed_ms = trainer_take_gathers(t);  // the last update's, waited in the forward
     for (int c = 0; c < t->n_chunks; c++) gpt_dropout_step(t->chunks[c], it, 0);  // eval: none
     t->be->ops->sync(t->be);  // CUDA: time the reductions, not the backward still queued
     double t0 = pp_trace_begin(t->trace), exposed0 = core_now();
-    if (t->opt->zero) {  // ZeRO-2/3: reduced layer by layer; the sums below on the shard only
-        optim_zero_finish_grads(t->opt, m->sp ? t->grid->tp : NULL,
-                                t->grid->dims.pp > 1 ? t->grid->embedding : NULL);
-    } else {
-        for (int c = 0; c < t->n_chunks; c++) {  // --overlap-grad-reduce: the layers' sums are done
-            if (t->opts[c]->ov) optim_overlap_sync_sp_rest(t->opts[c]);
-            else gpt_sync_sequence_parallel_grads(t->chunks[c], t->grid->tp);
-        }
-        sync_tied_embedding(t);
-        for (int c = 0; c < t->n_chunks; c++) optim_reduce_grads(t->opts[c], t->chunks[c]->grad_mem);
-        trace_buckets(t);
-    }
-    t->be->ops->sync(t->be);  // (the norm's read below waits for the device anyway)
-    r.grad_sync_exposed_ms = (core_now() - exposed0) * 1e3;
+    trainer_reduce_grads(t);  // SP LayerNorm, tied embedding, DP (ends with a sync)
+    // ZeRO-2/3: + what the backward's hooks waited for the reduce-scatters
+    r.grad_sync_exposed_ms = (core_now() - exposed0 + optim_zero_take_hook_wait(t->opt)) * 1e3;
     double sq = 0.0;  // interleaved: the norm and the clipping cover all chunks together
     for (int c = 0; c < t->n_chunks; c++) sq += optim_local_grad_sq(t->opts[c], t->chunks[c]->grad_mem);
     if (nan_hook(t, it)) sq = NAN;  // test hook, see test_nan_at_iter
-    global_sums(t, &sq, &loss_sum);
+    trainer_global_sums(t, &sq, &loss_sum);
     pp_trace_end(t->trace, PP_EV_GRAD_SYNC, -1, t0);
     r.grad_norm = sqrt(sq) / S;
     r.loss = loss_sum / ((double)G * t->args.model.seq_length);
@@ -384,12 +332,8 @@ StepResult trainer_step(Trainer *t) {
         double clip = t->args.adamw.clip_grad, scale = 1.0;
         if (clip > 0 && r.grad_norm + 1e-6 > clip) scale = clip / (r.grad_norm + 1e-6);
         t0 = pp_trace_begin(t->trace);
-        for (int c = 0; c < t->n_chunks; c++) {
-            GPT *mc = t->chunks[c];
-            // bf16/fp16: the copies the next forward reads (unless AdamW wrote them)
-            if (!optim_update(t->opts[c], &t->args.adamw, r.lr, scale / S, mc->param_mem, mc->grad_mem))
-                gpt_refresh_weight_copies(mc);
-        }
+        for (int c = 0; c < t->n_chunks; c++)  // bf16/fp16: and the copies the next forward reads
+            optim_update_model(t->opts[c], &t->args.adamw, r.lr, scale / S, t->chunks[c]);
         pp_trace_end(t->trace, PP_EV_OPTIMIZER, -1, t0);
     }
     t->iteration = it;
@@ -405,7 +349,7 @@ double trainer_evaluate(Trainer *t, SplitKind split) {
     for (int64_t i = 0; i < iters; i++) {
         trainer_set_batch(t, split, i * t->args.global_batch, t->args.global_batch);
         double loss = pp_forward_only(&t->step), zero = 0.0;
-        global_sums(t, &zero, &loss);
+        trainer_global_sums(t, &zero, &loss);
         total += loss;
     }
     t->cursor.split = SPLIT_TRAIN;

@@ -44,6 +44,13 @@ void cpu_matmul_forward(Backend *be, float *out, const float *inp, const float *
 void cpu_matmul_backward(Backend *be, float *dinp, float *dweight, float *dbias,
                          const float *dout, const float *inp, const float *weight,
                          int N, int C, int OC);
+// matmul_forward then out = gelu(pre), and matmul_backward then dinp *= gelu'(pre): the
+// GELU taken inside each GEMM panel (cpu_gemm_fused), the same bits as the pairs.
+void cpu_matmul_gelu_forward(Backend *be, float *out, float *pre, const float *inp,
+                             const float *weight, const float *bias, int N, int C, int OC);
+void cpu_matmul_backward_dgelu(Backend *be, float *dinp, float *dweight, float *dbias,
+                               const float *dout, const float *inp, const float *weight,
+                               const float *pre, int N, int C, int OC);
 // acc (C) += column sums of x (N, C), each column summed over rows in order.
 void cpu_colsum_acc(Backend *be, float *acc, const float *x, int N, int C);
 // Row-major C (M, N) = alpha * op(A) @ op(B) + beta * C; ta/tb: 1 = transposed. Degenerate
@@ -64,6 +71,9 @@ void cpu_residual_layernorm_forward(Backend *be, float *res, float *ln, float *m
                                     const float *a, const float *b, const float *weight,
                                     const float *bias, int N, int C);
 void cpu_gelu_forward(Backend *be, float *out, const float *inp, size_t n);
+// One thread's share of gelu_forward / gelu_backward (no region; for fused loops).
+void cpu_gelu_span(float *out, const float *inp, size_t n);
+void cpu_gelu_grad_span(float *dinp, const float *inp, const float *dout, size_t n);
 void cpu_gelu_backward(Backend *be, float *dinp, const float *inp, const float *dout, size_t n);
 void cpu_add(Backend *be, float *out, const float *a, const float *b, size_t n);
 void cpu_scale(Backend *be, float *x, float s, size_t n);

@@ -1,5 +1,5 @@
-// backend/cpu/cpu_blas.c: choose OpenBLAS's kernels and libgomp's wait policy for this CPU,
-// re-executing the program when the libraries must see a different environment at load.
+// backend/cpu/cpu_blas.c: choose OpenBLAS's kernels for this CPU, re-executing the program
+// when the library must see a different environment at load.
 #include "cpu_blas.h"
 
 #include <cblas.h>    // defines: openblas_get_corename
@@ -7,9 +7,6 @@
 #include <strings.h>  // defines: strcasecmp
 #include <unistd.h>   // defines: execv
 
-// Spin iterations of an idle OpenMP worker before it sleeps (libgomp's default is 300000,
-// ~1-10 ms, during which it competes with the BLAS threads for the same cores).
-#define CPU_GOMP_SPINCOUNT "1000"
 #define CPU_REEXEC_MARK "MEGAC_CPU_REEXEC"
 
 // 2: AVX-512 kernels, 1: AVX2+FMA kernels, 0: anything older (or unknown).
@@ -49,27 +46,21 @@ static void cpu_features(int *avx512, int *avx2_fma) {
 #endif
 }
 
-// Sets what OpenBLAS and libgomp must read at load time, re-executing the program when it
-// changed anything (see cpu_blas.h). Call before MPI_Init. Never fails.
+// Sets what OpenBLAS must read at load time, re-executing the program when it changed
+// anything (see cpu_blas.h). Call before MPI_Init. Never fails.
 void backend_cpu_select_blas_kernels(int argc, char **argv) {
     if (getenv(CPU_REEXEC_MARK)) {  // we are the re-executed process: done (children start clean)
         unsetenv(CPU_REEXEC_MARK);
         return;
     }
     if (argc < 1 || !argv || !argv[0] || getenv("MEGAC_NO_REEXEC")) return;
-    int set_core = 0, set_spin = 0;
-    if (!getenv("OPENBLAS_CORETYPE")) {
-        int avx512, avx2_fma;
-        cpu_features(&avx512, &avx2_fma);
-        const char *core = backend_cpu_blas_upgrade(backend_cpu_blas_corename(), avx512, avx2_fma);
-        if (core) set_core = setenv("OPENBLAS_CORETYPE", core, 1) == 0;
-    }
-    if (!getenv("OMP_WAIT_POLICY") && !getenv("GOMP_SPINCOUNT"))
-        set_spin = setenv("GOMP_SPINCOUNT", CPU_GOMP_SPINCOUNT, 1) == 0;
-    if (!set_core && !set_spin) return;
+    if (getenv("OPENBLAS_CORETYPE")) return;  // the user's choice stands
+    int avx512, avx2_fma;
+    cpu_features(&avx512, &avx2_fma);
+    const char *core = backend_cpu_blas_upgrade(backend_cpu_blas_corename(), avx512, avx2_fma);
+    if (!core || setenv("OPENBLAS_CORETYPE", core, 1) != 0) return;
     setenv(CPU_REEXEC_MARK, "1", 1);
     execv("/proc/self/exe", argv);  // returns only on failure: carry on as we are
-    if (set_core) unsetenv("OPENBLAS_CORETYPE");
-    if (set_spin) unsetenv("GOMP_SPINCOUNT");
+    unsetenv("OPENBLAS_CORETYPE");
     unsetenv(CPU_REEXEC_MARK);
 }

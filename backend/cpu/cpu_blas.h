@@ -1,12 +1,16 @@
-// backend/cpu/cpu_blas.h: pick OpenBLAS's kernels (and a sane OpenMP wait policy) before
-// the libraries read their environment.
+// backend/cpu/cpu_blas.h: pick OpenBLAS's kernels before the library reads its environment.
 //
 // OpenBLAS chooses its kernels once, when the library is loaded, from the CPUID tables it
 // knows; Debian's 0.3.21 does not know recent Intel server CPUs and falls back to its SSE3
 // "Prescott" kernels (~4x slower). The only switch is OPENBLAS_CORETYPE, read at load time,
 // so setting it inside main() is too late: the process has to be started again with it.
-// Likewise libgomp reads its wait policy at load time; its default (spin ~300k iterations
-// after every parallel region) steals the cores OpenBLAS's threads need for the next GEMM.
+// libgomp's wait policy is left alone: its default (an idle worker spins ~300k iterations
+// before it sleeps) is what the backend's many short parallel regions need, now that
+// OpenBLAS runs one thread per call inside them (cpu_gemm.h). The old short spin (1000) cost
+// `medium` at 1 rank x 2 threads ~20 % (median of 8 interleaved runs: 413 ms/step against
+// 340): the workers fell asleep between regions and each region paid their wake-up. A rank
+// that shares its cores with other ranks' threads (--num-threads above cores / ranks) should
+// run with OMP_WAIT_POLICY=passive.
 #pragma once
 
 #ifdef __cplusplus
@@ -16,8 +20,7 @@ extern "C" {
 // Call first thing in main(), before MPI_Init and before any thread starts. If the
 // environment asks for nothing (OPENBLAS_CORETYPE unset) and the kernels OpenBLAS picked
 // are weaker than the CPU supports (AVX-512 -> SkylakeX, AVX2+FMA -> Haswell), sets
-// OPENBLAS_CORETYPE; if neither OMP_WAIT_POLICY nor GOMP_SPINCOUNT is set, sets a short
-// GOMP_SPINCOUNT. When it set anything it re-executes /proc/self/exe with the same argv
+// OPENBLAS_CORETYPE and re-executes /proc/self/exe with the same argv
 // (MEGAC_CPU_REEXEC guards against loops). exec keeps the PID, open descriptors and the
 // environment, so it is safe under mpiexec/srun (the PMI connection survives) as long as
 // MPI is not initialised yet. If exec fails, it undoes its changes and returns: the

@@ -2,7 +2,8 @@
 // OpenBLAS call (the threading plan is in cpu_gemm.h).
 #include "cpu_gemm.h"
 
-#include <cblas.h>  // defines: openblas_get_num_threads, openblas_set_num_threads
+#include <cblas.h>   // defines: openblas_get_num_threads, openblas_set_num_threads
+#include <string.h>  // defines: memcpy
 
 // Panels are multiples of this many rows/columns (a multiple of every sgemm kernel's tile).
 #define CPU_GEMM_ALIGN 64
@@ -33,8 +34,46 @@ void cpu_blas_single_end(int prev) {
 // (N = V = 50304) 231.8 vs 135.0; 2 or 4 dynamically taken panels per thread were no better
 // (191.0 and 181.9 for qkv). The old rule cut the larger of M and N, i.e. the columns of
 // every forward product with N > M.
+// One panel: rows r0..r1 and columns c0..c1 of C, with the epilogue's work around the product
+// (op(A)'s rows r0..r1 and op(B)'s columns c0..c1).
+static void gemm_panel(int ta, int tb, int r0, int r1, int c0, int c1, int K, float alpha,
+                       const float *A, int lda, const float *B, int ldb, float beta, float *Cm,
+                       int ldc, const CpuGemmEpilogue *epi) {
+    int m = r1 - r0, n = c1 - c0;
+    if (epi && epi->bias) {
+        for (int i = r0; i < r1; i++)
+            memcpy(Cm + (size_t)i * ldc + c0, epi->bias + c0, (size_t)n * sizeof(float));
+        beta = 1.0f;
+    }
+    cpu_sgemm(ta, tb, m, n, K, alpha, ta ? A + r0 : A + (size_t)r0 * lda, lda,
+              tb ? B + (size_t)c0 * ldb : B + c0, ldb, beta, Cm + (size_t)r0 * ldc + c0, ldc);
+    if (!epi) return;
+    for (int i = r0; i < r1; i++) {
+        size_t o = (size_t)i * ldc + c0;
+        if (epi->gelu_out) cpu_gelu_span(epi->gelu_out + o, Cm + o, (size_t)n);
+        if (epi->dgelu_pre) cpu_gelu_grad_span(Cm + o, epi->dgelu_pre + o, Cm + o, (size_t)n);
+    }
+}
+
 void cpu_gemm(Backend *be, int ta, int tb, int M, int N, int K, float alpha, const float *A,
               int lda, const float *B, int ldb, float beta, float *Cm, int ldc) {
+    cpu_gemm_fused(be, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, Cm, ldc, NULL);
+}
+
+// Row-major C (M, N) = alpha * op(A) @ op(B) + beta * C in panels of rows or columns.
+//
+// The rule, from `bench_gemm --policies 21` on a 2-core AVX-512 box (medians, GFLOP/s, at
+// M = 1024 tokens, C = 384): cut the rows (M: the tokens of forward and input-gradient
+// products) when each thread gets at least CPU_GEMM_ROWS_MIN of them, else the larger
+// dimension; one panel per thread. Rows against columns, one panel each: qkv forward
+// (N = 3C) 206.8 vs 199.7, fc forward (N = 4C) 206.3 vs 185.7, output layer forward
+// (N = V = 50304) 231.8 vs 135.0; 2 or 4 dynamically taken panels per thread were no better
+// (191.0 and 181.9 for qkv). The old rule cut the larger of M and N, i.e. the columns of
+// every forward product with N > M.
+void cpu_gemm_fused(Backend *be, int ta, int tb, int M, int N, int K, float alpha,
+                    const float *A, int lda, const float *B, int ldb, float beta, float *Cm,
+                    int ldc, const CpuGemmEpilogue *epi) {
+    if (epi && !epi->bias && !epi->gelu_out && !epi->dgelu_pre) epi = NULL;
     int nt = cpu_nt(be);
     int split = be->u.cpu.gemm_split, per = be->u.cpu.gemm_panels;
     if (split == CPU_GEMM_SPLIT_RULE)
@@ -43,7 +82,7 @@ void cpu_gemm(Backend *be, int ta, int tb, int M, int N, int K, float alpha, con
     int split_m = split == CPU_GEMM_SPLIT_M, len = split_m ? M : N;
     int prev = cpu_blas_single_begin();
     if (nt <= 1 || 2.0 * M * N * K < CPU_GEMM_SPLIT_MIN || len < 2 * CPU_GEMM_ALIGN) {
-        cpu_sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, Cm, ldc);
+        gemm_panel(ta, tb, 0, M, 0, N, K, alpha, A, lda, B, ldb, beta, Cm, ldc, epi);
         cpu_blas_single_end(prev);
         return;
     }
@@ -54,12 +93,10 @@ void cpu_gemm(Backend *be, int ta, int tb, int M, int N, int K, float alpha, con
 #pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
     for (int p = 0; p < np; p++) {
         int i0 = p * chunk, i1 = i0 + chunk < len ? i0 + chunk : len;
-        if (split_m)  // rows i0..i1 of op(A) and C
-            cpu_sgemm(ta, tb, i1 - i0, N, K, alpha, ta ? A + i0 : A + (size_t)i0 * lda, lda, B,
-                      ldb, beta, Cm + (size_t)i0 * ldc, ldc);
-        else  // columns i0..i1 of op(B) and C
-            cpu_sgemm(ta, tb, M, i1 - i0, K, alpha, A, lda, tb ? B + (size_t)i0 * ldb : B + i0,
-                      ldb, beta, Cm + i0, ldc);
+        if (split_m)
+            gemm_panel(ta, tb, i0, i1, 0, N, K, alpha, A, lda, B, ldb, beta, Cm, ldc, epi);
+        else
+            gemm_panel(ta, tb, 0, M, i0, i1, K, alpha, A, lda, B, ldb, beta, Cm, ldc, epi);
     }
     cpu_blas_single_end(prev);
 }

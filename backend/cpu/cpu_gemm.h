@@ -25,6 +25,21 @@ enum { CPU_GEMM_SPLIT_RULE = 0, CPU_GEMM_SPLIT_M = 1, CPU_GEMM_SPLIT_N = 2 };
 void cpu_gemm(Backend *be, int ta, int tb, int M, int N, int K, float alpha, const float *A,
               int lda, const float *B, int ldb, float beta, float *Cm, int ldc);
 
+// What each panel of cpu_gemm_fused does around its product, on its own rows or columns of
+// C while they are still in the core's cache (one region instead of three passes over C).
+// Elementwise, so the bits equal the unfused sequence.
+typedef struct {
+    const float *bias;       // (N): before the product, each row of C = bias, and beta = 1
+    float *gelu_out;         // (M, ldc): after it, gelu_out = gelu(C)
+    const float *dgelu_pre;  // (M, ldc): after it, C *= gelu'(dgelu_pre) (in place)
+} CpuGemmEpilogue;
+
+// cpu_gemm with the per-panel work of `epi` (NULL or all-NULL members: plain cpu_gemm).
+// Same panels as cpu_gemm, so the same bits. Main thread, outside regions. Never fails.
+void cpu_gemm_fused(Backend *be, int ta, int tb, int M, int N, int K, float alpha,
+                    const float *A, int lda, const float *B, int ldb, float beta, float *Cm,
+                    int ldc, const CpuGemmEpilogue *epi);
+
 // Makes every OpenBLAS call run on its calling thread until cpu_blas_single_end(returned
 // value) restores the previous (process-wide) thread count. cpu_sgemm may be called from
 // inside an OpenMP region only between the two. Main thread only, outside regions.

@@ -26,14 +26,15 @@ void cpu_sgemm(int ta, int tb, int M, int N, int K, float alpha, const float *A,
 // row first, then the GEMM accumulates onto it (beta = 1).
 void cpu_matmul_forward(Backend *be, float *out, const float *inp, const float *weight,
                         const float *bias, int N, int C, int OC) {
-    float beta = 0.0f;
-    if (bias) {
-        int nt = cpu_nt(be);
-#pragma omp parallel for num_threads(nt) schedule(static) if ((size_t)N * OC > CPU_PAR_MIN)
-        for (int i = 0; i < N; i++) memcpy(out + (size_t)i * OC, bias, (size_t)OC * sizeof(float));
-        beta = 1.0f;
-    }
-    cpu_gemm(be, 0, 1, N, OC, C, 1.0f, inp, C, weight, C, beta, out, OC);
+    CpuGemmEpilogue epi = {.bias = bias};  // each panel's rows start as the bias (beta 1)
+    cpu_gemm_fused(be, 0, 1, N, OC, C, 1.0f, inp, C, weight, C, 0.0f, out, OC, &epi);
+}
+
+// pre (N, OC) = inp @ weight^T + bias, out (N, OC) = gelu(pre), panel by panel.
+void cpu_matmul_gelu_forward(Backend *be, float *out, float *pre, const float *inp,
+                             const float *weight, const float *bias, int N, int C, int OC) {
+    CpuGemmEpilogue epi = {.bias = bias, .gelu_out = out};
+    cpu_gemm_fused(be, 0, 1, N, OC, C, 1.0f, inp, C, weight, C, 0.0f, pre, OC, &epi);
 }
 
 // dinp (N, C) = dout (N, OC) @ weight (OC, C); dweight (OC, C) += dout^T @ inp (N, C);
@@ -41,7 +42,16 @@ void cpu_matmul_forward(Backend *be, float *out, const float *inp, const float *
 void cpu_matmul_backward(Backend *be, float *dinp, float *dweight, float *dbias,
                          const float *dout, const float *inp, const float *weight,
                          int N, int C, int OC) {
-    if (dinp) cpu_gemm(be, 0, 0, N, C, OC, 1.0f, dout, OC, weight, C, 0.0f, dinp, C);
+    cpu_matmul_backward_dgelu(be, dinp, dweight, dbias, dout, inp, weight, NULL, N, C, OC);
+}
+
+// cpu_matmul_backward, dinp (N, C) then *= gelu'(pre (N, C)) inside its panels (pre NULL:
+// no GELU). dinp's product comes first; dweight and dbias read only dout and inp.
+void cpu_matmul_backward_dgelu(Backend *be, float *dinp, float *dweight, float *dbias,
+                               const float *dout, const float *inp, const float *weight,
+                               const float *pre, int N, int C, int OC) {
+    CpuGemmEpilogue epi = {.dgelu_pre = pre};
+    if (dinp) cpu_gemm_fused(be, 0, 0, N, C, OC, 1.0f, dout, OC, weight, C, 0.0f, dinp, C, &epi);
     if (dweight) cpu_gemm(be, 1, 0, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
     if (dbias) cpu_colsum_acc(be, dbias, dout, N, OC);
 }

@@ -119,13 +119,13 @@ void cpu_layernorm_backward(Backend *be, float *dinp, float *dweight, float *dbi
     if (dweight || dbias) cpu_layernorm_dparams(be, dweight, dbias, dout, inp, mean, rstd, N, C);
 }
 
-CPU_SIMD_CLONES static void cpu_gelu_span(float *out, const float *inp, size_t n) {
+CPU_SIMD_CLONES void cpu_gelu_span(float *out, const float *inp, size_t n) {
 #pragma omp simd
     for (size_t i = 0; i < n; i++) out[i] = cpu_gelu(inp[i]);
 }
 
-CPU_SIMD_CLONES static void cpu_gelu_grad_span(float *dinp, const float *inp, const float *dout,
-                                               size_t n) {
+CPU_SIMD_CLONES void cpu_gelu_grad_span(float *dinp, const float *inp, const float *dout,
+                                        size_t n) {
 #pragma omp simd
     for (size_t i = 0; i < n; i++) dinp[i] = cpu_gelu_grad(inp[i]) * dout[i];
 }

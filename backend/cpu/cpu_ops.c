@@ -29,17 +29,15 @@ static void op_residual_layernorm_forward(Backend *be, void *res, void *ln, floa
                                           const void *weight, const void *bias, int N, int C) {
     cpu_residual_layernorm_forward(be, res, ln, mean, rstd, a, b, weight, bias, N, C);
 }
-// The fused linear + GELU ops are the unfused pair here (the reference: same bits).
+// The fused linear + GELU ops: the GELU inside each GEMM panel, the same bits as the pair.
 static void op_matmul_gelu_forward(Backend *be, void *out, void *pre, const void *inp,
                                    const void *weight, const void *bias, int N, int C, int OC) {
-    cpu_matmul_forward(be, pre, inp, weight, bias, N, C, OC);
-    cpu_gelu_forward(be, out, pre, (size_t)N * OC);
+    cpu_matmul_gelu_forward(be, out, pre, inp, weight, bias, N, C, OC);
 }
 static void op_matmul_backward_dgelu(Backend *be, void *dinp, float *dweight, float *dbias,
                                      const void *dout, const void *inp, const void *weight,
                                      const void *pre, int N, int C, int OC) {
-    cpu_matmul_backward(be, dinp, dweight, dbias, dout, inp, weight, N, C, OC);
-    cpu_gelu_backward(be, dinp, pre, dinp, (size_t)N * C);  // in place: dinp may alias dout
+    cpu_matmul_backward_dgelu(be, dinp, dweight, dbias, dout, inp, weight, pre, N, C, OC);
 }
 static void op_gelu_forward(Backend *be, void *out, const void *inp, size_t n) {
     cpu_gelu_forward(be, out, inp, n);
@@ -144,6 +142,7 @@ static const BackendOps CPU_OPS = {
     .gelu_forward = op_gelu_forward,
     .gelu_backward = op_gelu_backward,
     .add = op_add,
+    .add_f32 = cpu_add,
     .scale = cpu_scale,
     .cast = cpu_cast,
     .attention_forward = op_attention_forward,

@@ -121,6 +121,7 @@ static const BackendOps CUDA_OPS = {
     .gelu_forward = cuda_gelu_forward,
     .gelu_backward = cuda_gelu_backward,
     .add = cuda_add,
+    .add_f32 = cuda_add_f32,
     .scale = cuda_scale,
     .cast = cuda_cast,
     .attention_forward = cuda_attention_forward,

@@ -163,6 +163,7 @@ void cuda_layernorm_backward(Backend *be, void *dinp, float *dweight, float *dbi
 void cuda_gelu_forward(Backend *be, void *out, const void *inp, size_t n);
 void cuda_gelu_backward(Backend *be, void *dinp, const void *inp, const void *dout, size_t n);
 void cuda_add(Backend *be, void *out, const void *a, const void *b, size_t n);
+void cuda_add_f32(Backend *be, float *out, const float *a, const float *b, size_t n);
 
 // cuda_llama.cu: RMSNorm, SwiGLU, rope_gqa (llama.cuh) --------------------------------------
 void cuda_rmsnorm_forward(Backend *be, void *out, float *rstd, const void *inp, const void *weight,

@@ -135,6 +135,12 @@ void cuda_add(Backend *be, void *out, const void *a, const void *b, size_t n) {
     ACT_DISPATCH(be->act, add_t, be, out, a, b, n);
 }
 
+// out (n) = a + b in fp32 whatever be->act; out may alias a or b.
+void cuda_add_f32(Backend *be, float *out, const float *a, const float *b, size_t n) {
+    if (n == 0) return;
+    add_t<float>(be, out, a, b, n);
+}
+
 // x (n, fp32) *= s.
 void cuda_scale(Backend *be, float *x, float s, size_t n) {
     if (n == 0) return;

@@ -4,50 +4,9 @@
 // NaN; scratch needs no initialisation; bitwise repeatability.
 #include "backend/backend.h"
 #include "backend/cpu/cpu_blas.h"
-#include "tests/backend/backend_test_util.h"
+#include "tests/backend/attention_ref.h"  // defines: AttnRef, attention_ref
 
 #include <math.h>
-
-typedef struct {
-    int B, T, NH, hs;
-    double *qkv, *out, *att;  // (B, T, 3C), (B, T, C), (B, NH, T, T)
-    const float *g;           // (B, T, C) upstream gradient
-} AttnCtx;
-
-// out (B, T, C), att (B, NH, T, T): causal softmax(q k^T / sqrt(hs)) v, all in double.
-static void attention_ref(AttnCtx *c) {
-    int B = c->B, T = c->T, NH = c->NH, hs = c->hs, C = NH * hs;
-    double scale = 1.0 / sqrt((double)hs);
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < NH; h++)
-            for (int t = 0; t < T; t++) {
-                const double *q = c->qkv + ((size_t)b * T + t) * 3 * C + h * hs;
-                double *a = c->att + (((size_t)b * NH + h) * T + t) * T;
-                double m = -INFINITY, s = 0;
-                for (int u = 0; u <= t; u++) {
-                    const double *k = c->qkv + ((size_t)b * T + u) * 3 * C + C + h * hs;
-                    double d = 0;
-                    for (int i = 0; i < hs; i++) d += q[i] * k[i];
-                    a[u] = d * scale;
-                    m = fmax(m, a[u]);
-                }
-                for (int u = 0; u <= t; u++) s += (a[u] = exp(a[u] - m));
-                for (int u = 0; u < T; u++) a[u] = u <= t ? a[u] / s : 0.0;
-                double *o = c->out + ((size_t)b * T + t) * C + h * hs;
-                for (int i = 0; i < hs; i++) {
-                    double acc = 0;
-                    for (int u = 0; u <= t; u++)
-                        acc += a[u] * c->qkv[((size_t)b * T + u) * 3 * C + 2 * C + h * hs + i];
-                    o[i] = acc;
-                }
-            }
-}
-
-static double attention_loss(void *p) {
-    AttnCtx *c = p;
-    attention_ref(c);
-    return dot_fd(c->g, c->out, (size_t)c->B * c->T * c->NH * c->hs);
-}
 
 static void test_attention(Backend *be, TestRng *r, int B, int T, int NH, int hs) {
     int C = NH * hs;
@@ -55,7 +14,8 @@ static void test_attention(Backend *be, TestRng *r, int B, int T, int NH, int hs
     float *qkv = test_floats(nqkv), *out = test_floats(nout), *att = test_floats(natt);
     float *g = test_floats(nout), *dqkv = test_floats(nqkv), *scratch = test_floats(natt);
     rng_fill(r, qkv, nqkv, -2, 2), rng_fill(r, g, nout, -1, 1);
-    AttnCtx c = {B, T, NH, hs, to_double(qkv, nqkv), test_doubles(nout), test_doubles(natt), g};
+    AttnRef c = {.B = B, .T = T, .NH = NH, .hs = hs, .qkv = to_double(qkv, nqkv),
+                 .out = test_doubles(nout), .att = test_doubles(natt), .g = g};
     for (size_t i = 0; i < natt; i++) att[i] = NAN, scratch[i] = NAN;
 
     be->ops->attention_forward(be, out, att, qkv, B, T, NH, hs);
@@ -70,7 +30,7 @@ static void test_attention(Backend *be, TestRng *r, int B, int T, int NH, int hs
     for (size_t i = 0; i < nqkv; i++) dqkv[i] = NAN;
     be->ops->attention_backward(be, dqkv, scratch, g, qkv, att, B, T, NH, hs);
     double *want = test_doubles(nqkv);
-    fd_grad(c.qkv, nqkv, attention_loss, &c, want);
+    fd_grad(c.qkv, nqkv, attention_ref_loss, &c, want);
     EXPECT_CLOSE(dqkv, want, nqkv, 5e-6, "attention dqkv vs finite differences");
     free(qkv), free(out), free(att), free(g), free(dqkv), free(scratch), free(want);
     free(c.qkv), free(c.out), free(c.att);

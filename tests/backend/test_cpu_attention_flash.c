@@ -6,50 +6,9 @@
 // and with 1 or 2 threads.
 #include "backend/backend.h"
 #include "backend/cpu/cpu_blas.h"
-#include "tests/backend/backend_test_util.h"
+#include "tests/backend/attention_ref.h"  // defines: AttnRef, attention_ref
 
 #include <math.h>
-
-typedef struct {
-    int B, T, NH, hs;
-    double *qkv, *out, *lse;  // (B, T, 3C), (B, T, C), (B, NH, T)
-    const float *g;           // (B, T, C) upstream gradient
-} FlashCtx;
-
-// out (B, T, C), lse (B, NH, T): causal softmax(q k^T / sqrt(hs)) v, all in double.
-static void flash_ref(FlashCtx *c) {
-    int T = c->T, NH = c->NH, hs = c->hs, C = NH * hs;
-    double scale = 1.0 / sqrt((double)hs), *s = test_doubles((size_t)T);
-    for (int b = 0; b < c->B; b++)
-        for (int h = 0; h < NH; h++)
-            for (int t = 0; t < T; t++) {
-                const double *q = c->qkv + ((size_t)b * T + t) * 3 * C + h * hs;
-                double m = -INFINITY, l = 0;
-                for (int u = 0; u <= t; u++) {
-                    const double *k = c->qkv + ((size_t)b * T + u) * 3 * C + C + h * hs;
-                    double d = 0;
-                    for (int i = 0; i < hs; i++) d += q[i] * k[i];
-                    s[u] = d * scale;
-                    m = fmax(m, s[u]);
-                }
-                for (int u = 0; u <= t; u++) l += (s[u] = exp(s[u] - m));
-                c->lse[((size_t)b * NH + h) * T + t] = m + log(l);
-                double *o = c->out + ((size_t)b * T + t) * C + h * hs;
-                for (int i = 0; i < hs; i++) {
-                    double acc = 0;
-                    for (int u = 0; u <= t; u++)
-                        acc += s[u] * c->qkv[((size_t)b * T + u) * 3 * C + 2 * C + h * hs + i];
-                    o[i] = acc / l;
-                }
-            }
-    free(s);
-}
-
-static double flash_loss(void *p) {
-    FlashCtx *c = p;
-    flash_ref(c);
-    return dot_fd(c->g, c->out, (size_t)c->B * c->T * c->NH * c->hs);
-}
 
 static void fill_nan(float *x, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] = NAN;
@@ -67,7 +26,8 @@ static void test_flash(Backend *be, TestRng *r, int B, int T, int NH, int hs, in
     float *mout = test_floats(nout), *att = test_floats(natt), *mdqkv = test_floats(nqkv);
     float *mscr = test_floats(natt);
     rng_fill(r, qkv, nqkv, -2, 2), rng_fill(r, g, nout, -1, 1);
-    FlashCtx c = {B, T, NH, hs, to_double(qkv, nqkv), test_doubles(nout), test_doubles(nrow), g};
+    AttnRef c = {.B = B, .T = T, .NH = NH, .hs = hs, .qkv = to_double(qkv, nqkv),
+                 .out = test_doubles(nout), .lse = test_doubles(nrow), .g = g};
     char what[128];
 
     be->ops->attention_forward(be, mout, att, qkv, B, T, NH, hs);
@@ -84,12 +44,12 @@ static void test_flash(Backend *be, TestRng *r, int B, int T, int NH, int hs, in
     snprintf(what, sizeof what, "flash dqkv vs materialised (B%d T%d NH%d hs%d)", B, T, NH, hs);
     EXPECT_CLOSE(dqkv, want, nqkv, 1e-5, what);
     free(want);
-    flash_ref(&c);
+    attention_ref(&c);
     EXPECT_CLOSE(out, c.out, nout, 1e-6, "flash out vs double reference");
     EXPECT_CLOSE(lse, c.lse, nrow, 1e-6, "flash lse vs double reference");
     if (fd) {
         want = test_doubles(nqkv);
-        fd_grad(c.qkv, nqkv, flash_loss, &c, want);
+        fd_grad(c.qkv, nqkv, attention_ref_loss, &c, want);
         EXPECT_CLOSE(dqkv, want, nqkv, 5e-6, "flash dqkv vs finite differences");
         free(want);
     }

@@ -42,7 +42,10 @@ static void test_after_select(int starts, int argc, char **argv) {
     EXPECT(starts <= 2, "started %d times: re-exec loop", starts);
     EXPECT(getenv("MEGAC_CPU_REEXEC") == NULL, "the re-exec marker must be cleared");
     int off = getenv("MEGAC_NO_REEXEC") != NULL;  // the user turned the mechanism off
-    EXPECT(off || getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT"), "an OpenMP wait policy is set");
+    const char *user_spin = getenv("TEST_CPU_BLAS_USER_SPIN");  // libgomp's policy is the user's
+    EXPECT(user_spin && strcmp(user_spin, getenv("GOMP_SPINCOUNT") ? getenv("GOMP_SPINCOUNT") : "") == 0,
+           "GOMP_SPINCOUNT changed from '%s' to '%s'", user_spin ? user_spin : "(null)",
+           getenv("GOMP_SPINCOUNT") ? getenv("GOMP_SPINCOUNT") : "(unset)");
     int user_core = strcmp(getenv("TEST_CPU_BLAS_USER_CORE"), "1") == 0;  // respected as is
     __builtin_cpu_init();
     int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
@@ -71,6 +74,7 @@ int main(int argc, char **argv) {
     if (starts == 1) {
         setenv("TEST_CPU_BLAS_PID", buf, 1);
         setenv("TEST_CPU_BLAS_USER_CORE", getenv("OPENBLAS_CORETYPE") ? "1" : "0", 1);
+        setenv("TEST_CPU_BLAS_USER_SPIN", getenv("GOMP_SPINCOUNT") ? getenv("GOMP_SPINCOUNT") : "", 1);
     }
     backend_cpu_select_blas_kernels(argc, argv);
 

@@ -7,7 +7,7 @@
 // materialised to round-off with T not a multiple of the 64-row tile, a batch split into
 // per-sample calls (sample0) giving the same bits, p = 0 the plain op bitwise.
 #include "backend/backend.h"
-#include "tests/backend/backend_test_util.h"
+#include "tests/backend/attention_ref.h"  // defines: AttnRef, attention_ref
 
 #include <math.h>
 
@@ -60,48 +60,6 @@ static void test_rows(Backend *be, TestRng *r) {
     free(x), free(y), free(g), free(dg), free(z);
 }
 
-typedef struct {
-    int B, T, NH, hs;
-    const BackendDropout *d;
-    double *qkv, *out;  // (B, T, 3C), (B, T, C)
-    const float *g;
-} AttCtx;
-
-// out = (causal softmax(q k^T / sqrt(hs)) * mask) v in double, mask from d.
-static void att_ref(AttCtx *c) {
-    int T = c->T, NH = c->NH, hs = c->hs, C = NH * hs;
-    double scale = 1.0 / sqrt((double)hs), *s = test_doubles((size_t)T);
-    for (int b = 0; b < c->B; b++)
-        for (int h = 0; h < NH; h++)
-            for (int t = 0; t < T; t++) {
-                const double *q = c->qkv + ((size_t)b * T + t) * 3 * C + h * hs;
-                double m = -INFINITY, l = 0;
-                for (int u = 0; u <= t; u++) {
-                    const double *k = c->qkv + ((size_t)b * T + u) * 3 * C + C + h * hs;
-                    double dd = 0;
-                    for (int i = 0; i < hs; i++) dd += q[i] * k[i];
-                    m = fmax(m, s[u] = dd * scale);
-                }
-                for (int u = 0; u <= t; u++) l += (s[u] = exp(s[u] - m));
-                uint64_t base = (((uint64_t)(c->d->sample0 + b) * c->d->NH + c->d->h0 + h) * T + t) * T;
-                for (int u = 0; u <= t; u++) s[u] = s[u] / l * dropout_factor(c->d, base + u);
-                double *o = c->out + ((size_t)b * T + t) * C + h * hs;
-                for (int i = 0; i < hs; i++) {
-                    double acc = 0;
-                    for (int u = 0; u <= t; u++)
-                        acc += s[u] * c->qkv[((size_t)b * T + u) * 3 * C + 2 * C + h * hs + i];
-                    o[i] = acc;
-                }
-            }
-    free(s);
-}
-
-static double att_loss(void *p) {
-    AttCtx *c = p;
-    att_ref(c);
-    return dot_fd(c->g, c->out, (size_t)c->B * c->T * c->NH * c->hs);
-}
-
 // Materialised and fused attention with dropout d against the reference; fd: the backward
 // against finite differences too.
 static void test_attention(Backend *be, TestRng *r, int B, int T, int NH, int hs, int fd) {
@@ -114,13 +72,14 @@ static void test_attention(Backend *be, TestRng *r, int B, int T, int NH, int hs
     rng_fill(r, qkv, nqkv, -2, 2), rng_fill(r, g, nout, -1, 1);
     BackendDropout d = make_drop(0.25, dropout_key(11, 2, DROPOUT_SITE_ATTN_PROBS, 0));
     d.sample0 = 3, d.h0 = 1, d.NH = NH + 2;
-    AttCtx c = {B, T, NH, hs, &d, to_double(qkv, nqkv), test_doubles(nout), g};
+    AttnRef c = {.B = B, .T = T, .NH = NH, .hs = hs, .qkv = to_double(qkv, nqkv),
+                 .out = test_doubles(nout), .d = &d, .g = g};
     char what[128];
     be->ops->attention_dropout_forward(be, out, att, qkv, B, T, NH, hs, &d);
     be->ops->attention_dropout_backward(be, dqkv, scr, g, qkv, att, B, T, NH, hs, &d);
     be->ops->flash_attention_dropout_forward(be, fout, lse, qkv, B, T, NH, hs, &d);
     be->ops->flash_attention_dropout_backward(be, fdqkv, fscr, g, qkv, fout, lse, B, T, NH, hs, &d);
-    att_ref(&c);
+    attention_ref(&c);
     snprintf(what, sizeof what, "dropout attention out (B%d T%d NH%d hs%d)", B, T, NH, hs);
     EXPECT_CLOSE(out, c.out, nout, 1e-5, what);
     snprintf(what, sizeof what, "dropout flash out (B%d T%d NH%d hs%d)", B, T, NH, hs);
@@ -130,7 +89,7 @@ static void test_attention(Backend *be, TestRng *r, int B, int T, int NH, int hs
     EXPECT_CLOSE(fdqkv, want, nqkv, 1e-5, what);
     if (fd) {
         double *gr = test_doubles(nqkv);
-        fd_grad(c.qkv, nqkv, att_loss, &c, gr);
+        fd_grad(c.qkv, nqkv, attention_ref_loss, &c, gr);
         snprintf(what, sizeof what, "dropout attention dqkv vs finite differences (T%d)", T);
         EXPECT_CLOSE(dqkv, gr, nqkv, 1e-4, what);
         free(gr);

@@ -174,17 +174,18 @@ static void test_gelu(Backend *be, TestRng *r) {
 
 static void test_add_scale(Backend *be, TestRng *r) {
     const size_t n = 40000;
-    float *a = test_floats(n), *b = test_floats(n), *o = test_floats(n);
+    float *a = test_floats(n), *b = test_floats(n), *o = test_floats(n), *f = test_floats(n);
     rng_fill(r, a, n, -1, 1), rng_fill(r, b, n, -1, 1);
     be->ops->add(be, o, a, b, n);
-    int bad = 0;
+    be->ops->add_f32(be, f, a, b, n);
+    int bad = memcmp(f, o, n * sizeof(float)) != 0;  // the same op on an fp32 backend
     for (size_t i = 0; i < n; i++) bad += o[i] != a[i] + b[i];
     be->ops->add(be, a, a, b, n);  // out aliases a
     bad += memcmp(a, o, n * sizeof(float)) != 0;
     be->ops->scale(be, o, 0.5f, n);
     for (size_t i = 0; i < n; i++) bad += o[i] != a[i] * 0.5f;
-    EXPECT(bad == 0, "add/scale: %d mismatches", bad);
-    free(a), free(b), free(o);
+    EXPECT(bad == 0, "add/add_f32/scale: %d mismatches", bad);
+    free(a), free(b), free(o), free(f);
 }
 
 // Every op twice on one backend and once on a 1-thread backend: bitwise equal. (GEMMs are

@@ -12,36 +12,19 @@ and --log-json, with and without the flag, and checks:
     the log line prints "param-gather exposed (ms)" with the flag only.
 usage: overlap_gather_trace.py MEGAC MPIEXEC
 """
-import json, os, subprocess, sys, tempfile
+import sys, tempfile
+from overlap_run import flags, of, ranks, run  # (this folder)
 
 megac, mpiexec = sys.argv[1], sys.argv[2]
 ITERS = 4
-FLAGS = ["--mock-data", "--train-iters", str(ITERS), "--num-layers", "4", "--hidden-size", "64",
-         "--num-attention-heads", "4", "--seq-length", "32", "--micro-batch-size", "2",
-         "--global-batch-size", "8", "--log-interval", "1", "--eval-iters", "0", "--num-threads", "1",
-         "--pipeline-model-parallel-size", "2", "--ddp-bucket-size", "2000"]
-
-
-def run(d, extra):
-    trace, log = os.path.join(d, "trace.json"), os.path.join(d, "log.jsonl")
-    for f in (trace, log):
-        if os.path.exists(f):
-            os.remove(f)
-    cmd = [mpiexec, "-n", "4", megac, "train", "--trace", trace, "--log-json", log] + FLAGS + extra
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    if p.returncode != 0:
-        sys.exit(f"FAIL: {' '.join(cmd)} exited {p.returncode}\n{p.stdout[-2000:]}{p.stderr[-2000:]}")
-    events = json.load(open(trace))["traceEvents"]
-    rows = [r for r in map(json.loads, open(log)) if "iteration" in r]
-    return events, rows, p.stdout
 
 
 def spans_vs_forward(events):
     """Per rank: (gather spans, how many run from before a forward's start to at least it)."""
     out = {}
-    for pid in sorted({e["pid"] for e in events if "pid" in e}):
-        fw = sorted(e["ts"] for e in events if e.get("pid") == pid and e.get("cat") == "forward")
-        g = [e for e in events if e.get("pid") == pid and e.get("cat") == "param_gather"]
+    for pid in ranks(events):
+        fw = sorted(e["ts"] for e in of(events, pid, "forward"))
+        g = of(events, pid, "param_gather")
         n_ok = 0
         for e in g:
             nxt = [s for s in fw if s >= e["ts"]]
@@ -54,7 +37,8 @@ def main():
     fails = 0
     with tempfile.TemporaryDirectory() as d:
         for overlap in (0, 1):
-            events, rows, stdout = run(d, ["--overlap-param-gather", "--overlap-grad-reduce"] if overlap else [])
+            extra = ["--overlap-param-gather", "--overlap-grad-reduce"] if overlap else []
+            events, rows, stdout = run(megac, mpiexec, d, flags(ITERS) + extra)
             for pid, (n, n_ok) in spans_vs_forward(events).items():
                 ok = (n > 0 and n % (ITERS - 1) == 0 and n_ok == n) if overlap else n == 0
                 print(f"overlap={overlap} rank {pid}: {n} gather spans, {n_ok} run into the next forward: "

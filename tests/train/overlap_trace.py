@@ -10,36 +10,19 @@ Trains a tiny 4-layer model on 4 ranks (PP 2 x DP 2, ZeRO-1 and DDP, many small 
     "grad-sync exposed (ms)".
 usage: overlap_trace.py MEGAC MPIEXEC
 """
-import json, os, subprocess, sys, tempfile
+import sys, tempfile
+from overlap_run import flags, of, ranks, run  # (this folder)
 
 megac, mpiexec = sys.argv[1], sys.argv[2]
 ITERS = 3
-FLAGS = ["--mock-data", "--train-iters", str(ITERS), "--num-layers", "4", "--hidden-size", "64",
-         "--num-attention-heads", "4", "--seq-length", "32", "--micro-batch-size", "2",
-         "--global-batch-size", "8", "--log-interval", "1", "--eval-iters", "0", "--num-threads", "1",
-         "--pipeline-model-parallel-size", "2", "--ddp-bucket-size", "2000"]
-
-
-def run(d, extra):
-    trace, log = os.path.join(d, "trace.json"), os.path.join(d, "log.jsonl")
-    for f in (trace, log):
-        if os.path.exists(f):
-            os.remove(f)
-    cmd = [mpiexec, "-n", "4", megac, "train", "--trace", trace, "--log-json", log] + FLAGS + extra
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    if p.returncode != 0:
-        sys.exit(f"FAIL: {' '.join(cmd)} exited {p.returncode}\n{p.stdout[-2000:]}{p.stderr[-2000:]}")
-    events = json.load(open(trace))["traceEvents"]
-    rows = [r for r in map(json.loads, open(log)) if "iteration" in r]
-    return events, rows, p.stdout
 
 
 def inside_backward(events):
     """Per rank: (bucket spans, how many start inside one of that rank's backward spans)."""
     out = {}
-    for pid in sorted({e["pid"] for e in events if "pid" in e}):
-        bw = [(e["ts"], e["ts"] + e["dur"]) for e in events if e.get("pid") == pid and e.get("cat") == "backward"]
-        bk = [e for e in events if e.get("pid") == pid and e.get("cat") == "grad_bucket"]
+    for pid in ranks(events):
+        bw = [(e["ts"], e["ts"] + e["dur"]) for e in of(events, pid, "backward")]
+        bk = of(events, pid, "grad_bucket")
         n_in = sum(any(a < e["ts"] < b for a, b in bw) for e in bk)
         out[pid] = (len(bk), n_in)
     return out
@@ -50,7 +33,8 @@ def main():
     with tempfile.TemporaryDirectory() as d:
         for name, extra in [("zero1", []), ("ddp", ["--no-distributed-optimizer"])]:
             for overlap in (0, 1):
-                events, rows, stdout = run(d, extra + (["--overlap-grad-reduce"] if overlap else []))
+                events, rows, stdout = run(megac, mpiexec, d, flags(ITERS) + extra +
+                                           (["--overlap-grad-reduce"] if overlap else []))
                 per_rank = inside_backward(events)
                 for pid, (n, n_in) in per_rank.items():
                     ok = n > 0 and n % ITERS == 0 and ((n_in > 0) if overlap else (n_in == 0))

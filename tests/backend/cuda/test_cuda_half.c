@@ -185,7 +185,7 @@ static void check_layernorm(Half *h, int N, int C) {
     free(inp), free(w), free(b), free(dout), free(dinp0), free(dw0), free(db0), free(ref), free(got);
 }
 
-// gelu forward/backward (also dinp == dout), add (also out == a).
+// gelu forward/backward (also dinp == dout), add (also out == a), add_f32.
 static void check_pointwise(Half *h, size_t n) {
     float *x = half_rand(h, n, -6, 6), *y = half_rand(h, n, -2, 2);
     float *ref = test_floats(n), *got = test_floats(n);
@@ -202,6 +202,13 @@ static void check_pointwise(Half *h, size_t n) {
         half_release(h);
         HALF_CLOSE(h, got, ref, n, half_tol(h, TOL_STORE), names[op]);
     }
+    // add_f32: fp32 in and out whatever be->act (ZeRO-2/3's gradient shard), out == a
+    float *d_a = half_up_f32(h, x, n);
+    be->ops->add_f32(be, d_a, d_a, half_up_f32(h, y, n), n);
+    half_down_f32(h, got, d_a, n);
+    half_release(h);
+    cpu->ops->add(cpu, ref, x, y, n);
+    EXPECT_SAME_BITS(got, ref, n, "add_f32 on a 16-bit backend, out == a");
     free(x), free(y), free(ref), free(got);
 }
 
