@@ -13,7 +13,7 @@ and --log-json, with and without the flag, and checks:
 usage: overlap_gather_trace.py MEGAC MPIEXEC
 """
 import sys, tempfile
-from overlap_run import flags, of, ranks, run  # (this folder)
+from overlap_run import exposed_ok, flags, of, ranks, run  # (this folder)
 
 megac, mpiexec = sys.argv[1], sys.argv[2]
 ITERS = 4
@@ -44,10 +44,9 @@ def main():
                 print(f"overlap={overlap} rank {pid}: {n} gather spans, {n_ok} run into the next forward: "
                       f"{'ok' if ok else 'FAIL'}")
                 fails += not ok
-            exposed = [r.get("param_gather_exposed_ms") for r in rows]
-            ok = len(rows) == ITERS and all(x is not None and x >= 0 for x in exposed)
+            ok, exposed = exposed_ok(rows, stdout, ITERS, "param_gather_exposed_ms", "param-gather exposed (ms):",
+                                     ITERS if overlap else 0)
             ok = ok and (overlap or all(x == 0 for x in exposed))
-            ok = ok and stdout.count("param-gather exposed (ms):") == (ITERS if overlap else 0)
             print(f"overlap={overlap}: exposed param-gather ms per step {exposed}: {'ok' if ok else 'FAIL'}")
             fails += not ok
     if fails:

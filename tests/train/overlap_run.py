@@ -38,3 +38,11 @@ def ranks(events):
 def of(events, pid, cat):
     """Rank pid's events of category cat."""
     return [e for e in events if e.get("pid") == pid and e.get("cat") == cat]
+
+
+def exposed_ok(rows, stdout, iters, key, label, printed):
+    """The exposed-time figures `key` of every JSON record (all present and >= 0, `iters` of
+    them) and how often the log printed `label` (want `printed`). Returns (ok, figures)."""
+    exposed = [r.get(key) for r in rows]
+    ok = len(rows) == iters and all(x is not None and x >= 0 for x in exposed)
+    return ok and stdout.count(label) == printed, exposed

@@ -11,7 +11,7 @@ Trains a tiny 4-layer model on 4 ranks (PP 2 x DP 2, ZeRO-1 and DDP, many small 
 usage: overlap_trace.py MEGAC MPIEXEC
 """
 import sys, tempfile
-from overlap_run import flags, of, ranks, run  # (this folder)
+from overlap_run import exposed_ok, flags, of, ranks, run  # (this folder)
 
 megac, mpiexec = sys.argv[1], sys.argv[2]
 ITERS = 3
@@ -41,9 +41,8 @@ def main():
                     print(f"{name} overlap={overlap} rank {pid}: {n} bucket spans, {n_in} start inside a "
                           f"backward span: {'ok' if ok else 'FAIL'}")
                     fails += not ok
-                exposed = [r.get("grad_sync_exposed_ms") for r in rows]
-                ok = len(rows) == ITERS and all(x is not None and x >= 0 for x in exposed)
-                ok = ok and stdout.count("grad-sync exposed (ms):") == ITERS
+                ok, exposed = exposed_ok(rows, stdout, ITERS, "grad_sync_exposed_ms", "grad-sync exposed (ms):",
+                                         ITERS)
                 print(f"{name} overlap={overlap}: exposed grad-sync ms per step {exposed}: {'ok' if ok else 'FAIL'}")
                 fails += not ok
     if fails:

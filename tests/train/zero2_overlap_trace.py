@@ -14,7 +14,7 @@ usage: zero2_overlap_trace.py MEGAC MPIEXEC
 """
 import sys, tempfile
 
-from overlap_run import of, ranks, run
+from overlap_run import exposed_ok, of, ranks, run
 
 megac, mpiexec = sys.argv[1], sys.argv[2]
 ITERS, LAYERS_PER_STAGE, MICRO = 3, 2, 2
@@ -45,9 +45,7 @@ def main():
             print(f"overlap={ov} rank {pid}: {n} reduce-scatter spans, {n_in} start inside a backward span: "
                   f"{'ok' if ok else 'FAIL'}")
             fails += not ok
-        exposed = [r.get("grad_sync_exposed_ms") for r in rows]
-        ok = len(rows) == ITERS and all(x is not None and x >= 0 for x in exposed)
-        ok = ok and stdout.count("grad-sync exposed (ms):") == ITERS
+        ok, exposed = exposed_ok(rows, stdout, ITERS, "grad_sync_exposed_ms", "grad-sync exposed (ms):", ITERS)
         print(f"overlap={ov}: exposed grad-sync ms per step {exposed}: {'ok' if ok else 'FAIL'}")
         fails += not ok
     plain, over = got[0][1], got[1][1]
