@@ -41,7 +41,7 @@
 // after the all-gather of the update). ZeRO-3 keeps only the fp32 master shard; a gather
 // casts this rank's part to be->act (in `tmp`) and all-gathers 16-bit weights (2 bytes per
 // element, the ZeRO paper's 2Psi), which the ops read: the same bits as ZeRO-1's copies.
-// Any backend: the shard accumulation uses the backend's `add`, switched to fp32 for the call.
+// Any backend: the shard accumulation uses the backend's fp32 `add_f32`.
 //
 // --overlap-grad-reduce (ZeRO-2 only; optim/zero_overlap.c): the same reduce-scatters, started
 // nonblocking when a unit's backward ends and finished in start order later (at the hook

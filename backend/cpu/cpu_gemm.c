@@ -24,16 +24,6 @@ void cpu_blas_single_end(int prev) {
     if (prev != 1) openblas_set_num_threads(prev);
 }
 
-// Row-major C (M, N) = alpha * op(A) @ op(B) + beta * C in panels of rows or columns.
-//
-// The rule, from `bench_gemm --policies 21` on a 2-core AVX-512 box (medians, GFLOP/s, at
-// M = 1024 tokens, C = 384): cut the rows (M: the tokens of forward and input-gradient
-// products) when each thread gets at least CPU_GEMM_ROWS_MIN of them, else the larger
-// dimension; one panel per thread. Rows against columns, one panel each: qkv forward
-// (N = 3C) 206.8 vs 199.7, fc forward (N = 4C) 206.3 vs 185.7, output layer forward
-// (N = V = 50304) 231.8 vs 135.0; 2 or 4 dynamically taken panels per thread were no better
-// (191.0 and 181.9 for qkv). The old rule cut the larger of M and N, i.e. the columns of
-// every forward product with N > M.
 // One panel: rows r0..r1 and columns c0..c1 of C, with the epilogue's work around the product
 // (op(A)'s rows r0..r1 and op(B)'s columns c0..c1).
 static void gemm_panel(int ta, int tb, int r0, int r1, int c0, int c1, int K, float alpha,

@@ -3,8 +3,7 @@
 #include "cpu_backend.h"
 #include "cpu_gemm.h"
 
-#include <cblas.h>   // defines: cblas_sgemm
-#include <string.h>  // defines: memcpy
+#include <cblas.h>  // defines: cblas_sgemm
 
 // Row-major sgemm with BLAS's alpha/beta meaning, safe for empty sizes (see cpu_backend.h).
 void cpu_sgemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,

@@ -33,6 +33,9 @@ static void test_upgrade_table(void) {
     }
 }
 
+// The environment variable k, or d when it is unset.
+static const char *env_or(const char *k, const char *d) { return getenv(k) ? getenv(k) : d; }
+
 // After backend_cpu_select_blas_kernels: what the (possibly re-executed) process must see.
 static void test_after_select(int starts, int argc, char **argv) {
     char pid[32];
@@ -43,9 +46,9 @@ static void test_after_select(int starts, int argc, char **argv) {
     EXPECT(getenv("MEGAC_CPU_REEXEC") == NULL, "the re-exec marker must be cleared");
     int off = getenv("MEGAC_NO_REEXEC") != NULL;  // the user turned the mechanism off
     const char *user_spin = getenv("TEST_CPU_BLAS_USER_SPIN");  // libgomp's policy is the user's
-    EXPECT(user_spin && strcmp(user_spin, getenv("GOMP_SPINCOUNT") ? getenv("GOMP_SPINCOUNT") : "") == 0,
+    EXPECT(user_spin && strcmp(user_spin, env_or("GOMP_SPINCOUNT", "")) == 0,
            "GOMP_SPINCOUNT changed from '%s' to '%s'", user_spin ? user_spin : "(null)",
-           getenv("GOMP_SPINCOUNT") ? getenv("GOMP_SPINCOUNT") : "(unset)");
+           env_or("GOMP_SPINCOUNT", "(unset)"));
     int user_core = strcmp(getenv("TEST_CPU_BLAS_USER_CORE"), "1") == 0;  // respected as is
     __builtin_cpu_init();
     int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
@@ -61,7 +64,7 @@ static void test_after_select(int starts, int argc, char **argv) {
     for (int i = 0; i < 3 && first + i < argc; i++)
         EXPECT(strcmp(argv[first + i], want[i]) == 0, "argv[%d] = '%s'", first + i, argv[first + i]);
     printf("test_cpu_blas: pid %s, %d start(s), OpenBLAS %s, GOMP_SPINCOUNT %s\n", pid, starts,
-           core, getenv("GOMP_SPINCOUNT") ? getenv("GOMP_SPINCOUNT") : "(unset)");
+           core, env_or("GOMP_SPINCOUNT", "(unset)"));
 }
 
 int main(int argc, char **argv) {
@@ -74,7 +77,7 @@ int main(int argc, char **argv) {
     if (starts == 1) {
         setenv("TEST_CPU_BLAS_PID", buf, 1);
         setenv("TEST_CPU_BLAS_USER_CORE", getenv("OPENBLAS_CORETYPE") ? "1" : "0", 1);
-        setenv("TEST_CPU_BLAS_USER_SPIN", getenv("GOMP_SPINCOUNT") ? getenv("GOMP_SPINCOUNT") : "", 1);
+        setenv("TEST_CPU_BLAS_USER_SPIN", env_or("GOMP_SPINCOUNT", ""), 1);
     }
     backend_cpu_select_blas_kernels(argc, argv);
 
