@@ -3,7 +3,7 @@
 //   * GPU (nvcc): plain CUDA; CUDA_LAUNCH is kernel<<<grid, block, smem, stream>>>(...).
 //   * emulator (g++, MEGAC_CUDA_EMU): backend/cuda/emu/emu_kernel.h defines threadIdx,
 //     __syncthreads, __shfl_*_sync, __shared__ (one copy per block: blocks run in turn) and
-//     runs each block's threads as real threads; CUDA_LAUNCH checks the launch limits.
+//     runs each block's threads as fibers (or real threads); CUDA_LAUNCH checks the limits.
 // Rules for kernels (so that both builds agree): blockDim.x a multiple of 32 wherever warp
 // shuffles are used, and every thread of a warp reaches each shuffle; no atomics on floats;
 // no inline PTX, raw mma or cp.async (a plain path is needed for the emulator), tensor cores

@@ -1,229 +1,51 @@
-// backend/cuda/emu/emu_kernel.cpp: runs kernel launches on a pool of real threads (the model
-// and its limits are in emu_kernel.h).
+// backend/cuda/emu/emu_kernel.cpp: runs kernel launches (the model and its limits are in
+// emu_kernel.h) on one of two engines, the same barriers and warp exchanges for both:
 //
-// How a launch runs: the launcher (holding the pool's launch lock, so host threads launch
-// one at a time) checks the configuration, grows the pool to the block size, resets the
-// block's barriers, publishes the launch and wakes the first block-size workers. Worker i is
-// thread i of every block: it runs the kernel for block 0, then leaves the warp and block
-// barriers and waits at the block-end barrier; the last thread to arrive resets the barriers
-// for the next block. After the last block it signals the launcher. All waiting is on
-// std::atomic (futex) after a few sched_yield polls, and every hand-over is a mutex or an
-// acquire/release pair, so ThreadSanitizer sees the same happens-before as CUDA gives.
+// fibers (the default): the launching thread runs each block's threads as fibers
+//   (emu_fiber.h), in turns: a thread runs until it waits at a barrier, then the next one
+//   does; the last to arrive releases the barrier and carries on. No OS thread hand-overs,
+//   so a barrier costs ~10-50 ns per thread instead of a futex round trip (emu_bench). A
+//   round of turns in which every waiting thread finds its barrier still closed is a
+//   deadlock (threads of a block at different barriers): one stderr line, abort.
+// threads (MEGAC_EMU_ENGINE=threads, and always under ThreadSanitizer, which sees races only
+//   between real threads): the launcher (holding the pool's launch lock, so host threads
+//   launch one at a time) grows a pool of real threads to the block size, resets the
+//   block's barriers, publishes the launch and wakes the first block-size workers. Worker i
+//   is thread i of every block: it runs the kernel for block 0, then leaves the warp and
+//   block barriers and waits at the block-end barrier; the last thread to arrive resets the
+//   barriers for the next block. After the last block it signals the launcher. All waiting
+//   is on std::atomic (futex) after a few sched_yield polls, and every hand-over is a mutex
+//   or an acquire/release pair, so ThreadSanitizer sees the same happens-before as CUDA.
+//
+// Either way launches run one at a time (the launch lock): static __shared__ is one copy per
+// kernel function (a global, so AddressSanitizer checks its bounds).
 //
 // Global state: the pool (workers, the block's barriers and warp slots, the current launch).
 // It models the hardware, so it is process-wide; it is allocated once and never destroyed,
 // and its threads are detached, so exit() or abort() from a kernel thread cannot hang on it.
-#include "emu_kernel.h"
+#include "emu_block.h"
+#include "emu_fiber.h"
 #include "emu_internal.h"
 
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
-#include <pthread.h>
-#include <sched.h>
 
 thread_local constinit uint3 threadIdx{};
 thread_local constinit uint3 blockIdx{};
 thread_local constinit dim3 blockDim{};
 thread_local constinit dim3 gridDim{};
 
+using namespace emu;
+
 namespace {
-
-constexpr unsigned kMaxThreads = 1024;
-constexpr int kMaxWarps = kMaxThreads / 32;
-constexpr size_t kMaxSmem = 232448;           // 227 KB: sm_90's opt-in dynamic shared memory
-constexpr size_t kStackBytes = 2u << 20;     // per worker thread
-constexpr int kYields = 16;                  // sched_yield polls before sleeping (emu_bench)
-
-// Waits until a != old: a few sched_yield polls (cheap when the peers are about to arrive),
-// then sleeps in std::atomic::wait (a futex).
-template <class T>
-void wait_change(const std::atomic<T> &a, T old) {
-    for (int i = 0; i < kYields; i++) {
-        if (a.load(std::memory_order_acquire) != old) return;
-        sched_yield();
-    }
-    while (a.load(std::memory_order_acquire) == old) a.wait(old, std::memory_order_acquire);
-}
-
-// A reusable barrier of `expected` threads, from which a thread can leave for good (a
-// kernel thread that returns no longer counts, as on hardware).
-class Barrier {
-  public:
-    void reset(int n) {
-        std::lock_guard<std::mutex> lock(m_);
-        expected_ = n;
-        arrived_ = 0;
-    }
-    // Waits for the others; the last to arrive runs on_complete() first. True for that one.
-    template <class F>
-    bool arrive_and_wait(F &&on_complete) {
-        std::unique_lock<std::mutex> lock(m_);
-        unsigned g = gen_.load(std::memory_order_relaxed);
-        if (++arrived_ == expected_) {
-            on_complete();
-            release(g);
-            return true;
-        }
-        lock.unlock();
-        wait_change(gen_, g);
-        return false;
-    }
-    bool arrive_and_wait() { return arrive_and_wait([] {}); }
-    void leave() {
-        std::lock_guard<std::mutex> lock(m_);
-        if (--expected_ > 0 && arrived_ == expected_) release(gen_.load(std::memory_order_relaxed));
-    }
-
-  private:
-    void release(unsigned g) {
-        arrived_ = 0;
-        gen_.store(g + 1, std::memory_order_release);
-        gen_.notify_all();
-    }
-    std::mutex m_;
-    int expected_ = 0, arrived_ = 0;
-    std::atomic<unsigned> gen_{0};
-};
-
-struct Slot {
-    uint64_t bits, tag;  // a lane's offer in a warp exchange, tagged with the exchange
-};
-struct alignas(64) Warp {
-    Barrier bar;
-    int lanes = 0;        // 32, or fewer in a partial last warp
-    Slot slot[2][32];     // double-buffered: exchange k uses slot[k % 2]
-};
-struct Block {            // the block running now (blocks run in turn)
-    Barrier sync, end;    // __syncthreads; all threads returned
-    Warp warps[kMaxWarps];
-    uint64_t serial = 0;  // blocks run so far (tags the warp slots)
-};
-struct Launch {
-    const char *name;
-    EmuThunk thunk;
-    const void *call;
-    dim3 grid, block;
-    unsigned nthreads;
-    uint64_t nblocks;
-    void *smem;                 // (smem bytes) dynamic shared memory
-    std::atomic<bool> warned;   // a bad shuffle was reported
-};
-struct Pool {
-    std::mutex launch_lock;     // one launch at a time
-    unsigned nworkers = 0;
-    uint32_t serial = 0;        // launches so far, mod 2^21
-    // Per group of 32 workers: (launch serial << 11) | threads of the launch's blocks.
-    std::atomic<uint32_t> start[kMaxWarps];
-    std::atomic<uint32_t> done{0};  // serial of the last finished launch
-    Launch launch;
-    Block block;
-};
-
-// The pool: created on first use, never destroyed (see the header comment).
-Pool &pool() {
-    static Pool *const p = new Pool;
-    return *p;
-}
-
-struct ThreadCtx {             // what a worker knows about the kernel thread it runs
-    Launch *launch = nullptr;  // NULL outside a kernel
-    Block *block = nullptr;
-    Warp *warp = nullptr;
-    int lane = 0;
-    unsigned parity = 0;
-    uint64_t tag = 0;          // (block serial << 32) | warp exchanges so far
-};
-thread_local constinit ThreadCtx tctx;
 
 void require_kernel(const char *what) {
     if (tctx.launch) return;
     fprintf(stderr, "emu: %s called outside a kernel\n", what);
     abort();
-}
-
-// Sets the barriers and warps of the block for nthreads threads.
-void reset_block(Block &b, unsigned nthreads) {
-    b.sync.reset((int)nthreads);
-    for (unsigned w = 0; w * 32 < nthreads; w++) {
-        b.warps[w].lanes = (int)(nthreads - w * 32 < 32 ? nthreads - w * 32 : 32);
-        b.warps[w].bar.reset(b.warps[w].lanes);
-    }
-    b.serial++;
-}
-
-// Worker `id` runs thread id of every block of the current launch.
-void run_thread(Pool &P, unsigned id) {
-    const Launch &L = P.launch;  // read before the last block ends: then the launcher reuses it
-    const EmuThunk thunk = L.thunk;
-    const void *const call = L.call;
-    const dim3 grid = L.grid, block = L.block;
-    const uint64_t nblocks = L.nblocks;
-    const unsigned nthreads = L.nthreads;
-    threadIdx = uint3{id % block.x, id / block.x % block.y, id / (block.x * block.y)};
-    blockDim = block;
-    gridDim = grid;
-    Block &B = P.block;
-    tctx = ThreadCtx{&P.launch, &B, &B.warps[id / 32], (int)(id % 32), 0, 0};
-    for (uint64_t b = 0; b < nblocks; b++) {
-        blockIdx = uint3{(unsigned)(b % grid.x), (unsigned)(b / grid.x % grid.y),
-                         (unsigned)(b / grid.x / grid.y)};
-        tctx.tag = B.serial << 32;
-        tctx.parity = 0;
-        thunk(call);
-        tctx.warp->bar.leave();
-        B.sync.leave();
-        bool last = B.end.arrive_and_wait([&] { reset_block(B, nthreads); });
-        if (last && b + 1 == nblocks) {
-            tctx.launch = nullptr;
-            P.done.store(P.serial, std::memory_order_release);
-            P.done.notify_all();
-            return;
-        }
-    }
-    tctx.launch = nullptr;
-}
-
-struct WorkerStart {
-    unsigned id;
-    uint32_t seen;  // the group's start word when the worker was made
-};
-
-void *worker_main(void *arg) {
-    WorkerStart ws = *static_cast<WorkerStart *>(arg);
-    delete static_cast<WorkerStart *>(arg);
-    Pool &P = pool();
-    std::atomic<uint32_t> &start = P.start[ws.id / 32];
-    for (uint32_t seen = ws.seen;;) {
-        wait_change(start, seen);
-        seen = start.load(std::memory_order_acquire);
-        if (ws.id < (seen & 2047u)) run_thread(P, ws.id);
-    }
-    return nullptr;
-}
-
-// Grows the pool to n workers. Launch lock held. False (with a message) if a thread fails.
-bool grow(Pool &P, unsigned n, const char *name) {
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_attr_setstacksize(&attr, kStackBytes);
-    bool ok = true;
-    for (; P.nworkers < n && ok; P.nworkers++) {
-        auto *ws = new WorkerStart{P.nworkers, P.start[P.nworkers / 32].load()};
-        pthread_t t;
-        int rc = pthread_create(&t, &attr, worker_main, ws);
-        if (rc != 0) {
-            delete ws;
-            fprintf(stderr, "emu: launch of %s: cannot start worker thread %u (error %d)\n",
-                    name, P.nworkers, rc);
-            ok = false;
-            break;
-        }
-    }
-    pthread_attr_destroy(&attr);
-    return ok;
 }
 
 // False (with "emu: launch of <name>: <what> (<value> > <limit>)") if v > limit.
@@ -270,6 +92,66 @@ int source_lane(EmuShflMode mode, int lane, int b, int width) {
     case EMU_SHFL_XOR: j = lane ^ b; break;
     }
     return j <= hi ? j : lane;
+}
+
+// Which engine runs launches: fibers unless MEGAC_EMU_ENGINE=threads or ThreadSanitizer.
+bool use_fibers(void) {
+#if defined(__SANITIZE_THREAD__)
+    return false;
+#else
+    static const bool fibers = [] {
+        const char *e = getenv("MEGAC_EMU_ENGINE");
+        if (!e || !*e || strcmp(e, "fibers") == 0) return true;
+        if (strcmp(e, "threads") != 0)
+            fprintf(stderr, "emu: ignoring MEGAC_EMU_ENGINE=%s (fibers or threads)\n", e);
+        return strcmp(e, "threads") != 0;
+    }();
+    return fibers;
+#endif
+}
+
+void fiber_enter(unsigned id, void *arg) {
+    Pool &P = *static_cast<Pool *>(arg);
+    const dim3 b = P.launch.block;
+    threadIdx = uint3{id % b.x, id / b.x % b.y, id / (b.x * b.y)};
+    tctx = P.fiber_ctx[id];
+}
+void fiber_leave(unsigned id, void *arg) { static_cast<Pool *>(arg)->fiber_ctx[id] = tctx; }
+void fiber_body(unsigned id, void *arg) {
+    (void)id;
+    const Launch &L = static_cast<Pool *>(arg)->launch;
+    L.thunk(L.call);
+    tctx.warp->bar.leave();
+    tctx.block->sync.leave();
+}
+
+// Runs every block of P.launch as fibers on this thread, one block after another. Launch
+// lock held. Aborts on a deadlock.
+void run_fibers(Pool &P) {
+    Launch &L = P.launch;
+    Block &B = P.block;
+    const ThreadCtx host = tctx;
+    blockDim = L.block;
+    gridDim = L.grid;
+    const EmuFiberHooks hooks{fiber_enter, fiber_leave, fiber_body, &P};
+    for (uint64_t b = 0; b < L.nblocks; b++) {
+        blockIdx = uint3{(unsigned)(b % L.grid.x), (unsigned)(b / L.grid.x % L.grid.y),
+                         (unsigned)(b / L.grid.x / L.grid.y)};
+        reset_block(B, L.nthreads);
+        for (unsigned i = 0; i < L.nthreads; i++)
+            P.fiber_ctx[i] = ThreadCtx{&L, &B, &B.warps[i / 32], (int)(i % 32), 0, B.serial << 32};
+        if (!emu_fibers_run(L.nthreads, hooks)) {
+            fprintf(stderr,
+                    "emu: kernel %s: block (%u,%u,%u): its threads wait at barriers that can "
+                    "never open (some at __syncthreads, others at a warp barrier or one that "
+                    "returned threads cannot reach): a deadlock (undefined on a GPU)\n",
+                    L.name, blockIdx.x, blockIdx.y, blockIdx.z);
+            abort();
+        }
+    }
+    tctx = host;
+    threadIdx = uint3{};
+    blockIdx = uint3{};
 }
 
 }  // namespace
@@ -341,8 +223,9 @@ void emu_launch_erased(const char *name, EmuThunk thunk, const void *call, dim3 
     Pool &P = pool();
     std::lock_guard<std::mutex> lock(P.launch_lock);
     const unsigned nthreads = block.x * block.y * block.z;
+    const bool fibers = use_fibers();
     void *smem_buf = nullptr;
-    if (!grow(P, nthreads, name) || posix_memalign(&smem_buf, 64, smem) != 0) {
+    if (posix_memalign(&smem_buf, 64, smem) != 0) {
         emu_set_last_error(cudaErrorLaunchFailure);
         return;
     }
@@ -357,15 +240,9 @@ void emu_launch_erased(const char *name, EmuThunk thunk, const void *call, dim3 
     L.nblocks = (uint64_t)grid.x * grid.y * grid.z;
     L.smem = smem_buf;
     L.warned.store(false, std::memory_order_relaxed);
-    P.block.end.reset((int)nthreads);
-    reset_block(P.block, nthreads);
-    const uint32_t done0 = P.done.load(std::memory_order_relaxed);
-    P.serial = (P.serial + 1) & 0x1fffffu;
-    const uint32_t word = P.serial << 11 | nthreads;
-    for (unsigned g = 0; g * 32 < nthreads; g++) {
-        P.start[g].store(word, std::memory_order_release);
-        P.start[g].notify_all();
-    }
-    wait_change(P.done, done0);
+    if (fibers)
+        run_fibers(P);
+    else if (!run_threads(P))
+        emu_set_last_error(cudaErrorLaunchFailure);
     free(smem_buf);
 }

@@ -3,11 +3,15 @@
 // (through cuda_common.cuh, MEGAC_CUDA_EMU), so the same kernels run in CI without a GPU.
 //
 // Model
-//   * A launch runs its blocks one after another (x fastest, then y, z). The threads of a
-//     block are REAL threads (a persistent pool, grown on demand to the largest block seen),
-//     each with its own thread_local threadIdx/blockIdx, so ThreadSanitizer sees races
-//     between them and AddressSanitizer sees their out-of-bounds accesses. A block ends when
-//     all its threads have returned. Launches are synchronous (the stream is ignored).
+//   * A launch runs its blocks one after another (x fastest, then y, z). Each thread of a
+//     block has its own threadIdx (thread_local; fibers swap it in at each turn) and its
+//     own stack. Two
+//     engines run them (emu_kernel.cpp): by default each thread is a fiber on the launching
+//     host thread, run in turns (a thread runs until it waits at a barrier, then the next
+//     one runs); with MEGAC_EMU_ENGINE=threads, and always under ThreadSanitizer, each is a
+//     REAL thread of a persistent pool, so ThreadSanitizer sees races between them.
+//     AddressSanitizer sees their out-of-bounds accesses on either. A block ends when all
+//     its threads have returned. Launches are synchronous (the stream is ignored).
 //   * __syncthreads is a barrier of the block's threads; a warp is 32 consecutive threads in
 //     x-major linear order (the last one partial when the block size is not a multiple of
 //     32). __shfl_*_sync, __syncwarp and the votes are a barrier of the warp's threads with
@@ -25,12 +29,15 @@
 //     error to cudaErrorInvalidConfiguration and runs nothing.
 // Limits: no independent thread progress beyond barriers (a kernel that spins waiting on
 // another thread or block without a barrier deadlocks: blocks never run concurrently, so
-// races between blocks are invisible to ThreadSanitizer); no
+// races between blocks are invisible to ThreadSanitizer; threads of one block waiting at
+// barriers that can never all open, e.g. half a warp at __syncthreads and the rest at a
+// shuffle, abort with "emu: kernel K: block (x,y,z): ... a deadlock" on fibers); no
 // atomics on floats (not defined: the backend's rule), no cooperative groups, no inline PTX;
 // warp masks other than "all live lanes" are not modelled; timing is meaningless. Expect
-// ~1000x slower than a GPU: every barrier (block end, __syncthreads, each shuffle) switches
-// to every thread of the block, ~0.6-1 us each on 2 cores: ~150-250 us for 256 threads
-// (tests/backend/emu/emu_bench.cpp measures it). Keep emulated shapes small.
+// ~1000x slower than a GPU: on fibers every barrier (block end, __syncthreads, each shuffle)
+// costs ~50 ns per thread of the block (~15 us for 256 threads); on real threads a futex
+// hand-over per thread, ~1 us each on 2 cores (~300 us for 256 threads; emu_bench measures
+// both). Keep emulated shapes small.
 #pragma once
 #ifndef __cplusplus
 #error "emu_kernel.h is C++: kernels are compiled by the host C++ compiler"

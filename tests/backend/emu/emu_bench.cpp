@@ -4,6 +4,8 @@
 #include "backend/cuda/emu/emu_kernel.h"  // defines: emu_launch, __syncthreads, __shfl_xor_sync
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 static double now(void) {
@@ -37,6 +39,9 @@ static double per_launch(K kernel, unsigned grid, unsigned block, int reps, A...
 int main(void) {
     float *out;
     cudaMalloc((void **)&out, 1024 * sizeof(float));
+    const char *engine = getenv("MEGAC_EMU_ENGINE");
+    printf("engine: %s (MEGAC_EMU_ENGINE=threads for the other)\n",
+           engine && strcmp(engine, "threads") == 0 ? "threads" : "fibers");
     const unsigned sizes[] = {32, 128, 256, 1024};
     for (unsigned b : sizes) {
         double launch = per_launch(empty_kernel, 1, b, 200, 0);

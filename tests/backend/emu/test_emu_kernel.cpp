@@ -240,9 +240,51 @@ static void test_exit_in_kernel(const char *self) {
     EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == 7, "child status %d", status);
 }
 
+// --- a deadlock (threads of one block at different barriers) is named, not a hang ---------
+// Fiber engine only: with real threads it would hang, as on a GPU.
+__global__ void deadlock_kernel(int unused) {
+    (void)unused;
+    if (threadIdx.x < 48) __syncthreads();  // warp 0 and half of warp 1 wait for the block,
+    else __syncwarp();                      // the other half for the whole of warp 1
+}
+
+static void test_deadlock_named(const char *self) {
+    const char *engine = getenv("MEGAC_EMU_ENGINE");
+    if (engine && strcmp(engine, "threads") == 0) return;
+    char path[] = "/tmp/test_emu_deadlock_XXXXXX";
+    int fd = mkstemp(path);
+    EXPECT(fd >= 0, "mkstemp");
+    if (fd < 0) return;
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fd, 2);
+        execl(self, self, "--deadlock", (char *)NULL);
+        _exit(127);
+    }
+    int status = 0;
+    for (int i = 0; i < 200 && waitpid(pid, &status, WNOHANG) == 0; i++) usleep(50000);
+    if (waitpid(pid, &status, WNOHANG) == 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        EXPECT(0, "a deadlocked block hung the process");
+    } else {
+        EXPECT(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT, "child status %d", status);
+        char buf[1024] = {0};
+        ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+        EXPECT(n > 0 && strstr(buf, "deadlock_kernel") && strstr(buf, "deadlock"),
+               "no deadlock message naming the kernel: '%s'", buf);
+    }
+    close(fd);
+    unlink(path);
+}
+
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "--exit-in-kernel") == 0) {
         CUDA_LAUNCH(exit_kernel, 3, 256, 0, (cudaStream_t)0, 7);
+        return 0;  // not reached
+    }
+    if (argc > 1 && strcmp(argv[1], "--deadlock") == 0) {
+        CUDA_LAUNCH(deadlock_kernel, 2, 64, 0, (cudaStream_t)0, 0);
         return 0;  // not reached
     }
     test_row_stats();
@@ -251,6 +293,7 @@ int main(int argc, char **argv) {
     test_shuffles();
     test_launch_limits();
     test_exit_in_kernel(argv[0]);
+    test_deadlock_named(argv[0]);
     if (test_failures_) {
         fprintf(stderr, "%d failure(s)\n", test_failures_);
         return 1;
