@@ -12,7 +12,8 @@
 #pragma once
 
 // Starts the watchdog with `timeout_s` (<= 0: it never fires; below 30 s it is raised to
-// 30 s, as start-up on a loaded machine takes seconds) for this process, whose rank (for
+// 30 s, as start-up on a loaded machine takes seconds; test hook MEGAC_TEST_WATCHDOG_FLOOR
+// sets another floor) for this process, whose rank (for
 // the message, before MPI is up) is `rank`. Idempotent; the first call's timeout stays.
 // Never fails: without a thread the watchdog is off.
 void core_watchdog_start(double timeout_s, int rank);
