@@ -133,6 +133,24 @@ void comm_send_recv(Comm *c, const void *sbuf, size_t scount, int dst, void *rbu
     c->vt->send_recv(c, sbuf, scount, dst, rbuf, rcount, src, t);
 }
 
+void comm_isend_recv(Comm *c, const void *sbuf, size_t scount, int dst, void *rbuf,
+                     size_t rcount, int src, CommDtype t, CommRequest *req) {
+    describe(req, dst >= 0 ? COMM_SEND : COMM_RECV, rbuf, src >= 0 ? rcount : 0, t, COMM_SUM);
+    req->n_mpi = 0;
+    if (dst < 0 && src < 0) return;
+    if (dst >= 0) { check_peer(c, dst, "isend_recv"); count(c, COMM_SEND, scount * comm_dtype_size(t), 1, 1); }
+    if (src >= 0) { check_peer(c, src, "isend_recv"); count(c, COMM_RECV, rcount * comm_dtype_size(t), 1, 1); }
+    c->vt->isend_recv(c, sbuf, scount, dst, rbuf, rcount, src, t, req);
+}
+
+void comm_isend(Comm *c, const void *buf, size_t count_, CommDtype t, int peer, CommRequest *req) {
+    comm_isend_recv(c, buf, count_, peer, NULL, 0, -1, t, req);
+}
+
+void comm_irecv(Comm *c, void *buf, size_t count_, CommDtype t, int peer, CommRequest *req) {
+    comm_isend_recv(c, NULL, 0, -1, buf, count_, peer, t, req);
+}
+
 void comm_barrier(Comm *c) { c->vt->barrier(c); }
 
 void comm_destroy(Comm *c) {

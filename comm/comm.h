@@ -33,19 +33,23 @@ typedef struct {
 
 typedef struct Comm Comm;
 
-// A nonblocking collective in flight (comm_iall_gather, comm_iall_reduce, comm_ireduce_scatter),
-// finished by comm_wait or a comm_test that returns 1. Several may be in flight per Comm; all
-// ranks of the group must start them in the same order. NCCL runs them in start order on one
-// side stream per Comm (a wait or test covers every earlier one too).
+// A nonblocking operation in flight (comm_iall_gather, comm_iall_reduce, comm_ireduce_scatter,
+// comm_isend_recv), finished by comm_wait or a comm_test that returns 1. Several may be in
+// flight per Comm; all ranks of the group must start the collectives in the same order. NCCL
+// runs them in start order on one side stream per Comm (a wait or test covers every earlier
+// one too).
 typedef struct {
     int active;          // started and not yet finished
-    CommKind kind;       // which collective (for messages)
+    CommKind kind;       // which operation (for messages)
     void *out;           // the result buffer (MPI: divided by the group size for COMM_AVG)
     size_t count;        // elements of out
     CommDtype t;
     CommOp op;
-    MPI_Request mpi;     // MPI backend
+    MPI_Request mpi[2];  // MPI backend (and the staged one's inner MPI): n_mpi of them
+    int n_mpi;
     void *done;          // NCCL backend: the event recorded on the side stream right after it
+    void *host[2];       // staged backend, point-to-point: (send, recv) pinned host copies
+    size_t recv_bytes;   // staged: bytes of host[1] to copy into `out` when finished
 } CommRequest;
 
 enum { COMM_NCCL_EVENTS = 8 };  // NCCL: side-stream events, reused round-robin by requests
@@ -71,6 +75,9 @@ typedef struct {
     void (*ireduce_scatter)(Comm *c, const void *in, void *out, size_t count_per_rank,
                             CommDtype t, CommOp op, CommRequest *req);
     int (*test)(Comm *c, CommRequest *req);  // 1 when finished (then req is done); NULL: 0
+    // nonblocking point-to-point (every backend has it); dst / src < 0 skip a half
+    void (*isend_recv)(Comm *c, const void *sbuf, size_t scount, int dst, void *rbuf,
+                       size_t rcount, int src, CommDtype t, CommRequest *req);
 } CommVtable;
 
 struct Comm {
@@ -146,6 +153,19 @@ void comm_recv(Comm *c, void *buf, size_t count, CommDtype t, int peer);
 // in which the ranks call it. dst or src < 0 skips that half.
 void comm_send_recv(Comm *c, const void *sbuf, size_t scount, int dst, void *rbuf,
                     size_t rcount, int src, CommDtype t);
+// comm_send_recv, nonblocking (ring attention passes K/V to the next rank while it computes):
+// starts both halves at once and returns; sbuf and rbuf must not be touched until comm_wait
+// (or a comm_test that returns 1). MPI: MPI_Irecv + MPI_Isend; NCCL: one ncclGroup of the
+// send and the recv on the side stream (comm_iall_gather's rules); staged: device -> host
+// copy, MPI, and host -> device at the finish. Counted like comm_send_recv, at the start. A
+// cycle of ranks (each sends to the next, receives from the previous) must pair each rank's
+// halves in one call: separate sends on NCCL could wait for each other's receives forever.
+void comm_isend_recv(Comm *c, const void *sbuf, size_t scount, int dst, void *rbuf,
+                     size_t rcount, int src, CommDtype t, CommRequest *req);
+// One half of comm_isend_recv: send buf (count) to peer / receive it from peer; peer < 0 is
+// a no-op (an inactive request).
+void comm_isend(Comm *c, const void *buf, size_t count, CommDtype t, int peer, CommRequest *req);
+void comm_irecv(Comm *c, void *buf, size_t count, CommDtype t, int peer, CommRequest *req);
 void comm_barrier(Comm *c);
 // Frees the communicator. NULL is fine.
 void comm_destroy(Comm *c);

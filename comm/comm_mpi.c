@@ -110,20 +110,23 @@ static void mpi_all_gather(Comm *c, const void *in, void *out, size_t per, CommD
 
 static void mpi_iall_gather(Comm *c, const void *in, void *out, size_t per, CommDtype t, CommRequest *req) {
     MPI_CHECK(MPI_Iallgather(in, icount(c, per, "all_gather"), mpi_type(t), out, (int)per, mpi_type(t),
-                             c->u.mpi.comm, &req->mpi));
+                             c->u.mpi.comm, &req->mpi[0]));
+    req->n_mpi = 1;
     req->active = 1;
 }
 
 static void mpi_iall_reduce(Comm *c, void *buf, size_t count, CommDtype t, CommOp op, CommRequest *req) {
     MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, icount(c, count, "all_reduce"), mpi_type(t),
-                             mpi_op(c, op, t), c->u.mpi.comm, &req->mpi));
+                             mpi_op(c, op, t), c->u.mpi.comm, &req->mpi[0]));
+    req->n_mpi = 1;
     req->active = 1;
 }
 
 static void mpi_ireduce_scatter(Comm *c, const void *in, void *out, size_t per, CommDtype t, CommOp op,
                                 CommRequest *req) {
     MPI_CHECK(MPI_Ireduce_scatter_block(in, out, icount(c, per, "reduce_scatter"), mpi_type(t),
-                                        mpi_op(c, op, t), c->u.mpi.comm, &req->mpi));
+                                        mpi_op(c, op, t), c->u.mpi.comm, &req->mpi[0]));
+    req->n_mpi = 1;
     req->active = 1;
 }
 
@@ -133,13 +136,13 @@ static void mpi_finish(Comm *c, CommRequest *req) {
 }
 
 static void mpi_wait(Comm *c, CommRequest *req) {
-    wait_all(c, &req->mpi, 1, comm_kind_name(req->kind));
+    wait_all(c, req->mpi, req->n_mpi, comm_kind_name(req->kind));
     mpi_finish(c, req);
 }
 
 static int mpi_test(Comm *c, CommRequest *req) {
     int done = 0;
-    MPI_CHECK(MPI_Test(&req->mpi, &done, MPI_STATUS_IGNORE));
+    MPI_CHECK(MPI_Testall(req->n_mpi, req->mpi, &done, MPI_STATUSES_IGNORE));
     if (done) mpi_finish(c, req);
     return done;
 }
@@ -180,6 +183,15 @@ static void mpi_send_recv(Comm *c, const void *sbuf, size_t scount, int dst, voi
     wait_all(c, r, n, "send_recv");
 }
 
+// Both halves posted (receive first), finished together by mpi_wait / mpi_test.
+static void mpi_isend_recv(Comm *c, const void *sbuf, size_t scount, int dst, void *rbuf,
+                           size_t rcount, int src, CommDtype t, CommRequest *req) {
+    req->n_mpi = 0;
+    if (src >= 0) MPI_CHECK(MPI_Irecv(rbuf, icount(c, rcount, "isend_recv"), mpi_type(t), src, 0, c->u.mpi.comm, &req->mpi[req->n_mpi++]));
+    if (dst >= 0) MPI_CHECK(MPI_Isend(sbuf, icount(c, scount, "isend_recv"), mpi_type(t), dst, 0, c->u.mpi.comm, &req->mpi[req->n_mpi++]));
+    req->active = 1;
+}
+
 static void mpi_barrier(Comm *c) {
     MPI_Request r[1];
     MPI_CHECK(MPI_Ibarrier(c->u.mpi.comm, &r[0]));
@@ -196,7 +208,7 @@ static const CommVtable MPI_VTABLE = {
     .reduce_scatter = mpi_reduce_scatter, .broadcast = mpi_broadcast, .send = mpi_send,
     .recv = mpi_recv, .send_recv = mpi_send_recv, .barrier = mpi_barrier, .destroy = mpi_destroy,
     .iall_gather = mpi_iall_gather, .wait = mpi_wait, .iall_reduce = mpi_iall_reduce,
-    .ireduce_scatter = mpi_ireduce_scatter, .test = mpi_test,
+    .ireduce_scatter = mpi_ireduce_scatter, .test = mpi_test, .isend_recv = mpi_isend_recv,
 };
 
 Comm *comm_mpi_create(MPI_Comm mpi_comm, const char *name, const int *members, double timeout_s) {

@@ -131,6 +131,17 @@ static void nccl_ireduce_scatter(Comm *c, const void *in, void *out, size_t per,
     side_end(c, req);
 }
 
+// Send and recv in one group on the side stream: no order of calls across ranks deadlocks.
+static void nccl_isend_recv(Comm *c, const void *sbuf, size_t sn, int dst, void *rbuf,
+                            size_t rn, int src, CommDtype t, CommRequest *req) {
+    cudaStream_t side = side_begin(c);
+    NCCL_CHECK(ncclGroupStart());
+    if (dst >= 0) NCCL_CHECK(ncclSend(sbuf, sn, nccl_type(t), dst, NC(c), side));
+    if (src >= 0) NCCL_CHECK(ncclRecv(rbuf, rn, nccl_type(t), src, NC(c), side));
+    NCCL_CHECK(ncclGroupEnd());
+    side_end(c, req);
+}
+
 // Finished when the side stream has passed this request's event.
 static int nccl_test(Comm *c, CommRequest *req) {
     (void)c;
@@ -198,6 +209,7 @@ static const CommVtable NCCL_VTABLE = {
     .recv = nccl_recv, .send_recv = nccl_send_recv, .barrier = nccl_barrier,
     .destroy = nccl_destroy, .iall_gather = nccl_iall_gather, .wait = nccl_wait,
     .iall_reduce = nccl_iall_reduce, .ireduce_scatter = nccl_ireduce_scatter, .test = nccl_test,
+    .isend_recv = nccl_isend_recv,
 };
 
 Comm *comm_nccl_create(MPI_Comm mpi_comm, const char *name, const int *members,

@@ -90,6 +90,43 @@ static void staged_send_recv(Comm *c, const void *sbuf, size_t sn, int dst, void
     if (src >= 0) up(c, rbuf, hr, rb);
 }
 
+// The send half is copied to its own pinned buffer now (the stream is synchronised first), the
+// inner MPI Comm posts both halves into req, and staged_finish copies the received bytes to
+// the device. Per-request buffers: several requests may be in flight.
+static void staged_isend_recv(Comm *c, const void *sbuf, size_t sn, int dst, void *rbuf,
+                              size_t rn, int src, CommDtype t, CommRequest *req) {
+    size_t sb = sn * comm_dtype_size(t), rb = rn * comm_dtype_size(t);
+    req->host[0] = req->host[1] = NULL;
+    if (dst >= 0) {
+        CUDA_CHECK(cudaMallocHost(&req->host[0], sb ? sb : 1));
+        CUDA_CHECK(cudaMemcpyAsync(req->host[0], sbuf, sb, cudaMemcpyDeviceToHost, ST(c)));
+        CUDA_CHECK(cudaStreamSynchronize(ST(c)));
+    }
+    if (src >= 0) CUDA_CHECK(cudaMallocHost(&req->host[1], rb ? rb : 1));
+    req->recv_bytes = rb;
+    INNER(c)->vt->isend_recv(INNER(c), req->host[0], sn, dst, req->host[1], rn, src, t, req);
+}
+
+// After the inner MPI requests completed: received bytes to the device, buffers freed.
+static void staged_finish(Comm *c, CommRequest *req) {
+    if (req->host[1]) up(c, req->out, req->host[1], req->recv_bytes);
+    for (int k = 0; k < 2; k++)
+        if (req->host[k]) CUDA_CHECK(cudaFreeHost(req->host[k]));
+    req->host[0] = req->host[1] = NULL;
+}
+
+// Only point-to-point requests are ever active here (the collectives run blocking).
+static void staged_wait(Comm *c, CommRequest *req) {
+    INNER(c)->vt->wait(INNER(c), req);
+    staged_finish(c, req);
+}
+
+static int staged_test(Comm *c, CommRequest *req) {
+    if (!INNER(c)->vt->test(INNER(c), req)) return 0;
+    staged_finish(c, req);
+    return 1;
+}
+
 static void staged_barrier(Comm *c) {
     CUDA_CHECK(cudaStreamSynchronize(ST(c)));
     INNER(c)->vt->barrier(INNER(c));
@@ -105,7 +142,8 @@ static const CommVtable STAGED_VTABLE = {
     .all_reduce = staged_all_reduce, .all_gather = staged_all_gather,
     .reduce_scatter = staged_reduce_scatter, .broadcast = staged_broadcast,
     .send = staged_send, .recv = staged_recv, .send_recv = staged_send_recv,
-    .barrier = staged_barrier, .destroy = staged_destroy,
+    .barrier = staged_barrier, .destroy = staged_destroy, .wait = staged_wait,
+    .test = staged_test, .isend_recv = staged_isend_recv,
 };
 
 Comm *comm_staged_create(MPI_Comm mpi_comm, const char *name, const int *members,

@@ -10,9 +10,7 @@
 #include "core/check.h"
 #include "core/half.h"
 #include "tests/testing.h"
-#ifdef MEGAC_HAVE_CUDA
-#include "core/check_cuda.h"
-#endif
+#include "tests/comm/comm_test_buf.h"  // defines: on_device, buf_alloc, buf_free, buf_copy
 
 #include <math.h>
 #include <stdint.h>
@@ -20,42 +18,6 @@
 #include <string.h>
 
 enum { K = 6 };
-static int on_device;  // buffers in CUDA memory (nccl / staged)
-
-static void *buf_alloc(size_t bytes) {
-#ifdef MEGAC_HAVE_CUDA
-    if (on_device) {
-        void *p = NULL;
-        CUDA_CHECK(cudaMalloc(&p, bytes));
-        return p;
-    }
-#endif
-    return malloc(bytes);
-}
-
-static void buf_free(void *p) {
-#ifdef MEGAC_HAVE_CUDA
-    if (on_device) {
-        CUDA_CHECK(cudaFree(p));
-        return;
-    }
-#endif
-    free(p);
-}
-
-// dst = src (bytes); to_dev: host -> buffer, else buffer -> host. Synchronous.
-static void buf_copy(void *dst, const void *src, size_t bytes, int to_dev) {
-#ifdef MEGAC_HAVE_CUDA
-    if (on_device) {
-        CUDA_CHECK(cudaDeviceSynchronize());
-        CUDA_CHECK(cudaMemcpy(dst, src, bytes, to_dev ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost));
-        return;
-    }
-#endif
-    (void)to_dev;
-    memcpy(dst, src, bytes);
-}
-
 // Request k: an all-reduce (k even; SUM for k % 4 == 0, else AVG) of n_in elements or a
 // reduce-scatter (k odd, AVG) of n_in = size * per; fp32 for k < 4, bf16 after.
 typedef struct {
@@ -145,25 +107,13 @@ static void check(Comm *c, Comm *other) {
 int main(int argc, char **argv) {
     MPI_CHECK(MPI_Init(&argc, &argv));
     const char *kind = argc > 1 ? argv[1] : "mpi";
-    PGridCommKind ck = PGRID_COMM_MPI;
     void *stream = NULL;
-    if (strcmp(kind, "mpi")) {
-#ifdef MEGAC_HAVE_CUDA
-        int n_dev = 0;
-        if (cudaGetDeviceCount(&n_dev) != cudaSuccess || n_dev == 0) {
-            MPI_Finalize();
-            return 77;
-        }
-        on_device = 1;
-        ck = !strcmp(kind, "nccl") ? PGRID_COMM_NCCL : PGRID_COMM_STAGED;
-        cudaStream_t s;
-        CUDA_CHECK(cudaStreamCreate(&s));
-        stream = s;
-#else
+    int dev = buf_kind_setup(kind, &stream);
+    if (dev < 0) {
         MPI_Finalize();
         return 77;
-#endif
     }
+    PGridCommKind ck = !dev ? PGRID_COMM_MPI : !strcmp(kind, "nccl") ? PGRID_COMM_NCCL : PGRID_COMM_STAGED;
     ProcessGrid *g = pgrid_create(2, 1, ck, stream, 60.0);  // TP 2 x DP 2 on 4 ranks
     check(g->dp, g->tp);
     check(g->world, NULL);
