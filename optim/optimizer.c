@@ -3,6 +3,7 @@
 #include "zero.h"
 #include "core/check.h"
 #include "core/timer.h"  // defines: core_now
+#include "distributed/dist_geometry.h"  // defines: dist_bucket, dist_bucket_floats
 
 #include <stdlib.h>
 #include <string.h>
@@ -19,12 +20,9 @@ int optim_sharding_parse(const char *name) {
 const char *optim_sharding_name(OptimSharding s) { return SHARDING[s][0]; }
 const char *optim_sharding_label(OptimSharding s) { return SHARDING[s][1]; }
 
-size_t optim_pad_multiple(int dp) { return (size_t)dp * 16; }
+size_t optim_pad_multiple(int dp) { return dist_pad_multiple(dp); }
 
-size_t optim_padded_size(size_t n_floats, int dp) {
-    size_t q = optim_pad_multiple(dp);
-    return (n_floats + q - 1) / q * q;
-}
+size_t optim_padded_size(size_t n_floats, int dp) { return dist_padded_size(n_floats, dp); }
 
 // Parameter parts inside [lo, lo + len) of the flat buffer, kept at `at` in the slice.
 static void add_segments(Optimizer *o, const ParamInfo *params, int n_params, int tp_rank,
@@ -71,18 +69,19 @@ static void build_tables(Optimizer *o) {
     optim_upload_tables(o, upd, nrm);
 }
 
-// The bucket table (optimizer.h): `per` elements of the slice (ZeRO-1: per rank) per bucket.
+// The bucket table (distributed/dist_geometry.h): `o->bucket` floats of the slice (ZeRO-1:
+// per rank) per bucket.
 static void build_buckets(Optimizer *o) {
-    size_t per = o->zero1 ? o->shard_len : o->n_padded, n = (size_t)o->dp->size;
-    o->n_buckets = (int)((per + o->bucket - 1) / o->bucket);
+    size_t per = o->zero1 ? o->shard_len : o->n_padded;
+    o->n_buckets = dist_num_buckets(per, o->bucket);
     o->buckets = core_calloc((size_t)o->n_buckets, sizeof *o->buckets);
     for (int k = 0; k < o->n_buckets; k++) {
+        DistBucket g = dist_bucket(per, o->bucket, o->dp->size, o->zero1, k);
         OptBucket *b = &o->buckets[k];
-        size_t at = (size_t)k * o->bucket, len = per - at < o->bucket ? per - at : o->bucket;
-        b->per = len;
-        b->at = at;
-        b->start = o->zero1 ? n * at : at;
-        b->len = o->zero1 ? n * len : len;
+        b->start = g.start;
+        b->len = g.len;
+        b->per = g.per;
+        b->at = g.at;
     }
 }
 
@@ -116,9 +115,7 @@ Optimizer *optim_create(Backend *be, Comm *dp, int zero1, const ParamInfo *param
     }
     o->dp_rank_counts_norm = o->zero1 || dp->rank == 0;
     size_t per = o->zero1 ? o->shard_len : o->n_padded;  // what one rank reduces in all
-    size_t want = bucket_size == 0 ? per
-                : o->zero1 ? (bucket_size + (size_t)dp->size - 1) / (size_t)dp->size : bucket_size;
-    o->bucket = want < per ? (want + 15) / 16 * 16 : per;
+    o->bucket = dist_bucket_floats(per, bucket_size, dp->size, o->zero1);
     if (dp->size > 1) build_buckets(o);
     o->m = be->ops->alloc(be, o->shard_len * sizeof(float));
     o->v = be->ops->alloc(be, o->shard_len * sizeof(float));

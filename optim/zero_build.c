@@ -2,6 +2,7 @@
 // segments and tables, the buffers (see zero.h for the scheme).
 #include "zero.h"
 #include "core/check.h"
+#include "distributed/dist_geometry.h"  // defines: dist_unit_piece
 
 #include <stdlib.h>
 #include <string.h>
@@ -16,13 +17,14 @@ static void **edge_view(GPTWeights *w, const char *name) {
     return NULL;
 }
 
-// Sets begin/len/per/own of unit u for the flat range [begin, begin + len).
+// Sets begin/len/per/own of unit u for the flat range [begin, begin + len)
+// (distributed/dist_geometry.h: dist_unit_piece).
 static void unit_shape(ZeroUnit *u, size_t begin, size_t len, int dp, int dp_rank) {
+    DistUnitPiece p = dist_unit_piece(len, dp, dp_rank);
     u->begin = begin;
     u->len = len;
-    u->per = ((len + (size_t)dp - 1) / (size_t)dp + 15) / 16 * 16;
-    size_t lo = (size_t)dp_rank * u->per;
-    u->own = len > lo ? (len - lo < u->per ? len - lo : u->per) : 0;
+    u->per = p.per;
+    u->own = p.own;
 }
 
 // The units of stage m: edge tensors first (in table order), then one per local layer.

@@ -2,7 +2,7 @@
 // megac allocates and what its communicators count (see plan_model.h).
 #include "plan_model.h"
 #include "model/gpt_params.h"    // defines: gpt_params_build
-#include "optim/optimizer.h"     // defines: optim_padded_size
+#include "distributed/dist_geometry.h"  // defines: dist_padded_size, dist_bucket
 #include "pipeline/pp_interleaved.h"  // defines: pp_ilv_slots, pp_ilv_plan
 #include "pipeline/pp_stage.h"   // defines: pp_schedule_slots
 
@@ -138,12 +138,11 @@ static void tp_traffic(const PlanSpec *s, const PlanLayout *l, const PlanStage *
 // all-gather, or DDP all-reduce in buckets; fp32 gradients and master weights.
 static void dp_traffic(const PlanSpec *s, const PlanLayout *l, PlanStage *st, PlanTraffic *t) {
     int n = l->dp;
-    size_t per = l->zero1 ? st->shard_len : st->n_alloc, b = (size_t)s->ddp_bucket_size;
-    size_t want = b == 0 ? per : l->zero1 ? (b + (size_t)n - 1) / (size_t)n : b;
-    size_t bucket = want < per ? (want + 15) / 16 * 16 : per;
+    size_t per = l->zero1 ? st->shard_len : st->n_alloc;
+    size_t bucket = dist_bucket_floats(per, (size_t)s->ddp_bucket_size, n, l->zero1);
     if (n == 1) return;
-    for (size_t at = 0; at < per; at += bucket) {
-        size_t len = per - at < bucket ? per - at : bucket;
+    for (int k = 0; k < dist_num_buckets(per, bucket); k++) {
+        size_t len = dist_bucket(per, bucket, n, l->zero1, k).per;
         if (l->zero1) reduce_scatter(t, n, len, 4, 1);
         else all_reduce(t, n, len, 4, 1);
     }
@@ -224,7 +223,7 @@ static void chunk_counts(const PlanSpec *s, const PlanLayout *l, int P, int stag
     int Vp = gpt_padded_vocab(c, l->tp), n_params = 0;
     ParamInfo *table = gpt_params_build(c, l->tp, Vp, st->layer0, st->n_layers, st->first, st->last,
                                         &n_params, &st->n_floats);
-    st->n_alloc = optim_padded_size(st->n_floats, l->dp);
+    st->n_alloc = dist_padded_size(st->n_floats, l->dp);
     st->shard_len = l->zero1 ? st->n_alloc / (size_t)l->dp : st->n_alloc;
     recompute_counts(c, st);
     st->n_slots = n_slots;

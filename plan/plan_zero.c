@@ -2,6 +2,7 @@
 // memory they take and the bytes they move, on DP rank 0 (the rank the run logs), with the
 // same integer arithmetic as optim/zero_build.c and the Comm counters.
 #include "plan_model.h"
+#include "distributed/dist_geometry.h"  // defines: dist_unit_piece
 
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +30,7 @@ static int units_of(const ParamInfo *p, int n, int dp, PlanUnit *u) {
         u[k++] = (PlanUnit){p[i].offset, p[j].offset + p[j].numel - p[i].offset, 0, 0};
         i = j;
     }
-    for (int i = 0; i < k; i++) u[i].per = ((u[i].len + (size_t)dp - 1) / (size_t)dp + 15) / 16 * 16;
+    for (int i = 0; i < k; i++) u[i].per = dist_unit_piece(u[i].len, dp, 0).per;
     return k;
 }
 

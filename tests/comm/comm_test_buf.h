@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int on_device;  // buffers in CUDA memory (nccl / staged)
+static int on_device __attribute__((unused));  // buffers in CUDA memory (nccl / staged)
 
 static void *buf_alloc(size_t bytes) {
 #ifdef MEGAC_HAVE_CUDA

@@ -1,0 +1,55 @@
+// distributed/dist_geometry.h: where data parallelism's pieces lie, as pure arithmetic (no
+// MPI, no buffers), so that the optimizer (optim/) and megac plan (plan/) compute the same
+// ranges from one place. All sizes are in floats.
+//
+// The flat buffer. The model's parameters and gradients are one flat buffer of n floats,
+// padded to a multiple of 16 x DP (dist_padded_size) so that DP slices divide it evenly and
+// stay 64-byte aligned.
+//
+// Buckets (DDP and ZeRO-1, --ddp-bucket-size E). A rank reduces `per` floats in all: the
+// whole padded buffer (DDP), or its 1/DP share (ZeRO-1). They go in buckets of b floats
+// (b = E, or E/DP for ZeRO-1, rounded up to 16; b = per when E is 0 or not smaller), the last
+// one shorter:
+//   DDP     bucket k is the range [k*b, k*b + len_k) of the flat buffer, all-reduced in place.
+//   ZeRO-1  bucket k is the range [DP*k*b, DP*k*b + DP*len_k) of the flat buffer (Megatron's
+//           layout), reduce-scattered over DP: rank r owns its piece [DP*k*b + r*len_k,
+//           + len_k) and keeps it at [k*b, k*b + len_k) of its shard. So a rank's shard is
+//           its pieces of every bucket, packed; with one bucket it is the contiguous slice
+//           [r*n/DP, (r+1)*n/DP).
+//
+// Units (ZeRO-2/3). Each unit (an edge tensor, or one layer's tensors) is a range of len
+// floats reduce-scattered on its own: every rank gets `per` = ceil(len/DP) rounded up to 16
+// floats of it (the last ranks' pieces may be partly or wholly past the unit's end), and owns
+// the part of [r*per, (r+1)*per) inside the unit.
+#pragma once
+#include <stddef.h>
+
+// One bucket: a range of the flat buffer and this rank's piece of it in its shard.
+typedef struct {
+    size_t start, len;  // the bucket's range of the flat buffer (ZeRO-1: all DP pieces)
+    size_t per;         // floats each rank reduces in it (DDP: len; ZeRO-1: len / DP)
+    size_t at;          // where the rank's piece sits in its shard (DDP: = start)
+} DistBucket;
+
+// One rank's piece of a ZeRO-2/3 unit of len floats.
+typedef struct {
+    size_t per;  // floats per rank: ceil(len / DP) rounded up to 16
+    size_t lo;   // the piece starts at unit offset r * per
+    size_t own;  // floats of it inside the unit (0 .. per)
+} DistUnitPiece;
+
+// n rounded up to a multiple of 16 x dp (the flat buffers' size). Pure.
+size_t dist_padded_size(size_t n, int dp);
+// 16 x dp: what the flat buffers' size must be a multiple of. Pure.
+size_t dist_pad_multiple(int dp);
+
+// Floats per bucket (per rank for ZeRO-1) for a rank reducing `per` floats with
+// --ddp-bucket-size `bucket_size` (0: one bucket) over dp ranks; sharded: ZeRO-1. Pure.
+size_t dist_bucket_floats(size_t per, size_t bucket_size, int dp, int sharded);
+// Number of buckets of `bucket` floats covering `per` (0 when per is 0). Pure.
+int dist_num_buckets(size_t per, size_t bucket);
+// Bucket k (0 <= k < dist_num_buckets) of the layout above. Pure.
+DistBucket dist_bucket(size_t per, size_t bucket, int dp, int sharded, int k);
+
+// Rank dp_rank's piece of a ZeRO-2/3 unit of len floats over dp ranks. Pure.
+DistUnitPiece dist_unit_piece(size_t len, int dp, int dp_rank);
