@@ -1,5 +1,7 @@
-// megac/cmd_layout.c: `megac layout`: show a TP x PP x DP process grid without starting MPI,
-// so a user checks a layout before submitting a job.
+// megac/cmd_layout.c: `megac layout`: show the process grid (TP x CP x DP x PP, see
+// parallel_state/pgrid.h) without starting MPI, so a user checks a layout before submitting
+// a job. Context parallelism, its coordinate and the groups spanning it are printed only when
+// CP > 1, so a TP x DP x PP grid prints as it always has.
 #include "commands.h"
 #include "core/args.h"
 #include "core/check.h"
@@ -8,10 +10,36 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-static const char *JSON_KEYS[PGRID_NKINDS] = {"tp_groups", "dp_groups", "pp_groups",
-                                             "model_parallel_groups", "embedding_groups"};
-static const char *TEXT_NAMES[PGRID_NKINDS] = {"tensor-parallel", "data-parallel",
-                                              "pipeline-parallel", "model-parallel", "embedding"};
+// Per dense dimension (PGridDim): the name in the text header.
+static const char *DIM_NAMES[PGRID_DENSE_NDIMS] = {"tensor-parallel", "context-parallel",
+                                                  "data-parallel", "pipeline-parallel"};
+
+// The kinds in the order they are printed, with their JSON key and text name.
+static const struct {
+    PGridKind kind;
+    const char *json_key, *text_name;
+} KINDS[PGRID_NKINDS] = {
+    {PGRID_TP, "tp_groups", "tensor-parallel"},
+    {PGRID_CP, "cp_groups", "context-parallel"},
+    {PGRID_TP_CP, "tp_cp_groups", "tensor x context-parallel"},
+    {PGRID_DP, "dp_groups", "data-parallel"},
+    {PGRID_DP_CP, "dp_cp_groups", "data x context-parallel"},
+    {PGRID_PP, "pp_groups", "pipeline-parallel"},
+    {PGRID_MODEL, "model_parallel_groups", "model-parallel"},
+    {PGRID_EMBEDDING, "embedding_groups", "embedding"},
+};
+
+// A dimension is shown unless it is context parallelism of size 1.
+static int dim_shown(const PGridDecomp *g, int dim) {
+    return dim != PGRID_DIM_CP || g->size[dim] > 1;
+}
+
+// A kind is shown when every dimension it spans is.
+static int kind_shown(const PGridDecomp *g, PGridKind k) {
+    for (int i = 0; i < g->ndims; i++)
+        if ((pgrid_kind_mask(k) & PGRID_MASK(i)) && !dim_shown(g, i)) return 0;
+    return 1;
+}
 
 // Prints all groups of a kind as "[a,b] [c,d]" (text) or "[[a,b],[c,d]]" (JSON).
 static void print_groups(const PGridDims *d, PGridKind k, int json) {
@@ -29,34 +57,65 @@ static void print_groups(const PGridDims *d, PGridKind k, int json) {
 }
 
 static void print_json(const PGridDims *d) {
+    PGridDecomp g = pgrid_dense(d);
+    int cp = dim_shown(&g, PGRID_DIM_CP);
     printf("{\"world_size\":%d,\"tp\":%d,\"pp\":%d,\"dp\":%d", d->world_size, d->tp, d->pp, d->dp);
+    if (cp) printf(",\"cp\":%d", pgrid_dims_cp(d));
     for (int k = 0; k < PGRID_NKINDS; k++) {
-        printf(",\"%s\":", JSON_KEYS[k]);
-        print_groups(d, (PGridKind)k, 1);
+        if (!kind_shown(&g, KINDS[k].kind)) continue;
+        printf(",\"%s\":", KINDS[k].json_key);
+        print_groups(d, KINDS[k].kind, 1);
     }
     printf(",\"ranks\":[");
     for (int r = 0; r < d->world_size; r++) {
         PGridCoord c = pgrid_coord(d, r);
-        printf("%s{\"rank\":%d,\"tp_rank\":%d,\"pp_rank\":%d,\"dp_rank\":%d}", r ? "," : "", r,
+        printf("%s{\"rank\":%d,\"tp_rank\":%d,\"pp_rank\":%d,\"dp_rank\":%d", r ? "," : "", r,
                c.tp_rank, c.pp_rank, c.dp_rank);
+        if (cp) printf(",\"cp_rank\":%d", c.cp_rank);
+        printf("}");
     }
     printf("]}\n");
 }
 
+// "world size N = tensor-parallel T x ... " and "order: rank = tp_rank + T * (dp_rank + ...)",
+// over the shown dimensions.
+static void print_header(const PGridDecomp *g, int world) {
+    int shown[PGRID_MAX_DIMS], n = 0;
+    for (int i = 0; i < g->ndims; i++)
+        if (dim_shown(g, i)) shown[n++] = i;
+    printf("world size %d =", world);
+    for (int j = 0; j < n; j++)
+        printf("%s %s %d", j ? " x" : "", DIM_NAMES[shown[j]], g->size[shown[j]]);
+    printf("\norder: rank = ");
+    for (int j = 0; j + 1 < n; j++)
+        printf("%s_rank + %d * %s", g->name[shown[j]], g->size[shown[j]], j + 2 < n ? "(" : "");
+    printf("%s_rank", g->name[shown[n - 1]]);
+    for (int j = 0; j + 2 < n; j++) printf(")");
+    printf("\n\n");
+}
+
 static void print_text(const PGridDims *d) {
-    printf("world size %d = tensor-parallel %d x data-parallel %d x pipeline-parallel %d\n",
-           d->world_size, d->tp, d->dp, d->pp);
-    printf("order: rank = tp_rank + %d * (dp_rank + %d * pp_rank)\n\n", d->tp, d->dp);
-    printf("%6s %8s %8s %8s\n", "rank", "tp_rank", "dp_rank", "pp_rank");
+    PGridDecomp g = pgrid_dense(d);
+    print_header(&g, d->world_size);
+    printf("%6s", "rank");
+    for (int i = 0; i < g.ndims; i++)
+        if (dim_shown(&g, i)) printf(" %3s_rank", g.name[i]);
+    printf("\n");
     for (int r = 0; r < d->world_size; r++) {
-        PGridCoord c = pgrid_coord(d, r);
-        printf("%6d %8d %8d %8d\n", r, c.tp_rank, c.dp_rank, c.pp_rank);
+        int c[PGRID_MAX_DIMS];
+        pgrid_decomp_coord(&g, r, c);
+        printf("%6d", r);
+        for (int i = 0; i < g.ndims; i++)
+            if (dim_shown(&g, i)) printf(" %8d", c[i]);
+        printf("\n");
     }
     printf("\n");
     for (int k = 0; k < PGRID_NKINDS; k++) {
-        printf("%s groups (%d of %d): ", TEXT_NAMES[k], pgrid_num_groups(d, (PGridKind)k),
-               pgrid_group_size(d, (PGridKind)k));
-        print_groups(d, (PGridKind)k, 0);
+        PGridKind kind = KINDS[k].kind;
+        if (!kind_shown(&g, kind)) continue;
+        printf("%s groups (%d of %d): ", KINDS[k].text_name, pgrid_num_groups(d, kind),
+               pgrid_group_size(d, kind));
+        print_groups(d, kind, 0);
     }
 }
 

@@ -1,11 +1,23 @@
-// parallel_state/pgrid.h: the process grid (Megatron-LM's parallel_state).
+// parallel_state/pgrid.h: the process grid (Megatron-LM's parallel_state) as an ordered list
+// of named dimensions, and every group as a mask over that list.
 //
-// World size N = TP x DP x PP. Ranks are laid out in Megatron's default order, tensor-
-// parallel fastest, then data-parallel, then pipeline-parallel:
+// A decomposition splits the N ranks into dimensions of named sizes, the first fastest. The
+// dense layers' decomposition is Megatron-Core's order tp-cp-dp-pp:
 //
-//     rank = tp_rank + TP * (dp_rank + DP * pp_rank)
+//     rank = tp_rank + TP * (cp_rank + CP * (dp_rank + DP * pp_rank))
 //
-// Worked example, N = 16, TP = 2, PP = 4 (so DP = 2):
+// CP (context parallelism) is 1 for now, which makes this today's layout
+// rank = tp_rank + TP * (dp_rank + DP * pp_rank). (The expert layers will add a second
+// decomposition of the same ranks, expert-tensor x expert x expert-data x pp.)
+//
+// A group kind is a mask over the dimensions (Megatron-Core's rank generator,
+// generate_masked_orthogonal_rank_groups): a group holds the ranks whose coordinates agree
+// outside the mask. Groups are numbered by the coordinates outside the mask, members ordered
+// by the coordinates inside it, the first dimension fastest in both; so groups come in order
+// of their smallest member and a member's position is its rank in the group's communicator.
+// The embedding group is the first and last member of each pipeline group.
+//
+// Worked example, N = 16, TP = 2, PP = 4 (so CP = 1, DP = 2):
 //     tensor-parallel groups   [0,1] [2,3] [4,5] [6,7] [8,9] [10,11] [12,13] [14,15]
 //     data-parallel groups     [0,2] [1,3] [4,6] [5,7] [8,10] [9,11] [12,14] [13,15]
 //     pipeline-parallel groups [0,4,8,12] [1,5,9,13] [2,6,10,14] [3,7,11,15]
@@ -13,32 +25,107 @@
 //     embedding groups         (first + last stage of each pipeline group) [0,12] [1,13] [2,14] [3,15]
 // Rank 6 is (tp 0, dp 1, pp 1). With PP = 1 the embedding group is the first stage alone.
 //
+// With context parallelism, N = 16, TP = CP = DP = PP = 2: rank 6 is (tp 0, cp 1, dp 1, pp 0);
+//     cp [0,2] [1,3] [4,6] ...   dp [0,4] [1,5] ...   pp [0,8] [1,9] ...
+//     dp x cp [0,2,4,6] [1,3,5,7] [8,10,12,14] [9,11,13,15]   tp x cp [0,1,2,3] [4,5,6,7] ...
+//     model (TP x PP, not CP) [0,1,8,9] [2,3,10,11] [4,5,12,13] [6,7,14,15]
+//
 // This header is pure arithmetic (no MPI): `megac layout` and the tests use it without
 // starting a job, and pgrid_comm.h builds the communicators from it.
 #pragma once
 #include <stddef.h>
 
+enum { PGRID_MAX_DIMS = 6 };
+
+// One decomposition of the ranks: ndims dimensions, dimension 0 fastest; the world size is
+// the product of the sizes. name[i] is a static string ("tp", "cp", ...).
+typedef struct {
+    int ndims;
+    int size[PGRID_MAX_DIMS];
+    const char *name[PGRID_MAX_DIMS];
+} PGridDecomp;
+
+// The dense layers' dimensions, in rank order (indices into PGridDecomp for pgrid_dense).
+typedef enum { PGRID_DIM_TP, PGRID_DIM_CP, PGRID_DIM_DP, PGRID_DIM_PP, PGRID_DENSE_NDIMS } PGridDim;
+
+// A mask over a decomposition's dimensions: bit i set = dimension i varies inside a group.
+#define PGRID_MASK(dim) (1u << (dim))
+
+// The named sizes of the dense decomposition, validated by pgrid_dims_init(_cp). The context-
+// parallel size is the factor left, world_size / (tp * pp * dp) (pgrid_dims_cp), so that
+// {world, tp, pp, dp} initialisers (plan/) stay complete and mean CP = 1.
 typedef struct {
     int world_size, tp, pp, dp;
 } PGridDims;
 
 typedef struct {
     int rank, tp_rank, dp_rank, pp_rank;
+    int cp_rank;
 } PGridCoord;
 
+// The group kinds of the dense decomposition. The first five are today's communicators;
+// the others combine context parallelism with another dimension.
 typedef enum {
-    PGRID_TP, PGRID_DP, PGRID_PP, PGRID_MODEL, PGRID_EMBEDDING, PGRID_NKINDS
+    PGRID_TP,         // tp
+    PGRID_DP,         // dp
+    PGRID_PP,         // pp
+    PGRID_MODEL,      // tp x pp (Megatron-Core's model-parallel group; CP not included)
+    PGRID_EMBEDDING,  // first + last member of each pp group
+    PGRID_CP,         // cp
+    PGRID_DP_CP,      // dp x cp: the ranks that hold the same weights (gradient reduction)
+    PGRID_TP_CP,      // tp x cp
+    PGRID_NKINDS
 } PGridKind;
 
-// Validates world = tp * pp * dp and fills *d. Returns 0 on success; on failure returns -1,
-// writes one line naming every factor into err (errlen bytes) and leaves *d unspecified.
+// ---- the named sizes ---------------------------------------------------------------------
+
+// Validates world = tp * cp * dp * pp with dp = world / (tp * cp * pp) and fills *d. Returns 0
+// on success; on failure returns -1, writes one line naming every factor into err (errlen
+// bytes) and leaves *d unspecified.
+int pgrid_dims_init_cp(PGridDims *d, int world_size, int tp, int cp, int pp, char *err,
+                       size_t errlen);
+
+// pgrid_dims_init_cp with cp = 1 (today's grids).
 int pgrid_dims_init(PGridDims *d, int world_size, int tp, int pp, char *err, size_t errlen);
+
+// Context-parallel size: world_size / (tp * pp * dp). Pure.
+int pgrid_dims_cp(const PGridDims *d);
+
+// The dense decomposition of *d: tp, cp, dp, pp. Pure.
+PGridDecomp pgrid_dense(const PGridDims *d);
+
+// ---- any decomposition and mask: Megatron-Core's rank generator ----------------------------
+
+// Product of all sizes. Pure.
+int pgrid_decomp_world(const PGridDecomp *g);
+
+// Coordinates of `rank` (0 <= rank < world), written to coord[0 .. ndims). Pure.
+void pgrid_decomp_coord(const PGridDecomp *g, int rank, int *coord);
+
+// Global rank of coord[0 .. ndims). Pure.
+int pgrid_decomp_rank(const PGridDecomp *g, const int *coord);
+
+// Size of every group of `mask` (product of the masked sizes; 1 for mask 0). Pure.
+int pgrid_mask_size(const PGridDecomp *g, unsigned mask);
+
+// Members of group `index` (0 <= index < world / size) of `mask`, in group order, written to
+// members[0 .. pgrid_mask_size). Pure.
+void pgrid_mask_members(const PGridDecomp *g, unsigned mask, int index, int *members);
+
+// Index of the group of `mask` that holds `rank`; with `position` non-NULL, also its position
+// in that group. Pure.
+int pgrid_mask_index(const PGridDecomp *g, unsigned mask, int rank, int *position);
+
+// ---- the dense group kinds (through pgrid_dense) ---------------------------------------------
 
 // Coordinates of global rank `rank` (0 <= rank < world_size). Pure.
 PGridCoord pgrid_coord(const PGridDims *d, int rank);
 
-// Global rank of coordinates (tp_rank, dp_rank, pp_rank). Pure.
+// Global rank of coordinates (tp_rank, dp_rank, pp_rank) with cp_rank 0. Pure.
 int pgrid_rank(const PGridDims *d, int tp_rank, int dp_rank, int pp_rank);
+
+// The mask of a kind over the dense dimensions (embedding: the pp mask it selects from). Pure.
+unsigned pgrid_kind_mask(PGridKind kind);
 
 // Number of groups of a kind (e.g. TP groups = world / tp). Pure.
 int pgrid_num_groups(const PGridDims *d, PGridKind kind);
@@ -54,5 +141,9 @@ void pgrid_group_members(const PGridDims *d, PGridKind kind, int index, int *mem
 // middle stage). Pure.
 int pgrid_group_index(const PGridDims *d, PGridKind kind, int rank);
 
-// "tp", "dp", "pp", "model", "embedding". Pure.
+// Position of `rank` in its group of `kind` (its rank in that communicator), or -1 if it is
+// in none. Pure.
+int pgrid_group_rank(const PGridDims *d, PGridKind kind, int rank);
+
+// "tp", "dp", "pp", "model", "embedding", "cp", "dp_cp", "tp_cp"; "?" out of range. Pure.
 const char *pgrid_kind_name(PGridKind kind);

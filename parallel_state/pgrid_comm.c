@@ -10,13 +10,9 @@ static Comm *make_group(const PGridDims *d, PGridKind kind, int rank, PGridCommK
     int index = pgrid_group_index(d, kind, rank);
     MPI_Comm split;
     // Key = position in the group, so the new communicator's ranks follow group order.
-    int size = pgrid_group_size(d, kind), key = 0;
+    int size = pgrid_group_size(d, kind), key = index >= 0 ? pgrid_group_rank(d, kind, rank) : 0;
     int *members = core_calloc((size_t)size, sizeof(int));
-    if (index >= 0) {
-        pgrid_group_members(d, kind, index, members);
-        for (int i = 0; i < size; i++)
-            if (members[i] == rank) key = i;
-    }
+    if (index >= 0) pgrid_group_members(d, kind, index, members);
     MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, index >= 0 ? index : MPI_UNDEFINED, key, &split));
     Comm *c = NULL;
     if (split != MPI_COMM_NULL) {

@@ -21,6 +21,8 @@ typedef struct {
     Comm *embedding;       // first + last stage; NULL on middle stages
     Comm *tp_host;         // the tensor-parallel group over MPI (host memory, e.g. input
                            // batches), whatever the kind of the others
+    // The groups spanning CP (PGRID_CP, PGRID_DP_CP, PGRID_TP_CP) get communicators with
+    // context parallelism; until then CP = 1 and they are the tp and dp groups.
 } ProcessGrid;
 
 // Builds the grid over MPI_COMM_WORLD (MPI must be initialised). The layout must divide the

@@ -25,6 +25,27 @@ assert d["embedding_groups"] == [[0, 12], [1, 13], [2, 14], [3, 15]]
 assert d["ranks"][6] == {"rank": 6, "tp_rank": 0, "pp_rank": 1, "dp_rank": 1}
 PY' "json content"
 
+# The whole output of a small layout, byte for byte as before the grid became N-dimensional
+# (CP = 1 prints no context-parallel column, factor or group).
+want_text='world size 4 = tensor-parallel 2 x data-parallel 1 x pipeline-parallel 2
+order: rank = tp_rank + 2 * (dp_rank + 1 * pp_rank)
+
+  rank  tp_rank  dp_rank  pp_rank
+     0        0        0        0
+     1        1        0        0
+     2        0        0        1
+     3        1        0        1
+
+tensor-parallel groups (2 of 2): [0,1] [2,3]
+data-parallel groups (4 of 1): [0] [1] [2] [3]
+pipeline-parallel groups (2 of 2): [0,2] [1,3]
+model-parallel groups (1 of 4): [0,1,2,3]
+embedding groups (2 of 2): [0,2] [1,3]'
+want_json='{"world_size":4,"tp":2,"pp":2,"dp":1,"tp_groups":[[0,1],[2,3]],"dp_groups":[[0],[1],[2],[3]],"pp_groups":[[0,2],[1,3]],"model_parallel_groups":[[0,1,2,3]],"embedding_groups":[[0,2],[1,3]],"ranks":[{"rank":0,"tp_rank":0,"pp_rank":0,"dp_rank":0},{"rank":1,"tp_rank":1,"pp_rank":0,"dp_rank":0},{"rank":2,"tp_rank":0,"pp_rank":1,"dp_rank":0},{"rank":3,"tp_rank":1,"pp_rank":1,"dp_rank":0}]}'
+small=(layout --world-size 4 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2)
+check '[[ "$("$megac" "${small[@]}")" == "$want_text" ]]' "text output of world 4, TP 2, PP 2 changed"
+check '[[ "$("$megac" "${small[@]}" --json)" == "$want_json" ]]' "JSON output of world 4, TP 2, PP 2 changed"
+
 for bad in "--world-size 12 --tensor-model-parallel-size 8" "--world-size 0" \
            "--world-size abc" "--world-size 8 --tensor-model-parallel-size -2" \
            "--world-size 8 --bogus 1" "--world-size"; do
@@ -33,7 +54,7 @@ for bad in "--world-size 12 --tensor-model-parallel-size 8" "--world-size 0" \
   check '[[ $(wc -l <<<"$err") -eq 1 ]]' "'$bad' one-line error: $err"
 done
 err=$("$megac" layout --world-size 12 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 4 2>&1)
-check 'grep -q "12" <<<"$err" && grep -q "2" <<<"$err" && grep -q "4" <<<"$err"' "error names factors: $err"
+check 'grep -q "12" <<<"$err" && grep -q "2" <<<"$err" && grep -q "4" <<<"$err" && grep -q "context-parallel-size 1" <<<"$err"' "error names factors: $err"
 "$megac" --version | grep -q "^megac " || { echo "FAIL: --version"; fail=1; }
 [[ $fail -eq 0 ]] && echo "test_layout_cli: ok"
 exit $fail

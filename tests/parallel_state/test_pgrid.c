@@ -1,6 +1,7 @@
 // tests/parallel_state/test_pgrid.c: the process grid's pure arithmetic.
-// Golden tables for the 16-rank example of pgrid.h, then invariants over many layouts up to
-// 4096 ranks: each rank sits in exactly one group of each kind, at the right position, and
+// Golden tables for the 16-rank example of pgrid.h (the golden tables with context
+// parallelism are in test_pgrid_golden.c), then invariants over many layouts up to 4096 ranks
+// and CP 1..4: each rank sits in exactly one group of each kind, at the right position, and
 // coordinates round-trip.
 #include "parallel_state/pgrid.h"
 #include "tests/testing.h"
@@ -56,14 +57,37 @@ static void test_bad_layouts(void) {
     EXPECT_EQ_INT(pgrid_dims_init(&d, 8, 1, 0, err, sizeof err), -1);
 }
 
-// Every rank in exactly one group per kind, at its own index, with the right coordinates.
-static void check_layout(int world, int tp, int pp) {
+// Member i of a group of `kind` has the group's coordinates outside the kind's mask and,
+// inside it, the digits of i (first dimension fastest); embedding: the first and last stage.
+static void check_member(const PGridDims *d, PGridKind k, int i, int rank, int first) {
+    PGridDecomp g = pgrid_dense(d);
+    int c[PGRID_MAX_DIMS], c0[PGRID_MAX_DIMS], digits = k == PGRID_EMBEDDING ? i * (d->pp - 1) : i;
+    pgrid_decomp_coord(&g, rank, c);
+    pgrid_decomp_coord(&g, first, c0);
+    EXPECT_EQ_INT(pgrid_decomp_rank(&g, c), rank);
+    for (int j = 0; j < g.ndims; j++) {
+        if (pgrid_kind_mask(k) & PGRID_MASK(j)) {
+            EXPECT(c[j] == digits % g.size[j], "%s member %d: %s_rank %d", pgrid_kind_name(k), i,
+                   g.name[j], c[j]);
+            digits /= g.size[j];
+        } else {
+            EXPECT(c[j] == c0[j], "%s member %d: %s_rank %d != %d", pgrid_kind_name(k), i,
+                   g.name[j], c[j], c0[j]);
+        }
+    }
+}
+
+// Every rank in exactly one group per kind, at its own index and position.
+static void check_layout(int world, int tp, int cp, int pp) {
     PGridDims d;
     char err[256];
-    if (pgrid_dims_init(&d, world, tp, pp, err, sizeof err) != 0) return;
+    if (pgrid_dims_init_cp(&d, world, tp, cp, pp, err, sizeof err) != 0) return;
+    EXPECT_EQ_INT(pgrid_dims_cp(&d), cp);
     for (int r = 0; r < world; r++) {
         PGridCoord c = pgrid_coord(&d, r);
-        EXPECT_EQ_INT(pgrid_rank(&d, c.tp_rank, c.dp_rank, c.pp_rank), r);
+        EXPECT_EQ_INT(c.rank, r);
+        EXPECT_EQ_INT(c.tp_rank + tp * (c.cp_rank + cp * (c.dp_rank + d.dp * c.pp_rank)), r);
+        if (cp == 1) EXPECT_EQ_INT(pgrid_rank(&d, c.tp_rank, c.dp_rank, c.pp_rank), r);
     }
     int *seen = calloc((size_t)world, sizeof(int)), *m = calloc((size_t)world, sizeof(int));
     for (int k = 0; k < PGRID_NKINDS; k++) {
@@ -77,11 +101,15 @@ static void check_layout(int world, int tp, int pp) {
             for (int i = 0; i < s; i++) {
                 seen[m[i]]++;
                 EXPECT_EQ_INT(pgrid_group_index(&d, (PGridKind)k, m[i]), g);
+                EXPECT_EQ_INT(pgrid_group_rank(&d, (PGridKind)k, m[i]), i);
+                check_member(&d, (PGridKind)k, i, m[i], m[0]);
+                // The same for today's kinds, written out without the mask table.
                 PGridCoord c = pgrid_coord(&d, m[i]), c0 = pgrid_coord(&d, m[0]);
-                if (k == PGRID_TP) EXPECT(c.tp_rank == i && c.dp_rank == c0.dp_rank && c.pp_rank == c0.pp_rank, "tp");
-                if (k == PGRID_DP) EXPECT(c.dp_rank == i && c.tp_rank == c0.tp_rank && c.pp_rank == c0.pp_rank, "dp");
-                if (k == PGRID_PP) EXPECT(c.pp_rank == i && c.tp_rank == c0.tp_rank && c.dp_rank == c0.dp_rank, "pp");
-                if (k == PGRID_MODEL) EXPECT(c.dp_rank == c0.dp_rank, "model");
+                int same_cp = c.cp_rank == c0.cp_rank;
+                if (k == PGRID_TP) EXPECT(c.tp_rank == i && c.dp_rank == c0.dp_rank && c.pp_rank == c0.pp_rank && same_cp, "tp");
+                if (k == PGRID_DP) EXPECT(c.dp_rank == i && c.tp_rank == c0.tp_rank && c.pp_rank == c0.pp_rank && same_cp, "dp");
+                if (k == PGRID_PP) EXPECT(c.pp_rank == i && c.tp_rank == c0.tp_rank && c.dp_rank == c0.dp_rank && same_cp, "pp");
+                if (k == PGRID_MODEL) EXPECT(c.dp_rank == c0.dp_rank && same_cp, "model");
             }
         }
         for (int r = 0; r < world; r++) {
@@ -90,9 +118,22 @@ static void check_layout(int world, int tp, int pp) {
                 int s_ = pgrid_coord(&d, r).pp_rank;
                 want = (s_ == 0 || s_ == pp - 1);
             }
-            EXPECT(seen[r] == want, "%s: rank %d in %d groups (world %d tp %d pp %d)",
-                   pgrid_kind_name((PGridKind)k), r, seen[r], world, tp, pp);
+            EXPECT(seen[r] == want, "%s: rank %d in %d groups (world %d tp %d cp %d pp %d)",
+                   pgrid_kind_name((PGridKind)k), r, seen[r], world, tp, cp, pp);
         }
+    }
+    // With CP = 1 the groups spanning it are their CP = 1 counterparts.
+    PGridKind same[][2] = {{PGRID_DP_CP, PGRID_DP}, {PGRID_TP_CP, PGRID_TP}};
+    for (int p = 0; cp == 1 && p < 2; p++) {
+        int *m2 = calloc((size_t)world, sizeof(int)), s = pgrid_group_size(&d, same[p][1]);
+        EXPECT_EQ_INT(pgrid_group_size(&d, same[p][0]), s);
+        for (int g = 0; g < pgrid_num_groups(&d, same[p][1]); g++) {
+            pgrid_group_members(&d, same[p][0], g, m);
+            pgrid_group_members(&d, same[p][1], g, m2);
+            EXPECT(memcmp(m, m2, (size_t)s * sizeof(int)) == 0, "%s != %s at cp 1",
+                   pgrid_kind_name(same[p][0]), pgrid_kind_name(same[p][1]));
+        }
+        free(m2);
     }
     free(seen);
     free(m);
@@ -105,11 +146,12 @@ int main(void) {
     int n_layouts = 0;
     for (size_t w = 0; w < sizeof worlds / sizeof worlds[0]; w++)
         for (int tp = 1; tp <= 64; tp *= 2)
-            for (int pp = 1; pp <= 64; pp++)
-                if (worlds[w] % (tp * pp) == 0) {
-                    check_layout(worlds[w], tp, pp);
-                    n_layouts++;
-                }
+            for (int cp = 1; cp <= 4; cp++)
+                for (int pp = 1; pp <= 64; pp++)
+                    if (worlds[w] % (tp * cp * pp) == 0) {
+                        check_layout(worlds[w], tp, cp, pp);
+                        n_layouts++;
+                    }
     printf("checked %d layouts\n", n_layouts);
     return test_result("test_pgrid");
 }
