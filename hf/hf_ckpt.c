@@ -5,7 +5,7 @@
 // writes, moments zero, then ckpt_fs_publish.
 #include "hf_ckpt.h"
 #include "core/check.h"             // defines: core_calloc, H5_CHECK, core_hdf5_last_error
-#include "train/checkpoint_fs.h"    // defines: ckpt_fs_path, ckpt_fs_mkdirs, ckpt_fs_publish
+#include "ckpt/ckpt_fs.h"         // defines: ckpt_fs_path, ckpt_fs_mkdirs, ckpt_fs_publish
 
 #include <errno.h>
 #include <stdio.h>
@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 
 // The root attributes a GPT-2 checkpoint has (train/CHECKPOINT.md), besides the untied
-// output layer's and the Llama-style ones (train/checkpoint_arch.c). Any other attribute
+// output layer's and the Llama-style ones (ckpt/ckpt_arch.c). Any other attribute
 // means a format this export does not know (another architecture): refused, not guessed.
 static const char *const KNOWN_ATTRS[] = {
     "format", "format_version", "iteration", "consumed_samples", "adam_step", "nan_iterations",

@@ -1,13 +1,13 @@
 // hf/hf_ckpt.h: a megac checkpoint's model tensors in host memory, read and written serially
 // (one process, no MPI): the export, import and generate commands' view of
-// train/CHECKPOINT.md. Reading uses train's attribute reader and parameter table; writing
-// makes a fresh checkpoint (given iteration, zero AdamW moments) with train's dataset
-// layout and publishes it with train's atomic rename, so `megac train --load` at any layout
+// train/CHECKPOINT.md. Reading uses ckpt/'s attribute reader and parameter table; writing
+// makes a fresh checkpoint (given iteration, zero AdamW moments) with ckpt/'s dataset
+// layout and publishes it with ckpt/'s atomic rename, so `megac train --load` at any layout
 // reads it.
 #pragma once
 #include <stddef.h>
 #include <stdint.h>
-#include "train/checkpoint_format.h"  // defines: CkptMeta, CKPT_PATH_MAX
+#include "ckpt/ckpt_format.h"  // defines: CkptMeta, CKPT_PATH_MAX
 
 typedef struct {
     CkptMeta meta;             // the root group's attributes
@@ -21,7 +21,7 @@ typedef struct {
 // Reads every /model tensor of DIR/iter_N/checkpoint.h5, N = iteration, or the iteration
 // DIR/latest_checkpointed_iteration.txt names when iteration < 0. Checks the format name and
 // version, that /model holds exactly the tensors of the config (GPT-2 or Llama-style, tied or
-// untied, train/checkpoint_format.h's attributes; a checkpoint of another
+// untied, ckpt/ckpt_format.h's attributes; a checkpoint of another
 // architecture is refused) and their types and shapes. Returns NULL with one line naming the
 // file in err.
 HfCkpt *hf_ckpt_read(const char *dir, int64_t iteration, char *err, size_t errlen);

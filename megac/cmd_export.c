@@ -7,7 +7,7 @@
 #include "hf/hf_gpt2.h"
 #include "hf/hf_llama.h"
 #include "hf/hf_tokenizer.h"
-#include "train/checkpoint_fs.h"   // defines: ckpt_fs_mkdirs
+#include "ckpt/ckpt_fs.h"        // defines: ckpt_fs_mkdirs
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,8 +1,8 @@
 // train/train_loop.c: the run: steps, evaluation, checkpoints, NaN accounting, and the
 // pipeline report at the end (the log lines are in train_log.c).
 #include "trainer.h"
-#include "checkpoint.h"
-#include "checkpoint_lock.h"
+#include "ckpt/ckpt.h"       // defines: ckpt_save, ckpt_load, CkptModel, CkptRun
+#include "ckpt/ckpt_lock.h"  // defines: ckpt_lock_acquire, ckpt_check_rollback, ckpt_lock_heartbeat
 #include "train_log.h"
 #include "train_outputs.h"
 #include "train_stop.h"
@@ -29,12 +29,43 @@ static void report_pipeline(Trainer *t) {
     }
 }
 
+// The trainer's tensors as a checkpoint sees them (ckpt/ckpt.h): borrowed pointers.
+static CkptModel ckpt_model_of(const Trainer *t) {
+    return (CkptModel){t->grid, t->be, &t->args.model, t->n_chunks, t->chunks, t->opts};
+}
+
+// The trainer's counters a checkpoint keeps, by value (restored by load_checkpoint).
+static CkptRun ckpt_run_of(const Trainer *t) {
+    return (CkptRun){t->iteration, t->consumed_samples, t->nan_total, t->skipped_total,
+                     t->skipped_samples, t->scaler, t->args.seed, t->args.global_batch};
+}
+
+// --load (--finetune, --no-load-optim: the model only) into the trainer. Collective; a
+// missing or damaged checkpoint: one line, exit 2 on every rank.
+static void load_checkpoint(Trainer *t) {
+    const TrainArgs *a = &t->args;
+    CkptModel m = ckpt_model_of(t);
+    CkptRun r = ckpt_run_of(t);
+    ckpt_load(&m, &r, a->load, a->finetune ? CKPT_LOAD_FINETUNE
+                               : a->no_load_optim ? CKPT_LOAD_NO_OPTIM : CKPT_LOAD_ALL);
+    t->iteration = r.iteration;
+    t->consumed_samples = r.consumed_samples;
+    t->nan_total = r.nan_total;
+    t->skipped_total = r.skipped_total;
+    t->skipped_samples = r.skipped_samples;
+    t->scaler = r.scaler;
+}
+
 // Saves a checkpoint of t->iteration, except inside a streak of NaN/Inf steps: that state
 // never replaces the last good checkpoint (rank 0 says so in one line). Returns 1 if it
 // saved. Collective.
 static int save_checkpoint(Trainer *t) {
     if (t->nan_in_row == 0) {
-        ckpt_save(t);
+        trainer_settle_params(t);  // --overlap-param-gather: the updated parameters, all of them
+        CkptModel m = ckpt_model_of(t);
+        CkptRun r = ckpt_run_of(t);
+        ckpt_save(&m, &r, t->args.save);
+        t->last_saved = t->iteration;
         return 1;
     }
     if (t->grid->coord.rank == 0) {
@@ -98,11 +129,14 @@ int trainer_run(Trainer *t) {
     int rank0 = t->grid->coord.rank == 0, tty = rank0 && isatty(1);
     train_log_startup(t);
     train_log_process_ids(t);
-    if (a->save) ckpt_prepare_save(t);  // an unwritable --save fails now, not after training
-    if (a->save) ckpt_lock_acquire(t);  // one run per --save directory
-    if (a->load) ckpt_load(t);
+    int rank = t->grid->coord.rank;
+    // an unwritable --save fails now, not after training; one run per --save directory
+    if (a->save) ckpt_prepare_save(rank, a->save);
+    if (a->save) ckpt_lock_acquire(rank, a->save, a->timeout_minutes);
+    if (a->load) load_checkpoint(t);
     if (a->load) resume_batches(t);
-    if (a->save) ckpt_check_rollback(t);  // `latest` never moves back unless asked
+    // `latest` never moves back unless asked
+    if (a->save) ckpt_check_rollback(rank, a->save, t->iteration, a->overwrite_newer);
     if (rank0) train_outputs_run_start(t);
     if (rank0 && t->iteration >= a->train_iters)
         printf("megac train: the loaded checkpoint is at iteration %lld >= --train-iters %lld: "

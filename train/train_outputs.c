@@ -1,7 +1,7 @@
 // train/train_outputs.c: output paths checked at start-up; the appended --log-json file.
 #include "train_outputs.h"
-#include "checkpoint_format.h"
-#include "checkpoint_fs.h"
+#include "ckpt/ckpt_format.h"  // defines: CKPT_PATH_MAX, CKPT_LATEST, ckpt_read_latest
+#include "ckpt/ckpt_fs.h"      // defines: ckpt_fs_path
 #include "core/check.h"
 #include "train_log.h"  // defines: train_log_run_record
 

@@ -11,74 +11,35 @@
 #include "trainer_sync.h"  // defines: trainer_reduce_grads, trainer_global_sums
 #include "train_stop.h"
 #include "core/check.h"
+#include "core/crash.h"  // defines: core_crash_install
+#include "core/host.h"   // defines: core_host_rank, core_host_threads, core_host_device
 #include "core/timer.h"  // defines: core_now
 #include "optim/zero.h"
 #ifdef MEGAC_HAVE_CUDA
 #include "core/check_cuda.h"  // defines: CUDA_CHECK
 #endif
 
-#include <errno.h>
 #include <math.h>
-#include <signal.h>  // defines: raise, SIGKILL (test hook)
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-// This rank's index among the ranks on its host, and their number. Hosts are compared by
-// name (MPI's shared-memory split cannot be used: MPIR_CVAR_NOLOCAL=1, which megac-mpiexec
-// sets, makes every rank look alone). Collective over MPI_COMM_WORLD.
-static void node_local_rank(int *local_rank, int *local_size) {
-    enum { NAME = 64 };
-    int rank = 0, size = 1;
-    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
-    MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size));
-    char mine[NAME] = {0};
-    gethostname(mine, NAME - 1);
-    char *all = core_calloc((size_t)size, NAME);
-    MPI_CHECK(MPI_Allgather(mine, NAME, MPI_CHAR, all, NAME, MPI_CHAR, MPI_COMM_WORLD));
-    *local_rank = *local_size = 0;
-    for (int r = 0; r < size; r++)
-        if (!strncmp(all + (size_t)r * NAME, mine, NAME)) {
-            if (r < rank) (*local_rank)++;
-            (*local_size)++;
-        }
-    free(all);
-}
-
-// CPU threads per rank: --num-threads, else the host's cores shared by its ranks.
-static int threads_per_rank(const TrainArgs *a, int local_size) {
-    if (a->num_threads > 0) return a->num_threads;
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    int n = (int)(cores / local_size);
-    return n > 0 ? n : 1;
-}
-
+// The backend of --device: a CPU backend with this rank's share of its host's cores, or the
+// CUDA backend on this rank's GPU of its host (core/host.h). Bad choices: exit 2 on all.
 static Backend *make_backend(const TrainArgs *a) {
-    int local_rank, local_size;
-    node_local_rank(&local_rank, &local_size);
+    CoreHostRank host = core_host_rank();
     if (!strcmp(a->device, "cuda")) {
 #ifdef MEGAC_HAVE_CUDA
-        int n_dev = 0, staged = !strcmp(a->dist_backend, "staged");
+        int n_dev = 0;
         if (backend_cuda_available()) CUDA_CHECK(cudaGetDeviceCount(&n_dev));
-        char msg[320] = "";
-        int bad = n_dev == 0 || (!staged && n_dev < local_size);  // per node, agreed by all
-        if (n_dev == 0)
-            snprintf(msg, sizeof msg, "--device cuda: no usable CUDA device on this node (no GPU, "
-                     "no driver, or CUDA_VISIBLE_DEVICES hides them)");
-        else if (bad)
-            snprintf(msg, sizeof msg, "--device cuda: %d rank(s) on this node but %d usable CUDA "
-                     "device(s); NCCL needs one GPU per rank (--distributed-backend staged lets "
-                     "ranks share a GPU, for testing)", local_size, n_dev);
-        core_agree_or_exit(bad, msg, (int)sizeof msg);
-        // one GPU per rank on each node (staged: ranks share them round-robin)
+        int device = core_host_device(host, n_dev, !strcmp(a->dist_backend, "staged"));
         BackendDType act = a->bf16 ? BACKEND_BF16 : a->fp16 ? BACKEND_F16 : BACKEND_F32;
-        return backend_cuda_create(local_rank % n_dev, a->no_tf32 ? BACKEND_MATH_FP32 : BACKEND_MATH_TF32, act);
+        return backend_cuda_create(device, a->no_tf32 ? BACKEND_MATH_FP32 : BACKEND_MATH_TF32, act);
 #else
         core_usage_error("--device cuda: megac was built without CUDA");
 #endif
     }
-    return backend_cpu_create(threads_per_rank(a, local_size));
+    return backend_cpu_create(core_host_threads(a->num_threads, host.local_size));
 }
 
 // Events a --trace run records: per step about 5 per micro-batch (forward, backward, their
@@ -87,68 +48,6 @@ static size_t trace_capacity(const TrainArgs *a, int n_micro) {
     double evals = (double)a->train_iters / a->eval_interval + 1;
     double n = (double)a->train_iters * (5.0 * n_micro + 3) + evals * a->eval_iters * 3.0 * n_micro;
     return n < 1024 ? 1024 : n > (1 << 22) ? (size_t)1 << 22 : (size_t)n;
-}
-
-// Test hook (tests/pipeline/test_stage_dies.sh): MEGAC_TEST_DIE_AT_ITER=R:I[:abort|:stop]
-// makes global rank R kill itself with SIGKILL (or SIGABRT, or stop with SIGSTOP: a hung
-// rank) at the start of iteration I, while the other ranks are inside the step, to check
-// that the job then ends instead of hanging.
-// Sets t->die_at_iter (0: off) and t->die_signal.
-static void test_die_at_iter(Trainer *t, int rank) {
-    const char *v = getenv("MEGAC_TEST_DIE_AT_ITER");
-    long long r = -1, it = 0;
-    char how[8] = "";
-    if (!v || sscanf(v, "%lld:%lld:%7s", &r, &it, how) < 2 || r != rank) return;
-    t->die_at_iter = it;
-    t->die_signal = !strcmp(how, "abort") ? SIGABRT : !strcmp(how, "stop") ? SIGSTOP : SIGKILL;
-}
-
-// Test hook (tests/train/nan_steps.sh): MEGAC_TEST_NAN_AT_ITER=I[,I...] (at most 8) turns
-// the gradient norm of those iterations into NaN, as an overflow would, to check that such
-// steps are skipped and counted and that too many in a row stop the run.
-static void test_nan_at_iter(Trainer *t) {
-    const char *v = getenv("MEGAC_TEST_NAN_AT_ITER");
-    for (const char *p = v; p && *p && t->n_nan_at < 8;) {
-        char *end = NULL;
-        long long it = strtoll(p, &end, 10);
-        if (end == p) break;
-        t->nan_at[t->n_nan_at++] = it;
-        p = *end == ',' ? end + 1 : end;
-    }
-}
-
-static int nan_hook(const Trainer *t, int64_t it) {
-    for (int i = 0; i < t->n_nan_at; i++)
-        if (t->nan_at[i] == it) return 1;
-    return 0;
-}
-
-// Crash report: a rank killed by a fatal signal it can catch (segfault, abort, bus error,
-// FPE, illegal instruction) prints "[rank R] megac: fatal signal N" before dying, since the
-// launcher's own message names only a PID (and, with MPICH 4.0's hydra, not reliably the
-// dead one). A signal handler can reach only static storage: the prefix is formatted once.
-// SIGKILL (e.g. the OOM killer) cannot be caught: see the start-up "process ids" line.
-static char crash_prefix[64];
-static void crash_report(int sig) {
-    char line[sizeof crash_prefix + 4];  // one write(), so the line reaches the log whole
-    size_t n = strlen(crash_prefix);
-    memcpy(line, crash_prefix, n);
-    if (sig >= 10) line[n++] = (char)('0' + sig / 10 % 10);
-    line[n++] = (char)('0' + sig % 10);
-    line[n++] = '\n';
-    ssize_t w = write(2, line, n);
-    (void)w;
-    raise(sig);  // SA_RESETHAND restored the default action: die with the signal
-}
-
-static void install_crash_report(int rank) {
-    snprintf(crash_prefix, sizeof crash_prefix, "[rank %d] megac: fatal signal ", rank);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = crash_report;
-    sa.sa_flags = SA_RESETHAND;
-    const int sigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
-    for (int i = 0; i < 5; i++) sigaction(sigs[i], &sa, NULL);
 }
 
 // This rank's model stage and its optimizer; with the interleaved schedule v chunks, chunk c
@@ -247,9 +146,8 @@ Trainer *trainer_create(const TrainArgs *args) {
     pp_step_init(&t->step, t->model, g, kind, batches_get, &t->cursor, t->n_micro,
                  (float)t->dscale_base, t->trace);
     if (t->n_chunks > 1) pp_step_set_chunks(&t->step, t->chunks, t->n_chunks);
-    test_die_at_iter(t, g->coord.rank);
-    test_nan_at_iter(t);
-    install_crash_report(g->coord.rank);
+    t->faults = core_fault_from_env(g->coord.rank);  // test hooks
+    core_crash_install(g->coord.rank);
     train_outputs_check(t);  // --log-json, --trace: writable, not an input of this run
     return t;
 }
@@ -293,7 +191,7 @@ StepResult trainer_step(Trainer *t) {
     Comm *groups[] = {t->grid->tp, t->grid->pp, t->grid->dp, t->grid->embedding};
     for (int i = 0; i < 4; i++)
         if (groups[i]) comm_stats_reset(groups[i]);  // the log reports one step's traffic
-    if (it == t->die_at_iter) raise(t->die_signal);  // test hook, see test_die_at_iter
+    core_fault_die_at(&t->faults, it);  // test hook MEGAC_TEST_DIE_AT_ITER
     for (int c = 0; c < t->n_chunks; c++) gpt_zero_grads(t->chunks[c]);
     if (t->opt->zero) optim_zero_begin_step(t->opt);
     double S = t->scaler.scale;  // gradients come out S times too large (fp16), else S = 1
@@ -310,7 +208,7 @@ StepResult trainer_step(Trainer *t) {
     r.grad_sync_exposed_ms = (core_now() - exposed0 + optim_zero_take_hook_wait(t->opt)) * 1e3;
     double sq = 0.0;  // interleaved: the norm and the clipping cover all chunks together
     for (int c = 0; c < t->n_chunks; c++) sq += optim_local_grad_sq(t->opts[c], t->chunks[c]->grad_mem);
-    if (nan_hook(t, it)) sq = NAN;  // test hook, see test_nan_at_iter
+    if (core_fault_nan_at(&t->faults, it)) sq = NAN;  // test hook MEGAC_TEST_NAN_AT_ITER
     trainer_global_sums(t, &sq, &loss_sum);
     pp_trace_end(t->trace, PP_EV_GRAD_SYNC, -1, t0);
     r.grad_norm = sqrt(sq) / S;

@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include "backend/backend.h"
+#include "core/fault.h"  // defines: CoreFaults
 #include "model/gpt.h"
 #include "optim/loss_scale.h"
 #include "optim/optimizer.h"
@@ -43,10 +44,7 @@ typedef struct {
     BatchCursor cursor;
     PPStep step;
     PPTrace *trace;             // step timeline (--trace) and pipeline bubble counters
-    int64_t die_at_iter;        // test hook MEGAC_TEST_DIE_AT_ITER (see trainer.c); 0: off
-    int die_signal;
-    int64_t nan_at[8];          // test hook MEGAC_TEST_NAN_AT_ITER (see trainer.c)
-    int n_nan_at;
+    CoreFaults faults;          // test hooks MEGAC_TEST_DIE_AT_ITER, _NAN_AT_ITER (core/fault.h)
     int dp, n_micro;
     int64_t iteration;          // iterations completed
     int64_t consumed_samples;   // training samples consumed (the next batch starts there)

@@ -2,7 +2,7 @@
 # tests/train/nan_steps.sh MPIEXEC MEGAC: a NaN/Inf gradient norm skips the step (counted,
 # logged, no update) and training goes on; more than --max-nan-iters in a row stops the run
 # (exit 3, one clear line) and the last checkpoint stays loadable. NaNs are injected with the
-# test hook MEGAC_TEST_NAN_AT_ITER (train/trainer.c) on 2 ranks (TP 2).
+# test hook MEGAC_TEST_NAN_AT_ITER (core/fault.h) on 2 ranks (TP 2).
 set -uo pipefail
 mpiexec="$1" megac="$2"
 wd=$(mktemp -d); trap 'rm -rf "$wd"' EXIT

@@ -6,7 +6,7 @@
 // element carrying the code of its full-tensor position. The file must then hold every
 // element's code at its place; reading back in other random ranges must give each rank its
 // shard, with the vocabulary padding rows left untouched.
-#include "train/checkpoint_format.h"
+#include "ckpt/ckpt_format.h"
 #include "tests/testing.h"
 
 #include <stdlib.h>

@@ -1,5 +1,5 @@
-// train/checkpoint.c: saving and loading checkpoints, layout-independent (format in
-// checkpoint_format.h and train/CHECKPOINT.md).
+// ckpt/ckpt.c: saving and loading checkpoints, layout-independent (format in
+// ckpt_format.h and train/CHECKPOINT.md).
 //
 // Save: rank 0 makes DIR/iter_N/; every rank opens DIR/iter_N/checkpoint.h5.tmp with
 // parallel HDF5, creates the same datasets (collective) and writes its own slices
@@ -8,11 +8,11 @@
 // (tmp + rename).
 // A crash at any point leaves `latest` naming the previous, complete checkpoint.
 // Load: rank 0 validates the file and broadcasts the verdict; every rank reads its slices.
-#include "checkpoint.h"
-#include "checkpoint_format.h"
-#include "checkpoint_fs.h"
-#include "checkpoint_lock.h"
-#include "checkpoint_state.h"
+#include "ckpt.h"
+#include "ckpt_format.h"
+#include "ckpt_fs.h"
+#include "ckpt_lock.h"   // defines: ckpt_lock_heartbeat, ckpt_lock_release
+#include "ckpt_state.h"  // defines: ckpt_state_to_meta, ckpt_loss_scale_restore
 #include "core/check.h"
 #include "core/timer.h"
 #include "core/watchdog.h"
@@ -37,32 +37,13 @@ typedef struct {
     int copies;     // 1: host copies of device buffers (freed by host_state_done)
 } HostState;
 
-
-static void meta_from_trainer(const Trainer *t, CkptMeta *m) {
-    const TrainArgs *a = &t->args;
-    const GPTConfig *c = &a->model;
-    const PGridDims *d = &t->grid->dims;
-    *m = (CkptMeta){.format_version = CKPT_VERSION, .iteration = t->iteration,
-                    .consumed_samples = t->consumed_samples, .adam_step = t->opt->step,
-                    .nan_iterations = t->nan_total, .seed = (int64_t)a->seed,
-                    .global_batch_size = a->global_batch, .num_layers = c->num_layers,
-                    .hidden_size = c->hidden_size, .num_attention_heads = c->num_heads,
-                    .ffn_hidden_size = c->ffn_hidden_size, .seq_length = c->seq_length,
-                    .max_position_embeddings = c->max_position_embeddings,
-                    .vocab_size = c->vocab_size, .saved_tp = d->tp, .saved_pp = d->pp,
-                    .saved_dp = d->dp, .saved_zero1 = t->opt->sharding,  // ZeRO stage, 0: DDP
-                    .untie = c->untie_embeddings};
-    ckpt_arch_from_config(m, c);  // Llama-style settings
-    ckpt_loss_scale_to_meta(t, m);
-}
-
 // The buffers of model chunk c (interleaved schedule; else c = 0: the model) to save from
 // (loading = 0) or load into (1). For loading, the moments start at zero (elements outside
 // every slice stay so) and the parameters keep their values.
-static HostState host_state(const Trainer *t, int c, int loading) {
-    Backend *be = t->be;
-    const Optimizer *o = t->opts[c];
-    const GPT *mc = t->chunks[c];
+static HostState host_state(const CkptModel *cm, int c, int loading) {
+    Backend *be = cm->be;
+    const Optimizer *o = cm->opts[c];
+    const GPT *mc = cm->chunks[c];
     float *params = o->master ? o->master : mc->param_mem;  // ZeRO-3: this rank's shard
     size_t pbytes = (o->master ? o->shard_len : mc->n_floats) * sizeof(float);
     size_t mbytes = o->shard_len * sizeof(float);
@@ -84,16 +65,16 @@ static HostState host_state(const Trainer *t, int c, int loading) {
 }
 
 // Ends the use of chunk c's h: after a load (loaded = 1) copies to the device; frees the copies.
-static void host_state_done(const Trainer *t, int c, HostState *h, int loaded) {
+static void host_state_done(const CkptModel *cm, int c, HostState *h, int loaded) {
     if (!h->copies) return;
-    Backend *be = t->be;
-    const Optimizer *o = t->opts[c];
+    Backend *be = cm->be;
+    const Optimizer *o = cm->opts[c];
     if (loaded) {
         size_t mbytes = o->shard_len * sizeof(float);
-        float *params = o->master ? o->master : t->chunks[c]->param_mem;  // ZeRO-3: this rank's shard
-        size_t pbytes = (o->master ? o->shard_len : t->chunks[c]->n_floats) * sizeof(float);
+        float *params = o->master ? o->master : cm->chunks[c]->param_mem;  // ZeRO-3: this rank's shard
+        size_t pbytes = (o->master ? o->shard_len : cm->chunks[c]->n_floats) * sizeof(float);
         be->ops->copy(be, params, h->params, pbytes, BACKEND_H2D);
-        gpt_refresh_weight_copies(t->chunks[c]);  // --bf16/--fp16: the copies the forward reads
+        gpt_refresh_weight_copies(cm->chunks[c]);  // --bf16/--fp16: the copies the forward reads
         be->ops->copy(be, o->m, h->m, mbytes, BACKEND_H2D);
         be->ops->copy(be, o->v, h->v, mbytes, BACKEND_H2D);
         be->ops->sync(be);
@@ -108,10 +89,11 @@ static void host_state_done(const Trainer *t, int c, HostState *h, int loaded) {
 // Parameters are written by dp rank 0 (every rank reads all its own); moments follow the
 // optimizer's segments, written by every dp rank under ZeRO-1/2/3, by dp rank 0 otherwise.
 // ZeRO-3 (o->master): the parameters too follow the segments (each rank holds only its shard).
-static int plan(const Trainer *t, int c, CkptGroup g, int saving, const HostState *h, CkptRange *out) {
-    const GPT *m = t->chunks[c];
-    const Optimizer *o = t->opts[c];
-    int tp_rank = t->grid->coord.tp_rank, dp_rank = t->grid->coord.dp_rank, n = 0;
+static int plan(const CkptModel *cm, int c, CkptGroup g, int saving, const HostState *h,
+                CkptRange *out) {
+    const GPT *m = cm->chunks[c];
+    const Optimizer *o = cm->opts[c];
+    int tp_rank = cm->grid->coord.tp_rank, dp_rank = cm->grid->coord.dp_rank, n = 0;
     if (g == CKPT_MODEL && !o->master) {
         for (int i = 0; i < m->n_params; i++) {
             const ParamInfo *p = &m->params[i];
@@ -137,30 +119,32 @@ static int plan(const Trainer *t, int c, CkptGroup g, int saving, const HostStat
 // closes every dataset of the whole model in the same order (H5Dclose is collective under
 // parallel HDF5) and moves its own ranges in between (one collective write per dataset;
 // independent reads, each chunk's Fletcher-32 checksum verified). Returns 0, or -1 with the
-// first failing dataset in err.
-static int transfer_all(hid_t f, const Trainer *t, const HostState *h, int write, char *err,
-                        size_t errlen) {
-    int n_full = 0, rc = 0, v = t->n_chunks, most = 0;
-    ParamInfo *full = ckpt_full_table(&t->args.model, &n_full);
-    for (int c = 0; c < v; c++) most = t->chunks[c]->n_params > most ? t->chunks[c]->n_params : most;
-    for (int c = 0; c < v; c++) most = t->opts[c]->n_segs > most ? t->opts[c]->n_segs : most;  // ZeRO-1 buckets split tensors
+// first failing dataset in err. model_only (reading): the /model group alone.
+static int transfer_all(hid_t f, const CkptModel *cm, const HostState *h, int write, int model_only,
+                        char *err, size_t errlen) {
+    int n_full = 0, rc = 0, v = cm->n_chunks, most = 0;
+    ParamInfo *full = ckpt_full_table(cm->config, &n_full);
+    for (int c = 0; c < v; c++) {  // ranges per chunk and group at most (ZeRO-1 buckets split tensors)
+        if (cm->chunks[c]->n_params > most) most = cm->chunks[c]->n_params;
+        if (cm->opts[c]->n_segs > most) most = cm->opts[c]->n_segs;
+    }
     CkptRange *rs = core_calloc((size_t)v * (most + 1), sizeof *rs);
     int *ns = core_calloc((size_t)v, sizeof *ns);
     size_t *e0s = core_calloc((size_t)most + 1, 2 * sizeof *e0s), *e1s = e0s + most + 1;
     float **bufs = core_calloc((size_t)most + 1, sizeof *bufs);
-    int model_only = !write && (t->args.no_load_optim || t->args.finetune);
     for (int g = 0; g < (model_only ? CKPT_MODEL + 1 : CKPT_NGROUPS); g++) {  // same on every rank
-        for (int c = 0; c < v; c++) ns[c] = plan(t, c, (CkptGroup)g, write, &h[c], rs + (size_t)c * (most + 1));
+        for (int c = 0; c < v; c++)
+            ns[c] = plan(cm, c, (CkptGroup)g, write, &h[c], rs + (size_t)c * (most + 1));
         for (int i = 0; i < n_full; i++) {
             char path[128];
             snprintf(path, sizeof path, "%s/%s", ckpt_group_path((CkptGroup)g), full[i].name);
             int c = 0;  // the chunk holding the parameter (at most one on a rank), else chunk 0
-            while (c < v - 1 && gpt_param_index(t->chunks[c], full[i].name) < 0) c++;
-            const GPT *m = t->chunks[c];
+            while (c < v - 1 && gpt_param_index(cm->chunks[c], full[i].name) < 0) c++;
+            const GPT *m = cm->chunks[c];
             const CkptRange *r = rs + (size_t)c * (most + 1);
             int n = ns[c], local = gpt_param_index(m, full[i].name), bad = 0;
             hid_t ds = H5Dopen2(f, path, H5P_DEFAULT);
-            if (write) {  // one collective write per dataset, on every rank (checkpoint_h5.c)
+            if (write) {  // one collective write per dataset, on every rank (ckpt_h5.c)
                 int nk = 0;
                 for (int k = 0; k < n && local >= 0; k++)
                     if (r[k].param == local) {
@@ -221,7 +205,8 @@ static void io_reason(const char *h5msg, char *out, size_t n) {
 // collective step (dataset closes, flush, close), so no rank waits forever. HDF5's error
 // stack is not printed (MEGAC_HDF5_DEBUG=1 prints it). Returns 0, or -1 with one line
 // (the file, the system's reason, the step) in err.
-static int write_file(const Trainer *t, const char *path, char *err, size_t errlen) {
+static int write_file(const CkptModel *cm, const CkptRun *r, const char *path, char *err,
+                      size_t errlen) {
     H5E_auto2_t old_fn;
     void *old_data;
     H5Eget_auto2(H5E_DEFAULT, &old_fn, &old_data);
@@ -237,21 +222,22 @@ static int write_file(const Trainer *t, const char *path, char *err, size_t errl
         rc = -1;
     } else {
         CkptMeta meta;
-        meta_from_trainer(t, &meta);
+        ckpt_state_to_meta(cm, r, &meta);
         int n_full = 0;
-        ParamInfo *full = ckpt_full_table(&t->args.model, &n_full);
+        ParamInfo *full = ckpt_full_table(cm->config, &n_full);
         ckpt_h5_write_meta(f, &meta);
         rc = ckpt_h5_create_datasets(f, full, n_full, step, sizeof step);
         free(full);
-        core_watchdog_test_stop("save", t->grid->coord.rank);  // test hook
+        core_watchdog_test_stop("save", cm->grid->coord.rank);  // test hook
         int any = rc != 0;  // the collective writes below need every rank's datasets
         MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
         if (any && rc == 0) snprintf(step, sizeof step, "another rank could not create the datasets");
         if (any) rc = -1;
-        HostState h[PP_ILV_MAX_CHUNKS];
-        for (int c = 0; c < t->n_chunks; c++) h[c] = host_state(t, c, 0);
-        if (!any) rc = transfer_all(f, t, h, 1, step, sizeof step);
-        for (int c = 0; c < t->n_chunks; c++) host_state_done(t, c, &h[c], 0);
+        HostState *h = core_calloc((size_t)cm->n_chunks, sizeof *h);  // one per model chunk
+        for (int c = 0; c < cm->n_chunks; c++) h[c] = host_state(cm, c, 0);
+        if (!any) rc = transfer_all(f, cm, h, 1, 0, step, sizeof step);
+        for (int c = 0; c < cm->n_chunks; c++) host_state_done(cm, c, &h[c], 0);
+        free(h);
         const char *what[2] = {"flushing the file", "closing the file"};
         for (int k = 0; k < 2; k++) {  // H5Fflush: MPI_File_sync on every rank
             if ((k == 0 ? H5Fflush(f, H5F_SCOPE_GLOBAL) : H5Fclose(f)) >= 0 || rc != 0) continue;
@@ -272,18 +258,19 @@ static int write_file(const Trainer *t, const char *path, char *err, size_t errl
 // After a failed save, known to every rank (the failing rank's message in msg): rank 0
 // removes the partial file (and the iteration's directory when this save created it) and
 // says what is left; every rank exits 1. Collective. Never returns.
-static CORE_NORETURN void save_failed(const Trainer *t, int bad_rank, const char *msg,
-                                      const char *tmp, const char *dir, int dir_was_there) {
-    if (t->grid->coord.rank == 0) {
+static CORE_NORETURN void save_failed(const CkptModel *cm, const char *save, int64_t iteration,
+                                      int bad_rank, const char *msg, const char *tmp,
+                                      const char *dir, int dir_was_there) {
+    if (cm->grid->coord.rank == 0) {
         unlink(tmp);
         if (!dir_was_there) rmdir(dir);
         char latest[64] = "no earlier checkpoint";
         int64_t it = 0;
         char ignored[CKPT_MSG_MAX];
-        if (ckpt_read_latest(t->args.save, &it, ignored, sizeof ignored) == 0)
+        if (ckpt_read_latest(save, &it, ignored, sizeof ignored) == 0)
             snprintf(latest, sizeof latest, "`latest` still names iteration %lld", (long long)it);
         fprintf(stderr, "megac: [rank %d] cannot save the checkpoint of iteration %lld: %s; the "
-                "partial file was removed, %s\n", bad_rank, (long long)t->iteration, msg, latest);
+                "partial file was removed, %s\n", bad_rank, (long long)iteration, msg, latest);
         ckpt_lock_release();
     }
     // The launcher kills the other ranks as soon as one exits non-zero: nobody leaves until
@@ -292,55 +279,54 @@ static CORE_NORETURN void save_failed(const Trainer *t, int bad_rank, const char
     core_exit_all(1);
 }
 
-void ckpt_prepare_save(Trainer *t) {
+void ckpt_prepare_save(int rank, const char *dir) {
     int status = 0;
     char msg[CKPT_MSG_MAX] = "";
-    if (t->grid->coord.rank == 0) {
-        status = ckpt_fs_mkdirs(t->args.save, msg, sizeof msg);
-        if (status == 0 && access(t->args.save, W_OK | X_OK) != 0) {
-            snprintf(msg, sizeof msg, "--save: cannot write into %s: %s", t->args.save, strerror(errno));
+    if (rank == 0) {
+        status = ckpt_fs_mkdirs(dir, msg, sizeof msg);
+        if (status == 0 && access(dir, W_OK | X_OK) != 0) {
+            snprintf(msg, sizeof msg, "--save: cannot write into %s: %s", dir, strerror(errno));
             status = -1;
         }
     }
     core_agree_or_exit(status, msg, (int)sizeof msg);
 }
 
-void ckpt_save(Trainer *t) {
-    trainer_settle_params(t);  // --overlap-param-gather: the updated parameters, all of them
+void ckpt_save(const CkptModel *cm, const CkptRun *r, const char *save) {
     double t0 = core_now();
-    int rank0 = t->grid->coord.rank == 0, status = 0;
+    int rank0 = cm->grid->coord.rank == 0, status = 0;
+    int64_t it = r->iteration;
     char dir[CKPT_PATH_MAX], tmp[CKPT_PATH_MAX], msg[CKPT_MSG_MAX] = "";
-    if (ckpt_fs_path(dir, t->args.save, t->iteration, NULL) ||
-        ckpt_fs_path(tmp, t->args.save, t->iteration, CKPT_TMP_FILE))
-        core_usage_error("--save: directory name too long: %.200s...", t->args.save);
+    if (ckpt_fs_path(dir, save, it, NULL) || ckpt_fs_path(tmp, save, it, CKPT_TMP_FILE))
+        core_usage_error("--save: directory name too long: %.200s...", save);
     ckpt_lock_heartbeat();
     static char phase[96];  // the watchdog bounds every collective step of the save
     snprintf(phase, sizeof phase, "saving the checkpoint of iteration %lld (collective HDF5 I/O)",
-             (long long)t->iteration);
+             (long long)it);
     core_watchdog_arm(phase);
     int dir_was_there = access(dir, F_OK) == 0;  // only rank 0's answer is used
     if (rank0) status = ckpt_fs_mkdirs(dir, msg, sizeof msg);
     core_agree_or_exit(status, msg, (int)sizeof msg);
-    if (rank0) status = ckpt_fs_check_room(dir, tmp, ckpt_h5_file_bytes(&t->args.model), msg, sizeof msg);
+    if (rank0) status = ckpt_fs_check_room(dir, tmp, ckpt_h5_file_bytes(cm->config), msg, sizeof msg);
     int bad = core_agree(status, msg, (int)sizeof msg);
-    if (bad >= 0) save_failed(t, bad, msg, tmp, dir, dir_was_there);
-    bad = core_agree(write_file(t, tmp, msg, sizeof msg), msg, (int)sizeof msg);
-    if (bad >= 0) save_failed(t, bad, msg, tmp, dir, dir_was_there);
-    if (rank0) status = ckpt_fs_publish(t->args.save, t->iteration, msg, sizeof msg);
+    if (bad >= 0) save_failed(cm, save, it, bad, msg, tmp, dir, dir_was_there);
+    bad = core_agree(write_file(cm, r, tmp, msg, sizeof msg), msg, (int)sizeof msg);
+    if (bad >= 0) save_failed(cm, save, it, bad, msg, tmp, dir, dir_was_there);
+    if (rank0) status = ckpt_fs_publish(save, it, msg, sizeof msg);
     bad = core_agree(status, msg, (int)sizeof msg);
-    if (bad >= 0) save_failed(t, bad, msg, tmp, dir, 1);
-    t->last_saved = t->iteration;
+    if (bad >= 0) save_failed(cm, save, it, bad, msg, tmp, dir, 1);
     core_watchdog_disarm();
     if (rank0) {
-        printf(" saved checkpoint at iteration %lld to %s in %.3f s\n", (long long)t->iteration,
-               dir, core_now() - t0);
+        printf(" saved checkpoint at iteration %lld to %s in %.3f s\n", (long long)it, dir,
+               core_now() - t0);
         fflush(stdout);
     }
 }
 
-// Every rank: opens the validated file and reads its slices into the trainer (each chunk's
-// Fletcher-32 checksum is verified by HDF5).
-static int read_file(Trainer *t, const char *path, char *err, size_t errlen) {
+// Every rank: opens the validated file and reads its slices into cm (each chunk's
+// Fletcher-32 checksum is verified by HDF5); model_only: the parameters alone.
+static int read_file(const CkptModel *cm, const char *path, int model_only, char *err,
+                     size_t errlen) {
     H5E_auto2_t old_fn;
     void *old_data;
     H5Eget_auto2(H5E_DEFAULT, &old_fn, &old_data);
@@ -353,47 +339,48 @@ static int read_file(Trainer *t, const char *path, char *err, size_t errlen) {
         snprintf(err, errlen, "%s: cannot be opened on this rank", path);
     } else {
         char why[CKPT_MSG_MAX] = "";
-        HostState h[PP_ILV_MAX_CHUNKS];
-        for (int c = 0; c < t->n_chunks; c++) h[c] = host_state(t, c, 1);
-        rc = transfer_all(f, t, h, 0, why, sizeof why);
+        HostState *h = core_calloc((size_t)cm->n_chunks, sizeof *h);  // one per model chunk
+        for (int c = 0; c < cm->n_chunks; c++) h[c] = host_state(cm, c, 1);
+        rc = transfer_all(f, cm, h, 0, model_only, why, sizeof why);
         if (H5Fclose(f) < 0 && rc == 0) rc = -1;
         if (rc != 0) snprintf(err, errlen, "%s: %s", path, why);
-        for (int c = 0; c < t->n_chunks; c++) host_state_done(t, c, &h[c], rc == 0);
+        for (int c = 0; c < cm->n_chunks; c++) host_state_done(cm, c, &h[c], rc == 0);
+        free(h);
     }
     H5Eset_auto2(H5E_DEFAULT, old_fn, old_data);
     return rc;
 }
 
-void ckpt_load(Trainer *t) {
-    int rank0 = t->grid->coord.rank == 0, status = 0;
+void ckpt_load(const CkptModel *cm, CkptRun *r, const char *load, CkptLoadMode mode) {
+    int rank0 = cm->grid->coord.rank == 0, status = 0;
+    int finetune = mode == CKPT_LOAD_FINETUNE, fresh = mode != CKPT_LOAD_ALL;  // fresh: moments stay zero
     char path[CKPT_PATH_MAX] = "", msg[CKPT_MSG_MAX] = "";
     CkptMeta want, got;
-    meta_from_trainer(t, &want);
+    ckpt_state_to_meta(cm, r, &want);
     memset(&got, 0, sizeof got);
     core_watchdog_arm("loading the checkpoint (validation and HDF5 reads)");
-    if (rank0) status = ckpt_check(t->args.load, &want, &got, path, msg, sizeof msg);
+    if (rank0) status = ckpt_check(load, &want, &got, path, msg, sizeof msg);
     core_agree_or_exit(status, msg, (int)sizeof msg);
     MPI_CHECK(MPI_Bcast(&got, (int)sizeof got, MPI_BYTE, 0, MPI_COMM_WORLD));
     MPI_CHECK(MPI_Bcast(path, (int)sizeof path, MPI_CHAR, 0, MPI_COMM_WORLD));
-    status = read_file(t, path, msg, sizeof msg);
+    status = read_file(cm, path, fresh, msg, sizeof msg);
     core_agree_or_exit(status, msg, (int)sizeof msg);
     core_watchdog_disarm();
-    t->iteration = got.iteration;
-    t->consumed_samples = got.consumed_samples;  // batches continue there, whatever G is now
-    int fresh = t->args.no_load_optim || t->args.finetune;  // then the moments stayed zero
-    for (int c = 0; c < t->n_chunks; c++) t->opts[c]->step = fresh ? 0 : got.adam_step;
-    t->nan_total = (int)got.nan_iterations;
-    if (t->args.finetune) t->iteration = 0, t->consumed_samples = 0, t->nan_total = 0;
-    if (!t->args.finetune) ckpt_loss_scale_restore(t, &got, rank0);
+    r->iteration = got.iteration;
+    r->consumed_samples = got.consumed_samples;  // batches continue there, whatever G is now
+    for (int c = 0; c < cm->n_chunks; c++) cm->opts[c]->step = fresh ? 0 : got.adam_step;
+    r->nan_total = (int)got.nan_iterations;
+    if (finetune) r->iteration = 0, r->consumed_samples = 0, r->nan_total = 0;
+    if (!finetune) ckpt_loss_scale_restore(r, &got, rank0);
     if (!rank0) return;
     printf(" loaded checkpoint %s at iteration %lld (consumed samples %lld; written by TP %lld x "
            "PP %lld x DP %lld%s)\n", path, (long long)got.iteration, (long long)got.consumed_samples,
            (long long)got.saved_tp, (long long)got.saved_pp, (long long)got.saved_dp,
            got.saved_zero1 == 1 ? ", ZeRO-1" : got.saved_zero1 == 2 ? ", ZeRO-2"
            : got.saved_zero1 == 3 ? ", ZeRO-3" : "");
-    if (t->args.finetune || t->args.no_load_optim)
-        printf(" %s: the model only (fresh AdamW state)%s\n", t->args.finetune ? "--finetune" : "--no-load-optim",
-               t->args.finetune ? "; training starts at iteration 0, from the first sample" : "");
+    if (fresh)
+        printf(" %s: the model only (fresh AdamW state)%s\n", finetune ? "--finetune" : "--no-load-optim",
+               finetune ? "; training starts at iteration 0, from the first sample" : "");
     if (got.seed != want.seed)
         printf(" warning: the checkpoint was trained with --seed %lld, this run uses %lld\n",
                (long long)got.seed, (long long)want.seed);

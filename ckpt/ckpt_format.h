@@ -1,6 +1,7 @@
-// train/checkpoint_format.h: the checkpoint's on-disk layout (see train/CHECKPOINT.md),
-// shared by the writer and reader (checkpoint.c), the HDF5 helpers (checkpoint_h5.c) and
-// rank 0's validator (checkpoint_check.c). Internal to train/.
+// ckpt/ckpt_format.h: the checkpoint's on-disk layout (see train/CHECKPOINT.md), shared by
+// the writer and reader (ckpt.c), the HDF5 helpers (ckpt_h5.c), rank 0's validator
+// (ckpt_check.c) and the tools that read or write the same files (hf/hf_ckpt.c,
+// train/train_outputs.c's list of inputs).
 //
 //     DIR/latest_checkpointed_iteration.txt     "10\n": the newest complete checkpoint
 //     DIR/iter_0000010/checkpoint.h5            attributes (CkptMeta) on the root group,
@@ -46,14 +47,14 @@ typedef struct {
     // rate schedule advances only on the steps taken, so a resumed run continues it there.
     int64_t skipped_iterations, skipped_samples;
     // Optional, written only by Llama-style models (absent: GPT-2's 0), see
-    // checkpoint_arch.c: normalization_rmsnorm, swiglu, position_embedding_rope,
+    // ckpt_arch.c: normalization_rmsnorm, swiglu, position_embedding_rope,
     // num_query_groups, disable_bias_linear (int64); rotary_base, rotary_percent (float64,
     // with rope). Compared with this run like the model config.
     int64_t rmsnorm, swiglu, rope, num_query_groups, disable_bias_linear;
     double rotary_base, rotary_percent;
 } CkptMeta;
 
-// checkpoint_arch.c: the Llama-style attributes above.
+// ckpt_arch.c: the Llama-style attributes above.
 // Copies c's Llama-style settings into m (num_query_groups 0 for multi-head). Pure.
 void ckpt_arch_from_config(CkptMeta *m, const GPTConfig *c);
 // Sets c's Llama-style fields from m. Pure.
@@ -91,8 +92,6 @@ void ckpt_h5_write_meta(hid_t f, const CkptMeta *m);
 // has_loss_scale says so). Returns 0, or -1 with one line in err naming
 // the missing or malformed attribute. Changes nothing on the HDF5 error stack's printing.
 int ckpt_h5_read_meta(hid_t f, CkptMeta *m, char *err, size_t errlen);
-
-
 
 // Creates the groups and one float32 dataset per group and table entry, full shape
 // ((rows) when cols == 1, else (rows, cols)), chunked (about CKPT_CHUNK_ELEMS elements,

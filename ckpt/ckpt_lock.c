@@ -1,8 +1,8 @@
-// train/checkpoint_lock.c: the --save directory's lock file and the no-rollback rule (see
-// checkpoint_lock.h).
-#include "checkpoint_lock.h"
-#include "checkpoint_format.h"
-#include "checkpoint_fs.h"
+// ckpt/ckpt_lock.c: the --save directory's lock file and the no-rollback rule (see
+// ckpt_lock.h).
+#include "ckpt_lock.h"
+#include "ckpt_format.h"
+#include "ckpt_fs.h"
 #include "core/check.h"
 
 #include <errno.h>
@@ -117,31 +117,30 @@ static int acquire(const char *dir, char *msg, size_t n) {
     return 0;
 }
 
-void ckpt_lock_acquire(Trainer *t) {
+void ckpt_lock_acquire(int rank, const char *dir, double timeout_minutes) {
     char msg[MSG] = "";
-    stale_after_s = 2 * 60.0 * t->args.timeout_minutes;  // 0 (no timeout): never by age
-    int status = t->grid->coord.rank == 0 ? acquire(t->args.save, msg, sizeof msg) : 0;
+    stale_after_s = 2 * 60.0 * timeout_minutes;  // 0 (no timeout): never by age
+    int status = rank == 0 ? acquire(dir, msg, sizeof msg) : 0;
     core_agree_or_exit(status, msg, (int)sizeof msg);
 }
 
-void ckpt_check_rollback(Trainer *t) {
+void ckpt_check_rollback(int rank, const char *dir, int64_t start, int overwrite_newer) {
     char msg[MSG] = "", path[CKPT_PATH_MAX];
     int status = 0;
     int64_t latest = 0;
-    const char *dir = t->args.save;
-    if (t->grid->coord.rank == 0 && ckpt_fs_path(path, dir, -1, CKPT_LATEST) == 0 &&
+    if (rank == 0 && ckpt_fs_path(path, dir, -1, CKPT_LATEST) == 0 &&
         access(path, F_OK) == 0 && ckpt_read_latest(dir, &latest, msg, sizeof msg) == 0 &&
-        latest > t->iteration) {
-        if (t->args.overwrite_newer) {
+        latest > start) {
+        if (overwrite_newer) {
             printf(" warning: --save %s holds checkpoints up to iteration %lld; this run starts at "
                    "%lld and will move `latest` back (--overwrite-newer-checkpoints)\n", dir,
-                   (long long)latest, (long long)t->iteration);
+                   (long long)latest, (long long)start);
         } else {
             snprintf(msg, sizeof msg, "--save %s already holds checkpoints up to iteration %lld "
                      "(%s) but this run starts at iteration %lld: its saves would move `latest` "
                      "back. Resume with --load %s, save elsewhere, or pass "
                      "--overwrite-newer-checkpoints to start over", dir, (long long)latest,
-                     CKPT_LATEST, (long long)t->iteration, dir);
+                     CKPT_LATEST, (long long)start, dir);
             status = -1;
         }
     }

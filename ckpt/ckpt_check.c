@@ -1,9 +1,9 @@
-// train/checkpoint_check.c: rank 0's validation of a checkpoint before any rank reads it:
+// ckpt/ckpt_check.c: rank 0's validation of a checkpoint before any rank reads it:
 // DIR/latest names an iteration, its checkpoint.h5 opens (HDF5 notices a truncated file),
 // has our format, version and model config, and holds every dataset with its full shape.
 // Every failure is one line naming the file; the caller broadcasts it so all ranks exit 2.
-#include "checkpoint_format.h"
-#include "checkpoint_fs.h"
+#include "ckpt_format.h"
+#include "ckpt_fs.h"
 #include "core/check.h"  // defines: core_hdf5_last_error
 
 #include <errno.h>

@@ -1,8 +1,8 @@
-// train/checkpoint_arch.c: the checkpoint attributes of a Llama-style architecture
+// ckpt/ckpt_arch.c: the checkpoint attributes of a Llama-style architecture
 // (RMSNorm, SwiGLU, rope, grouped-query attention, no linear biases). A GPT-2 checkpoint
 // carries none of them, so older files read as GPT-2; a run whose architecture differs from
-// the file's is refused by the validator (checkpoint_check.c) with one line naming them.
-#include "checkpoint_format.h"
+// the file's is refused by the validator (ckpt_check.c) with one line naming them.
+#include "ckpt_format.h"
 #include "core/check.h"  // defines: H5_CHECK
 
 #include <stdio.h>

@@ -1,4 +1,4 @@
-// train/checkpoint_h5.c: the HDF5 side of checkpoints: the root group's attributes, one
+// ckpt/ckpt_h5.c: the HDF5 side of checkpoints: the root group's attributes, one
 // full-shape dataset per parameter and moment, and moving a range of a rank's local
 // elements to or from the full tensor with hyperslab selections.
 //
@@ -6,7 +6,7 @@
 // says which rectangles of the full tensor its rows hold. A range of local elements (a
 // ZeRO-1 slice starts and ends anywhere) is cut into pieces that are each contiguous in
 // memory and rectangular in the file: a partial row, or a run of whole local rows.
-#include "checkpoint_format.h"
+#include "ckpt_format.h"
 #include "core/check.h"
 
 #include <stddef.h>  // defines: offsetof
@@ -158,7 +158,7 @@ int ckpt_h5_read_meta(hid_t f, CkptMeta *m, char *err, size_t n) {
     return 0;
 }
 
-
+// The dataspace of p's full tensor: (rows) or (rows, cols).
 static hid_t full_space(const ParamInfo *p) {
     hsize_t dims[2] = {(hsize_t)p->rows, (hsize_t)p->cols};
     hid_t s = H5Screate_simple(p->cols == 1 ? 1 : 2, dims, NULL);

@@ -1,7 +1,7 @@
-// train/checkpoint_fs.c: directories, fsync and atomic renames for checkpoint saves
-// (rank 0 only; see checkpoint_fs.h).
-#include "checkpoint_fs.h"
-#include "checkpoint_format.h"
+// ckpt/ckpt_fs.c: directories, fsync and atomic renames for checkpoint saves
+// (rank 0 only; see ckpt_fs.h).
+#include "ckpt_fs.h"
+#include "ckpt_format.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,6 +1,6 @@
-// train/checkpoint_fs.h: rank 0's file-system steps of a checkpoint save: making the
+// ckpt/ckpt_fs.h: rank 0's file-system steps of a checkpoint save: making the
 // directories and publishing a finished file atomically (fsync, rename, then `latest`).
-// Internal to train/.
+// Also used by hf/hf_ckpt.c and megac's export (the same directory layout).
 #pragma once
 #include <stddef.h>
 #include <stdint.h>
