@@ -5,7 +5,9 @@
 #                               test_cuda_flash_tc,
 #                               bench_train), lib/ (MPICH, HDF5,
 #                               OpenBLAS, json-c, PCRE2 and their dependencies), env.sh
+#                               (scripts/gpu/env.sh: the library path, found without python)
 #   gpu-pack/MANIFEST.txt       what is inside, with the libraries left to the GPU machine
+#   gpu-pack/xz/                xz and liblzma.so.5, uncompressed: the GPU machine may lack xz
 # The GPU machine has glibc, libstdc++, libgcc and the CUDA libraries (cudart, cuBLAS,
 # cuBLASLt, NCCL: NVIDIA's Python wheels, /usr/local/cuda): those are not packed.
 # scripts/gpu/selfcheck.sh unpacks it there; scripts/gpu/README.md says how to call it.
@@ -143,39 +145,8 @@ if ((${#missing[@]})); then
 fi
 
 # --- env.sh ----------------------------------------------------------------------------
-cat > "$stage/env.sh" <<'EOF'
-# Source this on the GPU machine: `. gpu-pack/unpacked/env.sh`. Puts the packed libraries
-# first, then CUDA's libraries: the toolkit's lib64, then NVIDIA's Python wheels
-# (site-packages/nvidia/*/lib and nvidia/cu13/lib), which is where NCCL and cuBLASLt are.
-_megac_pack="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-_megac_lp="$_megac_pack/lib"
-for _d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
-  [ -d "$_d" ] && _megac_lp="$_megac_lp:$_d"
-done
-_megac_nv=$(python3 - 2>/dev/null <<'PY'
-import os
-try:
-    import nvidia
-except Exception:
-    raise SystemExit(0)
-dirs = []
-for top in list(getattr(nvidia, "__path__", [])):
-    for dp, dn, fn in os.walk(top):
-        if os.path.basename(dp) in ("lib", "lib64") and any(".so" in f for f in fn):
-            dirs.append(dp)
-        if dp.count(os.sep) - top.count(os.sep) >= 2:
-            dn[:] = []
-print(":".join(sorted(set(dirs))))
-PY
-)
-[ -n "$_megac_nv" ] && _megac_lp="$_megac_lp:$_megac_nv"
-export LD_LIBRARY_PATH="$_megac_lp${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export PATH="$_megac_pack/bin:$PATH"
-# UCX (under MPICH) looks for its plug-ins in Debian's absolute path unless told.
-export UCX_MODULE_DIR="$_megac_pack/lib/ucx"
-export MEGAC_PACK="$_megac_pack"
-unset _megac_pack _megac_lp _megac_nv _d
-EOF
+# scripts/gpu/env.sh: the library path for the packed programs, found without python.
+cp "$root/scripts/gpu/env.sh" "$stage/env.sh"
 
 {
   echo "megac GPU pack, built $(date -u +%Y-%m-%dT%H:%MZ) from $(git rev-parse --short HEAD 2>/dev/null || echo '?')" \
@@ -194,17 +165,28 @@ EOF
 # --- the tar.xz ------------------------------------------------------------------------
 mkdir -p "$pack"
 rm -f "$pack"/megac-gpu.tar.xz.tmp
+# xz, because gzip makes the pack twice as large (~40 MB for the libraries alone, against the
+# 64 MiB carry limit of the whole working tree). A minimal root may lack the xz program (and
+# python3's lzma), so the decoder travels too, uncompressed: gpu-pack/xz/ holds this machine's
+# xz and its liblzma.so.5 (~0.3 MB; glibc only). selfcheck.sh tries the machine's xz, then
+# that one, then python3's tarfile.
 tar -C "$stage" -cf - bin lib env.sh MANIFEST.txt | xz -T0 -6 > "$pack/megac-gpu.tar.xz.tmp"
 mv "$pack/megac-gpu.tar.xz.tmp" "$pack/megac-gpu.tar.xz"
 cp "$stage/MANIFEST.txt" "$pack/MANIFEST.txt"
-rm -rf "$pack/unpacked"  # a stale unpack must not travel
+rm -rf "$pack/unpacked" "$pack/xz"  # a stale unpack must not travel
+mkdir -p "$pack/xz"
+cp -L "$(command -v xz)" "$pack/xz/xz"
+lzma=$(ldd "$(command -v xz)" | awk '$1 ~ /^liblzma\.so/ {print $3}')
+[[ -n "$lzma" ]] && cp -L "$lzma" "$pack/xz/"
+LD_LIBRARY_PATH="$pack/xz" "$pack/xz/xz" -t "$pack/megac-gpu.tar.xz" ||
+  die "the carried xz (gpu-pack/xz/) cannot read the pack"
 
 raw=$(du -sb "$stage" | awk '{print $1}')
-size=$(stat -c %s "$pack/megac-gpu.tar.xz")
+size=$(($(stat -c %s "$pack/megac-gpu.tar.xz") + $(du -sb "$pack/xz" | awk '{print $1}')))
 nlib=$(find "$stage/lib" -type f | wc -l)
 awk -v n="${#bins[@]}" -v l="$nlib" -v r="$raw" -v s="$size" -v lim="$limit_mib" 'BEGIN {
   printf "pack.sh: gpu-pack/megac-gpu.tar.xz: %d binaries, %d libraries, %.1f MiB raw, " \
-         "%.1f MiB packed (%d bytes; carry limit %d MiB)\n", n, l, r / 1048576, s / 1048576, s, lim }'
+         "%.1f MiB packed with the carried xz (%d bytes; carry limit %d MiB)\n", n, l, r / 1048576, s / 1048576, s, lim }'
 ((size < limit_mib * 1048576 * 3 / 4)) ||
   echo "pack.sh: WARNING: the pack takes over 3/4 of the carry limit" >&2
 echo "pack.sh: carry 'gpu-pack' and run 'bash scripts/gpu/selfcheck.sh' (scripts/gpu/README.md)"
