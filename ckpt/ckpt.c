@@ -1,5 +1,5 @@
 // ckpt/ckpt.c: saving and loading checkpoints, layout-independent (format in
-// ckpt_format.h and train/CHECKPOINT.md).
+// ckpt_format.h and ckpt/CHECKPOINT.md).
 //
 // Save: rank 0 makes DIR/iter_N/; every rank opens DIR/iter_N/checkpoint.h5.tmp with
 // parallel HDF5, creates the same datasets (collective) and writes its own slices

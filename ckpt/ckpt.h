@@ -1,4 +1,4 @@
-// ckpt/ckpt.h: checkpoints in HDF5, layout-independent (the format: train/CHECKPOINT.md).
+// ckpt/ckpt.h: checkpoints in HDF5, layout-independent (the format: ckpt/CHECKPOINT.md).
 //
 // DIR/iter_NNNNNNN/checkpoint.h5 holds every parameter of the whole model and its two AdamW
 // moments as full, unsharded datasets under their logical names, plus the iteration,

@@ -1,4 +1,4 @@
-// ckpt/ckpt_format.h: the checkpoint's on-disk layout (see train/CHECKPOINT.md), shared by
+// ckpt/ckpt_format.h: the checkpoint's on-disk layout (see ckpt/CHECKPOINT.md), shared by
 // the writer and reader (ckpt.c), the HDF5 helpers (ckpt_h5.c), rank 0's validator
 // (ckpt_check.c) and the tools that read or write the same files (hf/hf_ckpt.c,
 // train/train_outputs.c's list of inputs).

@@ -1,5 +1,5 @@
 // hf/hf_ckpt.c: serial reading and writing of a megac checkpoint's model (see hf_ckpt.h and
-// train/CHECKPOINT.md). Reading: DIR/latest (or --iteration), the root attributes through
+// ckpt/CHECKPOINT.md). Reading: DIR/latest (or --iteration), the root attributes through
 // ckpt_h5_read_meta, then every /model dataset of ckpt_full_table whole. Writing: the
 // attributes and datasets through ckpt_h5_write_meta / ckpt_h5_create_datasets, full-tensor
 // writes, moments zero, then ckpt_fs_publish.
@@ -13,7 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-// The root attributes a GPT-2 checkpoint has (train/CHECKPOINT.md), besides the untied
+// The root attributes a GPT-2 checkpoint has (ckpt/CHECKPOINT.md), besides the untied
 // output layer's and the Llama-style ones (ckpt/ckpt_arch.c). Any other attribute
 // means a format this export does not know (another architecture): refused, not guessed.
 static const char *const KNOWN_ATTRS[] = {

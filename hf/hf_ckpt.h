@@ -1,6 +1,6 @@
 // hf/hf_ckpt.h: a megac checkpoint's model tensors in host memory, read and written serially
 // (one process, no MPI): the export, import and generate commands' view of
-// train/CHECKPOINT.md. Reading uses ckpt/'s attribute reader and parameter table; writing
+// ckpt/CHECKPOINT.md. Reading uses ckpt/'s attribute reader and parameter table; writing
 // makes a fresh checkpoint (given iteration, zero AdamW moments) with ckpt/'s dataset
 // layout and publishes it with ckpt/'s atomic rename, so `megac train --load` at any layout
 // reads it.

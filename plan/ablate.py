@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""plan/ablate.py: `megac ablate`: run a sweep of layouts and report it (see README).
+"""plan/ablate.py: `megac ablate`: run a sweep of layouts and report it (see docs/ablate.md).
 
   megac ablate --grid "tp=1,2 pp=1,2 mbs=1,2 schedule=1f1b,gpipe sp=0,1 zero=0,1,2,3 recompute=none,full,selective vpp=1,2" \\
       --world-size 8 --output DIR [--launcher mpiexec|slurm] [--hardware h100|h200|FILE] \\

@@ -52,7 +52,7 @@ typedef struct {
     int exit_signal_handler;        // 1 (default): SIGTERM/SIGINT/SIGUSR1/SIGUSR2 stop gracefully
     double exit_duration_mins;      // stop (save, exit 0) after this many minutes (0: off)
     int64_t exit_interval;          // stop (save, exit 0) at iterations divisible by this (0: off)
-    int overwrite_newer;            // --save may move `latest` back (start over; see CHECKPOINT.md)
+    int overwrite_newer;            // --save may move `latest` back (start over; see ckpt/CHECKPOINT.md)
     const char *trace;
     const char *pipeline_schedule;  // "1f1b" (default) or "gpipe" (all-forward-all-backward)
     int vpp;                        // model chunks per pipeline rank (interleaved 1F1B); 1: off

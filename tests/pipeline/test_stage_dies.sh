@@ -3,7 +3,7 @@
 # not leave the other stages waiting forever.
 #
 # Rank 1 of a PP = 4 job kills itself at the start of iteration 3 (the test hook
-# MEGAC_TEST_DIE_AT_ITER=RANK:ITER[:abort], see train/trainer.c) while ranks 0, 2 and 3 are
+# MEGAC_TEST_DIE_AT_ITER=RANK:ITER[:abort], see core/fault.h) while ranks 0, 2 and 3 are
 # inside the step, blocked on p2p with it. Two deaths:
 #   abort   (SIGABRT, like a failed assert or a segfault): megac's crash report prints
 #           "[rank 1] megac: fatal signal 6"; the launcher ends the job.
