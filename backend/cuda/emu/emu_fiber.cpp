@@ -115,6 +115,15 @@ void switch_to(void **save, void *to, const void *to_bottom, size_t to_size) {
 }
 #endif
 
+// From fiber f back to the thread's own context (emu_fibers_run's loop).
+void to_host(FiberPool &P, Fiber &f) {
+#if EMU_ASM_SWITCH
+    switch_to(&f.sp, P.host_sp, P.host_bottom, P.host_size);
+#else
+    swapcontext(&f.uc, &P.host_uc);
+#endif
+}
+
 [[noreturn]] void fiber_entry(void) {
     FiberPool &P = pool();
 #if EMU_ASAN
@@ -125,11 +134,7 @@ void switch_to(void **save, void *to, const void *to_bottom, size_t to_size) {
         P.hooks->body(id, P.hooks->arg);
         Fiber &f = *P.f[id];
         f.done = true;
-#if EMU_ASM_SWITCH
-        switch_to(&f.sp, P.host_sp, P.host_bottom, P.host_size);
-#else
-        swapcontext(&f.uc, &P.host_uc);
-#endif
+        to_host(P, f);
     }
 }
 
@@ -235,9 +240,5 @@ void emu_fiber_yield(bool stalled) {
     }
     Fiber &f = *P.f[P.cur];
     f.stalled = stalled;
-#if EMU_ASM_SWITCH
-    switch_to(&f.sp, P.host_sp, P.host_bottom, P.host_size);
-#else
-    swapcontext(&f.uc, &P.host_uc);
-#endif
+    to_host(P, f);
 }

@@ -223,17 +223,28 @@ __global__ void exit_kernel(int code) {
     __syncthreads();  // everyone else waits here
 }
 
-static void test_exit_in_kernel(const char *self) {
+// Runs `self flag` in a child (its stderr to err_fd when >= 0) for at most 10 s. Returns 1
+// with its wait status in *status, or 0 if it had to be killed (a hang).
+static int run_child(const char *self, const char *flag, int err_fd, int *status) {
     pid_t pid = fork();
     if (pid == 0) {
-        execl(self, self, "--exit-in-kernel", (char *)NULL);
+        if (err_fd >= 0) dup2(err_fd, 2);
+        execl(self, self, flag, (char *)NULL);
         _exit(127);
     }
-    int status = 0;
-    for (int i = 0; i < 200 && waitpid(pid, &status, WNOHANG) == 0; i++) usleep(50000);
-    if (waitpid(pid, &status, WNOHANG) == 0) {
+    *status = 0;
+    for (int i = 0; i < 200 && waitpid(pid, status, WNOHANG) == 0; i++) usleep(50000);
+    if (waitpid(pid, status, WNOHANG) == 0) {
         kill(pid, SIGKILL);
-        waitpid(pid, &status, 0);
+        waitpid(pid, status, 0);
+        return 0;
+    }
+    return 1;
+}
+
+static void test_exit_in_kernel(const char *self) {
+    int status;
+    if (!run_child(self, "--exit-in-kernel", -1, &status)) {
         EXPECT(0, "exit() in a kernel thread hung the process");
         return;
     }
@@ -255,17 +266,8 @@ static void test_deadlock_named(const char *self) {
     int fd = mkstemp(path);
     EXPECT(fd >= 0, "mkstemp");
     if (fd < 0) return;
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(fd, 2);
-        execl(self, self, "--deadlock", (char *)NULL);
-        _exit(127);
-    }
-    int status = 0;
-    for (int i = 0; i < 200 && waitpid(pid, &status, WNOHANG) == 0; i++) usleep(50000);
-    if (waitpid(pid, &status, WNOHANG) == 0) {
-        kill(pid, SIGKILL);
-        waitpid(pid, &status, 0);
+    int status;
+    if (!run_child(self, "--deadlock", fd, &status)) {
         EXPECT(0, "a deadlocked block hung the process");
     } else {
         EXPECT(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT, "child status %d", status);
