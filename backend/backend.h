@@ -4,6 +4,10 @@
 // union. Layers hold shapes, the tensor-parallel split and the communication; they never
 // loop over tensors themselves. The CPU backend (C + OpenMP + BLAS, fp32, deterministic) is
 // the reference; the CUDA backend (kernels + cuBLASLt) is tested against it op by op.
+// One entry per operation that production code calls: a variant is a parameter of its entry
+// (attention's optional dropout descriptor), not an entry of its own, and arithmetic that only
+// tests need lives in the tests (tests/backend/backend_ref_ops.h). Adding an op, step by step:
+// backend/README.md.
 //
 // Conventions
 //   * Precision: activations and the compute copies of the weights are stored in the
@@ -97,65 +101,52 @@ typedef struct {
     // --- pointwise -----------------------------------------------------------------
     // GELU, tanh approximation: out (n) = gelu(inp)
     void (*gelu_forward)(Backend *be, void *out, const void *inp, size_t n);
-    // dinp (n) = gelu'(inp) * dout   [overwritten]
-    void (*gelu_backward)(Backend *be, void *dinp, const void *inp, const void *dout, size_t n);
     // out (n) = a + b   (out may alias a or b)
     void (*add)(Backend *be, void *out, const void *a, const void *b, size_t n);
     // out (n) = a + b, all fp32 whatever be->act (out may alias a or b)
     void (*add_f32)(Backend *be, float *out, const float *a, const float *b, size_t n);
-    // x (n) *= s   (x is fp32)
-    void (*scale)(Backend *be, float *x, float s, size_t n);
     // dst (n, type dt) = src (n, type st) converted, round to nearest even; dst and src do
     // not overlap unless dt == st and dst == src (a no-op). Any pair of BackendDType.
     void (*cast)(Backend *be, void *dst, BackendDType dt, const void *src, BackendDType st, size_t n);
-
-    // --- causal self-attention, scale 1/sqrt(hs) -----------------------------------
-    // qkv (B, T, 3*NH*hs) laid out [q: NH heads | k: NH heads | v: NH heads] per token;
-    // out (B, T, NH*hs); att (B, NH, T, T) softmax probabilities, saved for backward
-    // (entries above the diagonal are 0).
-    void (*attention_forward)(Backend *be, void *out, void *att, const void *qkv,
-                              int B, int T, int NH, int hs);
-    // dqkv (B, T, 3*NH*hs) [overwritten]; scratch (B, NH, T, T) is workspace.
-    void (*attention_backward)(Backend *be, void *dqkv, float *scratch, const void *dout,
-                               const void *qkv, const void *att, int B, int T, int NH, int hs);
-
-    // --- fused causal self-attention (--use-flash-attn): the (T, T) matrix is never stored --
-    // Same qkv layout, causal mask and scale as attention_forward; out (B, T, NH*hs) is the
-    // same function. lse (B, NH, T) = log(sum_{u<=t} exp(s_tu)) of each row's scaled scores
-    // s_tu = q_t . k_u / sqrt(hs) (natural log), saved for backward instead of att. Memory is
-    // linear in T. The CUDA backend takes hs <= 128 (aborts the job naming hs otherwise).
-    void (*flash_attention_forward)(Backend *be, void *out, float *lse, const void *qkv,
-                                    int B, int T, int NH, int hs);
-    // dqkv (B, T, 3*NH*hs) [overwritten] from dout (B, T, NH*hs) and the forward's qkv, out
-    // and lse: the probabilities are recomputed from lse. scratch (B, NH, T) is workspace
-    // (rowsum(dout * out) per row); no other memory is used. dqkv aliases none of the inputs.
-    void (*flash_attention_backward)(Backend *be, void *dqkv, float *scratch, const void *dout,
-                                     const void *qkv, const void *out, const float *lse,
-                                     int B, int T, int NH, int hs);
 
     // --- dropout (dropout.h: each mask is a pure function of d and global indices) --------
     // out (N, C) = inp * dropout_factor(d, (d->row0 + r) * C + c) for row r, channel c; out
     // may alias inp. The backward is the same call on the gradient (the mask is regenerated,
     // never stored). d NULL or d->threshold 0: a copy (the same bits).
     void (*dropout)(Backend *be, void *out, const void *inp, const BackendDropout *d, int N, int C);
-    // attention_forward with dropout on the probabilities (after the softmax, before @ v):
-    // att keeps the probabilities WITHOUT dropout; element (b, h, i, j) is kept by
-    // dropout_factor(d, (((d->sample0 + b) * d->NH + d->h0 + h) * T + i) * T + j).
-    // NULL for backends without it. d NULL / threshold 0: attention_forward's results.
-    void (*attention_dropout_forward)(Backend *be, void *out, void *att, const void *qkv, int B,
-                                      int T, int NH, int hs, const BackendDropout *d);
-    // attention_backward of attention_dropout_forward (same d; the mask regenerated).
-    void (*attention_dropout_backward)(Backend *be, void *dqkv, float *scratch, const void *dout,
-                                       const void *qkv, const void *att, int B, int T, int NH,
-                                       int hs, const BackendDropout *d);
-    // The fused pair with the same dropout (the mask applied inside the online softmax and
-    // regenerated in the backward; lse is that of the probabilities without dropout).
-    void (*flash_attention_dropout_forward)(Backend *be, void *out, float *lse, const void *qkv,
-                                            int B, int T, int NH, int hs, const BackendDropout *d);
-    void (*flash_attention_dropout_backward)(Backend *be, void *dqkv, float *scratch,
-                                             const void *dout, const void *qkv, const void *out,
-                                             const float *lse, int B, int T, int NH, int hs,
-                                             const BackendDropout *d);
+
+    // --- causal self-attention, scale 1/sqrt(hs) -----------------------------------
+    // qkv (B, T, 3*NH*hs) laid out [q: NH heads | k: NH heads | v: NH heads] per token;
+    // out (B, T, NH*hs); att (B, NH, T, T) softmax probabilities, saved for backward
+    // (entries above the diagonal are 0). Dropout d on the probabilities (after the softmax,
+    // before @ v): element (b, h, i, j) is kept by
+    // dropout_factor(d, (((d->sample0 + b) * d->NH + d->h0 + h) * T + i) * T + j); att keeps
+    // the probabilities WITHOUT dropout. d NULL or d->threshold 0: no dropout (the same bits
+    // and, on CUDA, the same kernels as without a descriptor).
+    void (*attention_forward)(Backend *be, void *out, void *att, const void *qkv,
+                              int B, int T, int NH, int hs, const BackendDropout *d);
+    // dqkv (B, T, 3*NH*hs) [overwritten]; scratch (B, NH, T, T) is workspace; d as in the
+    // forward (the mask regenerated, never stored).
+    void (*attention_backward)(Backend *be, void *dqkv, float *scratch, const void *dout,
+                               const void *qkv, const void *att, int B, int T, int NH, int hs,
+                               const BackendDropout *d);
+
+    // --- fused causal self-attention (--use-flash-attn): the (T, T) matrix is never stored --
+    // Same qkv layout, causal mask, scale and dropout d as attention_forward; out (B, T,
+    // NH*hs) is the same function. lse (B, NH, T) = log(sum_{u<=t} exp(s_tu)) of each row's
+    // scaled scores s_tu = q_t . k_u / sqrt(hs) (natural log, without dropout), saved for
+    // backward instead of att; the mask is applied inside the online softmax. Memory is
+    // linear in T. The CUDA backend takes hs <= 128 (aborts the job naming hs otherwise);
+    // without dropout it takes its tensor-core kernels where they apply (bf16/fp16).
+    void (*flash_attention_forward)(Backend *be, void *out, float *lse, const void *qkv,
+                                    int B, int T, int NH, int hs, const BackendDropout *d);
+    // dqkv (B, T, 3*NH*hs) [overwritten] from dout (B, T, NH*hs) and the forward's qkv, out
+    // and lse (same d): the probabilities are recomputed from lse. scratch (B, NH, T) is
+    // workspace (rowsum(dout * out) per row); no other memory is used. dqkv aliases none of
+    // the inputs.
+    void (*flash_attention_backward)(Backend *be, void *dqkv, float *scratch, const void *dout,
+                                     const void *qkv, const void *out, const float *lse,
+                                     int B, int T, int NH, int hs, const BackendDropout *d);
 
     // --- embeddings (vocab-parallel: this rank holds rows [vocab_start, vocab_start+V_local)) ---
     // out (N, C) = table[tok - vocab_start] for tokens in the block, 0 for the others.
@@ -170,53 +161,40 @@ typedef struct {
     void (*position_backward)(Backend *be, float *dwpe, const void *dout, int B, int T, int C);
 
     // --- vocab-parallel softmax cross-entropy over a logit shard (N, V_local) -----------
-    // Columns [0, V_valid) are real vocabulary, [V_valid, V_local) padding, masked out.
-    // The layer calls, with TP all-reduces in between:
-    //   xent_max    -> rowmax (N) over valid columns (-FLT_MAX when none); all-reduce MAX
-    //   xent_sumexp -> sumexp (N) = sum exp(l - rowmax); tgt (N) = l[target - vocab_start]
-    //                  if the target is in this shard else 0;  all-reduce SUM of both
-    //   xent_loss   -> loss (N) = log(sumexp) + rowmax - tgt
+    // Columns [0, V_valid) are real vocabulary, [V_valid, V_local) padding, masked out. The
+    // layer (layers/tp_vocab.c) calls, with TP all-reduces in between:
+    //   xent_stats    -> rowmax (N) = max over this shard's valid columns (-FLT_MAX when
+    //                    none); sumexp (N) = sum exp(l - rowmax) from that shard max; tgt (N)
+    //                    = l[target - vocab_start] if the target is in this shard, else 0.
+    //                    One read of the logits (CPU: a max loop, then a sum loop, on the row
+    //                    in cache; CUDA: one pass with a running max, equal to fp32 round-off)
+    //   with more than one shard: keep the shard max (N), all-reduce MAX of rowmax, then
+    //   xent_rescale  -> sumexp (N) *= exp(shard_max - rowmax): onto the all-reduced max;
+    //                    all-reduce SUM of sumexp and tgt
+    //   xent_loss     -> loss (N) = log(sumexp) + rowmax - tgt
     //   xent_backward -> dlogits (N, V_local) = dscale[i] * (softmax - onehot), 0 at padding;
-    //                  dlogits may alias logits.
-    void (*xent_max)(Backend *be, float *rowmax, const void *logits, int N, int V_local, int V_valid);
-    void (*xent_sumexp)(Backend *be, float *sumexp, float *tgt, const void *logits,
-                        const float *rowmax, const int *targets, int N, int V_local, int V_valid,
-                        int vocab_start);
+    //                    dlogits may alias logits.
+    void (*xent_stats)(Backend *be, float *rowmax, float *sumexp, float *tgt, const void *logits,
+                       const int *targets, int N, int V_local, int V_valid, int vocab_start);
+    void (*xent_rescale)(Backend *be, float *sumexp, const float *shard_max, const float *rowmax,
+                         int N);
     void (*xent_loss)(Backend *be, float *loss, const float *sumexp, const float *rowmax,
                       const float *tgt, int N);
     void (*xent_backward)(Backend *be, void *dlogits, const void *logits, const float *rowmax,
                           const float *sumexp, const int *targets, const float *dscale,
                           int N, int V_local, int V_valid, int vocab_start);
-    // The fused forward (one read of the logits instead of two): the layer calls xent_stats
-    // (= xent_max, then xent_sumexp from this shard's own max; CPU: those two row loops, the
-    // row still in cache, so with one shard the same bits; CUDA: one pass with a running max,
-    // equal to fp32 round-off), and with more than one shard keeps the shard max (N),
-    // all-reduces MAX of rowmax, xent_rescale, all-reduces SUM of sumexp and tgt; xent_loss.
-    //   xent_stats   -> rowmax (N), sumexp (N), tgt (N) of this shard as described
-    //   xent_rescale -> sumexp (N) *= exp(shard_max - rowmax): onto the all-reduced max
-    void (*xent_stats)(Backend *be, float *rowmax, float *sumexp, float *tgt, const void *logits,
-                       const int *targets, int N, int V_local, int V_valid, int vocab_start);
-    void (*xent_rescale)(Backend *be, float *sumexp, const float *shard_max, const float *rowmax,
-                         int N);
 
-    // --- optimizer and reductions ------------------------------------------------------
-    // AdamW (decoupled weight decay, bias-corrected, `step` counts from 1) on n elements:
+    // --- optimizer and reductions (multi-tensor: one launch each on CUDA) ---------------
+    // AdamW (decoupled weight decay, bias-corrected, `step` counts from 1) on elements
+    // [s.begin, s.begin + s.len) of param, grad, m and v for every segment s of segs (nseg,
+    // backend memory), with weight decay wd where s.weight_decay and 0 elsewhere:
     //   g = grad * grad_scale; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2
     //   param -= lr * (m/(1-b1^step) / (sqrt(v/(1-b2^step)) + eps) + wd * param)
-    void (*adamw)(Backend *be, float *param, const float *grad, float *m, float *v, size_t n,
-                  float lr, float beta1, float beta2, float eps, float wd, float grad_scale, int step);
-    // Sum of x[i]^2 in double, returned on the host (NaN/Inf propagate).
-    double (*sum_squares)(Backend *be, const float *x, size_t n);
-    // Sum of x[i] in double, returned on the host.
-    double (*sum)(Backend *be, const float *x, size_t n);
-
-    // --- multi-tensor ops: one launch each on CUDA, no host sync unless stated -----------
-    // AdamW (formula of `adamw`) on elements [s.begin, s.begin + s.len) of param, grad, m
-    // and v for every segment s of segs (nseg, backend memory), with weight decay wd where
-    // s.weight_decay and 0 elsewhere. max_len >= every s.len (sizes the launch). copy: NULL,
-    // or elements of type be->act indexed as param that get each updated parameter rounded
-    // to be->act in the same pass (the weight copies the forward reads: the same bits as the
-    // cast op; elements outside the segments untouched).
+    // An element's arithmetic does not depend on the segments (one segment {0, n, 1}: AdamW
+    // on n elements). max_len >= every s.len (sizes the launch). copy: NULL, or elements of
+    // type be->act indexed as param that get each updated parameter rounded to be->act in
+    // the same pass (the weight copies the forward reads: the same bits as the cast op;
+    // elements outside the segments untouched). Asynchronous.
     void (*adamw_multi)(Backend *be, float *param, void *copy, const float *grad, float *m, float *v,
                         const BackendSegment *segs, int nseg, size_t max_len, float lr,
                         float beta1, float beta2, float eps, float wd, float grad_scale, int step);
@@ -228,6 +206,8 @@ typedef struct {
     // acc[0] += sum of x[i] in double; acc is one double in backend memory. Asynchronous
     // (no host read): per-micro-batch losses summed on the device, read once per step.
     void (*sum_acc)(Backend *be, double *acc, const float *x, size_t n);
+    // Sum of x[i] in double, returned on the host.
+    double (*sum)(Backend *be, const float *x, size_t n);
 
     // --- Llama-style blocks (--normalization RMSNorm, --swiglu, rope, grouped-query) ---
     // RMSNorm (eps 1e-5, no bias): out (N, C) = inp * rstd * weight, rstd (N) =

@@ -23,7 +23,7 @@ static const char *OP_NAMES[NOPS] = {
     "attention fwd", "attention bwd", "layernorm fwd", "layernorm bwd", "fc + gelu fwd (fused)",
     "fc-proj bwd + gelu' (fused)",
     "add (residual)", "embedding+position fwd", "embedding+position bwd",
-    "xent max+sumexp+loss", "xent bwd", "adamw (all params)", "sum_squares (grad norm)"};
+    "xent stats+loss", "xent bwd", "adamw (all params)", "sum_squares (grad norm)"};
 
 typedef struct {
     double secs[NOPS], flops[NOPS];
@@ -64,10 +64,11 @@ static void layer_init(Backend *be, Layer *w, unsigned s) {
 static double mm_flops(int oc, int c) { return 2.0 * N * c * oc; }
 
 // One step: embeddings, L layers forward, LM head + cross-entropy, L layers backward,
-// AdamW on every parameter (flat buffers of the medium model's size).
+// AdamW on every parameter (flat buffers of the medium model's size, one segment: seg).
 static void run_step(Backend *be, OpStats *st, Layer *w, Layer *g, float **a, float **d,
                      int *tokens, float *wte, float *dwte, float *wpe, float *dwpe,
-                     float *logits, float *opt[4], size_t nparams, int V, int VP, int flash) {
+                     float *logits, float *opt[4], const BackendSegment *seg, size_t nparams,
+                     int V, int VP, int flash) {
     const BackendOps *o = be->ops;
     float *x = a[0], *ln = a[1], *mean = a[2], *rstd = a[3], *qkv = a[4], *att = a[5];
     float *y = a[6], *h = a[7], *hg = a[8], *xent = a[9];
@@ -79,9 +80,9 @@ static void run_step(Backend *be, OpStats *st, Layer *w, Layer *g, float **a, fl
         TIMED(st, OP_LN_FWD, 0, o->layernorm_forward(be, ln, mean, rstd, x, w->ln_w, w->ln_b, N, C));
         TIMED(st, OP_MM_FWD, mm_flops(3 * C, C), o->matmul_forward(be, qkv, ln, w->qkv_w, w->qkv_b, N, C, 3 * C));
         if (flash)  // lse (B, NH, T) in att's buffer
-            TIMED(st, OP_ATT_FWD, attf, o->flash_attention_forward(be, y, att, qkv, B, T, NH, C / NH));
+            TIMED(st, OP_ATT_FWD, attf, o->flash_attention_forward(be, y, att, qkv, B, T, NH, C / NH, NULL));
         else
-            TIMED(st, OP_ATT_FWD, attf, o->attention_forward(be, y, att, qkv, B, T, NH, C / NH));
+            TIMED(st, OP_ATT_FWD, attf, o->attention_forward(be, y, att, qkv, B, T, NH, C / NH, NULL));
         TIMED(st, OP_MM_FWD, mm_flops(C, C), o->matmul_forward(be, dy, y, w->proj_w, w->proj_b, N, C, C));
         TIMED(st, OP_ADD, 0, o->add(be, x, x, dy, (size_t)N * C));
         TIMED(st, OP_LN_FWD, 0, o->layernorm_forward(be, ln, mean, rstd, x, w->ln_w, w->ln_b, N, C));
@@ -92,8 +93,7 @@ static void run_step(Backend *be, OpStats *st, Layer *w, Layer *g, float **a, fl
     float *rowmax = xent, *stats = xent + N, *loss = xent + 3 * N, *dscale = xent + 4 * N;
     TIMED(st, OP_LN_FWD, 0, o->layernorm_forward(be, ln, mean, rstd, x, w->ln_w, w->ln_b, N, C));
     TIMED(st, OP_LM_FWD, mm_flops(VP, C), o->matmul_forward(be, logits, ln, wte, NULL, N, C, VP));
-    TIMED(st, OP_XENT_FWD, 0, (o->xent_max(be, rowmax, logits, N, VP, V),
-                               o->xent_sumexp(be, stats, stats + N, logits, rowmax, tokens, N, VP, V, 0),
+    TIMED(st, OP_XENT_FWD, 0, (o->xent_stats(be, rowmax, stats, stats + N, logits, tokens, N, VP, V, 0),
                                o->xent_loss(be, loss, stats, rowmax, stats + N, N)));
     TIMED(st, OP_XENT_BWD, 0, o->xent_backward(be, logits, logits, rowmax, stats, tokens, dscale, N, VP, V, 0));
     TIMED(st, OP_LM_BWD, 2 * mm_flops(VP, C), o->matmul_backward(be, dln, dwte, NULL, logits, ln, wte, N, C, VP));
@@ -104,17 +104,17 @@ static void run_step(Backend *be, OpStats *st, Layer *w, Layer *g, float **a, fl
         TIMED(st, OP_LN_BWD, 0, o->layernorm_backward(be, dx, g->ln_w, g->ln_b, dln, x, w->ln_w, mean, rstd, N, C));
         TIMED(st, OP_MM_BWD, 2 * mm_flops(C, C), o->matmul_backward(be, dy, g->proj_w, g->proj_b, dx, y, w->proj_w, N, C, C));
         if (flash)
-            TIMED(st, OP_ATT_BWD, 2 * attf, o->flash_attention_backward(be, dqkv, datt, dy, qkv, y, att, B, T, NH, C / NH));
+            TIMED(st, OP_ATT_BWD, 2 * attf, o->flash_attention_backward(be, dqkv, datt, dy, qkv, y, att, B, T, NH, C / NH, NULL));
         else
-            TIMED(st, OP_ATT_BWD, 2 * attf, o->attention_backward(be, dqkv, datt, dy, qkv, att, B, T, NH, C / NH));
+            TIMED(st, OP_ATT_BWD, 2 * attf, o->attention_backward(be, dqkv, datt, dy, qkv, att, B, T, NH, C / NH, NULL));
         TIMED(st, OP_MM_BWD, 2 * mm_flops(3 * C, C), o->matmul_backward(be, dln, g->qkv_w, g->qkv_b, dqkv, ln, w->qkv_w, N, C, 3 * C));
         TIMED(st, OP_LN_BWD, 0, o->layernorm_backward(be, dx, g->ln_w, g->ln_b, dln, x, w->ln_w, mean, rstd, N, C));
     }
     TIMED(st, OP_EMB_BWD, 0, (o->position_backward(be, dwpe, dx, B, T, C),
                               o->embedding_backward(be, dwte, dx, tokens, N, C, 0, VP)));
-    TIMED(st, OP_NORM, 0, o->sum_squares(be, opt[1], nparams));
-    TIMED(st, OP_ADAMW, 0, o->adamw(be, opt[0], opt[1], opt[2], opt[3], nparams, 1e-4f, 0.9f, 0.95f,
-                                    1e-8f, 0.1f, 1.0f, 1));
+    TIMED(st, OP_NORM, 0, o->sum_squares_multi(be, opt[1], seg, 1, nparams));
+    TIMED(st, OP_ADAMW, 0, o->adamw_multi(be, opt[0], NULL, opt[1], opt[2], opt[3], seg, 1, nparams,
+                                          1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, 1));
 }
 
 // Per op: the fastest of the timed steps (the machine may be shared: the minimum filters
@@ -162,14 +162,16 @@ void bench_ops_medium(Backend *be, int steps, double ceiling, int V, int flash) 
     float *opt[4];  // params, grads, m, v (m and v start at zero, as in training)
     for (int k = 0; k < 4; k++)
         opt[k] = k < 2 ? buf(be, nparams, 600 + k) : be->ops->alloc(be, nparams * sizeof(float));
+    BackendSegment *seg = be->ops->alloc(be, sizeof *seg);  // host memory (CPU backend)
+    *seg = (BackendSegment){0, nparams, 1, 0};
     printf("\nmedium: L=%d C=%d NH=%d T=%d B=%d V=%d (padded %d), %.2fM parameters, %s, %s attention\n",
            L, C, NH, T, B, V, VP, nparams / 1e6, be->name, flash ? "fused (flash)" : "materialised");
 
     if (steps < 1) steps = 1;
     OpStats warm = {0}, *st = core_calloc((size_t)steps, sizeof(OpStats));
-    run_step(be, &warm, &w, &g, a, d, tokens, wte, dwte, wpe, dwpe, logits, opt, nparams, V, VP, flash);
+    run_step(be, &warm, &w, &g, a, d, tokens, wte, dwte, wpe, dwpe, logits, opt, seg, nparams, V, VP, flash);
     for (int s = 0; s < steps; s++)
-        run_step(be, &st[s], &w, &g, a, d, tokens, wte, dwte, wpe, dwpe, logits, opt, nparams, V, VP, flash);
+        run_step(be, &st[s], &w, &g, a, d, tokens, wte, dwte, wpe, dwpe, logits, opt, seg, nparams, V, VP, flash);
     print_stats(st, steps, ceiling);
     free(st);
 
@@ -184,5 +186,5 @@ void bench_ops_medium(Backend *be, int steps, double ceiling, int V, int flash) 
                         ls[j]->proj_b, ls[j]->fc_w, ls[j]->fc_b, ls[j]->fcp_w, ls[j]->fcp_b};
         for (int k = 0; k < 10; k++) be->ops->free(be, p[k]);
     }
-    be->ops->free(be, tokens);
+    be->ops->free(be, tokens), be->ops->free(be, seg);
 }

@@ -32,38 +32,27 @@ static TPGroup tp_group(GPT *m, Comm *tp) {
 }
 
 // y (N, C/tp) = causal attention of the local heads of qkv (N, 3*C/tp): materialised (att
-// saved) or fused (--use-flash-attn: lse saved, memory linear in T); with attention dropout
-// (d not NULL) the dropout ops, whose masks the backward regenerates.
+// saved) or fused (--use-flash-attn: lse saved, memory linear in T); d: attention dropout
+// (NULL: none), whose masks the backward regenerates.
 static void attention_forward(GPT *m, const GPTLayerActs *a, const BackendDropout *d) {
     Backend *be = m->be;
     int hs = m->cfg.hidden_size / m->cfg.num_heads;
-    if (d && m->cfg.use_flash_attn)
-        be->ops->flash_attention_dropout_forward(be, a->atty, a->lse, a->qkv, m->B, m->T, m->NH_tp,
-                                                 hs, d);
-    else if (d)
-        be->ops->attention_dropout_forward(be, a->atty, a->att, a->qkv, m->B, m->T, m->NH_tp, hs, d);
-    else if (m->cfg.use_flash_attn)
-        be->ops->flash_attention_forward(be, a->atty, a->lse, a->qkv, m->B, m->T, m->NH_tp, hs);
+    if (m->cfg.use_flash_attn)
+        be->ops->flash_attention_forward(be, a->atty, a->lse, a->qkv, m->B, m->T, m->NH_tp, hs, d);
     else
-        be->ops->attention_forward(be, a->atty, a->att, a->qkv, m->B, m->T, m->NH_tp, hs);
+        be->ops->attention_forward(be, a->atty, a->att, a->qkv, m->B, m->T, m->NH_tp, hs, d);
 }
 
 // m->s.dqkv = d(qkv) from m->s.datty = d(y); m->s.datt is the workspace.
 static void attention_backward(GPT *m, const GPTLayerActs *a, const BackendDropout *d) {
     Backend *be = m->be;
     int hs = m->cfg.hidden_size / m->cfg.num_heads;
-    if (d && m->cfg.use_flash_attn)
-        be->ops->flash_attention_dropout_backward(be, m->s.dqkv, m->s.datt, m->s.datty, a->qkv,
-                                                  a->atty, a->lse, m->B, m->T, m->NH_tp, hs, d);
-    else if (d)
-        be->ops->attention_dropout_backward(be, m->s.dqkv, m->s.datt, m->s.datty, a->qkv, a->att,
-                                            m->B, m->T, m->NH_tp, hs, d);
-    else if (m->cfg.use_flash_attn)
+    if (m->cfg.use_flash_attn)
         be->ops->flash_attention_backward(be, m->s.dqkv, m->s.datt, m->s.datty, a->qkv, a->atty,
-                                          a->lse, m->B, m->T, m->NH_tp, hs);
+                                          a->lse, m->B, m->T, m->NH_tp, hs, d);
     else
         be->ops->attention_backward(be, m->s.dqkv, m->s.datt, m->s.datty, a->qkv, a->att, m->B,
-                                    m->T, m->NH_tp, hs);
+                                    m->T, m->NH_tp, hs, d);
 }
 
 // The ZeRO-2/3 hook (gpt.h), if any: `unit`'s weights are about to be read, or its backward

@@ -9,7 +9,7 @@
 // skips about 3/8 of the FLOPs at T = 256. The skipped terms are exact zeros at the end (or,
 // for the key-side products, the start) of each dot product, so every element gets the same
 // bits as the full product.
-// With dropout (attention_dropout_*): att keeps the probabilities without dropout; the
+// With dropout (d not NULL): att keeps the probabilities without dropout; the
 // products with v go through (CPU_ATT_QB, CPU_ATT_QB) tiles of dropped probabilities on the
 // stack, the mask regenerated from its hash (dropout.h) in the backward.
 #include "cpu_backend.h"
@@ -97,8 +97,8 @@ static uint64_t cpu_att_base(const BackendDropout *d, int b, int h, int T) {
 
 // out (B, T, C) from qkv (B, T, 3*C); att (B, NH, T, T) keeps the probabilities; the
 // products with v dropped when d (not NULL, threshold > 0).
-void cpu_attention_dropout_forward(Backend *be, float *out, float *att, const float *qkv,
-                                   int B, int T, int NH, int hs, const BackendDropout *d) {
+void cpu_attention_forward(Backend *be, float *out, float *att, const float *qkv,
+                           int B, int T, int NH, int hs, const BackendDropout *d) {
     if (d && d->threshold == 0) d = NULL;
     int C = NH * hs, C3 = 3 * C, nt = cpu_nt(be), heads = B * NH;
     float scale = 1.0f / sqrtf((float)hs);
@@ -112,11 +112,6 @@ void cpu_attention_dropout_forward(Backend *be, float *out, float *att, const fl
                                    cpu_att_base(d, b, h, T));
     }
     cpu_blas_single_end(prev);
-}
-
-void cpu_attention_forward(Backend *be, float *out, float *att, const float *qkv,
-                           int B, int T, int NH, int hs) {
-    cpu_attention_dropout_forward(be, out, att, qkv, B, T, NH, hs, NULL);
 }
 
 // One head, backward; dq, dk, dv (T, hs) rows of stride ld (overwritten), dy rows of
@@ -162,9 +157,9 @@ static void cpu_attention_head_backward(float *dq, float *dk, float *dv, float *
 }
 
 // dqkv (B, T, 3*C) overwritten; scratch (B, NH, T, T) holds d(att), then d(scores).
-void cpu_attention_dropout_backward(Backend *be, float *dqkv, float *scratch, const float *dout,
-                                    const float *qkv, const float *att, int B, int T, int NH,
-                                    int hs, const BackendDropout *d) {
+void cpu_attention_backward(Backend *be, float *dqkv, float *scratch, const float *dout,
+                            const float *qkv, const float *att, int B, int T, int NH, int hs,
+                            const BackendDropout *d) {
     if (d && d->threshold == 0) d = NULL;
     int C = NH * hs, C3 = 3 * C, nt = cpu_nt(be), heads = B * NH;
     float scale = 1.0f / sqrtf((float)hs);
@@ -180,9 +175,4 @@ void cpu_attention_dropout_backward(Backend *be, float *dqkv, float *scratch, co
                                     att + tt, T, hs, C3, C, scale, d, cpu_att_base(d, b, h, T));
     }
     cpu_blas_single_end(prev);
-}
-
-void cpu_attention_backward(Backend *be, float *dqkv, float *scratch, const float *dout,
-                            const float *qkv, const float *att, int B, int T, int NH, int hs) {
-    cpu_attention_dropout_backward(be, dqkv, scratch, dout, qkv, att, B, T, NH, hs, NULL);
 }

@@ -15,7 +15,7 @@
 // thread does a whole head, blocks in a fixed order (forward: key blocks ascending; backward:
 // key blocks ascending, and for each the query blocks ascending), so the results do not
 // depend on the thread count. The views into qkv are those of cpu_attention.c.
-// With dropout (flash_attention_dropout_*, dropout.h) the row sums l and lse are those of
+// With dropout (d not NULL, dropout.h) the row sums l and lse are those of
 // the probabilities without dropout; the mask multiplies the exponentials that meet v
 // (forward) and is regenerated in the backward: dv = sum (p z) dout, ds = p (z dp - D), where
 // D = dout . out still holds because out is the dropped output.
@@ -88,8 +88,8 @@ static uint64_t cpu_fa_base(const BackendDropout *d, int b, int h, int T) {
 }
 
 // out (B, T, C) from qkv (B, T, 3*C); lse (B, NH, T). One OpenMP region over the heads.
-void cpu_flash_attention_dropout_forward(Backend *be, float *out, float *lse, const float *qkv,
-                                         int B, int T, int NH, int hs, const BackendDropout *d) {
+void cpu_flash_attention_forward(Backend *be, float *out, float *lse, const float *qkv,
+                                 int B, int T, int NH, int hs, const BackendDropout *d) {
     if (d && d->threshold == 0) d = NULL;
     int C = NH * hs, C3 = 3 * C, nt = cpu_nt(be), heads = B * NH;
     float scale = 1.0f / sqrtf((float)hs);
@@ -102,11 +102,6 @@ void cpu_flash_attention_dropout_forward(Backend *be, float *out, float *lse, co
                                q + 2 * C, T, hs, C3, C, scale, d, cpu_fa_base(d, b, h, T));
     }
     cpu_blas_single_end(prev);
-}
-
-void cpu_flash_attention_forward(Backend *be, float *out, float *lse, const float *qkv,
-                                 int B, int T, int NH, int hs) {
-    cpu_flash_attention_dropout_forward(be, out, lse, qkv, B, T, NH, hs, NULL);
 }
 
 // p (n, w) tile: exp(s - lse_t) where key u0 + j <= query t0 + i, else 0 (s overwritten).
@@ -175,10 +170,9 @@ static void cpu_flash_head_backward(float *dq, float *dk, float *dv, float *D, c
 
 // dqkv (B, T, 3*C) overwritten from dout (B, T, C), qkv, out (B, T, C), lse (B, NH, T);
 // scratch (B, NH, T) gets D. One OpenMP region over the heads.
-void cpu_flash_attention_dropout_backward(Backend *be, float *dqkv, float *scratch,
-                                          const float *dout, const float *qkv, const float *out,
-                                          const float *lse, int B, int T, int NH, int hs,
-                                          const BackendDropout *d) {
+void cpu_flash_attention_backward(Backend *be, float *dqkv, float *scratch, const float *dout,
+                                  const float *qkv, const float *out, const float *lse,
+                                  int B, int T, int NH, int hs, const BackendDropout *d) {
     if (d && d->threshold == 0) d = NULL;
     int C = NH * hs, C3 = 3 * C, nt = cpu_nt(be), heads = B * NH;
     float scale = 1.0f / sqrtf((float)hs);
@@ -194,11 +188,4 @@ void cpu_flash_attention_dropout_backward(Backend *be, float *dqkv, float *scrat
                                 scale, d, cpu_fa_base(d, b, h, T));
     }
     cpu_blas_single_end(prev);
-}
-
-void cpu_flash_attention_backward(Backend *be, float *dqkv, float *scratch, const float *dout,
-                                  const float *qkv, const float *out, const float *lse,
-                                  int B, int T, int NH, int hs) {
-    cpu_flash_attention_dropout_backward(be, dqkv, scratch, dout, qkv, out, lse, B, T, NH, hs,
-                                         NULL);
 }

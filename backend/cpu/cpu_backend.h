@@ -71,12 +71,11 @@ void cpu_residual_layernorm_forward(Backend *be, float *res, float *ln, float *m
                                     const float *a, const float *b, const float *weight,
                                     const float *bias, int N, int C);
 void cpu_gelu_forward(Backend *be, float *out, const float *inp, size_t n);
-// One thread's share of gelu_forward / gelu_backward (no region; for fused loops).
+// One thread's share of gelu_forward, and dinp (n) = gelu'(inp) * dout (dinp may alias
+// dout): no region; for fused loops (cpu_gemm_fused's GELU epilogues).
 void cpu_gelu_span(float *out, const float *inp, size_t n);
 void cpu_gelu_grad_span(float *dinp, const float *inp, const float *dout, size_t n);
-void cpu_gelu_backward(Backend *be, float *dinp, const float *inp, const float *dout, size_t n);
 void cpu_add(Backend *be, float *out, const float *a, const float *b, size_t n);
-void cpu_scale(Backend *be, float *x, float s, size_t n);
 
 // cpu_llama.c (void * activations, as the BackendOps entries they implement)
 void cpu_rmsnorm_forward(Backend *be, void *out, float *rstd, const void *inp, const void *weight,
@@ -90,33 +89,22 @@ void cpu_rope_gqa_forward(Backend *be, void *out, const void *inp, int B, int T,
 void cpu_rope_gqa_backward(Backend *be, void *dinp, const void *dout, int B, int T, int NH,
                            int G, int hs, int rot, float base, int pos0);
 
-// cpu_attention.c
+// cpu_attention.c (d: dropout on the probabilities, NULL for none)
 void cpu_attention_forward(Backend *be, float *out, float *att, const float *qkv,
-                           int B, int T, int NH, int hs);
+                           int B, int T, int NH, int hs, const BackendDropout *d);
 void cpu_attention_backward(Backend *be, float *dqkv, float *scratch, const float *dout,
-                            const float *qkv, const float *att, int B, int T, int NH, int hs);
-
-void cpu_attention_dropout_forward(Backend *be, float *out, float *att, const float *qkv,
-                                   int B, int T, int NH, int hs, const BackendDropout *d);
-void cpu_attention_dropout_backward(Backend *be, float *dqkv, float *scratch, const float *dout,
-                                    const float *qkv, const float *att, int B, int T, int NH,
-                                    int hs, const BackendDropout *d);
+                            const float *qkv, const float *att, int B, int T, int NH, int hs,
+                            const BackendDropout *d);
 
 // cpu_dropout.c
 void cpu_dropout(Backend *be, void *out, const void *inp, const BackendDropout *d, int N, int C);
 
-// cpu_attention_flash.c
-void cpu_flash_attention_dropout_forward(Backend *be, float *out, float *lse, const float *qkv,
-                                         int B, int T, int NH, int hs, const BackendDropout *d);
-void cpu_flash_attention_dropout_backward(Backend *be, float *dqkv, float *scratch,
-                                          const float *dout, const float *qkv, const float *out,
-                                          const float *lse, int B, int T, int NH, int hs,
-                                          const BackendDropout *d);
+// cpu_attention_flash.c (d as in cpu_attention.c)
 void cpu_flash_attention_forward(Backend *be, float *out, float *lse, const float *qkv,
-                                 int B, int T, int NH, int hs);
+                                 int B, int T, int NH, int hs, const BackendDropout *d);
 void cpu_flash_attention_backward(Backend *be, float *dqkv, float *scratch, const float *dout,
                                   const float *qkv, const float *out, const float *lse,
-                                  int B, int T, int NH, int hs);
+                                  int B, int T, int NH, int hs, const BackendDropout *d);
 
 // cpu_embed_xent.c
 void cpu_embedding_forward(Backend *be, float *out, const int *tokens, const float *table,
@@ -125,11 +113,6 @@ void cpu_embedding_backward(Backend *be, float *dtable, const float *dout, const
                             int N, int C, int vocab_start, int V_local);
 void cpu_position_forward(Backend *be, float *out, const float *wpe, int B, int T, int C);
 void cpu_position_backward(Backend *be, float *dwpe, const float *dout, int B, int T, int C);
-void cpu_xent_max(Backend *be, float *rowmax, const float *logits, int N, int V_local,
-                  int V_valid);
-void cpu_xent_sumexp(Backend *be, float *sumexp, float *tgt, const float *logits,
-                     const float *rowmax, const int *targets, int N, int V_local, int V_valid,
-                     int vocab_start);
 void cpu_xent_stats(Backend *be, float *rowmax, float *sumexp, float *tgt, const float *logits,
                     const int *targets, int N, int V_local, int V_valid, int vocab_start);
 void cpu_xent_rescale(Backend *be, float *sumexp, const float *shard_max, const float *rowmax,
@@ -141,10 +124,6 @@ void cpu_xent_backward(Backend *be, float *dlogits, const float *logits, const f
                        int N, int V_local, int V_valid, int vocab_start);
 
 // cpu_optim.c
-void cpu_adamw(Backend *be, float *param, const float *grad, float *m, float *v, size_t n,
-               float lr, float beta1, float beta2, float eps, float wd, float grad_scale,
-               int step);
-double cpu_sum_squares(Backend *be, const float *x, size_t n);
 double cpu_sum(Backend *be, const float *x, size_t n);
 void cpu_adamw_multi(Backend *be, float *param, void *copy, const float *grad, float *m, float *v,
                      const BackendSegment *segs, int nseg, size_t max_len, float lr,

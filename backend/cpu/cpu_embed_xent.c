@@ -79,14 +79,6 @@ CPU_SIMD_CLONES static float cpu_max_row(const float *l, int n) {
     return m;
 }
 
-// rowmax (N) = max of logits (N, V_local) over columns [0, V_valid); -FLT_MAX when V_valid = 0.
-void cpu_xent_max(Backend *be, float *rowmax, const float *logits, int N, int V_local,
-                  int V_valid) {
-    int nt = cpu_nt(be);
-#pragma omp parallel for num_threads(nt) schedule(static) if ((size_t)N * V_valid > CPU_PAR_MIN)
-    for (int i = 0; i < N; i++) rowmax[i] = cpu_max_row(logits + (size_t)i * V_local, V_valid);
-}
-
 // Sum of exp(l[j] - m) over l (n): float partial sums per block, blocks added in double.
 CPU_SIMD_CLONES static float cpu_sumexp_row(const float *l, float m, int n) {
     enum { BLK = 1024 };
@@ -101,24 +93,10 @@ CPU_SIMD_CLONES static float cpu_sumexp_row(const float *l, float m, int n) {
     return (float)total;
 }
 
-// sumexp (N) = sum over valid columns of exp(l - rowmax); tgt (N) = l[target - vocab_start]
-// for targets in this shard, else 0.
-void cpu_xent_sumexp(Backend *be, float *sumexp, float *tgt, const float *logits,
-                     const float *rowmax, const int *targets, int N, int V_local, int V_valid,
-                     int vocab_start) {
-    int nt = cpu_nt(be);
-#pragma omp parallel for num_threads(nt) schedule(static) if ((size_t)N * V_valid > CPU_PAR_MIN)
-    for (int i = 0; i < N; i++) {
-        const float *l = logits + (size_t)i * V_local;
-        int t = targets[i] - vocab_start;
-        sumexp[i] = cpu_sumexp_row(l, rowmax[i], V_valid);
-        tgt[i] = t >= 0 && t < V_valid ? l[t] : 0.0f;
-    }
-}
-
-// rowmax (N), sumexp (N) relative to it, tgt (N) of this shard in one sweep over the rows:
-// per row cpu_xent_max's then cpu_xent_sumexp's loop (the same bits as those two ops), the
-// row read twice while it is in cache.
+// rowmax (N) = max over the valid columns [0, V_valid) (-FLT_MAX when V_valid = 0), sumexp
+// (N) = sum of exp(l - rowmax) over them, tgt (N) = l[target - vocab_start] for targets in
+// this shard, else 0: one sweep over the rows, per row the max loop then the sum loop while
+// the row is in cache.
 void cpu_xent_stats(Backend *be, float *rowmax, float *sumexp, float *tgt, const float *logits,
                     const int *targets, int N, int V_local, int V_valid, int vocab_start) {
     int nt = cpu_nt(be);

@@ -1,5 +1,4 @@
-// backend/cpu/cpu_norm.c: layernorm (forward, backward) and the pointwise ops (GELU, add,
-// scale). Rows are independent, so they are split over threads; the layernorm parameter
+// backend/cpu/cpu_norm.c: layernorm (forward, backward) and the pointwise ops (GELU, add). Rows are independent, so they are split over threads; the layernorm parameter
 // gradients are reductions over rows, done per block of channels (see cpu_colsum_acc).
 #include "cpu_backend.h"
 #include "cpu_math.h"
@@ -141,27 +140,9 @@ void cpu_gelu_forward(Backend *be, float *out, const float *inp, size_t n) {
     }
 }
 
-// dinp (n) = gelu'(inp) * dout (overwritten; dinp may alias dout).
-void cpu_gelu_backward(Backend *be, float *dinp, const float *inp, const float *dout, size_t n) {
-    size_t nspan = (n + CPU_SPAN - 1) / CPU_SPAN;
-    int nt = cpu_nt(be);
-#pragma omp parallel for num_threads(nt) schedule(static) if (n > CPU_PAR_MIN)
-    for (size_t k = 0; k < nspan; k++) {
-        size_t i0 = k * CPU_SPAN, len = n - i0 < CPU_SPAN ? n - i0 : CPU_SPAN;
-        cpu_gelu_grad_span(dinp + i0, inp + i0, dout + i0, len);
-    }
-}
-
 // out (n) = a + b; out may alias a or b.
 void cpu_add(Backend *be, float *out, const float *a, const float *b, size_t n) {
     int nt = cpu_nt(be);
 #pragma omp parallel for simd num_threads(nt) schedule(static) if (n > CPU_PAR_MIN)
     for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
-}
-
-// x (n) *= s.
-void cpu_scale(Backend *be, float *x, float s, size_t n) {
-    int nt = cpu_nt(be);
-#pragma omp parallel for simd num_threads(nt) schedule(static) if (n > CPU_PAR_MIN)
-    for (size_t i = 0; i < n; i++) x[i] *= s;
 }

@@ -42,28 +42,26 @@ static void op_matmul_backward_dgelu(Backend *be, void *dinp, float *dweight, fl
 static void op_gelu_forward(Backend *be, void *out, const void *inp, size_t n) {
     cpu_gelu_forward(be, out, inp, n);
 }
-static void op_gelu_backward(Backend *be, void *dinp, const void *inp, const void *dout, size_t n) {
-    cpu_gelu_backward(be, dinp, inp, dout, n);
-}
 static void op_add(Backend *be, void *out, const void *a, const void *b, size_t n) {
     cpu_add(be, out, a, b, n);
 }
 static void op_attention_forward(Backend *be, void *out, void *att, const void *qkv,
-                                 int B, int T, int NH, int hs) {
-    cpu_attention_forward(be, out, att, qkv, B, T, NH, hs);
+                                 int B, int T, int NH, int hs, const BackendDropout *d) {
+    cpu_attention_forward(be, out, att, qkv, B, T, NH, hs, d);
 }
 static void op_attention_backward(Backend *be, void *dqkv, float *scratch, const void *dout,
-                                  const void *qkv, const void *att, int B, int T, int NH, int hs) {
-    cpu_attention_backward(be, dqkv, scratch, dout, qkv, att, B, T, NH, hs);
+                                  const void *qkv, const void *att, int B, int T, int NH, int hs,
+                                  const BackendDropout *d) {
+    cpu_attention_backward(be, dqkv, scratch, dout, qkv, att, B, T, NH, hs, d);
 }
 static void op_flash_attention_forward(Backend *be, void *out, float *lse, const void *qkv,
-                                       int B, int T, int NH, int hs) {
-    cpu_flash_attention_forward(be, out, lse, qkv, B, T, NH, hs);
+                                       int B, int T, int NH, int hs, const BackendDropout *d) {
+    cpu_flash_attention_forward(be, out, lse, qkv, B, T, NH, hs, d);
 }
 static void op_flash_attention_backward(Backend *be, void *dqkv, float *scratch, const void *dout,
                                         const void *qkv, const void *out, const float *lse,
-                                        int B, int T, int NH, int hs) {
-    cpu_flash_attention_backward(be, dqkv, scratch, dout, qkv, out, lse, B, T, NH, hs);
+                                        int B, int T, int NH, int hs, const BackendDropout *d) {
+    cpu_flash_attention_backward(be, dqkv, scratch, dout, qkv, out, lse, B, T, NH, hs, d);
 }
 static void op_embedding_forward(Backend *be, void *out, const int *tokens, const void *table,
                                  int N, int C, int vocab_start, int V_local) {
@@ -79,15 +77,6 @@ static void op_position_forward(Backend *be, void *out, const void *wpe, int B, 
 static void op_position_backward(Backend *be, float *dwpe, const void *dout, int B, int T, int C) {
     cpu_position_backward(be, dwpe, dout, B, T, C);
 }
-static void op_xent_max(Backend *be, float *rowmax, const void *logits, int N, int V_local,
-                        int V_valid) {
-    cpu_xent_max(be, rowmax, logits, N, V_local, V_valid);
-}
-static void op_xent_sumexp(Backend *be, float *sumexp, float *tgt, const void *logits,
-                           const float *rowmax, const int *targets, int N, int V_local,
-                           int V_valid, int vocab_start) {
-    cpu_xent_sumexp(be, sumexp, tgt, logits, rowmax, targets, N, V_local, V_valid, vocab_start);
-}
 static void op_xent_backward(Backend *be, void *dlogits, const void *logits, const float *rowmax,
                              const float *sumexp, const int *targets, const float *dscale,
                              int N, int V_local, int V_valid, int vocab_start) {
@@ -99,30 +88,6 @@ static void op_xent_stats(Backend *be, float *rowmax, float *sumexp, float *tgt,
                           const void *logits, const int *targets, int N, int V_local, int V_valid,
                           int vocab_start) {
     cpu_xent_stats(be, rowmax, sumexp, tgt, logits, targets, N, V_local, V_valid, vocab_start);
-}
-
-static void op_attention_dropout_forward(Backend *be, void *out, void *att, const void *qkv,
-                                         int B, int T, int NH, int hs, const BackendDropout *d) {
-    cpu_attention_dropout_forward(be, out, att, qkv, B, T, NH, hs, d);
-}
-
-static void op_attention_dropout_backward(Backend *be, void *dqkv, float *scratch,
-                                          const void *dout, const void *qkv, const void *att,
-                                          int B, int T, int NH, int hs, const BackendDropout *d) {
-    cpu_attention_dropout_backward(be, dqkv, scratch, dout, qkv, att, B, T, NH, hs, d);
-}
-
-static void op_flash_attention_dropout_forward(Backend *be, void *out, float *lse,
-                                               const void *qkv, int B, int T, int NH, int hs,
-                                               const BackendDropout *d) {
-    cpu_flash_attention_dropout_forward(be, out, lse, qkv, B, T, NH, hs, d);
-}
-
-static void op_flash_attention_dropout_backward(Backend *be, void *dqkv, float *scratch,
-                                                const void *dout, const void *qkv,
-                                                const void *out, const float *lse, int B, int T,
-                                                int NH, int hs, const BackendDropout *d) {
-    cpu_flash_attention_dropout_backward(be, dqkv, scratch, dout, qkv, out, lse, B, T, NH, hs, d);
 }
 
 static const BackendOps CPU_OPS = {
@@ -140,36 +105,26 @@ static const BackendOps CPU_OPS = {
     .matmul_gelu_forward = op_matmul_gelu_forward,
     .matmul_backward_dgelu = op_matmul_backward_dgelu,
     .gelu_forward = op_gelu_forward,
-    .gelu_backward = op_gelu_backward,
     .add = op_add,
     .add_f32 = cpu_add,
-    .scale = cpu_scale,
     .cast = cpu_cast,
+    .dropout = cpu_dropout,
     .attention_forward = op_attention_forward,
     .attention_backward = op_attention_backward,
     .flash_attention_forward = op_flash_attention_forward,
     .flash_attention_backward = op_flash_attention_backward,
-    .dropout = cpu_dropout,
-    .attention_dropout_forward = op_attention_dropout_forward,
-    .attention_dropout_backward = op_attention_dropout_backward,
-    .flash_attention_dropout_forward = op_flash_attention_dropout_forward,
-    .flash_attention_dropout_backward = op_flash_attention_dropout_backward,
     .embedding_forward = op_embedding_forward,
     .embedding_backward = op_embedding_backward,
     .position_forward = op_position_forward,
     .position_backward = op_position_backward,
-    .xent_max = op_xent_max,
-    .xent_sumexp = op_xent_sumexp,
-    .xent_loss = cpu_xent_loss,
-    .xent_backward = op_xent_backward,
     .xent_stats = op_xent_stats,
     .xent_rescale = cpu_xent_rescale,
-    .adamw = cpu_adamw,
-    .sum_squares = cpu_sum_squares,
-    .sum = cpu_sum,
+    .xent_loss = cpu_xent_loss,
+    .xent_backward = op_xent_backward,
     .adamw_multi = cpu_adamw_multi,
     .sum_squares_multi = cpu_sum_squares_multi,
     .sum_acc = cpu_sum_acc,
+    .sum = cpu_sum,
     .rmsnorm_forward = cpu_rmsnorm_forward,
     .rmsnorm_backward = cpu_rmsnorm_backward,
     .swiglu_forward = cpu_swiglu_forward,

@@ -15,7 +15,7 @@
 // Elements per work item of AdamW (a multiple of every vector width).
 #define CPU_ADAMW_SPAN 16384
 
-// AdamW on one span (see cpu_adamw). Each element is the same sequence of IEEE operations
+// AdamW on one span (backend.h's formula). Each element is the same sequence of IEEE operations
 // in every clone (no FMA contraction in ISO C), so the bits do not depend on the vector
 // width; vectorising needs sqrtf without errno (-fno-math-errno in meson.build).
 CPU_SIMD_CLONES static void cpu_adamw_span(float *param, const float *grad, float *m, float *v,
@@ -31,23 +31,6 @@ CPU_SIMD_CLONES static void cpu_adamw_span(float *param, const float *grad, floa
         v[i] = vi;
         float mhat = mi / bc1, vhat = vi / bc2;
         param[i] -= lr * (mhat / (sqrtf(vhat) + eps) + wd * param[i]);
-    }
-}
-
-// AdamW on n elements (see backend.h for the formula); bias corrections in double. The loop
-// is memory-bound (7 floats of traffic per element) once vectorised.
-void cpu_adamw(Backend *be, float *param, const float *grad, float *m, float *v, size_t n,
-               float lr, float beta1, float beta2, float eps, float wd, float grad_scale,
-               int step) {
-    float bc1 = (float)(1.0 - pow((double)beta1, (double)step));
-    float bc2 = (float)(1.0 - pow((double)beta2, (double)step));
-    size_t nspan = (n + CPU_ADAMW_SPAN - 1) / CPU_ADAMW_SPAN;
-    int nt = cpu_nt(be);
-#pragma omp parallel for num_threads(nt) schedule(static) if (n > CPU_PAR_MIN)
-    for (size_t k = 0; k < nspan; k++) {
-        size_t i0 = k * CPU_ADAMW_SPAN, len = n - i0 < CPU_ADAMW_SPAN ? n - i0 : CPU_ADAMW_SPAN;
-        cpu_adamw_span(param + i0, grad + i0, m + i0, v + i0, len, lr, beta1, beta2, eps, wd,
-                       grad_scale, bc1, bc2);
     }
 }
 
@@ -80,16 +63,14 @@ static double cpu_reduce(Backend *be, const float *x, size_t n, int squares) {
     return total;
 }
 
-// Sum of x[i]^2 in double (NaN/Inf propagate).
-double cpu_sum_squares(Backend *be, const float *x, size_t n) { return cpu_reduce(be, x, n, 1); }
-
 // Sum of x[i] in double.
 double cpu_sum(Backend *be, const float *x, size_t n) { return cpu_reduce(be, x, n, 0); }
 
-// AdamW on every segment of segs (host memory for this backend), as cpu_adamw, in one
-// OpenMP region: the segments' spans are numbered in order and each thread takes a
-// contiguous range of them (the per-element arithmetic is the same as cpu_adamw's). The
-// CPU's activations are fp32: a copy gets the updated parameters as they are.
+// AdamW on every segment of segs (host memory for this backend) in one OpenMP region; bias
+// corrections in double. The segments' spans are numbered in order and each thread takes a
+// contiguous range of them (an element's arithmetic does not depend on the split). The loop
+// is memory-bound (7 floats of traffic per element) once vectorised. The CPU's activations
+// are fp32: a copy gets the updated parameters as they are.
 void cpu_adamw_multi(Backend *be, float *param, void *copy, const float *grad, float *m, float *v,
                      const BackendSegment *segs, int nseg, size_t max_len, float lr,
                      float beta1, float beta2, float eps, float wd, float grad_scale, int step) {
@@ -120,7 +101,8 @@ void cpu_adamw_multi(Backend *be, float *param, void *copy, const float *grad, f
     }
 }
 
-// Sum of x^2 over the segments, each segment summed as cpu_sum_squares, in segment order.
+// Sum of x^2 over the segments (NaN/Inf propagate), each segment summed in double over a
+// fixed number of chunks (cpu_reduce), the segments added in order.
 double cpu_sum_squares_multi(Backend *be, const float *x, const BackendSegment *segs, int nseg,
                              size_t max_len) {
     double total = 0.0;

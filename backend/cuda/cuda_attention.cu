@@ -7,7 +7,7 @@
 // Every buffer but the backward's scratch is of the activation type be->act (GEMMs in that
 // type with fp32 accumulation). The scratch is fp32 memory of (B, NH, T, T) floats; it holds
 // d(att), then d(scores), as be->act elements (with bf16/fp16 only its first half is used).
-// Dropout on the probabilities (attention_dropout_*, cuda_dropout.cu's mask kernel): the
+// Dropout on the probabilities (d not NULL; cuda_dropout.cu's mask kernel): the
 // forward drops att in place for the product with v, then recomputes the scores and softmax
 // into att (one more QK^T GEMM: att keeps the probabilities without dropout, and no mask is
 // stored); the backward writes the dropped probabilities into the scratch for dv, then masks
@@ -47,8 +47,8 @@ static void attention_probs(Backend *be, void *att, const void *qkv, int B, int 
 
 // out (B, T, C) from qkv (B, T, 3*C); att (B, NH, T, T) keeps the probabilities (without
 // dropout); the product with v takes them dropped by d (NULL or threshold 0: none).
-void cuda_attention_dropout_forward(Backend *be, void *out, void *att, const void *qkv,
-                                    int B, int T, int NH, int hs, const BackendDropout *d) {
+void cuda_attention_forward(Backend *be, void *out, void *att, const void *qkv,
+                            int B, int T, int NH, int hs, const BackendDropout *d) {
     if (B <= 0 || T <= 0 || NH <= 0) return;
     if (d && !d->threshold) d = NULL;
     int C = NH * hs, C3 = 3 * C;
@@ -65,16 +65,11 @@ void cuda_attention_dropout_forward(Backend *be, void *out, void *att, const voi
     if (d) attention_probs(be, att, qkv, B, T, NH, hs);  // the same bits as before the mask
 }
 
-void cuda_attention_forward(Backend *be, void *out, void *att, const void *qkv,
-                            int B, int T, int NH, int hs) {
-    cuda_attention_dropout_forward(be, out, att, qkv, B, T, NH, hs, NULL);
-}
-
 // dqkv (B, T, 3*C) overwritten; scratch (B, NH, T, T) holds the dropped probabilities (with
 // d), then d(att), then d(scores).
-void cuda_attention_dropout_backward(Backend *be, void *dqkv, float *scratch, const void *dout,
-                                     const void *qkv, const void *att, int B, int T, int NH,
-                                     int hs, const BackendDropout *d) {
+void cuda_attention_backward(Backend *be, void *dqkv, float *scratch, const void *dout,
+                             const void *qkv, const void *att, int B, int T, int NH, int hs,
+                             const BackendDropout *d) {
     if (B <= 0 || T <= 0 || NH <= 0) return;
     if (d && !d->threshold) d = NULL;
     int C = NH * hs, C3 = 3 * C;
@@ -105,9 +100,4 @@ void cuda_attention_dropout_backward(Backend *be, void *dqkv, float *scratch, co
         cuda_gemm(be, 1, 0, T, hs, T, scale, ds, T, TT, q, C3, hs, 0.0f, elem_at(dq, C, es), C3,
                   hs, NH, NULL, a, a);
     }
-}
-
-void cuda_attention_backward(Backend *be, void *dqkv, float *scratch, const void *dout,
-                             const void *qkv, const void *att, int B, int T, int NH, int hs) {
-    cuda_attention_dropout_backward(be, dqkv, scratch, dout, qkv, att, B, T, NH, hs, NULL);
 }

@@ -66,39 +66,6 @@ void cuda_position_backward(Backend *be, float *dwpe, const void *dout, int B, i
 }
 
 template <typename T>
-static void xent_max_t(Backend *be, float *rowmax, const void *logits, int N, int V_local,
-                       int V_valid) {
-    CUDA_LAUNCH(xent_max_kernel<T>, cuda_blocks((size_t)N, 1, EX_GRID_CAP), EX_THREADS, 0,
-                cuda_stream(be), rowmax, (const T *)logits, N, V_local, V_valid);
-}
-
-// rowmax (N) = max of logits (N, V_local) over columns [0, V_valid); -FLT_MAX when V_valid = 0.
-void cuda_xent_max(Backend *be, float *rowmax, const void *logits, int N, int V_local,
-                   int V_valid) {
-    if (N <= 0) return;
-    ACT_DISPATCH(be->act, xent_max_t, be, rowmax, logits, N, V_local, V_valid);
-}
-
-template <typename T>
-static void xent_sumexp_t(Backend *be, float *sumexp, float *tgt, const void *logits,
-                          const float *rowmax, const int *targets, int N, int V_local,
-                          int V_valid, int vocab_start) {
-    CUDA_LAUNCH(xent_sumexp_kernel<T>, cuda_blocks((size_t)N, 1, EX_GRID_CAP), EX_THREADS, 0,
-                cuda_stream(be), sumexp, tgt, (const T *)logits, rowmax, targets, N, V_local,
-                V_valid, vocab_start);
-}
-
-// sumexp (N) = sum exp(l - rowmax) over valid columns; tgt (N) = l[target - vocab_start] if
-// the target is in this shard, else 0.
-void cuda_xent_sumexp(Backend *be, float *sumexp, float *tgt, const void *logits,
-                      const float *rowmax, const int *targets, int N, int V_local, int V_valid,
-                      int vocab_start) {
-    if (N <= 0) return;
-    ACT_DISPATCH(be->act, xent_sumexp_t, be, sumexp, tgt, logits, rowmax, targets, N, V_local,
-                 V_valid, vocab_start);
-}
-
-template <typename T>
 static void xent_stats_t(Backend *be, float *rowmax, float *sumexp, float *tgt, const void *logits,
                          const int *targets, int N, int V_local, int V_valid, int vocab_start) {
     CUDA_LAUNCH(xent_stats_kernel<T>, cuda_blocks((size_t)N, 1, EX_GRID_CAP), EX_THREADS, 0,
@@ -106,8 +73,7 @@ static void xent_stats_t(Backend *be, float *rowmax, float *sumexp, float *tgt, 
                 V_valid, vocab_start);
 }
 
-// rowmax, sumexp (from this shard's max), tgt (N): xent_max + xent_sumexp in one pass
-// (online: to fp32 round-off).
+// rowmax, sumexp (from this shard's max), tgt (N) in one pass (online softmax).
 void cuda_xent_stats(Backend *be, float *rowmax, float *sumexp, float *tgt, const void *logits,
                      const int *targets, int N, int V_local, int V_valid, int vocab_start) {
     if (N <= 0) return;

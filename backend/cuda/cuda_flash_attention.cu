@@ -11,7 +11,7 @@
 // fp16; tiles in shared memory are fp32 whatever the type, so the table holds for all three).
 // Backward: D = rowsum(dout * out) into the scratch, then the dk/dv kernel (one block per key
 // tile) and the dq kernel (one block per query tile): each element of dqkv written once.
-// Dropout on the probabilities (flash_attention_dropout_*): the same kernels with the mask
+// Dropout on the probabilities (d not NULL): the same kernels with the mask
 // (flash_attention.cuh); the tensor-core path has none, so with attention dropout > 0 the
 // plain kernels run whatever the type and head size.
 #include "backend/cuda/flash_attention.cuh"  // defines: the kernels, FLASH_THREADS
@@ -70,8 +70,8 @@ static void flash_forward_t(Backend *be, void *out, float *lse, const void *qkv,
 
 // out (B, T, C), lse (B, NH, T) from qkv (B, T, 3*C), C = NH*hs; probabilities dropped by d
 // (NULL or threshold 0: none).
-void cuda_flash_attention_dropout_forward(Backend *be, void *out, float *lse, const void *qkv,
-                                          int B, int T, int NH, int hs, const BackendDropout *d) {
+void cuda_flash_attention_forward(Backend *be, void *out, float *lse, const void *qkv,
+                                  int B, int T, int NH, int hs, const BackendDropout *d) {
     if (B <= 0 || T <= 0 || NH <= 0) return;
     flash_check_hs(hs);
     BackendDropout dd = flash_dropout_arg(d);
@@ -80,11 +80,6 @@ void cuda_flash_attention_dropout_forward(Backend *be, void *out, float *lse, co
         return;
     }
     ACT_DISPATCH(be->act, flash_forward_t, be, out, lse, qkv, B, T, NH, hs, dd);
-}
-
-void cuda_flash_attention_forward(Backend *be, void *out, float *lse, const void *qkv,
-                                  int B, int T, int NH, int hs) {
-    cuda_flash_attention_dropout_forward(be, out, lse, qkv, B, T, NH, hs, NULL);
 }
 
 // The backward for element type E: D = rowsum(dout * out) into scratch, then dk/dv and dq.
@@ -107,19 +102,11 @@ static void flash_backward_t(Backend *be, void *dqkv, float *scratch, const void
 
 // dqkv (B, T, 3*C) overwritten; scratch (B, NH, T) gets D = rowsum(dout * out); the mask of
 // d regenerated.
-void cuda_flash_attention_dropout_backward(Backend *be, void *dqkv, float *scratch,
-                                           const void *dout, const void *qkv, const void *out,
-                                           const float *lse, int B, int T, int NH, int hs,
-                                           const BackendDropout *d) {
+void cuda_flash_attention_backward(Backend *be, void *dqkv, float *scratch, const void *dout,
+                                   const void *qkv, const void *out, const float *lse,
+                                   int B, int T, int NH, int hs, const BackendDropout *d) {
     if (B <= 0 || T <= 0 || NH <= 0) return;
     flash_check_hs(hs);
     ACT_DISPATCH(be->act, flash_backward_t, be, dqkv, scratch, dout, qkv, out, lse, B, T, NH, hs,
                  flash_dropout_arg(d));
-}
-
-void cuda_flash_attention_backward(Backend *be, void *dqkv, float *scratch, const void *dout,
-                                   const void *qkv, const void *out, const float *lse,
-                                   int B, int T, int NH, int hs) {
-    cuda_flash_attention_dropout_backward(be, dqkv, scratch, dout, qkv, out, lse, B, T, NH, hs,
-                                          NULL);
 }

@@ -3,7 +3,7 @@
 // The CUDA backend implements every BackendOps entry (contracts in backend/backend.h) on one
 // stream: kernels (the .cuh files, launched through CUDA_LAUNCH in cuda_common.cuh) and
 // cuBLASLt GEMMs. Everything is asynchronous on that stream; only ops that return a host
-// value (sum, sum_squares, sum_squares_multi) and device-to-host copies wait for it.
+// value (sum, sum_squares_multi) and device-to-host copies wait for it.
 // Deterministic: no float atomics; every reduction has a fixed order for a given shape;
 // cuBLASLt algorithms are chosen once per GEMM shape and reused, with a fixed workspace.
 //
@@ -114,16 +114,12 @@ void cuda_matmul_backward(Backend *be, void *dinp, float *dweight, float *dbias,
                           const void *dout, const void *inp, const void *weight,
                           int N, int C, int OC);
 
-// cuda_attention.cu --------------------------------------------------------------------------
+// cuda_attention.cu (d: dropout on the probabilities, NULL for none) ------------------------
 void cuda_attention_forward(Backend *be, void *out, void *att, const void *qkv,
-                            int B, int T, int NH, int hs);
+                            int B, int T, int NH, int hs, const BackendDropout *d);
 void cuda_attention_backward(Backend *be, void *dqkv, float *scratch, const void *dout,
-                             const void *qkv, const void *att, int B, int T, int NH, int hs);
-void cuda_attention_dropout_forward(Backend *be, void *out, void *att, const void *qkv,
-                                    int B, int T, int NH, int hs, const BackendDropout *d);
-void cuda_attention_dropout_backward(Backend *be, void *dqkv, float *scratch, const void *dout,
-                                     const void *qkv, const void *att, int B, int T, int NH,
-                                     int hs, const BackendDropout *d);
+                             const void *qkv, const void *att, int B, int T, int NH, int hs,
+                             const BackendDropout *d);
 
 // cuda_dropout.cu: dropout masks from backend/dropout.h's hash -----------------------------
 void cuda_dropout(Backend *be, void *out, const void *inp, const BackendDropout *d, int N, int C);
@@ -133,16 +129,10 @@ void cuda_attention_probs_dropout(Backend *be, void *dst, const void *src, const
 
 // cuda_flash_attention.cu: fused causal attention, hs <= 128 (flash_attention.cuh) --------
 void cuda_flash_attention_forward(Backend *be, void *out, float *lse, const void *qkv,
-                                  int B, int T, int NH, int hs);
+                                  int B, int T, int NH, int hs, const BackendDropout *d);
 void cuda_flash_attention_backward(Backend *be, void *dqkv, float *scratch, const void *dout,
                                    const void *qkv, const void *out, const float *lse,
-                                   int B, int T, int NH, int hs);
-void cuda_flash_attention_dropout_forward(Backend *be, void *out, float *lse, const void *qkv,
-                                          int B, int T, int NH, int hs, const BackendDropout *d);
-void cuda_flash_attention_dropout_backward(Backend *be, void *dqkv, float *scratch,
-                                           const void *dout, const void *qkv, const void *out,
-                                           const float *lse, int B, int T, int NH, int hs,
-                                           const BackendDropout *d);
+                                   int B, int T, int NH, int hs, const BackendDropout *d);
 // cuda_flash_attention_tc.cu: its tensor-core path (bf16/fp16, hs 64 or 128; WMMA), taken by
 // the two above when cuda_flash_tc_usable (MEGAC_FLASH_ATTN_PLAIN=1 forces the plain path).
 int cuda_flash_tc_usable(const Backend *be, int hs);
@@ -161,6 +151,7 @@ void cuda_layernorm_backward(Backend *be, void *dinp, float *dweight, float *dbi
                              const void *dout, const void *inp, const void *weight,
                              const float *mean, const float *rstd, int N, int C);
 void cuda_gelu_forward(Backend *be, void *out, const void *inp, size_t n);
+// dinp (n) = gelu'(inp) * dout (dinp may alias dout): matmul_backward_dgelu's unfused path.
 void cuda_gelu_backward(Backend *be, void *dinp, const void *inp, const void *dout, size_t n);
 void cuda_add(Backend *be, void *out, const void *a, const void *b, size_t n);
 void cuda_add_f32(Backend *be, float *out, const float *a, const float *b, size_t n);
@@ -186,7 +177,6 @@ void cuda_matmul_gelu_forward(Backend *be, void *out, void *pre, const void *inp
 void cuda_matmul_backward_dgelu(Backend *be, void *dinp, float *dweight, float *dbias,
                                 const void *dout, const void *inp, const void *weight,
                                 const void *pre, int N, int C, int OC);
-void cuda_scale(Backend *be, float *x, float s, size_t n);
 
 // cuda_cast.cu: conversions between the element types -----------------------------------------
 void cuda_cast(Backend *be, void *dst, BackendDType dt, const void *src, BackendDType st, size_t n);
@@ -198,11 +188,6 @@ void cuda_embedding_backward(Backend *be, float *dtable, const void *dout, const
                              int N, int C, int vocab_start, int V_local);
 void cuda_position_forward(Backend *be, void *out, const void *wpe, int B, int T, int C);
 void cuda_position_backward(Backend *be, float *dwpe, const void *dout, int B, int T, int C);
-void cuda_xent_max(Backend *be, float *rowmax, const void *logits, int N, int V_local,
-                   int V_valid);
-void cuda_xent_sumexp(Backend *be, float *sumexp, float *tgt, const void *logits,
-                      const float *rowmax, const int *targets, int N, int V_local, int V_valid,
-                      int vocab_start);
 void cuda_xent_stats(Backend *be, float *rowmax, float *sumexp, float *tgt, const void *logits,
                      const int *targets, int N, int V_local, int V_valid, int vocab_start);
 void cuda_xent_rescale(Backend *be, float *sumexp, const float *shard_max, const float *rowmax,
@@ -213,14 +198,10 @@ void cuda_xent_backward(Backend *be, void *dlogits, const void *logits, const fl
                         const float *sumexp, const int *targets, const float *dscale,
                         int N, int V_local, int V_valid, int vocab_start);
 
-// cuda_optim.cu: AdamW (single and multi-tensor) and the double-precision reductions --------
-void cuda_adamw(Backend *be, float *param, const float *grad, float *m, float *v, size_t n,
-                float lr, float beta1, float beta2, float eps, float wd, float grad_scale,
-                int step);
+// cuda_optim.cu: multi-tensor AdamW and the double-precision reductions ------------------
 void cuda_adamw_multi(Backend *be, float *param, void *copy, const float *grad, float *m, float *v,
                       const BackendSegment *segs, int nseg, size_t max_len, float lr,
                       float beta1, float beta2, float eps, float wd, float grad_scale, int step);
-double cuda_sum_squares(Backend *be, const float *x, size_t n);
 double cuda_sum(Backend *be, const float *x, size_t n);
 double cuda_sum_squares_multi(Backend *be, const float *x, const BackendSegment *segs, int nseg,
                               size_t max_len);

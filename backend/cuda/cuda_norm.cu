@@ -1,4 +1,4 @@
-// backend/cuda/cuda_norm.cu: launchers of layernorm, GELU, add, scale and the column sums
+// backend/cuda/cuda_norm.cu: launchers of layernorm, GELU, add and the column sums
 // (bias gradients), kernels in norm.cuh. Contracts: backend/backend.h, cuda_internal.h.
 //
 // Column sums (colsum_acc, layernorm's dweight/dbias) take two passes when there are enough
@@ -139,11 +139,4 @@ void cuda_add(Backend *be, void *out, const void *a, const void *b, size_t n) {
 void cuda_add_f32(Backend *be, float *out, const float *a, const float *b, size_t n) {
     if (n == 0) return;
     add_t<float>(be, out, a, b, n);
-}
-
-// x (n, fp32) *= s.
-void cuda_scale(Backend *be, float *x, float s, size_t n) {
-    if (n == 0) return;
-    CUDA_LAUNCH(scale_kernel, cuda_blocks(n, NORM_THREADS, NORM_GRID_CAP), NORM_THREADS, 0,
-                cuda_stream(be), x, s, n);
 }

@@ -1,4 +1,4 @@
-// backend/cuda/cuda_optim.cu: launchers of AdamW (single and multi-tensor) and the double-
+// backend/cuda/cuda_optim.cu: launchers of multi-tensor AdamW and the double-
 // precision reductions (gradient norm, loss sums), kernels in optim.cuh. Contracts:
 // backend/backend.h. Reductions go through the backend's scratch: partials (CUDA_PARTIALS
 // doubles) -> result (1 double, device) -> result_host (pinned) -> the caller.
@@ -6,7 +6,6 @@
 
 #include <math.h>  // defines: pow
 
-#define OPT_GRID_CAP 4096       // AdamW: blocks per tensor/segment at most (grid-stride)
 #define OPT_MULTI_X_CAP 512     // adamw_multi: blocks per segment at most
 #define OPT_REDUCE_BLOCKS 1024  // reductions: partials per range at most
 #define OPT_REDUCE_SEGS 64      // sum_squares_multi: grid.y at most (64 * 1024 = CUDA_PARTIALS)
@@ -24,17 +23,6 @@ static double opt_read_result(Backend *be) {
                                cudaMemcpyDeviceToHost, cs->stream));
     cuda_wait(be);
     return *cs->result_host;
-}
-
-// AdamW on param, grad, m, v (n); see backend.h for the formula.
-void cuda_adamw(Backend *be, float *param, const float *grad, float *m, float *v, size_t n,
-                float lr, float beta1, float beta2, float eps, float wd, float grad_scale,
-                int step) {
-    if (n == 0) return;
-    float bc1 = opt_bias_correction(beta1, step), bc2 = opt_bias_correction(beta2, step);
-    CUDA_LAUNCH(adamw_kernel, cuda_blocks(n, OPT_THREADS, OPT_GRID_CAP), OPT_THREADS, 0,
-                cuda_stream(be), param, grad, m, v, n, lr, beta1, beta2, eps, wd, grad_scale,
-                bc1, bc2);
 }
 
 // adamw_multi_kernel<E> with copy as E * (E: the storage type of be->act).
@@ -60,28 +48,20 @@ void cuda_adamw_multi(Backend *be, float *param, void *copy, const float *grad, 
                  beta1, beta2, eps, wd, grad_scale, bc1, bc2);
 }
 
-// Sum of x (n), or of x^2 when squares, into cuda_state(be)->result (add = 0) or added to
-// *acc (add = 1). Asynchronous.
-static void opt_reduce(Backend *be, double *out, const float *x, size_t n, int squares, int add) {
+// Sum of x (n) into cuda_state(be)->result (add = 0) or added to *acc (add = 1).
+// Asynchronous.
+static void opt_reduce(Backend *be, double *out, const float *x, size_t n, int add) {
     CudaState *cs = cuda_state(be);
     unsigned blocks = cuda_blocks(n, OPT_THREADS, OPT_REDUCE_BLOCKS);
-    CUDA_LAUNCH(reduce_partial_kernel, blocks, OPT_THREADS, 0, cs->stream, cs->partials, x, n,
-                squares);
+    CUDA_LAUNCH(reduce_partial_kernel, blocks, OPT_THREADS, 0, cs->stream, cs->partials, x, n);
     CUDA_LAUNCH(reduce_finish_kernel, 1, OPT_THREADS, 0, cs->stream, out,
                 (const double *)cs->partials, (int)blocks, add);
-}
-
-// Sum of x[i]^2 in double, returned on the host (NaN/Inf propagate). Waits for the stream.
-double cuda_sum_squares(Backend *be, const float *x, size_t n) {
-    if (n == 0) return 0.0;
-    opt_reduce(be, cuda_state(be)->result, x, n, 1, 0);
-    return opt_read_result(be);
 }
 
 // Sum of x[i] in double, returned on the host. Waits for the stream.
 double cuda_sum(Backend *be, const float *x, size_t n) {
     if (n == 0) return 0.0;
-    opt_reduce(be, cuda_state(be)->result, x, n, 0, 0);
+    opt_reduce(be, cuda_state(be)->result, x, n, 0);
     return opt_read_result(be);
 }
 
@@ -103,5 +83,5 @@ double cuda_sum_squares_multi(Backend *be, const float *x, const BackendSegment 
 // acc[0] += sum of x (n) in double; acc is device memory. Asynchronous (no host read).
 void cuda_sum_acc(Backend *be, double *acc, const float *x, size_t n) {
     if (n == 0) return;
-    opt_reduce(be, acc, x, n, 0, 1);
+    opt_reduce(be, acc, x, n, 1);
 }

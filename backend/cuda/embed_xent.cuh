@@ -75,50 +75,14 @@ static __global__ void position_backward_kernel(float *dwpe, const T *dout, int 
     }
 }
 
-// rowmax (N) = max of logits (N, V_local) over columns [0, V_valid); -FLT_MAX when none.
-// One block per row (grid-stride over rows; the bound is block-uniform, so every thread
-// reaches block_max's barriers).
-template <typename T>
-static __global__ void xent_max_kernel(float *rowmax, const T *logits, int N, int V_local,
-                                       int V_valid) {
-    __shared__ float buf[WARP];
-    for (int i = blockIdx.x; i < N; i += gridDim.x) {
-        const T *l = logits + (size_t)i * V_local;
-        float m = -FLT_MAX;
-        for (int j = threadIdx.x; j < V_valid; j += blockDim.x) {
-            float x = load_f32(l + j);
-            m = x > m ? x : m;
-        }
-        m = block_max(m, buf);
-        if (threadIdx.x == 0) rowmax[i] = m;
-    }
-}
-
-// sumexp (N) = sum over valid columns of exp(l - rowmax); tgt (N) = l[target - vocab_start]
-// for targets in the shard, else 0. One block per row, as xent_max_kernel.
-template <typename T>
-static __global__ void xent_sumexp_kernel(float *sumexp, float *tgt, const T *logits,
-                                          const float *rowmax, const int *targets, int N,
-                                          int V_local, int V_valid, int vocab_start) {
-    __shared__ float buf[WARP];
-    for (int i = blockIdx.x; i < N; i += gridDim.x) {
-        const T *l = logits + (size_t)i * V_local;
-        float m = rowmax[i], s = 0.0f;
-        for (int j = threadIdx.x; j < V_valid; j += blockDim.x) s += expf(load_f32(l + j) - m);
-        s = block_sum(s, buf);
-        if (threadIdx.x == 0) {
-            int t = targets[i] - vocab_start;
-            sumexp[i] = s;
-            tgt[i] = t >= 0 && t < V_valid ? load_f32(l + t) : 0.0f;
-        }
-    }
-}
-
-// xent_max_kernel and xent_sumexp_kernel in one pass over the logits (online softmax): each
-// thread keeps a running max m and the sum s of exp(x - m) over its columns, rescaling s when
-// m grows; the block then takes the max M of the m's and sums s * exp(m - M). Each logit is
-// read once; the result equals the two-kernel one to fp32 round-off (not bitwise), in a fixed
-// order for a given shape. tgt as xent_sumexp_kernel. One block per row.
+// rowmax (N) = max of logits (N, V_local) over columns [0, V_valid) (-FLT_MAX when none),
+// sumexp (N) = sum of exp(l - rowmax) over them, tgt (N) = l[target - vocab_start] for
+// targets in the shard, else 0: one pass over the logits (online softmax). Each thread keeps
+// a running max m and the sum s of exp(x - m) over its columns, rescaling s when m grows; the
+// block then takes the max M of the m's and sums s * exp(m - M). Each logit is read once; the
+// result equals the two-pass max-then-sum to fp32 round-off (not bitwise), in a fixed order
+// for a given shape. One block per row (grid-stride over rows; the bound is block-uniform, so
+// every thread reaches block_max's barriers).
 template <typename T>
 static __global__ void xent_stats_kernel(float *rowmax, float *sumexp, float *tgt,
                                          const T *logits, const int *targets, int N,

@@ -1,5 +1,5 @@
 // backend/cuda/norm.cuh: kernels of cuda_norm.cu: column sums over rows (bias gradients,
-// layernorm parameter gradients), layernorm forward/backward, GELU, add, scale.
+// layernorm parameter gradients), layernorm forward/backward, GELU, add.
 //
 // Reductions over rows are deterministic without atomics: a first pass sums fixed chunks of
 // rows into per-chunk partials (scratch), a second pass adds the chunks in order. The chunk
@@ -149,11 +149,4 @@ static __global__ void add_kernel(T *out, const T *a, const T *b, size_t n) {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x)
         store_from_f32(out + i, load_f32(a + i) + load_f32(b + i));
-}
-
-// x (n, fp32) *= s.
-static __global__ void scale_kernel(float *x, float s, size_t n) {
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x)
-        x[i] *= s;
 }

@@ -1,6 +1,6 @@
-// backend/cuda/optim.cuh: kernels of cuda_optim.cu: AdamW (one tensor, and every segment of
-// the flat parameter buffer in one launch) and the double-precision reductions (sum, sum of
-// squares, over one range or over segments).
+// backend/cuda/optim.cuh: kernels of cuda_optim.cu: AdamW (every segment of the flat
+// parameter buffer in one launch) and the double-precision reductions (sum over one range,
+// sum of squares over segments).
 //
 // Reductions are deterministic two-pass sums: each block sums its grid-stride share in double
 // (block_sum's fixed shuffle order) into partials[block]; one block then adds the partials
@@ -24,15 +24,6 @@ static __device__ __forceinline__ void adamw_element(float *param, const float *
     param[i] -= lr * (mhat / (sqrtf(vhat) + eps) + wd * param[i]);
 }
 
-// AdamW on param, grad, m, v (n). Grid-stride.
-static __global__ void adamw_kernel(float *param, const float *grad, float *m, float *v,
-                                    size_t n, float lr, float beta1, float beta2, float eps,
-                                    float wd, float grad_scale, float bc1, float bc2) {
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x)
-        adamw_element(param, grad, m, v, i, lr, beta1, beta2, eps, wd, grad_scale, bc1, bc2);
-}
-
 // AdamW on every segment of segs (nseg): grid.y walks the segments, grid.x (grid-stride)
 // the elements of one; weight decay wd where the segment asks for it, else 0. copy (NULL or
 // indexed as param): each updated parameter rounded to E, in the same pass.
@@ -53,17 +44,13 @@ static __global__ void adamw_multi_kernel(float *param, E *copy, const float *gr
     }
 }
 
-// partials[blockIdx.x] = sum over the block's grid-stride share of x (n) of x[i]^2
-// (squares != 0) or x[i], in double.
-static __global__ void reduce_partial_kernel(double *partials, const float *x, size_t n,
-                                             int squares) {
+// partials[blockIdx.x] = sum over the block's grid-stride share of x (n) of x[i], in double.
+static __global__ void reduce_partial_kernel(double *partials, const float *x, size_t n) {
     __shared__ double buf[WARP];
     double s = 0.0;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
-        double xi = (double)x[i];
-        s += squares ? xi * xi : xi;
-    }
+         i += (size_t)gridDim.x * blockDim.x)
+        s += (double)x[i];
     s = block_sum(s, buf);
     if (threadIdx.x == 0) partials[blockIdx.x] = s;
 }

@@ -33,7 +33,7 @@ static inline void attention_ref(AttnRef *c) {
                 }
                 for (int u = 0; u <= t; u++) l += (s[u] = exp(s[u] - m));
                 if (c->lse) c->lse[((size_t)b * NH + h) * T + t] = m + log(l);
-                // the mask index of (b, h, t, u): backend.h's attention_dropout_forward
+                // the mask index of (b, h, t, u): backend.h's attention_forward
                 uint64_t base = d ? (((uint64_t)(d->sample0 + b) * d->NH + d->h0 + h) * T + t) * T : 0;
                 for (int u = 0; u <= t; u++) s[u] = s[u] / l * (d ? dropout_factor(d, base + u) : 1.0);
                 double *a = c->att ? c->att + (((size_t)b * NH + h) * T + t) * T : NULL;

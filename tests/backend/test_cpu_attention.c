@@ -18,7 +18,7 @@ static void test_attention(Backend *be, TestRng *r, int B, int T, int NH, int hs
                  .out = test_doubles(nout), .att = test_doubles(natt), .g = g};
     for (size_t i = 0; i < natt; i++) att[i] = NAN, scratch[i] = NAN;
 
-    be->ops->attention_forward(be, out, att, qkv, B, T, NH, hs);
+    be->ops->attention_forward(be, out, att, qkv, B, T, NH, hs, NULL);
     attention_ref(&c);
     EXPECT_CLOSE(out, c.out, nout, 1e-6, "attention out");
     EXPECT_CLOSE(att, c.att, natt, 1e-6, "attention probabilities");
@@ -28,7 +28,7 @@ static void test_attention(Backend *be, TestRng *r, int B, int T, int NH, int hs
     EXPECT(above == 0, "%d probabilities above the diagonal are not exactly 0", above);
 
     for (size_t i = 0; i < nqkv; i++) dqkv[i] = NAN;
-    be->ops->attention_backward(be, dqkv, scratch, g, qkv, att, B, T, NH, hs);
+    be->ops->attention_backward(be, dqkv, scratch, g, qkv, att, B, T, NH, hs, NULL);
     double *want = test_doubles(nqkv);
     fd_grad(c.qkv, nqkv, attention_ref_loss, &c, want);
     EXPECT_CLOSE(dqkv, want, nqkv, 5e-6, "attention dqkv vs finite differences");
@@ -48,8 +48,9 @@ static void test_repeatable(Backend *be, Backend *be1, TestRng *r) {
     rng_fill(r, qkv, nqkv, -2, 2), rng_fill(r, g, nout, -1, 1);
     for (int k = 0; k < 3; k++) {
         out[k] = test_floats(nout), att[k] = test_floats(natt), dqkv[k] = test_floats(nqkv);
-        bes[k]->ops->attention_forward(bes[k], out[k], att[k], qkv, B, T, NH, hs);
-        bes[k]->ops->attention_backward(bes[k], dqkv[k], scratch, g, qkv, att[k], B, T, NH, hs);
+        bes[k]->ops->attention_forward(bes[k], out[k], att[k], qkv, B, T, NH, hs, NULL);
+        bes[k]->ops->attention_backward(bes[k], dqkv[k], scratch, g, qkv, att[k], B, T, NH, hs,
+                                        NULL);
     }
     EXPECT_SAME_BITS(out[0], out[2], nout, "attention out, 2 vs 1 threads");
     EXPECT_SAME_BITS(att[0], att[2], natt, "attention probabilities, 2 vs 1 threads");

@@ -4,7 +4,7 @@
 // every panel policy, and shapes with ragged panels cut along rows and along columns.
 // (A panel's offset into bias, pre or the GELU output that is wrong fails it.)
 #include "backend/backend.h"
-#include "backend/cpu/cpu_backend.h"  // defines: cpu_gelu_forward, cpu_gelu_backward, cpu_colsum_acc
+#include "backend/cpu/cpu_backend.h"  // defines: cpu_gelu_forward, cpu_gelu_grad_span, cpu_colsum_acc
 #include "backend/cpu/cpu_blas.h"
 #include "backend/cpu/cpu_gemm.h"  // defines: cpu_gemm, CPU_GEMM_SPLIT_*
 #include "tests/backend/backend_test_util.h"
@@ -22,7 +22,7 @@ static void unfused(Backend *be, float *out, float *pre, float *dinp, float *dw,
     cpu_gemm(be, 0, 0, N, C, OC, 1.0f, g, OC, w, C, 0.0f, dinp, C);  // (N, C)
     cpu_gemm(be, 1, 0, OC, C, N, 1.0f, g, OC, x, C, 1.0f, dw, C);   // (OC, C) accumulated
     cpu_colsum_acc(be, db, g, N, OC);
-    cpu_gelu_backward(be, dinp, pre_c, dinp, (size_t)N * C);
+    cpu_gelu_grad_span(dinp, pre_c, dinp, (size_t)N * C);  // GELU' over the whole output, in place
 }
 
 static void test_fused(Backend *be, TestRng *r) {

@@ -1,9 +1,10 @@
-// tests/backend/test_cpu_optim.c: CPU backend AdamW (against a hand computation in double),
-// the double-precision reductions (values, NaN/Inf, thread-count independence), host
+// tests/backend/test_cpu_optim.c: CPU backend AdamW (adamw_multi: one segment against a hand
+// computation in double, segments against one segment each), the double-precision reductions (values, NaN/Inf, thread-count independence), host
 // memory ops, creation (thread count, name) and the vectorisable exp's accuracy.
 #include "backend/backend.h"
 #include "backend/cpu/cpu_blas.h"
 #include "backend/cpu/cpu_math.h"
+#include "tests/backend/backend_ref_ops.h"  // defines: ref_adamw, ref_sum_squares
 #include "tests/backend/backend_test_util.h"
 
 #include <float.h>
@@ -20,7 +21,7 @@ static void test_adamw(Backend *be, TestRng *r) {
     for (int i = 0; i < N; i++) pd[i] = p[i], m[i] = v[i] = 0, md[i] = vd[i] = 0;
     for (int step = 1; step <= 3; step++) {
         rng_fill(r, g, N, -2, 2);
-        be->ops->adamw(be, p, g, m, v, N, (float)lr, (float)b1, (float)b2, (float)eps, (float)wd,
+        ref_adamw(be, p, g, m, v, N, (float)lr, (float)b1, (float)b2, (float)eps, (float)wd,
                        (float)gs, step);
         for (int i = 0; i < N; i++) {  // backend.h's formula, in double
             double gi = g[i] * gs;
@@ -41,20 +42,20 @@ static void test_reductions(Backend *be2, Backend *be1, TestRng *r) {
     rng_fill(r, x, n, -1, 1);
     double s = 0, s2 = 0;
     for (size_t i = 0; i < n; i++) s += x[i], s2 += (double)x[i] * x[i];
-    double got_s = be2->ops->sum(be2, x, n), got_s2 = be2->ops->sum_squares(be2, x, n);
+    double got_s = be2->ops->sum(be2, x, n), got_s2 = ref_sum_squares(be2, x, n);
     EXPECT(fabs(got_s - s) <= 1e-9 * n, "sum %.17g vs %.17g", got_s, s);
     EXPECT(fabs(got_s2 - s2) <= 1e-12 * s2, "sum_squares %.17g vs %.17g", got_s2, s2);
-    double a = be1->ops->sum_squares(be1, x, n), b = be2->ops->sum_squares(be2, x, n);
+    double a = ref_sum_squares(be1, x, n), b = ref_sum_squares(be2, x, n);
     EXPECT(memcmp(&a, &b, sizeof a) == 0, "sum_squares differs between 1 and 2 threads");
     a = be1->ops->sum(be1, x, n), b = be2->ops->sum(be2, x, n);
     EXPECT(memcmp(&a, &b, sizeof a) == 0, "sum differs between 1 and 2 threads");
     EXPECT(be2->ops->sum(be2, x, 0) == 0.0, "empty sum is 0");
     float small[3] = {1, 2, 3};
-    EXPECT(be2->ops->sum_squares(be2, small, 3) == 14.0, "sum_squares of 1, 2, 3");
+    EXPECT(ref_sum_squares(be2, small, 3) == 14.0, "sum_squares of 1, 2, 3");
     x[n / 2] = NAN;
-    EXPECT(isnan(be2->ops->sum_squares(be2, x, n)), "NaN must propagate into sum_squares");
+    EXPECT(isnan(ref_sum_squares(be2, x, n)), "NaN must propagate into sum_squares");
     x[n / 2] = INFINITY;
-    EXPECT(isinf(be2->ops->sum_squares(be2, x, n)), "Inf must propagate into sum_squares");
+    EXPECT(isinf(ref_sum_squares(be2, x, n)), "Inf must propagate into sum_squares");
     free(x);
 }
 
@@ -100,9 +101,10 @@ static void test_create(void) {
     backend_destroy(NULL);
 }
 
-// The multi-tensor ops equal their per-segment counterparts bit for bit: adamw_multi = adamw
-// per segment (weight decay only where flagged, elements between segments untouched),
-// sum_squares_multi = the sum of per-segment sum_squares in order, sum_acc accumulates.
+// The multi-tensor ops equal their per-segment counterparts bit for bit: adamw_multi = AdamW
+// on each segment alone (ref_adamw; weight decay only where flagged, elements between
+// segments untouched), sum_squares_multi = the sum of per-segment sums of squares in order,
+// sum_acc accumulates.
 static void test_multi_tensor(Backend *be, TestRng *r) {
     enum { N = 5000 };
     BackendSegment segs[3] = {{0, 1000, 1, 0}, {1024, 7, 0, 0}, {1040, 3900, 1, 0}};
@@ -118,7 +120,7 @@ static void test_multi_tensor(Backend *be, TestRng *r) {
                              0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, step);
         for (int s = 0; s < 3; s++) {
             size_t b = segs[s].begin;
-            be->ops->adamw(be, p2 + b, g + b, m2 + b, v2 + b, segs[s].len, 1e-2f, 0.9f, 0.95f,
+            ref_adamw(be, p2 + b, g + b, m2 + b, v2 + b, segs[s].len, 1e-2f, 0.9f, 0.95f,
                            1e-8f, segs[s].weight_decay ? 0.1f : 0.0f, 0.5f, step);
         }
     }
@@ -127,7 +129,7 @@ static void test_multi_tensor(Backend *be, TestRng *r) {
     EXPECT_SAME_BITS(v1, v2, N, "adamw_multi second moments");
     EXPECT_SAME_BITS(copy, p1, N, "adamw_multi copy output (gaps untouched, as the params)");
     double want = 0.0;
-    for (int s = 0; s < 3; s++) want += be->ops->sum_squares(be, g + segs[s].begin, segs[s].len);
+    for (int s = 0; s < 3; s++) want += ref_sum_squares(be, g + segs[s].begin, segs[s].len);
     EXPECT(be->ops->sum_squares_multi(be, g, segs, 3, 3900) == want, "sum_squares_multi");
     EXPECT(be->ops->sum_squares_multi(be, g, segs, 0, 0) == 0.0, "no segments: 0");
     double acc = 1.5;

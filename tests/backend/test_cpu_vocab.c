@@ -1,8 +1,9 @@
 // tests/backend/test_cpu_vocab.c: CPU backend vocab-parallel embedding, position embedding
 // and softmax cross-entropy. The cross-entropy is checked unsharded (against a double
-// reference and finite differences) and sharded the way a TP layer runs it: every shard
-// computes its pieces, the test combines them by hand (max, then sum) as the all-reduces
-// would, and the loss and gradients must match the unsharded ones, padding included.
+// reference and finite differences) and sharded the way a TP layer runs it
+// (layers/tp_vocab.c): every shard computes its statistics from its own max, the test
+// combines them by hand as the all-reduces would (max, rescale onto it, then sum), and the
+// loss and gradients must match the unsharded ones, padding included.
 #include "backend/backend.h"
 #include "backend/cpu/cpu_blas.h"
 #include "tests/backend/backend_test_util.h"
@@ -90,25 +91,24 @@ static double xent_loss(void *p) {
     return L;
 }
 
-// Runs the four xent ops on `tp` shards of the (XN, XVP) logits, combining as the TP
+// Runs the xent ops on `tp` shards of the (XN, XVP) logits, combining as the TP
 // all-reduces would. loss (XN); dlogits (XN, XVP) reassembled from the shards.
 static void xent_sharded(Backend *be, int tp, int V, const float *logits, const int *targets,
                          const float *dscale, float *loss, float *dlogits) {
+    enum { TPMAX = 4 };
     int Vtp = XVP / tp;
-    float rowmax[XN], m[XN], sumexp[XN], tgt[XN], se[XN], tg[XN], shard[XN * XVP];
+    float rowmax[XN], m[TPMAX][XN], sumexp[XN], tgt[XN], se[TPMAX][XN], tg[XN], shard[XN * XVP];
     for (int i = 0; i < XN; i++) rowmax[i] = -FLT_MAX, sumexp[i] = 0, tgt[i] = 0;
-    for (int k = 0; k < tp; k++) {  // xent_max, then all-reduce MAX
+    for (int k = 0; k < tp; k++) {  // xent_stats from the shard's max, then all-reduce MAX
         int start = k * Vtp, valid = V - start < 0 ? 0 : V - start > Vtp ? Vtp : V - start;
         for (int i = 0; i < XN; i++) memcpy(shard + i * Vtp, logits + i * XVP + start, Vtp * 4);
-        be->ops->xent_max(be, m, shard, XN, Vtp, valid);
-        for (int i = 0; i < XN; i++) rowmax[i] = fmaxf(rowmax[i], m[i]);
-        if (valid == 0) EXPECT(m[0] == -FLT_MAX, "an all-padding shard's max is -FLT_MAX");
+        be->ops->xent_stats(be, m[k], se[k], tg, shard, targets, XN, Vtp, valid, start);
+        for (int i = 0; i < XN; i++) rowmax[i] = fmaxf(rowmax[i], m[k][i]), tgt[i] += tg[i];
+        if (valid == 0) EXPECT(m[k][0] == -FLT_MAX, "an all-padding shard's max is -FLT_MAX");
     }
-    for (int k = 0; k < tp; k++) {  // xent_sumexp, then all-reduce SUM of both
-        int start = k * Vtp, valid = V - start < 0 ? 0 : V - start > Vtp ? Vtp : V - start;
-        for (int i = 0; i < XN; i++) memcpy(shard + i * Vtp, logits + i * XVP + start, Vtp * 4);
-        be->ops->xent_sumexp(be, se, tg, shard, rowmax, targets, XN, Vtp, valid, start);
-        for (int i = 0; i < XN; i++) sumexp[i] += se[i], tgt[i] += tg[i];
+    for (int k = 0; k < tp; k++) {  // xent_rescale onto the max when sharded, all-reduce SUM
+        if (tp > 1) be->ops->xent_rescale(be, se[k], m[k], rowmax, XN);
+        for (int i = 0; i < XN; i++) sumexp[i] += se[k][i];
     }
     be->ops->xent_loss(be, loss, sumexp, rowmax, tgt, XN);
     for (int k = 0; k < tp; k++) {  // backward: no communication
@@ -140,8 +140,7 @@ static void test_xent(Backend *be, TestRng *r, int V) {
     fd_grad(c.logits, XN * XVP, xent_loss, &c, want);
     EXPECT_CLOSE(dl, want, XN * XVP, 2e-6, "xent dlogits vs finite differences (0 at padding)");
     float rowmax[XN], stats[2 * XN], dl2[XN * XVP];  // out of place == in place, bitwise
-    be->ops->xent_max(be, rowmax, logits, XN, XVP, V);
-    be->ops->xent_sumexp(be, stats, stats + XN, logits, rowmax, targets, XN, XVP, V, 0);
+    be->ops->xent_stats(be, rowmax, stats, stats + XN, logits, targets, XN, XVP, V, 0);
     be->ops->xent_backward(be, dl2, logits, rowmax, stats, targets, dscale, XN, XVP, V, 0);
     EXPECT_SAME_BITS(dl2, dl, XN * XVP, "xent_backward out of place vs in place");
 
@@ -169,8 +168,7 @@ static void test_xent_deterministic(Backend *be2, Backend *be1, TestRng *r) {
     for (int k = 0; k < 3; k++) {
         float *s = stats[k];
         dl[k] = test_floats(N * VL);
-        bes[k]->ops->xent_max(bes[k], s, logits, N, VL, VV);
-        bes[k]->ops->xent_sumexp(bes[k], s + N, s + 2 * N, logits, s, targets, N, VL, VV, 1000);
+        bes[k]->ops->xent_stats(bes[k], s, s + N, s + 2 * N, logits, targets, N, VL, VV, 1000);
         bes[k]->ops->xent_backward(bes[k], dl[k], logits, s, s + N, targets, dscale, N, VL, VV, 1000);
     }
     EXPECT_SAME_BITS(stats[0], stats[1], 3 * N, "xent max/sumexp/tgt");

@@ -1,7 +1,8 @@
 // tests/backend/cuda/cuda_fused_xent.c: part of test_cuda_fused (helpers: cuda_half.h): the
 // one-pass cross-entropy statistics. xent_stats against the CPU (fp32 outputs: the row max
 // exact, sumexp within TOL_F32 of the CPU's from the same rounded logits), the CPU's
-// xent_stats bitwise its xent_max + xent_sumexp, and the sharded path (shard stats,
+// xent_stats against a two-pass double reference (max exact, sum of exponentials from it,
+// target logit exact), and the sharded path (shard stats,
 // xent_rescale onto the max over shards, sums added) against the one-shard loss.
 #include "tests/backend/cuda/cuda_half.h"
 
@@ -20,9 +21,17 @@ static void check_stats(Half *h, int N, int V_local, int V_valid) {
     Backend *cpu = h->cpu, *be = h->be;
     float *r = test_floats(3 * (size_t)N), *u = test_floats(3 * (size_t)N), *g = test_floats(3 * (size_t)N);
     cpu->ops->xent_stats(cpu, r, r + N, r + 2 * N, l, tg, N, V_local, V_valid, 0);
-    cpu->ops->xent_max(cpu, u, l, N, V_local, V_valid);
-    cpu->ops->xent_sumexp(cpu, u + N, u + 2 * N, l, u, tg, N, V_local, V_valid, 0);
-    EXPECT(!memcmp(r, u, 12 * (size_t)N), "cpu xent_stats is not bitwise xent_max + xent_sumexp");
+    for (int i = 0; i < N; i++) {  // the two-pass reference: max, then sum of exp from it
+        const float *row = l + (size_t)i * V_local;
+        float m = -FLT_MAX;
+        double s = 0.0;
+        for (int j = 0; j < V_valid; j++) m = row[j] > m ? row[j] : m;
+        for (int j = 0; j < V_valid; j++) s += exp((double)row[j] - m);
+        u[i] = m, u[N + i] = (float)s, u[2 * N + i] = row[tg[i]];
+    }
+    EXPECT(!memcmp(r, u, 4 * (size_t)N), "cpu xent_stats rowmax is not the row max");
+    HALF_CLOSE(h, r + N, u + N, N, TOL_F32, "cpu xent_stats sumexp vs double reference");
+    EXPECT(!memcmp(r + 2 * N, u + 2 * N, 4 * (size_t)N), "cpu xent_stats tgt is not the target logit");
     float *d = half_poisoned(h, 3 * (size_t)N, BACKEND_F32);
     be->ops->xent_stats(be, d, d + N, d + 2 * N, half_up(h, l, nv), half_up_int(h, tg, N), N,
                         V_local, V_valid, 0);

@@ -42,7 +42,7 @@ typedef struct {
 //     half an ulp there moves a probability by up to ~1 % in bf16). Measured: 4.4e-3 / 6.2e-4.
 //   TOL_F32: fp32 outputs (dweight, dbias, dtable, dwpe, LN mean/rstd, lse, xent statistics)
 //     computed from the same rounded inputs: only the summation order differs (measured
-//     <= 2.5e-7). Copies and maxima (embedding forward, xent_max, tgt) must be exact (0).
+//     <= 2.5e-7). Copies and maxima (embedding forward, xent_stats rowmax, tgt) must be exact (0).
 static const double TOL_STORE[2] = {8e-3, 1e-3};
 static const double TOL_ATT_FWD[2] = {1.5e-2, 2e-3};
 static const double TOL_ATT_BWD[2] = {1.5e-2, 2e-3};

@@ -16,19 +16,19 @@ static void check_attention(Half *h, int B, int T, int NH, int hs) {
     float *gout = test_floats(nout), *gatt = test_floats(natt), *gdq = test_floats(nqkv);
     float *scr = test_floats(natt);
     Backend *cpu = h->cpu, *be = h->be;
-    cpu->ops->attention_forward(cpu, rout, ratt, qkv, B, T, NH, hs);
+    cpu->ops->attention_forward(cpu, rout, ratt, qkv, B, T, NH, hs, NULL);
     void *d_out = half_poisoned(h, nout, h->dt), *d_att = half_poisoned(h, natt, h->dt);
-    be->ops->attention_forward(be, d_out, d_att, half_up(h, qkv, nqkv), B, T, NH, hs);
+    be->ops->attention_forward(be, d_out, d_att, half_up(h, qkv, nqkv), B, T, NH, hs, NULL);
     half_down(h, gout, d_out, nout), half_down(h, gatt, d_att, natt);
     half_release(h);
     HALF_CLOSE(h, gout, rout, nout, half_tol(h, TOL_ATT_FWD), "attention_forward out");
     HALF_CLOSE(h, gatt, ratt, natt, half_tol(h, TOL_ATT_FWD), "attention_forward att");
     half_round(h, ratt, natt, h->dt);  // both backwards start from the same probabilities
-    cpu->ops->attention_backward(cpu, rdq, scr, dout, qkv, ratt, B, T, NH, hs);
+    cpu->ops->attention_backward(cpu, rdq, scr, dout, qkv, ratt, B, T, NH, hs, NULL);
     void *d_dqkv = half_poisoned(h, nqkv, h->dt);
     float *d_scr = half_poisoned(h, natt, BACKEND_F32);
     be->ops->attention_backward(be, d_dqkv, d_scr, half_up(h, dout, nout), half_up(h, qkv, nqkv),
-                                half_up(h, ratt, natt), B, T, NH, hs);
+                                half_up(h, ratt, natt), B, T, NH, hs, NULL);
     half_down(h, gdq, d_dqkv, nqkv);
     half_release(h);
     HALF_CLOSE(h, gdq, rdq, nqkv, half_tol(h, TOL_ATT_BWD), "attention_backward dqkv");
@@ -45,10 +45,10 @@ static void check_flash(Half *h, int B, int T, int NH, int hs) {
     float *scr = test_floats(nrow);
     char what[120];
     Backend *cpu = h->cpu, *be = h->be;
-    cpu->ops->flash_attention_forward(cpu, rout, rlse, qkv, B, T, NH, hs);
+    cpu->ops->flash_attention_forward(cpu, rout, rlse, qkv, B, T, NH, hs, NULL);
     void *d_out = half_poisoned(h, nout, h->dt);
     float *d_lse = half_poisoned(h, nrow, BACKEND_F32);
-    be->ops->flash_attention_forward(be, d_out, d_lse, half_up(h, qkv, nqkv), B, T, NH, hs);
+    be->ops->flash_attention_forward(be, d_out, d_lse, half_up(h, qkv, nqkv), B, T, NH, hs, NULL);
     half_down(h, gout, d_out, nout), half_down_f32(h, glse, d_lse, nrow);
     half_release(h);
     snprintf(what, sizeof what, "flash_attention_forward out T%d hs%d", T, hs);
@@ -56,12 +56,12 @@ static void check_flash(Half *h, int B, int T, int NH, int hs) {
     snprintf(what, sizeof what, "flash_attention_forward lse (fp32) T%d hs%d", T, hs);
     HALF_CLOSE(h, glse, rlse, nrow, TOL_F32, what);
     half_round(h, rout, nout, h->dt);  // both backwards read the same out
-    cpu->ops->flash_attention_backward(cpu, rdq, scr, dout, qkv, rout, rlse, B, T, NH, hs);
+    cpu->ops->flash_attention_backward(cpu, rdq, scr, dout, qkv, rout, rlse, B, T, NH, hs, NULL);
     void *d_dqkv = half_poisoned(h, nqkv, h->dt);
     float *d_scr = half_poisoned(h, nrow, BACKEND_F32);
     be->ops->flash_attention_backward(be, d_dqkv, d_scr, half_up(h, dout, nout),
                                       half_up(h, qkv, nqkv), half_up(h, rout, nout),
-                                      half_up_f32(h, rlse, nrow), B, T, NH, hs);
+                                      half_up_f32(h, rlse, nrow), B, T, NH, hs, NULL);
     half_down(h, gdq, d_dqkv, nqkv);
     half_release(h);
     snprintf(what, sizeof what, "flash_attention_backward dqkv T%d hs%d", T, hs);
@@ -108,7 +108,7 @@ static void check_embeddings(Half *h, int B, int T, int C, int V_local, int voca
     free(tok), free(table), free(wpe), free(dout), free(dt0), free(dw0), free(ref), free(got);
 }
 
-// xent_max, xent_sumexp (sumexp, tgt), xent_loss, xent_backward (also dlogits == logits);
+// xent_stats (rowmax, sumexp, tgt), xent_loss, xent_backward (also dlogits == logits);
 // later pieces are fed the reference's earlier results.
 static void check_xent(Half *h, int N, int V_local, int V_valid, int vocab_start) {
     size_t nv = (size_t)N * V_local;
@@ -121,8 +121,7 @@ static void check_xent(Half *h, int N, int V_local, int V_valid, int vocab_start
     float *ref = test_floats(4 * (size_t)N + nv), *got = test_floats(4 * (size_t)N + nv);
     float *rmax = ref, *rsum = ref + N, *rtgt = ref + 2 * N, *rloss = ref + 3 * N, *rdl = ref + 4 * N;
     Backend *cpu = h->cpu, *be = h->be;
-    cpu->ops->xent_max(cpu, rmax, logits, N, V_local, V_valid);
-    cpu->ops->xent_sumexp(cpu, rsum, rtgt, logits, rmax, tgt, N, V_local, V_valid, vocab_start);
+    cpu->ops->xent_stats(cpu, rmax, rsum, rtgt, logits, tgt, N, V_local, V_valid, vocab_start);
     cpu->ops->xent_loss(cpu, rloss, rsum, rmax, rtgt, N);
     cpu->ops->xent_backward(cpu, rdl, logits, rmax, rsum, tgt, dscale, N, V_local, V_valid, vocab_start);
     void *d_l = half_up(h, logits, nv);
@@ -130,8 +129,7 @@ static void check_xent(Half *h, int N, int V_local, int V_valid, int vocab_start
     float *d_max = half_poisoned(h, N, BACKEND_F32), *d_sum = half_poisoned(h, N, BACKEND_F32);
     float *d_t = half_poisoned(h, N, BACKEND_F32), *d_loss = half_poisoned(h, N, BACKEND_F32);
     float *r_max = half_up_f32(h, rmax, N), *r_sum = half_up_f32(h, rsum, N);
-    be->ops->xent_max(be, d_max, d_l, N, V_local, V_valid);
-    be->ops->xent_sumexp(be, d_sum, d_t, d_l, r_max, d_tgt, N, V_local, V_valid, vocab_start);
+    be->ops->xent_stats(be, d_max, d_sum, d_t, d_l, d_tgt, N, V_local, V_valid, vocab_start);
     be->ops->xent_loss(be, d_loss, r_sum, r_max, half_up_f32(h, rtgt, N), N);
     void *d_dl = half_poisoned(h, nv, h->dt);
     be->ops->xent_backward(be, d_dl, d_l, r_max, r_sum, d_tgt, half_up_f32(h, dscale, N), N,
@@ -139,9 +137,9 @@ static void check_xent(Half *h, int N, int V_local, int V_valid, int vocab_start
     half_down_f32(h, got, d_max, N), half_down_f32(h, got + N, d_sum, N);
     half_down_f32(h, got + 2 * N, d_t, N), half_down_f32(h, got + 3 * N, d_loss, N);
     half_down(h, got + 4 * N, d_dl, nv);
-    HALF_CLOSE(h, got, rmax, N, 0.0, "xent_max (exact)");
-    HALF_CLOSE(h, got + N, rsum, N, TOL_F32, "xent_sumexp sumexp (fp32)");
-    HALF_CLOSE(h, got + 2 * N, rtgt, N, 0.0, "xent_sumexp tgt (exact)");
+    HALF_CLOSE(h, got, rmax, N, 0.0, "xent_stats rowmax (exact)");
+    HALF_CLOSE(h, got + N, rsum, N, TOL_F32, "xent_stats sumexp (fp32)");
+    HALF_CLOSE(h, got + 2 * N, rtgt, N, 0.0, "xent_stats tgt (exact)");
     HALF_CLOSE(h, got + 3 * N, rloss, N, TOL_F32, "xent_loss (fp32)");
     HALF_CLOSE(h, got + 4 * N, rdl, nv, half_tol(h, TOL_STORE), "xent_backward dlogits");
     be->ops->xent_backward(be, d_l, d_l, r_max, r_sum, d_tgt, half_up_f32(h, dscale, N), N,

@@ -22,7 +22,7 @@ static void check_flash(Parity *t, int B, int T, int NH, int hs) {
         float *d_out = par_alloc(t, k, nout * sizeof(float)), *d_lse = par_alloc(t, k, nrow * sizeof(float));
         for (int run = 0; run < (k == PAR_DEV ? 2 : 1); run++) {
             par_poison(t, k, d_out, nout), par_poison(t, k, d_lse, nrow);
-            be->ops->flash_attention_forward(be, d_out, d_lse, d_qkv, B, T, NH, hs);
+            be->ops->flash_attention_forward(be, d_out, d_lse, d_qkv, B, T, NH, hs, NULL);
             par_down(t, k, run ? rep : out.h[k], d_out, nout);
             par_down(t, k, run ? rep + nout : lse.h[k], d_lse, nrow);
         }
@@ -44,7 +44,7 @@ static void check_flash(Parity *t, int B, int T, int NH, int hs) {
         for (int run = 0; run < (k == PAR_DEV ? 2 : 1); run++) {
             par_poison(t, k, d_dqkv, nqkv), par_poison(t, k, d_scr, nrow);
             be->ops->flash_attention_backward(be, d_dqkv, d_scr, d_dout, d_qkv, d_out, d_lse,
-                                              B, T, NH, hs);
+                                              B, T, NH, hs, NULL);
             par_down(t, k, run ? rep : dqkv.h[k], d_dqkv, nqkv);
         }
         if (k == PAR_DEV) EXPECT_SAME_BITS(rep, dqkv.h[k], nqkv, "flash_attention_backward rerun");

@@ -1,7 +1,8 @@
 // tests/backend/cuda/cuda_ops_optim.c: part of the CUDA-vs-CPU op-parity test (see
-// test_cuda_ops.c): AdamW (one tensor; segments in one launch), the double-precision
-// reductions (sum, sum_squares, sum_squares_multi, sum_acc): values, NaN/Inf, empty
+// test_cuda_ops.c): AdamW (adamw_multi on one segment, ref_adamw; and on many), the double-
+// precision reductions (sum, sum of squares on one segment, sum_squares_multi, sum_acc): values, NaN/Inf, empty
 // inputs, and the same bits on every run.
+#include "tests/backend/backend_ref_ops.h"  // defines: ref_adamw, ref_sum_squares
 #include "tests/backend/cuda/cuda_parity.h"
 
 #define OPT_TOL_D 1e-9  // double sums of floats: only the summation order differs
@@ -27,7 +28,8 @@ static int opt_segments(BackendSegment *segs, int many, size_t *total, size_t *m
     return nseg;
 }
 
-// adamw over 3 steps and adamw_multi over segments (gaps unchanged), from non-zero m, v.
+// AdamW on one tensor (ref_adamw) over 3 steps and adamw_multi over segments (gaps
+// unchanged), from non-zero m, v.
 static void check_adamw(Parity *t, size_t n) {
     BackendSegment segs[70];
     size_t total, max_len;
@@ -50,7 +52,7 @@ static void check_adamw(Parity *t, size_t n) {
                     be->ops->adamw_multi(be, d_p, NULL, d_g, d_m, d_v, d_segs, nseg, max_len, 1e-2f,
                                          0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, step);
                 else
-                    be->ops->adamw(be, d_p, d_g, d_m, d_v, len, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f,
+                    ref_adamw(be, d_p, d_g, d_m, d_v, len, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f,
                                    0.5f, step);
             }
             par_down(t, k, po.h[k], d_p, len), par_down(t, k, mo.h[k], d_m, len);
@@ -73,14 +75,14 @@ static void check_sums(Parity *t, size_t n) {
         Backend *be = t->be[k];
         float *d_x = par_up(t, k, x, n);
         s[k] = be->ops->sum(be, d_x, n);
-        s2[k] = be->ops->sum_squares(be, d_x, n);
-        z[k] = be->ops->sum(be, d_x, 0) + be->ops->sum_squares(be, d_x, 0);
+        s2[k] = ref_sum_squares(be, d_x, n);
+        z[k] = be->ops->sum(be, d_x, 0) + ref_sum_squares(be, d_x, 0);
         if (k == PAR_DEV) {
             float bad[2] = {NAN, INFINITY};
             be->ops->copy(be, d_x + n / 2, &bad[0], sizeof(float), BACKEND_H2D);
-            nan_sq = be->ops->sum_squares(be, d_x, n);
+            nan_sq = ref_sum_squares(be, d_x, n);
             be->ops->copy(be, d_x + n / 2, &bad[1], sizeof(float), BACKEND_H2D);
-            inf_sq = be->ops->sum_squares(be, d_x, n);
+            inf_sq = ref_sum_squares(be, d_x, n);
         }
         par_release(t);
     }

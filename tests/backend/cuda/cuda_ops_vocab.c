@@ -73,8 +73,9 @@ static void check_position(Parity *t, int B, int T, int C) {
     par_out_free(&out), par_out_free(&dwpe);
 }
 
-// xent_max, xent_sumexp, xent_loss and xent_backward (also dlogits == logits), each fed the
-// reference's previous results; padding columns hold large logits that must stay masked.
+// xent_stats (rowmax, sumexp from it, tgt), xent_loss and xent_backward (also dlogits ==
+// logits), each fed the reference's previous results; padding columns hold large logits that
+// must stay masked.
 static void check_xent(Parity *t, int N) {
     size_t nv = (size_t)N * VL;
     float *logits = par_rand(t, nv, -4, 4), *dscale = par_rand(t, N, 0.1, 1.0);
@@ -83,22 +84,20 @@ static void check_xent(Parity *t, int N) {
     int *tgt_ids = vocab_ids(t, N);
     ParOut mx = par_out(N), se = par_out(N), tg = par_out(N), loss = par_out(N);
     ParOut dl = par_out(nv), dla = par_out(nv);
-    for (int k = 0; k < 2; k++) {  // max, then sumexp + tgt from the reference's max
+    for (int k = 0; k < 2; k++) {  // max, sumexp + tgt in one pass
         Backend *be = t->be[k];
         float *d_l = par_up(t, k, logits, nv), *d_mx = par_alloc(t, k, N * sizeof(float));
         float *d_se = par_alloc(t, k, N * sizeof(float)), *d_tg = par_alloc(t, k, N * sizeof(float));
         int *d_t = par_up_int(t, k, tgt_ids, N);
         par_poison(t, k, d_mx, N), par_poison(t, k, d_se, N), par_poison(t, k, d_tg, N);
-        be->ops->xent_max(be, d_mx, d_l, N, VL, VV);
+        be->ops->xent_stats(be, d_mx, d_se, d_tg, d_l, d_t, N, VL, VV, VS);
         par_down(t, k, mx.h[k], d_mx, N);
-        float *d_mref = par_up(t, k, mx.h[PAR_REF], N);
-        be->ops->xent_sumexp(be, d_se, d_tg, d_l, d_mref, d_t, N, VL, VV, VS);
         par_down(t, k, se.h[k], d_se, N), par_down(t, k, tg.h[k], d_tg, N);
         par_release(t);
     }
-    PAR_CLOSE_OUT(mx, "xent_max");
-    PAR_CLOSE_OUT(se, "xent_sumexp sumexp");
-    PAR_CLOSE_OUT(tg, "xent_sumexp tgt");
+    PAR_CLOSE_OUT(mx, "xent_stats rowmax");
+    PAR_CLOSE_OUT(se, "xent_stats sumexp");
+    PAR_CLOSE_OUT(tg, "xent_stats tgt");
     for (int k = 0; k < 2; k++) {  // loss and dlogits from the reference's max, sumexp, tgt
         Backend *be = t->be[k];
         float *d_mx = par_up(t, k, mx.h[PAR_REF], N), *d_se = par_up(t, k, se.h[PAR_REF], N);
@@ -123,9 +122,10 @@ static void check_xent(Parity *t, int N) {
         Backend *be = t->be[k];
         float *d_l = par_up(t, k, logits, nv), *d_mx = par_alloc(t, k, N * sizeof(float));
         float *d_se = par_up(t, k, dscale, N), *d_ds = par_up(t, k, dscale, N);
+        float *d_s0 = par_alloc(t, k, N * sizeof(float)), *d_tg = par_alloc(t, k, N * sizeof(float));
         int *d_t = par_up_int(t, k, tgt_ids, N);
         par_poison(t, k, d_mx, N);
-        be->ops->xent_max(be, d_mx, d_l, N, VL, 0);
+        be->ops->xent_stats(be, d_mx, d_s0, d_tg, d_l, d_t, N, VL, 0, VS);
         par_down(t, k, mx.h[k], d_mx, N);
         be->ops->xent_backward(be, d_l, d_l, d_mx, d_se, d_t, d_ds, N, VL, 0, VS);
         par_down(t, k, dl.h[k], d_l, nv);
@@ -133,7 +133,7 @@ static void check_xent(Parity *t, int N) {
     }
     int bad = 0;
     for (int i = 0; i < N; i++) bad += mx.h[PAR_DEV][i] != -FLT_MAX;
-    EXPECT(bad == 0, "xent_max with V_valid = 0: %d rows not -FLT_MAX", bad);
+    EXPECT(bad == 0, "xent_stats with V_valid = 0: %d rows not -FLT_MAX", bad);
     PAR_CLOSE_OUT(dl, "xent_backward with V_valid = 0");
     free(logits), free(dscale), free(tgt_ids);
     par_out_free(&mx), par_out_free(&se), par_out_free(&tg), par_out_free(&loss);

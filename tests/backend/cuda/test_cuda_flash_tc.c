@@ -31,7 +31,7 @@ static void dev_forward(Half *h, float *out, float *lse, const float *qkv, int B
     for (int run = 0; run < 2; run++) {
         void *d_out = half_poisoned(h, nout, h->dt);
         float *d_lse = half_poisoned(h, nrow, BACKEND_F32);
-        h->be->ops->flash_attention_forward(h->be, d_out, d_lse, d_qkv, B, T, NH, hs);
+        h->be->ops->flash_attention_forward(h->be, d_out, d_lse, d_qkv, B, T, NH, hs, NULL);
         half_down(h, run ? rep : out, d_out, nout);
         half_down_f32(h, run ? rep + nout : lse, d_lse, nrow);
     }
@@ -54,7 +54,7 @@ static void dev_backward(Half *h, float *dqkv, const float *dout, const float *q
         void *d_dqkv = half_poisoned(h, nqkv, h->dt);
         float *d_scr = half_poisoned(h, nrow, BACKEND_F32);
         h->be->ops->flash_attention_backward(h->be, d_dqkv, d_scr, d_dout, d_qkv, d_out, d_lse,
-                                             B, T, NH, hs);
+                                             B, T, NH, hs, NULL);
         half_down(h, run ? rep : dqkv, d_dqkv, nqkv);
     }
     half_release(h);
@@ -72,7 +72,7 @@ static void check_tc(Half *h, int B, int T, int NH, int hs) {
     float *pout = test_floats(nout), *plse = test_floats(nrow), *pdq = test_floats(nqkv);
     float *scr = test_floats(nrow);
     char what[160];
-    h->cpu->ops->flash_attention_forward(h->cpu, rout, rlse, qkv, B, T, NH, hs);
+    h->cpu->ops->flash_attention_forward(h->cpu, rout, rlse, qkv, B, T, NH, hs, NULL);
     unsetenv("MEGAC_FLASH_ATTN_PLAIN");
     dev_forward(h, gout, glse, qkv, B, T, NH, hs);
     snprintf(what, sizeof what, "tc forward out vs cpu B%d T%d NH%d hs%d", B, T, NH, hs);
@@ -80,7 +80,8 @@ static void check_tc(Half *h, int B, int T, int NH, int hs) {
     snprintf(what, sizeof what, "tc forward lse (fp32) vs cpu T%d hs%d", T, hs);
     HALF_CLOSE(h, glse, rlse, nrow, TOL_F32, what);
     half_round(h, rout, nout, h->dt);  // both backwards read the same out
-    h->cpu->ops->flash_attention_backward(h->cpu, rdq, scr, dout, qkv, rout, rlse, B, T, NH, hs);
+    h->cpu->ops->flash_attention_backward(h->cpu, rdq, scr, dout, qkv, rout, rlse, B, T, NH, hs,
+                                          NULL);
     dev_backward(h, gdq, dout, qkv, rout, rlse, B, T, NH, hs);
     snprintf(what, sizeof what, "tc backward dqkv vs cpu B%d T%d NH%d hs%d", B, T, NH, hs);
     HALF_CLOSE(h, gdq, rdq, nqkv, half_tol(h, TOL_TC_DQKV), what);

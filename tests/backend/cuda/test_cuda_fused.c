@@ -9,6 +9,7 @@
 // unfused sequence it replaces (the reference stays bitwise what it was), and the CUDA
 // fused GELU ops are checked on both their paths (cuBLASLt epilogue; unaligned pointers or a
 // leading dimension not a multiple of 8: the unfused fallback). Exit 77 without a device.
+#include "tests/backend/backend_ref_ops.h"  // defines: ref_gelu_backward
 #include "tests/backend/cuda/cuda_half.h"
 
 #include <stdio.h>
@@ -93,7 +94,7 @@ static void check_linear_gelu(Half *h, int N, int C, int OC, int shift) {
     memcpy(rdw, dw0, nw * 4), memcpy(rdb, db0, OC * 4), memcpy(gdw, dw0, nw * 4), memcpy(gdb, db0, OC * 4);
     cpu->ops->matmul_backward_dgelu(cpu, rdi, rdw, rdb, dout, inp, w, pre, N, C, OC);
     cpu->ops->matmul_backward(cpu, gdi, gdw, gdb, dout, inp, w, N, C, OC);
-    cpu->ops->gelu_backward(cpu, gdi, pre, gdi, ni);
+    ref_gelu_backward(cpu, gdi, pre, gdi, ni);
     EXPECT(!memcmp(rdi, gdi, ni * 4) && !memcmp(rdw, gdw, nw * 4) && !memcmp(rdb, gdb, OC * 4),
            "cpu matmul_backward_dgelu is not bitwise matmul_backward + gelu_backward");
     char *d_dinp = half_poisoned(h, ni + 1, h->dt), *d_pre = half_alloc(h, ni + 1, h->dt);

@@ -4,6 +4,7 @@
 // expected bits written out, and random values), the backend's name, linear, layernorm,
 // the pointwise ops, adamw_multi's weight-copy output and main; attention, flash attention,
 // embeddings and cross-entropy are in cuda_half_attn.c. Exit 77 (meson: skipped) without a usable device. `--quick`: smaller sizes.
+#include "tests/backend/backend_ref_ops.h"  // defines: ref_gelu_backward
 #include "tests/backend/cuda/cuda_half.h"
 
 #include <float.h>
@@ -195,8 +196,8 @@ static void check_pointwise(Half *h, size_t n) {
     for (int op = 0; op < 4; op++) {
         void *d_x = half_up(h, x, n), *d_y = half_up(h, y, n), *d_o = half_poisoned(h, n, h->dt);
         if (op == 0) cpu->ops->gelu_forward(cpu, ref, x, n), be->ops->gelu_forward(be, d_o, d_x, n);
-        if (op == 1) cpu->ops->gelu_backward(cpu, ref, x, y, n), be->ops->gelu_backward(be, d_o, d_x, d_y, n);
-        if (op == 2) cpu->ops->gelu_backward(cpu, ref, x, y, n), be->ops->gelu_backward(be, d_y, d_x, d_y, n);
+        if (op == 1) ref_gelu_backward(cpu, ref, x, y, n), ref_gelu_backward(be, d_o, d_x, d_y, n);
+        if (op == 2) ref_gelu_backward(cpu, ref, x, y, n), ref_gelu_backward(be, d_y, d_x, d_y, n);
         if (op == 3) cpu->ops->add(cpu, ref, x, y, n), be->ops->add(be, d_x, d_x, d_y, n);
         half_down(h, got, op == 2 ? d_y : op == 3 ? d_x : d_o, n);
         half_release(h);
