@@ -20,9 +20,6 @@ int optim_sharding_parse(const char *name) {
 const char *optim_sharding_name(OptimSharding s) { return SHARDING[s][0]; }
 const char *optim_sharding_label(OptimSharding s) { return SHARDING[s][1]; }
 
-size_t optim_pad_multiple(int dp) { return dist_pad_multiple(dp); }
-
-size_t optim_padded_size(size_t n_floats, int dp) { return dist_padded_size(n_floats, dp); }
 
 // Parameter parts inside [lo, lo + len) of the flat buffer, kept at `at` in the slice.
 static void add_segments(Optimizer *o, const ParamInfo *params, int n_params, int tp_rank,
@@ -103,7 +100,7 @@ Optimizer *optim_create(Backend *be, Comm *dp, int zero1, const ParamInfo *param
     o->dp = dp;
     o->zero1 = zero1 && dp->size > 1;
     o->sharding = o->zero1 ? OPTIM_SHARD_OPTIM : OPTIM_NO_SHARD;
-    o->n_padded = optim_padded_size(n_floats, dp->size);
+    o->n_padded = dist_padded_size(n_floats, dp->size);
     if (o->zero1) {
         o->shard_len = o->n_padded / (size_t)dp->size;
         o->shard_begin = 0;  // the shard is this rank's piece of each bucket (build_buckets)

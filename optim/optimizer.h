@@ -106,12 +106,6 @@ typedef struct {
     int dp_rank_counts_norm;    // plain DDP: only dp rank 0 adds to the norm
 } Optimizer;
 
-// The model's flat buffers must be a multiple of this many floats, so that DP slices
-// divide them evenly and stay 64-byte aligned. Pure.
-size_t optim_pad_multiple(int dp);
-// n_floats rounded up to optim_pad_multiple(dp). Pure.
-size_t optim_padded_size(size_t n_floats, int dp);
-
 // Builds the optimizer for the model's table (params, n_params) of n_floats floats.
 // tp_rank decides which replicated tensors count in the gradient norm. Never fails.
 // bucket_size: elements per gradient-reduction bucket (0: one bucket).

@@ -14,6 +14,7 @@
 #include "core/crash.h"  // defines: core_crash_install
 #include "core/host.h"   // defines: core_host_rank, core_host_threads, core_host_device
 #include "core/timer.h"  // defines: core_now
+#include "distributed/dist_geometry.h"  // defines: dist_pad_multiple
 #include "optim/zero.h"
 #ifdef MEGAC_HAVE_CUDA
 #include "core/check_cuda.h"  // defines: CUDA_CHECK
@@ -65,7 +66,7 @@ static void create_model_chunks(Trainer *t, PPScheduleKind kind) {
     t->wte_chunk = t->wte_param = -1;
     for (int c = 0; c < v; c++) {
         GPT *m = gpt_create(&a->model, t->be, a->tp, g->coord.tp_rank, a->pp * v, c * a->pp + r,
-                            a->micro_batch, slots[c], a->seed, optim_pad_multiple(t->dp),
+                            a->micro_batch, slots[c], a->seed, dist_pad_multiple(t->dp),
                             a->sequence_parallel);
         Optimizer *o;
         if (a->sharding >= OPTIM_SHARD_GRADS)  // ZeRO-2/3: shards per layer, hooked into the model
