@@ -173,22 +173,28 @@ static void mpi_recv(Comm *c, void *buf, size_t count, CommDtype t, int peer) {
     wait_all(c, r, 1, "recv");
 }
 
-// Both halves are posted before waiting on either, so no order of calls can deadlock.
+// Posts the receive, then the send (a half whose peer is < 0 is skipped) into r; returns how
+// many requests it posted. Both are posted before anything waits, so no order of calls
+// across ranks can deadlock.
+static int post_send_recv(Comm *c, const void *sbuf, size_t scount, int dst, void *rbuf,
+                          size_t rcount, int src, CommDtype t, const char *op, MPI_Request r[2]) {
+    int n = 0;
+    if (src >= 0) MPI_CHECK(MPI_Irecv(rbuf, icount(c, rcount, op), mpi_type(t), src, 0, c->u.mpi.comm, &r[n++]));
+    if (dst >= 0) MPI_CHECK(MPI_Isend(sbuf, icount(c, scount, op), mpi_type(t), dst, 0, c->u.mpi.comm, &r[n++]));
+    return n;
+}
+
 static void mpi_send_recv(Comm *c, const void *sbuf, size_t scount, int dst, void *rbuf,
                           size_t rcount, int src, CommDtype t) {
     MPI_Request r[2];
-    int n = 0;
-    if (src >= 0) MPI_CHECK(MPI_Irecv(rbuf, icount(c, rcount, "send_recv"), mpi_type(t), src, 0, c->u.mpi.comm, &r[n++]));
-    if (dst >= 0) MPI_CHECK(MPI_Isend(sbuf, icount(c, scount, "send_recv"), mpi_type(t), dst, 0, c->u.mpi.comm, &r[n++]));
+    int n = post_send_recv(c, sbuf, scount, dst, rbuf, rcount, src, t, "send_recv", r);
     wait_all(c, r, n, "send_recv");
 }
 
-// Both halves posted (receive first), finished together by mpi_wait / mpi_test.
+// Both halves posted, finished together by mpi_wait / mpi_test.
 static void mpi_isend_recv(Comm *c, const void *sbuf, size_t scount, int dst, void *rbuf,
                            size_t rcount, int src, CommDtype t, CommRequest *req) {
-    req->n_mpi = 0;
-    if (src >= 0) MPI_CHECK(MPI_Irecv(rbuf, icount(c, rcount, "isend_recv"), mpi_type(t), src, 0, c->u.mpi.comm, &req->mpi[req->n_mpi++]));
-    if (dst >= 0) MPI_CHECK(MPI_Isend(sbuf, icount(c, scount, "isend_recv"), mpi_type(t), dst, 0, c->u.mpi.comm, &req->mpi[req->n_mpi++]));
+    req->n_mpi = post_send_recv(c, sbuf, scount, dst, rbuf, rcount, src, t, "isend_recv", req->mpi);
     req->active = 1;
 }
 

@@ -131,14 +131,19 @@ static void nccl_ireduce_scatter(Comm *c, const void *in, void *out, size_t per,
     side_end(c, req);
 }
 
-// Send and recv in one group on the side stream: no order of calls across ranks deadlocks.
+// Grouped send + recv on stream s: NCCL schedules both together, so no call order deadlocks.
+static void group_send_recv(Comm *c, const void *sbuf, size_t sn, int dst, void *rbuf,
+                            size_t rn, int src, CommDtype t, cudaStream_t s) {
+    NCCL_CHECK(ncclGroupStart());
+    if (dst >= 0) NCCL_CHECK(ncclSend(sbuf, sn, nccl_type(t), dst, NC(c), s));
+    if (src >= 0) NCCL_CHECK(ncclRecv(rbuf, rn, nccl_type(t), src, NC(c), s));
+    NCCL_CHECK(ncclGroupEnd());
+}
+
+// The same on the side stream, finished by nccl_wait / nccl_test.
 static void nccl_isend_recv(Comm *c, const void *sbuf, size_t sn, int dst, void *rbuf,
                             size_t rn, int src, CommDtype t, CommRequest *req) {
-    cudaStream_t side = side_begin(c);
-    NCCL_CHECK(ncclGroupStart());
-    if (dst >= 0) NCCL_CHECK(ncclSend(sbuf, sn, nccl_type(t), dst, NC(c), side));
-    if (src >= 0) NCCL_CHECK(ncclRecv(rbuf, rn, nccl_type(t), src, NC(c), side));
-    NCCL_CHECK(ncclGroupEnd());
+    group_send_recv(c, sbuf, sn, dst, rbuf, rn, src, t, side_begin(c));
     side_end(c, req);
 }
 
@@ -177,13 +182,9 @@ static void nccl_recv(Comm *c, void *buf, size_t n, CommDtype t, int peer) {
     NCCL_CHECK(ncclRecv(buf, n, nccl_type(t), peer, NC(c), ST(c)));
 }
 
-// Grouped send + recv: NCCL schedules both together, so no call order can deadlock.
 static void nccl_send_recv(Comm *c, const void *sbuf, size_t sn, int dst, void *rbuf, size_t rn,
                            int src, CommDtype t) {
-    NCCL_CHECK(ncclGroupStart());
-    if (dst >= 0) NCCL_CHECK(ncclSend(sbuf, sn, nccl_type(t), dst, NC(c), ST(c)));
-    if (src >= 0) NCCL_CHECK(ncclRecv(rbuf, rn, nccl_type(t), src, NC(c), ST(c)));
-    NCCL_CHECK(ncclGroupEnd());
+    group_send_recv(c, sbuf, sn, dst, rbuf, rn, src, t, ST(c));
 }
 
 static void nccl_barrier(Comm *c) {

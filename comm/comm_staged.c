@@ -26,11 +26,16 @@ static void *host_buf(Comm *c, int k, size_t bytes) {
     return c->u.staged.host[k];
 }
 
-// host (bytes) = device src, after all queued work on the stream.
-static void *down(Comm *c, int k, const void *src, size_t bytes) {
-    void *h = host_buf(c, k, bytes);
+// h (bytes) = device src, after all queued work on the stream; returns when it is there.
+static void copy_down(Comm *c, void *h, const void *src, size_t bytes) {
     CUDA_CHECK(cudaMemcpyAsync(h, src, bytes, cudaMemcpyDeviceToHost, ST(c)));
     CUDA_CHECK(cudaStreamSynchronize(ST(c)));
+}
+
+// Host buffer k (bytes) = device src, as copy_down.
+static void *down(Comm *c, int k, const void *src, size_t bytes) {
+    void *h = host_buf(c, k, bytes);
+    copy_down(c, h, src, bytes);
     return h;
 }
 
@@ -99,8 +104,7 @@ static void staged_isend_recv(Comm *c, const void *sbuf, size_t sn, int dst, voi
     req->host[0] = req->host[1] = NULL;
     if (dst >= 0) {
         CUDA_CHECK(cudaMallocHost(&req->host[0], sb ? sb : 1));
-        CUDA_CHECK(cudaMemcpyAsync(req->host[0], sbuf, sb, cudaMemcpyDeviceToHost, ST(c)));
-        CUDA_CHECK(cudaStreamSynchronize(ST(c)));
+        copy_down(c, req->host[0], sbuf, sb);
     }
     if (src >= 0) CUDA_CHECK(cudaMallocHost(&req->host[1], rb ? rb : 1));
     req->recv_bytes = rb;

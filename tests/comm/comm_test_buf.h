@@ -6,6 +6,7 @@
 #include "core/check_cuda.h"
 #endif
 
+#include <mpi.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,7 +47,7 @@ static void buf_copy(void *dst, const void *src, size_t bytes, int to_dev) {
 }
 
 
-// For argv's kind: "mpi" -> 0 (host buffers); "nccl" / "staged" -> 1 with on_device set and
+// For a test's kind: "mpi" -> 0 (host buffers); "nccl" / "staged" -> 1 with on_device set and
 // *stream a new CUDA stream; -1 when that needs a device and there is none, or a CPU-only
 // build (the test then exits 77, a skip).
 static int buf_kind_setup(const char *kind, void **stream) {
@@ -63,4 +64,17 @@ static int buf_kind_setup(const char *kind, void **stream) {
 #else
     return -1;
 #endif
+}
+
+// A Comm test's start: MPI_Init, argv[1] (mpi, the default, nccl or staged) into *kind and
+// buf_kind_setup's result, returned; when that is a skip, finalizes MPI and exits 77.
+static int buf_test_start(int *argc, char ***argv, const char **kind, void **stream) {
+    MPI_CHECK(MPI_Init(argc, argv));
+    *kind = *argc > 1 ? (*argv)[1] : "mpi";
+    int dev = buf_kind_setup(*kind, stream);
+    if (dev < 0) {
+        MPI_Finalize();
+        exit(77);
+    }
+    return dev;
 }

@@ -105,14 +105,9 @@ static void check(Comm *c, Comm *other) {
 }
 
 int main(int argc, char **argv) {
-    MPI_CHECK(MPI_Init(&argc, &argv));
-    const char *kind = argc > 1 ? argv[1] : "mpi";
-    void *stream = NULL;
-    int dev = buf_kind_setup(kind, &stream);
-    if (dev < 0) {
-        MPI_Finalize();
-        return 77;
-    }
+    const char *kind;
+    void *stream;
+    int dev = buf_test_start(&argc, &argv, &kind, &stream);
     PGridCommKind ck = !dev ? PGRID_COMM_MPI : !strcmp(kind, "nccl") ? PGRID_COMM_NCCL : PGRID_COMM_STAGED;
     ProcessGrid *g = pgrid_create(2, 1, ck, stream, 60.0);  // TP 2 x DP 2 on 4 ranks
     check(g->dp, g->tp);

@@ -105,19 +105,14 @@ static void test_none(Comm *c) {
 }
 
 int main(int argc, char **argv) {
-    MPI_CHECK(MPI_Init(&argc, &argv));
-    const char *kind = argc > 1 ? argv[1] : "mpi";
-    void *stream = NULL;
-    int dev = buf_kind_setup(kind, &stream);
-    if (dev < 0) {
-        MPI_Finalize();
-        return 77;
-    }
+    const char *kind;
+    void *stream;
+    int dev = buf_test_start(&argc, &argv, &kind, &stream);
     int me = 0, n = 0;
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &me));
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &n));
-    int members[64];
-    for (int i = 0; i < n && i < 64; i++) members[i] = i;
+    int *members = malloc((size_t)n * sizeof *members);
+    for (int i = 0; i < n; i++) members[i] = i;
     Comm *c = !dev ? comm_mpi_create(MPI_COMM_WORLD, "world", members, 60.0)
 #ifdef MEGAC_HAVE_CUDA
               : !strcmp(kind, "nccl") ? comm_nccl_create(MPI_COMM_WORLD, "world", members, stream, 60.0)
@@ -132,6 +127,7 @@ int main(int argc, char **argv) {
     int fails = test_failures_;
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &fails, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
     comm_destroy(c);
+    free(members);
     MPI_CHECK(MPI_Finalize());
     if (me == 0) printf("test_comm_p2p (%s): %s\n", kind, fails ? "FAILED" : "ok");
     return fails ? 1 : 0;

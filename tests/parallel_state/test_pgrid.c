@@ -5,21 +5,10 @@
 // coordinates round-trip.
 #include "parallel_state/pgrid.h"
 #include "tests/testing.h"
+#include "tests/parallel_state/pgrid_expect.h"  // defines: expect_kind
 
 #include <stdlib.h>
 #include <string.h>
-
-static void expect_groups(const PGridDims *d, PGridKind k, int n, int s, const int *golden) {
-    EXPECT_EQ_INT(pgrid_num_groups(d, k), n);
-    EXPECT_EQ_INT(pgrid_group_size(d, k), s);
-    int m[64];
-    for (int g = 0; g < n; g++) {
-        pgrid_group_members(d, k, g, m);
-        for (int i = 0; i < s; i++)
-            EXPECT(m[i] == golden[g * s + i], "%s group %d member %d: %d != %d",
-                   pgrid_kind_name(k), g, i, m[i], golden[g * s + i]);
-    }
-}
 
 static void test_golden_16(void) {
     PGridDims d;
@@ -31,11 +20,11 @@ static void test_golden_16(void) {
     int pp[] = {0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15};
     int mp[] = {0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15};
     int emb[] = {0, 12, 1, 13, 2, 14, 3, 15};
-    expect_groups(&d, PGRID_TP, 8, 2, tp);
-    expect_groups(&d, PGRID_DP, 8, 2, dp);
-    expect_groups(&d, PGRID_PP, 4, 4, pp);
-    expect_groups(&d, PGRID_MODEL, 2, 8, mp);
-    expect_groups(&d, PGRID_EMBEDDING, 4, 2, emb);
+    expect_kind(&d, PGRID_TP, 8, 2, tp);
+    expect_kind(&d, PGRID_DP, 8, 2, dp);
+    expect_kind(&d, PGRID_PP, 4, 4, pp);
+    expect_kind(&d, PGRID_MODEL, 2, 8, mp);
+    expect_kind(&d, PGRID_EMBEDDING, 4, 2, emb);
     PGridCoord c = pgrid_coord(&d, 6);
     EXPECT(c.tp_rank == 0 && c.dp_rank == 1 && c.pp_rank == 1, "rank 6 -> (%d,%d,%d)",
            c.tp_rank, c.dp_rank, c.pp_rank);
@@ -44,7 +33,7 @@ static void test_golden_16(void) {
     // PP = 1: the embedding group is the first stage alone.
     EXPECT_EQ_INT(pgrid_dims_init(&d, 8, 2, 1, err, sizeof err), 0);
     int emb1[] = {0, 1, 2, 3, 4, 5, 6, 7};
-    expect_groups(&d, PGRID_EMBEDDING, 8, 1, emb1);
+    expect_kind(&d, PGRID_EMBEDDING, 8, 1, emb1);
 }
 
 static void test_bad_layouts(void) {

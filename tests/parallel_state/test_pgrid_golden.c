@@ -11,28 +11,9 @@
 // order='tp-cp-ep-dp-pp'), the generator Megatron-Core builds for the expert layers.
 #include "parallel_state/pgrid.h"
 #include "tests/testing.h"
+#include "tests/parallel_state/pgrid_expect.h"  // defines: expect_kind
 
 #include <string.h>
-
-// Groups of `kind` are n groups of s members equal to golden[g * s + i]; every member's
-// pgrid_group_index / pgrid_group_rank point back to (g, i).
-static void expect_kind(const PGridDims *d, PGridKind k, int n, int s, const int *golden) {
-    EXPECT(pgrid_num_groups(d, k) == n && pgrid_group_size(d, k) == s,
-           "%s: %d groups of %d, want %d of %d", pgrid_kind_name(k), pgrid_num_groups(d, k),
-           pgrid_group_size(d, k), n, s);
-    if (pgrid_num_groups(d, k) != n || pgrid_group_size(d, k) != s) return;
-    int m[64];
-    for (int g = 0; g < n; g++) {
-        pgrid_group_members(d, k, g, m);
-        for (int i = 0; i < s; i++) {
-            EXPECT(m[i] == golden[g * s + i], "%s group %d member %d: %d != %d",
-                   pgrid_kind_name(k), g, i, m[i], golden[g * s + i]);
-            EXPECT(pgrid_group_index(d, k, m[i]) == g && pgrid_group_rank(d, k, m[i]) == i,
-                   "%s: rank %d at (%d, %d), want (%d, %d)", pgrid_kind_name(k), m[i],
-                   pgrid_group_index(d, k, m[i]), pgrid_group_rank(d, k, m[i]), g, i);
-        }
-    }
-}
 
 static PGridDims dims(int world, int tp, int cp, int pp) {
     PGridDims d;
