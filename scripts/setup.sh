@@ -9,6 +9,7 @@ pkgs=(gcc g++ pkg-config ninja-build meson python3
       slurm-wlm munge  # tests/scripts: a one-machine Slurm cluster runs pretrain_gpt.sbatch
       fortunes         # fortunes: the default training corpus (/usr/share/games/fortunes)
       gnuplot-nox      # megac ablate: the sweep's plots (tests/plan)
+      xz-utils         # scripts/gpu/pack.sh and its no-GPU test (tests/scripts/test_selfcheck.sh)
       python3-torch python3-venv)  # tests/hf: transformers runs on Debian's torch (~5 min, once)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
