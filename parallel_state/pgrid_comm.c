@@ -2,7 +2,25 @@
 #include "pgrid_comm.h"
 #include "core/check.h"
 
+#include <stddef.h>
 #include <stdlib.h>
+
+// Where each group kind's communicator lives in ProcessGrid: a new kind is one more entry.
+static const size_t FIELD[PGRID_NKINDS] = {
+    [PGRID_TP] = offsetof(ProcessGrid, tp),       [PGRID_DP] = offsetof(ProcessGrid, dp),
+    [PGRID_PP] = offsetof(ProcessGrid, pp),       [PGRID_MODEL] = offsetof(ProcessGrid, model),
+    [PGRID_EMBEDDING] = offsetof(ProcessGrid, embedding),
+    [PGRID_CP] = offsetof(ProcessGrid, cp),       [PGRID_DP_CP] = offsetof(ProcessGrid, dp_cp),
+    [PGRID_TP_CP] = offsetof(ProcessGrid, tp_cp),
+};
+
+static Comm **field(const ProcessGrid *g, PGridKind kind) {
+    return (Comm **)((char *)g + FIELD[kind]);
+}
+
+Comm *pgrid_comm(const ProcessGrid *g, PGridKind kind) {
+    return (int)kind >= 0 && kind < PGRID_NKINDS ? *field(g, kind) : NULL;
+}
 
 // One Comm for the group of `kind` holding this rank; NULL if the rank is in none.
 static Comm *make_group(const PGridDims *d, PGridKind kind, int rank, PGridCommKind ck,
@@ -32,7 +50,8 @@ static Comm *make_group(const PGridDims *d, PGridKind kind, int rank, PGridCommK
     return c;
 }
 
-ProcessGrid *pgrid_create(int tp, int pp, PGridCommKind kind, void *cuda_stream, double timeout_s) {
+ProcessGrid *pgrid_create_cp(int tp, int cp, int pp, PGridCommKind kind, void *cuda_stream,
+                             double timeout_s) {
     int world = 0, rank = 0;
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world));
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
@@ -41,7 +60,8 @@ ProcessGrid *pgrid_create(int tp, int pp, PGridCommKind kind, void *cuda_stream,
 #endif
     ProcessGrid *g = core_calloc(1, sizeof *g);
     char err[256];
-    if (pgrid_dims_init(&g->dims, world, tp, pp, err, sizeof err) != 0) core_usage_error("%s", err);
+    if (pgrid_dims_init_cp(&g->dims, world, tp, cp, pp, err, sizeof err) != 0)
+        core_usage_error("%s", err);
     g->coord = pgrid_coord(&g->dims, rank);
     int s = g->coord.pp_rank;
     g->pp_prev = s > 0 ? s - 1 : -1;
@@ -53,23 +73,20 @@ ProcessGrid *pgrid_create(int tp, int pp, PGridCommKind kind, void *cuda_stream,
     for (int i = 0; i < world; i++) all[i] = i;
     g->world = comm_mpi_create(MPI_COMM_WORLD, "world", all, timeout_s);
     free(all);
-    g->tp = make_group(&g->dims, PGRID_TP, rank, kind, cuda_stream, timeout_s);
-    g->dp = make_group(&g->dims, PGRID_DP, rank, kind, cuda_stream, timeout_s);
-    g->pp = make_group(&g->dims, PGRID_PP, rank, kind, cuda_stream, timeout_s);
-    g->model = make_group(&g->dims, PGRID_MODEL, rank, kind, cuda_stream, timeout_s);
-    g->embedding = make_group(&g->dims, PGRID_EMBEDDING, rank, kind, cuda_stream, timeout_s);
+    for (int k = 0; k < PGRID_NKINDS; k++)
+        *field(g, (PGridKind)k) = make_group(&g->dims, (PGridKind)k, rank, kind, cuda_stream, timeout_s);
     g->tp_host = make_group(&g->dims, PGRID_TP, rank, PGRID_COMM_MPI, NULL, timeout_s);
     return g;
+}
+
+ProcessGrid *pgrid_create(int tp, int pp, PGridCommKind kind, void *cuda_stream, double timeout_s) {
+    return pgrid_create_cp(tp, 1, pp, kind, cuda_stream, timeout_s);
 }
 
 void pgrid_destroy(ProcessGrid *g) {
     if (!g) return;
     comm_destroy(g->world);
-    comm_destroy(g->tp);
-    comm_destroy(g->dp);
-    comm_destroy(g->pp);
-    comm_destroy(g->model);
-    comm_destroy(g->embedding);
+    for (int k = 0; k < PGRID_NKINDS; k++) comm_destroy(*field(g, (PGridKind)k));
     comm_destroy(g->tp_host);
     free(g);
 }

@@ -19,17 +19,26 @@ typedef struct {
     Comm *world;           // all ranks (always MPI: control traffic, host memory)
     Comm *tp, *dp, *pp, *model;
     Comm *embedding;       // first + last stage; NULL on middle stages
+    Comm *cp, *dp_cp, *tp_cp;  // the groups spanning context parallelism; with CP = 1, cp is
+                               // one rank and dp_cp, tp_cp hold dp's and tp's ranks in order
     Comm *tp_host;         // the tensor-parallel group over MPI (host memory, e.g. input
                            // batches), whatever the kind of the others
-    // The groups spanning CP (PGRID_CP, PGRID_DP_CP, PGRID_TP_CP) get communicators with
-    // context parallelism; until then CP = 1 and they are the tp and dp groups.
 } ProcessGrid;
 
-// Builds the grid over MPI_COMM_WORLD (MPI must be initialised). The layout must divide the
-// world size: otherwise every rank prints the same one-line error and exits with code 2.
+// Builds the grid over MPI_COMM_WORLD (MPI must be initialised), one Comm per group kind of
+// pgrid.h. The layout must divide the world size: otherwise every rank prints the same
+// one-line error and exits with code 2.
 // `kind` picks MPI (host memory), NCCL or STAGED (device memory, ordered on `cuda_stream`)
 // for the group communicators. `timeout_s` bounds every wait (0 = forever).
 ProcessGrid *pgrid_create(int tp, int pp, PGridCommKind kind, void *cuda_stream, double timeout_s);
+
+// pgrid_create with a context-parallel size: world = tp * cp * dp * pp (pgrid.h's order).
+ProcessGrid *pgrid_create_cp(int tp, int cp, int pp, PGridCommKind kind, void *cuda_stream,
+                             double timeout_s);
+
+// The communicator of this rank's group of `kind` (its rank in it = its position in the group,
+// pgrid_group_rank); NULL if the rank is in none (embedding on a middle stage). Pure.
+Comm *pgrid_comm(const ProcessGrid *g, PGridKind kind);
 
 // Frees the communicators and the grid. NULL is fine.
 void pgrid_destroy(ProcessGrid *g);

@@ -1,0 +1,62 @@
+// tests/parallel_state/test_pgrid_comm.c: ProcessGrid's communicators, under mpiexec.
+// usage: mpiexec -n N test_pgrid_comm TP CP PP
+// Every group kind's Comm holds the ranks of pgrid.h's table in group order: an all-gather of
+// the global ranks over it returns exactly pgrid_group_members. With CP = 1 the groups
+// spanning CP are today's: cp is this rank alone, dp x cp is dp and tp x cp is tp, member by
+// member.
+#include "parallel_state/pgrid_comm.h"
+#include "core/check.h"
+#include "tests/testing.h"
+
+#include <stdlib.h>
+
+static void check_kind(const ProcessGrid *g, PGridKind k) {
+    const PGridDims *d = &g->dims;
+    int rank = g->coord.rank, index = pgrid_group_index(d, k, rank), n = pgrid_group_size(d, k);
+    Comm *c = pgrid_comm(g, k);
+    EXPECT((c != NULL) == (index >= 0), "%s: comm %p, group %d", pgrid_kind_name(k), (void *)c, index);
+    if (!c) return;
+    EXPECT_EQ_INT(c->size, n);
+    EXPECT_EQ_INT(c->rank, pgrid_group_rank(d, k, rank));
+    int *want = core_calloc((size_t)n, sizeof(int)), *got = core_calloc((size_t)n, sizeof(int));
+    pgrid_group_members(d, k, index, want);
+    comm_all_gather(c, &rank, got, 1, COMM_I32);
+    for (int i = 0; i < n; i++) {
+        EXPECT(got[i] == want[i], "%s member %d: %d, want %d", pgrid_kind_name(k), i, got[i], want[i]);
+        EXPECT_EQ_INT(c->members[i], want[i]);
+    }
+    free(want);
+    free(got);
+}
+
+// CP = 1: the same members, in the same order, as the group without CP.
+static void check_same(const Comm *a, const Comm *b) {
+    EXPECT_EQ_INT(a->size, b->size);
+    EXPECT_EQ_INT(a->rank, b->rank);
+    for (int i = 0; i < a->size && i < b->size; i++) EXPECT_EQ_INT(a->members[i], b->members[i]);
+}
+
+int main(int argc, char **argv) {
+    MPI_CHECK(MPI_Init(&argc, &argv));
+    if (argc != 4) core_usage_error("usage: test_pgrid_comm TP CP PP");
+    int cp = atoi(argv[2]);
+    ProcessGrid *g = pgrid_create_cp(atoi(argv[1]), cp, atoi(argv[3]), PGRID_COMM_MPI, NULL, 120.0);
+    for (int k = 0; k < PGRID_NKINDS; k++) check_kind(g, (PGridKind)k);
+    EXPECT(g->tp == pgrid_comm(g, PGRID_TP) && g->dp_cp == pgrid_comm(g, PGRID_DP_CP), "fields");
+    EXPECT_EQ_INT(g->coord.cp_rank, (g->coord.rank / g->dims.tp) % cp);
+    if (cp == 1) {
+        EXPECT_EQ_INT(g->cp->size, 1);
+        check_same(g->dp_cp, g->dp);
+        check_same(g->tp_cp, g->tp);
+    } else {
+        EXPECT_EQ_INT(g->dp_cp->size, g->dims.dp * cp);
+    }
+    int fails = test_failures_;
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &fails, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+    int rank = g->coord.rank;
+    pgrid_destroy(g);
+    MPI_CHECK(MPI_Finalize());
+    if (rank == 0) printf("test_pgrid_comm tp=%s cp=%s pp=%s: %s\n", argv[1], argv[2], argv[3],
+                          fails ? "FAILED" : "ok");
+    return fails ? 1 : 0;
+}
