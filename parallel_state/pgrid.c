@@ -8,17 +8,18 @@
 
 int pgrid_dims_init_cp(PGridDims *d, int world_size, int tp, int cp, int pp, char *err,
                        size_t errlen) {
-    if (world_size <= 0 || tp <= 0 || cp <= 0 || pp <= 0) {
-        snprintf(err, errlen, "sizes must be positive: world-size %d, "
-                 "tensor-model-parallel-size %d, context-parallel-size %d, "
-                 "pipeline-model-parallel-size %d", world_size, tp, cp, pp);
+    char cps[48] = "";  // context parallelism is named when it is not 1 (it cannot be set yet)
+    int bad = world_size <= 0 || tp <= 0 || cp <= 0 || pp <= 0;
+    if (cp != 1) snprintf(cps, sizeof cps, "context-parallel-size %d%s", cp, bad ? ", " : " x ");
+    if (bad) {
+        snprintf(err, errlen, "sizes must be positive: world size %d, tensor-model-parallel-size %d, "
+                 "%spipeline-model-parallel-size %d", world_size, tp, cps, pp);
         return -1;
     }
     long long model = (long long)tp * cp * pp;
     if (world_size % model != 0) {
-        snprintf(err, errlen, "world-size %d is not divisible by tensor-model-parallel-size %d x "
-                 "context-parallel-size %d x pipeline-model-parallel-size %d = %lld",
-                 world_size, tp, cp, pp, model);
+        snprintf(err, errlen, "world size %d is not divisible by tensor-model-parallel-size %d x "
+                 "%spipeline-model-parallel-size %d = %lld", world_size, tp, cps, pp, model);
         return -1;
     }
     d->world_size = world_size;

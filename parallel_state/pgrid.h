@@ -80,8 +80,10 @@ typedef enum {
 // ---- the named sizes ---------------------------------------------------------------------
 
 // Validates world = tp * cp * dp * pp with dp = world / (tp * cp * pp) and fills *d. Returns 0
-// on success; on failure returns -1, writes one line naming every factor into err (errlen
-// bytes) and leaves *d unspecified.
+// on success; on failure returns -1, writes one line naming every factor and their product
+// into err (errlen bytes; CP only when it is not 1), e.g. "world size 12 is not divisible by
+// tensor-model-parallel-size 2 x pipeline-model-parallel-size 4 = 8", and leaves *d
+// unspecified.
 int pgrid_dims_init_cp(PGridDims *d, int world_size, int tp, int cp, int pp, char *err,
                        size_t errlen);
 

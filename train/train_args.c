@@ -4,6 +4,7 @@
 #include "core/check.h"
 #include "model/gpt_flags.h"  // defines: gpt_flags_specs (the model's flags, shared with plan)
 #include "data/blend.h"
+#include "parallel_state/pgrid.h"      // defines: pgrid_dims_init
 #include "pipeline/pp_interleaved.h"  // defines: pp_ilv_check, PP_ILV_MAX_CHUNKS
 
 #include <stdint.h>  // defines: INT32_MAX
@@ -366,10 +367,10 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
 }
 
 void train_args_check_layout(const TrainArgs *a, int world) {
-    if (a->tp <= 0 || a->pp <= 0 || world % (a->tp * a->pp))
-        core_usage_error("world size %d is not divisible by tensor-model-parallel-size %d x "
-                         "pipeline-model-parallel-size %d", world, a->tp, a->pp);
-    int dp = world / (a->tp * a->pp);
+    PGridDims d;
+    char err[512];
+    if (pgrid_dims_init(&d, world, a->tp, a->pp, err, sizeof err) != 0) core_usage_error("%s", err);
+    int dp = d.dp;
     if (a->global_batch % (a->micro_batch * dp))
         core_usage_error("--global-batch-size %d is not divisible by --micro-batch-size %d x "
                          "data-parallel size %d (world %d / TP %d / PP %d)", a->global_batch,
@@ -386,6 +387,5 @@ void train_args_check_layout(const TrainArgs *a, int world) {
                          "(--micro-batch-size %d x DP %d))", a->vpp, ilv, a->global_batch, a->micro_batch, dp);
     GPTConfig m = a->model;
     if (m.vocab_size == 0) m.vocab_size = 1;  // not known yet; checked once the data is open
-    char err[512];
     if (gpt_config_check(&m, a->tp, a->pp, err, sizeof err) != 0) core_usage_error("%s", err);
 }

@@ -20,7 +20,7 @@ expect2() {  # ranks, expected text, flags...
 expect2 2 "num-attention-heads 3" --tensor-model-parallel-size 2 --num-attention-heads 3 --hidden-size 66
 expect2 2 "hidden-size 66 is not divisible by num-attention-heads 4" --tensor-model-parallel-size 2 --hidden-size 66
 expect2 4 "ffn-hidden-size 66" --tensor-model-parallel-size 4 --ffn-hidden-size 66
-expect2 3 "world size 3 is not divisible by tensor-model-parallel-size 2" --tensor-model-parallel-size 2
+expect2 3 "world size 3 is not divisible by tensor-model-parallel-size 2 x pipeline-model-parallel-size 1 = 2" --tensor-model-parallel-size 2
 expect2 2 "global-batch-size 6 is not divisible by --micro-batch-size 2 x data-parallel size 2" --global-batch-size 6
 expect2 1 "global-batch-size 7 is not a multiple of --micro-batch-size 2" --global-batch-size 7
 expect2 2 "num-layers 3 is not divisible by pipeline-model-parallel-size 2" --num-layers 3 --pipeline-model-parallel-size 2

@@ -152,11 +152,14 @@ static void test_message(void) {
     PGridDims d;
     char err[256];
     EXPECT_EQ_INT(pgrid_dims_init_cp(&d, 16, 2, 3, 2, err, sizeof err), -1);
-    EXPECT(strstr(err, "world-size 16") && strstr(err, "tensor-model-parallel-size 2") &&
-           strstr(err, "context-parallel-size 3") && strstr(err, "pipeline-model-parallel-size 2"),
-           "message: %s", err);
+    EXPECT(!strcmp(err, "world size 16 is not divisible by tensor-model-parallel-size 2 x "
+                   "context-parallel-size 3 x pipeline-model-parallel-size 2 = 12"), "message: %s", err);
     EXPECT_EQ_INT(pgrid_dims_init_cp(&d, 16, 2, 0, 2, err, sizeof err), -1);
     EXPECT(strstr(err, "context-parallel-size 0") != NULL, "message: %s", err);
+    // CP = 1 (today's layouts) is not named: it cannot be set yet.
+    EXPECT_EQ_INT(pgrid_dims_init(&d, 12, 2, 4, err, sizeof err), -1);
+    EXPECT(!strcmp(err, "world size 12 is not divisible by tensor-model-parallel-size 2 x "
+                   "pipeline-model-parallel-size 4 = 8"), "message: %s", err);
 }
 
 int main(void) {

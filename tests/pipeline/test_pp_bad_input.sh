@@ -16,9 +16,9 @@ expect2() {  # ranks, expected text, flags...
     echo "ok: $(grep 'megac:' <<<"$out")"
   fi
 }
-expect2 3 "world size 3 is not divisible by tensor-model-parallel-size 1 x pipeline-model-parallel-size 2" \
+expect2 3 "world size 3 is not divisible by tensor-model-parallel-size 1 x pipeline-model-parallel-size 2 = 2" \
   --pipeline-model-parallel-size 2
-expect2 2 "world size 2 is not divisible by tensor-model-parallel-size 1 x pipeline-model-parallel-size 4" \
+expect2 2 "world size 2 is not divisible by tensor-model-parallel-size 1 x pipeline-model-parallel-size 4 = 4" \
   --pipeline-model-parallel-size 4
 expect2 4 "num-layers 6 is not divisible by pipeline-model-parallel-size 4" \
   --pipeline-model-parallel-size 4 --num-layers 6
