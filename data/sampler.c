@@ -2,6 +2,7 @@
 #include "sampler.h"
 #include "core/check.h"   // defines: core_usage_error, core_fatal, core_calloc
 #include "core/philox.h"  // defines: core_philox4x32
+#include "parallel_state/pgrid.h"  // defines: pgrid_micro_first
 
 #include <math.h>
 #include <stdio.h>
@@ -222,15 +223,12 @@ void data_get_batch(DataSplit *sp, int64_t iteration, int global_batch, int dp_r
 
 int64_t data_micro_first(const char *what, int64_t batch_start, int global_batch, int dp_rank,
                          int dp_size, int micro_batch, int micro_index, int64_t available) {
-    if (dp_size < 1 || micro_batch < 1 || global_batch % dp_size || (global_batch / dp_size) % micro_batch)
-        core_fatal("global batch %d is not a multiple of data-parallel size %d x micro batch %d",
-                   global_batch, dp_size, micro_batch);
-    int share = global_batch / dp_size;
-    if (dp_rank < 0 || dp_rank >= dp_size || micro_index < 0 || micro_index >= share / micro_batch)
-        core_fatal("dp_rank %d / micro_index %d out of range (DP %d, %d micro-batches)", dp_rank,
-                   micro_index, dp_size, share / micro_batch);
-    int64_t first = batch_start + (int64_t)dp_rank * share + (int64_t)micro_index * micro_batch;
-    if (batch_start < 0 || first + micro_batch > available)
+    int64_t first = pgrid_micro_first(batch_start, global_batch, dp_rank, dp_size, micro_batch, micro_index);
+    if (first < 0)
+        core_fatal("%s: no micro-batch %d of %d samples for data-parallel rank %d of %d in the global "
+                   "batch of %d at sample %lld", what, micro_index, micro_batch, dp_rank, dp_size,
+                   global_batch, (long long)batch_start);
+    if (first + micro_batch > available)
         core_fatal("%s: the batch at sample %lld needs samples up to %lld but only %lld were built",
                    what, (long long)batch_start, (long long)(first + micro_batch), (long long)available);
     return first;

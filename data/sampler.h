@@ -15,7 +15,8 @@
 //              the layout, nor on how many samples were requested (so a longer run extends a
 //              shorter one).
 //  5. Batches. Global batch i is order positions [i*G, (i+1)*G). Data-parallel rank r of DP
-//              takes the contiguous share [r*G/DP, (r+1)*G/DP), read as micro-batches of mb.
+//              takes the contiguous share [r*G/DP, (r+1)*G/DP), read as micro-batches of mb
+//              (pgrid_micro_first in parallel_state/pgrid.h, the one rule for it).
 //              Batches are computed, not iterated: resuming at iteration k asks for batch k.
 //
 // Worked example: documents 0, 1, 2 holding tokens [0..4], [5..7], [8..11] (L = 12), T = 4,
@@ -78,9 +79,10 @@ void data_read_sample(DataSplit *sp, int64_t s, uint32_t *tokens /* (T + 1) */);
 void data_get_batch(DataSplit *sp, int64_t iteration, int global_batch, int dp_rank, int dp_size,
                     int micro_batch, int micro_index, int *inputs /* (mb, T) */,
                     int *targets /* (mb, T) */);
-// Order position of the first sample of micro-batch micro_index of DP rank dp_rank's share
-// of the global batch at positions [batch_start, batch_start + global_batch). Bad arguments,
-// or a micro-batch beyond `available` positions, stop the job (the message names `what`).
+// pgrid_micro_first (the order position of the first sample of micro-batch micro_index of
+// DP rank dp_rank's share of the global batch at [batch_start, batch_start + global_batch)),
+// checked: bad arguments, or a micro-batch beyond `available` positions, stop the job (the
+// message names `what`).
 int64_t data_micro_first(const char *what, int64_t batch_start, int global_batch, int dp_rank,
                          int dp_size, int micro_batch, int micro_index, int64_t available);
 // Row j of inputs (mb, T) = sample[0..T), of targets (mb, T) = sample[1..T] (T + 1 tokens).

@@ -205,3 +205,15 @@ int pgrid_group_rank(const PGridDims *d, PGridKind kind, int rank) {
 }
 
 const char *pgrid_kind_name(PGridKind kind) { return valid_kind(kind) ? KINDS[kind].name : "?"; }
+
+// ---- the samples a rank holds ------------------------------------------------------------
+
+int64_t pgrid_micro_first(int64_t batch_start, int global_batch, int dp_rank, int dp, int micro_batch,
+                          int micro) {
+    if (dp < 1 || micro_batch < 1 || global_batch < 1 || global_batch % dp || (global_batch / dp) % micro_batch)
+        return -1;
+    int share = global_batch / dp;
+    if (batch_start < 0 || dp_rank < 0 || dp_rank >= dp || micro < 0 || micro >= share / micro_batch)
+        return -1;
+    return batch_start + (int64_t)dp_rank * share + (int64_t)micro * micro_batch;
+}

@@ -34,6 +34,7 @@
 // starting a job, and pgrid_comm.h builds the communicators from it.
 #pragma once
 #include <stddef.h>
+#include <stdint.h>
 
 enum { PGRID_MAX_DIMS = 6 };
 
@@ -149,3 +150,18 @@ int pgrid_group_rank(const PGridDims *d, PGridKind kind, int rank);
 
 // "tp", "dp", "pp", "model", "embedding", "cp", "dp_cp", "tp_cp"; "?" out of range. Pure.
 const char *pgrid_kind_name(PGridKind kind);
+
+// ---- the samples a rank holds --------------------------------------------------------------
+
+// First order position of micro-batch `micro` of data-parallel rank dp_rank: the one rule for
+// which global samples a rank holds (Megatron's pretraining sampler). The global batch of
+// G = global_batch samples at order positions [batch_start, batch_start + G) is cut into dp
+// contiguous shares of G / dp, one per dp_rank in order, and each share into micro-batches of
+// mb = micro_batch samples; micro-batch `micro` holds positions [first, first + mb) with
+//     first = batch_start + dp_rank * (G / dp) + micro * mb.
+// Tensor- and pipeline-parallel peers hold the same samples, and the samples of a step do not
+// depend on the layout. E.g. G = 8, dp = 2, mb = 2, batch_start = 16: rank 0 holds 16 17 | 18 19,
+// rank 1 holds 20 21 | 22 23. Returns -1 if G is not a multiple of dp * mb, or batch_start,
+// dp_rank or micro is out of range. Pure.
+int64_t pgrid_micro_first(int64_t batch_start, int global_batch, int dp_rank, int dp, int micro_batch,
+                          int micro);

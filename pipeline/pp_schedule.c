@@ -8,11 +8,9 @@
 #include <string.h>
 
 // --- the GPT stage as a PPStage ----------------------------------------------------------
-// First sample of micro-batch `micro` in the step's global batch: data-parallel rank r
-// holds the contiguous share [r*G/DP, (r+1)*G/DP) (train/batches.h). Pure.
 int64_t pp_micro_sample0(const PPStep *st, int micro) {
-    int64_t B = st->model->B;
-    return ((int64_t)st->grid->coord.dp_rank * st->n_micro + micro) * B;
+    int B = st->model->B, dp = st->grid->dims.dp;
+    return pgrid_micro_first(0, st->n_micro * B * dp, st->grid->coord.dp_rank, dp, B, micro);
 }
 
 static void stage_forward(void *ctx, int micro, int slot) {

@@ -57,8 +57,9 @@ double pp_forward_backward(PPStep *st);
 // Forward only (evaluation). Returns the summed loss on the last stage (0 elsewhere).
 double pp_forward_only(PPStep *st);
 
-// Index of micro-batch `micro`'s first sample in the step's global batch (this data-parallel
-// rank's share, then the micro-batch): what the dropout masks are drawn from. Pure.
+// Index of micro-batch `micro`'s first sample in the step's global batch (pgrid_micro_first
+// from 0: this data-parallel rank's share, then the micro-batch): what the dropout masks are
+// drawn from. Pure.
 int64_t pp_micro_sample0(const PPStep *st, int micro);
 
 // Interleaved schedule: this rank runs the v model chunks chunks[0..v-1] (built with

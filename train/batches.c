@@ -143,12 +143,11 @@ static void read_batch(const BatchCursor *c, int micro, int *tokens, int *target
                              micro, tokens, targets);
         return;
     }
-    int T = c->seq_length, per_rank = c->global_batch / c->dp;
-    int *buf = c->src->sample;
+    int T = c->seq_length, *buf = c->src->sample;
+    int64_t first = data_micro_first("mock data", c->batch_start, c->global_batch, c->dp_rank, c->dp,
+                                     c->micro_batch, micro, INT64_MAX);
     for (int b = 0; b < c->micro_batch; b++) {
-        int64_t sample = c->batch_start + (int64_t)c->dp_rank * per_rank +
-                         (int64_t)micro * c->micro_batch + b;
-        mock_sample(c->src, c->split, sample, T, buf);
+        mock_sample(c->src, c->split, first + b, T, buf);
         for (int t = 0; t < T; t++) {
             tokens[b * T + t] = buf[t];
             targets[b * T + t] = buf[t + 1];

@@ -2,7 +2,7 @@
 // synthetic --mock-data. A global batch of G samples starting at order position c (the
 // samples consumed before it) holds positions [c, c + G) of the split's order;
 // data-parallel rank r takes the contiguous share [r*G/DP, (r+1)*G/DP), cut into
-// micro-batches. So the samples of a step never depend on the layout.
+// micro-batches (pgrid_micro_first). So the samples of a step never depend on the layout.
 // Within a tensor-parallel group only tp rank 0 reads; the batch is broadcast to the others
 // (Megatron's broadcast_data), so file reads happen once per data-parallel rank and stage.
 #pragma once

@@ -2,7 +2,7 @@
 // Golden tables for the 16-rank example of pgrid.h (the golden tables with context
 // parallelism are in test_pgrid_golden.c), then invariants over many layouts up to 4096 ranks
 // and CP 1..4: each rank sits in exactly one group of each kind, at the right position, and
-// coordinates round-trip.
+// coordinates round-trip. Last, the samples a data-parallel rank holds (pgrid_micro_first).
 #include "parallel_state/pgrid.h"
 #include "tests/testing.h"
 #include "tests/parallel_state/pgrid_expect.h"  // defines: expect_kind
@@ -128,8 +128,43 @@ static void check_layout(int world, int tp, int cp, int pp) {
     free(m);
 }
 
+// pgrid_micro_first: golden tables (G = global batch, mb = micro-batch), then every layout's
+// micro-batches tile the global batch exactly once, in (dp_rank, micro) order.
+static void test_micro_first(void) {
+    // G = 8, DP = 2, mb = 2 at sample 16: rank 0 holds 16 17 | 18 19, rank 1 holds 20 21 | 22 23.
+    int64_t g8[2][2] = {{16, 18}, {20, 22}};
+    for (int r = 0; r < 2; r++)
+        for (int m = 0; m < 2; m++) EXPECT_EQ_INT(pgrid_micro_first(16, 8, r, 2, 2, m), g8[r][m]);
+    // G = 12, DP = 3, mb = 2 at sample 0; G = 12, DP = 1, mb = 4 at sample 36.
+    int64_t g12[3][2] = {{0, 2}, {4, 6}, {8, 10}};
+    for (int r = 0; r < 3; r++)
+        for (int m = 0; m < 2; m++) EXPECT_EQ_INT(pgrid_micro_first(0, 12, r, 3, 2, m), g12[r][m]);
+    int64_t dp1[3] = {36, 40, 44};
+    for (int m = 0; m < 3; m++) EXPECT_EQ_INT(pgrid_micro_first(36, 12, 0, 1, 4, m), dp1[m]);
+    // Bad arguments: -1.
+    EXPECT_EQ_INT(pgrid_micro_first(0, 6, 0, 4, 1, 0), -1);    // G not a multiple of DP
+    EXPECT_EQ_INT(pgrid_micro_first(0, 8, 0, 2, 3, 0), -1);    // share 4 not a multiple of mb
+    EXPECT_EQ_INT(pgrid_micro_first(0, 8, 2, 2, 2, 0), -1);    // dp_rank = DP
+    EXPECT_EQ_INT(pgrid_micro_first(0, 8, 0, 2, 2, 2), -1);    // micro = share / mb
+    EXPECT_EQ_INT(pgrid_micro_first(-8, 8, 0, 2, 2, 0), -1);   // before the first sample
+    EXPECT_EQ_INT(pgrid_micro_first(0, 8, -1, 2, 2, 0), -1);
+    EXPECT_EQ_INT(pgrid_micro_first(0, 8, 0, 0, 2, 0), -1);
+    for (int G = 1; G <= 24; G++)
+        for (int dp = 1; dp <= G; dp++)
+            for (int mb = 1; mb <= G; mb++) {
+                if (G % (dp * mb)) continue;
+                int64_t next = 100;
+                for (int r = 0; r < dp; r++)
+                    for (int m = 0; m < G / dp / mb; m++, next += mb)
+                        EXPECT(pgrid_micro_first(100, G, r, dp, mb, m) == next, "G %d DP %d mb %d: "
+                               "rank %d micro %d", G, dp, mb, r, m);
+                EXPECT_EQ_INT(next, 100 + G);
+            }
+}
+
 int main(void) {
     test_golden_16();
+    test_micro_first();
     test_bad_layouts();
     int worlds[] = {1, 2, 8, 12, 16, 64, 128, 1024, 4096};
     int n_layouts = 0;
