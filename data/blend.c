@@ -126,18 +126,13 @@ int64_t data_blend_count(const DataBlend *b, int k) {
 
 void data_blend_get_batch(DataBlend *b, int64_t batch_start, int global_batch, int dp_rank,
                           int dp_size, int micro_batch, int micro_index, int *inputs, int *targets) {
-    if (b->n == 1) {
-        data_get_batch_at(b->splits[0], batch_start, global_batch, dp_rank, dp_size, micro_batch,
-                          micro_index, inputs, targets);
-        return;
-    }
     char what[32];
     snprintf(what, sizeof what, "%s blend", SPLIT_NAMES[b->splits[0]->kind]);
     int64_t first = data_micro_first(what, batch_start, global_batch, dp_rank, dp_size, micro_batch,
                                      micro_index, b->num_samples);
-    for (int j = 0; j < micro_batch; j++) {
-        DataSplit *sp = b->splits[b->file[first + j]];
-        data_read_sample(sp, data_split_sample_at(sp, b->pos[first + j]), b->buf);
+    for (int j = 0; j < micro_batch; j++) {  // one file: its own order, position for position
+        DataSplit *sp = b->splits[b->file ? b->file[first + j] : 0];
+        data_read_sample(sp, data_split_sample_at(sp, b->pos ? b->pos[first + j] : first + j), b->buf);
         data_sample_to_rows(b->buf, b->seq_length, j, inputs, targets);
     }
 }

@@ -55,9 +55,10 @@ void data_blend_free(DataBlend *b);
 // Positions given to file k among the first num_samples (its n_k). Pure.
 int64_t data_blend_count(const DataBlend *b, int k);
 
-// data_get_batch_at (data/sampler.h) over the blended order: micro-batch micro_index of DP
-// rank dp_rank's share of the global batch at blended positions [batch_start, batch_start +
-// global_batch). Bad arguments stop the job naming them.
+// data_get_batch (data/sampler.h) over the blended order: micro-batch micro_index of DP rank
+// dp_rank's share (pgrid_micro_first) of the global batch at blended positions [batch_start,
+// batch_start + global_batch), batches being placed by consumed samples (train/rampup.h). Bad
+// arguments stop the job naming them.
 void data_blend_get_batch(DataBlend *b, int64_t batch_start, int global_batch, int dp_rank,
                           int dp_size, int micro_batch, int micro_index,
                           int *inputs /* (mb, T) */, int *targets /* (mb, T) */);

@@ -213,14 +213,6 @@ void data_read_sample(DataSplit *sp, int64_t s, uint32_t *tokens) {
     }
 }
 
-void data_get_batch(DataSplit *sp, int64_t iteration, int global_batch, int dp_rank, int dp_size,
-                    int micro_batch, int micro_index, int *inputs, int *targets) {
-    if (iteration < 0)
-        core_fatal("%s split: batch %lld does not exist", SPLIT_NAMES[sp->kind], (long long)iteration);
-    data_get_batch_at(sp, iteration * global_batch, global_batch, dp_rank, dp_size, micro_batch,
-                      micro_index, inputs, targets);
-}
-
 int64_t data_micro_first(const char *what, int64_t batch_start, int global_batch, int dp_rank,
                          int dp_size, int micro_batch, int micro_index, int64_t available) {
     int64_t first = pgrid_micro_first(batch_start, global_batch, dp_rank, dp_size, micro_batch, micro_index);
@@ -241,12 +233,12 @@ void data_sample_to_rows(const uint32_t *sample, int T, int j, int *inputs, int 
     }
 }
 
-void data_get_batch_at(DataSplit *sp, int64_t batch_start, int global_batch, int dp_rank, int dp_size,
-                       int micro_batch, int micro_index, int *inputs, int *targets) {
+void data_get_batch(DataSplit *sp, int64_t iteration, int global_batch, int dp_rank, int dp_size,
+                    int micro_batch, int micro_index, int *inputs, int *targets) {
     char what[32];
     snprintf(what, sizeof what, "%s split", SPLIT_NAMES[sp->kind]);
-    int64_t first = data_micro_first(what, batch_start, global_batch, dp_rank, dp_size, micro_batch,
-                                     micro_index, sp->num_samples);
+    int64_t first = data_micro_first(what, iteration * global_batch, global_batch, dp_rank, dp_size,
+                                     micro_batch, micro_index, sp->num_samples);
     for (int j = 0; j < micro_batch; j++) {
         data_read_sample(sp, sp->order[first + j], sp->buf);
         data_sample_to_rows(sp->buf, sp->seq_length, j, inputs, targets);

@@ -87,8 +87,3 @@ int64_t data_micro_first(const char *what, int64_t batch_start, int global_batch
                          int dp_size, int micro_batch, int micro_index, int64_t available);
 // Row j of inputs (mb, T) = sample[0..T), of targets (mb, T) = sample[1..T] (T + 1 tokens).
 void data_sample_to_rows(const uint32_t *sample, int T, int j, int *inputs, int *targets);
-// The same for the global batch that starts at order position batch_start (a run whose batch
-// size changes places batches by consumed samples: train/rampup.h).
-void data_get_batch_at(DataSplit *sp, int64_t batch_start, int global_batch, int dp_rank,
-                       int dp_size, int micro_batch, int micro_index, int *inputs /* (mb, T) */,
-                       int *targets /* (mb, T) */);

@@ -143,13 +143,6 @@ PGridCoord pgrid_coord(const PGridDims *d, int rank) {
                         .pp_rank = c[PGRID_DIM_PP], .cp_rank = c[PGRID_DIM_CP]};
 }
 
-int pgrid_rank(const PGridDims *d, int tp_rank, int dp_rank, int pp_rank) {
-    PGridDecomp g = pgrid_dense(d);
-    int c[PGRID_DENSE_NDIMS] = {[PGRID_DIM_TP] = tp_rank, [PGRID_DIM_CP] = 0,
-                                [PGRID_DIM_DP] = dp_rank, [PGRID_DIM_PP] = pp_rank};
-    return pgrid_decomp_rank(&g, c);
-}
-
 unsigned pgrid_kind_mask(PGridKind kind) { return valid_kind(kind) ? KINDS[kind].mask : 0; }
 
 int pgrid_group_size(const PGridDims *d, PGridKind kind) {

@@ -124,9 +124,6 @@ int pgrid_mask_index(const PGridDecomp *g, unsigned mask, int rank, int *positio
 // Coordinates of global rank `rank` (0 <= rank < world_size). Pure.
 PGridCoord pgrid_coord(const PGridDims *d, int rank);
 
-// Global rank of coordinates (tp_rank, dp_rank, pp_rank) with cp_rank 0. Pure.
-int pgrid_rank(const PGridDims *d, int tp_rank, int dp_rank, int pp_rank);
-
 // The mask of a kind over the dense dimensions (embedding: the pp mask it selects from). Pure.
 unsigned pgrid_kind_mask(PGridKind kind);
 

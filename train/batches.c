@@ -12,7 +12,7 @@
 struct BatchSource {
     uint64_t seed;
     int vocab, n_samples;
-    int *sample;              // (T + 1) scratch, allocated once (mock data)
+    uint32_t *sample;         // (T + 1) scratch, allocated once (mock data)
     int n_ds;                 // open files (0 for mock data)
     H5Dataset **ds;           // (n_ds) the train blend's files, then the validation blend's
     DataBlend *blends[3];     // train, valid, test (NULL when unused)
@@ -106,7 +106,7 @@ int batches_has_split(const BatchSource *s, SplitKind k) {
 
 BatchSource *batches_mock_create(uint64_t seed, int vocab, int n_samples, int seq_length) {
     BatchSource *s = core_calloc(1, sizeof *s);
-    s->sample = core_calloc((size_t)seq_length + 1, sizeof(int));
+    s->sample = core_calloc((size_t)seq_length + 1, sizeof *s->sample);
     s->seed = seed;
     s->vocab = vocab;
     s->n_samples = n_samples;
@@ -125,12 +125,12 @@ void batches_destroy(BatchSource *s) {
 }
 
 // One sample of T + 1 tokens.
-static void mock_sample(const BatchSource *s, SplitKind split, int64_t sample, int T, int *out) {
+static void mock_sample(const BatchSource *s, SplitKind split, int64_t sample, int T, uint32_t *out) {
     int64_t k = s->n_samples ? sample % s->n_samples : sample;
     for (int t = 0; t <= T; t++) {
         uint32_t r[4];
         core_philox4x32(s->seed, 0x6d6f636bull + (uint64_t)split, (uint64_t)k * (uint64_t)(T + 1) + (uint64_t)t, r);
-        out[t] = (int)(r[0] % (uint32_t)s->vocab);
+        out[t] = r[0] % (uint32_t)s->vocab;
     }
 }
 
@@ -143,15 +143,11 @@ static void read_batch(const BatchCursor *c, int micro, int *tokens, int *target
                              micro, tokens, targets);
         return;
     }
-    int T = c->seq_length, *buf = c->src->sample;
     int64_t first = data_micro_first("mock data", c->batch_start, c->global_batch, c->dp_rank, c->dp,
                                      c->micro_batch, micro, INT64_MAX);
     for (int b = 0; b < c->micro_batch; b++) {
-        mock_sample(c->src, c->split, first + b, T, buf);
-        for (int t = 0; t < T; t++) {
-            tokens[b * T + t] = buf[t];
-            targets[b * T + t] = buf[t + 1];
-        }
+        mock_sample(c->src, c->split, first + b, c->seq_length, c->src->sample);
+        data_sample_to_rows(c->src->sample, c->seq_length, b, tokens, targets);
     }
 }
 

@@ -76,7 +76,9 @@ static void check_layout(int world, int tp, int cp, int pp) {
         PGridCoord c = pgrid_coord(&d, r);
         EXPECT_EQ_INT(c.rank, r);
         EXPECT_EQ_INT(c.tp_rank + tp * (c.cp_rank + cp * (c.dp_rank + d.dp * c.pp_rank)), r);
-        if (cp == 1) EXPECT_EQ_INT(pgrid_rank(&d, c.tp_rank, c.dp_rank, c.pp_rank), r);
+        PGridDecomp g = pgrid_dense(&d);
+        int cc[PGRID_DENSE_NDIMS] = {c.tp_rank, c.cp_rank, c.dp_rank, c.pp_rank};
+        EXPECT_EQ_INT(pgrid_decomp_rank(&g, cc), r);
     }
     int *seen = calloc((size_t)world, sizeof(int)), *m = calloc((size_t)world, sizeof(int));
     for (int k = 0; k < PGRID_NKINDS; k++) {
