@@ -120,19 +120,20 @@ static void print_text(const PGridDims *d) {
 }
 
 int cmd_layout(int argc, char **argv) {
-    int world = 0, tp = 1, pp = 1, json = 0;
+    int world = 0, tp = 1, cp = 1, pp = 1, json = 0;
     ArgSpec specs[] = {
         {"--world-size", ARG_INT, &world, "number of ranks (GPUs)"},
         {"--tensor-model-parallel-size", ARG_INT, &tp, "TP: ranks sharing each layer"},
+        {"--context-parallel-size", ARG_INT, &cp, "CP: ranks sharing each sequence (a preview of the grid: megac train has no CP yet)"},
         {"--pipeline-model-parallel-size", ARG_INT, &pp, "PP: pipeline stages"},
         {"--json", ARG_BOOL, &json, "print JSON instead of a table"},
     };
     core_args_parse("usage: megac layout --world-size N [--tensor-model-parallel-size T] "
-                    "[--pipeline-model-parallel-size P] [--json]",
-                    specs, 4, argc, argv);
+                    "[--context-parallel-size C] [--pipeline-model-parallel-size P] [--json]",
+                    specs, 5, argc, argv);
     PGridDims d;
     char err[256];
-    if (pgrid_dims_init(&d, world, tp, pp, err, sizeof err) != 0) core_usage_error("%s", err);
+    if (pgrid_dims_init_cp(&d, world, tp, cp, pp, err, sizeof err) != 0) core_usage_error("%s", err);
     if (json) print_json(&d);
     else print_text(&d);
     return 0;

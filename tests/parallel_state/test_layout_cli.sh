@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # tests/parallel_state/test_layout_cli.sh: `megac layout` prints the worked example, valid
-# JSON with the documented keys, and rejects bad layouts with one line and exit code 2.
+# JSON with the documented keys, the groups spanning CP when --context-parallel-size > 1, and
+# rejects bad layouts with one line (naming every factor) and exit code 2.
 set -u
 megac="$1"
 fail=0
@@ -45,16 +46,41 @@ want_json='{"world_size":4,"tp":2,"pp":2,"dp":1,"tp_groups":[[0,1],[2,3]],"dp_gr
 small=(layout --world-size 4 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2)
 check '[[ "$("$megac" "${small[@]}")" == "$want_text" ]]' "text output of world 4, TP 2, PP 2 changed"
 check '[[ "$("$megac" "${small[@]}" --json)" == "$want_json" ]]' "JSON output of world 4, TP 2, PP 2 changed"
+check '[[ "$("$megac" "${small[@]}" --context-parallel-size 1 --json)" == "$want_json" ]]' "--context-parallel-size 1 changed the JSON"
+
+# CP > 1 (pgrid.h's second example): the cp column and factor, and the groups spanning CP.
+cp=(layout --world-size 16 --tensor-model-parallel-size 2 --context-parallel-size 2 --pipeline-model-parallel-size 2)
+out=$("$megac" "${cp[@]}")
+check 'grep -q "^world size 16 = tensor-parallel 2 x context-parallel 2 x data-parallel 2 x pipeline-parallel 2$" <<<"$out"' "cp header"
+check 'grep -q "^order: rank = tp_rank + 2 \* (cp_rank + 2 \* (dp_rank + 2 \* pp_rank))$" <<<"$out"' "cp order"
+check 'grep -q "^     6        0        1        1        0$" <<<"$out"' "rank 6 = (tp 0, cp 1, dp 1, pp 0)"
+check 'grep -q "^context-parallel groups (8 of 2): \[0,2\] \[1,3\] \[4,6\]" <<<"$out"' "cp groups"
+check 'grep -q "^data-parallel groups (8 of 2): \[0,4\] \[1,5\]" <<<"$out"' "dp groups with cp"
+check 'grep -q "^data x context-parallel groups (4 of 4): \[0,2,4,6\] \[1,3,5,7\] \[8,10,12,14\] \[9,11,13,15\]$" <<<"$out"' "dp x cp groups"
+check 'grep -q "^tensor x context-parallel groups (4 of 4): \[0,1,2,3\] \[4,5,6,7\]" <<<"$out"' "tp x cp groups"
+check 'grep -q "^model-parallel groups (4 of 4): \[0,1,8,9\] \[2,3,10,11\]" <<<"$out"' "model groups with cp"
+json=$("$megac" "${cp[@]}" --json)
+check 'python3 - "$json" <<"PY"
+import json, sys
+d = json.loads(sys.argv[1])
+assert (d["world_size"], d["tp"], d["cp"], d["dp"], d["pp"]) == (16, 2, 2, 2, 2)
+assert d["dp_cp_groups"] == [[0, 2, 4, 6], [1, 3, 5, 7], [8, 10, 12, 14], [9, 11, 13, 15]]
+assert d["cp_groups"][:2] == [[0, 2], [1, 3]] and d["tp_cp_groups"][1] == [4, 5, 6, 7]
+assert d["ranks"][6] == {"rank": 6, "tp_rank": 0, "pp_rank": 0, "dp_rank": 1, "cp_rank": 1}
+PY' "cp json content"
 
 for bad in "--world-size 12 --tensor-model-parallel-size 8" "--world-size 0" \
            "--world-size abc" "--world-size 8 --tensor-model-parallel-size -2" \
-           "--world-size 8 --bogus 1" "--world-size"; do
+           "--world-size 8 --bogus 1" "--world-size" "--world-size 8 --context-parallel-size 0" \
+           "--world-size 12 --context-parallel-size 8"; do
   err=$("$megac" layout $bad 2>&1 >/dev/null); rc=$?
   check '[[ $rc -eq 2 ]]' "'$bad' exit $rc, want 2"
   check '[[ $(wc -l <<<"$err") -eq 1 ]]' "'$bad' one-line error: $err"
 done
 err=$("$megac" layout --world-size 12 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 4 2>&1)
 check '[[ "$err" == *"world size 12 is not divisible by tensor-model-parallel-size 2 x pipeline-model-parallel-size 4 = 8" ]]' "error names factors: $err"
+err=$("$megac" "${cp[@]}" --world-size 12 2>&1)
+check '[[ "$err" == *"world size 12 is not divisible by tensor-model-parallel-size 2 x context-parallel-size 2 x pipeline-model-parallel-size 2 = 8" ]]' "error names CP: $err"
 "$megac" --version | grep -q "^megac " || { echo "FAIL: --version"; fail=1; }
 [[ $fail -eq 0 ]] && echo "test_layout_cli: ok"
 exit $fail
