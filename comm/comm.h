@@ -82,7 +82,7 @@ typedef struct {
 
 struct Comm {
     const CommVtable *vt;
-    char name[32];      // "tp", "pp", "dp", "model", "embedding", "world"
+    char name[32];      // "world", or the group kind's pgrid_kind_name ("tp", "dp_cp", ...)
     int rank, size;     // this rank's index in the group, the group's size
     int *members;       // (size) global ranks of the group, in group order
     double timeout_s;   // a wait longer than this ends the job naming the op (0 = forever)

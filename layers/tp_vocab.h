@@ -1,9 +1,9 @@
 // layers/tp_vocab.h: vocab-parallel embedding and cross-entropy (Megatron-LM).
 //
-// The padded vocabulary Vp (a multiple of 128 * tp) is split into tp contiguous blocks of
-// V_tp rows; rank i owns token ids [i*V_tp, (i+1)*V_tp). Rows at or beyond the real
-// vocabulary size V are padding: never looked up, and masked out of the softmax, so the
-// loss is the same for every tp.
+// The padded vocabulary Vp (a multiple of vocab_divisible_by * tp, gpt_padded_vocab) is split
+// into tp blocks of V_tp rows; rank i owns token ids [i*V_tp, (i+1)*V_tp). Rows at or beyond
+// the real vocabulary size V are padding: never looked up, and masked out of the softmax, so
+// the loss is the same for every tp.
 #pragma once
 #include "backend/backend.h"
 #include "comm/comm.h"

@@ -19,8 +19,8 @@ static const Command COMMANDS[] = {
     {"train", cmd_train, "pretrain a GPT model (run under mpiexec for TP/PP/DP > 1)"},
     {"preprocess", cmd_preprocess, "tokenize text / JSON Lines into an HDF5 token dataset"},
     {"tokenizer", cmd_tokenizer, "train a byte-level BPE tokenizer (megac tokenizer train ...)"},
-    {"export", cmd_export, "write a checkpoint as a Hugging Face model folder (GPT2LMHeadModel)"},
-    {"import", cmd_import, "read a Hugging Face GPT-2 folder into a checkpoint (iteration 0)"},
+    {"export", cmd_export, "write a checkpoint as a Hugging Face model folder (GPT-2 or Llama)"},
+    {"import", cmd_import, "read a Hugging Face GPT-2 or Llama folder into a checkpoint (iteration 0)"},
     {"generate", cmd_generate, "continue a prompt with a checkpoint's model (one CPU rank)"},
 };
 #define N_COMMANDS (int)(sizeof COMMANDS / sizeof COMMANDS[0])

@@ -1,7 +1,9 @@
-// model/gpt.h: one pipeline stage of a GPT-2 model, tensor-parallel inside.
+// model/gpt.h: one pipeline stage of a GPT model (GPT-2, or Llama-style: gpt_config.h),
+// tensor-parallel inside.
 //
 // The stage owns layers [layer0, layer0 + n_layers); the first stage also the token and
-// position embeddings, the last the final LayerNorm and the output layer (tied to wte).
+// position embeddings (none with rope), the last the final norm and the output layer (tied
+// to wte unless untie_embeddings).
 // Parameters and gradients live in two flat buffers (views per tensor), allocated once.
 // Activations of up to n_slots micro-batches in flight are stashed (the pipeline schedule
 // decides how many), each in its own preallocated slot.
@@ -17,13 +19,16 @@
 #include "gpt_params.h"
 
 // Views of one transformer block's tensors: the weight copies the ops read (m->w, type
-// be->act) or the fp32 gradients (m->g).
+// be->act) or the fp32 gradients (m->g). QKV_tp = (NH + 2*G) * hs / tp rows (G kv heads:
+// G = NH, so 3*C/tp, without grouped-query attention); F2 = F, or 2*F with SwiGLU (gate and
+// up). Absent tensors are NULL: the norm biases with RMSNorm, the linear biases with
+// disable_bias_linear.
 typedef struct {
     void *ln1w, *ln1b;    // (C), (C)
-    void *qkvw, *qkvb;    // (3*C/tp, C), (3*C/tp)
+    void *qkvw, *qkvb;    // (QKV_tp, C), (QKV_tp)
     void *projw, *projb;  // (C, C/tp), (C)
     void *ln2w, *ln2b;    // (C), (C)
-    void *fcw, *fcb;      // (F/tp, C), (F/tp)
+    void *fcw, *fcb;      // (F2/tp, C), (F2/tp)
     void *fcprojw, *fcprojb;  // (C, F/tp), (C)
 } GPTBlockW;
 
@@ -31,8 +36,8 @@ typedef struct {
     void *wte;             // (Vp/tp, C) first stage, or the last stage's tied copy; else NULL
     void *out;             // (Vp/tp, C) last stage, --untie-embeddings-and-output-weights: the
                            // output layer; NULL when tied (the logits use wte)
-    void *wpe;             // (maxT, C) first stage
-    void *lnfw, *lnfb;     // (C) last stage
+    void *wpe;             // (maxT, C) first stage; NULL with rope
+    void *lnfw, *lnfb;     // (C) last stage; lnfb NULL with RMSNorm
     GPTBlockW *blocks;     // (n_layers)
 } GPTWeights;
 

@@ -1,4 +1,5 @@
-// model/gpt_config.h: GPT-2 hyper-parameters and their checks against a layout.
+// model/gpt_config.h: the model's hyper-parameters (GPT-2, or Llama-style) and their checks
+// against a layout.
 #pragma once
 #include <stddef.h>
 
@@ -41,7 +42,7 @@ typedef struct {
 int gpt_kv_heads(const GPTConfig *c);
 // Rotated channels of a head: int(hs * rotary_percent) with rope, else 0. Pure.
 int gpt_rotary_dim(const GPTConfig *c);
-// 1 if any Llama-style option is on (what GPT-2-only paths refuse). Pure.
+// 1 if any Llama-style option is on (megac export then writes LlamaForCausalLM). Pure.
 int gpt_is_llama_style(const GPTConfig *c);
 
 enum { GPT_RECOMPUTE_NONE = 0, GPT_RECOMPUTE_FULL = 1, GPT_RECOMPUTE_SELECTIVE = 2 };

@@ -32,7 +32,7 @@ typedef struct {
     int weight_decay;     // 1 for weight matrices and embeddings, 0 for biases and norms
     int tp_replicated;    // same value on every tp rank: counted once in the grad norm
     int tied_copy;        // the last stage's copy of wte (counted on the first stage only)
-    int norm_param;       // LayerNorm weight/bias: with sequence parallelism each tp rank's
+    int norm_param;       // norm weight/bias: with sequence parallelism each tp rank's
                           // gradient covers its own rows only (summed over tp each step)
     int sections[3];      // SHARD_QKV / SHARD_GLU: full rows of each section (q, k, v or
                           // gate, up), each split over tp; 0 past the last
@@ -55,8 +55,9 @@ int gpt_param_slices(const ParamInfo *p, int tp, int tp_rank, ParamSlice out[3])
 int gpt_block_tensor_count(const GPTConfig *c);
 
 // Builds the table for the stage owning layers [layer0, layer0 + n_layers), with the
-// embeddings on the first stage (no wpe with rope) and the final LayerNorm + tied output
-// layer on the last. A block's tensors are consecutive, in the order of GPTBlockW.
+// embeddings on the first stage (no wpe with rope) and, on the last, the final norm (no bias
+// with RMSNorm) and the output layer: wte (a tied copy unless the stage is also the first),
+// or output_layer when untied. A block's tensors are consecutive, in the order of GPTBlockW.
 // Returns the table (caller frees) and its length in *n; *total = floats in all.
 ParamInfo *gpt_params_build(const GPTConfig *c, int tp, int padded_vocab, int layer0,
                             int n_layers, int first_stage, int last_stage, int *n, size_t *total);
@@ -66,8 +67,9 @@ ParamInfo *gpt_params_build(const GPTConfig *c, int tp, int padded_vocab, int la
 // stage's tied copy of wte. The gradient norm counts, and checkpoints write, only these. Pure.
 int gpt_param_is_owner(const ParamInfo *p, int tp_rank);
 
-// Fills host buffer `out` (p->numel) with this rank's slice of parameter p: N(0, 0.02),
-// N(0, 0.02/sqrt(2L)) for output projections, zeros, ones; each element from
-// (seed, tensor id, full element index), so the value does not depend on the layout.
+// Fills host buffer `out` (p->numel) with this rank's slice of parameter p: N(0, std),
+// N(0, std/sqrt(2L)) for output projections (std = init_method_std, 0.02 when 0), zeros,
+// ones; each element from (seed, tensor id, full element index), so the value does not
+// depend on the layout.
 void gpt_param_init(const ParamInfo *p, const GPTConfig *c, int tp, int tp_rank, uint64_t seed,
                     float *out);

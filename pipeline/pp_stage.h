@@ -46,5 +46,6 @@ int pp_1f1b_warmup(int stages, int stage, int n_micro);
 void pp_schedule_run(PPScheduleKind kind, const PPStage *st, PPLink *link, int n_micro,
                      int n_slots);
 
-// Forward only (evaluation): micro-batches 0..m-1 through the stages, one slot at a time.
+// Forward only (evaluation, and GPipe's forward phase): micro-batches 0..m-1 through the
+// stages, micro-batch i in slot i mod n_slots.
 void pp_schedule_forward_only(const PPStage *st, PPLink *link, int n_micro, int n_slots);

@@ -2,9 +2,11 @@
 //
 // A step is m micro-batches, forward and backward. PPStep wraps this rank's model stage
 // (gpt_forward / gpt_backward) as a PPStage and hands it to a schedule in pp_1f1b.c:
-// 1F1B (default) or GPipe (--pipeline-schedule gpipe). With one stage both reduce to the
-// plain loop (1F1B: forward 0, backward 0, forward 1, ...; the p2p calls are no-ops). The
-// schedules know nothing about layers; this file knows nothing about the order.
+// 1F1B (default) or GPipe (--pipeline-schedule gpipe); or, with v model chunks per rank, to
+// the interleaved 1F1B of pp_interleaved.h (pp_step_set_chunks, pp_chunks.c). With one
+// stage 1F1B and GPipe reduce to the plain loop (1F1B: forward 0, backward 0, forward 1,
+// ...; the p2p calls are no-ops). The schedules know nothing about layers; this file knows
+// nothing about the order.
 #pragma once
 #include "model/gpt.h"
 #include "parallel_state/pgrid_comm.h"
