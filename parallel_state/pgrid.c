@@ -12,8 +12,8 @@ int pgrid_dims_init_cp(PGridDims *d, int world_size, int tp, int cp, int pp, cha
     int bad = world_size <= 0 || tp <= 0 || cp <= 0 || pp <= 0;
     if (cp != 1) snprintf(cps, sizeof cps, "context-parallel-size %d%s", cp, bad ? ", " : " x ");
     if (bad) {
-        snprintf(err, errlen, "sizes must be positive: world size %d, tensor-model-parallel-size %d, "
-                 "%spipeline-model-parallel-size %d", world_size, tp, cps, pp);
+        snprintf(err, errlen, "sizes must be positive: world size %d, tensor-model-parallel-size "
+                 "%d, %spipeline-model-parallel-size %d", world_size, tp, cps, pp);
         return -1;
     }
     long long model = (long long)tp * cp * pp;
@@ -201,9 +201,9 @@ const char *pgrid_kind_name(PGridKind kind) { return valid_kind(kind) ? KINDS[ki
 
 // ---- the samples a rank holds ------------------------------------------------------------
 
-int64_t pgrid_micro_first(int64_t batch_start, int global_batch, int dp_rank, int dp, int micro_batch,
-                          int micro) {
-    if (dp < 1 || micro_batch < 1 || global_batch < 1 || global_batch % dp || (global_batch / dp) % micro_batch)
+int64_t pgrid_micro_first(int64_t batch_start, int global_batch, int dp_rank, int dp,
+                          int micro_batch, int micro) {
+    if (dp < 1 || micro_batch < 1 || global_batch < 1 || global_batch % ((int64_t)dp * micro_batch))
         return -1;
     int share = global_batch / dp;
     if (batch_start < 0 || dp_rank < 0 || dp_rank >= dp || micro < 0 || micro >= share / micro_batch)

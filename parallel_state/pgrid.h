@@ -157,8 +157,8 @@ const char *pgrid_kind_name(PGridKind kind);
 // mb = micro_batch samples; micro-batch `micro` holds positions [first, first + mb) with
 //     first = batch_start + dp_rank * (G / dp) + micro * mb.
 // Tensor- and pipeline-parallel peers hold the same samples, and the samples of a step do not
-// depend on the layout. E.g. G = 8, dp = 2, mb = 2, batch_start = 16: rank 0 holds 16 17 | 18 19,
-// rank 1 holds 20 21 | 22 23. Returns -1 if G is not a multiple of dp * mb, or batch_start,
-// dp_rank or micro is out of range. Pure.
-int64_t pgrid_micro_first(int64_t batch_start, int global_batch, int dp_rank, int dp, int micro_batch,
-                          int micro);
+// depend on the layout. E.g. G = 8, dp = 2, mb = 2, batch_start = 16: rank 0 holds
+// 16 17 | 18 19, rank 1 holds 20 21 | 22 23. Returns -1 if G is not a multiple of dp * mb,
+// or batch_start, dp_rank or micro is out of range. Pure.
+int64_t pgrid_micro_first(int64_t batch_start, int global_batch, int dp_rank, int dp,
+                          int micro_batch, int micro);

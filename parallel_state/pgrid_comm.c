@@ -73,8 +73,8 @@ ProcessGrid *pgrid_create_cp(int tp, int cp, int pp, PGridCommKind kind, void *c
     for (int i = 0; i < world; i++) all[i] = i;
     g->world = comm_mpi_create(MPI_COMM_WORLD, "world", all, timeout_s);
     free(all);
-    for (int k = 0; k < PGRID_NKINDS; k++)
-        *field(g, (PGridKind)k) = make_group(&g->dims, (PGridKind)k, rank, kind, cuda_stream, timeout_s);
+    for (PGridKind k = 0; k < PGRID_NKINDS; k++)
+        *field(g, k) = make_group(&g->dims, k, rank, kind, cuda_stream, timeout_s);
     g->tp_host = make_group(&g->dims, PGRID_TP, rank, PGRID_COMM_MPI, NULL, timeout_s);
     return g;
 }
@@ -86,7 +86,7 @@ ProcessGrid *pgrid_create(int tp, int pp, PGridCommKind kind, void *cuda_stream,
 void pgrid_destroy(ProcessGrid *g) {
     if (!g) return;
     comm_destroy(g->world);
-    for (int k = 0; k < PGRID_NKINDS; k++) comm_destroy(*field(g, (PGridKind)k));
+    for (PGridKind k = 0; k < PGRID_NKINDS; k++) comm_destroy(*field(g, k));
     comm_destroy(g->tp_host);
     free(g);
 }
