@@ -171,9 +171,8 @@ void pgrid_group_members(const PGridDims *d, PGridKind kind, int index, int *mem
     if (s > 1) members[1] = compose(&g, mask, index, s - 1);
 }
 
-// Index and position of `rank` in its group of `kind`; -1 for both if it is in none.
-static int locate(const PGridDims *d, PGridKind kind, int rank, int *position) {
-    *position = -1;
+int pgrid_group_index(const PGridDims *d, PGridKind kind, int rank, int *position) {
+    if (position) *position = -1;
     if (!valid_kind(kind)) return -1;
     PGridDecomp g = pgrid_dense(d);
     int pos, index = pgrid_mask_index(&g, KINDS[kind].mask, rank, &pos);
@@ -182,19 +181,8 @@ static int locate(const PGridDims *d, PGridKind kind, int rank, int *position) {
         if (pos != 0 && pos != last) return -1;
         pos = pos ? 1 : 0;
     }
-    *position = pos;
+    if (position) *position = pos;
     return index;
-}
-
-int pgrid_group_index(const PGridDims *d, PGridKind kind, int rank) {
-    int pos;
-    return locate(d, kind, rank, &pos);
-}
-
-int pgrid_group_rank(const PGridDims *d, PGridKind kind, int rank) {
-    int pos;
-    locate(d, kind, rank, &pos);
-    return pos;
 }
 
 const char *pgrid_kind_name(PGridKind kind) { return valid_kind(kind) ? KINDS[kind].name : "?"; }

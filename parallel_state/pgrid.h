@@ -138,12 +138,9 @@ int pgrid_group_size(const PGridDims *d, PGridKind kind);
 void pgrid_group_members(const PGridDims *d, PGridKind kind, int index, int *members);
 
 // Index of the group of `kind` that holds `rank`, or -1 if none (embedding group on a
-// middle stage). Pure.
-int pgrid_group_index(const PGridDims *d, PGridKind kind, int rank);
-
-// Position of `rank` in its group of `kind` (its rank in that communicator), or -1 if it is
-// in none. Pure.
-int pgrid_group_rank(const PGridDims *d, PGridKind kind, int rank);
+// middle stage); with `position` non-NULL, also its position in that group (its rank in the
+// group's communicator), -1 if none. Pure.
+int pgrid_group_index(const PGridDims *d, PGridKind kind, int rank, int *position);
 
 // "tp", "dp", "pp", "model", "embedding", "cp", "dp_cp", "tp_cp"; "?" out of range. Pure.
 const char *pgrid_kind_name(PGridKind kind);

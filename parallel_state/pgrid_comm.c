@@ -25,13 +25,13 @@ Comm *pgrid_comm(const ProcessGrid *g, PGridKind kind) {
 // One Comm for the group of `kind` holding this rank; NULL if the rank is in none.
 static Comm *make_group(const PGridDims *d, PGridKind kind, int rank, PGridCommKind ck,
                         void *stream, double timeout_s) {
-    int index = pgrid_group_index(d, kind, rank);
-    MPI_Comm split;
     // Key = position in the group, so the new communicator's ranks follow group order.
-    int size = pgrid_group_size(d, kind), key = index >= 0 ? pgrid_group_rank(d, kind, rank) : 0;
+    int key, index = pgrid_group_index(d, kind, rank, &key), size = pgrid_group_size(d, kind);
+    MPI_Comm split;
     int *members = core_calloc((size_t)size, sizeof(int));
     if (index >= 0) pgrid_group_members(d, kind, index, members);
-    MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, index >= 0 ? index : MPI_UNDEFINED, key, &split));
+    MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, index >= 0 ? index : MPI_UNDEFINED, key >= 0 ? key : 0,
+                             &split));
     Comm *c = NULL;
     if (split != MPI_COMM_NULL) {
 #ifdef MEGAC_HAVE_CUDA

@@ -37,7 +37,7 @@ ProcessGrid *pgrid_create_cp(int tp, int cp, int pp, PGridCommKind kind, void *c
                              double timeout_s);
 
 // The communicator of this rank's group of `kind` (its rank in it = its position in the group,
-// pgrid_group_rank); NULL if the rank is in none (embedding on a middle stage). Pure.
+// pgrid_group_index); NULL if the rank is in none (embedding on a middle stage). Pure.
 Comm *pgrid_comm(const ProcessGrid *g, PGridKind kind);
 
 // Frees the communicators and the grid. NULL is fine.

@@ -5,7 +5,7 @@
 #include "tests/testing.h"  // defines: EXPECT
 
 // Groups of `kind` are n groups of s members equal to golden[g * s + i]; every member's
-// pgrid_group_index / pgrid_group_rank point back to (g, i).
+// pgrid_group_index (and its position) point back to (g, i).
 static inline void expect_kind(const PGridDims *d, PGridKind k, int n, int s, const int *golden) {
     EXPECT(pgrid_num_groups(d, k) == n && pgrid_group_size(d, k) == s,
            "%s: %d groups of %d, want %d of %d", pgrid_kind_name(k), pgrid_num_groups(d, k),
@@ -17,9 +17,9 @@ static inline void expect_kind(const PGridDims *d, PGridKind k, int n, int s, co
         for (int i = 0; i < s; i++) {
             EXPECT(m[i] == golden[g * s + i], "%s group %d member %d: %d != %d",
                    pgrid_kind_name(k), g, i, m[i], golden[g * s + i]);
-            EXPECT(pgrid_group_index(d, k, m[i]) == g && pgrid_group_rank(d, k, m[i]) == i,
-                   "%s: rank %d at (%d, %d), want (%d, %d)", pgrid_kind_name(k), m[i],
-                   pgrid_group_index(d, k, m[i]), pgrid_group_rank(d, k, m[i]), g, i);
+            int pos, index = pgrid_group_index(d, k, m[i], &pos);
+            EXPECT(index == g && pos == i, "%s: rank %d at (%d, %d), want (%d, %d)",
+                   pgrid_kind_name(k), m[i], index, pos, g, i);
         }
     }
 }

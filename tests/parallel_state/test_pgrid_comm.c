@@ -12,17 +12,20 @@
 
 static void check_kind(const ProcessGrid *g, PGridKind k) {
     const PGridDims *d = &g->dims;
-    int rank = g->coord.rank, index = pgrid_group_index(d, k, rank), n = pgrid_group_size(d, k);
+    int rank = g->coord.rank, pos, index = pgrid_group_index(d, k, rank, &pos);
+    int n = pgrid_group_size(d, k);
     Comm *c = pgrid_comm(g, k);
-    EXPECT((c != NULL) == (index >= 0), "%s: comm %p, group %d", pgrid_kind_name(k), (void *)c, index);
+    EXPECT((c != NULL) == (index >= 0), "%s: comm %p, group %d", pgrid_kind_name(k), (void *)c,
+           index);
     if (!c) return;
     EXPECT_EQ_INT(c->size, n);
-    EXPECT_EQ_INT(c->rank, pgrid_group_rank(d, k, rank));
+    EXPECT_EQ_INT(c->rank, pos);
     int *want = core_calloc((size_t)n, sizeof(int)), *got = core_calloc((size_t)n, sizeof(int));
     pgrid_group_members(d, k, index, want);
     comm_all_gather(c, &rank, got, 1, COMM_I32);
     for (int i = 0; i < n; i++) {
-        EXPECT(got[i] == want[i], "%s member %d: %d, want %d", pgrid_kind_name(k), i, got[i], want[i]);
+        EXPECT(got[i] == want[i], "%s member %d: %d, want %d", pgrid_kind_name(k), i, got[i],
+               want[i]);
         EXPECT_EQ_INT(c->members[i], want[i]);
     }
     free(want);
