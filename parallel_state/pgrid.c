@@ -8,7 +8,7 @@
 
 int pgrid_dims_init_cp(PGridDims *d, int world_size, int tp, int cp, int pp, char *err,
                        size_t errlen) {
-    char cps[48] = "";  // context parallelism is named when it is not 1 (it cannot be set yet)
+    char cps[48] = "";  // CP is named when it is not 1 (megac train cannot set it yet)
     int bad = world_size <= 0 || tp <= 0 || cp <= 0 || pp <= 0;
     if (cp != 1) snprintf(cps, sizeof cps, "context-parallel-size %d%s", cp, bad ? ", " : " x ");
     if (bad) {

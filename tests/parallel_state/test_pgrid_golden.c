@@ -159,7 +159,7 @@ static void test_message(void) {
            "message: %s", err);
     EXPECT_EQ_INT(pgrid_dims_init_cp(&d, 16, 2, 0, 2, err, sizeof err), -1);
     EXPECT(strstr(err, "context-parallel-size 0") != NULL, "message: %s", err);
-    // CP = 1 (today's layouts) is not named: it cannot be set yet.
+    // CP = 1 (today's layouts) is not named: megac train cannot set CP yet.
     EXPECT_EQ_INT(pgrid_dims_init(&d, 12, 2, 4, err, sizeof err), -1);
     EXPECT(!strcmp(err, "world size 12 is not divisible by tensor-model-parallel-size 2 x "
                    "pipeline-model-parallel-size 4 = 8"), "message: %s", err);
