@@ -1,5 +1,6 @@
 // tests/parallel_state/test_pgrid_comm.c: ProcessGrid's communicators, under mpiexec.
-// usage: mpiexec -n N test_pgrid_comm TP CP PP
+// usage: mpiexec -n N test_pgrid_comm KIND TP CP PP   (KIND: mpi, or nccl / staged: the CUDA
+// Comms on device buffers, exit 77 = skip without a device)
 // Every group kind's Comm holds the ranks of pgrid.h's table in group order: an all-gather of
 // the global ranks over it returns exactly pgrid_group_members. With CP = 1 the groups
 // spanning CP are today's: cp is this rank alone, dp x cp is dp and tp x cp is tp, member by
@@ -7,6 +8,7 @@
 #include "parallel_state/pgrid_comm.h"
 #include "core/check.h"
 #include "tests/testing.h"
+#include "tests/comm/comm_test_buf.h"  // defines: buf_test_start, buf_alloc, buf_copy, buf_free
 
 #include <stdlib.h>
 
@@ -21,8 +23,13 @@ static void check_kind(const ProcessGrid *g, PGridKind k) {
     EXPECT_EQ_INT(c->size, n);
     EXPECT_EQ_INT(c->rank, pos);
     int *want = core_calloc((size_t)n, sizeof(int)), *got = core_calloc((size_t)n, sizeof(int));
+    int *in = buf_alloc(sizeof(int)), *out = buf_alloc((size_t)n * sizeof(int));
     pgrid_group_members(d, k, index, want);
-    comm_all_gather(c, &rank, got, 1, COMM_I32);
+    buf_copy(in, &rank, sizeof(int), 1);
+    comm_all_gather(c, in, out, 1, COMM_I32);
+    buf_copy(got, out, (size_t)n * sizeof(int), 0);
+    buf_free(in);
+    buf_free(out);
     for (int i = 0; i < n; i++) {
         EXPECT(got[i] == want[i], "%s member %d: %d, want %d", pgrid_kind_name(k), i, got[i],
                want[i]);
@@ -40,10 +47,13 @@ static void check_same(const Comm *a, const Comm *b) {
 }
 
 int main(int argc, char **argv) {
-    MPI_CHECK(MPI_Init(&argc, &argv));
-    if (argc != 4) core_usage_error("usage: test_pgrid_comm TP CP PP");
-    int cp = atoi(argv[2]);
-    ProcessGrid *g = pgrid_create_cp(atoi(argv[1]), cp, atoi(argv[3]), PGRID_COMM_MPI, NULL, 120.0);
+    const char *kind;
+    void *stream;
+    int dev = buf_test_start(&argc, &argv, &kind, &stream);
+    if (argc != 5) core_usage_error("usage: test_pgrid_comm mpi|nccl|staged TP CP PP");
+    PGridCommKind ck = !dev ? PGRID_COMM_MPI : !strcmp(kind, "nccl") ? PGRID_COMM_NCCL : PGRID_COMM_STAGED;
+    int cp = atoi(argv[3]);
+    ProcessGrid *g = pgrid_create_cp(atoi(argv[2]), cp, atoi(argv[4]), ck, stream, 120.0);
     for (int k = 0; k < PGRID_NKINDS; k++) check_kind(g, (PGridKind)k);
     EXPECT(g->tp == pgrid_comm(g, PGRID_TP) && g->dp_cp == pgrid_comm(g, PGRID_DP_CP), "fields");
     EXPECT_EQ_INT(g->coord.cp_rank, (g->coord.rank / g->dims.tp) % cp);
@@ -59,7 +69,7 @@ int main(int argc, char **argv) {
     int rank = g->coord.rank;
     pgrid_destroy(g);
     MPI_CHECK(MPI_Finalize());
-    if (rank == 0) printf("test_pgrid_comm tp=%s cp=%s pp=%s: %s\n", argv[1], argv[2], argv[3],
-                          fails ? "FAILED" : "ok");
+    if (rank == 0) printf("test_pgrid_comm %s tp=%s cp=%s pp=%s: %s\n", kind, argv[2], argv[3],
+                          argv[4], fails ? "FAILED" : "ok");
     return fails ? 1 : 0;
 }
