@@ -1,8 +1,9 @@
 // plan/plan_hw.h: hardware profiles for `megac plan`: what one GPU computes and holds, and
 // how fast the links inside a node and between nodes move bytes.
 //
-// Built-in profiles (h100, h200) carry public datasheet figures (see plan_hw.c and the
-// README); a profile file (key = value, one per line, '#' comments) gives any other machine.
+// Built-in profiles (h100, h200) carry public datasheet figures (see plan_hw.c and
+// docs/plan.md); a profile file (key = value, one per line, '#' comments) gives any other
+// machine.
 // Efficiencies and latencies are assumptions, not datasheet figures, and are printed as such.
 #pragma once
 #include <stddef.h>
