@@ -84,6 +84,8 @@ void cpu_rmsnorm_backward(Backend *be, void *dinp, float *dweight, const void *d
                           const void *inp, const void *weight, const float *rstd, int N, int C);
 void cpu_swiglu_forward(Backend *be, void *out, const void *inp, int N, int F);
 void cpu_swiglu_backward(Backend *be, void *dinp, const void *inp, const void *dout, int N, int F);
+
+// cpu_rope.c (void * activations, as the BackendOps entries they implement)
 void cpu_rope_gqa_forward(Backend *be, void *out, const void *inp, int B, int T, int NH, int G,
                           int hs, int rot, float base, int pos0);
 void cpu_rope_gqa_backward(Backend *be, void *dinp, const void *dout, int B, int T, int NH,

@@ -156,13 +156,15 @@ void cuda_gelu_backward(Backend *be, void *dinp, const void *inp, const void *do
 void cuda_add(Backend *be, void *out, const void *a, const void *b, size_t n);
 void cuda_add_f32(Backend *be, float *out, const float *a, const float *b, size_t n);
 
-// cuda_llama.cu: RMSNorm, SwiGLU, rope_gqa (llama.cuh) --------------------------------------
+// cuda_llama.cu: RMSNorm, SwiGLU (llama.cuh) ----------------------------------------------
 void cuda_rmsnorm_forward(Backend *be, void *out, float *rstd, const void *inp, const void *weight,
                           int N, int C);
 void cuda_rmsnorm_backward(Backend *be, void *dinp, float *dweight, const void *dout,
                            const void *inp, const void *weight, const float *rstd, int N, int C);
 void cuda_swiglu_forward(Backend *be, void *out, const void *inp, int N, int F);
 void cuda_swiglu_backward(Backend *be, void *dinp, const void *inp, const void *dout, int N, int F);
+
+// cuda_rope.cu: rope_gqa (rope.cuh) -----------------------------------------------------------
 void cuda_rope_gqa_forward(Backend *be, void *out, const void *inp, int B, int T, int NH, int G,
                            int hs, int rot, float base, int pos0);
 void cuda_rope_gqa_backward(Backend *be, void *dinp, const void *dout, int B, int T, int NH,

@@ -1,6 +1,6 @@
 // backend/cuda/cuda_llama.cu: launchers of the Llama-style ops (kernels in llama.cuh):
-// RMSNorm, SwiGLU, rope_gqa. Contracts: backend/backend.h; the CPU reference is
-// backend/cpu/cpu_llama.c (tests/backend/cuda/cuda_ops_llama.c compares them).
+// RMSNorm, SwiGLU (rope_gqa: cuda_rope.cu). Contracts: backend/backend.h; the CPU reference is
+// backend/cpu/cpu_llama.c (tests/backend/cuda/test_cuda_llama.c compares them).
 #include "backend/cuda/llama.cuh"  // defines: the kernels, LLAMA_THREADS, LLAMA_WARPS
 
 #define LLAMA_GRID_CAP 4096  // grid-stride kernels: at most this many blocks
@@ -86,38 +86,4 @@ static void swiglu_backward_t(Backend *be, void *dinp, const void *inp, const vo
 void cuda_swiglu_backward(Backend *be, void *dinp, const void *inp, const void *dout, int N, int F) {
     if (N <= 0 || F <= 0) return;
     ACT_DISPATCH(be->act, swiglu_backward_t, be, dinp, inp, dout, N, F);
-}
-
-template <typename T>
-static void rope_gqa_forward_t(Backend *be, void *out, const void *inp, int B, int T_, int NH,
-                               int G, int hs, int rot, float base, int pos0) {
-    size_t n = (size_t)B * T_ * 3 * NH * hs;
-    CUDA_LAUNCH(rope_gqa_forward_kernel<T>, cuda_blocks(n, LLAMA_THREADS, LLAMA_GRID_CAP),
-                LLAMA_THREADS, 0, cuda_stream(be), (T *)out, (const T *)inp, B * T_, T_, NH, G,
-                hs, rot, base, pos0);
-}
-
-// out (B, T, 3 NH hs) in attention's layout from inp (B, T, (NH + 2G) hs), q and k rotated.
-void cuda_rope_gqa_forward(Backend *be, void *out, const void *inp, int B, int T, int NH, int G,
-                           int hs, int rot, float base, int pos0) {
-    if (B <= 0 || T <= 0 || NH <= 0 || G <= 0 || NH % G)
-        core_fatal("rope_gqa_forward: B %d, T %d, %d heads in %d groups", B, T, NH, G);
-    ACT_DISPATCH(be->act, rope_gqa_forward_t, be, out, inp, B, T, NH, G, hs, rot, base, pos0);
-}
-
-template <typename T>
-static void rope_gqa_backward_t(Backend *be, void *dinp, const void *dout, int B, int T_, int NH,
-                                int G, int hs, int rot, float base, int pos0) {
-    size_t n = (size_t)B * T_ * (NH + 2 * G) * hs;
-    CUDA_LAUNCH(rope_gqa_backward_kernel<T>, cuda_blocks(n, LLAMA_THREADS, LLAMA_GRID_CAP),
-                LLAMA_THREADS, 0, cuda_stream(be), (T *)dinp, (const T *)dout, B * T_, T_, NH,
-                G, hs, rot, base, pos0);
-}
-
-// dinp (B, T, (NH + 2G) hs) [overwritten]: the transpose of the forward on dout.
-void cuda_rope_gqa_backward(Backend *be, void *dinp, const void *dout, int B, int T, int NH,
-                            int G, int hs, int rot, float base, int pos0) {
-    if (B <= 0 || T <= 0 || NH <= 0 || G <= 0 || NH % G)
-        core_fatal("rope_gqa_backward: B %d, T %d, %d heads in %d groups", B, T, NH, G);
-    ACT_DISPATCH(be->act, rope_gqa_backward_t, be, dinp, dout, B, T, NH, G, hs, rot, base, pos0);
 }

@@ -1,5 +1,5 @@
 // tests/backend/cuda/test_cuda_llama.c: the CUDA backend's Llama-style ops (RMSNorm, SwiGLU,
-// rope_gqa) against the CPU reference (backend/cpu/cpu_llama.c), fp32, relative 1e-5: forwards
+// rope_gqa) against the CPU reference (cpu/cpu_llama.c, cpu_rope.c), fp32, relative 1e-5: forwards
 // with poisoned outputs (they must be overwritten), backwards from non-zero accumulators
 // (RMSNorm's dinp and dweight add), the device's bits the same on a rerun, a one-row decoding
 // step at pos0. Needs a device (exit 77 = skip without one); under the emulator it always runs.
