@@ -40,6 +40,18 @@ typedef enum { BACKEND_H2D, BACKEND_D2H, BACKEND_D2D } BackendCopyKind;
 
 typedef struct Backend Backend;
 
+// A window of the global sequence for the attention forwards (NULL: the whole sequence, the
+// queries, keys and values of qkv's own T rows, positions [0, T)). The op's T query rows of
+// qkv hold global positions [q0, q0 + T); keys and values are the Tk rows of kv, global
+// positions [k0, k0 + Tk). Query position i sees key position j iff j <= i (causal on global
+// positions); a query that sees no key gets out 0 (flash: lse -inf). A decoding step with a
+// key/value cache: q0 = k0 + Tk - T over the cached rows; a sequence split across ranks
+// (context parallelism): each pair of chunks. {0, 0, T, NULL} is the whole sequence.
+typedef struct {
+    int q0, k0, Tk;
+    const void *kv;  // (B, Tk, 3*NH*hs) rows as qkv's, of which [k | v] are read; NULL: qkv
+} BackendAttnWindow;
+
 // A range of the flat parameter/gradient buffers for the multi-tensor ops (adamw_multi,
 // sum_squares_multi): elements [begin, begin + len). Tables of these live in the backend's
 // memory (allocated with alloc, filled with copy), built once when the optimizer is made.
@@ -110,7 +122,7 @@ typedef struct {
     void (*cast)(Backend *be, void *dst, BackendDType dt, const void *src, BackendDType st, size_t n);
 
     // --- dropout (dropout.h: each mask is a pure function of d and global indices) --------
-    // out (N, C) = inp * dropout_factor(d, (d->row0 + r) * C + c) for row r, channel c; out
+    // out (N, C) = inp * dropout_factor(d, dropout_row(d, r) * C + c) for row r, channel c; out
     // may alias inp. The backward is the same call on the gradient (the mask is regenerated,
     // never stored). d NULL or d->threshold 0: a copy (the same bits).
     void (*dropout)(Backend *be, void *out, const void *inp, const BackendDropout *d, int N, int C);
@@ -123,8 +135,12 @@ typedef struct {
     // dropout_factor(d, (((d->sample0 + b) * d->NH + d->h0 + h) * T + i) * T + j); att keeps
     // the probabilities WITHOUT dropout. d NULL or d->threshold 0: no dropout (the same bits
     // and, on CUDA, the same kernels as without a descriptor).
+    // w: a window of the global sequence (BackendAttnWindow; NULL: the whole sequence): then
+    // att is (B, NH, T, w->Tk) and i, j in the mask index are the global positions q0 + i,
+    // k0 + j of a sequence of d->T positions.
     void (*attention_forward)(Backend *be, void *out, void *att, const void *qkv,
-                              int B, int T, int NH, int hs, const BackendDropout *d);
+                              int B, int T, int NH, int hs, const BackendDropout *d,
+                              const BackendAttnWindow *w);
     // dqkv (B, T, 3*NH*hs) [overwritten]; scratch (B, NH, T, T) is workspace; d as in the
     // forward (the mask regenerated, never stored).
     void (*attention_backward)(Backend *be, void *dqkv, float *scratch, const void *dout,
@@ -138,8 +154,11 @@ typedef struct {
     // backward instead of att; the mask is applied inside the online softmax. Memory is
     // linear in T. The CUDA backend takes hs <= 128 (aborts the job naming hs otherwise);
     // without dropout it takes its tensor-core kernels where they apply (bf16/fp16).
+    // w: a window as in attention_forward (lse then of the visible keys of the window only:
+    // the partial results of two windows merge by their lse).
     void (*flash_attention_forward)(Backend *be, void *out, float *lse, const void *qkv,
-                                    int B, int T, int NH, int hs, const BackendDropout *d);
+                                    int B, int T, int NH, int hs, const BackendDropout *d,
+                                    const BackendAttnWindow *w);
     // dqkv (B, T, 3*NH*hs) [overwritten] from dout (B, T, NH*hs) and the forward's qkv, out
     // and lse (same d): the probabilities are recomputed from lse. scratch (B, NH, T) is
     // workspace (rowsum(dout * out) per row); no other memory is used. dqkv aliases none of
@@ -155,10 +174,13 @@ typedef struct {
     // dtable (V_local, C) += dout rows of the tokens in the block.
     void (*embedding_backward)(Backend *be, float *dtable, const void *dout, const int *tokens,
                                int N, int C, int vocab_start, int V_local);
-    // out (B, T, C) += wpe (T, C)
-    void (*position_forward)(Backend *be, void *out, const void *wpe, int B, int T, int C);
-    // dwpe (T, C) += sum over b of dout (B, T, C)
-    void (*position_backward)(Backend *be, float *dwpe, const void *dout, int B, int T, int C);
+    // out (B, T, C) += rows [pos0, pos0 + T) of wpe (maxT, C): the rows hold positions
+    // pos0.. of their sequences (0: the whole sequence; a slice or a decoding step: its start)
+    void (*position_forward)(Backend *be, void *out, const void *wpe, int B, int T, int C,
+                             int pos0);
+    // rows [pos0, pos0 + T) of dwpe (maxT, C) += sum over b of dout (B, T, C)
+    void (*position_backward)(Backend *be, float *dwpe, const void *dout, int B, int T, int C,
+                              int pos0);
 
     // --- vocab-parallel softmax cross-entropy over a logit shard (N, V_local) -----------
     // Columns [0, V_valid) are real vocabulary, [V_valid, V_local) padding, masked out. The

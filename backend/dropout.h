@@ -5,7 +5,8 @@
 //   index = the element's position in the FULL tensor of the step's global batch
 //           (hidden (S, T, C): (s*T + t)*C + c; attention probabilities (S, NH, T, T):
 //           ((s*NH + h)*T + i)*T + j, s the sample's index in the global batch, h the global
-//           query head, t/i/j global positions, c the full channel);
+//           query head, t/i/j global positions, c the full channel: an op on a slice of the
+//           sequence (context parallelism, a decoding step) is told where its slice starts);
 //   threshold = p * 2^32 (rounded down), so P(keep) = 1 - p to within 2^-32.
 // Kept elements are scaled by 1/(1-p). So the mask depends on no layout: data, tensor,
 // sequence and pipeline parallelism, the micro-batch size and recomputation all see the same
@@ -31,9 +32,13 @@ typedef struct {
     uint64_t key;        // dropout_key(...)
     uint32_t threshold;  // drop iff dropout_bits < threshold (p * 2^32)
     float scale;         // 1 / (1 - p): kept elements are multiplied by it
-    int64_t row0;        // (rows, C) ops: global row (s*T + t) of local row 0; rows contiguous
-    int64_t sample0;     // attention: global sample s of local batch row 0
+    int64_t row0;        // (rows, C) ops: with Tl 0, global row (s*T + t) of local row 0
+                         // (rows contiguous); with Tl > 0, the local row index of row 0
+    int64_t sample0;     // global sample s of local batch row 0
     int h0, NH;          // attention: global head of local head 0; heads of the full model
+    int T;               // global sequence length (0: the op's T, the whole sequence)
+    int pos0, Tl;        // (rows, C) ops on a slice: local rows are Tl positions per sample,
+                         // global positions pos0.. (Tl 0: no slice, rows row0 + r)
 } BackendDropout;
 
 // splitmix64's output function: a bijection on 64 bits with full avalanche. Pure.
@@ -59,6 +64,14 @@ DROPOUT_FN uint32_t dropout_bits(uint64_t key, uint64_t index) {
 // The factor of element `index`: 0 (dropped) or d->scale (kept). Pure.
 DROPOUT_FN float dropout_factor(const BackendDropout *d, uint64_t index) {
     return dropout_bits(d->key, index) >= d->threshold ? d->scale : 0.0f;
+}
+
+// Global row (s*T + t) of local row r of a (rows, C) op: row0 + r, or on a slice (Tl > 0)
+// position pos0 + q % Tl of sample sample0 + q / Tl, q = row0 + r. Pure.
+DROPOUT_FN int64_t dropout_row(const BackendDropout *d, int64_t r) {
+    if (d->Tl <= 0) return d->row0 + r;
+    int64_t q = d->row0 + r;
+    return (d->sample0 + q / d->Tl) * d->T + d->pos0 + q % d->Tl;
 }
 
 // Threshold of drop probability p in [0, 1). Pure.

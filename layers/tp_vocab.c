@@ -13,21 +13,22 @@ TPVocab tp_vocab_split(int V, int Vp, int tp, int tp_rank) {
 
 void tp_vocab_embedding_forward(Backend *be, TPGroup *tp, const TPVocab *v, void *out,
                                 const int *tokens, const void *wte, const void *wpe,
-                                int B, int T, int C) {
+                                int B, int T, int C, int pos0) {
     size_t NC = (size_t)B * T * C;
     if (!tp->sequence_parallel) {
         be->ops->embedding_forward(be, out, tokens, wte, B * T, C, v->vocab_start, v->V_tp);
         comm_all_reduce(tp->comm, out, NC, tp_act_dtype(be), COMM_SUM);  // each token from one rank
-        if (wpe) be->ops->position_forward(be, out, wpe, B, T, C);  // none with rope
+        if (wpe) be->ops->position_forward(be, out, wpe, B, T, C, pos0);  // none with rope
         return;
     }
     be->ops->embedding_forward(be, tp->full, tokens, wte, B * T, C, v->vocab_start, v->V_tp);
-    if (tp->comm->rank == 0 && wpe) be->ops->position_forward(be, tp->full, wpe, B, T, C);
+    if (tp->comm->rank == 0 && wpe) be->ops->position_forward(be, tp->full, wpe, B, T, C, pos0);
     comm_reduce_scatter(tp->comm, tp->full, out, NC / (size_t)tp->comm->size, tp_act_dtype(be), COMM_SUM);
 }
 
 void tp_vocab_embedding_backward(Backend *be, TPGroup *tp, const TPVocab *v, float *dwte, float *dwpe,
-                                 const void *dout, const int *tokens, int B, int T, int C) {
+                                 const void *dout, const int *tokens, int B, int T, int C,
+                                 int pos0) {
     const void *dy = dout;  // (B*T, C)
     if (tp->sequence_parallel) {
         size_t shard = (size_t)B * T * C / (size_t)tp->comm->size;
@@ -35,7 +36,7 @@ void tp_vocab_embedding_backward(Backend *be, TPGroup *tp, const TPVocab *v, flo
         dy = tp->gather;
     }
     be->ops->embedding_backward(be, dwte, dy, tokens, B * T, C, v->vocab_start, v->V_tp);
-    if (dwpe) be->ops->position_backward(be, dwpe, dy, B, T, C);
+    if (dwpe) be->ops->position_backward(be, dwpe, dy, B, T, C, pos0);
 }
 
 void tp_vocab_xent_forward(Backend *be, TPGroup *tp, const TPVocab *v, TPXentBuffers *xb,

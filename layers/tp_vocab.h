@@ -19,19 +19,22 @@ typedef struct {
 // The vocabulary split for tp rank `tp_rank` of `tp`, padded vocabulary `Vp`. Pure.
 TPVocab tp_vocab_split(int V, int Vp, int tp, int tp_rank);
 
-// out = wte[token] + wpe[t]: each rank looks up the tokens in its block (zero rows for the
-// others) and the sum over tp is taken: all-reduce to (B*T, C), or with sequence
-// parallelism reduce-scatter to this rank's (B*T/tp, C) rows. The replicated position
-// embedding enters once; wpe NULL (rotary positions): none.
+// out = wte[token] + wpe[pos0 + t]: each rank looks up the tokens in its block (zero rows for
+// the others) and the sum over tp is taken: all-reduce to (B*T, C), or with sequence
+// parallelism reduce-scatter to this rank's (B*T/tp, C) rows. The T positions of each
+// sequence are its positions [pos0, pos0 + T) (0: the whole sequence). The replicated
+// position embedding enters once; wpe NULL (rotary positions): none.
 void tp_vocab_embedding_forward(Backend *be, TPGroup *tp, const TPVocab *v, void *out,
                                 const int *tokens, const void *wte, const void *wpe,
-                                int B, int T, int C);
+                                int B, int T, int C, int pos0);
 
-// dwte (V_tp, C) += rows of dout for this rank's tokens; dwpe (T, C) += sum over B (NULL: none).
+// dwte (V_tp, C) += rows of dout for this rank's tokens; rows [pos0, pos0 + T) of dwpe +=
+// sum over B (NULL: none).
 // dout (B*T, C) is the same on every tp rank; with sequence parallelism it is this rank's
 // (B*T/tp, C) rows, all-gathered first.
 void tp_vocab_embedding_backward(Backend *be, TPGroup *tp, const TPVocab *v, float *dwte, float *dwpe,
-                                 const void *dout, const int *tokens, int B, int T, int C);
+                                 const void *dout, const int *tokens, int B, int T, int C,
+                                 int pos0);
 
 // Cross-entropy buffers for N rows. rowmax and stats live in one allocation so the sum of
 // exponentials and the target logit are all-reduced together.

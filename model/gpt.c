@@ -31,16 +31,22 @@ static TPGroup tp_group(GPT *m, Comm *tp) {
     return g;
 }
 
-// y (N, C/tp) = causal attention of the local heads of qkv (N, 3*C/tp): materialised (att
-// saved) or fused (--use-flash-attn: lse saved, memory linear in T); d: attention dropout
-// (NULL: none), whose masks the backward regenerates.
-static void attention_forward(GPT *m, const GPTLayerActs *a, const BackendDropout *d) {
+// y (N, C/tp) = causal attention of the local heads of qkv (N, 3*C/tp) for the rows r:
+// materialised (att saved) or fused (--use-flash-attn: lse saved, memory linear in T); d:
+// attention dropout (NULL: none), whose masks the backward regenerates. With r->pos0 > 0 (a
+// decoding step) a->qkv is row pos0 of the layer's qkv, whose rows before it hold the keys
+// and values of the positions before (the cache).
+static void attention_forward(GPT *m, const GPTLayerActs *a, const GPTRows *r,
+                              const BackendDropout *d) {
     Backend *be = m->be;
     int hs = m->cfg.hidden_size / m->cfg.num_heads;
+    size_t row = 3 * (size_t)m->C_tp * backend_dtype_size(be->act);  // bytes of a qkv row
+    BackendAttnWindow cache = {r->pos0, 0, r->pos0 + r->T, (const char *)a->qkv - r->pos0 * row};
+    const BackendAttnWindow *w = r->pos0 ? &cache : NULL;
     if (m->cfg.use_flash_attn)
-        be->ops->flash_attention_forward(be, a->atty, a->lse, a->qkv, m->B, m->T, m->NH_tp, hs, d);
+        be->ops->flash_attention_forward(be, a->atty, a->lse, a->qkv, r->B, r->T, m->NH_tp, hs, d, w);
     else
-        be->ops->attention_forward(be, a->atty, a->att, a->qkv, m->B, m->T, m->NH_tp, hs, d);
+        be->ops->attention_forward(be, a->atty, a->att, a->qkv, r->B, r->T, m->NH_tp, hs, d, w);
 }
 
 // m->s.dqkv = d(qkv) from m->s.datty = d(y); m->s.datt is the workspace.
@@ -61,55 +67,62 @@ static void hook(GPT *m, GPTHookEvent ev, int unit) {
     if (m->hook.fn) m->hook.fn(m->hook.ctx, ev, unit);
 }
 
-// x and the residual stream are (Ns, C): Ns = N, or N/tp rows with sequence parallelism.
-// s0: the micro-batch's first global sample; l: the local layer (dropout masks).
+// The block on the rows r (the micro-batch's: N = B*T). x and the residual stream are (Ns,
+// C): Ns = N, or N/tp rows with sequence parallelism. l: the local layer (dropout masks).
 static void block_forward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTLayerActs *a, const void *x,
-                          int64_t s0, int l) {
+                          const GPTRows *r, int l) {
     Backend *be = m->be;
-    int N = m->N, Ns = m->N_sp, C = m->cfg.hidden_size, lg = m->layer0 + l;
+    int N = r->B * r->T, Ns = m->sp ? N / m->tp : N, C = m->cfg.hidden_size, lg = m->layer0 + l;
     BackendDropout dd;
     gpt_norm_forward(m, a->ln1, a->ln1_mean, a->ln1_rstd, x, w->ln1w, w->ln1b, Ns);
-    gpt_qkv_forward(m, tp, w, a);  // qkv (N, 3*C/tp)
-    attention_forward(m, a, gpt_dropout_desc(m, s0, DROPOUT_SITE_ATTN_PROBS, lg, &dd));
+    gpt_qkv_forward(m, tp, w, a, r);  // qkv (N, 3*C/tp)
+    attention_forward(m, a, r, gpt_dropout_desc(m, r, DROPOUT_SITE_ATTN_PROBS, lg, &dd));
     tp_row_linear_forward(be, tp, a->res2, a->atty, w->projw, w->projb, N, m->C_tp, C);
-    gpt_hidden_dropout(m, a->res2, s0, DROPOUT_SITE_ATTN_OUT, lg);  // before the residual add
+    gpt_hidden_dropout(m, a->res2, r, DROPOUT_SITE_ATTN_OUT, lg);  // before the residual add
     gpt_residual_norm_forward(m, a->res2, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, x, w->ln2w,
                               w->ln2b, Ns);  // res2 += x; ln2 = LN(res2)
-    gpt_mlp_forward(m, tp, w, a);  // res3 = MLP(ln2)
-    gpt_hidden_dropout(m, a->res3, s0, DROPOUT_SITE_MLP_OUT, lg);
+    gpt_mlp_forward(m, tp, w, a, N);  // res3 = MLP(ln2)
+    gpt_hidden_dropout(m, a->res3, r, DROPOUT_SITE_MLP_OUT, lg);
     be->ops->add(be, a->res3, a->res3, a->res2, (size_t)Ns * C);
+}
+
+// The rows of the micro-batch in slot a: the whole sequences. Pure.
+static GPTRows micro_rows(const GPT *m, const GPTActs *a) {
+    GPTRows r = {m->B, m->T, 0, a->sample0};
+    return r;
 }
 
 // Gradient of a branch output that went through hidden dropout at `site`: dres itself, or
 // (dropout on) the dropped copy in dbuf (Ns, C), the mask regenerated.
-static const void *branch_grad(GPT *m, const void *dres, void *dbuf, int64_t s0, int site, int lg) {
+static const void *branch_grad(GPT *m, const void *dres, void *dbuf, const GPTRows *r, int site,
+                               int lg) {
     BackendDropout dd;
-    const BackendDropout *d = gpt_dropout_desc(m, s0, site, lg, &dd);
+    const BackendDropout *d = gpt_dropout_desc(m, r, site, lg, &dd);
     if (!d) return dres;
     m->be->ops->dropout(m->be, dbuf, dres, d, m->N_sp, m->cfg.hidden_size);
     return dbuf;
 }
 
-// On entry m->s.dres holds d(res3); on exit d(x). `x` is the block's input; s0, l as in
-// block_forward.
+// On entry m->s.dres holds d(res3); on exit d(x). `x` is the block's input; r (the whole
+// micro-batch), l as in block_forward.
 static void block_backward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTBlockW *g,
-                           const GPTLayerActs *a, const void *x, int64_t s0, int l) {
+                           const GPTLayerActs *a, const void *x, const GPTRows *r, int l) {
     Backend *be = m->be;
     int N = m->N, Ns = m->N_sp, C = m->cfg.hidden_size, lg = m->layer0 + l;
     void *dres = m->s.dres, *dln = m->s.dln;
     BackendDropout dd;
-    const BackendDropout *datt = gpt_dropout_desc(m, s0, DROPOUT_SITE_ATTN_PROBS, lg, &dd);
+    const BackendDropout *datt = gpt_dropout_desc(m, r, DROPOUT_SITE_ATTN_PROBS, lg, &dd);
     // MLP branch (with dropout its gradient is dropped into dln, which the MLP backward reads
     // before it writes d(ln2) there)
-    gpt_mlp_backward(m, tp, w, g, a, branch_grad(m, dres, dln, s0, DROPOUT_SITE_MLP_OUT, lg), dln);
+    gpt_mlp_backward(m, tp, w, g, a, branch_grad(m, dres, dln, r, DROPOUT_SITE_MLP_OUT, lg), dln);
     gpt_norm_backward(m, dres, g->ln2w, g->ln2b, dln, a->res2, w->ln2w, a->ln2_mean, a->ln2_rstd,
                       Ns);  // dres += : now d(res2)
     // attention branch
     tp_row_linear_backward(be, tp, m->s.datty, g->projw, g->projb,
-                           branch_grad(m, dres, dln, s0, DROPOUT_SITE_ATTN_OUT, lg), a->atty,
+                           branch_grad(m, dres, dln, r, DROPOUT_SITE_ATTN_OUT, lg), a->atty,
                            w->projw, N, m->C_tp, C);
     if (m->cfg.recompute == GPT_RECOMPUTE_SELECTIVE && !m->cfg.use_flash_attn)
-        attention_forward(m, a, datt);  // the probabilities again (same bits)
+        attention_forward(m, a, r, datt);  // the probabilities again (same bits)
     attention_backward(m, a, datt);
     gpt_qkv_backward(m, tp, w, g, a, dln);
     gpt_norm_backward(m, dres, g->ln1w, g->ln1b, dln, x, w->ln1w, a->ln1_mean, a->ln1_rstd,
@@ -121,17 +134,18 @@ void gpt_forward(GPT *m, Comm *tp_comm, int slot, const int *tokens, const int *
     GPTActs *a = &m->slots[slot];
     TPGroup tpg = tp_group(m, tp_comm), *tp = &tpg;
     int N = m->N, Ns = m->N_sp, C = m->cfg.hidden_size;
+    GPTRows r = micro_rows(m, a);
     hook(m, GPT_HOOK_FORWARD, GPT_UNIT_EDGE);
     if (m->first) {
         be->ops->copy(be, a->tokens, tokens, (size_t)N * sizeof(int), BACKEND_H2D);
         tp_vocab_embedding_forward(be, tp, &m->vocab, a->x0, a->tokens, m->w.wte, m->w.wpe,
-                                   m->B, m->T, C);
-        gpt_hidden_dropout(m, a->x0, a->sample0, DROPOUT_SITE_EMBED, -1);
+                                   m->B, m->T, C, 0);
+        gpt_hidden_dropout(m, a->x0, &r, DROPOUT_SITE_EMBED, -1);
     }
     const void *x = a->x0;
     for (int l = 0; l < m->n_layers; l++) {
         hook(m, GPT_HOOK_FORWARD, l);
-        block_forward(m, tp, &m->w.blocks[l], &a->layers[l], x, a->sample0, l);
+        block_forward(m, tp, &m->w.blocks[l], &a->layers[l], x, &r, l);
         x = a->layers[l].res3;
     }
     if (m->last) {
@@ -163,6 +177,7 @@ void gpt_backward(GPT *m, Comm *tp_comm, int slot, const void *dout, float loss_
     GPTActs *a = &m->slots[slot];
     TPGroup tpg = tp_group(m, tp_comm), *tp = &tpg;
     int N = m->N, Ns = m->N_sp, C = m->cfg.hidden_size;
+    GPTRows r = micro_rows(m, a);
     size_t NC_bytes = (size_t)Ns * C * backend_dtype_size(be->act);
     hook(m, GPT_HOOK_BACKWARD_BEGIN, GPT_UNIT_EDGE);
     if (m->last) {
@@ -185,17 +200,17 @@ void gpt_backward(GPT *m, Comm *tp_comm, int slot, const void *dout, float loss_
         for (int j = first; chunk_end && j <= l; j++) {  // --recompute-granularity full:
             hook(m, GPT_HOOK_FORWARD, j);                   // re-run the chunk from its input
             block_forward(m, tp, &m->w.blocks[j], &a->layers[j], j ? a->layers[j - 1].res3 : a->x0,
-                          a->sample0, j);
+                          &r, j);
         }
         const void *x = l ? a->layers[l - 1].res3 : a->x0;
         hook(m, GPT_HOOK_BACKWARD_BEGIN, l);
-        block_backward(m, tp, &m->w.blocks[l], &m->g.blocks[l], &a->layers[l], x, a->sample0, l);
+        block_backward(m, tp, &m->w.blocks[l], &m->g.blocks[l], &a->layers[l], x, &r, l);
         hook(m, GPT_HOOK_BACKWARD_END, l);
     }
     if (m->first) {
-        gpt_hidden_dropout(m, m->s.dres, a->sample0, DROPOUT_SITE_EMBED, -1);  // the mask again
+        gpt_hidden_dropout(m, m->s.dres, &r, DROPOUT_SITE_EMBED, -1);  // the mask again
         tp_vocab_embedding_backward(be, tp, &m->vocab, m->g.wte, m->g.wpe, m->s.dres, a->tokens,
-                                    m->B, m->T, C);
+                                    m->B, m->T, C, 0);
     }
     hook(m, GPT_HOOK_BACKWARD_END, GPT_UNIT_EDGE);
 }

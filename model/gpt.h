@@ -71,6 +71,15 @@ typedef struct {
     void *mem;
 } GPTActs;
 
+// The rows a forward runs: B sequences of T positions, positions [pos0, pos0 + T) of each,
+// the first sequence being sample sample0 of the step's global batch (the dropout masks'
+// s). A micro-batch in training: {m->B, m->T, 0, sample0}; a decoding step with a key/value
+// cache (gpt_forward_positions): {1, n, p, 0}.
+typedef struct {
+    int B, T, pos0;
+    int64_t sample0;
+} GPTRows;
+
 // Data-parallel sharding hook (ZeRO-2/3, optim/zero.h): the model calls it right before a
 // unit's weights are read (forward, recomputed forward, backward) and around a unit's
 // backward, so that the optimizer can gather sharded weights into a buffer and point the

@@ -37,16 +37,16 @@ void gpt_norm_backward(const GPT *m, void *dinp, float *dw, float *db, const voi
         be->ops->layernorm_backward(be, dinp, dw, db, dout, x, w, mean, rstd, rows, C);
 }
 
-void gpt_qkv_forward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTLayerActs *a) {
+void gpt_qkv_forward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTLayerActs *a, const GPTRows *r) {
     Backend *be = m->be;
-    int N = m->N, C = m->cfg.hidden_size;
+    int N = r->B * r->T, C = m->cfg.hidden_size;
     if (!m->remap_qkv) {
         tp_column_linear_forward(be, tp, a->qkv, a->ln1, w->qkvw, w->qkvb, N, C, 3 * m->C_tp);
         return;
     }
     tp_column_linear_forward(be, tp, m->s.qkv_in, a->ln1, w->qkvw, w->qkvb, N, C, m->QKV_tp);
-    be->ops->rope_gqa_forward(be, a->qkv, m->s.qkv_in, m->B, m->T, m->NH_tp, m->G_tp, m->hs,
-                              m->rot, (float)m->cfg.rotary_base, 0);  // (N, QKV_tp) -> (N, 3*C/tp)
+    be->ops->rope_gqa_forward(be, a->qkv, m->s.qkv_in, r->B, r->T, m->NH_tp, m->G_tp, m->hs,
+                              m->rot, (float)m->cfg.rotary_base, r->pos0);  // (N, QKV_tp) -> (N, 3*C/tp)
 }
 
 void gpt_qkv_backward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTBlockW *g,
@@ -64,9 +64,9 @@ void gpt_qkv_backward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTBlockW *g,
                               m->QKV_tp);
 }
 
-void gpt_mlp_forward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTLayerActs *a) {
+void gpt_mlp_forward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTLayerActs *a, int N) {
     Backend *be = m->be;
-    int N = m->N, C = m->cfg.hidden_size;
+    int C = m->cfg.hidden_size;
     if (m->cfg.swiglu) {
         tp_column_linear_forward(be, tp, a->fch, a->ln2, w->fcw, w->fcb, N, C, 2 * m->F_tp);
         be->ops->swiglu_forward(be, a->fch_gelu, a->fch, N, m->F_tp);  // (N, F/tp)

@@ -18,24 +18,27 @@ void gpt_residual_norm_forward(const GPT *m, void *res, void *ln, float *mean, f
 void gpt_norm_backward(const GPT *m, void *dinp, float *dw, float *db, const void *dout,
                        const void *x, const void *w, const float *mean, const float *rstd, int rows);
 
-// a->qkv (N, 3*C/tp) in attention's layout from a->ln1: the column-parallel QKV linear,
-// then (rope or grouped-query) rope_gqa_forward from the (N, QKV_tp) output. Never fails.
-void gpt_qkv_forward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTLayerActs *a);
+// a->qkv (N, 3*C/tp) in attention's layout from a->ln1 for the rows r (N = r->B * r->T):
+// the column-parallel QKV linear, then (rope or grouped-query) rope_gqa_forward at the rows'
+// positions from the (N, QKV_tp) output. Never fails.
+void gpt_qkv_forward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTLayerActs *a, const GPTRows *r);
 // From m->s.dqkv (N, 3*C/tp): the QKV weight/bias gradients, and dln = d(ln1) (f backward).
 void gpt_qkv_backward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTBlockW *g,
                       const GPTLayerActs *a, void *dln);
 
 // gpt_dropout.c. The dropout of `site` (DROPOUT_SITE_*) at global layer `layer` (-1: the
-// embeddings) for the micro-batch starting at global sample sample0, filled into *d: d, or
+// embeddings) for the rows r (their global samples and positions), filled into *d: d, or
 // NULL when that dropout is off (not training, or p = 0). Never fails.
-const BackendDropout *gpt_dropout_desc(const GPT *m, int64_t sample0, int site, int layer,
+const BackendDropout *gpt_dropout_desc(const GPT *m, const GPTRows *r, int site, int layer,
                                        BackendDropout *d);
-// x (Ns, C) (the residual stream's rows here) dropped in place at `site`, or untouched when
-// that dropout is off; the backward is the same call on the gradient. Never fails.
-void gpt_hidden_dropout(const GPT *m, void *x, int64_t sample0, int site, int layer);
+// x (the residual stream's rows of r here: B*T, or B*T/tp with sequence parallelism, by C)
+// dropped in place at `site`, or untouched when that dropout is off; the backward is the
+// same call on the gradient. Never fails.
+void gpt_hidden_dropout(const GPT *m, void *x, const GPTRows *r, int site, int layer);
 
-// a->res3 (Ns, C) = MLP(a->ln2) (not yet + res2): fc (column), GELU or SwiGLU, proj (row).
-void gpt_mlp_forward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTLayerActs *a);
+// a->res3 (Ns, C) = MLP(a->ln2) (not yet + res2) on N rows (m->N in training): fc (column),
+// GELU or SwiGLU, proj (row).
+void gpt_mlp_forward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTLayerActs *a, int N);
 // From dres = d(res3) (Ns, C): the MLP's weight gradients and dln = d(ln2).
 void gpt_mlp_backward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTBlockW *g,
                       const GPTLayerActs *a, const void *dres, void *dln);

@@ -17,24 +17,31 @@ void gpt_dropout_step(GPT *m, int64_t iteration, int on) {
 
 void gpt_set_micro_sample(GPT *m, int slot, int64_t sample0) { m->slots[slot].sample0 = sample0; }
 
-const BackendDropout *gpt_dropout_desc(const GPT *m, int64_t sample0, int site, int layer,
+const BackendDropout *gpt_dropout_desc(const GPT *m, const GPTRows *r, int site, int layer,
                                        BackendDropout *d) {
     float p = site == DROPOUT_SITE_ATTN_PROBS ? m->drop.attention : m->drop.hidden;
     if (!m->drop.on || p <= 0.0f) return NULL;
+    int64_t sample0 = r->sample0;
+    int slice = r->pos0 != 0 || r->T != m->T;  // rows of a slice of each sequence
     *d = (BackendDropout){
         .key = dropout_key(m->drop.seed, m->drop.iteration, site, layer),
         .threshold = dropout_threshold(p),
         .scale = 1.0f / (1.0f - p),
-        .row0 = sample0 * m->T + (m->sp ? (int64_t)m->tp_rank * m->N_sp : 0),
+        .row0 = (slice ? 0 : sample0 * m->T) +
+                (m->sp ? (int64_t)m->tp_rank * (r->B * r->T / m->tp) : 0),
         .sample0 = sample0,
         .h0 = m->tp_rank * m->NH_tp,
         .NH = m->cfg.num_heads,
+        .T = m->T,
+        .pos0 = r->pos0,
+        .Tl = slice ? r->T : 0,
     };
     return d;
 }
 
-void gpt_hidden_dropout(const GPT *m, void *x, int64_t sample0, int site, int layer) {
+void gpt_hidden_dropout(const GPT *m, void *x, const GPTRows *r, int site, int layer) {
     BackendDropout d;
-    const BackendDropout *dp = gpt_dropout_desc(m, sample0, site, layer, &d);
-    if (dp) m->be->ops->dropout(m->be, x, x, dp, m->N_sp, m->cfg.hidden_size);
+    const BackendDropout *dp = gpt_dropout_desc(m, r, site, layer, &d);
+    int rows = r->B * r->T / (m->sp ? m->tp : 1);
+    if (dp) m->be->ops->dropout(m->be, x, x, dp, rows, m->cfg.hidden_size);
 }

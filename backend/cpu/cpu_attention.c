@@ -49,67 +49,84 @@ CPU_SIMD_CLONES static void cpu_causal_softmax_backward_row(float *dp, const flo
     for (int j = t + 1; j < T; j++) dp[j] = 0.0f;
 }
 
-// tile (n, w) (row stride CPU_ATT_QB) = a (n, w) (row stride T) times the dropout factors,
-// a's element (0, 0) having mask index idx0 (rows T apart). Zeros stay zeros.
-static void cpu_att_drop_tile(float *tile, const float *a, int T, const BackendDropout *d,
-                              uint64_t idx0, int n, int w) {
+// tile (n, w) (row stride CPU_ATT_QB) = a (n, w) (row stride lda) times the dropout factors,
+// a's element (0, 0) having mask index idx0 (rows Tg apart). Zeros stay zeros.
+static void cpu_att_drop_tile(float *tile, const float *a, int lda, int Tg,
+                              const BackendDropout *d, uint64_t idx0, int n, int w) {
     for (int i = 0; i < n; i++)
         for (int j = 0; j < w; j++)
             tile[i * CPU_ATT_QB + j] =
-                a[(size_t)i * T + j] * dropout_factor(d, idx0 + (uint64_t)i * T + j);
+                a[(size_t)i * lda + j] * dropout_factor(d, idx0 + (uint64_t)i * Tg + j);
 }
 
-// o (n, hs) (+)= dropped(ab (n, t1)) @ v (t1, hs), through key tiles.
+// o (n, hs) (+)= dropped(ab (n, t1), row stride T) @ v (t1, hs), through key tiles.
 static void cpu_att_dropped_pv(float *o, const float *ab, const float *v, int n, int t1, int T,
-                               int hs, int ld, int ldo, const BackendDropout *d, uint64_t idx0) {
+                               int Tg, int hs, int ld, int ldo, const BackendDropout *d,
+                               uint64_t idx0) {
     float tile[CPU_ATT_QB * CPU_ATT_QB];
     for (int u0 = 0; u0 < t1; u0 += CPU_ATT_QB) {
         int w = t1 - u0 < CPU_ATT_QB ? t1 - u0 : CPU_ATT_QB;
-        cpu_att_drop_tile(tile, ab + u0, T, d, idx0 + (uint64_t)u0, n, w);
+        cpu_att_drop_tile(tile, ab + u0, T, Tg, d, idx0 + (uint64_t)u0, n, w);
         cpu_sgemm(0, 0, n, hs, w, 1.0f, tile, CPU_ATT_QB, v + (size_t)u0 * ld, ld,
                   u0 ? 1.0f : 0.0f, o, ldo);
     }
 }
 
-// One head, forward: a (T, T) = causal softmax(scale q k^T) (zeros above the diagonal);
-// o (T, hs) = a @ v (a dropped when d; base: mask index of the head's element (0, 0)).
-// q, k, v: rows of stride ld; o: rows of stride ldo.
+// One head, forward: a (T, Tk) = causal softmax(scale q k^T), query row t seeing key rows
+// u <= t + off (zeros past them); o (T, hs) = a @ v (a dropped when d; base: mask index of
+// the head's element (0, 0), rows Tg apart). q, k, v: rows of stride ld; o: stride ldo.
 static void cpu_attention_head_forward(float *o, float *a, const float *q, const float *k,
-                                       const float *v, int T, int hs, int ld, int ldo,
-                                       float scale, const BackendDropout *d, uint64_t base) {
+                                       const float *v, int T, int Tk, int off, int hs, int ld,
+                                       int ldo, float scale, const BackendDropout *d,
+                                       uint64_t base, int Tg) {
     for (int t0 = 0; t0 < T; t0 += CPU_ATT_QB) {
-        int t1 = t0 + CPU_ATT_QB < T ? t0 + CPU_ATT_QB : T, n = t1 - t0;  // keys 0..t1-1
-        float *ab = a + (size_t)t0 * T;
-        cpu_sgemm(0, 1, n, t1, hs, scale, q + (size_t)t0 * ld, ld, k, ld, 0.0f, ab, T);
-        for (int t = t0; t < t1; t++) cpu_causal_softmax_row(a + (size_t)t * T, t, T);
+        int t1 = t0 + CPU_ATT_QB < T ? t0 + CPU_ATT_QB : T, n = t1 - t0;
+        int kc = t1 + off < 0 ? 0 : t1 + off < Tk ? t1 + off : Tk;  // keys 0..kc-1
+        float *ab = a + (size_t)t0 * Tk, *ob = o + (size_t)t0 * ldo;
+        if (kc == 0) {  // a block of queries that sees no key
+            for (size_t i = 0; i < (size_t)n * Tk; i++) ab[i] = 0.0f;
+            for (int i = 0; i < n; i++)
+                for (int c = 0; c < hs; c++) ob[(size_t)i * ldo + c] = 0.0f;
+            continue;
+        }
+        cpu_sgemm(0, 1, n, kc, hs, scale, q + (size_t)t0 * ld, ld, k, ld, 0.0f, ab, Tk);
+        for (int t = t0; t < t1; t++) {  // row t sees keys 0..last (none when last < 0)
+            int last = t + off < Tk ? t + off : Tk - 1;
+            cpu_causal_softmax_row(a + (size_t)t * Tk, last < -1 ? -1 : last, Tk);
+        }
         if (d)
-            cpu_att_dropped_pv(o + (size_t)t0 * ldo, ab, v, n, t1, T, hs, ld, ldo, d,
-                               base + (uint64_t)t0 * T);
+            cpu_att_dropped_pv(ob, ab, v, n, kc, Tk, Tg, hs, ld, ldo, d,
+                               base + (uint64_t)t0 * Tg);
         else
-            cpu_sgemm(0, 0, n, hs, t1, 1.0f, ab, T, v, ld, 0.0f, o + (size_t)t0 * ldo, ldo);
+            cpu_sgemm(0, 0, n, hs, kc, 1.0f, ab, Tk, v, ld, 0.0f, ob, ldo);
     }
 }
 
-// Mask index of element (0, 0) of local head (b, h) (dropout.h). Pure.
-static uint64_t cpu_att_base(const BackendDropout *d, int b, int h, int T) {
-    return !d ? 0 : ((uint64_t)(d->sample0 + b) * d->NH + d->h0 + h) * T * T;
+// Mask index of element (0, 0) of local head (b, h) (dropout.h) on a sequence of Tg
+// positions whose queries start at q0, keys at k0. Pure.
+static uint64_t cpu_att_base(const BackendDropout *d, int b, int h, int Tg, int q0, int k0) {
+    return !d ? 0 : (((uint64_t)(d->sample0 + b) * d->NH + d->h0 + h) * Tg + q0) * Tg + k0;
 }
 
-// out (B, T, C) from qkv (B, T, 3*C); att (B, NH, T, T) keeps the probabilities; the
-// products with v dropped when d (not NULL, threshold > 0).
+// out (B, T, C) from qkv (B, T, 3*C) (keys and values of w->kv with a window w); att (B, NH,
+// T, Tk) keeps the probabilities; the products with v dropped when d (threshold > 0).
 void cpu_attention_forward(Backend *be, float *out, float *att, const float *qkv,
-                           int B, int T, int NH, int hs, const BackendDropout *d) {
+                           int B, int T, int NH, int hs, const BackendDropout *d,
+                           const BackendAttnWindow *w) {
     if (d && d->threshold == 0) d = NULL;
-    int C = NH * hs, C3 = 3 * C, nt = cpu_nt(be), heads = B * NH;
+    BackendAttnWindow all = {0, 0, T, NULL}, win = w ? *w : all;
+    const float *kv = win.kv ? win.kv : qkv;
+    int C = NH * hs, C3 = 3 * C, nt = cpu_nt(be), heads = B * NH, Tk = win.Tk;
+    int Tg = d && d->T ? d->T : T;
     float scale = 1.0f / sqrtf((float)hs);
     int prev = cpu_blas_single_begin();
 #pragma omp parallel for num_threads(nt) schedule(static) if (heads > 1)
     for (int bh = 0; bh < heads; bh++) {
         int b = bh / NH, h = bh % NH;
-        const float *q = qkv + (size_t)b * T * C3 + h * hs;
-        cpu_attention_head_forward(out + (size_t)b * T * C + h * hs, att + (size_t)bh * T * T,
-                                   q, q + C, q + 2 * C, T, hs, C3, C, scale, d,
-                                   cpu_att_base(d, b, h, T));
+        const float *q = qkv + (size_t)b * T * C3 + h * hs, *k = kv + (size_t)b * Tk * C3 + C + h * hs;
+        cpu_attention_head_forward(out + (size_t)b * T * C + h * hs, att + (size_t)bh * T * Tk,
+                                   q, k, k + C, T, Tk, win.q0 - win.k0, hs, C3, C, scale, d,
+                                   cpu_att_base(d, b, h, Tg, win.q0, win.k0), Tg);
     }
     cpu_blas_single_end(prev);
 }
@@ -142,8 +159,8 @@ static void cpu_attention_head_backward(float *dq, float *dk, float *dv, float *
             float tile[CPU_ATT_QB * CPU_ATT_QB];
             for (int t0 = u0; t0 < T; t0 += CPU_ATT_QB) {
                 int r = T - t0 < CPU_ATT_QB ? T - t0 : CPU_ATT_QB;
-                cpu_att_drop_tile(tile, a + (size_t)t0 * T + u0, T, d, base + (uint64_t)t0 * T + u0,
-                                  r, n);
+                cpu_att_drop_tile(tile, a + (size_t)t0 * T + u0, T, T, d,
+                                  base + (uint64_t)t0 * T + u0, r, n);
                 cpu_sgemm(1, 0, n, hs, r, 1.0f, tile, CPU_ATT_QB, dy + (size_t)t0 * ldy, ldy,
                           t0 > u0 ? 1.0f : 0.0f, dv + (size_t)u0 * ld, ld);
             }
@@ -172,7 +189,8 @@ void cpu_attention_backward(Backend *be, float *dqkv, float *scratch, const floa
         float *dq = dqkv + off;
         cpu_attention_head_backward(dq, dq + C, dq + 2 * C, scratch + tt,
                                     dout + (size_t)b * T * C + h * hs, q, q + C, q + 2 * C,
-                                    att + tt, T, hs, C3, C, scale, d, cpu_att_base(d, b, h, T));
+                                    att + tt, T, hs, C3, C, scale, d,
+                                    cpu_att_base(d, b, h, T, 0, 0));
     }
     cpu_blas_single_end(prev);
 }

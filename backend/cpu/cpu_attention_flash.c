@@ -48,11 +48,13 @@ CPU_SIMD_CLONES static float cpu_flash_online_row(float *s, int cnt, int w, floa
     return corr;
 }
 
-// One head, forward: o (T, hs) (rows of stride ldo) and lse (T) from q, k, v (stride ld).
-// d: dropout or NULL; base: mask index of the head's element (0, 0).
+// One head, forward: o (T, hs) (rows of stride ldo) and lse (T) from q (T rows), k, v (Tk
+// rows; stride ld), query row t seeing key rows u <= t + off (none: o 0, lse -inf). d:
+// dropout or NULL; base: mask index of the head's element (0, 0), rows Tg apart.
 static void cpu_flash_head_forward(float *o, float *lse, const float *q, const float *k,
-                                   const float *v, int T, int hs, int ld, int ldo,
-                                   float scale, const BackendDropout *d, uint64_t base) {
+                                   const float *v, int T, int Tk, int off, int hs, int ld,
+                                   int ldo, float scale, const BackendDropout *d, uint64_t base,
+                                   int Tg) {
     float s[CPU_FA_B * CPU_FA_B], m[CPU_FA_B], l[CPU_FA_B];
     for (int t0 = 0; t0 < T; t0 += CPU_FA_B) {
         int n = T - t0 < CPU_FA_B ? T - t0 : CPU_FA_B;
@@ -61,45 +63,53 @@ static void cpu_flash_head_forward(float *o, float *lse, const float *q, const f
             m[i] = -FLT_MAX, l[i] = 0.0f;
             for (int c = 0; c < hs; c++) ob[(size_t)i * ldo + c] = 0.0f;
         }
-        for (int u0 = 0; u0 <= t0; u0 += CPU_FA_B) {  // key blocks up to the diagonal one
-            int w = T - u0 < CPU_FA_B ? T - u0 : CPU_FA_B;
+        for (int u0 = 0; u0 < Tk && u0 <= t0 + n - 1 + off; u0 += CPU_FA_B) {  // visible blocks
+            int w = Tk - u0 < CPU_FA_B ? Tk - u0 : CPU_FA_B;
             cpu_sgemm(0, 1, n, w, hs, scale, q + (size_t)t0 * ld, ld, k + (size_t)u0 * ld, ld,
                       0.0f, s, CPU_FA_B);
             for (int i = 0; i < n; i++) {
-                int cnt = t0 + i - u0 + 1 < w ? t0 + i - u0 + 1 : w;  // keys u0..t visible
+                int cnt = t0 + i + off - u0 + 1;  // keys u0..t + off visible
+                cnt = cnt < 0 ? 0 : cnt < w ? cnt : w;
                 float corr = cpu_flash_online_row(s + i * CPU_FA_B, cnt, w, &m[i], &l[i]);
                 for (int c = 0; c < hs; c++) ob[(size_t)i * ldo + c] *= corr;
-                uint64_t idx = base + (uint64_t)(t0 + i) * T + u0;
+                uint64_t idx = base + (uint64_t)(t0 + i) * Tg + u0;
                 for (int j = 0; d && j < cnt; j++) s[i * CPU_FA_B + j] *= dropout_factor(d, idx + j);
             }
             cpu_sgemm(0, 0, n, hs, w, 1.0f, s, CPU_FA_B, v + (size_t)u0 * ld, ld, 1.0f, ob, ldo);
         }
         for (int i = 0; i < n; i++) {
-            float inv = 1.0f / l[i];
+            float inv = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;  // 0: a row that sees no key
             for (int c = 0; c < hs; c++) ob[(size_t)i * ldo + c] *= inv;
-            lse[t0 + i] = m[i] + logf(l[i]);
+            lse[t0 + i] = l[i] > 0.0f ? m[i] + logf(l[i]) : -INFINITY;
         }
     }
 }
 
-// Mask index of element (0, 0) of local head (b, h) (dropout.h). Pure.
-static uint64_t cpu_fa_base(const BackendDropout *d, int b, int h, int T) {
-    return !d ? 0 : ((uint64_t)(d->sample0 + b) * d->NH + d->h0 + h) * T * T;
+// Mask index of element (0, 0) of local head (b, h) (dropout.h) on a sequence of Tg
+// positions whose queries start at q0, keys at k0. Pure.
+static uint64_t cpu_fa_base(const BackendDropout *d, int b, int h, int Tg, int q0, int k0) {
+    return !d ? 0 : (((uint64_t)(d->sample0 + b) * d->NH + d->h0 + h) * Tg + q0) * Tg + k0;
 }
 
-// out (B, T, C) from qkv (B, T, 3*C); lse (B, NH, T). One OpenMP region over the heads.
+// out (B, T, C) from qkv (B, T, 3*C) (keys and values of w->kv with a window w); lse (B, NH,
+// T). One OpenMP region over the heads.
 void cpu_flash_attention_forward(Backend *be, float *out, float *lse, const float *qkv,
-                                 int B, int T, int NH, int hs, const BackendDropout *d) {
+                                 int B, int T, int NH, int hs, const BackendDropout *d,
+                                 const BackendAttnWindow *w) {
     if (d && d->threshold == 0) d = NULL;
-    int C = NH * hs, C3 = 3 * C, nt = cpu_nt(be), heads = B * NH;
+    BackendAttnWindow all = {0, 0, T, NULL}, win = w ? *w : all;
+    const float *kv = win.kv ? win.kv : qkv;
+    int C = NH * hs, C3 = 3 * C, nt = cpu_nt(be), heads = B * NH, Tk = win.Tk;
+    int Tg = d && d->T ? d->T : T;
     float scale = 1.0f / sqrtf((float)hs);
     int prev = cpu_blas_single_begin();
 #pragma omp parallel for num_threads(nt) schedule(static) if (heads > 1)
     for (int bh = 0; bh < heads; bh++) {
         int b = bh / NH, h = bh % NH;
-        const float *q = qkv + (size_t)b * T * C3 + h * hs;
-        cpu_flash_head_forward(out + (size_t)b * T * C + h * hs, lse + (size_t)bh * T, q, q + C,
-                               q + 2 * C, T, hs, C3, C, scale, d, cpu_fa_base(d, b, h, T));
+        const float *q = qkv + (size_t)b * T * C3 + h * hs, *k = kv + (size_t)b * Tk * C3 + C + h * hs;
+        cpu_flash_head_forward(out + (size_t)b * T * C + h * hs, lse + (size_t)bh * T, q, k,
+                               k + C, T, Tk, win.q0 - win.k0, hs, C3, C, scale, d,
+                               cpu_fa_base(d, b, h, Tg, win.q0, win.k0), Tg);
     }
     cpu_blas_single_end(prev);
 }
@@ -185,7 +195,7 @@ void cpu_flash_attention_backward(Backend *be, float *dqkv, float *scratch, cons
         float *dq = dqkv + off;
         cpu_flash_head_backward(dq, dq + C, dq + 2 * C, scratch + (size_t)bh * T, dout + o, q,
                                 q + C, q + 2 * C, out + o, lse + (size_t)bh * T, T, hs, C3, C,
-                                scale, d, cpu_fa_base(d, b, h, T));
+                                scale, d, cpu_fa_base(d, b, h, T, 0, 0));
     }
     cpu_blas_single_end(prev);
 }

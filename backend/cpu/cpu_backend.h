@@ -93,7 +93,8 @@ void cpu_rope_gqa_backward(Backend *be, void *dinp, const void *dout, int B, int
 
 // cpu_attention.c (d: dropout on the probabilities, NULL for none)
 void cpu_attention_forward(Backend *be, float *out, float *att, const float *qkv,
-                           int B, int T, int NH, int hs, const BackendDropout *d);
+                           int B, int T, int NH, int hs, const BackendDropout *d,
+                           const BackendAttnWindow *w);
 void cpu_attention_backward(Backend *be, float *dqkv, float *scratch, const float *dout,
                             const float *qkv, const float *att, int B, int T, int NH, int hs,
                             const BackendDropout *d);
@@ -103,7 +104,8 @@ void cpu_dropout(Backend *be, void *out, const void *inp, const BackendDropout *
 
 // cpu_attention_flash.c (d as in cpu_attention.c)
 void cpu_flash_attention_forward(Backend *be, float *out, float *lse, const float *qkv,
-                                 int B, int T, int NH, int hs, const BackendDropout *d);
+                                 int B, int T, int NH, int hs, const BackendDropout *d,
+                                 const BackendAttnWindow *w);
 void cpu_flash_attention_backward(Backend *be, float *dqkv, float *scratch, const float *dout,
                                   const float *qkv, const float *out, const float *lse,
                                   int B, int T, int NH, int hs, const BackendDropout *d);
@@ -113,8 +115,9 @@ void cpu_embedding_forward(Backend *be, float *out, const int *tokens, const flo
                            int N, int C, int vocab_start, int V_local);
 void cpu_embedding_backward(Backend *be, float *dtable, const float *dout, const int *tokens,
                             int N, int C, int vocab_start, int V_local);
-void cpu_position_forward(Backend *be, float *out, const float *wpe, int B, int T, int C);
-void cpu_position_backward(Backend *be, float *dwpe, const float *dout, int B, int T, int C);
+void cpu_position_forward(Backend *be, float *out, const float *wpe, int B, int T, int C, int pos0);
+void cpu_position_backward(Backend *be, float *dwpe, const float *dout, int B, int T, int C,
+                           int pos0);
 void cpu_xent_stats(Backend *be, float *rowmax, float *sumexp, float *tgt, const float *logits,
                     const int *targets, int N, int V_local, int V_valid, int vocab_start);
 void cpu_xent_rescale(Backend *be, float *sumexp, const float *shard_max, const float *rowmax,

@@ -4,7 +4,7 @@
 
 #include <string.h>  // defines: memmove
 
-// out (N, C) = inp * dropout_factor(d, (d->row0 + r) * C + c); out may alias inp.
+// out (N, C) = inp * dropout_factor(d, dropout_row(d, r) * C + c); out may alias inp.
 void cpu_dropout(Backend *be, void *out, const void *inp, const BackendDropout *d, int N, int C) {
     float *y = out;
     const float *x = inp;
@@ -15,7 +15,7 @@ void cpu_dropout(Backend *be, void *out, const void *inp, const BackendDropout *
     int nt = cpu_nt(be);
 #pragma omp parallel for num_threads(nt) schedule(static) if ((size_t)N * C > 65536)
     for (int r = 0; r < N; r++) {
-        uint64_t idx = (uint64_t)(d->row0 + r) * (uint64_t)C;
+        uint64_t idx = (uint64_t)dropout_row(d, r) * (uint64_t)C;
         for (int c = 0; c < C; c++)
             y[(size_t)r * C + c] = x[(size_t)r * C + c] * dropout_factor(d, idx + (uint64_t)c);
     }

@@ -45,8 +45,9 @@ void cpu_embedding_backward(Backend *be, float *dtable, const float *dout, const
     }
 }
 
-// out (B, T, C) += wpe (T, C).
-void cpu_position_forward(Backend *be, float *out, const float *wpe, int B, int T, int C) {
+// out (B, T, C) += rows [pos0, pos0 + T) of wpe.
+void cpu_position_forward(Backend *be, float *out, const float *wpe, int B, int T, int C, int pos0) {
+    wpe += (size_t)pos0 * C;
     int nt = cpu_nt(be), rows = B * T;
 #pragma omp parallel for num_threads(nt) schedule(static) if ((size_t)rows * C > CPU_PAR_MIN)
     for (int r = 0; r < rows; r++) {
@@ -57,8 +58,10 @@ void cpu_position_forward(Backend *be, float *out, const float *wpe, int B, int 
     }
 }
 
-// dwpe (T, C) += sum over b of dout (B, T, C); rows of dwpe are independent.
-void cpu_position_backward(Backend *be, float *dwpe, const float *dout, int B, int T, int C) {
+// rows [pos0, pos0 + T) of dwpe += sum over b of dout (B, T, C); rows of dwpe are independent.
+void cpu_position_backward(Backend *be, float *dwpe, const float *dout, int B, int T, int C,
+                           int pos0) {
+    dwpe += (size_t)pos0 * C;
     int nt = cpu_nt(be);
 #pragma omp parallel for num_threads(nt) schedule(static) if ((size_t)B * T * C > CPU_PAR_MIN)
     for (int t = 0; t < T; t++) {

@@ -46,8 +46,9 @@ static void op_add(Backend *be, void *out, const void *a, const void *b, size_t 
     cpu_add(be, out, a, b, n);
 }
 static void op_attention_forward(Backend *be, void *out, void *att, const void *qkv,
-                                 int B, int T, int NH, int hs, const BackendDropout *d) {
-    cpu_attention_forward(be, out, att, qkv, B, T, NH, hs, d);
+                                 int B, int T, int NH, int hs, const BackendDropout *d,
+                                 const BackendAttnWindow *w) {
+    cpu_attention_forward(be, out, att, qkv, B, T, NH, hs, d, w);
 }
 static void op_attention_backward(Backend *be, void *dqkv, float *scratch, const void *dout,
                                   const void *qkv, const void *att, int B, int T, int NH, int hs,
@@ -55,8 +56,9 @@ static void op_attention_backward(Backend *be, void *dqkv, float *scratch, const
     cpu_attention_backward(be, dqkv, scratch, dout, qkv, att, B, T, NH, hs, d);
 }
 static void op_flash_attention_forward(Backend *be, void *out, float *lse, const void *qkv,
-                                       int B, int T, int NH, int hs, const BackendDropout *d) {
-    cpu_flash_attention_forward(be, out, lse, qkv, B, T, NH, hs, d);
+                                       int B, int T, int NH, int hs, const BackendDropout *d,
+                                       const BackendAttnWindow *w) {
+    cpu_flash_attention_forward(be, out, lse, qkv, B, T, NH, hs, d, w);
 }
 static void op_flash_attention_backward(Backend *be, void *dqkv, float *scratch, const void *dout,
                                         const void *qkv, const void *out, const float *lse,
@@ -71,11 +73,13 @@ static void op_embedding_backward(Backend *be, float *dtable, const void *dout, 
                                   int N, int C, int vocab_start, int V_local) {
     cpu_embedding_backward(be, dtable, dout, tokens, N, C, vocab_start, V_local);
 }
-static void op_position_forward(Backend *be, void *out, const void *wpe, int B, int T, int C) {
-    cpu_position_forward(be, out, wpe, B, T, C);
+static void op_position_forward(Backend *be, void *out, const void *wpe, int B, int T, int C,
+                                int pos0) {
+    cpu_position_forward(be, out, wpe, B, T, C, pos0);
 }
-static void op_position_backward(Backend *be, float *dwpe, const void *dout, int B, int T, int C) {
-    cpu_position_backward(be, dwpe, dout, B, T, C);
+static void op_position_backward(Backend *be, float *dwpe, const void *dout, int B, int T, int C,
+                                 int pos0) {
+    cpu_position_backward(be, dwpe, dout, B, T, C, pos0);
 }
 static void op_xent_backward(Backend *be, void *dlogits, const void *logits, const float *rowmax,
                              const float *sumexp, const int *targets, const float *dscale,

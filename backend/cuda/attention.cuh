@@ -7,15 +7,18 @@
 
 #define ATT_WARPS 8  // rows (warps) per block
 
-// In place over att (rows, T): softmax of each row's first t+1 entries, zeros above. Each
-// exponential is computed twice (sum, then store) so that it is rounded to T only once.
+// In place over att (rows, n): softmax of each row's first t+1 entries, zeros above, where
+// row r is query r % Tq of its head and t = r % Tq + off (a window, BackendAttnWindow: off =
+// q0 - k0; t < 0: a row of zeros; whole sequence: Tq = n, off 0). Each exponential is
+// computed twice (sum, then store) so that it is rounded to T only once.
 template <typename T>
-static __global__ void causal_softmax_kernel(T *att, long long rows, int n) {
+static __global__ void causal_softmax_kernel(T *att, long long rows, int n, int Tq, int off) {
     long long r = (long long)blockIdx.x * ATT_WARPS + threadIdx.x / WARP;
     int lane = threadIdx.x % WARP;
     if (r >= rows) return;  // whole warps leave together
     T *p = att + r * n;
-    int t = (int)(r % n);
+    int t = (int)(r % Tq) + off;
+    t = t < n ? t : n - 1;
     float m = -3.402823466e38f;
     for (int j = lane; j <= t; j += WARP) m = fmaxf(m, load_f32(p + j));
     m = warp_max(m);

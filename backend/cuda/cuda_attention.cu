@@ -17,10 +17,10 @@
 #include <math.h>  // defines: sqrtf
 
 template <typename T>
-static void causal_softmax_t(Backend *be, void *att, long long rows, int T_) {
+static void causal_softmax_t(Backend *be, void *att, long long rows, int T_, int Tq, int off) {
     unsigned blocks = (unsigned)((rows + ATT_WARPS - 1) / ATT_WARPS);
     CUDA_LAUNCH(causal_softmax_kernel<T>, blocks, ATT_WARPS * WARP, 0, cuda_stream(be), (T *)att,
-                rows, T_);
+                rows, T_, Tq, off);
 }
 
 template <typename T>
@@ -30,39 +30,46 @@ static void causal_softmax_backward_t(Backend *be, void *dp, const void *p, long
                 (T *)dp, (const T *)p, rows, T_);
 }
 
-// att (B, NH, T, T) = causal softmax(scale q k^T) of qkv (B, T, 3*C).
-static void attention_probs(Backend *be, void *att, const void *qkv, int B, int T, int NH, int hs) {
-    int C = NH * hs, C3 = 3 * C;
-    long long TT = (long long)T * T;
+// att (B, NH, T, Tk) = causal softmax(scale q k^T) of the queries of qkv (B, T, 3*C) and the
+// keys of w.kv (B, Tk, 3*C) (the window w, BackendAttnWindow; kv not NULL).
+static void attention_probs(Backend *be, void *att, const void *qkv, int B, int T, int NH, int hs,
+                            BackendAttnWindow w) {
+    int C = NH * hs, C3 = 3 * C, Tk = w.Tk;
+    long long TT = (long long)T * Tk;
     float scale = 1.0f / sqrtf((float)hs);
     BackendDType a = be->act;
     size_t es = backend_dtype_size(a);
-    for (int b = 0; b < B; b++) {  // scores[b, h] (T, T) = scale * q (T, hs) @ k^T
-        const void *q = elem_at(qkv, (size_t)b * T * C3, es), *k = elem_at(q, C, es);
-        cuda_gemm(be, 0, 1, T, T, hs, scale, q, C3, hs, k, C3, hs, 0.0f,
-                  elem_at(att, (size_t)b * NH * TT, es), T, TT, NH, NULL, a, a);
+    for (int b = 0; b < B; b++) {  // scores[b, h] (T, Tk) = scale * q (T, hs) @ k^T
+        const void *q = elem_at(qkv, (size_t)b * T * C3, es);
+        const void *k = elem_at(w.kv, (size_t)b * Tk * C3 + C, es);
+        cuda_gemm(be, 0, 1, T, Tk, hs, scale, q, C3, hs, k, C3, hs, 0.0f,
+                  elem_at(att, (size_t)b * NH * TT, es), Tk, TT, NH, NULL, a, a);
     }
-    ACT_DISPATCH(a, causal_softmax_t, be, att, (long long)B * NH * T, T);
+    ACT_DISPATCH(a, causal_softmax_t, be, att, (long long)B * NH * T, Tk, T, w.q0 - w.k0);
 }
 
-// out (B, T, C) from qkv (B, T, 3*C); att (B, NH, T, T) keeps the probabilities (without
-// dropout); the product with v takes them dropped by d (NULL or threshold 0: none).
+// out (B, T, C) from qkv (B, T, 3*C) (keys and values of w->kv with a window w); att (B, NH,
+// T, Tk) keeps the probabilities (without dropout); the product with v takes them dropped by
+// d (NULL or threshold 0: none).
 void cuda_attention_forward(Backend *be, void *out, void *att, const void *qkv,
-                            int B, int T, int NH, int hs, const BackendDropout *d) {
+                            int B, int T, int NH, int hs, const BackendDropout *d,
+                            const BackendAttnWindow *w) {
     if (B <= 0 || T <= 0 || NH <= 0) return;
     if (d && !d->threshold) d = NULL;
-    int C = NH * hs, C3 = 3 * C;
-    long long TT = (long long)T * T;
+    BackendAttnWindow win = {0, 0, T, qkv};
+    if (w) win = *w, win.kv = w->kv ? w->kv : qkv;
+    int C = NH * hs, C3 = 3 * C, Tk = win.Tk;
+    long long TT = (long long)T * Tk;
     BackendDType a = be->act;
     size_t es = backend_dtype_size(a);
-    attention_probs(be, att, qkv, B, T, NH, hs);
-    if (d) cuda_attention_probs_dropout(be, att, att, d, B, NH, T);
-    for (int b = 0; b < B; b++) {  // out[b, :, h] (T, hs) = att[b, h] (T, T) @ v (T, hs)
-        const void *v = elem_at(qkv, (size_t)b * T * C3 + 2 * C, es);
-        cuda_gemm(be, 0, 0, T, hs, T, 1.0f, elem_at(att, (size_t)b * NH * TT, es), T, TT, v, C3,
+    attention_probs(be, att, qkv, B, T, NH, hs, win);
+    if (d) cuda_attention_probs_dropout(be, att, att, d, B, NH, T, w);
+    for (int b = 0; b < B; b++) {  // out[b, :, h] (T, hs) = att[b, h] (T, Tk) @ v (Tk, hs)
+        const void *v = elem_at(win.kv, (size_t)b * Tk * C3 + 2 * C, es);
+        cuda_gemm(be, 0, 0, T, hs, Tk, 1.0f, elem_at(att, (size_t)b * NH * TT, es), Tk, TT, v, C3,
                   hs, 0.0f, elem_at(out, (size_t)b * T * C, es), C, hs, NH, NULL, a, a);
     }
-    if (d) attention_probs(be, att, qkv, B, T, NH, hs);  // the same bits as before the mask
+    if (d) attention_probs(be, att, qkv, B, T, NH, hs, win);  // the same bits as before the mask
 }
 
 // dqkv (B, T, 3*C) overwritten; scratch (B, NH, T, T) holds the dropped probabilities (with
@@ -78,7 +85,7 @@ void cuda_attention_backward(Backend *be, void *dqkv, float *scratch, const void
     BackendDType a = be->act;
     size_t es = backend_dtype_size(a);
     void *ds_all = scratch;  // (B, NH, T, T) of type a
-    if (d) cuda_attention_probs_dropout(be, ds_all, att, d, B, NH, T);  // dv reads these
+    if (d) cuda_attention_probs_dropout(be, ds_all, att, d, B, NH, T, NULL);  // dv reads these
     for (int b = 0; b < B; b++) {
         const void *v = elem_at(qkv, (size_t)b * T * C3 + 2 * C, es);
         const void *dy = elem_at(dout, (size_t)b * T * C, es);
@@ -89,7 +96,7 @@ void cuda_attention_backward(Backend *be, void *dqkv, float *scratch, const void
                   elem_at(dqkv, (size_t)b * T * C3 + 2 * C, es), C3, hs, NH, NULL, a, a);
         cuda_gemm(be, 0, 1, T, T, hs, 1.0f, dy, C, hs, v, C3, hs, 0.0f, da, T, TT, NH, NULL, a, a);
     }
-    if (d) cuda_attention_probs_dropout(be, ds_all, ds_all, d, B, NH, T);  // d(att) through z
+    if (d) cuda_attention_probs_dropout(be, ds_all, ds_all, d, B, NH, T, NULL);  // d(att) through z
     ACT_DISPATCH(a, causal_softmax_backward_t, be, ds_all, att, (long long)B * NH * T, T);
     for (int b = 0; b < B; b++) {
         const void *q = elem_at(qkv, (size_t)b * T * C3, es), *k = elem_at(q, C, es);

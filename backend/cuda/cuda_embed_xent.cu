@@ -45,11 +45,12 @@ static void position_forward_t(Backend *be, void *out, const void *wpe, size_t n
                 0, cuda_stream(be), (T *)out, (const T *)wpe, n, tc);
 }
 
-// out (B, T, C) += wpe (T, C).
-void cuda_position_forward(Backend *be, void *out, const void *wpe, int B, int T, int C) {
+// out (B, T, C) += rows [pos0, pos0 + T) of wpe.
+void cuda_position_forward(Backend *be, void *out, const void *wpe, int B, int T, int C, int pos0) {
     size_t tc = (size_t)T * C, n = (size_t)B * tc;
     if (n == 0) return;
-    ACT_DISPATCH(be->act, position_forward_t, be, out, wpe, n, tc);
+    const void *rows = (const char *)wpe + (size_t)pos0 * C * backend_dtype_size(be->act);
+    ACT_DISPATCH(be->act, position_forward_t, be, out, rows, n, tc);
 }
 
 template <typename T>
@@ -58,11 +59,12 @@ static void position_backward_t(Backend *be, float *dwpe, const void *dout, int 
                 EX_THREADS, 0, cuda_stream(be), dwpe, (const T *)dout, B, tc);
 }
 
-// dwpe (T, C, fp32) += sum over b of dout (B, T, C), b in order.
-void cuda_position_backward(Backend *be, float *dwpe, const void *dout, int B, int T, int C) {
+// rows [pos0, pos0 + T) of dwpe (fp32) += sum over b of dout (B, T, C), b in order.
+void cuda_position_backward(Backend *be, float *dwpe, const void *dout, int B, int T, int C,
+                            int pos0) {
     size_t tc = (size_t)T * C;
     if (tc == 0 || B <= 0) return;
-    ACT_DISPATCH(be->act, position_backward_t, be, dwpe, dout, B, tc);
+    ACT_DISPATCH(be->act, position_backward_t, be, dwpe + (size_t)pos0 * C, dout, B, tc);
 }
 
 template <typename T>

@@ -30,10 +30,14 @@ static unsigned flash_tiles(int T, int rows) {
 
 template <typename E, int HS, int BQ, int BK>
 static void flash_forward_launch(Backend *be, void *out, float *lse, const void *qkv,
-                                 int B, int T, int NH, int hs, BackendDropout dd) {
+                                 int B, int T, int NH, int hs, BackendDropout dd,
+                                 const BackendAttnWindow *w) {
     dim3 grid((unsigned)(B * NH), flash_tiles(T, BQ));
+    FlashWindow fw = {qkv, T, 0, 0, 0, dd.T ? dd.T : T};
+    if (w) fw.kv = w->kv ? w->kv : qkv, fw.Tk = w->Tk, fw.off = w->q0 - w->k0,
+           fw.q0 = w->q0, fw.k0 = w->k0;
     CUDA_LAUNCH((flash_forward_kernel<E, HS, BQ, BK>), grid, FLASH_THREADS, 0, cuda_stream(be),
-                (E *)out, lse, (const E *)qkv, T, NH, hs, 1.0f / sqrtf((float)hs), dd);
+                (E *)out, lse, (const E *)qkv, T, NH, hs, 1.0f / sqrtf((float)hs), dd, fw);
 }
 
 template <typename E, int HS, int BQ, int BK>
@@ -62,24 +66,25 @@ static void flash_check_hs(int hs) {
 // The forward for element type E: the head size picks the variant.
 template <typename E>
 static void flash_forward_t(Backend *be, void *out, float *lse, const void *qkv, int B, int T,
-                            int NH, int hs, BackendDropout dd) {
-    if (hs <= 32) flash_forward_launch<E, 32, 32, 32>(be, out, lse, qkv, B, T, NH, hs, dd);
-    else if (hs <= 64) flash_forward_launch<E, 64, 32, 32>(be, out, lse, qkv, B, T, NH, hs, dd);
-    else flash_forward_launch<E, 128, 32, 32>(be, out, lse, qkv, B, T, NH, hs, dd);
+                            int NH, int hs, BackendDropout dd, const BackendAttnWindow *w) {
+    if (hs <= 32) flash_forward_launch<E, 32, 32, 32>(be, out, lse, qkv, B, T, NH, hs, dd, w);
+    else if (hs <= 64) flash_forward_launch<E, 64, 32, 32>(be, out, lse, qkv, B, T, NH, hs, dd, w);
+    else flash_forward_launch<E, 128, 32, 32>(be, out, lse, qkv, B, T, NH, hs, dd, w);
 }
 
-// out (B, T, C), lse (B, NH, T) from qkv (B, T, 3*C), C = NH*hs; probabilities dropped by d
-// (NULL or threshold 0: none).
+// out (B, T, C), lse (B, NH, T) from qkv (B, T, 3*C), C = NH*hs (keys and values from w->kv
+// with a window w: the plain kernels); probabilities dropped by d (NULL or threshold 0: none).
 void cuda_flash_attention_forward(Backend *be, void *out, float *lse, const void *qkv,
-                                  int B, int T, int NH, int hs, const BackendDropout *d) {
+                                  int B, int T, int NH, int hs, const BackendDropout *d,
+                                  const BackendAttnWindow *w) {
     if (B <= 0 || T <= 0 || NH <= 0) return;
     flash_check_hs(hs);
     BackendDropout dd = flash_dropout_arg(d);
-    if (!dd.threshold && cuda_flash_tc_usable(be, hs)) {  // WMMA path: no dropout
+    if (!dd.threshold && !w && cuda_flash_tc_usable(be, hs)) {  // WMMA path: no dropout, window
         cuda_flash_tc_forward(be, out, lse, qkv, B, T, NH, hs);
         return;
     }
-    ACT_DISPATCH(be->act, flash_forward_t, be, out, lse, qkv, B, T, NH, hs, dd);
+    ACT_DISPATCH(be->act, flash_forward_t, be, out, lse, qkv, B, T, NH, hs, dd, w);
 }
 
 // The backward for element type E: D = rowsum(dout * out) into scratch, then dk/dv and dq.

@@ -116,20 +116,23 @@ void cuda_matmul_backward(Backend *be, void *dinp, float *dweight, float *dbias,
 
 // cuda_attention.cu (d: dropout on the probabilities, NULL for none) ------------------------
 void cuda_attention_forward(Backend *be, void *out, void *att, const void *qkv,
-                            int B, int T, int NH, int hs, const BackendDropout *d);
+                            int B, int T, int NH, int hs, const BackendDropout *d,
+                            const BackendAttnWindow *w);
 void cuda_attention_backward(Backend *be, void *dqkv, float *scratch, const void *dout,
                              const void *qkv, const void *att, int B, int T, int NH, int hs,
                              const BackendDropout *d);
 
 // cuda_dropout.cu: dropout masks from backend/dropout.h's hash -----------------------------
 void cuda_dropout(Backend *be, void *out, const void *inp, const BackendDropout *d, int N, int C);
-// dst (B, NH, T, T) = src * the attention-probability mask of d (may alias).
+// dst (B, NH, T, Tk) = src * the attention-probability mask of d (may alias) for the window w
+// (NULL: the whole sequence, Tk = T).
 void cuda_attention_probs_dropout(Backend *be, void *dst, const void *src, const BackendDropout *d,
-                                  int B, int NH, int T);
+                                  int B, int NH, int T, const BackendAttnWindow *w);
 
 // cuda_flash_attention.cu: fused causal attention, hs <= 128 (flash_attention.cuh) --------
 void cuda_flash_attention_forward(Backend *be, void *out, float *lse, const void *qkv,
-                                  int B, int T, int NH, int hs, const BackendDropout *d);
+                                  int B, int T, int NH, int hs, const BackendDropout *d,
+                                  const BackendAttnWindow *w);
 void cuda_flash_attention_backward(Backend *be, void *dqkv, float *scratch, const void *dout,
                                    const void *qkv, const void *out, const float *lse,
                                    int B, int T, int NH, int hs, const BackendDropout *d);
@@ -188,8 +191,9 @@ void cuda_embedding_forward(Backend *be, void *out, const int *tokens, const voi
                             int N, int C, int vocab_start, int V_local);
 void cuda_embedding_backward(Backend *be, float *dtable, const void *dout, const int *tokens,
                              int N, int C, int vocab_start, int V_local);
-void cuda_position_forward(Backend *be, void *out, const void *wpe, int B, int T, int C);
-void cuda_position_backward(Backend *be, float *dwpe, const void *dout, int B, int T, int C);
+void cuda_position_forward(Backend *be, void *out, const void *wpe, int B, int T, int C, int pos0);
+void cuda_position_backward(Backend *be, float *dwpe, const void *dout, int B, int T, int C,
+                            int pos0);
 void cuda_xent_stats(Backend *be, float *rowmax, float *sumexp, float *tgt, const void *logits,
                      const int *targets, int N, int V_local, int V_valid, int vocab_start);
 void cuda_xent_rescale(Backend *be, float *sumexp, const float *shard_max, const float *rowmax,

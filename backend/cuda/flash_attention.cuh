@@ -18,6 +18,9 @@
 // qkv, out, dout and dqkv are of the activation type E (float, __nv_bfloat16, __half),
 // converted to fp32 as tiles are loaded and rounded once as results are stored; lse, D and
 // all tiles in shared memory are fp32.
+// Windows (BackendAttnWindow, forward only): the query rows hold global positions q0.., the
+// keys and values are the Tk rows of kv at k0..; query t sees key u iff u <= t + (q0 - k0).
+// A row that sees no key keeps m = -inf and l = 0 and stores out 0, lse -inf.
 // Dropout (BackendDropout dd, threshold 0: none; backend/dropout.h): the forward multiplies
 // the tile's exponentials by the mask after they entered the row sum l (so lse is that of
 // the probabilities without dropout); the backward regenerates the mask per tile pair:
@@ -88,13 +91,19 @@ FLASH_UNROLL
 }
 
 // One thread per row r of the forward: folds this tile's scores sm.p[r] into the running
-// max and sum; sm.p[r] becomes exp(s - m_new), sm.alpha[r] = exp(m_old - m_new). The first
-// key tile always holds key 0, so m is finite from then on (masked scores are -inf: p = 0).
+// max and sum; sm.p[r] becomes exp(s - m_new), sm.alpha[r] = exp(m_old - m_new). Without a
+// window the first key tile holds key 0, so m is finite from then on (masked scores are -inf:
+// p = 0); a windowed row may see no key yet (m still -inf: p = 0, alpha 1).
 template <int HS, int BQ, int BK>
 static __device__ __forceinline__ void flash_online_softmax_row(FlashFwdSmem<HS, BQ, BK> &sm, int r) {
     float m_old = sm.m[r], m = m_old;
     for (int j = 0; j < BK; j++) m = fmaxf(m, sm.p[r][j]);
     float sum = 0.0f;
+    if (m == -INFINITY) {  // no key seen yet
+        for (int j = 0; j < BK; j++) sm.p[r][j] = 0.0f;
+        sm.alpha[r] = 1.0f;
+        return;
+    }
     for (int j = 0; j < BK; j++) {
         float e = expf(sm.p[r][j] - m);
         sm.p[r][j] = e;
@@ -112,11 +121,19 @@ static __device__ __forceinline__ uint64_t flash_drop_base(const BackendDropout 
     return ((uint64_t)(dd.sample0 + bh / NH) * dd.NH + dd.h0 + bh % NH) * (uint64_t)T * T;
 }
 
+// The forward's window (BackendAttnWindow with the whole-sequence length for the masks):
+// keys and values are the Tk rows of kv, query row t sees key row u iff u <= t + off, and
+// the mask index of element (0, 0) of a head is at (position q0, position k0) of Tg.
+struct FlashWindow {
+    const void *kv;  // elements of the kernel's E
+    int Tk, off, q0, k0, Tg;
+};
+
 // out (B, T, C), lse (B, NH, T) of query tile (reversed) blockIdx.y of head blockIdx.x.
 template <typename E, int HS, int BQ, int BK>
 static __global__ void __launch_bounds__(FLASH_THREADS)
 flash_forward_kernel(E *out, float *lse, const E *qkv, int T, int NH, int hs, float scale,
-                     BackendDropout dd) {
+                     BackendDropout dd, FlashWindow w) {
     __shared__ FlashFwdSmem<HS, BQ, BK> sm;
     constexpr int RPT = BQ / FLASH_WARPS, CPT = HS / WARP;
     constexpr int NE = BQ * BK / FLASH_THREADS, RS = FLASH_THREADS / BK;
@@ -124,7 +141,8 @@ flash_forward_kernel(E *out, float *lse, const E *qkv, int T, int NH, int hs, fl
     int bh = blockIdx.x, b = bh / NH, h = bh % NH, C = NH * hs;
     int q0 = (gridDim.y - 1 - blockIdx.y) * BQ;
     size_t ld = 3 * (size_t)C;
-    const E *q = qkv + (size_t)b * T * ld + (size_t)h * hs, *k = q + C, *v = q + 2 * C;
+    const E *q = qkv + (size_t)b * T * ld + (size_t)h * hs;
+    const E *k = (const E *)w.kv + (size_t)b * w.Tk * ld + (size_t)h * hs + C, *v = k + C;
     flash_load_rows<BQ, HS>(sm.q, q, ld, q0, T, hs);
     if (tid < BQ) sm.m[tid] = -INFINITY, sm.l[tid] = 0.0f;
     float acc[RPT][CPT];
@@ -132,9 +150,9 @@ FLASH_UNROLL
     for (int i = 0; i < RPT; i++)
 FLASH_UNROLL
         for (int c = 0; c < CPT; c++) acc[i][c] = 0.0f;
-    int last = (q0 + BQ < T ? q0 + BQ : T) - 1;  // the tile's last query: keys 0..last matter
-    for (int k0 = 0; k0 <= last; k0 += BK) {
-        flash_load_rows<BK, HS>(sm.kv, k, ld, k0, T, hs);
+    int last = (q0 + BQ < T ? q0 + BQ : T) - 1 + w.off;  // the tile's last query: keys 0..last
+    for (int k0 = 0; k0 <= last && k0 < w.Tk; k0 += BK) {
+        flash_load_rows<BK, HS>(sm.kv, k, ld, k0, w.Tk, hs);
         __syncthreads();
         float s[NE];
         flash_tile_dot<BQ, BK, HS>(s, sm.q, sm.kv);
@@ -142,13 +160,14 @@ FLASH_UNROLL
 FLASH_UNROLL
         for (int i = 0; i < NE; i++) {
             int r = tid / BK + RS * i;
-            sm.p[r][j] = k0 + j <= q0 + r ? s[i] * scale : -INFINITY;
+            sm.p[r][j] = k0 + j <= q0 + r + w.off && k0 + j < w.Tk ? s[i] * scale : -INFINITY;
         }
         __syncthreads();  // scores written, k no longer read
-        flash_load_rows<BK, HS>(sm.kv, v, ld, k0, T, hs);
+        flash_load_rows<BK, HS>(sm.kv, v, ld, k0, w.Tk, hs);
         if (tid < BQ) flash_online_softmax_row(sm, tid);
         if (dd.threshold && tid < BQ) {  // after the row sum: lse stays that without dropout
-            uint64_t idx = flash_drop_base(dd, bh, NH, T) + (uint64_t)(q0 + tid) * T + k0;
+            uint64_t idx = flash_drop_base(dd, bh, NH, w.Tg) + (uint64_t)(w.q0 + q0 + tid) * w.Tg +
+                           (uint64_t)(w.k0 + k0);
             for (int jj = 0; jj < BK; jj++) sm.p[tid][jj] *= dropout_factor(&dd, idx + jj);
         }
         __syncthreads();
@@ -175,13 +194,14 @@ FLASH_UNROLL
     for (int i = 0; i < RPT; i++) {
         int r = warp + FLASH_WARPS * i, t = q0 + r;
         if (t >= T) continue;
-        float inv = 1.0f / sm.l[r];
+        float inv = sm.l[r] > 0.0f ? 1.0f / sm.l[r] : 0.0f;  // 0: a row that sees no key
         E *o = out + ((size_t)b * T + t) * C + (size_t)h * hs;
 FLASH_UNROLL
         for (int c = 0; c < CPT; c++)
             if (lane + WARP * c < hs) store_from_f32(o + lane + WARP * c, acc[i][c] * inv);
     }
-    if (tid < BQ && q0 + tid < T) lse[(size_t)bh * T + q0 + tid] = sm.m[tid] + logf(sm.l[tid]);
+    if (tid < BQ && q0 + tid < T)
+        lse[(size_t)bh * T + q0 + tid] = sm.l[tid] > 0.0f ? sm.m[tid] + logf(sm.l[tid]) : -INFINITY;
 }
 
 // D (rows) = dout_t . out_t for row r = (b*NH + h)*T + t: one warp per row, fixed order.

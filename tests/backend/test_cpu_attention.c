@@ -18,7 +18,7 @@ static void test_attention(Backend *be, TestRng *r, int B, int T, int NH, int hs
                  .out = test_doubles(nout), .att = test_doubles(natt), .g = g};
     for (size_t i = 0; i < natt; i++) att[i] = NAN, scratch[i] = NAN;
 
-    be->ops->attention_forward(be, out, att, qkv, B, T, NH, hs, NULL);
+    be->ops->attention_forward(be, out, att, qkv, B, T, NH, hs, NULL, NULL);
     attention_ref(&c);
     EXPECT_CLOSE(out, c.out, nout, 1e-6, "attention out");
     EXPECT_CLOSE(att, c.att, natt, 1e-6, "attention probabilities");
@@ -48,7 +48,7 @@ static void test_repeatable(Backend *be, Backend *be1, TestRng *r) {
     rng_fill(r, qkv, nqkv, -2, 2), rng_fill(r, g, nout, -1, 1);
     for (int k = 0; k < 3; k++) {
         out[k] = test_floats(nout), att[k] = test_floats(natt), dqkv[k] = test_floats(nqkv);
-        bes[k]->ops->attention_forward(bes[k], out[k], att[k], qkv, B, T, NH, hs, NULL);
+        bes[k]->ops->attention_forward(bes[k], out[k], att[k], qkv, B, T, NH, hs, NULL, NULL);
         bes[k]->ops->attention_backward(bes[k], dqkv[k], scratch, g, qkv, att[k], B, T, NH, hs,
                                         NULL);
     }

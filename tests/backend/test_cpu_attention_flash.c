@@ -30,10 +30,10 @@ static void test_flash(Backend *be, TestRng *r, int B, int T, int NH, int hs, in
                  .out = test_doubles(nout), .lse = test_doubles(nrow), .g = g};
     char what[128];
 
-    be->ops->attention_forward(be, mout, att, qkv, B, T, NH, hs, NULL);
+    be->ops->attention_forward(be, mout, att, qkv, B, T, NH, hs, NULL, NULL);
     be->ops->attention_backward(be, mdqkv, mscr, g, qkv, att, B, T, NH, hs, NULL);
     fill_nan(out, nout), fill_nan(lse, nrow), fill_nan(dqkv, nqkv), fill_nan(scr, nrow);
-    be->ops->flash_attention_forward(be, out, lse, qkv, B, T, NH, hs, NULL);
+    be->ops->flash_attention_forward(be, out, lse, qkv, B, T, NH, hs, NULL, NULL);
     be->ops->flash_attention_backward(be, dqkv, scr, g, qkv, out, lse, B, T, NH, hs, NULL);
 
     double *want = to_double(mout, nout);
@@ -61,7 +61,7 @@ static void test_flash(Backend *be, TestRng *r, int B, int T, int NH, int hs, in
 // Forward + backward on `be` into out, lse, dqkv (sizes of the shape below).
 static void run_once(Backend *be, const float *qkv, const float *g, float *out, float *lse,
                      float *dqkv, float *scr, int B, int T, int NH, int hs) {
-    be->ops->flash_attention_forward(be, out, lse, qkv, B, T, NH, hs, NULL);
+    be->ops->flash_attention_forward(be, out, lse, qkv, B, T, NH, hs, NULL, NULL);
     be->ops->flash_attention_backward(be, dqkv, scr, g, qkv, out, lse, B, T, NH, hs, NULL);
 }
 

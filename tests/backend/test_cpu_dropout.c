@@ -75,9 +75,9 @@ static void test_attention(Backend *be, TestRng *r, int B, int T, int NH, int hs
     AttnRef c = {.B = B, .T = T, .NH = NH, .hs = hs, .qkv = to_double(qkv, nqkv),
                  .out = test_doubles(nout), .d = &d, .g = g};
     char what[128];
-    be->ops->attention_forward(be, out, att, qkv, B, T, NH, hs, &d);
+    be->ops->attention_forward(be, out, att, qkv, B, T, NH, hs, &d, NULL);
     be->ops->attention_backward(be, dqkv, scr, g, qkv, att, B, T, NH, hs, &d);
-    be->ops->flash_attention_forward(be, fout, lse, qkv, B, T, NH, hs, &d);
+    be->ops->flash_attention_forward(be, fout, lse, qkv, B, T, NH, hs, &d, NULL);
     be->ops->flash_attention_backward(be, fdqkv, fscr, g, qkv, fout, lse, B, T, NH, hs, &d);
     attention_ref(&c);
     snprintf(what, sizeof what, "dropout attention out (B%d T%d NH%d hs%d)", B, T, NH, hs);
@@ -99,16 +99,16 @@ static void test_attention(Backend *be, TestRng *r, int B, int T, int NH, int hs
         BackendDropout db = d;
         db.sample0 = d.sample0 + b;
         float *o1 = test_floats(nout / B), *l1 = test_floats((size_t)NH * T);
-        be->ops->flash_attention_forward(be, o1, l1, qkv + nqkv / B * b, 1, T, NH, hs, &db);
+        be->ops->flash_attention_forward(be, o1, l1, qkv + nqkv / B * b, 1, T, NH, hs, &db, NULL);
         EXPECT_SAME_BITS(o1, fout + nout / B * b, nout / B, "flash out, one sample per call");
-        be->ops->attention_forward(be, o1, att, qkv + nqkv / B * b, 1, T, NH, hs, &db);
+        be->ops->attention_forward(be, o1, att, qkv + nqkv / B * b, 1, T, NH, hs, &db, NULL);
         EXPECT_SAME_BITS(o1, out + nout / B * b, nout / B, "out, one sample per call");
         free(o1), free(l1);
     }
     // p = 0 is the plain op, bitwise
     BackendDropout d0 = make_drop(0.0, 1);
-    be->ops->attention_forward(be, fout, att, qkv, B, T, NH, hs, NULL);
-    be->ops->attention_forward(be, out, att, qkv, B, T, NH, hs, &d0);
+    be->ops->attention_forward(be, fout, att, qkv, B, T, NH, hs, NULL, NULL);
+    be->ops->attention_forward(be, out, att, qkv, B, T, NH, hs, &d0, NULL);
     EXPECT_SAME_BITS(out, fout, nout, "attention p = 0");
     free(qkv), free(g), free(out), free(att), free(scr), free(dqkv), free(fout), free(lse);
     free(fdqkv), free(fscr), free(c.qkv), free(c.out), free(want);

@@ -16,9 +16,9 @@ static void check_attention(Half *h, int B, int T, int NH, int hs) {
     float *gout = test_floats(nout), *gatt = test_floats(natt), *gdq = test_floats(nqkv);
     float *scr = test_floats(natt);
     Backend *cpu = h->cpu, *be = h->be;
-    cpu->ops->attention_forward(cpu, rout, ratt, qkv, B, T, NH, hs, NULL);
+    cpu->ops->attention_forward(cpu, rout, ratt, qkv, B, T, NH, hs, NULL, NULL);
     void *d_out = half_poisoned(h, nout, h->dt), *d_att = half_poisoned(h, natt, h->dt);
-    be->ops->attention_forward(be, d_out, d_att, half_up(h, qkv, nqkv), B, T, NH, hs, NULL);
+    be->ops->attention_forward(be, d_out, d_att, half_up(h, qkv, nqkv), B, T, NH, hs, NULL, NULL);
     half_down(h, gout, d_out, nout), half_down(h, gatt, d_att, natt);
     half_release(h);
     HALF_CLOSE(h, gout, rout, nout, half_tol(h, TOL_ATT_FWD), "attention_forward out");
@@ -45,10 +45,10 @@ static void check_flash(Half *h, int B, int T, int NH, int hs) {
     float *scr = test_floats(nrow);
     char what[120];
     Backend *cpu = h->cpu, *be = h->be;
-    cpu->ops->flash_attention_forward(cpu, rout, rlse, qkv, B, T, NH, hs, NULL);
+    cpu->ops->flash_attention_forward(cpu, rout, rlse, qkv, B, T, NH, hs, NULL, NULL);
     void *d_out = half_poisoned(h, nout, h->dt);
     float *d_lse = half_poisoned(h, nrow, BACKEND_F32);
-    be->ops->flash_attention_forward(be, d_out, d_lse, half_up(h, qkv, nqkv), B, T, NH, hs, NULL);
+    be->ops->flash_attention_forward(be, d_out, d_lse, half_up(h, qkv, nqkv), B, T, NH, hs, NULL, NULL);
     half_down(h, gout, d_out, nout), half_down_f32(h, glse, d_lse, nrow);
     half_release(h);
     snprintf(what, sizeof what, "flash_attention_forward out T%d hs%d", T, hs);
@@ -88,19 +88,19 @@ static void check_embeddings(Half *h, int B, int T, int C, int V_local, int voca
     half_down(h, got, d_out, nc);
     HALF_CLOSE(h, got, ref, nc, 0.0, "embedding_forward (exact)");
     half_round(h, ref, nc, h->dt);  // position_forward adds onto the rounded embeddings
-    cpu->ops->position_forward(cpu, ref, wpe, B, T, C);
-    be->ops->position_forward(be, d_out, half_up(h, wpe, tc), B, T, C);
+    cpu->ops->position_forward(cpu, ref, wpe, B, T, C, 0);
+    be->ops->position_forward(be, d_out, half_up(h, wpe, tc), B, T, C, 0);
     half_down(h, got, d_out, nc);
     half_release(h);
     HALF_CLOSE(h, got, ref, nc, half_tol(h, TOL_STORE), "position_forward +=");
     memcpy(ref, dt0, vc * sizeof(float));
     cpu->ops->embedding_backward(cpu, ref, dout, tok, N, C, vocab_start, V_local);
     memcpy(ref + vc, dw0, tc * sizeof(float));
-    cpu->ops->position_backward(cpu, ref + vc, dout, B, T, C);
+    cpu->ops->position_backward(cpu, ref + vc, dout, B, T, C, 0);
     float *d_dt = half_up_f32(h, dt0, vc), *d_dw = half_up_f32(h, dw0, tc);
     void *d_dout = half_up(h, dout, nc);
     be->ops->embedding_backward(be, d_dt, d_dout, half_up_int(h, tok, N), N, C, vocab_start, V_local);
-    be->ops->position_backward(be, d_dw, d_dout, B, T, C);
+    be->ops->position_backward(be, d_dw, d_dout, B, T, C, 0);
     half_down_f32(h, got, d_dt, vc), half_down_f32(h, got + vc, d_dw, tc);
     half_release(h);
     HALF_CLOSE(h, got, ref, vc, TOL_F32, "embedding_backward dtable += (fp32)");

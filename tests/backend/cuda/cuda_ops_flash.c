@@ -3,7 +3,9 @@
 // flash_attention_backward (dqkv, fed the reference's out and lse), at B = 2, NH = 3 and
 // awkward T (65, 100: not a multiple of any tile) and head sizes (24: zero-padded up to 32;
 // 64; 128: the 16 x 16 backward tiles). Outputs and the scratch are NaN-poisoned first; the
-// device runs everything twice and must give the same bits.
+// device runs everything twice and must give the same bits. Windows (BackendAttnWindow):
+// queries at positions [20, 37) of a 50-position sequence against keys [10, 30) of another
+// buffer, fused and materialised, with and without dropout (masks at global positions).
 #include "tests/backend/cuda/cuda_parity.h"
 
 #include <stdio.h>
@@ -22,7 +24,7 @@ static void check_flash(Parity *t, int B, int T, int NH, int hs) {
         float *d_out = par_alloc(t, k, nout * sizeof(float)), *d_lse = par_alloc(t, k, nrow * sizeof(float));
         for (int run = 0; run < (k == PAR_DEV ? 2 : 1); run++) {
             par_poison(t, k, d_out, nout), par_poison(t, k, d_lse, nrow);
-            be->ops->flash_attention_forward(be, d_out, d_lse, d_qkv, B, T, NH, hs, NULL);
+            be->ops->flash_attention_forward(be, d_out, d_lse, d_qkv, B, T, NH, hs, NULL, NULL);
             par_down(t, k, run ? rep : out.h[k], d_out, nout);
             par_down(t, k, run ? rep + nout : lse.h[k], d_lse, nrow);
         }
@@ -56,7 +58,39 @@ static void check_flash(Parity *t, int B, int T, int NH, int hs) {
     par_out_free(&out), par_out_free(&lse), par_out_free(&dqkv);
 }
 
+// The windowed forwards of both attention ops on both backends (dropout p, 0: none).
+static void check_window(Parity *t, int flash, double p) {
+    const int B = 2, NH = 2, hs = 24, C = NH * hs, Tq = 17, Tk = 20;
+    BackendAttnWindow w = {20, 10, Tk, NULL};
+    BackendDropout d = {.key = dropout_key(5, 2, DROPOUT_SITE_ATTN_PROBS, 1),
+                        .threshold = dropout_threshold(p), .scale = 1.0f / (1.0f - (float)p),
+                        .sample0 = 4, .NH = NH, .T = 50};
+    size_t nq = (size_t)B * Tq * 3 * C, nk = (size_t)B * Tk * 3 * C, nout = (size_t)B * Tq * C;
+    size_t nl = (size_t)B * NH * Tq, na = (size_t)B * NH * Tq * Tk;
+    float *qkv = par_rand(t, nq, -2, 2), *kv = par_rand(t, nk, -2, 2);
+    ParOut out = par_out(nout), lse = par_out(nl);
+    for (int k = 0; k < 2; k++) {
+        Backend *be = t->be[k];
+        float *d_q = par_up(t, k, qkv, nq), *d_o = par_alloc(t, k, nout * sizeof(float));
+        float *d_l = par_alloc(t, k, (flash ? nl : na) * sizeof(float));
+        w.kv = par_up(t, k, kv, nk);
+        par_poison(t, k, d_o, nout);
+        if (flash) be->ops->flash_attention_forward(be, d_o, d_l, d_q, B, Tq, NH, hs, p > 0 ? &d : NULL, &w);
+        else be->ops->attention_forward(be, d_o, d_l, d_q, B, Tq, NH, hs, p > 0 ? &d : NULL, &w);
+        par_down(t, k, out.h[k], d_o, nout);
+        if (flash) par_down(t, k, lse.h[k], d_l, nl);
+        par_release(t);
+    }
+    char what[96];
+    snprintf(what, sizeof what, "%s forward, window, dropout %g", flash ? "flash_attention" : "attention", p);
+    PAR_CLOSE_OUT(out, what);
+    if (flash) PAR_CLOSE_OUT(lse, "flash_attention_forward lse, window");
+    free(qkv), free(kv);
+    par_out_free(&out), par_out_free(&lse);
+}
+
 int cuda_ops_flash(Parity *t) {
+    for (int flash = 0; flash < 2; flash++) check_window(t, flash, 0.0), check_window(t, flash, 0.3);
     if (t->quick) {  // sanitizer builds: one short sequence, the two tilings
         check_flash(t, 2, 17, 3, 24);
         check_flash(t, 1, 33, 2, 128);

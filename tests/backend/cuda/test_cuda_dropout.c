@@ -55,12 +55,12 @@ static void check_attention(Parity *t, int B, int T, int NH, int hs) {
         float *d_s = par_alloc(t, k, na * 4), *d_g = par_alloc(t, k, no * 12);
         float *d_lse = par_alloc(t, k, (size_t)B * NH * T * 4);
         par_poison(t, k, d_o, no), par_poison(t, k, d_g, no * 3);
-        be->ops->attention_forward(be, d_o, d_a, d_q, B, T, NH, hs, &d);
+        be->ops->attention_forward(be, d_o, d_a, d_q, B, T, NH, hs, &d, NULL);
         be->ops->attention_backward(be, d_g, d_s, d_dy, d_q, d_a, B, T, NH, hs, &d);
         par_down(t, k, out.h[k], d_o, no), par_down(t, k, att.h[k], d_a, na);
         par_down(t, k, dq.h[k], d_g, no * 3);
         par_poison(t, k, d_o, no), par_poison(t, k, d_g, no * 3);
-        be->ops->flash_attention_forward(be, d_o, d_lse, d_q, B, T, NH, hs, &d);
+        be->ops->flash_attention_forward(be, d_o, d_lse, d_q, B, T, NH, hs, &d, NULL);
         be->ops->flash_attention_backward(be, d_g, d_s, d_dy, d_q, d_o, d_lse, B, T, NH, hs, &d);
         par_down(t, k, fout.h[k], d_o, no), par_down(t, k, fdq.h[k], d_g, no * 3);
         par_release(t);
@@ -93,8 +93,8 @@ static void check_bf16_fused(Parity *t, int B, int T, int NH) {
     be->ops->copy(be, qf, qkv, nq * 4, BACKEND_H2D);
     be->ops->cast(be, q16, BACKEND_BF16, qf, BACKEND_F32, nq);
     for (int v = 0; v < 2; v++) {
-        if (v == 0) be->ops->attention_forward(be, o16, a16, q16, B, T, NH, hs, &d);
-        else be->ops->flash_attention_forward(be, o16, lse, q16, B, T, NH, hs, &d);
+        if (v == 0) be->ops->attention_forward(be, o16, a16, q16, B, T, NH, hs, &d, NULL);
+        else be->ops->flash_attention_forward(be, o16, lse, q16, B, T, NH, hs, &d, NULL);
         be->ops->cast(be, of, BACKEND_F32, o16, BACKEND_BF16, no);
         be->ops->copy(be, o[v], of, no * 4, BACKEND_D2H);
         be->ops->sync(be);

@@ -31,7 +31,7 @@ static void dev_forward(Half *h, float *out, float *lse, const float *qkv, int B
     for (int run = 0; run < 2; run++) {
         void *d_out = half_poisoned(h, nout, h->dt);
         float *d_lse = half_poisoned(h, nrow, BACKEND_F32);
-        h->be->ops->flash_attention_forward(h->be, d_out, d_lse, d_qkv, B, T, NH, hs, NULL);
+        h->be->ops->flash_attention_forward(h->be, d_out, d_lse, d_qkv, B, T, NH, hs, NULL, NULL);
         half_down(h, run ? rep : out, d_out, nout);
         half_down_f32(h, run ? rep + nout : lse, d_lse, nrow);
     }
@@ -72,7 +72,7 @@ static void check_tc(Half *h, int B, int T, int NH, int hs) {
     float *pout = test_floats(nout), *plse = test_floats(nrow), *pdq = test_floats(nqkv);
     float *scr = test_floats(nrow);
     char what[160];
-    h->cpu->ops->flash_attention_forward(h->cpu, rout, rlse, qkv, B, T, NH, hs, NULL);
+    h->cpu->ops->flash_attention_forward(h->cpu, rout, rlse, qkv, B, T, NH, hs, NULL, NULL);
     unsetenv("MEGAC_FLASH_ATTN_PLAIN");
     dev_forward(h, gout, glse, qkv, B, T, NH, hs);
     snprintf(what, sizeof what, "tc forward out vs cpu B%d T%d NH%d hs%d", B, T, NH, hs);

@@ -226,7 +226,7 @@ static void check_attention(Parity *t, int B, int T, int NH, int hs) {
         float *d_qkv = par_up(t, k, qkv, nqkv);
         float *d_out = par_alloc(t, k, nout * sizeof(float)), *d_att = par_alloc(t, k, natt * sizeof(float));
         par_poison(t, k, d_out, nout), par_poison(t, k, d_att, natt);
-        be->ops->attention_forward(be, d_out, d_att, d_qkv, B, T, NH, hs, NULL);
+        be->ops->attention_forward(be, d_out, d_att, d_qkv, B, T, NH, hs, NULL, NULL);
         par_down(t, k, out.h[k], d_out, nout), par_down(t, k, att.h[k], d_att, natt);
         par_release(t);
     }
