@@ -157,6 +157,38 @@ void gpt_forward(GPT *m, Comm *tp_comm, int slot, const int *tokens, const int *
     }
 }
 
+void gpt_forward_positions(GPT *m, Comm *tp_comm, int slot, const int *tokens, int p0, int n) {
+    Backend *be = m->be;
+    GPTActs *a = &m->slots[slot];
+    TPGroup tpg = tp_group(m, tp_comm), *tp = &tpg;
+    int C = m->cfg.hidden_size;
+    if (m->B != 1 || m->tp != 1 || m->drop.on || p0 < 0 || n < 1 || p0 + n > m->T)
+        core_fatal("gpt_forward_positions: positions [%d, %d) of %d, micro-batch %d, tp %d, "
+                   "dropout %d: needs one sequence on one rank without dropout", p0, p0 + n,
+                   m->T, m->B, m->tp, m->drop.on);
+    GPTRows r = {1, n, p0, a->sample0};
+    size_t qkv_row = 3 * (size_t)m->C_tp * backend_dtype_size(be->act);
+    hook(m, GPT_HOOK_FORWARD, GPT_UNIT_EDGE);
+    if (m->first) {
+        be->ops->copy(be, a->tokens, tokens, (size_t)n * sizeof(int), BACKEND_H2D);
+        tp_vocab_embedding_forward(be, tp, &m->vocab, a->x0, a->tokens, m->w.wte, m->w.wpe,
+                                   1, n, C, p0);
+    }
+    const void *x = a->x0;
+    for (int l = 0; l < m->n_layers; l++) {
+        GPTLayerActs rows = a->layers[l];  // rows [0, n) of the buffers, but qkv at row p0
+        rows.qkv = (char *)rows.qkv + p0 * qkv_row;
+        hook(m, GPT_HOOK_FORWARD, l);
+        block_forward(m, tp, &m->w.blocks[l], &rows, x, &r, l);
+        x = rows.res3;
+    }
+    if (m->last) {
+        gpt_norm_forward(m, a->lnf, a->lnf_mean, a->lnf_rstd, x, m->w.lnfw, m->w.lnfb, n);
+        tp_column_linear_forward(be, tp, a->logits, a->lnf, m->w.out ? m->w.out : m->w.wte, NULL,
+                                 n, C, m->vocab.V_tp);
+    }
+}
+
 double gpt_loss_sum(GPT *m, int slot) {
     return m->be->ops->sum(m->be, m->slots[slot].xent.loss, (size_t)m->N);
 }

@@ -193,6 +193,15 @@ size_t gpt_stage_io_numel(const GPT *m);         // N_sp * C: elements (be->act)
 // step; after loading a checkpoint). No-op when be->act is fp32. Asynchronous on CUDA.
 void gpt_refresh_weight_copies(GPT *m);
 
+// Decoding with a key/value cache (hf/hf_kv.h): the forward of positions [p0, p0 + n) of the
+// one sequence in `slot` (p0 + n <= T), tokens (n) read on the first stage. Each layer's
+// attention reads the keys and values of positions < p0 from rows < p0 of that layer's qkv
+// in the slot, left there by earlier calls (gpt_forward, then this one with p0 = the
+// positions so far): the slot's qkv is the cache, rows p0.. are written here. The stage's
+// output (and on the last stage the logits) are rows [0, n) of the slot's buffers; no loss.
+// Needs B = 1, tp = 1 and no dropout (fatal otherwise).
+void gpt_forward_positions(GPT *m, Comm *tp, int slot, const int *tokens, int p0, int n);
+
 // Sum of the per-token losses of `slot` (last stage only; syncs). Pure otherwise.
 double gpt_loss_sum(GPT *m, int slot);
 // acc[0] += sum of the per-token losses of `slot`; acc is one double in the backend's memory
