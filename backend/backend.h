@@ -162,7 +162,7 @@ typedef struct {
     // dqkv (B, T, 3*NH*hs) [overwritten] from dout (B, T, NH*hs) and the forward's qkv, out
     // and lse (same d): the probabilities are recomputed from lse. scratch (B, NH, T) is
     // workspace (rowsum(dout * out) per row); no other memory is used. dqkv aliases none of
-    // the inputs.
+    // the inputs. The backwards take the whole sequence only (no window yet).
     void (*flash_attention_backward)(Backend *be, void *dqkv, float *scratch, const void *dout,
                                      const void *qkv, const void *out, const float *lse,
                                      int B, int T, int NH, int hs, const BackendDropout *d);

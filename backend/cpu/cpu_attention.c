@@ -123,7 +123,8 @@ void cpu_attention_forward(Backend *be, float *out, float *att, const float *qkv
 #pragma omp parallel for num_threads(nt) schedule(static) if (heads > 1)
     for (int bh = 0; bh < heads; bh++) {
         int b = bh / NH, h = bh % NH;
-        const float *q = qkv + (size_t)b * T * C3 + h * hs, *k = kv + (size_t)b * Tk * C3 + C + h * hs;
+        const float *q = qkv + (size_t)b * T * C3 + h * hs;
+        const float *k = kv + (size_t)b * Tk * C3 + C + h * hs;  // keys; values C further
         cpu_attention_head_forward(out + (size_t)b * T * C + h * hs, att + (size_t)bh * T * Tk,
                                    q, k, k + C, T, Tk, win.q0 - win.k0, hs, C3, C, scale, d,
                                    cpu_att_base(d, b, h, Tg, win.q0, win.k0), Tg);

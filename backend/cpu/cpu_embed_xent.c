@@ -46,7 +46,8 @@ void cpu_embedding_backward(Backend *be, float *dtable, const float *dout, const
 }
 
 // out (B, T, C) += rows [pos0, pos0 + T) of wpe.
-void cpu_position_forward(Backend *be, float *out, const float *wpe, int B, int T, int C, int pos0) {
+void cpu_position_forward(Backend *be, float *out, const float *wpe, int B, int T, int C,
+                          int pos0) {
     wpe += (size_t)pos0 * C;
     int nt = cpu_nt(be), rows = B * T;
 #pragma omp parallel for num_threads(nt) schedule(static) if ((size_t)rows * C > CPU_PAR_MIN)
