@@ -7,6 +7,7 @@
 #include "hf/hf_gpt2.h"
 #include "hf/hf_llama.h"
 #include "hf/hf_tokenizer.h"
+#include "core/outpath.h"        // defines: core_out_check_dir
 #include "ckpt/ckpt_fs.h"        // defines: ckpt_fs_mkdirs
 
 #include <stdio.h>
@@ -29,7 +30,11 @@ int cmd_export(int argc, char **argv) {
     };
     core_args_parse(USAGE, specs, (int)(sizeof specs / sizeof specs[0]), argc, argv);
     if (!load || !output) core_usage_error("export needs --load CKPT and --output DIR (see --help)");
-    char err[2048];
+    char err[4600];
+    // an earlier export may be replaced; another model's folder, or a file, may not
+    const char *own[] = {"config.json", "model.safetensors", "tokenizer.json", NULL};
+    if (core_out_check_dir("--output", output, own, "model.safetensors", "\"megac_iteration\"", err, sizeof err) != 0)
+        core_usage_error("%s", err);
     HfCkpt *c = hf_ckpt_read(load, iteration, err, sizeof err);
     if (!c) core_usage_error("%s", err);
     int llama = gpt_is_llama_style(&c->cfg);

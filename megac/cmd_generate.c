@@ -7,6 +7,7 @@
 #include "commands.h"
 #include "core/args.h"
 #include "core/check.h"  // defines: core_usage_error, MPI_CHECK
+#include "core/outpath.h"  // defines: core_out_check_file, core_out_open, core_out_publish
 #include "hf/hf_kv.h"
 #include "hf/hf_lm.h"
 #include "hf/hf_sample.h"
@@ -46,12 +47,16 @@ static void parse_ids(const char *s, int V, TokIds *out) {
     }
 }
 
+// Through the output guard's temporary file (checked before the model ran, see main).
 static void write_logits(const char *path, const float *logits, int n, int V, int Vp) {
-    FILE *f = fopen(path, "wb");
-    int ok = f != NULL;
-    for (int i = 0; ok && i < n; i++) ok = fwrite(logits + (size_t)i * Vp, sizeof(float), (size_t)V, f) == (size_t)V;
-    if (f) ok = (fclose(f) == 0) && ok;
-    if (!ok) core_usage_error("--dump-logits %s: cannot write: %s", path, strerror(errno));
+    FILE *f;
+    char tmp[4200], err[4600];
+    if (core_out_open("--dump-logits", path, &f, tmp, sizeof tmp, err, sizeof err) != 0) core_usage_error("%s", err);
+    for (int i = 0; i < n; i++) fwrite(logits + (size_t)i * Vp, sizeof(float), (size_t)V, f);
+    if (core_out_publish("--dump-logits", path, f, tmp, err, sizeof err) != 0) {
+        fprintf(stderr, "megac: %s\n", err);
+        exit(1);
+    }
 }
 
 static void print_result(const GenArgs *a, Tokenizer *tok, const TokIds *ids) {
@@ -121,7 +126,10 @@ int cmd_generate(int argc, char **argv) {
         core_usage_error("generate needs --load CKPT and one of --prompt TEXT, --prompt-ids IDS (see --help)");
     if (a.max_new < 0 || a.temperature < 0 || a.top_k < 0 || a.top_p <= 0 || a.top_p > 1 || a.threads < 1)
         core_usage_error("--max-new-tokens, --temperature, --top-k >= 0, --top-p in (0, 1], --num-threads >= 1");
-    char err[2048];
+    char err[4600];
+    CoreOutInput in[1] = {{"--tokenizer", a.tok_spec}};  // checkpoints and data: by their looks
+    if (a.dump && core_out_check_file("--dump-logits", a.dump, in, 1, 0, err, sizeof err) != 0)
+        core_usage_error("%s", err);
     HfCkpt *c = hf_ckpt_read(a.load, a.iteration, err, sizeof err);
     if (!c) core_usage_error("%s", err);
     int V = c->cfg.vocab_size, eod = V > TOK_EOD ? TOK_EOD : -1;

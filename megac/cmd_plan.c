@@ -4,6 +4,7 @@
 #include "commands.h"
 #include "core/args.h"
 #include "core/check.h"
+#include "core/outpath.h"  // defines: core_out_check_file, core_out_open, core_out_publish
 #include "model/gpt_flags.h"
 #include "optim/optimizer.h"
 #include "pipeline/pp_interleaved.h"  // defines: PP_ILV_MAX_CHUNKS
@@ -58,17 +59,20 @@ static int calibrate(const PlanFlags *pf, const PlanHardware *base, int argc, ch
     int rank = 0;
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
     FILE *f = NULL;
-    char msg[512] = "";
-    if (rank == 0 && !(f = fopen(pf->calibrate, "w")))
-        snprintf(msg, sizeof msg, "--calibrate %s: cannot write: %s", pf->calibrate, strerror(errno));
-    core_agree_or_exit(rank == 0 && !f, msg, (int)sizeof msg);
+    char msg[4600] = "", tmp[4200];
+    CoreOutInput in[1] = {{"--hardware", pf->hardware}};
+    int bad = rank == 0 && (core_out_check_file("--calibrate", pf->calibrate, in, 1, 0, msg, sizeof msg) ||
+                            core_out_open("--calibrate", pf->calibrate, &f, tmp, sizeof tmp, msg, sizeof msg));
+    core_agree_or_exit(bad, msg, (int)sizeof msg);
     PlanHardware hw;
     plan_calibrate(base, pf->threads, !strcmp(pf->device, "cuda"), &hw, stdout);
     if (f) {
         plan_hw_write(f, &hw);
-        int bad = fclose(f) != 0;
-        printf("%s %s (megac plan --hardware %s)\n", bad ? "FAILED writing" : "wrote", pf->calibrate, pf->calibrate);
-        if (bad) MPI_Abort(MPI_COMM_WORLD, 1);
+        if (core_out_publish("--calibrate", pf->calibrate, f, tmp, msg, sizeof msg) != 0) {
+            fprintf(stderr, "megac: %s\n", msg);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+        printf("wrote %s (megac plan --hardware %s)\n", pf->calibrate, pf->calibrate);
     }
     MPI_CHECK(MPI_Finalize());
     return 0;

@@ -3,6 +3,7 @@
 #include "commands.h"
 #include "core/args.h"
 #include "core/check.h"
+#include "core/outpath.h"  // defines: core_out_check_file
 #include "core/timer.h"
 #include "data/docs.h"
 #include "data/progress.h"
@@ -55,13 +56,17 @@ static int train(int argc, char **argv) {
     if (keys.n > 1) core_usage_error("--json-keys: one key (got %d)", keys.n);
     DataInputFormat fmt = !strcmp(format, "text") ? DATA_FMT_TEXT : !strcmp(format, "jsonl") ? DATA_FMT_JSONL : DATA_FMT_AUTO;
     if (fmt == DATA_FMT_AUTO && strcmp(format, "auto")) core_usage_error("--input-format must be auto, text or jsonl");
+    char err[4600];
+    CoreOutInput *in = core_calloc((size_t)inputs.n, sizeof *in);
+    for (int i = 0; i < inputs.n; i++) in[i] = (CoreOutInput){"--input", inputs.items[i]};
+    if (core_out_check_file("--output", output, in, inputs.n, 0, err, sizeof err) != 0) core_usage_error("%s", err);
+    free(in);
     uint64_t total = 0;
     for (int i = 0; i < inputs.n; i++) {
         struct stat st;
         if (stat(inputs.items[i], &st)) core_usage_error("%s: %s", inputs.items[i], strerror(errno));
         total += (uint64_t)st.st_size;
     }
-    char err[1024];
     TrainJob j = {0};
     j.tr = tok_trainer_new(TOK_DEFAULT_PATTERN, TOK_DEFAULT_MAX_PIECE, err, sizeof err);
     if (!j.tr) core_fatal("%s", err);

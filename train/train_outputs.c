@@ -3,10 +3,10 @@
 #include "ckpt/ckpt_format.h"  // defines: CKPT_PATH_MAX, CKPT_LATEST, ckpt_read_latest
 #include "ckpt/ckpt_fs.h"      // defines: ckpt_fs_path
 #include "core/check.h"
+#include "core/outpath.h"  // defines: core_out_check_file
 #include "train_log.h"  // defines: train_log_run_record
 
 #include <errno.h>
-#include <fcntl.h>     // defines: open, O_CREAT, O_EXCL
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,37 +50,14 @@ static int list_inputs(const TrainArgs *a, Input **out) {
     return n;
 }
 
-// Checks one output path; 0, or -1 with one line in err.
+// Checks one output path against the run's inputs (core/outpath.h); 0, or -1 with one line.
 static int check_output(const char *flag, const char *path, const Input *in, int n_in,
                         char *err, size_t n) {
-    struct stat st, si;
-    if (stat(path, &st) != 0) {  // not there yet: can it be created? (leave nothing behind)
-        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0666);
-        if (fd < 0) {
-            snprintf(err, n, "cannot write %s %s: %s", flag, path, strerror(errno));
-            return -1;
-        }
-        close(fd);
-        unlink(path);
-        return 0;
-    }
-    if (!S_ISREG(st.st_mode) && !S_ISCHR(st.st_mode)) {  // /dev/null is fine
-        snprintf(err, n, "cannot write %s %s: %s", flag, path,
-                 S_ISDIR(st.st_mode) ? "it is a directory" : "not a regular file (a FIFO or socket)");
-        return -1;
-    }
-    for (int i = 0; i < n_in; i++)
-        if (stat(in[i].path, &si) == 0 && si.st_dev == st.st_dev && si.st_ino == st.st_ino &&
-            S_ISREG(st.st_mode)) {
-            snprintf(err, n, "%s %s is the same file as %s's %s: refusing to overwrite an input",
-                     flag, path, in[i].what, in[i].path);
-            return -1;
-        }
-    if (access(path, W_OK) != 0) {
-        snprintf(err, n, "cannot write %s %s: %s", flag, path, strerror(errno));
-        return -1;
-    }
-    return 0;
+    CoreOutInput *ins = core_calloc((size_t)n_in + 1, sizeof *ins);
+    for (int i = 0; i < n_in; i++) ins[i] = (CoreOutInput){in[i].what, in[i].path};
+    int rc = core_out_check_file(flag, path, ins, n_in, 0, err, n);
+    free(ins);
+    return rc;
 }
 
 // Rank 0's checks and the opening of --log-json. Returns 0, or -1 with one line in msg.
