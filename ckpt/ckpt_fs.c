@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/resource.h>  // defines: getrlimit, RLIMIT_FSIZE
 #include <sys/statvfs.h>  // defines: statvfs
 #include <unistd.h>
 
@@ -98,6 +99,12 @@ int ckpt_fs_check_regular(const char *path, char *err, size_t n) {
 }
 
 int ckpt_fs_check_room(const char *dir, const char *file, double bytes, char *err, size_t errlen) {
+    struct rlimit fs;  // ulimit -f: a longer write fails with EFBIG (SIGXFSZ is ignored)
+    if (getrlimit(RLIMIT_FSIZE, &fs) == 0 && fs.rlim_cur != RLIM_INFINITY && (double)fs.rlim_cur < bytes) {
+        snprintf(err, errlen, "%s: %s (the checkpoint needs about %.1f MB, ulimit -f allows %.1f MB)",
+                 file, strerror(EFBIG), bytes / 1e6, (double)fs.rlim_cur / 1e6);
+        return -1;
+    }
     struct statvfs v;
     if (statvfs(dir, &v) != 0) return 0;  // unknown: the write itself will tell
     double avail = (double)v.f_bavail * (double)v.f_frsize;

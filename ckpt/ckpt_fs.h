@@ -25,6 +25,7 @@ int ckpt_fs_check_regular(const char *path, char *err, size_t errlen);
 
 // Rank 0 before a save: whether the file system holding dir has room for a file of about
 // `bytes` (statvfs). A collective write that meets a full disk can hang inside parallel
-// HDF5, so a save that cannot fit fails first. Returns 0 (room, or statvfs unavailable), or
-// -1 with "<file>: No space left on device (...)" in err.
+// HDF5, so a save that cannot fit fails first; so does one longer than `ulimit -f` allows.
+// Returns 0 (room, or statvfs unavailable), or -1 with "<file>: No space left on device
+// (...)" or "<file>: File too large (... ulimit -f ...)" in err.
 int ckpt_fs_check_room(const char *dir, const char *file, double bytes, char *err, size_t errlen);

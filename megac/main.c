@@ -2,6 +2,7 @@
 #include "commands.h"
 #include "backend/cpu/cpu_blas.h"  // defines: backend_cpu_select_blas_kernels
 #include "core/rank_guard.h"       // defines: core_rank_guard
+#include "core/stop.h"             // defines: core_stop_ignore_output_signals
 
 #include <stdio.h>
 #include <string.h>
@@ -44,6 +45,7 @@ int main(int argc, char **argv) {
         usage(stdout);
         return 0;
     }
+    core_stop_ignore_output_signals();  // | head, ulimit -f: a failed write, not a dead process
     if (!strcmp(argv[1], "train") || !strcmp(argv[1], "plan")) {  // plan: --calibrate runs GEMMs
         core_rank_guard(argc, argv);                   // a killed rank is named (under mpiexec/srun)
         backend_cpu_select_blas_kernels(argc, argv);  // may re-execute: before MPI_Init

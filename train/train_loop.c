@@ -6,11 +6,14 @@
 #include "train_log.h"
 #include "train_outputs.h"
 #include "train_stop.h"
+#include "core/check.h"  // defines: MPI_CHECK
+#include "core/stop.h"   // defines: core_stop_saving
 #include "core/timer.h"
 #include "core/watchdog.h"
 
 #include <math.h>
 #include <stdio.h>
+#include <string.h>  // defines: strerror
 #include <unistd.h>
 
 enum { CKPT_LINE = 4400 };  // a --save path (up to 4096 bytes) and the words around it
@@ -78,14 +81,17 @@ static int save_checkpoint(Trainer *t) {
 
 // The agreed early stop (train_stop.h): a checkpoint of the last completed iteration unless
 // one was just written (or it is inside a NaN streak), then one line saying why and how to
-// go on. Collective.
-static void stop_run(Trainer *t, int64_t it_start, const char *why) {
+// go on. Collective. Returns the exit code: 0, or 1 for a stop on a failure (stopped == 2).
+static int stop_run(Trainer *t, int64_t it_start, const char *why, int stopped) {
     const TrainArgs *a = &t->args;
     int rank0 = t->grid->coord.rank == 0, saved = 0;
-    if (a->save && t->iteration > it_start && t->last_saved != t->iteration && t->nan_in_row == 0)
+    if (a->save && t->iteration > it_start && t->last_saved != t->iteration && t->nan_in_row == 0) {
+        core_stop_saving(1);  // a second Ctrl-C now says "please wait" (core/stop.h)
         saved = save_checkpoint(t);  // inside a NaN streak the line below says why not
-    if (t->log_json) fflush(t->log_json);
-    if (!rank0) return;
+        core_stop_saving(0);
+    }
+    int code = stopped == 2 ? 1 : 0;
+    if (!rank0) return code;
     if (isatty(1)) fputs("\r\033[K", stdout);
     char what[CKPT_LINE];
     if (!a->save)
@@ -93,13 +99,33 @@ static void stop_run(Trainer *t, int64_t it_start, const char *why) {
     else if (t->nan_in_row > 0 && t->last_saved != t->iteration)
         snprintf(what, sizeof what, "inside a NaN/Inf streak: not saved, the last checkpoint stays");
     else if (t->last_saved == t->iteration)
-        snprintf(what, sizeof what, "checkpoint %s iteration %lld in %s; resume with --load %s",
-                 saved ? "saved at" : "already at", (long long)t->iteration, a->save, a->save);
+        snprintf(what, sizeof what, "checkpoint %s iteration %lld in %s; resume with --load %s%s",
+                 saved ? "saved at" : "already at", (long long)t->iteration, a->save, a->save,
+                 stopped == 2 ? " (the log lacks this iteration's record)" : "");
     else
         snprintf(what, sizeof what, "no iteration completed since the start: nothing new to save");
+    if (code) {  // a failure: on stderr, as errors are (stdout may be what failed)
+        fprintf(stderr, "megac train: stopped at iteration %lld of %lld (%s); %s\n",
+                (long long)t->iteration, (long long)a->train_iters, why, what);
+        return code;
+    }
     printf("megac train: stopped at iteration %lld of %lld (%s); %s\n", (long long)t->iteration,
            (long long)a->train_iters, why, what);
     fflush(stdout);
+    return 0;
+}
+
+// After the last iteration: a --log-json write that failed during it (or the test
+// evaluation) still fails the run: one line on stderr, exit code 1. Collective.
+static int log_failed_at_end(Trainer *t) {
+    int e = 0;
+    MPI_CHECK(MPI_Allreduce(&t->log_errno, &e, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    if (!e) return 0;
+    if (t->grid->coord.rank == 0)
+        fprintf(stderr, "megac train: cannot write --log-json %s: %s: its records end before "
+                "iteration %lld; the run itself completed\n", t->args.log_json, strerror(e),
+                (long long)t->iteration);
+    return 1;
 }
 
 // After a resume: a sample-based run (--train-samples) recounts its iterations from the
@@ -182,9 +208,11 @@ int trainer_run(Trainer *t) {
             save_checkpoint(t);
         if (tty) train_log_progress(it, it_start, a->train_iters, core_now() - t_start);
     }
-    if (stopped) stop_run(t, it_start, why);
+    int code = 0;
+    if (stopped) code = stop_run(t, it_start, why, stopped);
     else if (t->iteration == a->train_iters && a->eval_iters > 0)
         test_at_end(t);
+    if (!stopped) code = log_failed_at_end(t);
     report_pipeline(t);
-    return 0;
+    return code;
 }

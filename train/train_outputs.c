@@ -60,7 +60,18 @@ static int check_output(const char *flag, const char *path, const Input *in, int
     return rc;
 }
 
-// Rank 0's checks and the opening of --log-json. Returns 0, or -1 with one line in msg.
+// A --log-json file whose last line has no newline holds a record cut short (a crash, a
+// full disk before records were written whole): removes that line. Returns the bytes
+// removed (0: none), or -1 (errno set) if the file cannot be truncated.
+static long cut_last_line(FILE *f, long size) {
+    long at = size;  // the last line starts at `at`
+    while (at > 0 && fseek(f, at - 1, SEEK_SET) == 0 && fgetc(f) != '\n') at--;
+    if (at == size) return 0;
+    if (ftruncate(fileno(f), at) != 0) return -1;
+    return size - at;
+}
+
+// Rank 0's checks and the opening of --log-json (its cut last line removed). Returns 0, or -1 with one line in msg.
 static int outputs_rank0(Trainer *t, char *msg, size_t n) {
     const TrainArgs *a = &t->args;
     Input *in = NULL;
@@ -83,9 +94,17 @@ static int outputs_rank0(Trainer *t, char *msg, size_t n) {
     }
     fseek(t->log_json, 0, SEEK_END);
     long size = ftell(t->log_json);
+    long cut = size > 0 ? cut_last_line(t->log_json, size) : 0;
+    if (cut < 0) {
+        snprintf(msg, n, "cannot repair --log-json %s (its last record is cut short): %s",
+                 a->log_json, strerror(errno));
+        return -1;
+    }
+    if (cut > 0)
+        printf("megac train: --log-json %s: removed its last record, cut short after %ld bytes "
+               "(a crash or a full disk)\n", a->log_json, cut);
+    size -= cut;
     t->log_json_prior = size > 0 ? size : 0;
-    if (size > 0 && fseek(t->log_json, -1, SEEK_END) == 0 && fgetc(t->log_json) != '\n')
-        fputc('\n', t->log_json);  // a record cut short by a crash ends here
     fseek(t->log_json, 0, SEEK_END);
     return 0;
 }

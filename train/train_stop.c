@@ -5,6 +5,7 @@
 #include "core/timer.h"
 
 #include <stdio.h>
+#include <string.h>  // defines: strerror
 
 void train_stop_init(Trainer *t) {
     t->t_launch = core_now();
@@ -15,10 +16,16 @@ void train_stop_init(Trainer *t) {
 int train_stop_check(Trainer *t, int64_t it_start, char *why, size_t n) {
     const TrainArgs *a = &t->args;
     double minutes = (core_now() - t->t_launch) / 60.0;
-    // [signal received, duration exceeded]: MAX over the world, so every rank sees the same
-    int mine[2] = {core_stop_signal(), a->exit_duration_mins > 0 && minutes >= a->exit_duration_mins};
-    int all[2];
-    MPI_CHECK(MPI_Allreduce(mine, all, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    // [signal received, duration exceeded, --log-json write error]: MAX over the world, so
+    // every rank sees the same
+    int mine[3] = {core_stop_signal(), a->exit_duration_mins > 0 && minutes >= a->exit_duration_mins,
+                   t->log_errno};
+    int all[3];
+    MPI_CHECK(MPI_Allreduce(mine, all, 3, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    if (all[2]) {
+        snprintf(why, n, "cannot write --log-json %s: %s", a->log_json, strerror(all[2]));
+        return 2;
+    }
     if (all[0]) {
         snprintf(why, n, "%s received", core_stop_signal_name(all[0]));
         return 1;

@@ -56,6 +56,7 @@ typedef struct {
     int wte_param;              // index of wte in the model's table, or -1
     FILE *log_json;
     long log_json_prior;        // bytes the --log-json file held before this run (appended to)
+    int log_errno;              // rank 0: why a --log-json write failed (stops the run), or 0
     double t_launch;            // core_now() at set-up: the clock of --exit-duration-in-mins
     int64_t last_saved;         // iteration of this run's last checkpoint, -1 before one
 } Trainer;
