@@ -18,6 +18,8 @@
 #include "core/watchdog.h"
 
 #include <errno.h>
+#include <math.h>    // defines: isfinite
+#include <stdint.h>  // defines: SIZE_MAX
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,10 +157,19 @@ static int transfer_all(hid_t f, const CkptModel *cm, const HostState *h, int wr
                 bad = ds < 0 || ckpt_h5_write_ranges(ds, local >= 0 ? &m->params[local] : &full[i],
                                                      m->tp, m->tp_rank, e0s, e1s, bufs, nk) != 0;
             }
+            size_t nonfinite = SIZE_MAX;  // the first NaN or Inf read, as a global element
             for (int k = 0; k < n && local >= 0 && !bad && !write; k++)
-                if (r[k].param == local)
+                if (r[k].param == local) {
                     bad = ds < 0 || ckpt_h5_transfer(ds, &m->params[local], m->tp, m->tp_rank,
                                                      r[k].e0, r[k].e1, r[k].buf, write) != 0;
+                    for (size_t e = 0; !bad && e < r[k].e1 - r[k].e0; e++)
+                        if (!isfinite(r[k].buf[e])) nonfinite = r[k].e0 + e, bad = 1;
+                }
+            if (nonfinite != SIZE_MAX && rc == 0) {  // never trained on: a NaN spreads everywhere
+                snprintf(err, errlen, "dataset %s holds a NaN or Inf (local element %zu): refusing "
+                         "non-finite values", path, nonfinite);
+                rc = -1;
+            }
             char h5[512] = "";
             if (bad) core_hdf5_last_error(h5, sizeof h5);  // before H5Dclose clears the stack
             if (ds < 0 || H5Dclose(ds) < 0) bad = 1;

@@ -12,6 +12,7 @@
 #include <stddef.h>  // defines: offsetof
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>  // defines: INT32_MAX
 #include <string.h>
 
 static const struct {
@@ -128,6 +129,59 @@ static int read_format(hid_t f, char *err, size_t n) {
     return 0;
 }
 
+// Every attribute a run reads back, with the values it can hold: a damaged or hand-edited
+// file (adam_step -1 turns Adam's bias correction into NaN two steps later) is refused with
+// one line naming the attribute, before any of it is used.
+#define COUNT_MAX ((int64_t)1 << 53)  // iterations, samples, steps: far beyond any run
+#define SIZE_MAX32 ((int64_t)INT32_MAX)
+static const struct {
+    const char *name;
+    size_t off;
+    int64_t lo, hi;
+} RANGES[] = {
+#define R(name, field, lo, hi) {name, offsetof(CkptMeta, field), lo, hi}
+    R("iteration", iteration, 0, COUNT_MAX), R("consumed_samples", consumed_samples, 0, COUNT_MAX),
+    R("adam_step", adam_step, 0, COUNT_MAX), R("nan_iterations", nan_iterations, 0, COUNT_MAX),
+    R("global_batch_size", global_batch_size, 1, SIZE_MAX32), R("num_layers", num_layers, 1, 1 << 20),
+    R("hidden_size", hidden_size, 1, 1 << 24), R("num_attention_heads", num_attention_heads, 1, 1 << 20),
+    R("ffn_hidden_size", ffn_hidden_size, 1, 1 << 26), R("seq_length", seq_length, 1, 1 << 24),
+    R("max_position_embeddings", max_position_embeddings, 1, 1 << 24),
+    R("vocab_size", vocab_size, 1, SIZE_MAX32), R("saved_tp", saved_tp, 1, 1 << 20),
+    R("saved_pp", saved_pp, 1, 1 << 20), R("saved_dp", saved_dp, 1, 1 << 20),
+    R("saved_zero1", saved_zero1, 0, 1), R("untie_embeddings_and_output_weights", untie, 0, 1),
+    R("fp16_loss_scale_good_steps", loss_scale_good_steps, 0, SIZE_MAX32),
+    R("fp16_loss_scale_overflows_left", loss_scale_overflows_left, INT32_MIN, SIZE_MAX32),
+    R("fp16_skipped_iterations", skipped_iterations, 0, COUNT_MAX),
+    R("fp16_skipped_samples", skipped_samples, 0, COUNT_MAX),
+    R("normalization_rmsnorm", rmsnorm, 0, 1), R("swiglu", swiglu, 0, 1),
+    R("position_embedding_rope", rope, 0, 1), R("num_query_groups", num_query_groups, 0, 1 << 20),
+    R("disable_bias_linear", disable_bias_linear, 0, 1),
+#undef R
+};
+
+// 0, or -1 with "attribute 'NAME' is V, out of range [LO, HI]" in err.
+static int check_ranges(const CkptMeta *m, char *err, size_t n) {
+    for (size_t i = 0; i < sizeof RANGES / sizeof RANGES[0]; i++) {
+        int64_t v = *(const int64_t *)((const char *)m + RANGES[i].off);
+        if (v >= RANGES[i].lo && v <= RANGES[i].hi) continue;
+        snprintf(err, n, "attribute '%s' is %lld, out of range [%lld, %lld]", RANGES[i].name,
+                 (long long)v, (long long)RANGES[i].lo, (long long)RANGES[i].hi);
+        return -1;
+    }
+    const struct { const char *name; double v, lo, hi; int used; } reals[] = {
+        {"fp16_loss_scale", m->loss_scale, 0x1p-126, 0x1p127, (int)m->has_loss_scale},
+        {"rotary_base", m->rotary_base, 1.0, 1e12, (int)m->rope},
+        {"rotary_percent", m->rotary_percent, 1e-6, 1.0, (int)m->rope},
+    };
+    for (int i = 0; i < 3; i++) {
+        if (!reals[i].used || (reals[i].v >= reals[i].lo && reals[i].v <= reals[i].hi)) continue;
+        snprintf(err, n, "attribute '%s' is %g, out of range [%g, %g]", reals[i].name, reals[i].v,
+                 reals[i].lo, reals[i].hi);
+        return -1;
+    }
+    return 0;
+}
+
 int ckpt_h5_read_meta(hid_t f, CkptMeta *m, char *err, size_t n) {
     memset(m, 0, sizeof *m);
     if (read_format(f, err, n) != 0) return -1;
@@ -151,11 +205,11 @@ int ckpt_h5_read_meta(hid_t f, CkptMeta *m, char *err, size_t n) {
                                       &m->loss_scale_good_steps) &&
                         read_optional(f, "fp16_loss_scale_overflows_left", H5T_NATIVE_INT64,
                                       &m->loss_scale_overflows_left) &&
-                        m->loss_scale > 0;
+                        m->loss_scale != 0;  // (0: none; NaN, Inf, < 0: refused below)
     if (!read_optional(f, "fp16_skipped_iterations", H5T_NATIVE_INT64, &m->skipped_iterations) ||
         !read_optional(f, "fp16_skipped_samples", H5T_NATIVE_INT64, &m->skipped_samples))
         m->skipped_iterations = m->skipped_samples = 0;
-    return 0;
+    return check_ranges(m, err, n);
 }
 
 // The dataspace of p's full tensor: (rows) or (rows, cols).

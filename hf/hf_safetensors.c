@@ -4,6 +4,7 @@
 #include "core/half.h"   // defines: core_f16_to_f32, core_bf16_to_f32
 
 #include <errno.h>
+#include <math.h>  // defines: isfinite, isnan
 #include <json-c/json.h>  // defines: json_tokener_*, json_object_*
 #include <stdarg.h>
 #include <stdlib.h>
@@ -163,7 +164,9 @@ static int by_begin(const void *a, const void *b) {
     return x->begin < y->begin ? -1 : x->begin > y->begin ? 1 : (x->end > y->end) - (x->end < y->end);
 }
 
-// The ranges, sorted, must tile [0, data_len) exactly.
+// The ranges, sorted, must not overlap nor run past data_len. Unused bytes between or after
+// them are left alone: a tensor missing from the header leaves such a gap, and the model's
+// reader then names it ("tensor X is missing") instead of an offset of its neighbour.
 static int check_tiling(HfStFile *f, uint64_t data_len, char *why, size_t n) {
     HfStTensor **s = core_calloc((size_t)f->n + 1, sizeof *s);
     for (int i = 0; i < f->n; i++) s[i] = &f->t[i];
@@ -171,18 +174,18 @@ static int check_tiling(HfStFile *f, uint64_t data_len, char *why, size_t n) {
     uint64_t at = 0;
     int rc = 0;
     for (int i = 0; i < f->n && rc == 0; i++) {
-        if (s[i]->begin != at) {
-            snprintf(why, n, "tensor '%.200s' starts at byte %llu of the data, expected %llu (gap or "
-                     "overlap)", s[i]->name, (unsigned long long)s[i]->begin, (unsigned long long)at);
+        if (s[i]->begin < at) {
+            snprintf(why, n, "tensor '%.200s' starts at byte %llu of the data, inside the tensor "
+                     "before it (which ends at %llu): overlap", s[i]->name,
+                     (unsigned long long)s[i]->begin, (unsigned long long)at);
+            rc = -1;
+        } else if (s[i]->end > data_len) {
+            snprintf(why, n, "tensor '%.200s' ends at byte %llu of the data but the file holds %llu "
+                     "bytes of data (truncated)", s[i]->name, (unsigned long long)s[i]->end,
+                     (unsigned long long)data_len);
             rc = -1;
         }
         at = s[i]->end;
-    }
-    if (rc == 0 && at != data_len) {
-        snprintf(why, n, "the tensors end at byte %llu of the data but the file holds %llu bytes of "
-                 "data (%s)", (unsigned long long)at, (unsigned long long)data_len,
-                 at > data_len ? "truncated" : "trailing bytes");
-        rc = -1;
     }
     free(s);
     return rc;
@@ -277,8 +280,17 @@ int hf_st_read_f32(HfStFile *f, const HfStTensor *t, float *out, char *err, size
             out[i] = t->dtype == HF_DT_F16 ? core_f16_to_f32(h[i]) : core_bf16_to_f32(h[i]);
     }
     if (buf != out) free(buf);
-    if (!ok) snprintf(err, errlen, "%s: read error in tensor %s", f->path, t->name);
-    return ok ? 0 : -1;
+    if (!ok) {
+        snprintf(err, errlen, "%s: read error in tensor %s", f->path, t->name);
+        return -1;
+    }
+    for (uint64_t i = 0; i < n; i++)
+        if (!isfinite(out[i])) {  // a NaN weight would turn every output into NaN (NUL tokens)
+            snprintf(err, errlen, "%s: tensor %s holds %s at element %llu: refusing non-finite "
+                     "weights", f->path, t->name, isnan(out[i]) ? "NaN" : "Inf", (unsigned long long)i);
+            return -1;
+        }
+    return 0;
 }
 
 void hf_st_close(HfStFile *f) {

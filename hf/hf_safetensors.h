@@ -5,7 +5,7 @@
 //                       {"__metadata__": {"key": "value", ...},          optional, strings only
 //                        "NAME": {"dtype": "F32", "shape": [R, C], "data_offsets": [B, E]}, ...}
 //   bytes [8 + N, end)  the data section: tensor NAME is bytes [B, E) of it, row-major,
-//                       little-endian; the ranges tile the data section without gaps or overlaps
+//                       little-endian; the ranges do not overlap (the writer leaves no gaps)
 //
 // The writer stores fp32 tensors; the reader accepts F32, F16 and BF16 and converts to fp32.
 // The reader treats the file as untrusted: every length and offset is checked before use.
@@ -52,8 +52,9 @@ int hf_st_write(const char *path, const HfStOut *t, int n, const char *const *me
                 char *err, size_t errlen);
 
 // Opens and validates path: header length within the file, the header a JSON object of
-// well-formed entries, each range as long as its dtype and shape say, the ranges tiling the
-// data section exactly. Returns NULL with "path: problem" (one line) in err.
+// well-formed entries, each range as long as its dtype and shape say, no two overlapping,
+// none past the data section (bytes no entry names are ignored: a tensor missing from the
+// header is named by the model's reader). Returns NULL with "path: problem" (one line) in err.
 HfStFile *hf_st_open(const char *path, char *err, size_t errlen);
 // DIR/model.safetensors of a Hugging Face model folder, opened as hf_st_open does; a folder
 // with only a sharded index or a pytorch_model.bin (a pickle) gets a message saying how to save
@@ -67,7 +68,8 @@ const HfStTensor *hf_st_find(const HfStFile *f, const char *name);
 uint64_t hf_st_numel(const HfStTensor *t);
 
 // Reads t into out (hf_st_numel(t) floats), converting F16 / BF16 to fp32 exactly. Returns 0,
-// or -1 with "path: problem" in err (unsupported dtype, read error).
+// or -1 with "path: problem" in err (unsupported dtype, read error, a NaN or Inf weight:
+// "tensor NAME holds NaN at element I").
 int hf_st_read_f32(HfStFile *f, const HfStTensor *t, float *out, char *err, size_t errlen);
 
 // Closes the file and frees f (NULL is fine).

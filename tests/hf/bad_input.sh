@@ -2,7 +2,8 @@
 # tests/hf/bad_input.sh MEGAC: export, import and generate refuse bad input with one line
 # naming the problem and exit 2: missing files, truncated or malformed safetensors, an
 # unsupported dtype, another architecture, settings GPT-2 or Llama in megac cannot represent, shapes
-# that disagree with config.json, an existing checkpoint, a missing or wrong tokenizer.
+# that disagree with config.json, an existing checkpoint, a missing or wrong tokenizer, NaN or
+# Inf weights, a tensor missing from the header (named).
 set -uo pipefail
 megac="$1"
 wd=$(mktemp -d); trap 'rm -rf "$wd"' EXIT
@@ -65,6 +66,29 @@ fresh; edit "$wd/h/config.json" "c['n_embd']=32"
 expect "import: n_embd disagrees" "has shape" imp
 fresh; edit "$wd/h/config.json" "c['n_head']=3"
 expect "import: heads do not divide" "config.json" imp
+# st_edit ST PYTHON: rewrite safetensors file ST with a Python statement over `head` (the header
+# dict) and `data` (a bytearray of the data section) (stdlib only).
+st_edit() {
+  python3 - "$@" <<'PY'
+import json, struct, sys
+path, code = sys.argv[1], sys.argv[2]
+raw = open(path, "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+head, data = json.loads(raw[8:8 + n]), bytearray(raw[8 + n:])
+exec(code)
+h = json.dumps(head).encode()
+h += b" " * (-len(h) % 8)
+open(path, "wb").write(struct.pack("<Q", len(h)) + h + bytes(data))
+PY
+}
+# issue 30: a NaN or Inf weight is refused at import, naming the tensor and the element; a
+# tensor missing from the header is named (its bytes left behind are a gap, not an error)
+fresh; st_edit "$st" "b = head['transformer.wpe.weight']['data_offsets'][0] + 4 * 3; data[b:b + 4] = struct.pack('<f', float('nan'))"
+expect "import: a NaN weight" "tensor transformer.wpe.weight holds NaN at element 3: refusing non-finite weights" imp
+fresh; st_edit "$st" "b = head['transformer.h.0.ln_1.weight']['data_offsets'][0]; data[b:b + 4] = struct.pack('<f', float('-inf'))"
+expect "import: an Inf weight" "tensor transformer.h.0.ln_1.weight holds Inf at element 0" imp
+fresh; st_edit "$st" "del head['transformer.h.0.ln_1.bias']"
+expect "import: a tensor missing from the header" "tensor transformer.h.0.ln_1.bias is missing" imp
 fresh
 expect "import: into a checkpoint" "already holds a checkpoint" "$megac" import --hf "$wd/h" --output "$wd/ck"
 expect "generate: no tokenizer" "has no tokenizer" "$megac" generate --load "$wd/ck" --prompt "hi"

@@ -5,6 +5,8 @@
 //     ckpt_tamper FILE attr    NAME VALUE    set an integer attribute of the root group
 //     ckpt_tamper FILE flip    DATASET       flip one bit in the middle of the dataset's
 //                                            first chunk (or contiguous data), outside HDF5
+//     ckpt_tamper FILE nan     DATASET       write NaN into its first element, through HDF5
+//                                            (the checksum stays valid: a NaN that was saved)
 // Exit 0 when done, 1 on an HDF5 failure, 2 on bad usage.
 #include <hdf5.h>
 #include <stdio.h>
@@ -73,9 +75,25 @@ static int flip(const char *file, const char *path) {
     return rc;
 }
 
+// Writes NaN into element 0 (or [0, 0]) of the dataset.
+static int put_nan(hid_t f, const char *path) {
+    hid_t ds = H5Dopen2(f, path, H5P_DEFAULT);
+    if (ds < 0) return -1;
+    hid_t fs = H5Dget_space(ds);
+    hsize_t start[2] = {0, 0}, count[2] = {1, 1}, one = 1;
+    float nan = __builtin_nanf("");
+    hid_t ms = H5Screate_simple(1, &one, NULL);
+    int rc = H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL) < 0 ||
+             H5Dwrite(ds, H5T_NATIVE_FLOAT, ms, fs, H5P_DEFAULT, &nan) < 0 ? -1 : 0;
+    H5Sclose(ms);
+    H5Sclose(fs);
+    H5Dclose(ds);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     if (argc < 4 || (!strcmp(argv[2], "attr") && argc < 5)) {
-        fprintf(stderr, "usage: ckpt_tamper FILE delete|reshape|flip DATASET | FILE attr NAME VALUE\n");
+        fprintf(stderr, "usage: ckpt_tamper FILE delete|reshape|flip|nan DATASET | FILE attr NAME VALUE\n");
         return 2;
     }
     if (!strcmp(argv[2], "flip")) return flip(argv[1], argv[3]) < 0 ? 1 : 0;
@@ -84,6 +102,7 @@ int main(int argc, char **argv) {
     int rc = -1;
     if (!strcmp(argv[2], "delete")) rc = H5Ldelete(f, argv[3], H5P_DEFAULT);
     else if (!strcmp(argv[2], "reshape")) rc = reshape(f, argv[3]);
+    else if (!strcmp(argv[2], "nan")) rc = put_nan(f, argv[3]);
     else if (!strcmp(argv[2], "attr")) rc = set_attr(f, argv[3], atoll(argv[4]));
     if (H5Fclose(f) < 0) rc = -1;
     return rc < 0 ? 1 : 0;
