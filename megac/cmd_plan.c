@@ -78,8 +78,15 @@ static int calibrate(const PlanFlags *pf, const PlanHardware *base, int argc, ch
     return 0;
 }
 
+// The limits of megac plan's inputs: a world of 2^20 ranks (a million GPUs) and a global
+// batch of 2^24 sequences; with them every layout is enumerated in well under 2 s.
+enum { PLAN_MAX_WORLD = 1 << 20, PLAN_MAX_BATCH = 1 << 24 };
+
 static void check_spec(const PlanSpec *s, const PlanFilter *f, const PlanFlags *pf) {
-    if (s->world_size <= 0) core_usage_error("give --world-size N (> 0), got %d", s->world_size);
+    if (s->world_size <= 0 || s->world_size > PLAN_MAX_WORLD)
+        core_usage_error("--world-size must be in [1, %d], got %d", PLAN_MAX_WORLD, s->world_size);
+    if (s->global_batch > PLAN_MAX_BATCH)
+        core_usage_error("--global-batch-size must be at most %d, got %d", PLAN_MAX_BATCH, s->global_batch);
     if (s->global_batch <= 0 || f->micro_batch < 0 || s->ddp_bucket_size < 0 || pf->top < 0)
         core_usage_error("--global-batch-size %d must be > 0; --micro-batch-size %d, --ddp-bucket-size "
                          "%lld and --top %d must be >= 0", s->global_batch, f->micro_batch,

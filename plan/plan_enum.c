@@ -1,5 +1,6 @@
 // plan/plan_enum.c: enumeration and ranking of layouts (see plan_enum.h).
 #include "plan_enum.h"
+#include "core/check.h"  // defines: core_fatal
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,15 +94,37 @@ static void variants(const PlanSpec *s, const PlanFilter *f, const PlanHardware 
             }
 }
 
+// The divisors of n (> 0) in increasing order into out (room for PLAN_MAX_DIVISORS; no
+// int up to 2^31 has more than 1600). Returns the count. O(sqrt(n)).
+enum { PLAN_MAX_DIVISORS = 2048 };
+static int divisors(int n, int *out) {
+    int lo = 0, hi = 0, high[PLAN_MAX_DIVISORS];
+    for (int d = 1; (long long)d * d <= n; d++) {
+        if (n % d) continue;
+        out[lo++] = d;
+        if (d != n / d) high[hi++] = n / d;
+    }
+    while (hi > 0) out[lo++] = high[--hi];
+    return lo;
+}
+
 void plan_enumerate(const PlanSpec *s, const PlanFilter *f, const PlanHardware *hw, PlanSet *out) {
     *out = (PlanSet){0};
     snprintf(out->reason, sizeof out->reason, "no TP x PP divides the world size %d", s->world_size);
     Growing g = {0};
     int W = s->world_size;
-    for (int tp = 1; tp <= W; tp++) {
-        if (W % tp || (f->tp && tp != f->tp)) continue;
-        for (int pp = 1; pp <= W / tp; pp++) {
-            if ((W / tp) % pp || (f->pp && pp != f->pp)) continue;
+    // divisors only: polynomial in the digits of W and the batch, fast for any int
+    int *tps = malloc(3 * PLAN_MAX_DIVISORS * sizeof *tps), *pps = tps + PLAN_MAX_DIVISORS,
+        *mbs = pps + PLAN_MAX_DIVISORS;
+    if (!tps) core_fatal("out of memory");
+    int ntp = divisors(W, tps);
+    for (int i = 0; i < ntp; i++) {
+        int tp = tps[i];
+        if (f->tp && tp != f->tp) continue;
+        int npp = divisors(W / tp, pps);
+        for (int j = 0; j < npp; j++) {
+            int pp = pps[j];
+            if (f->pp && pp != f->pp) continue;
             int dp = W / (tp * pp);
             char err[400];
             GPTConfig c = s->model;
@@ -116,9 +139,10 @@ void plan_enumerate(const PlanSpec *s, const PlanFilter *f, const PlanHardware *
                          "(TP %d x PP %d)", s->global_batch, dp, tp, pp);
                 continue;
             }
-            int per_dp = s->global_batch / dp, any = 0;
-            for (int mb = 1; mb <= per_dp; mb++) {
-                if (per_dp % mb || (f->micro_batch && mb != f->micro_batch)) continue;
+            int per_dp = s->global_batch / dp, any = 0, nmb = divisors(per_dp, mbs);
+            for (int k = 0; k < nmb; k++) {
+                int mb = mbs[k];
+                if (f->micro_batch && mb != f->micro_batch) continue;
                 any = 1;
                 variants(s, f, hw, (PlanLayout){tp, pp, dp, mb, 0, 0, 0, 0, 0}, &g, out);
             }
@@ -129,6 +153,7 @@ void plan_enumerate(const PlanSpec *s, const PlanFilter *f, const PlanHardware *
             }
         }
     }
+    free(tps);
     qsort(g.r, (size_t)g.n, sizeof *g.r, by_rank);
     out->results = g.r;
     out->n = g.n;

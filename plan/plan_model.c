@@ -213,6 +213,20 @@ static size_t scratch_bytes(const PlanSpec *s, const PlanLayout *l, const PlanSt
     return b + (size_t)st->n_workspace_layers * layer_bytes(s, l, 0);
 }
 
+// Floats of the stage's table (gpt_params_build's total) without naming each of its
+// tensors: the layers are alike, so the total is affine in the number of layers; checked on
+// 1, 2 and 3 layers, else (never so far) the whole table is built. Keeps megac plan's cost
+// per layout independent of --num-layers.
+static size_t stage_floats(const GPTConfig *c, int tp, int Vp, const PlanStage *st) {
+    size_t f[4] = {0}, all = 0;
+    int n = 0;
+    for (int k = 1; k <= 3 && st->n_layers > 3; k++)
+        free(gpt_params_build(c, tp, Vp, st->layer0, k, st->first, st->last, &n, &f[k]));
+    if (st->n_layers > 3 && f[3] - f[2] == f[2] - f[1]) return f[1] + (size_t)(st->n_layers - 1) * (f[2] - f[1]);
+    free(gpt_params_build(c, tp, Vp, st->layer0, st->n_layers, st->first, st->last, &n, &all));
+    return all;
+}
+
 // One model chunk: virtual stage `stage` of P (the pipeline stage itself when P == PP) with
 // n_slots activation slots: every field of *st but the times.
 static void chunk_counts(const PlanSpec *s, const PlanLayout *l, int P, int stage, int n_slots,
@@ -221,8 +235,10 @@ static void chunk_counts(const PlanSpec *s, const PlanLayout *l, int P, int stag
     *st = (PlanStage){.first = stage == 0, .last = stage == P - 1};
     gpt_stage_layers(c, P, stage, &st->layer0, &st->n_layers);
     int Vp = gpt_padded_vocab(c, l->tp), n_params = 0;
-    ParamInfo *table = gpt_params_build(c, l->tp, Vp, st->layer0, st->n_layers, st->first, st->last,
-                                        &n_params, &st->n_floats);
+    ParamInfo *table = l->zero >= 2 ? gpt_params_build(c, l->tp, Vp, st->layer0, st->n_layers, st->first,
+                                                       st->last, &n_params, &st->n_floats)
+                                    : NULL;
+    if (!table) st->n_floats = stage_floats(c, l->tp, Vp, st);
     st->n_alloc = dist_padded_size(st->n_floats, l->dp);
     st->shard_len = l->zero1 ? st->n_alloc / (size_t)l->dp : st->n_alloc;
     recompute_counts(c, st);

@@ -121,5 +121,17 @@ bad vpp_pp1 "needs PP >= 2" "$megac" plan --world-size 8 "${model[@]}" --virtual
 bad vpp_m "multiple of" "$megac" plan --world-size 8 "${model[@]}" --virtual-pipeline-model-parallel-size 2 \
   --pipeline-model-parallel-size 2 --global-batch-size 4 --micro-batch-size 1 --tensor-model-parallel-size 1
 bad vpp_negative "must be 0 to 64" "$megac" plan --world-size 8 "${model[@]}" --virtual-pipeline-model-parallel-size -1
+# issue 30: the inputs are bounded (a world of 2^31-1 ranks divided by zero after 49 s) and
+# the enumeration visits divisors only, its cost per layout independent of --num-layers
+bad world_huge "--world-size must be in \[1, 1048576\], got 2147483647" timeout 10 "$megac" plan \
+  --world-size 2147483647 "${model[@]}" --global-batch-size 16
+bad batch_huge "--global-batch-size must be at most 16777216" timeout 10 "$megac" plan --world-size 8 \
+  "${model[@]}" --global-batch-size 2000000000
+t0=$(date +%s%N)
+ok world_2_20 timeout 20 "$megac" plan --world-size 1048576 --num-layers 64 --hidden-size 8192 \
+  --num-attention-heads 64 --seq-length 2048 --global-batch-size 4096 --top 1
+ok layers_10_6 timeout 20 "$megac" plan --world-size 8 --num-layers 1000000 --hidden-size 1024 \
+  --num-attention-heads 16 --seq-length 1024 --global-batch-size 8 --top 1
+echo "     (world 2^20 and 10^6 layers: $(( ($(date +%s%N) - t0) / 1000000 )) ms together)"
 [[ $fails -eq 0 ]] && echo "test_plan_cli: ok" || echo "test_plan_cli: $fails failure(s)"
 exit $((fails > 0))
