@@ -271,7 +271,12 @@ def sweep(argv):
         plans.append(predict(megac, args.world_size, p, args, pflags))
     if not any(lay for lay, _ in plans):
         usage_error(f"no valid point in the grid: {plans[-1][1]}")
-    os.makedirs(os.path.join(args.output, "runs"), exist_ok=True)
+    try:
+        os.makedirs(os.path.join(args.output, "runs"), exist_ok=True)
+        if not os.access(args.output, os.W_OK):
+            raise PermissionError(13, "Permission denied")
+    except OSError as e:
+        usage_error(f"cannot write --output {args.output}: {e.strerror or e}")
     rec_path = os.path.join(args.output, "records.jsonl")
     left = collect(args.output) if ablate_slurm.load_pending(args.output) else []
     done = ablate_report.load_records(args.output)
@@ -338,4 +343,9 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    try:
+        main(sys.argv[1:])
+    except ablate_report.AblateError as e:  # a damaged records.jsonl: one line, not a traceback
+        usage_error(str(e))
+    except OSError as e:  # an unwritable --output, a full disk
+        usage_error(f"{e.filename or ''}: {e.strerror or e}" if e.filename else str(e))

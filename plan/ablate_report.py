@@ -9,15 +9,27 @@ GROUPS = ["tp", "pp", "dp", "embedding"]
 LOSS_RTOL = 1e-4  # layouts of one model on the same data agree to fp32 round-off (~1e-7)
 
 
+class AblateError(Exception):
+    """Bad input (a damaged records.jsonl, an unusable --output): one line, exit 2."""
+
+
 def load_records(d):
     path = os.path.join(d, "records.jsonl")
     if not os.path.isfile(path):
         return []
     latest = {}
-    for line in open(path):
-        if line.strip():
+    for no, line in enumerate(open(path, errors="replace"), 1):
+        if not line.strip():
+            continue
+        try:
             r = json.loads(line)
-            latest[r["id"]] = r  # a point rerun after a failure: the last record counts
+        except ValueError as e:
+            raise AblateError(f"{path} line {no}: not JSON ({e.msg}): not a record of megac ablate")
+        if not isinstance(r, dict) or not isinstance(r.get("id"), str) or "status" not in r \
+                or not isinstance(r.get("layout"), dict):
+            raise AblateError(f"{path} line {no}: a record needs an \"id\", a \"status\" and a "
+                              "\"layout\": not a record of megac ablate")
+        latest[r["id"]] = r  # a point rerun after a failure: the last record counts
     return list(latest.values())
 
 

@@ -133,5 +133,20 @@ ok world_2_20 timeout 20 "$megac" plan --world-size 1048576 --num-layers 64 --hi
 ok layers_10_6 timeout 20 "$megac" plan --world-size 8 --num-layers 1000000 --hidden-size 1024 \
   --num-attention-heads 16 --seq-length 1024 --global-batch-size 8 --top 1
 echo "     (world 2^20 and 10^6 layers: $(( ($(date +%s%N) - t0) / 1000000 )) ms together)"
+# issue 30: megac ablate's bad input is one line and exit 2, not a Python traceback
+one_line() {  # one_line NAME PATTERN CMD...: exit 2, one stderr line matching PATTERN
+  local name="$1" pat="$2"; shift 2
+  "$@" > "$tmp/out" 2> "$tmp/err"; local rc=$?
+  if [[ $rc -eq 2 && $(wc -l < "$tmp/err") -eq 1 ]] && grep -q -- "$pat" "$tmp/err"; then
+    echo "ok   $name: $(cat "$tmp/err")"; else
+    echo "FAIL $name: exit $rc, stderr: $(cat "$tmp/err")"; fails=$((fails + 1)); fi
+}
+mkdir -p "$tmp/sweep"; printf '{"id": "a", "status": "ok", "layout": {}}\ngarbage\n' > "$tmp/sweep/records.jsonl"
+one_line ablate_garbage_records "records.jsonl line 2: not JSON" "$megac" ablate report "$tmp/sweep"
+printf '[1, 2]\n' > "$tmp/sweep/records.jsonl"
+one_line ablate_not_a_record "line 1: a record needs an \"id\"" "$megac" ablate report "$tmp/sweep"
+one_line ablate_unwritable_output "cannot write --output /dev/null/x: Not a directory" "$megac" ablate \
+  --grid "tp=1 mbs=1" --world-size 1 --output /dev/null/x -- --mock-data --num-layers 1 --hidden-size 16 \
+  --num-attention-heads 2 --seq-length 8 --global-batch-size 2 --train-iters 1
 [[ $fails -eq 0 ]] && echo "test_plan_cli: ok" || echo "test_plan_cli: $fails failure(s)"
 exit $((fails > 0))
