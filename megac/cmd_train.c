@@ -1,6 +1,7 @@
 // megac/cmd_train.c: `megac train`: parse flags, set up MPI and the run, train.
 #include "commands.h"
 #include "core/check.h"
+#include "core/limits.h"  // defines: core_check_limits
 #include "core/stop.h"
 #include "core/watchdog.h"
 #include "train/train_args.h"
@@ -11,6 +12,7 @@
 int cmd_train(int argc, char **argv) {
     TrainArgs args;
     core_stop_install();  // before anything slow: a stop signal during start-up is not fatal
+    core_check_limits("train");  // ulimit -n: one line before MPI fails inside its start-up
     // --distributed-timeout-minutes also bounds start-up: MPI_Init to the first iteration
     // (trainer_run disarms it), whichever rank is stuck or gone.
     const char *pmi_rank = getenv("PMI_RANK");

@@ -10,6 +10,7 @@
 #   stdout closed (`| head`) under the launcher and without it: the run completes, exit 0;
 #   --log-json on a full disk (/dev/full; a 16 kB tmpfs as root): exit 1, one line, a
 #     checkpoint of the last iteration, no cut record; a cut last line is removed on resume;
+#   `ulimit -n 16`: one line saying what is needed, exit 2;
 #   `ulimit -f` (SIGXFSZ) while saving: exit 1 with "File too large", no partial file;
 #     while logging: exit 1, the log ends on a whole record.
 # SEED (printed) picks the signal moments.
@@ -136,3 +137,10 @@ echo "ok: ulimit -f 100 while saving: exit 1, 'File too large', no partial file"
 grep -q "(cannot write --log-json $wd/fsz.jsonl: File too large)" "$wd/out.txt" || fail "ulimit -f: no log line"
 python3 -c "import json,sys; [json.loads(l) for l in open(sys.argv[1])]" "$wd/fsz.jsonl" || fail "ulimit -f: a cut record"
 echo "ok: ulimit -f 20 while logging: exit 1, 'File too large', the log ends on a whole record"
+
+# ulimit -n 16: one megac line and exit 2 before MPI starts (it used to fail inside UCX).
+(ulimit -n 16; run1 --train-iters 2); rc=$?
+((rc == 2)) || fail "ulimit -n 16: exit $rc, want 2"
+grep -q "^megac train: ulimit -n is 16 (hard limit 16): megac needs at least 256 open files" "$wd/out.txt" \
+  || fail "ulimit -n 16: no line saying what is needed"
+echo "ok: ulimit -n 16: one line saying what is needed, exit 2"
