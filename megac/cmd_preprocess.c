@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>  // defines: isatty
 
 static const char *USAGE =
@@ -36,23 +37,22 @@ static void report(const char *output, const DataPreprocessStats *st, int64_t vo
            st->unigram_entropy);
 }
 
-// The output guard (core/outpath.h): not an input, not a checkpoint; an earlier dataset may
-// be replaced. Usage error (exit 2) otherwise.
-static void check_output(const char *output, const CoreStrList *inputs, const char *tok, const char *prefix) {
+// The output guard (core/outpath.h): not a checkpoint, not the tokenizer or the Megatron
+// files; an earlier dataset may be replaced. (The --input files and a directory are refused
+// by data_preprocess itself, in its own words.) Usage error (exit 2) otherwise.
+static void check_output(const char *output, const char *tok, const char *prefix) {
     char err[4600], idx[4200], bin[4200];
-    CoreOutInput *in = core_calloc((size_t)inputs->n + 3, sizeof *in);
-    int n = 0;
-    for (int i = 0; i < inputs->n; i++) in[n++] = (CoreOutInput){"--input", inputs->items[i]};
-    in[n++] = (CoreOutInput){"--tokenizer", tok};
+    struct stat st;
+    if (stat(output, &st) == 0 && S_ISDIR(st.st_mode)) return;
+    CoreOutInput in[3] = {{"--tokenizer", tok}};
+    int n = 1;
     if (prefix) {
         snprintf(idx, sizeof idx, "%s.idx", prefix);
         snprintf(bin, sizeof bin, "%s.bin", prefix);
         in[n++] = (CoreOutInput){"--from-megatron", idx};
         in[n++] = (CoreOutInput){"--from-megatron", bin};
     }
-    int rc = core_out_check_file("--output", output, in, n, 1, err, sizeof err);
-    free(in);
-    if (rc != 0) core_usage_error("%s", err);
+    if (core_out_check_file("--output", output, in, n, 1, err, sizeof err) != 0) core_usage_error("%s", err);
 }
 
 static int from_megatron(const char *prefix, const char *output, int64_t vocab, int64_t eod) {
@@ -86,7 +86,7 @@ int cmd_preprocess(int argc, char **argv) {
     };
     core_args_parse(USAGE, specs, (int)(sizeof specs / sizeof specs[0]), argc, argv);
     if (!output) core_usage_error("--output is required (see --help)");
-    check_output(output, &inputs, tokenizer, megatron);
+    check_output(output, tokenizer, megatron);
     if (megatron) {
         if (inputs.n) core_usage_error("--from-megatron and --input exclude each other");
         return from_megatron(megatron, output, vocab, eod);

@@ -38,7 +38,7 @@ refused "train --log-json onto a dataset" "--log-json $wd/data.h5 is a data or m
   --micro-batch-size 1 --global-batch-size 1 --train-iters 1 --num-threads 1 --log-json "$wd/data.h5"
 refused "plan --calibrate onto a dataset" "--calibrate $wd/data.h5 is a data or model file" "$wd/data.h5" \
   "$megac" plan --world-size 1 --calibrate "$wd/data.h5" --device cpu
-refused "preprocess --output onto its input" "--output $wd/in.txt is the same file as --input's" "$wd/in.txt" \
+refused "preprocess --output onto its input" "--output $wd/in.txt is the input $wd/in.txt" "$wd/in.txt" \
   "$megac" preprocess --input "$wd/in.txt" --output "$wd/in.txt"
 refused "preprocess --output onto the checkpoint" "is part of a checkpoint" "$ckfile" \
   "$megac" preprocess --input "$wd/in.txt" --output "$ckfile"
