@@ -16,6 +16,12 @@ int gpt_config_check(const GPTConfig *c, int tp, int pp, char *err, size_t n) {
                  c->vocab_size, c->vocab_divisible_by);
         return -1;
     }
+    if ((long long)c->vocab_size + (long long)c->vocab_divisible_by * tp > 2147483647LL) {  // padded: an int
+        snprintf(err, n, "vocab size %d, padded to a multiple of make-vocab-size-divisible-by %d x "
+                 "tensor-model-parallel-size %d, exceeds 2147483647", c->vocab_size,
+                 c->vocab_divisible_by, tp);
+        return -1;
+    }
     if (c->hidden_size % c->num_heads) {
         snprintf(err, n, "hidden-size %d is not divisible by num-attention-heads %d", c->hidden_size,
                  c->num_heads);

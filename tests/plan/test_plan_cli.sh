@@ -133,6 +133,14 @@ ok world_2_20 timeout 20 "$megac" plan --world-size 1048576 --num-layers 64 --hi
 ok layers_10_6 timeout 20 "$megac" plan --world-size 8 --num-layers 1000000 --hidden-size 1024 \
   --num-attention-heads 16 --seq-length 1024 --global-batch-size 8 --top 1
 echo "     (world 2^20 and 10^6 layers: $(( ($(date +%s%N) - t0) / 1000000 )) ms together)"
+# issue 30, case 11: a vocabulary whose padded size wraps an int is refused by name (train
+# printed "cannot allocate 18446743523954179072 bytes" for --mock-vocab-size 2147483647)
+bad vocab_wraps "vocab size 2147483647, padded to a multiple of make-vocab-size-divisible-by 128" \
+  "$megac" plan --world-size 1 --num-layers 1 --hidden-size 16 --num-attention-heads 2 --seq-length 8 \
+  --vocab-size 2147483647 --global-batch-size 1
+bad vocab_wraps_train "exceeds 2147483647" "$megac" train --mock-data --mock-vocab-size 2147483647 \
+  --num-layers 1 --hidden-size 16 --num-attention-heads 2 --seq-length 8 --micro-batch-size 1 \
+  --global-batch-size 1 --train-iters 1 --num-threads 1
 # issue 30: megac ablate's bad input is one line and exit 2, not a Python traceback
 one_line() {  # one_line NAME PATTERN CMD...: exit 2, one stderr line matching PATTERN
   local name="$1" pat="$2"; shift 2
