@@ -5,7 +5,7 @@
 // loop over tensors themselves. The CPU backend (C + OpenMP + BLAS, fp32, deterministic) is
 // the reference; the CUDA backend (kernels + cuBLASLt) is tested against it op by op.
 // One entry per operation that production code calls: a variant is a parameter of its entry
-// (attention's optional dropout descriptor), not an entry of its own, and arithmetic that only
+// (attention's optional dropout descriptor, the activation kind), not an entry of its own, and arithmetic that only
 // tests need lives in the tests (tests/backend/backend_ref_ops.h). Adding an op, step by step:
 // backend/README.md.
 //
@@ -37,6 +37,13 @@ typedef enum { BACKEND_CPU, BACKEND_CUDA } BackendKind;
 // Element types of activation buffers and weight copies (values are stable: logged, tested).
 typedef enum { BACKEND_F32 = 0, BACKEND_BF16 = 1, BACKEND_F16 = 2 } BackendDType;
 typedef enum { BACKEND_H2D, BACKEND_D2H, BACKEND_D2D } BackendCopyKind;
+// The MLP's activation (values are stable: logged, tested). Pointwise: GELU (tanh
+// approximation). Gated (the input has two halves per row, [gate | up]): SwiGLU, silu(gate) *
+// up. The ops take the kind (act_forward, matmul_act_forward, ...); a new activation is a
+// value here and a case in each backend's activation file (cpu_act.c, act.cuh).
+typedef enum { BACKEND_ACT_GELU = 0, BACKEND_ACT_SWIGLU = 1, BACKEND_ACT_COUNT } BackendAct;
+// 1 if act is gated (SwiGLU: input rows [gate | up], twice the output's width). Pure.
+static inline int backend_act_gated(BackendAct act) { return act == BACKEND_ACT_SWIGLU; }
 
 typedef struct Backend Backend;
 
@@ -98,21 +105,31 @@ typedef struct {
                                        const void *a, const void *b, const void *weight,
                                        const void *bias, int N, int C);
     // pre (N, OC) = inp (N, C) @ weight (OC, C)^T + bias (OC) (bias may be NULL), then
-    // out (N, OC) = gelu(pre): matmul_forward + gelu_forward. CUDA: one GEMM (GELU epilogue,
-    // pre stored as its aux output) when the pointers are aligned (see cuda_fused.cu); gelu is
-    // then taken of the fp32 value before pre is rounded to be->act.
-    void (*matmul_gelu_forward)(Backend *be, void *out, void *pre, const void *inp,
-                                const void *weight, const void *bias, int N, int C, int OC);
-    // matmul_backward, then dinp (N, C) = gelu'(pre (N, C)) * dinp: the gradient through a
-    // matmul_gelu_forward's GELU. dinp is required (not NULL). CUDA: one GEMM (DGELU epilogue)
-    // for dinp when aligned; the product is taken before dinp is rounded to be->act.
-    void (*matmul_backward_dgelu)(Backend *be, void *dinp, float *dweight, float *dbias,
-                                  const void *dout, const void *inp, const void *weight,
-                                  const void *pre, int N, int C, int OC);
+    // out = act(pre) as act_forward: out (N, OC), or (N, OC/2) for a gated act (SwiGLU: pre's
+    // rows are [gate | up]). matmul_forward + act_forward, the same bits on the CPU. CUDA, act
+    // GELU: one GEMM (GELU epilogue, pre stored as its aux output) when the pointers are
+    // aligned (see cuda_fused.cu); gelu is then taken of the fp32 value before pre is rounded
+    // to be->act.
+    void (*matmul_act_forward)(Backend *be, void *out, void *pre, const void *inp,
+                               const void *weight, const void *bias, int N, int C, int OC,
+                               BackendAct act);
+    // matmul_backward, then dinp (N, C) = act'(pre (N, C)) * dinp: the gradient through a
+    // matmul_act_forward's pointwise act (not a gated one: act_backward). dinp is required
+    // (not NULL). CUDA, act GELU: one GEMM (DGELU epilogue) for dinp when aligned; the product
+    // is taken before dinp is rounded to be->act.
+    void (*matmul_act_backward)(Backend *be, void *dinp, float *dweight, float *dbias,
+                                const void *dout, const void *inp, const void *weight,
+                                const void *pre, int N, int C, int OC, BackendAct act);
+
+    // --- activations (BackendAct) ------------------------------------------------------
+    // out (N, F) = act(inp): inp (N, F), or (N, 2F) rows [gate (F) | up (F)] for a gated act.
+    void (*act_forward)(Backend *be, void *out, const void *inp, int N, int F, BackendAct act);
+    // dinp (N, F), or (N, 2F) for a gated act [overwritten], from dout (N, F) and the
+    // forward's inp. dinp may alias dout for a pointwise act.
+    void (*act_backward)(Backend *be, void *dinp, const void *inp, const void *dout, int N, int F,
+                         BackendAct act);
 
     // --- pointwise -----------------------------------------------------------------
-    // GELU, tanh approximation: out (n) = gelu(inp)
-    void (*gelu_forward)(Backend *be, void *out, const void *inp, size_t n);
     // out (n) = a + b   (out may alias a or b)
     void (*add)(Backend *be, void *out, const void *a, const void *b, size_t n);
     // out (n) = a + b, all fp32 whatever be->act (out may alias a or b)
@@ -231,7 +248,7 @@ typedef struct {
     // Sum of x[i] in double, returned on the host.
     double (*sum)(Backend *be, const float *x, size_t n);
 
-    // --- Llama-style blocks (--normalization RMSNorm, --swiglu, rope, grouped-query) ---
+    // --- Llama-style blocks (--normalization RMSNorm, rope, grouped-query) ---------------
     // RMSNorm (eps 1e-5, no bias): out (N, C) = inp * rstd * weight, rstd (N) =
     // 1 / sqrt(mean_j inp^2 + eps) saved when not NULL.
     void (*rmsnorm_forward)(Backend *be, void *out, float *rstd, const void *inp,
@@ -239,10 +256,6 @@ typedef struct {
     // dinp (N, C) += ... (it closes a residual branch, as layernorm_backward), dweight (C) +=.
     void (*rmsnorm_backward)(Backend *be, void *dinp, float *dweight, const void *dout,
                              const void *inp, const void *weight, const float *rstd, int N, int C);
-    // SwiGLU: rows of inp (N, 2F) are [gate (F) | up (F)]; out (N, F) = silu(gate) * up.
-    void (*swiglu_forward)(Backend *be, void *out, const void *inp, int N, int F);
-    // dinp (N, 2F) [overwritten] from dout (N, F) and the forward's inp.
-    void (*swiglu_backward)(Backend *be, void *dinp, const void *inp, const void *dout, int N, int F);
     // Rotary positions + grouped-query heads into attention_forward's layout. inp (B, T,
     // (NH + 2G)*hs) per token [q: NH heads | k: G heads | v: G heads]; out (B, T, 3*NH*hs)
     // [q | k | v: NH heads each]: query head h reads kv head h / (NH/G). q and k are rotated

@@ -86,7 +86,7 @@ static void run_step(Backend *be, OpStats *st, Layer *w, Layer *g, float **a, fl
         TIMED(st, OP_MM_FWD, mm_flops(C, C), o->matmul_forward(be, dy, y, w->proj_w, w->proj_b, N, C, C));
         TIMED(st, OP_ADD, 0, o->add(be, x, x, dy, (size_t)N * C));
         TIMED(st, OP_LN_FWD, 0, o->layernorm_forward(be, ln, mean, rstd, x, w->ln_w, w->ln_b, N, C));
-        TIMED(st, OP_GELU_FWD, mm_flops(4 * C, C), o->matmul_gelu_forward(be, hg, h, ln, w->fc_w, w->fc_b, N, C, 4 * C));
+        TIMED(st, OP_GELU_FWD, mm_flops(4 * C, C), o->matmul_act_forward(be, hg, h, ln, w->fc_w, w->fc_b, N, C, 4 * C, BACKEND_ACT_GELU));
         TIMED(st, OP_MM_FWD, mm_flops(C, 4 * C), o->matmul_forward(be, dy, hg, w->fcp_w, w->fcp_b, N, 4 * C, C));
         TIMED(st, OP_ADD, 0, o->add(be, x, x, dy, (size_t)N * C));
     }
@@ -99,7 +99,7 @@ static void run_step(Backend *be, OpStats *st, Layer *w, Layer *g, float **a, fl
     TIMED(st, OP_LM_BWD, 2 * mm_flops(VP, C), o->matmul_backward(be, dln, dwte, NULL, logits, ln, wte, N, C, VP));
     TIMED(st, OP_LN_BWD, 0, o->layernorm_backward(be, dx, g->ln_w, g->ln_b, dln, x, w->ln_w, mean, rstd, N, C));
     for (int l = L - 1; l >= 0; l--) {
-        TIMED(st, OP_GELU_BWD, 2 * mm_flops(C, 4 * C), o->matmul_backward_dgelu(be, dh, g->fcp_w, g->fcp_b, dx, hg, w->fcp_w, h, N, 4 * C, C));
+        TIMED(st, OP_GELU_BWD, 2 * mm_flops(C, 4 * C), o->matmul_act_backward(be, dh, g->fcp_w, g->fcp_b, dx, hg, w->fcp_w, h, N, 4 * C, C, BACKEND_ACT_GELU));
         TIMED(st, OP_MM_BWD, 2 * mm_flops(4 * C, C), o->matmul_backward(be, dln, g->fc_w, g->fc_b, dh, ln, w->fc_w, N, C, 4 * C));
         TIMED(st, OP_LN_BWD, 0, o->layernorm_backward(be, dx, g->ln_w, g->ln_b, dln, x, w->ln_w, mean, rstd, N, C));
         TIMED(st, OP_MM_BWD, 2 * mm_flops(C, C), o->matmul_backward(be, dy, g->proj_w, g->proj_b, dx, y, w->proj_w, N, C, C));

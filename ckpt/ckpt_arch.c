@@ -26,7 +26,7 @@ static const char *const DOUBLES[2] = {"rotary_base", "rotary_percent"};
 
 void ckpt_arch_from_config(CkptMeta *m, const GPTConfig *c) {
     m->rmsnorm = c->rmsnorm;
-    m->swiglu = c->swiglu;
+    m->swiglu = c->activation == BACKEND_ACT_SWIGLU;
     m->rope = c->rope;
     m->num_query_groups = gpt_kv_heads(c) != c->num_heads ? gpt_kv_heads(c) : 0;
     m->disable_bias_linear = c->disable_bias_linear;
@@ -36,7 +36,7 @@ void ckpt_arch_from_config(CkptMeta *m, const GPTConfig *c) {
 
 void ckpt_arch_to_config(const CkptMeta *m, GPTConfig *c) {
     c->rmsnorm = (int)m->rmsnorm;
-    c->swiglu = (int)m->swiglu;
+    c->activation = m->swiglu ? BACKEND_ACT_SWIGLU : BACKEND_ACT_GELU;
     c->rope = (int)m->rope;
     c->num_query_groups = (int)m->num_query_groups;
     c->disable_bias_linear = (int)m->disable_bias_linear;

@@ -58,12 +58,12 @@ static int parts_of(const ParamInfo *p, Parts *out) {
 }
 
 int hf_llama_check_exportable(const GPTConfig *c, char *err, size_t errlen) {
-    if (c->rmsnorm && c->swiglu && c->rope && c->disable_bias_linear && c->rotary_percent == 1.0)
+    if (c->rmsnorm && c->activation == BACKEND_ACT_SWIGLU && c->rope && c->disable_bias_linear && c->rotary_percent == 1.0)
         return 0;
     snprintf(err, errlen, "this model cannot be represented as LlamaForCausalLM (it needs "
              "--normalization RMSNorm, --swiglu, --position-embedding-type rope with "
              "--rotary-percent 1 and --disable-bias-linear; this one has%s%s%s%s%s) nor as "
-             "GPT2LMHeadModel", c->rmsnorm ? "" : " LayerNorm", c->swiglu ? "" : " GELU",
+             "GPT2LMHeadModel", c->rmsnorm ? "" : " LayerNorm", c->activation == BACKEND_ACT_SWIGLU ? "" : " GELU",
              c->rope ? "" : " learned positions", c->disable_bias_linear ? "" : " biases",
              c->rope && c->rotary_percent != 1.0 ? " partial rotary" : "");
     return -1;
@@ -203,7 +203,8 @@ int hf_llama_read_config(const char *dir, GPTConfig *cfg, char *err, size_t errl
     cfg->rotary_base = hf_json_field(o, "rope_theta", &v) ? json_object_get_double(v) : 10000.0;
     cfg->untie_embeddings = !(hf_json_field(o, "tie_word_embeddings", &v) && json_object_get_boolean(v));
     json_object_put(o);
-    cfg->rmsnorm = cfg->swiglu = cfg->rope = cfg->disable_bias_linear = 1;
+    cfg->rmsnorm = cfg->rope = cfg->disable_bias_linear = 1;
+    cfg->activation = BACKEND_ACT_SWIGLU;
     cfg->rotary_percent = 1.0;
     cfg->num_query_groups = G != cfg->num_heads ? G : 0;
     cfg->vocab_divisible_by = 1;

@@ -30,14 +30,15 @@ void tp_column_linear_backward(Backend *be, TPGroup *tp, void *dinp, float *dw, 
     comm_reduce_scatter(tp->comm, tp->full, dinp, shard_rows(tp, N) * C, tp_act_dtype(be), COMM_SUM);
 }
 
-void tp_column_linear_gelu_forward(Backend *be, TPGroup *tp, void *out, void *pre, const void *inp,
-                                   const void *w, const void *b, int N, int C, int OC_tp) {
+void tp_column_linear_act_forward(Backend *be, TPGroup *tp, void *out, void *pre, const void *inp,
+                                  const void *w, const void *b, int N, int C, int OC_tp,
+                                  BackendAct act) {
     const void *x = inp;  // (N, C)
     if (tp->sequence_parallel) {
         comm_all_gather(tp->comm, inp, tp->gather, shard_rows(tp, N) * C, tp_act_dtype(be));
         x = tp->gather;
     }
-    be->ops->matmul_gelu_forward(be, out, pre, x, w, b, N, C, OC_tp);  // (N, OC_tp) each
+    be->ops->matmul_act_forward(be, out, pre, x, w, b, N, C, OC_tp, act);  // pre (N, OC_tp)
 }
 
 void tp_row_linear_forward(Backend *be, TPGroup *tp, void *out, const void *inp,
@@ -63,13 +64,13 @@ void tp_row_linear_backward(Backend *be, TPGroup *tp, void *dinp, float *dw, flo
     be->ops->matmul_backward(be, dinp, dw, db, dy, inp, w, N, C_tp, OC);
 }
 
-void tp_row_linear_dgelu_backward(Backend *be, TPGroup *tp, void *dinp, float *dw, float *db,
-                                  const void *dout, const void *inp, const void *w,
-                                  const void *pre, int N, int C_tp, int OC) {
+void tp_row_linear_act_backward(Backend *be, TPGroup *tp, void *dinp, float *dw, float *db,
+                                const void *dout, const void *inp, const void *w,
+                                const void *pre, int N, int C_tp, int OC, BackendAct act) {
     const void *dy = dout;  // (N, OC)
     if (tp->sequence_parallel) {
         comm_all_gather(tp->comm, dout, tp->gather, shard_rows(tp, N) * OC, tp_act_dtype(be));
         dy = tp->gather;
     }
-    be->ops->matmul_backward_dgelu(be, dinp, dw, db, dy, inp, w, pre, N, C_tp, OC);
+    be->ops->matmul_act_backward(be, dinp, dw, db, dy, inp, w, pre, N, C_tp, OC, act);
 }

@@ -46,10 +46,12 @@ void tp_column_linear_backward(Backend *be, TPGroup *tp, void *dinp, float *dw, 
                                const void *dout, const void *inp, const void *w,
                                int N, int C, int OC_tp);
 
-// tp_column_linear_forward into pre (N, OC_tp), then out (N, OC_tp) = gelu(pre): one
-// fused op (Backend matmul_gelu_forward: a GEMM with a GELU epilogue on CUDA).
-void tp_column_linear_gelu_forward(Backend *be, TPGroup *tp, void *out, void *pre, const void *inp,
-                                   const void *w, const void *b, int N, int C, int OC_tp);
+// tp_column_linear_forward into pre (N, OC_tp), then out = act(pre): (N, OC_tp), or
+// (N, OC_tp/2) for a gated act. One fused op (Backend matmul_act_forward: a GEMM with a GELU
+// epilogue on CUDA).
+void tp_column_linear_act_forward(Backend *be, TPGroup *tp, void *out, void *pre, const void *inp,
+                                  const void *w, const void *b, int N, int C, int OC_tp,
+                                  BackendAct act);
 
 // out = g forward of inp (N, C_tp) @ w (OC, C_tp)^T: all-reduced (N, OC), or
 // reduce-scattered to (N/tp, OC) rows with sequence parallelism; + b (OC) once (it enters on
@@ -64,9 +66,10 @@ void tp_row_linear_backward(Backend *be, TPGroup *tp, void *dinp, float *dw, flo
                             const void *dout, const void *inp, const void *w,
                             int N, int C_tp, int OC);
 
-// tp_row_linear_backward whose input inp = gelu(pre) came from tp_column_linear_gelu_forward:
-// dinp (N, C_tp) = (dout @ w) * gelu'(pre), the gradient of pre, in one fused op (Backend
-// matmul_backward_dgelu: the DGELU epilogue on CUDA). dw, db as tp_row_linear_backward.
-void tp_row_linear_dgelu_backward(Backend *be, TPGroup *tp, void *dinp, float *dw, float *db,
-                                  const void *dout, const void *inp, const void *w,
-                                  const void *pre, int N, int C_tp, int OC);
+// tp_row_linear_backward whose input inp = act(pre) came from tp_column_linear_act_forward
+// with a pointwise act: dinp (N, C_tp) = (dout @ w) * act'(pre), the gradient of pre, in one
+// fused op (Backend matmul_act_backward: the DGELU epilogue on CUDA). dw, db as
+// tp_row_linear_backward.
+void tp_row_linear_act_backward(Backend *be, TPGroup *tp, void *dinp, float *dw, float *db,
+                                const void *dout, const void *inp, const void *w,
+                                const void *pre, int N, int C_tp, int OC, BackendAct act);

@@ -53,7 +53,8 @@ typedef struct {
     void *res2;                        // (Ns, C) after the attention residual
     void *ln2;                         // (Ns, C)
     float *ln2_mean, *ln2_rstd;        // (Ns), (Ns)
-    void *fch, *fch_gelu;              // (N, F/tp), or with --swiglu (N, 2*F/tp) [gate | up]
+    void *fch, *fch_act;               // fch (N, F/tp), or gated (--swiglu) (N, 2*F/tp) [gate |
+                                       // up]; fch_act = act(fch) (N, F/tp)
                                        // and (N, F/tp) silu(gate) * up
     void *res3;                        // (Ns, C) block output
 } GPTLayerActs;
@@ -145,8 +146,8 @@ typedef struct {
                                        // (B, NH/tp, T) with use_flash_attn
         void *datty;                   // (N, C/tp)
         void *dfch;                    // (N, F/tp) gradient of the MLP's pre-activation
-                                       // ((N, 2*F/tp) with --swiglu)
-        void *dact;                    // (N, F/tp) --swiglu: gradient of silu(gate) * up
+                                       // ((N, 2*F/tp) with a gated act)
+        void *dact;                    // (N, F/tp) gated act: gradient of act(fch)
         void *qkv_in;                  // (N, QKV_tp) with remap_qkv: the QKV linear's output
                                        // (forward) or its gradient (backward); else NULL
         float *dscale;                 // (N) loss gradient per token

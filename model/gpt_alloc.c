@@ -39,8 +39,8 @@ static void carve_layer(GPT *m, Carver *cv, GPTLayerActs *L) {
     L->ln2 = CARVE_A(cv, Ns * C);
     L->ln2_mean = CARVE_F(cv, Ns);
     L->ln2_rstd = CARVE_F(cv, Ns);
-    L->fch = CARVE_A(cv, N * (m->cfg.swiglu ? 2 : 1) * m->F_tp);
-    L->fch_gelu = CARVE_A(cv, N * m->F_tp);
+    L->fch = CARVE_A(cv, N * (backend_act_gated(m->cfg.activation) ? 2 : 1) * m->F_tp);
+    L->fch_act = CARVE_A(cv, N * m->F_tp);
     L->res3 = CARVE_A(cv, Ns * C);
 }
 
@@ -80,8 +80,9 @@ static void carve_scratch(GPT *m, Carver *cv) {
     size_t rows = (size_t)m->B * m->NH_tp * m->T;  // attention rows (b, h, t)
     m->s.datt = CARVE_F(cv, m->cfg.use_flash_attn ? rows : rows * m->T);
     m->s.datty = CARVE_A(cv, N * m->C_tp);
-    m->s.dfch = CARVE_A(cv, N * (m->cfg.swiglu ? 2 : 1) * m->F_tp);
-    m->s.dact = m->cfg.swiglu ? CARVE_A(cv, N * m->F_tp) : NULL;
+    int gated = backend_act_gated(m->cfg.activation);
+    m->s.dfch = CARVE_A(cv, N * (gated ? 2 : 1) * m->F_tp);
+    m->s.dact = gated ? CARVE_A(cv, N * m->F_tp) : NULL;
     m->s.qkv_in = m->remap_qkv ? CARVE_A(cv, N * m->QKV_tp) : NULL;
     m->s.dscale = CARVE_F(cv, N);
     if (m->sp) {
@@ -174,14 +175,6 @@ GPT *gpt_create(const GPTConfig *cfg, Backend *be, int tp, int tp_rank, int pp, 
     m->remap_qkv = cfg->rope || m->G_tp != m->NH_tp;
     m->block_param0 = m->first ? (cfg->rope ? 1 : 2) : 0;  // after wte (and wpe)
     m->block_nparams = gpt_block_tensor_count(cfg);
-    const BackendOps *o = be->ops;
-    const char *missing = cfg->rmsnorm && !o->rmsnorm_forward ? "--normalization RMSNorm"
-                        : cfg->swiglu && !o->swiglu_forward ? "--swiglu"
-                        : m->remap_qkv && !o->rope_gqa_forward ? "rope / --group-query-attention"
-                        : NULL;
-    if (missing)  // the CUDA backend has no Llama-style ops (yet)
-        core_usage_error("%s is not implemented on the %s backend: use --device cpu", missing,
-                         be->kind == BACKEND_CUDA ? "cuda" : "this");
     m->Vp = gpt_padded_vocab(cfg, tp);
     m->vocab = tp_vocab_split(cfg->vocab_size, m->Vp, tp, tp_rank);
     m->params = gpt_params_build(cfg, tp, m->Vp, m->layer0, m->n_layers, m->first, m->last,

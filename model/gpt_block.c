@@ -67,27 +67,25 @@ void gpt_qkv_backward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTBlockW *g,
 void gpt_mlp_forward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTLayerActs *a, int N) {
     Backend *be = m->be;
     int C = m->cfg.hidden_size;
-    if (m->cfg.swiglu) {
-        tp_column_linear_forward(be, tp, a->fch, a->ln2, w->fcw, w->fcb, N, C, 2 * m->F_tp);
-        be->ops->swiglu_forward(be, a->fch_gelu, a->fch, N, m->F_tp);  // (N, F/tp)
-    } else {
-        tp_column_linear_gelu_forward(be, tp, a->fch_gelu, a->fch, a->ln2, w->fcw, w->fcb, N, C,
-                                      m->F_tp);  // fch = ln2 Wfc^T + b; fch_gelu = gelu(fch)
-    }
-    tp_row_linear_forward(be, tp, a->res3, a->fch_gelu, w->fcprojw, w->fcprojb, N, m->F_tp, C);
+    BackendAct act = m->cfg.activation;
+    int F2 = (backend_act_gated(act) ? 2 : 1) * m->F_tp;
+    tp_column_linear_act_forward(be, tp, a->fch_act, a->fch, a->ln2, w->fcw, w->fcb, N, C, F2,
+                                 act);  // fch (N, F2) = ln2 Wfc^T + b; fch_act (N, F/tp) = act(fch)
+    tp_row_linear_forward(be, tp, a->res3, a->fch_act, w->fcprojw, w->fcprojb, N, m->F_tp, C);
 }
 
 void gpt_mlp_backward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTBlockW *g,
                       const GPTLayerActs *a, const void *dres, void *dln) {
     Backend *be = m->be;
-    int N = m->N, C = m->cfg.hidden_size, F2 = (m->cfg.swiglu ? 2 : 1) * m->F_tp;
-    if (m->cfg.swiglu) {
-        tp_row_linear_backward(be, tp, m->s.dact, g->fcprojw, g->fcprojb, dres, a->fch_gelu,
+    BackendAct act = m->cfg.activation;
+    int N = m->N, C = m->cfg.hidden_size, F2 = (backend_act_gated(act) ? 2 : 1) * m->F_tp;
+    if (backend_act_gated(act)) {
+        tp_row_linear_backward(be, tp, m->s.dact, g->fcprojw, g->fcprojb, dres, a->fch_act,
                                w->fcprojw, N, m->F_tp, C);
-        be->ops->swiglu_backward(be, m->s.dfch, a->fch, m->s.dact, N, m->F_tp);  // (N, 2F/tp)
+        be->ops->act_backward(be, m->s.dfch, a->fch, m->s.dact, N, m->F_tp, act);  // (N, 2F/tp)
     } else {
-        tp_row_linear_dgelu_backward(be, tp, m->s.dfch, g->fcprojw, g->fcprojb, dres, a->fch_gelu,
-                                     w->fcprojw, a->fch, N, m->F_tp, C);  // through the GELU too
+        tp_row_linear_act_backward(be, tp, m->s.dfch, g->fcprojw, g->fcprojb, dres, a->fch_act,
+                                   w->fcprojw, a->fch, N, m->F_tp, C, act);  // through act too
     }
     tp_column_linear_backward(be, tp, dln, g->fcw, g->fcb, m->s.dfch, a->ln2, w->fcw, N, C, F2);
 }

@@ -107,7 +107,7 @@ double gpt_flops_per_iteration(const GPTConfig *c, int padded_vocab, long long s
     double C = c->hidden_size, T = c->seq_length, L = c->num_layers;
     double qkv = (1.0 + 2.0 * gpt_kv_heads(c) / c->num_heads) / 3.0;  // 1 without GQA
     double attention = 1.5 * qkv + 0.5 + T / C;
-    double mlp = (double)c->ffn_hidden_size / C * (c->swiglu ? 1.5 : 1.0);
+    double mlp = (double)c->ffn_hidden_size / C * (backend_act_gated(c->activation) ? 1.5 : 1.0);
     double logits = padded_vocab / (2.0 * L * C);
     return 12.0 * (double)samples * T * L * C * C * (attention + mlp + logits);
 }
@@ -122,6 +122,6 @@ int gpt_rotary_dim(const GPTConfig *c) {
 }
 
 int gpt_is_llama_style(const GPTConfig *c) {
-    return c->rmsnorm || c->swiglu || c->rope || c->disable_bias_linear ||
+    return c->rmsnorm || c->activation != BACKEND_ACT_GELU || c->rope || c->disable_bias_linear ||
            gpt_kv_heads(c) != c->num_heads;
 }

@@ -1,6 +1,8 @@
 // model/gpt_config.h: the model's hyper-parameters (GPT-2, or Llama-style) and their checks
 // against a layout.
 #pragma once
+#include "backend/backend.h"  // defines: BackendAct
+
 #include <stddef.h>
 
 typedef struct {
@@ -29,7 +31,8 @@ typedef struct {
                                   // its own (V, C) weight ("output_layer") instead of wte's
     // Llama-style architecture (Megatron's flags; all 0 for GPT-2):
     int rmsnorm;                  // --normalization RMSNorm: weight only, no bias (eps 1e-5)
-    int swiglu;                   // --swiglu: fc has 2F rows [gate; up], act silu(gate) * up
+    BackendAct activation;        // the MLP's: GELU (GPT-2, 0), --swiglu (fc has 2F rows
+                                  // [gate; up], silu(gate) * up)
     int rope;                     // --position-embedding-type rope: no position table
     double rotary_base;           // --rotary-base (10000)
     double rotary_percent;        // --rotary-percent (1.0): rotated share of each head

@@ -12,7 +12,7 @@ void gpt_flags_init(GPTConfig *m, GPTFlagText *t) {
                      .vocab_divisible_by = 128, .recompute_num_layers = 1};
     m->rotary_base = 10000.0;  // Megatron's defaults
     m->rotary_percent = 1.0;
-    *t = (GPTFlagText){NULL, "uniform", 0, "LayerNorm", "learned_absolute", 0, 1};
+    *t = (GPTFlagText){NULL, "uniform", 0, "LayerNorm", "learned_absolute", 0, 1, {0}};
 }
 
 int gpt_flags_specs(ArgSpec *specs, GPTConfig *m, GPTFlagText *t) {
@@ -34,7 +34,7 @@ int gpt_flags_specs(ArgSpec *specs, GPTConfig *m, GPTFlagText *t) {
         {"--recompute-num-layers", ARG_INT, &m->recompute_num_layers, "full: layers per chunk (uniform) or recomputed layers per stage (block)"},
         {"--recompute-activations", ARG_BOOL, &t->recompute_activations, "the same as --recompute-granularity selective"},
         {"--normalization", ARG_STR, &t->normalization, "LayerNorm (default) | RMSNorm (weight only, eps 1e-5)"},
-        {"--swiglu", ARG_BOOL, &m->swiglu, "SwiGLU MLP: fc gives [gate; up] (2 F rows), silu(gate) * up; default F = int(4 C 2/3) rounded down to a multiple of 64 (Megatron's)"},
+        {"--swiglu", ARG_BOOL, &t->act[BACKEND_ACT_SWIGLU], "SwiGLU MLP: fc gives [gate; up] (2 F rows), silu(gate) * up; default F = int(4 C 2/3) rounded down to a multiple of 64 (Megatron's)"},
         {"--position-embedding-type", ARG_STR, &t->position_embedding, "learned_absolute (default) | rope (rotary on q and k, no position table)"},
         {"--rotary-base", ARG_FLOAT, &m->rotary_base, "rope: base of the rotary frequencies (10000)"},
         {"--rotary-percent", ARG_FLOAT, &m->rotary_percent, "rope: share of each head's channels rotated (1.0)"},
@@ -50,7 +50,11 @@ void gpt_flags_finish(GPTConfig *m, const GPTFlagText *t) {
     if (m->ffn_hidden_size == 0 && m->hidden_size > INT32_MAX / 4)
         core_usage_error("--hidden-size %d is too large: the default --ffn-hidden-size (4 x hidden "
                          "= %lld) does not fit a 32-bit size", m->hidden_size, 4LL * m->hidden_size);
-    if (m->ffn_hidden_size == 0 && m->swiglu) {  // Megatron: int(4 C 2/3 / 64) * 64
+    int nact = 0;
+    for (int a = 0; a < BACKEND_ACT_COUNT; a++)
+        if (t->act[a]) m->activation = (BackendAct)a, nact++;
+    if (nact > 1) core_usage_error("--swiglu: give one activation flag at most");
+    if (m->ffn_hidden_size == 0 && backend_act_gated(m->activation)) {  // Megatron: int(4 C 2/3 / 64) * 64
         m->ffn_hidden_size = (int)(4.0 * m->hidden_size * 2.0 / 3.0 / 64.0) * 64;
         if (m->ffn_hidden_size == 0)
             core_usage_error("--swiglu: the default --ffn-hidden-size int(4 x %d x 2/3) rounded down "

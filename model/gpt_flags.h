@@ -14,6 +14,8 @@ typedef struct {
     const char *position_embedding;     // --position-embedding-type: "learned_absolute", "rope"
     int group_query_attention;          // --group-query-attention
     int num_query_groups;               // --num-query-groups (1, read with the flag above)
+    int act[BACKEND_ACT_COUNT];         // act[a] = 1: the flag of activation a was given
+                                        // (--swiglu; GELU, the default, has none)
 } GPTFlagText;
 
 enum { GPT_FLAGS_N = 24 };  // entries gpt_flags_specs writes
@@ -27,9 +29,9 @@ void gpt_flags_init(GPTConfig *m, GPTFlagText *t);
 // GPT_FLAGS_N. Pure.
 int gpt_flags_specs(ArgSpec *specs, GPTConfig *m, GPTFlagText *t);
 
-// After parsing: F = 4 C (with --swiglu Megatron's int(4 C 2/3) rounded down to a multiple
-// of 64) and max positions = T when left at 0, the recomputation and Llama-style fields from
-// the text. Bad values (an unknown granularity, method, normalization or position type,
-// contradicting flags, --recompute-num-layers < 1 with full, a default F that overflows or
+// After parsing: F = 4 C (with a gated activation Megatron's int(4 C 2/3) rounded down to a
+// multiple of 64) and max positions = T when left at 0, the recomputation, activation and
+// Llama-style fields from the text. Bad values (an unknown granularity, method, normalization
+// or position type, contradicting flags, two activation flags, --recompute-num-layers < 1 with full, a default F that overflows or
 // is 0): one line, exit 2.
 void gpt_flags_finish(GPTConfig *m, const GPTFlagText *t);

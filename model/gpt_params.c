@@ -57,7 +57,7 @@ static int dim(Dim d, const GPTConfig *c) {
     case D1: return 1;
     case DC: return c->hidden_size;
     case DQKV: return (c->num_heads + 2 * gpt_kv_heads(c)) * hs;
-    case DFC: return (c->swiglu ? 2 : 1) * c->ffn_hidden_size;
+    case DFC: return (backend_act_gated(c->activation) ? 2 : 1) * c->ffn_hidden_size;
     case DF: return c->ffn_hidden_size;
     }
     return 0;
@@ -69,7 +69,7 @@ static void set_sections(ParamInfo *p, const GPTConfig *c) {
     if (p->shard == SHARD_QKV) {
         p->sections[0] = c->num_heads * hs;
         p->sections[1] = p->sections[2] = G * hs;
-    } else if (p->shard == SHARD_COLUMN && c->swiglu && strstr(p->name, "mlp.fc.")) {
+    } else if (p->shard == SHARD_COLUMN && backend_act_gated(c->activation) && strstr(p->name, "mlp.fc.")) {
         p->shard = SHARD_GLU;
         p->sections[0] = p->sections[1] = c->ffn_hidden_size;
     }

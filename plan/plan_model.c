@@ -161,7 +161,7 @@ static size_t layer_bytes(const PlanSpec *s, const PlanLayout *l, int shared_att
     size_t C_tp = C / tp, F_tp = (size_t)c->ffn_hidden_size / tp;
     size_t rows = (size_t)l->micro_batch * (size_t)(c->num_heads / l->tp) * c->seq_length;
     size_t att = c->use_flash_attn ? piece(rows * 4) : shared_att ? 0 : piece(rows * c->seq_length * e);
-    size_t glu = c->swiglu ? 2 : 1;  // --swiglu: fch holds [gate | up]
+    size_t glu = backend_act_gated(c->activation) ? 2 : 1;  // gated: fch holds [gate | up]
     return piece(Ns * C * e) * 4 + piece(Ns * 4) * 4 + piece(N * 3 * C_tp * e) + att +
            piece(N * C_tp * e) + piece(glu * N * F_tp * e) + piece(N * F_tp * e);
 }
@@ -207,7 +207,7 @@ static size_t scratch_bytes(const PlanSpec *s, const PlanLayout *l, const PlanSt
     if (c->recompute == GPT_RECOMPUTE_SELECTIVE && !c->use_flash_attn) b += piece(rows * c->seq_length * e);
     size_t F_tp = (size_t)c->ffn_hidden_size / tp, hs = C / (size_t)c->num_heads;
     size_t G_tp = (size_t)gpt_kv_heads(c) / tp, NH_tp = (size_t)c->num_heads / tp;
-    if (c->swiglu)  // dfch holds (N, 2F/tp), and dact (N, F/tp) joins it
+    if (backend_act_gated(c->activation))  // dfch holds (N, 2F/tp), and dact (N, F/tp) joins it
         b += piece(2 * N * F_tp * e) - piece(N * F_tp * e) + piece(N * F_tp * e);
     if (c->rope || G_tp != NH_tp) b += piece(N * (NH_tp + 2 * G_tp) * hs * e);  // qkv_in
     return b + (size_t)st->n_workspace_layers * layer_bytes(s, l, 0);

@@ -44,13 +44,14 @@ void cpu_matmul_forward(Backend *be, float *out, const float *inp, const float *
 void cpu_matmul_backward(Backend *be, float *dinp, float *dweight, float *dbias,
                          const float *dout, const float *inp, const float *weight,
                          int N, int C, int OC);
-// matmul_forward then out = gelu(pre), and matmul_backward then dinp *= gelu'(pre): the
-// GELU taken inside each GEMM panel (cpu_gemm_fused), the same bits as the pairs.
-void cpu_matmul_gelu_forward(Backend *be, float *out, float *pre, const float *inp,
-                             const float *weight, const float *bias, int N, int C, int OC);
-void cpu_matmul_backward_dgelu(Backend *be, float *dinp, float *dweight, float *dbias,
-                               const float *dout, const float *inp, const float *weight,
-                               const float *pre, int N, int C, int OC);
+// matmul_forward then out = act(pre), and matmul_backward then dinp *= act'(pre): a
+// pointwise act taken inside each GEMM panel (cpu_gemm_fused), the same bits as the pairs.
+void cpu_matmul_act_forward(Backend *be, void *out, void *pre, const void *inp,
+                            const void *weight, const void *bias, int N, int C, int OC,
+                            BackendAct act);
+void cpu_matmul_act_backward(Backend *be, void *dinp, float *dweight, float *dbias,
+                             const void *dout, const void *inp, const void *weight,
+                             const void *pre, int N, int C, int OC, BackendAct act);
 // acc (C) += column sums of x (N, C), each column summed over rows in order.
 void cpu_colsum_acc(Backend *be, float *acc, const float *x, int N, int C);
 // Row-major C (M, N) = alpha * op(A) @ op(B) + beta * C; ta/tb: 1 = transposed. Degenerate
@@ -70,11 +71,6 @@ void cpu_layernorm_backward(Backend *be, float *dinp, float *dweight, float *dbi
 void cpu_residual_layernorm_forward(Backend *be, float *res, float *ln, float *mean, float *rstd,
                                     const float *a, const float *b, const float *weight,
                                     const float *bias, int N, int C);
-void cpu_gelu_forward(Backend *be, float *out, const float *inp, size_t n);
-// One thread's share of gelu_forward, and dinp (n) = gelu'(inp) * dout (dinp may alias
-// dout): no region; for fused loops (cpu_gemm_fused's GELU epilogues).
-void cpu_gelu_span(float *out, const float *inp, size_t n);
-void cpu_gelu_grad_span(float *dinp, const float *inp, const float *dout, size_t n);
 void cpu_add(Backend *be, float *out, const float *a, const float *b, size_t n);
 
 // cpu_llama.c (void * activations, as the BackendOps entries they implement)
@@ -82,8 +78,16 @@ void cpu_rmsnorm_forward(Backend *be, void *out, float *rstd, const void *inp, c
                          int N, int C);
 void cpu_rmsnorm_backward(Backend *be, void *dinp, float *dweight, const void *dout,
                           const void *inp, const void *weight, const float *rstd, int N, int C);
-void cpu_swiglu_forward(Backend *be, void *out, const void *inp, int N, int F);
-void cpu_swiglu_backward(Backend *be, void *dinp, const void *inp, const void *dout, int N, int F);
+
+// cpu_act.c: the activations (pointwise and gated)
+void cpu_act_forward(Backend *be, void *out, const void *inp, int N, int F, BackendAct act);
+void cpu_act_backward(Backend *be, void *dinp, const void *inp, const void *dout, int N, int F,
+                      BackendAct act);
+// One thread's share of a pointwise act's forward, out (n) = act(inp), and backward, dinp (n)
+// = act'(inp) * dout (dinp may alias dout): no region; for fused loops (cpu_gemm_fused's
+// epilogues). A gated act aborts.
+void cpu_act_span(BackendAct act, float *out, const float *inp, size_t n);
+void cpu_act_grad_span(BackendAct act, float *dinp, const float *inp, const float *dout, size_t n);
 
 // cpu_rope.c (void * activations, as the BackendOps entries they implement)
 void cpu_rope_gqa_forward(Backend *be, void *out, const void *inp, int B, int T, int NH, int G,

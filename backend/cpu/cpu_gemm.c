@@ -40,8 +40,8 @@ static void gemm_panel(int ta, int tb, int r0, int r1, int c0, int c1, int K, fl
     if (!epi) return;
     for (int i = r0; i < r1; i++) {
         size_t o = (size_t)i * ldc + c0;
-        if (epi->gelu_out) cpu_gelu_span(epi->gelu_out + o, Cm + o, (size_t)n);
-        if (epi->dgelu_pre) cpu_gelu_grad_span(Cm + o, epi->dgelu_pre + o, Cm + o, (size_t)n);
+        if (epi->act_out) cpu_act_span(epi->act, epi->act_out + o, Cm + o, (size_t)n);
+        if (epi->dact_pre) cpu_act_grad_span(epi->act, Cm + o, epi->dact_pre + o, Cm + o, (size_t)n);
     }
 }
 
@@ -63,7 +63,7 @@ void cpu_gemm(Backend *be, int ta, int tb, int M, int N, int K, float alpha, con
 void cpu_gemm_fused(Backend *be, int ta, int tb, int M, int N, int K, float alpha,
                     const float *A, int lda, const float *B, int ldb, float beta, float *Cm,
                     int ldc, const CpuGemmEpilogue *epi) {
-    if (epi && !epi->bias && !epi->gelu_out && !epi->dgelu_pre) epi = NULL;
+    if (epi && !epi->bias && !epi->act_out && !epi->dact_pre) epi = NULL;
     int nt = cpu_nt(be);
     int split = be->u.cpu.gemm_split, per = be->u.cpu.gemm_panels;
     if (split == CPU_GEMM_SPLIT_RULE)

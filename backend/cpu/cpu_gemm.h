@@ -29,9 +29,10 @@ void cpu_gemm(Backend *be, int ta, int tb, int M, int N, int K, float alpha, con
 // C while they are still in the core's cache (one region instead of three passes over C).
 // Elementwise, so the bits equal the unfused sequence.
 typedef struct {
-    const float *bias;       // (N): before the product, each row of C = bias, and beta = 1
-    float *gelu_out;         // (M, ldc): after it, gelu_out = gelu(C)
-    const float *dgelu_pre;  // (M, ldc): after it, C *= gelu'(dgelu_pre) (in place)
+    const float *bias;      // (N): before the product, each row of C = bias, and beta = 1
+    float *act_out;         // (M, ldc): after it, act_out = act(C)
+    const float *dact_pre;  // (M, ldc): after it, C *= act'(dact_pre) (in place)
+    BackendAct act;         // the pointwise activation of act_out and dact_pre
 } CpuGemmEpilogue;
 
 // cpu_gemm with the per-panel work of `epi` (NULL or all-NULL members: plain cpu_gemm).

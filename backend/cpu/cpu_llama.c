@@ -1,10 +1,9 @@
-// backend/cpu/cpu_llama.c: the ops of Llama-style blocks: RMSNorm (forward, backward),
-// SwiGLU (forward, backward); rotary positions are in cpu_rope.c.
+// backend/cpu/cpu_llama.c: RMSNorm (forward, backward) of Llama-style blocks; SwiGLU is in
+// cpu_act.c, rotary positions in cpu_rope.c.
 // Contracts in backend/backend.h. Rows are independent and split over threads; the RMSNorm
 // weight gradient is summed per block of channels over rows in order, so the bits do not
 // depend on the thread count.
 #include "cpu_backend.h"
-#include "cpu_math.h"  // defines: cpu_expf
 
 #include <math.h>  // defines: sqrtf
 
@@ -65,36 +64,4 @@ void cpu_rmsnorm_backward(Backend *be, void *dinp_, float *dweight, const void *
         }
     }
     if (dweight) rmsnorm_dweight(be, dweight, dout, inp, rstd, N, C);
-}
-
-static inline float sigmoid(float x) { return 1.0f / (1.0f + cpu_expf(-x)); }
-
-// out (N, F) = silu(gate) * up of inp rows [gate | up] (N, 2F).
-void cpu_swiglu_forward(Backend *be, void *out_, const void *inp_, int N, int F) {
-    float *out = out_;
-    const float *inp = inp_;
-    int nt = cpu_nt(be);
-#pragma omp parallel for num_threads(nt) schedule(static) if ((size_t)N * F > CPU_PAR_MIN)
-    for (int i = 0; i < N; i++) {
-        const float *a = inp + (size_t)i * 2 * F, *b = a + F;
-        float *y = out + (size_t)i * F;
-        for (int j = 0; j < F; j++) y[j] = a[j] * sigmoid(a[j]) * b[j];
-    }
-}
-
-// dinp (N, 2F): d gate = dout * up * sig * (1 + gate * (1 - sig)); d up = dout * silu(gate).
-void cpu_swiglu_backward(Backend *be, void *dinp_, const void *inp_, const void *dout_, int N, int F) {
-    float *dinp = dinp_;
-    const float *inp = inp_, *dout = dout_;
-    int nt = cpu_nt(be);
-#pragma omp parallel for num_threads(nt) schedule(static) if ((size_t)N * F > CPU_PAR_MIN)
-    for (int i = 0; i < N; i++) {
-        const float *a = inp + (size_t)i * 2 * F, *b = a + F, *dy = dout + (size_t)i * F;
-        float *da = dinp + (size_t)i * 2 * F, *db = da + F;
-        for (int j = 0; j < F; j++) {
-            float sg = sigmoid(a[j]);
-            da[j] = dy[j] * b[j] * sg * (1.0f + a[j] * (1.0f - sg));
-            db[j] = dy[j] * a[j] * sg;
-        }
-    }
 }

@@ -2,6 +2,7 @@
 // (cpu_gemm: one panel per thread), and the column sums used for bias gradients.
 #include "cpu_backend.h"
 #include "cpu_gemm.h"
+#include "core/check.h"  // defines: core_fatal
 
 #include <cblas.h>  // defines: cblas_sgemm
 
@@ -29,10 +30,17 @@ void cpu_matmul_forward(Backend *be, float *out, const float *inp, const float *
     cpu_gemm_fused(be, 0, 1, N, OC, C, 1.0f, inp, C, weight, C, 0.0f, out, OC, &epi);
 }
 
-// pre (N, OC) = inp @ weight^T + bias, out (N, OC) = gelu(pre), panel by panel.
-void cpu_matmul_gelu_forward(Backend *be, float *out, float *pre, const float *inp,
-                             const float *weight, const float *bias, int N, int C, int OC) {
-    CpuGemmEpilogue epi = {.bias = bias, .gelu_out = out};
+// pre (N, OC) = inp @ weight^T + bias, out = act(pre): a pointwise act panel by panel, a
+// gated one after the product.
+void cpu_matmul_act_forward(Backend *be, void *out, void *pre, const void *inp,
+                            const void *weight, const void *bias, int N, int C, int OC,
+                            BackendAct act) {
+    if (backend_act_gated(act)) {
+        cpu_matmul_forward(be, pre, inp, weight, bias, N, C, OC);
+        cpu_act_forward(be, out, pre, N, OC / 2, act);
+        return;
+    }
+    CpuGemmEpilogue epi = {.bias = bias, .act_out = out, .act = act};
     cpu_gemm_fused(be, 0, 1, N, OC, C, 1.0f, inp, C, weight, C, 0.0f, pre, OC, &epi);
 }
 
@@ -41,15 +49,17 @@ void cpu_matmul_gelu_forward(Backend *be, float *out, float *pre, const float *i
 void cpu_matmul_backward(Backend *be, float *dinp, float *dweight, float *dbias,
                          const float *dout, const float *inp, const float *weight,
                          int N, int C, int OC) {
-    cpu_matmul_backward_dgelu(be, dinp, dweight, dbias, dout, inp, weight, NULL, N, C, OC);
+    cpu_matmul_act_backward(be, dinp, dweight, dbias, dout, inp, weight, NULL, N, C, OC,
+                            BACKEND_ACT_GELU);
 }
 
-// cpu_matmul_backward, dinp (N, C) then *= gelu'(pre (N, C)) inside its panels (pre NULL:
-// no GELU). dinp's product comes first; dweight and dbias read only dout and inp.
-void cpu_matmul_backward_dgelu(Backend *be, float *dinp, float *dweight, float *dbias,
-                               const float *dout, const float *inp, const float *weight,
-                               const float *pre, int N, int C, int OC) {
-    CpuGemmEpilogue epi = {.dgelu_pre = pre};
+// cpu_matmul_backward, dinp (N, C) then *= act'(pre (N, C)) inside its panels (pre NULL: no
+// act). dinp's product comes first; dweight and dbias read only dout and inp.
+void cpu_matmul_act_backward(Backend *be, void *dinp, float *dweight, float *dbias,
+                             const void *dout, const void *inp, const void *weight,
+                             const void *pre, int N, int C, int OC, BackendAct act) {
+    if (pre && backend_act_gated(act)) core_fatal("matmul_act_backward: a gated activation");
+    CpuGemmEpilogue epi = {.dact_pre = pre, .act = act};
     if (dinp) cpu_gemm_fused(be, 0, 0, N, C, OC, 1.0f, dout, OC, weight, C, 0.0f, dinp, C, &epi);
     if (dweight) cpu_gemm(be, 1, 0, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
     if (dbias) cpu_colsum_acc(be, dbias, dout, N, OC);

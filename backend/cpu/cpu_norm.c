@@ -1,4 +1,5 @@
-// backend/cpu/cpu_norm.c: layernorm (forward, backward) and the pointwise ops (GELU, add). Rows are independent, so they are split over threads; the layernorm parameter
+// backend/cpu/cpu_norm.c: layernorm (forward, backward) and add. Rows are independent, so
+// they are split over threads; the layernorm parameter
 // gradients are reductions over rows, done per block of channels (see cpu_colsum_acc).
 #include "cpu_backend.h"
 #include "cpu_math.h"
@@ -6,7 +7,6 @@
 #include <math.h>  // defines: sqrtf
 
 #define CPU_LN_EPS 1e-5f
-#define CPU_SPAN 4096  // elements per work item of the pointwise ops
 
 // One row: y (C) = (x - mean) * rstd * w + b; returns mean and rstd.
 CPU_SIMD_CLONES static void cpu_layernorm_row(float *y, float *mean, float *rstd,
@@ -116,28 +116,6 @@ void cpu_layernorm_backward(Backend *be, float *dinp, float *dweight, float *dbi
                                    inp + (size_t)i * C, weight, mean[i], rstd[i], C);
     }
     if (dweight || dbias) cpu_layernorm_dparams(be, dweight, dbias, dout, inp, mean, rstd, N, C);
-}
-
-CPU_SIMD_CLONES void cpu_gelu_span(float *out, const float *inp, size_t n) {
-#pragma omp simd
-    for (size_t i = 0; i < n; i++) out[i] = cpu_gelu(inp[i]);
-}
-
-CPU_SIMD_CLONES void cpu_gelu_grad_span(float *dinp, const float *inp, const float *dout,
-                                        size_t n) {
-#pragma omp simd
-    for (size_t i = 0; i < n; i++) dinp[i] = cpu_gelu_grad(inp[i]) * dout[i];
-}
-
-// out (n) = gelu(inp), tanh approximation.
-void cpu_gelu_forward(Backend *be, float *out, const float *inp, size_t n) {
-    size_t nspan = (n + CPU_SPAN - 1) / CPU_SPAN;
-    int nt = cpu_nt(be);
-#pragma omp parallel for num_threads(nt) schedule(static) if (n > CPU_PAR_MIN)
-    for (size_t k = 0; k < nspan; k++) {
-        size_t i0 = k * CPU_SPAN, len = n - i0 < CPU_SPAN ? n - i0 : CPU_SPAN;
-        cpu_gelu_span(out + i0, inp + i0, len);
-    }
 }
 
 // out (n) = a + b; out may alias a or b.

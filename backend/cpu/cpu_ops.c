@@ -29,19 +29,6 @@ static void op_residual_layernorm_forward(Backend *be, void *res, void *ln, floa
                                           const void *weight, const void *bias, int N, int C) {
     cpu_residual_layernorm_forward(be, res, ln, mean, rstd, a, b, weight, bias, N, C);
 }
-// The fused linear + GELU ops: the GELU inside each GEMM panel, the same bits as the pair.
-static void op_matmul_gelu_forward(Backend *be, void *out, void *pre, const void *inp,
-                                   const void *weight, const void *bias, int N, int C, int OC) {
-    cpu_matmul_gelu_forward(be, out, pre, inp, weight, bias, N, C, OC);
-}
-static void op_matmul_backward_dgelu(Backend *be, void *dinp, float *dweight, float *dbias,
-                                     const void *dout, const void *inp, const void *weight,
-                                     const void *pre, int N, int C, int OC) {
-    cpu_matmul_backward_dgelu(be, dinp, dweight, dbias, dout, inp, weight, pre, N, C, OC);
-}
-static void op_gelu_forward(Backend *be, void *out, const void *inp, size_t n) {
-    cpu_gelu_forward(be, out, inp, n);
-}
 static void op_add(Backend *be, void *out, const void *a, const void *b, size_t n) {
     cpu_add(be, out, a, b, n);
 }
@@ -106,9 +93,10 @@ static const BackendOps CPU_OPS = {
     .layernorm_forward = op_layernorm_forward,
     .layernorm_backward = op_layernorm_backward,
     .residual_layernorm_forward = op_residual_layernorm_forward,
-    .matmul_gelu_forward = op_matmul_gelu_forward,
-    .matmul_backward_dgelu = op_matmul_backward_dgelu,
-    .gelu_forward = op_gelu_forward,
+    .matmul_act_forward = cpu_matmul_act_forward,
+    .matmul_act_backward = cpu_matmul_act_backward,
+    .act_forward = cpu_act_forward,
+    .act_backward = cpu_act_backward,
     .add = op_add,
     .add_f32 = cpu_add,
     .cast = cpu_cast,
@@ -131,8 +119,6 @@ static const BackendOps CPU_OPS = {
     .sum = cpu_sum,
     .rmsnorm_forward = cpu_rmsnorm_forward,
     .rmsnorm_backward = cpu_rmsnorm_backward,
-    .swiglu_forward = cpu_swiglu_forward,
-    .swiglu_backward = cpu_swiglu_backward,
     .rope_gqa_forward = cpu_rope_gqa_forward,
     .rope_gqa_backward = cpu_rope_gqa_backward,
 };

@@ -144,7 +144,7 @@ void cuda_flash_tc_forward(Backend *be, void *out, float *lse, const void *qkv, 
 void cuda_flash_tc_backward(Backend *be, void *dqkv, const float *D, const void *dout,
                             const void *qkv, const float *lse, int B, int T, int NH, int hs);
 
-// cuda_norm.cu: layernorm, GELU, add, scale, and the column sums used for bias gradients ----
+// cuda_norm.cu: layernorm, add, and the column sums used for bias gradients ----------------
 // acc (C, fp32) += column sums of x (N, C, type be->act), each column summed in a fixed order.
 void cuda_colsum_acc(Backend *be, float *acc, const void *x, int N, int C);
 void cuda_layernorm_forward(Backend *be, void *out, float *mean, float *rstd,
@@ -153,19 +153,20 @@ void cuda_layernorm_forward(Backend *be, void *out, float *mean, float *rstd,
 void cuda_layernorm_backward(Backend *be, void *dinp, float *dweight, float *dbias,
                              const void *dout, const void *inp, const void *weight,
                              const float *mean, const float *rstd, int N, int C);
-void cuda_gelu_forward(Backend *be, void *out, const void *inp, size_t n);
-// dinp (n) = gelu'(inp) * dout (dinp may alias dout): matmul_backward_dgelu's unfused path.
-void cuda_gelu_backward(Backend *be, void *dinp, const void *inp, const void *dout, size_t n);
 void cuda_add(Backend *be, void *out, const void *a, const void *b, size_t n);
 void cuda_add_f32(Backend *be, float *out, const float *a, const float *b, size_t n);
 
-// cuda_llama.cu: RMSNorm, SwiGLU (llama.cuh) ----------------------------------------------
+// cuda_act.cu: the activations (act.cuh) ---------------------------------------------------
+void cuda_act_forward(Backend *be, void *out, const void *inp, int N, int F, BackendAct act);
+// dinp may alias dout for a pointwise act: matmul_act_backward's unfused path.
+void cuda_act_backward(Backend *be, void *dinp, const void *inp, const void *dout, int N, int F,
+                       BackendAct act);
+
+// cuda_llama.cu: RMSNorm (llama.cuh) -------------------------------------------------------
 void cuda_rmsnorm_forward(Backend *be, void *out, float *rstd, const void *inp, const void *weight,
                           int N, int C);
 void cuda_rmsnorm_backward(Backend *be, void *dinp, float *dweight, const void *dout,
                            const void *inp, const void *weight, const float *rstd, int N, int C);
-void cuda_swiglu_forward(Backend *be, void *out, const void *inp, int N, int F);
-void cuda_swiglu_backward(Backend *be, void *dinp, const void *inp, const void *dout, int N, int F);
 
 // cuda_rope.cu: rope_gqa (rope.cuh) -----------------------------------------------------------
 void cuda_rope_gqa_forward(Backend *be, void *out, const void *inp, int B, int T, int NH, int G,
@@ -177,11 +178,12 @@ void cuda_rope_gqa_backward(Backend *be, void *dinp, const void *dout, int B, in
 void cuda_residual_layernorm_forward(Backend *be, void *res, void *ln, float *mean, float *rstd,
                                      const void *a, const void *b, const void *weight,
                                      const void *bias, int N, int C);
-void cuda_matmul_gelu_forward(Backend *be, void *out, void *pre, const void *inp,
-                              const void *weight, const void *bias, int N, int C, int OC);
-void cuda_matmul_backward_dgelu(Backend *be, void *dinp, float *dweight, float *dbias,
-                                const void *dout, const void *inp, const void *weight,
-                                const void *pre, int N, int C, int OC);
+void cuda_matmul_act_forward(Backend *be, void *out, void *pre, const void *inp,
+                             const void *weight, const void *bias, int N, int C, int OC,
+                             BackendAct act);
+void cuda_matmul_act_backward(Backend *be, void *dinp, float *dweight, float *dbias,
+                              const void *dout, const void *inp, const void *weight,
+                              const void *pre, int N, int C, int OC, BackendAct act);
 
 // cuda_cast.cu: conversions between the element types -----------------------------------------
 void cuda_cast(Backend *be, void *dst, BackendDType dt, const void *src, BackendDType st, size_t n);

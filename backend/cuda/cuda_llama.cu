@@ -1,5 +1,5 @@
 // backend/cuda/cuda_llama.cu: launchers of the Llama-style ops (kernels in llama.cuh):
-// RMSNorm, SwiGLU (rope_gqa: cuda_rope.cu). Contracts: backend/backend.h; the CPU reference is
+// RMSNorm (SwiGLU: cuda_act.cu; rope_gqa: cuda_rope.cu). Contracts: backend/backend.h; the CPU reference is
 // backend/cpu/cpu_llama.c (tests/backend/cuda/test_cuda_llama.c compares them).
 #include "backend/cuda/llama.cuh"  // defines: the kernels, LLAMA_THREADS, LLAMA_WARPS
 
@@ -60,30 +60,4 @@ void cuda_rmsnorm_backward(Backend *be, void *dinp, float *dweight, const void *
                            const void *inp, const void *weight, const float *rstd, int N, int C) {
     if (N <= 0 || C <= 0) return;
     ACT_DISPATCH(be->act, rmsnorm_backward_t, be, dinp, dweight, dout, inp, weight, rstd, N, C);
-}
-
-template <typename T>
-static void swiglu_forward_t(Backend *be, void *out, const void *inp, int N, int F) {
-    size_t n = (size_t)N * F;
-    CUDA_LAUNCH(swiglu_forward_kernel<T>, cuda_blocks(n, LLAMA_THREADS, LLAMA_GRID_CAP),
-                LLAMA_THREADS, 0, cuda_stream(be), (T *)out, (const T *)inp, n, F);
-}
-
-// out (N, F) = silu(gate) * up of inp (N, 2F) rows [gate | up].
-void cuda_swiglu_forward(Backend *be, void *out, const void *inp, int N, int F) {
-    if (N <= 0 || F <= 0) return;
-    ACT_DISPATCH(be->act, swiglu_forward_t, be, out, inp, N, F);
-}
-
-template <typename T>
-static void swiglu_backward_t(Backend *be, void *dinp, const void *inp, const void *dout, int N, int F) {
-    size_t n = (size_t)N * F;
-    CUDA_LAUNCH(swiglu_backward_kernel<T>, cuda_blocks(n, LLAMA_THREADS, LLAMA_GRID_CAP),
-                LLAMA_THREADS, 0, cuda_stream(be), (T *)dinp, (const T *)inp, (const T *)dout, n, F);
-}
-
-// dinp (N, 2F) [overwritten] from dout (N, F).
-void cuda_swiglu_backward(Backend *be, void *dinp, const void *inp, const void *dout, int N, int F) {
-    if (N <= 0 || F <= 0) return;
-    ACT_DISPATCH(be->act, swiglu_backward_t, be, dinp, inp, dout, N, F);
 }

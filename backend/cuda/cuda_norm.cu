@@ -1,4 +1,4 @@
-// backend/cuda/cuda_norm.cu: launchers of layernorm, GELU, add and the column sums
+// backend/cuda/cuda_norm.cu: launchers of layernorm, add and the column sums
 // (bias gradients), kernels in norm.cuh. Contracts: backend/backend.h, cuda_internal.h.
 //
 // Column sums (colsum_acc, layernorm's dweight/dbias) take two passes when there are enough
@@ -97,30 +97,6 @@ void cuda_layernorm_backward(Backend *be, void *dinp, float *dweight, float *dbi
     if (N <= 0 || C <= 0) return;
     ACT_DISPATCH(be->act, layernorm_backward_t, be, dinp, dweight, dbias, dout, inp, weight,
                  mean, rstd, N, C);
-}
-
-template <typename T>
-static void gelu_forward_t(Backend *be, void *out, const void *inp, size_t n) {
-    CUDA_LAUNCH(gelu_forward_kernel<T>, cuda_blocks(n, NORM_THREADS, NORM_GRID_CAP),
-                NORM_THREADS, 0, cuda_stream(be), (T *)out, (const T *)inp, n);
-}
-
-// out (n) = gelu(inp), tanh approximation.
-void cuda_gelu_forward(Backend *be, void *out, const void *inp, size_t n) {
-    if (n == 0) return;
-    ACT_DISPATCH(be->act, gelu_forward_t, be, out, inp, n);
-}
-
-template <typename T>
-static void gelu_backward_t(Backend *be, void *dinp, const void *inp, const void *dout, size_t n) {
-    CUDA_LAUNCH(gelu_backward_kernel<T>, cuda_blocks(n, NORM_THREADS, NORM_GRID_CAP),
-                NORM_THREADS, 0, cuda_stream(be), (T *)dinp, (const T *)inp, (const T *)dout, n);
-}
-
-// dinp (n) = gelu'(inp) * dout (overwritten; dinp may alias dout).
-void cuda_gelu_backward(Backend *be, void *dinp, const void *inp, const void *dout, size_t n) {
-    if (n == 0) return;
-    ACT_DISPATCH(be->act, gelu_backward_t, be, dinp, inp, dout, n);
 }
 
 template <typename T>

@@ -1,5 +1,5 @@
 // backend/cuda/llama.cuh: kernels of cuda_llama.cu: RMSNorm (forward, input gradient, weight
-// gradient), SwiGLU (forward, backward); rotary positions are in rope.cuh. The math of
+// gradient); SwiGLU is in act.cuh, rotary positions in rope.cuh. The math of
 // backend/cpu/cpu_llama.c; activation buffers of the storage type T (load_f32 /
 // store_from_f32), statistics and parameter gradients fp32. Deterministic without atomics: a
 // row's sums are warp sums in a fixed order, the weight gradient sums chunks of rows in an
@@ -80,30 +80,5 @@ static __global__ void rmsnorm_dweight_finish_kernel(float *dweight, const float
         float s = 0.0f;
         for (int k = 0; k < nchunk; k++) s += part[(size_t)k * C + c];
         dweight[c] += s;
-    }
-}
-
-// --- SwiGLU: grid-stride over the N * F outputs -------------------------------------------
-static __device__ __forceinline__ float llama_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
-
-// out (N, F) = silu(gate) * up, rows of inp (N, 2F) = [gate | up].
-template <typename T>
-static __global__ void swiglu_forward_kernel(T *out, const T *inp, size_t n, int F) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        size_t r = i / (size_t)F, j = i % (size_t)F;
-        float a = load_f32(inp + r * 2 * F + j), b = load_f32(inp + r * 2 * F + F + j);
-        store_from_f32(out + i, a * llama_sigmoid(a) * b);
-    }
-}
-
-// dinp (N, 2F): d gate = dout * up * sig * (1 + gate (1 - sig)); d up = dout * silu(gate).
-template <typename T>
-static __global__ void swiglu_backward_kernel(T *dinp, const T *inp, const T *dout, size_t n, int F) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        size_t r = i / (size_t)F, j = i % (size_t)F;
-        float a = load_f32(inp + r * 2 * F + j), b = load_f32(inp + r * 2 * F + F + j);
-        float g = load_f32(dout + i), sg = llama_sigmoid(a);
-        store_from_f32(dinp + r * 2 * F + j, g * b * sg * (1.0f + a * (1.0f - sg)));
-        store_from_f32(dinp + r * 2 * F + F + j, g * a * sg);
     }
 }

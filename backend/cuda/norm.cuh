@@ -1,5 +1,5 @@
 // backend/cuda/norm.cuh: kernels of cuda_norm.cu: column sums over rows (bias gradients,
-// layernorm parameter gradients), layernorm forward/backward, GELU, add.
+// layernorm parameter gradients), layernorm forward/backward, add.
 //
 // Reductions over rows are deterministic without atomics: a first pass sums fixed chunks of
 // rows into per-chunk partials (scratch), a second pass adds the chunks in order. The chunk
@@ -13,8 +13,6 @@
 #define NORM_THREADS 256                    // every kernel here: 8 warps per block
 #define NORM_ROWLANES (NORM_THREADS / WARP)  // colsum: rows read at once by one block
 #define NORM_LN_EPS 1e-5f
-#define NORM_GELU_K 0.7978845608028654f     // sqrt(2/pi), as backend/cpu/cpu_math.h
-#define NORM_GELU_A 0.044715f
 
 // --- column sums over rows ---------------------------------------------------------------
 // Block = 32 columns x 8 row lanes (threadIdx.x % 32 = column, / 32 = row lane); grid.x =
@@ -118,31 +116,6 @@ static __global__ void layernorm_dinp_kernel(T *dinp, const T *dout, const T *in
 }
 
 // --- pointwise (grid-stride over n; buffers of type T) -------------------------------------------
-// gelu(x) = x * sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3); out (n), inp (n).
-template <typename T>
-static __global__ void gelu_forward_kernel(T *out, const T *inp, size_t n) {
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
-        float x = load_f32(inp + i);
-        float u = NORM_GELU_K * (x + NORM_GELU_A * x * x * x);
-        store_from_f32(out + i, x / (1.0f + expf(-2.0f * u)));
-    }
-}
-
-// dinp (n) = gelu'(inp) * dout, gelu' = s + x s (1 - s) 2 u'(x); dinp may alias dout (each
-// element is read before the same thread writes it).
-template <typename T>
-static __global__ void gelu_backward_kernel(T *dinp, const T *inp, const T *dout, size_t n) {
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
-        float x = load_f32(inp + i);
-        float u = NORM_GELU_K * (x + NORM_GELU_A * x * x * x);
-        float s = 1.0f / (1.0f + expf(-2.0f * u));
-        float du = NORM_GELU_K * (1.0f + 3.0f * NORM_GELU_A * x * x);
-        store_from_f32(dinp + i, (s + x * s * (1.0f - s) * 2.0f * du) * load_f32(dout + i));
-    }
-}
-
 // out (n) = a + b; out may alias a or b.
 template <typename T>
 static __global__ void add_kernel(T *out, const T *a, const T *b, size_t n) {

@@ -1,10 +1,9 @@
-// tests/backend/backend_ref_ops.h: the arithmetic of three ops the Backend dropped (they
+// tests/backend/backend_ref_ops.h: the arithmetic of ops the Backend dropped (they
 // served only tests and benchmarks), written with the entries that remain, so the op tests
 // keep checking that arithmetic on every backend (header only; buffers in the backend's
 // memory, activations of type be->act):
-//   ref_gelu_backward: matmul_backward_dgelu of an (n, 1) x (1, 1) linear of weight 1; the
-//     product is exact, so dinp = gelu'(inp) * dout: on the CPU the span the fused op runs,
-//     on CUDA the gelu_backward kernel (C = 1 is off the DGELU epilogue: its unfused path)
+//   ref_gelu_backward: act_backward with GELU, the span and kernel the fused op's epilogue
+//     and its unfused path run
 //   ref_adamw: adamw_multi on one segment {0, n} (an element's arithmetic does not depend
 //     on the segments)
 //   ref_sum_squares: sum_squares_multi on one segment {0, n}
@@ -20,22 +19,11 @@ static inline BackendSegment *ref_one_segment(Backend *be, size_t n, int wd) {
     return d;
 }
 
-// dinp (n) = gelu'(inp) * dout; dinp may alias dout (then dout is copied first).
+// dinp (n) = gelu'(inp) * dout; dinp may alias dout: act_backward, pointwise GELU.
 static inline void ref_gelu_backward(Backend *be, void *dinp, const void *inp, const void *dout,
                                       size_t n) {
-    size_t es = backend_dtype_size(be->act);
-    float one = 1.0f, *w32 = be->ops->alloc(be, sizeof one);
-    void *w = be->ops->alloc(be, es), *tmp = NULL;
-    be->ops->copy(be, w32, &one, sizeof one, BACKEND_H2D);
-    be->ops->cast(be, w, be->act, w32, BACKEND_F32, 1);
-    if (dinp == dout) {  // the GEMM reads dout while it writes dinp
-        tmp = be->ops->alloc(be, n * es);
-        be->ops->copy(be, tmp, dout, n * es, BACKEND_D2D);
-        dout = tmp;
-    }
-    be->ops->matmul_backward_dgelu(be, dinp, NULL, NULL, dout, NULL, w, inp, (int)n, 1, 1);
+    be->ops->act_backward(be, dinp, inp, dout, 1, (int)n, BACKEND_ACT_GELU);
     be->ops->sync(be);
-    be->ops->free(be, w32), be->ops->free(be, w), be->ops->free(be, tmp);
 }
 
 // AdamW (backend.h's formula) on param, grad, m, v (n, fp32).

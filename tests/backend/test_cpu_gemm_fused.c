@@ -4,7 +4,7 @@
 // every panel policy, and shapes with ragged panels cut along rows and along columns.
 // (A panel's offset into bias, pre or the GELU output that is wrong fails it.)
 #include "backend/backend.h"
-#include "backend/cpu/cpu_backend.h"  // defines: cpu_gelu_forward, cpu_gelu_grad_span, cpu_colsum_acc
+#include "backend/cpu/cpu_backend.h"  // defines: cpu_act_forward, cpu_act_grad_span, cpu_colsum_acc
 #include "backend/cpu/cpu_blas.h"
 #include "backend/cpu/cpu_gemm.h"  // defines: cpu_gemm, CPU_GEMM_SPLIT_*
 #include "tests/backend/backend_test_util.h"
@@ -17,12 +17,12 @@ static void unfused(Backend *be, float *out, float *pre, float *dinp, float *dw,
                     const float *pre_c, int N, int C, int OC) {
     for (int i = 0; i < N; i++) memcpy(pre + (size_t)i * OC, b, (size_t)OC * sizeof(float));
     cpu_gemm(be, 0, 1, N, OC, C, 1.0f, x, C, w, C, 1.0f, pre, OC);  // pre (N, OC) = x w^T + b
-    cpu_gelu_forward(be, out, pre, (size_t)N * OC);
+    cpu_act_forward(be, out, pre, 1, (int)((size_t)N * OC), BACKEND_ACT_GELU);
     // Backward through a layer whose input was gelu(pre_c): g (N, OC) is its output gradient.
     cpu_gemm(be, 0, 0, N, C, OC, 1.0f, g, OC, w, C, 0.0f, dinp, C);  // (N, C)
     cpu_gemm(be, 1, 0, OC, C, N, 1.0f, g, OC, x, C, 1.0f, dw, C);   // (OC, C) accumulated
     cpu_colsum_acc(be, db, g, N, OC);
-    cpu_gelu_grad_span(dinp, pre_c, dinp, (size_t)N * C);  // GELU' over the whole output, in place
+    cpu_act_grad_span(BACKEND_ACT_GELU, dinp, pre_c, dinp, (size_t)N * C);  // GELU' over the whole output, in place
 }
 
 static void test_fused(Backend *be, TestRng *r) {
@@ -47,9 +47,9 @@ static void test_fused(Backend *be, TestRng *r) {
         for (int j = 3; j < 5; j++) memcpy(buf[1][j], buf[0][j], len[j] * sizeof(float));
         for (int pol = 0; pol < 5; pol++) {
             be->u.cpu.gemm_split = policies[pol][0], be->u.cpu.gemm_panels = policies[pol][1];
-            be->ops->matmul_gelu_forward(be, buf[0][0], buf[0][1], x, w, b, N, C, OC);
-            be->ops->matmul_backward_dgelu(be, buf[0][2], buf[0][3], buf[0][4], g, x, w, pc, N,
-                                           C, OC);
+            be->ops->matmul_act_forward(be, buf[0][0], buf[0][1], x, w, b, N, C, OC, BACKEND_ACT_GELU);
+            be->ops->matmul_act_backward(be, buf[0][2], buf[0][3], buf[0][4], g, x, w, pc, N,
+                                           C, OC, BACKEND_ACT_GELU);
             unfused(be, buf[1][0], buf[1][1], buf[1][2], buf[1][3], buf[1][4], x, w, b, g, pc, N,
                     C, OC);
             static const char *what[5] = {"gelu out", "pre", "dinp", "dweight", "dbias"};

@@ -113,12 +113,12 @@ static void test_swiglu(Backend *be, TestRng *r) {
     float *x = test_floats(N * 2 * F), *out = test_floats(N * F), *g = test_floats(N * F);
     rng_fill(r, x, N * 2 * F, -4, 4), rng_fill(r, g, N * F, -1, 1);
     FdCtx c = {N, F, to_double(x, N * 2 * F), NULL, test_doubles(N * F), g, NULL};
-    be->ops->swiglu_forward(be, out, x, N, F);
+    be->ops->act_forward(be, out, x, N, F, BACKEND_ACT_SWIGLU);
     swiglu_ref(c.out, c.inp, N, F);
     EXPECT_CLOSE(out, c.out, N * F, 1e-6, "swiglu forward");
     float *dinp = test_floats(N * 2 * F);
     for (int i = 0; i < N * 2 * F; i++) dinp[i] = NAN;  // overwritten
-    be->ops->swiglu_backward(be, dinp, x, g, N, F);
+    be->ops->act_backward(be, dinp, x, g, N, F, BACKEND_ACT_SWIGLU);
     double *gx = test_doubles(N * 2 * F);
     fd_grad(c.inp, N * 2 * F, swiglu_loss, &c, gx);
     EXPECT_CLOSE(dinp, gx, N * 2 * F, 1e-5, "swiglu dinp vs finite differences");

@@ -26,7 +26,7 @@ static const GPTConfig LLAMA = {.num_layers = 2, .hidden_size = 32, .num_heads =
                                 .ffn_hidden_size = 48, .seq_length = 8,
                                 .max_position_embeddings = 8, .vocab_size = 50,
                                 .vocab_divisible_by = 16, .untie_embeddings = 1, .rmsnorm = 1,
-                                .swiglu = 1, .rope = 1, .rotary_base = 10000.0,
+                                .activation = BACKEND_ACT_SWIGLU, .rope = 1, .rotary_base = 10000.0,
                                 .rotary_percent = 0.5, .num_query_groups = 2,
                                 .disable_bias_linear = 1};
 
@@ -73,7 +73,7 @@ static void gradcheck(Backend *be, Comm *tp, GPTConfig cfg, float p) {
         }
     }
     printf("gradcheck (%s%s, dropout %g): %d elements of %d tensors, worst relative error %.3g\n",
-           cfg.swiglu ? "llama-style" : "gpt-2", cfg.use_flash_attn ? ", flash" : "", p, checked,
+           cfg.activation == BACKEND_ACT_SWIGLU ? "llama-style" : "gpt-2", cfg.use_flash_attn ? ", flash" : "", p, checked,
            m->n_params, worst);
     gpt_destroy(m);
 }
@@ -107,11 +107,11 @@ static void init_is_layout_independent(Backend *be, GPTConfig cfg) {
 static void flops_count(GPTConfig c) {
     double C = c.hidden_size, T = c.seq_length, L = c.num_layers, F = c.ffn_hidden_size, Vp = 64;
     double hs = C / c.num_heads, G = gpt_kv_heads(&c), B = 3;
-    double per = C * (c.num_heads + 2 * G) * hs + C * C + (c.swiglu ? 2 : 1) * C * F + F * C + 2 * T * C;
+    double per = C * (c.num_heads + 2 * G) * hs + C * C + (backend_act_gated(c.activation) ? 2 : 1) * C * F + F * C + 2 * T * C;
     double want = 6.0 * B * T * (L * per + C * Vp);
     double got = gpt_flops_per_iteration(&c, 64, 3);
     EXPECT(fabs(got - want) <= 1e-12 * want, "FLOPs %s: %.17g, GEMM count %.17g",
-           c.swiglu ? "llama-style" : "gpt-2", got, want);
+           c.activation == BACKEND_ACT_SWIGLU ? "llama-style" : "gpt-2", got, want);
 }
 
 int main(int argc, char **argv) {

@@ -56,9 +56,9 @@ static void check_residual_ln(Half *h, int N, int C) {
     free(a), free(b), free(w), free(bias), free(rres), free(rln), free(rst), free(ures), free(uln), free(ust);
 }
 
-// matmul_gelu_forward (with and without bias) and matmul_backward_dgelu (dweight, dbias
-// accumulating onto non-zero values) against the CPU; `shift` moves the pre/dinp pointers by
-// one element (not 16-byte aligned: the fallback path). The CPU's fused ops against the
+// matmul_act_forward (GELU, with and without bias) and matmul_act_backward (GELU; dweight,
+// dbias accumulating onto non-zero values) against the CPU; `shift` moves the pre/dinp
+// pointers by one element (not 16-byte aligned: the fallback path). The CPU's fused ops against the
 // unfused pairs (same bits).
 static void check_linear_gelu(Half *h, int N, int C, int OC, int shift) {
     size_t no = (size_t)N * OC, ni = (size_t)N * C, nw = (size_t)OC * C;
@@ -68,15 +68,15 @@ static void check_linear_gelu(Half *h, int N, int C, int OC, int shift) {
     char what[120];
     for (int with_bias = 1; with_bias >= 0; with_bias--) {
         const float *bb = with_bias ? bias : NULL;
-        cpu->ops->matmul_gelu_forward(cpu, rout, rpre, inp, w, bb, N, C, OC);
+        cpu->ops->matmul_act_forward(cpu, rout, rpre, inp, w, bb, N, C, OC, BACKEND_ACT_GELU);
         cpu->ops->matmul_forward(cpu, gpre, inp, w, bb, N, C, OC);
-        cpu->ops->gelu_forward(cpu, gout, gpre, no);
+        cpu->ops->act_forward(cpu, gout, gpre, 1, (int)(no), BACKEND_ACT_GELU);
         EXPECT(!memcmp(rout, gout, no * 4) && !memcmp(rpre, gpre, no * 4),
                "cpu matmul_gelu_forward is not bitwise matmul_forward + gelu_forward");
         char *d_pre = half_poisoned(h, no + 1, h->dt);
         void *pre = d_pre + (shift ? backend_dtype_size(h->dt) : 0), *d_out = half_poisoned(h, no, h->dt);
-        be->ops->matmul_gelu_forward(be, d_out, pre, half_up(h, inp, ni), half_up(h, w, nw),
-                                     with_bias ? half_up(h, bias, OC) : NULL, N, C, OC);
+        be->ops->matmul_act_forward(be, d_out, pre, half_up(h, inp, ni), half_up(h, w, nw),
+                                     with_bias ? half_up(h, bias, OC) : NULL, N, C, OC, BACKEND_ACT_GELU);
         half_down(h, gout, d_out, no), half_down(h, gpre, pre, no);
         half_release(h);
         snprintf(what, sizeof what, "matmul_gelu_forward out, %s bias, %dx%dx%d%s", with_bias ? "" : "no",
@@ -92,7 +92,7 @@ static void check_linear_gelu(Half *h, int N, int C, int OC, int shift) {
     float *rdi = test_floats(ni), *rdw = test_floats(nw), *rdb = test_floats(OC);
     float *gdi = test_floats(ni), *gdw = test_floats(nw), *gdb = test_floats(OC);
     memcpy(rdw, dw0, nw * 4), memcpy(rdb, db0, OC * 4), memcpy(gdw, dw0, nw * 4), memcpy(gdb, db0, OC * 4);
-    cpu->ops->matmul_backward_dgelu(cpu, rdi, rdw, rdb, dout, inp, w, pre, N, C, OC);
+    cpu->ops->matmul_act_backward(cpu, rdi, rdw, rdb, dout, inp, w, pre, N, C, OC, BACKEND_ACT_GELU);
     cpu->ops->matmul_backward(cpu, gdi, gdw, gdb, dout, inp, w, N, C, OC);
     ref_gelu_backward(cpu, gdi, pre, gdi, ni);
     EXPECT(!memcmp(rdi, gdi, ni * 4) && !memcmp(rdw, gdw, nw * 4) && !memcmp(rdb, gdb, OC * 4),
@@ -102,8 +102,8 @@ static void check_linear_gelu(Half *h, int N, int C, int OC, int shift) {
     void *u = half_up(h, pre, ni);
     be->ops->copy(be, d_pre + off, u, ni * backend_dtype_size(h->dt), BACKEND_D2D);
     float *d_dw = half_up_f32(h, dw0, nw), *d_db = half_up_f32(h, db0, OC);
-    be->ops->matmul_backward_dgelu(be, d_dinp + off, d_dw, d_db, half_up(h, dout, no),
-                                   half_up(h, inp, ni), half_up(h, w, nw), d_pre + off, N, C, OC);
+    be->ops->matmul_act_backward(be, d_dinp + off, d_dw, d_db, half_up(h, dout, no),
+                                   half_up(h, inp, ni), half_up(h, w, nw), d_pre + off, N, C, OC, BACKEND_ACT_GELU);
     half_down(h, gdi, d_dinp + off, ni), half_down_f32(h, gdw, d_dw, nw), half_down_f32(h, gdb, d_db, OC);
     half_release(h);
     snprintf(what, sizeof what, "matmul_backward_dgelu dinp, %dx%dx%d%s", N, C, OC,

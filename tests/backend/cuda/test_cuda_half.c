@@ -195,7 +195,7 @@ static void check_pointwise(Half *h, size_t n) {
                             "add, out == a"};
     for (int op = 0; op < 4; op++) {
         void *d_x = half_up(h, x, n), *d_y = half_up(h, y, n), *d_o = half_poisoned(h, n, h->dt);
-        if (op == 0) cpu->ops->gelu_forward(cpu, ref, x, n), be->ops->gelu_forward(be, d_o, d_x, n);
+        if (op == 0) cpu->ops->act_forward(cpu, ref, x, 1, (int)(n), BACKEND_ACT_GELU), be->ops->act_forward(be, d_o, d_x, 1, (int)(n), BACKEND_ACT_GELU);
         if (op == 1) ref_gelu_backward(cpu, ref, x, y, n), ref_gelu_backward(be, d_o, d_x, d_y, n);
         if (op == 2) ref_gelu_backward(cpu, ref, x, y, n), ref_gelu_backward(be, d_y, d_x, d_y, n);
         if (op == 3) cpu->ops->add(cpu, ref, x, y, n), be->ops->add(be, d_x, d_x, d_y, n);

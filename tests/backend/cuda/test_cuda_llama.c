@@ -50,8 +50,8 @@ static void check_swiglu(Parity *t, int N, int F) {
         float *d_out = par_alloc(t, k, nf * sizeof(float)), *d_dx = par_alloc(t, k, 2 * nf * sizeof(float));
         par_poison(t, k, d_out, nf);
         par_poison(t, k, d_dx, 2 * nf);
-        be->ops->swiglu_forward(be, d_out, d_x, N, F);
-        be->ops->swiglu_backward(be, d_dx, d_x, d_dy, N, F);
+        be->ops->act_forward(be, d_out, d_x, N, F, BACKEND_ACT_SWIGLU);
+        be->ops->act_backward(be, d_dx, d_x, d_dy, N, F, BACKEND_ACT_SWIGLU);
         par_down(t, k, out.h[k], d_out, nf);
         par_down(t, k, dx.h[k], d_dx, 2 * nf);
         par_release(t);

@@ -185,7 +185,7 @@ static void check_pointwise(Parity *t, size_t n) {
         float *d_x = par_up(t, k, x, n), *d_y = par_up(t, k, y, n);
         float *d_o = par_alloc(t, k, n * sizeof(float));
         par_poison(t, k, d_o, n);
-        o->gelu_forward(be, d_o, d_x, n);
+        o->act_forward(be, d_o, d_x, 1, (int)(n), BACKEND_ACT_GELU);
         par_down(t, k, gf.h[k], d_o, n);
         par_poison(t, k, d_o, n);
         ref_gelu_backward(be, d_o, d_x, d_y, n);

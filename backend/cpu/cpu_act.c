@@ -1,0 +1,96 @@
+// backend/cpu/cpu_act.c: the MLP activations (BackendAct): GELU (pointwise) and SwiGLU (gated),
+// forward and backward, and the pointwise spans the fused GEMM epilogues call (cpu_gemm.c).
+// Contracts in backend/backend.h. Elements are independent and split over threads, so the
+// bits do not depend on the thread count.
+#include "cpu_backend.h"
+#include "cpu_math.h"  // defines: cpu_gelu, cpu_gelu_grad, cpu_expf
+#include "core/check.h"  // defines: core_fatal
+
+#define CPU_SPAN 4096  // elements per work item of the pointwise loops
+
+CPU_SIMD_CLONES static void gelu_span(float *out, const float *inp, size_t n) {
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) out[i] = cpu_gelu(inp[i]);
+}
+
+CPU_SIMD_CLONES static void gelu_grad_span(float *dinp, const float *inp, const float *dout,
+                                           size_t n) {
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) dinp[i] = cpu_gelu_grad(inp[i]) * dout[i];
+}
+
+void cpu_act_span(BackendAct act, float *out, const float *inp, size_t n) {
+    switch (act) {
+    case BACKEND_ACT_GELU: gelu_span(out, inp, n); return;
+    default: core_fatal("act_forward: activation %d is not pointwise", (int)act);
+    }
+}
+
+void cpu_act_grad_span(BackendAct act, float *dinp, const float *inp, const float *dout,
+                       size_t n) {
+    switch (act) {
+    case BACKEND_ACT_GELU: gelu_grad_span(dinp, inp, dout, n); return;
+    default: core_fatal("act_backward: activation %d is not pointwise", (int)act);
+    }
+}
+
+static inline float sigmoid(float x) { return 1.0f / (1.0f + cpu_expf(-x)); }
+
+// out (N, F) = silu(gate) * up of inp rows [gate | up] (N, 2F).
+static void swiglu_forward(Backend *be, float *out, const float *inp, int N, int F) {
+    int nt = cpu_nt(be);
+#pragma omp parallel for num_threads(nt) schedule(static) if ((size_t)N * F > CPU_PAR_MIN)
+    for (int i = 0; i < N; i++) {
+        const float *a = inp + (size_t)i * 2 * F, *b = a + F;
+        float *y = out + (size_t)i * F;
+        for (int j = 0; j < F; j++) y[j] = a[j] * sigmoid(a[j]) * b[j];
+    }
+}
+
+// dinp (N, 2F): d gate = dout * up * sig * (1 + gate * (1 - sig)); d up = dout * silu(gate).
+static void swiglu_backward(Backend *be, float *dinp, const float *inp, const float *dout, int N,
+                            int F) {
+    int nt = cpu_nt(be);
+#pragma omp parallel for num_threads(nt) schedule(static) if ((size_t)N * F > CPU_PAR_MIN)
+    for (int i = 0; i < N; i++) {
+        const float *a = inp + (size_t)i * 2 * F, *b = a + F, *dy = dout + (size_t)i * F;
+        float *da = dinp + (size_t)i * 2 * F, *db = da + F;
+        for (int j = 0; j < F; j++) {
+            float sg = sigmoid(a[j]);
+            da[j] = dy[j] * b[j] * sg * (1.0f + a[j] * (1.0f - sg));
+            db[j] = dy[j] * a[j] * sg;
+        }
+    }
+}
+
+// out (N, F) = act(inp): pointwise acts in spans of CPU_SPAN elements over the threads.
+void cpu_act_forward(Backend *be, void *out, const void *inp, int N, int F, BackendAct act) {
+    if (backend_act_gated(act)) {
+        swiglu_forward(be, out, inp, N, F);
+        return;
+    }
+    size_t n = (size_t)N * F, nspan = (n + CPU_SPAN - 1) / CPU_SPAN;
+    int nt = cpu_nt(be);
+#pragma omp parallel for num_threads(nt) schedule(static) if (n > CPU_PAR_MIN)
+    for (size_t k = 0; k < nspan; k++) {
+        size_t i0 = k * CPU_SPAN, len = n - i0 < CPU_SPAN ? n - i0 : CPU_SPAN;
+        cpu_act_span(act, (float *)out + i0, (const float *)inp + i0, len);
+    }
+}
+
+// dinp (N, F or 2F) [overwritten] = act'(inp) * dout.
+void cpu_act_backward(Backend *be, void *dinp, const void *inp, const void *dout, int N, int F,
+                      BackendAct act) {
+    if (backend_act_gated(act)) {
+        swiglu_backward(be, dinp, inp, dout, N, F);
+        return;
+    }
+    size_t n = (size_t)N * F, nspan = (n + CPU_SPAN - 1) / CPU_SPAN;
+    int nt = cpu_nt(be);
+#pragma omp parallel for num_threads(nt) schedule(static) if (n > CPU_PAR_MIN)
+    for (size_t k = 0; k < nspan; k++) {
+        size_t i0 = k * CPU_SPAN, len = n - i0 < CPU_SPAN ? n - i0 : CPU_SPAN;
+        cpu_act_grad_span(act, (float *)dinp + i0, (const float *)inp + i0,
+                          (const float *)dout + i0, len);
+    }
+}
