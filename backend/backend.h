@@ -38,10 +38,15 @@ typedef enum { BACKEND_CPU, BACKEND_CUDA } BackendKind;
 typedef enum { BACKEND_F32 = 0, BACKEND_BF16 = 1, BACKEND_F16 = 2 } BackendDType;
 typedef enum { BACKEND_H2D, BACKEND_D2H, BACKEND_D2D } BackendCopyKind;
 // The MLP's activation (values are stable: logged, tested). Pointwise: GELU (tanh
-// approximation). Gated (the input has two halves per row, [gate | up]): SwiGLU, silu(gate) *
+// approximation), squared ReLU (relu(x)^2, Primer; Megatron's --squared-relu). Gated (the input has two halves per row, [gate | up]): SwiGLU, silu(gate) *
 // up. The ops take the kind (act_forward, matmul_act_forward, ...); a new activation is a
 // value here and a case in each backend's activation file (cpu_act.c, act.cuh).
-typedef enum { BACKEND_ACT_GELU = 0, BACKEND_ACT_SWIGLU = 1, BACKEND_ACT_COUNT } BackendAct;
+typedef enum {
+    BACKEND_ACT_GELU = 0,
+    BACKEND_ACT_SWIGLU = 1,
+    BACKEND_ACT_RELU2 = 2,
+    BACKEND_ACT_COUNT
+} BackendAct;
 // 1 if act is gated (SwiGLU: input rows [gate | up], twice the output's width). Pure.
 static inline int backend_act_gated(BackendAct act) { return act == BACKEND_ACT_SWIGLU; }
 

@@ -1,6 +1,6 @@
 // ckpt/ckpt_arch.c: the checkpoint attributes of a Llama-style architecture
-// (RMSNorm, SwiGLU, rope, grouped-query attention, no linear biases). A GPT-2 checkpoint
-// carries none of them, so older files read as GPT-2; a run whose architecture differs from
+// (RMSNorm, SwiGLU, rope, grouped-query attention, no linear biases) and of squared ReLU. A
+// GPT-2 checkpoint carries none of them, so older files read as GPT-2; a run whose architecture differs from
 // the file's is refused by the validator (ckpt_check.c) with one line naming them.
 #include "ckpt_format.h"
 #include "core/check.h"  // defines: H5_CHECK
@@ -14,6 +14,7 @@ static const struct {
 } INTS[] = {
     {"normalization_rmsnorm", "normalization RMSNorm", offsetof(CkptMeta, rmsnorm)},
     {"swiglu", "swiglu", offsetof(CkptMeta, swiglu)},
+    {"squared_relu", "squared-relu", offsetof(CkptMeta, squared_relu)},
     {"position_embedding_rope", "position-embedding-type rope", offsetof(CkptMeta, rope)},
     {"num_query_groups", "num-query-groups", offsetof(CkptMeta, num_query_groups)},
     {"disable_bias_linear", "disable-bias-linear", offsetof(CkptMeta, disable_bias_linear)},
@@ -27,6 +28,7 @@ static const char *const DOUBLES[2] = {"rotary_base", "rotary_percent"};
 void ckpt_arch_from_config(CkptMeta *m, const GPTConfig *c) {
     m->rmsnorm = c->rmsnorm;
     m->swiglu = c->activation == BACKEND_ACT_SWIGLU;
+    m->squared_relu = c->activation == BACKEND_ACT_RELU2;
     m->rope = c->rope;
     m->num_query_groups = gpt_kv_heads(c) != c->num_heads ? gpt_kv_heads(c) : 0;
     m->disable_bias_linear = c->disable_bias_linear;
@@ -36,7 +38,9 @@ void ckpt_arch_from_config(CkptMeta *m, const GPTConfig *c) {
 
 void ckpt_arch_to_config(const CkptMeta *m, GPTConfig *c) {
     c->rmsnorm = (int)m->rmsnorm;
-    c->activation = m->swiglu ? BACKEND_ACT_SWIGLU : BACKEND_ACT_GELU;
+    c->activation = m->swiglu         ? BACKEND_ACT_SWIGLU
+                  : m->squared_relu ? BACKEND_ACT_RELU2
+                                    : BACKEND_ACT_GELU;
     c->rope = (int)m->rope;
     c->num_query_groups = (int)m->num_query_groups;
     c->disable_bias_linear = (int)m->disable_bias_linear;

@@ -47,10 +47,10 @@ typedef struct {
     // rate schedule advances only on the steps taken, so a resumed run continues it there.
     int64_t skipped_iterations, skipped_samples;
     // Optional, written only by Llama-style models (absent: GPT-2's 0), see
-    // ckpt_arch.c: normalization_rmsnorm, swiglu, position_embedding_rope,
+    // ckpt_arch.c: normalization_rmsnorm, swiglu, squared_relu, position_embedding_rope,
     // num_query_groups, disable_bias_linear (int64); rotary_base, rotary_percent (float64,
     // with rope). Compared with this run like the model config.
-    int64_t rmsnorm, swiglu, rope, num_query_groups, disable_bias_linear;
+    int64_t rmsnorm, swiglu, squared_relu, rope, num_query_groups, disable_bias_linear;
     double rotary_base, rotary_percent;
 } CkptMeta;
 

@@ -58,6 +58,11 @@ static int parts_of(const ParamInfo *p, Parts *out) {
 }
 
 int hf_llama_check_exportable(const GPTConfig *c, char *err, size_t errlen) {
+    if (c->activation == BACKEND_ACT_RELU2) {
+        snprintf(err, errlen, "squared ReLU (--squared-relu) has no Hugging Face equivalent: "
+                 "neither GPT2LMHeadModel nor LlamaForCausalLM can represent this model");
+        return -1;
+    }
     if (c->rmsnorm && c->activation == BACKEND_ACT_SWIGLU && c->rope && c->disable_bias_linear && c->rotary_percent == 1.0)
         return 0;
     snprintf(err, errlen, "this model cannot be represented as LlamaForCausalLM (it needs "

@@ -35,6 +35,7 @@ int gpt_flags_specs(ArgSpec *specs, GPTConfig *m, GPTFlagText *t) {
         {"--recompute-activations", ARG_BOOL, &t->recompute_activations, "the same as --recompute-granularity selective"},
         {"--normalization", ARG_STR, &t->normalization, "LayerNorm (default) | RMSNorm (weight only, eps 1e-5)"},
         {"--swiglu", ARG_BOOL, &t->act[BACKEND_ACT_SWIGLU], "SwiGLU MLP: fc gives [gate; up] (2 F rows), silu(gate) * up; default F = int(4 C 2/3) rounded down to a multiple of 64 (Megatron's)"},
+        {"--squared-relu", ARG_BOOL, &t->act[BACKEND_ACT_RELU2], "squared ReLU MLP: relu(x)^2 instead of GELU (Primer); no Hugging Face export"},
         {"--position-embedding-type", ARG_STR, &t->position_embedding, "learned_absolute (default) | rope (rotary on q and k, no position table)"},
         {"--rotary-base", ARG_FLOAT, &m->rotary_base, "rope: base of the rotary frequencies (10000)"},
         {"--rotary-percent", ARG_FLOAT, &m->rotary_percent, "rope: share of each head's channels rotated (1.0)"},
@@ -53,7 +54,7 @@ void gpt_flags_finish(GPTConfig *m, const GPTFlagText *t) {
     int nact = 0;
     for (int a = 0; a < BACKEND_ACT_COUNT; a++)
         if (t->act[a]) m->activation = (BackendAct)a, nact++;
-    if (nact > 1) core_usage_error("--swiglu: give one activation flag at most");
+    if (nact > 1) core_usage_error("--swiglu and --squared-relu: give one activation flag at most");
     if (m->ffn_hidden_size == 0 && backend_act_gated(m->activation)) {  // Megatron: int(4 C 2/3 / 64) * 64
         m->ffn_hidden_size = (int)(4.0 * m->hidden_size * 2.0 / 3.0 / 64.0) * 64;
         if (m->ffn_hidden_size == 0)

@@ -15,10 +15,11 @@ typedef struct {
     int group_query_attention;          // --group-query-attention
     int num_query_groups;               // --num-query-groups (1, read with the flag above)
     int act[BACKEND_ACT_COUNT];         // act[a] = 1: the flag of activation a was given
-                                        // (--swiglu; GELU, the default, has none)
+                                        // (--swiglu, --squared-relu; GELU, the default,
+                                        // has none)
 } GPTFlagText;
 
-enum { GPT_FLAGS_N = 24 };  // entries gpt_flags_specs writes
+enum { GPT_FLAGS_N = 25 };  // entries gpt_flags_specs writes
 
 // Sets megac train's model defaults in *m (L=4, C=128, NH=4, T=128, vocab padded to a
 // multiple of 128, F and the position table derived later) and *t. Pure.

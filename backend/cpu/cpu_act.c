@@ -1,4 +1,5 @@
-// backend/cpu/cpu_act.c: the MLP activations (BackendAct): GELU (pointwise) and SwiGLU (gated),
+// backend/cpu/cpu_act.c: the MLP activations (BackendAct): GELU and squared ReLU (pointwise),
+// SwiGLU (gated),
 // forward and backward, and the pointwise spans the fused GEMM epilogues call (cpu_gemm.c).
 // Contracts in backend/backend.h. Elements are independent and split over threads, so the
 // bits do not depend on the thread count.
@@ -19,9 +20,22 @@ CPU_SIMD_CLONES static void gelu_grad_span(float *dinp, const float *inp, const 
     for (size_t i = 0; i < n; i++) dinp[i] = cpu_gelu_grad(inp[i]) * dout[i];
 }
 
+// Squared ReLU: relu(x)^2, and its derivative 2 relu(x).
+CPU_SIMD_CLONES static void relu2_span(float *out, const float *inp, size_t n) {
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) out[i] = inp[i] > 0.0f ? inp[i] * inp[i] : 0.0f;
+}
+
+CPU_SIMD_CLONES static void relu2_grad_span(float *dinp, const float *inp, const float *dout,
+                                            size_t n) {
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) dinp[i] = (inp[i] > 0.0f ? 2.0f * inp[i] : 0.0f) * dout[i];
+}
+
 void cpu_act_span(BackendAct act, float *out, const float *inp, size_t n) {
     switch (act) {
     case BACKEND_ACT_GELU: gelu_span(out, inp, n); return;
+    case BACKEND_ACT_RELU2: relu2_span(out, inp, n); return;
     default: core_fatal("act_forward: activation %d is not pointwise", (int)act);
     }
 }
@@ -30,6 +44,7 @@ void cpu_act_grad_span(BackendAct act, float *dinp, const float *inp, const floa
                        size_t n) {
     switch (act) {
     case BACKEND_ACT_GELU: gelu_grad_span(dinp, inp, dout, n); return;
+    case BACKEND_ACT_RELU2: relu2_grad_span(dinp, inp, dout, n); return;
     default: core_fatal("act_backward: activation %d is not pointwise", (int)act);
     }
 }

@@ -1,5 +1,5 @@
 // backend/cuda/act.cuh: kernels of cuda_act.cu: the MLP activations (BackendAct), pointwise
-// (GELU) and gated (SwiGLU), forward and backward. The math of backend/cpu/cpu_act.c;
+// (GELU, squared ReLU) and gated (SwiGLU), forward and backward. The math of backend/cpu/cpu_act.c;
 // activation buffers of the storage type T (load_f32 / store_from_f32), arithmetic in fp32.
 // A new pointwise activation is a case in act_value and act_grad.
 #pragma once
@@ -11,8 +11,10 @@
 
 // --- pointwise: act(x) and act'(x) of one element (act: a pointwise BackendAct) -------------
 // gelu(x) = x * sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3).
+// relu2(x) = relu(x)^2.
 static __device__ __forceinline__ float act_value(int act, float x) {
     switch (act) {
+    case BACKEND_ACT_RELU2: return x > 0.0f ? x * x : 0.0f;
     default: {  // BACKEND_ACT_GELU
         float u = ACT_GELU_K * (x + ACT_GELU_A * x * x * x);
         return x / (1.0f + expf(-2.0f * u));
@@ -20,9 +22,10 @@ static __device__ __forceinline__ float act_value(int act, float x) {
     }
 }
 
-// gelu' = s + x s (1 - s) 2 u'(x), s = sigmoid(2u).
+// gelu' = s + x s (1 - s) 2 u'(x), s = sigmoid(2u); relu2' = 2 relu(x).
 static __device__ __forceinline__ float act_grad(int act, float x) {
     switch (act) {
+    case BACKEND_ACT_RELU2: return x > 0.0f ? 2.0f * x : 0.0f;
     default: {  // BACKEND_ACT_GELU
         float u = ACT_GELU_K * (x + ACT_GELU_A * x * x * x);
         float s = 1.0f / (1.0f + expf(-2.0f * u));

@@ -174,6 +174,65 @@ static void test_gelu(Backend *be, TestRng *r) {
     free(x), free(y), free(dy), free(dx);
 }
 
+// Squared ReLU (--squared-relu): act_forward against relu(x)^2 in double, act_backward
+// against central differences (off the kink at 0), dinp aliasing dout; the fused linear ops
+// with it bitwise the unfused pairs (matmul + act).
+static void test_relu2(Backend *be, TestRng *r) {
+    const size_t n = 50001;
+    float *x = test_floats(n), *y = test_floats(n), *dy = test_floats(n), *dx = test_floats(n);
+    rng_fill(r, x, n, -6, 6);
+    x[0] = 0.0f, x[1] = -20.0f, x[2] = 20.0f, x[3] = 1e-3f;
+    rng_fill(r, dy, n, -1, 1);
+    be->ops->act_forward(be, y, x, 1, (int)n, BACKEND_ACT_RELU2);
+    for (size_t i = 0; i < n; i++) dx[i] = NAN;
+    be->ops->act_backward(be, dx, x, dy, 1, (int)n, BACKEND_ACT_RELU2);
+    int bad_fwd = 0, bad_bwd = 0, checked = 0;
+    for (size_t i = 0; i < n; i++) {
+        double v = x[i] > 0 ? x[i] : 0.0, want = v * v;
+        if (!(fabs(y[i] - want) <= 6e-8 * want)) bad_fwd++;
+        if (fabs(x[i]) <= 10 * FD_STEP) continue;
+        double xp = (double)x[i] + FD_STEP, xm = (double)x[i] - FD_STEP;
+        double d = ((xp > 0 ? xp * xp : 0.0) - (xm > 0 ? xm * xm : 0.0)) / (2 * FD_STEP);
+        if (!(fabs(dx[i] - d * dy[i]) <= 1e-5)) bad_bwd++;
+        checked++;
+    }
+    EXPECT(y[0] == 0.0f && y[1] == 0.0f && y[2] == 400.0f, "relu2(0, -20, 20) = %g %g %g", y[0],
+           y[1], y[2]);
+    EXPECT(bad_fwd == 0, "%d of %zu squared-ReLU values off vs the double reference", bad_fwd, n);
+    EXPECT(bad_bwd == 0 && checked > 49000, "%d of %d squared-ReLU gradients off vs finite "
+           "differences", bad_bwd, checked);
+    memcpy(y, dy, n * sizeof(float));
+    be->ops->act_backward(be, y, x, y, 1, (int)n, BACKEND_ACT_RELU2);
+    EXPECT_SAME_BITS(y, dx, n, "relu2 act_backward in place");
+    free(x), free(y), free(dy), free(dx);
+
+    const int N = 67, C = 48, OC = 80;  // fused = unfused
+    float *in = test_floats((size_t)N * C), *w = test_floats((size_t)OC * C), *b = test_floats(OC);
+    float *g = test_floats((size_t)N * C), *pre[2], *out[2], *din[2];
+    rng_fill(r, in, (size_t)N * C, -1, 1), rng_fill(r, w, (size_t)OC * C, -0.3f, 0.3f);
+    rng_fill(r, b, OC, -0.2f, 0.2f), rng_fill(r, g, (size_t)N * C, -1, 1);
+    for (int k = 0; k < 2; k++) {
+        pre[k] = test_floats((size_t)N * OC), out[k] = test_floats((size_t)N * OC);
+        din[k] = test_floats((size_t)N * C);
+    }
+    be->ops->matmul_act_forward(be, out[0], pre[0], in, w, b, N, C, OC, BACKEND_ACT_RELU2);
+    be->ops->matmul_forward(be, pre[1], in, w, b, N, C, OC);
+    be->ops->act_forward(be, out[1], pre[1], N, OC, BACKEND_ACT_RELU2);
+    EXPECT_SAME_BITS(pre[0], pre[1], (size_t)N * OC, "matmul_act_forward relu2 pre");
+    EXPECT_SAME_BITS(out[0], out[1], (size_t)N * OC, "matmul_act_forward relu2 out");
+    // through the projection (OC -> C here: weight w read as (OC, C)), pre (N, OC) of its input
+    float *gy = test_floats((size_t)N * C), *po = test_floats((size_t)N * OC);
+    rng_fill(r, gy, (size_t)N * C, -1, 1), rng_fill(r, po, (size_t)N * OC, -1, 1);
+    float *d2[2] = {test_floats((size_t)N * OC), test_floats((size_t)N * OC)};
+    be->ops->matmul_act_backward(be, d2[0], NULL, NULL, gy, out[0], w, po, N, OC, C,
+                                 BACKEND_ACT_RELU2);
+    be->ops->matmul_backward(be, d2[1], NULL, NULL, gy, out[0], w, N, OC, C);
+    be->ops->act_backward(be, d2[1], po, d2[1], N, OC, BACKEND_ACT_RELU2);
+    EXPECT_SAME_BITS(d2[0], d2[1], (size_t)N * OC, "matmul_act_backward relu2 dinp");
+    for (int k = 0; k < 2; k++) free(pre[k]), free(out[k]), free(din[k]), free(d2[k]);
+    free(in), free(w), free(b), free(g), free(gy), free(po);
+}
+
 static void test_add_scale(Backend *be, TestRng *r) {
     const size_t n = 40000;
     float *a = test_floats(n), *b = test_floats(n), *o = test_floats(n), *f = test_floats(n);
@@ -279,6 +338,7 @@ int main(int argc, char **argv) {
     test_matmul(be, &r);
     test_layernorm(be, &r);
     test_gelu(be, &r);
+    test_relu2(be, &r);
     test_add_scale(be, &r);
     test_determinism(be, be1, &r);
     test_gemm_panels(be, be1, &r);

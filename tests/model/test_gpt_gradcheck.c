@@ -73,7 +73,10 @@ static void gradcheck(Backend *be, Comm *tp, GPTConfig cfg, float p) {
         }
     }
     printf("gradcheck (%s%s, dropout %g): %d elements of %d tensors, worst relative error %.3g\n",
-           cfg.activation == BACKEND_ACT_SWIGLU ? "llama-style" : "gpt-2", cfg.use_flash_attn ? ", flash" : "", p, checked,
+           cfg.activation == BACKEND_ACT_SWIGLU  ? "llama-style"
+           : cfg.activation == BACKEND_ACT_RELU2 ? "squared relu"
+                                                 : "gpt-2",
+           cfg.use_flash_attn ? ", flash" : "", p, checked,
            m->n_params, worst);
     gpt_destroy(m);
 }
@@ -126,6 +129,10 @@ int main(int argc, char **argv) {
     gradcheck(be, one, GPT2, 0.2f);
     gradcheck(be, one, flash, 0.2f);
     gradcheck(be, one, llama_flash, 0.2f);
+    GPTConfig relu2 = GPT2;  // --squared-relu
+    relu2.activation = BACKEND_ACT_RELU2;
+    gradcheck(be, one, relu2, 0);
+    gradcheck(be, one, relu2, 0.2f);
     init_is_layout_independent(be, GPT2);
     init_is_layout_independent(be, LLAMA);
     flops_count(GPT2);

@@ -178,7 +178,7 @@ static void check_layernorm(Parity *t, int N, int C) {
 static void check_pointwise(Parity *t, size_t n) {
     float *x = par_rand(t, n, -6, 6), *y = par_rand(t, n, -2, 2);
     ParOut gf = par_out(n), gb = par_out(n), gba = par_out(n);
-    ParOut ad = par_out(n), ada = par_out(n), adb = par_out(n);
+    ParOut ad = par_out(n), ada = par_out(n), adb = par_out(n), rf = par_out(n), rb = par_out(n);
     for (int k = 0; k < 2; k++) {
         Backend *be = t->be[k];
         const BackendOps *o = be->ops;
@@ -194,6 +194,12 @@ static void check_pointwise(Parity *t, size_t n) {
         ref_gelu_backward(be, d_al, d_x, d_al, n);
         par_down(t, k, gba.h[k], d_al, n);
         par_poison(t, k, d_o, n);
+        o->act_forward(be, d_o, d_x, 1, (int)n, BACKEND_ACT_RELU2);  // --squared-relu
+        par_down(t, k, rf.h[k], d_o, n);
+        float *d_ra = par_up(t, k, y, n);  // dinp == dout
+        o->act_backward(be, d_ra, d_x, d_ra, 1, (int)n, BACKEND_ACT_RELU2);
+        par_down(t, k, rb.h[k], d_ra, n);
+        par_poison(t, k, d_o, n);
         o->add(be, d_o, d_x, d_y, n);
         par_down(t, k, ad.h[k], d_o, n);
         float *d_a = par_up(t, k, x, n), *d_b = par_up(t, k, y, n);
@@ -206,6 +212,8 @@ static void check_pointwise(Parity *t, size_t n) {
     PAR_CLOSE_OUT(gf, "gelu_forward");
     PAR_CLOSE_OUT(gb, "gelu_backward");
     PAR_CLOSE_OUT(gba, "gelu_backward, dinp == dout");
+    PAR_CLOSE_OUT(rf, "squared relu act_forward");
+    PAR_CLOSE_OUT(rb, "squared relu act_backward, dinp == dout");
     PAR_CLOSE_OUT(ad, "add");
     PAR_CLOSE_OUT(ada, "add, out == a");
     PAR_CLOSE_OUT(adb, "add, out == b");
