@@ -19,7 +19,7 @@
 //     Arithmetic inside every op is fp32; only loads and stores round.
 //   * Row-major. N = rows (B*T), C = channels, OC = output channels, NH = heads,
 //     hs = head size, V_local = this rank's vocabulary columns.
-//   * Activation gradients (`dinp`) are OVERWRITTEN, except layernorm_backward, which
+//   * Activation gradients (`dinp`) are OVERWRITTEN, except norm_backward, which
 //     ACCUMULATES into dinp (it closes a residual branch). Parameter gradients (`dweight`,
 //     `dbias`, `dtable`, `dwpe`) always ACCUMULATE (+=), for gradient accumulation over
 //     micro-batches. A NULL gradient pointer skips that gradient.
@@ -47,6 +47,8 @@ typedef enum {
     BACKEND_ACT_RELU2 = 2,
     BACKEND_ACT_COUNT
 } BackendAct;
+// Normalization of the blocks (values are stable): LayerNorm (GPT-2), RMSNorm (Llama).
+typedef enum { BACKEND_LAYERNORM = 0, BACKEND_RMSNORM = 1 } BackendNorm;
 // 1 if act is gated (SwiGLU: input rows [gate | up], twice the output's width). Pure.
 static inline int backend_act_gated(BackendAct act) { return act == BACKEND_ACT_SWIGLU; }
 
@@ -92,19 +94,21 @@ typedef struct {
                             const void *dout, const void *inp, const void *weight,
                             int N, int C, int OC);
 
-    // --- layernorm (eps 1e-5) ------------------------------------------------------
-    // out (N, C) = (inp - mean) * rstd * weight + bias; saves mean (N), rstd (N).
-    void (*layernorm_forward)(Backend *be, void *out, float *mean, float *rstd,
-                              const void *inp, const void *weight, const void *bias,
-                              int N, int C);
-    // dinp (N, C) += ..., dweight (C) += ..., dbias (C) += ...
-    void (*layernorm_backward)(Backend *be, void *dinp, float *dweight, float *dbias,
-                               const void *dout, const void *inp, const void *weight,
-                               const float *mean, const float *rstd, int N, int C);
+    // --- normalization (eps 1e-5), kind BackendNorm ----------------------------------
+    // LayerNorm: out (N, C) = (inp - mean) * rstd * weight + bias; saves mean (N), rstd (N).
+    // RMSNorm (--normalization RMSNorm; mean and bias unused, may be NULL): out (N, C) = inp *
+    // rstd * weight, rstd (N) = 1 / sqrt(mean_j inp^2 + eps) saved when not NULL.
+    void (*norm_forward)(Backend *be, void *out, float *mean, float *rstd, const void *inp,
+                         const void *weight, const void *bias, int N, int C, BackendNorm kind);
+    // dinp (N, C) += ..., dweight (C) += ..., dbias (C) += ... (LayerNorm; RMSNorm has no
+    // bias and no mean: dbias and mean unused).
+    void (*norm_backward)(Backend *be, void *dinp, float *dweight, float *dbias, const void *dout,
+                          const void *inp, const void *weight, const float *mean,
+                          const float *rstd, int N, int C, BackendNorm kind);
 
     // --- fused (each is the unfused sequence named, in the same math; CUDA: fewer passes) ---
     // res (N, C) = a + b (as add; res may alias a or b), then ln (N, C) = layernorm of res as
-    // layernorm_forward (mean (N), rstd (N) saved when not NULL). One pass on CUDA: res is
+    // norm_forward's LayerNorm (mean (N), rstd (N) saved when not NULL). One pass on CUDA: res is
     // rounded to be->act before the statistics, as the unfused pair does.
     void (*residual_layernorm_forward)(Backend *be, void *res, void *ln, float *mean, float *rstd,
                                        const void *a, const void *b, const void *weight,
@@ -247,20 +251,12 @@ typedef struct {
     // order is fixed (same bits every run). NaN/Inf propagate.
     double (*sum_squares_multi)(Backend *be, const float *x, const BackendSegment *segs, int nseg,
                                 size_t max_len);
-    // acc[0] += sum of x[i] in double; acc is one double in backend memory. Asynchronous
-    // (no host read): per-micro-batch losses summed on the device, read once per step.
-    void (*sum_acc)(Backend *be, double *acc, const float *x, size_t n);
-    // Sum of x[i] in double, returned on the host.
-    double (*sum)(Backend *be, const float *x, size_t n);
+    // Sum of x[i] in double. acc NULL: returned on the host (syncs). acc not NULL (one double
+    // in backend memory): acc[0] += the sum, asynchronous (no host read: per-micro-batch losses
+    // summed on the device, read once per step), returns 0.
+    double (*sum)(Backend *be, double *acc, const float *x, size_t n);
 
-    // --- Llama-style blocks (--normalization RMSNorm, rope, grouped-query) ---------------
-    // RMSNorm (eps 1e-5, no bias): out (N, C) = inp * rstd * weight, rstd (N) =
-    // 1 / sqrt(mean_j inp^2 + eps) saved when not NULL.
-    void (*rmsnorm_forward)(Backend *be, void *out, float *rstd, const void *inp,
-                            const void *weight, int N, int C);
-    // dinp (N, C) += ... (it closes a residual branch, as layernorm_backward), dweight (C) +=.
-    void (*rmsnorm_backward)(Backend *be, void *dinp, float *dweight, const void *dout,
-                             const void *inp, const void *weight, const float *rstd, int N, int C);
+    // --- rotary positions (--position-embedding-type rope, grouped-query) ---------------
     // Rotary positions + grouped-query heads into attention_forward's layout. inp (B, T,
     // (NH + 2G)*hs) per token [q: NH heads | k: G heads | v: G heads]; out (B, T, 3*NH*hs)
     // [q | k | v: NH heads each]: query head h reads kv head h / (NH/G). q and k are rotated

@@ -77,7 +77,7 @@ static void run_step(Backend *be, OpStats *st, Layer *w, Layer *g, float **a, fl
     TIMED(st, OP_EMB_FWD, 0, (o->embedding_forward(be, x, tokens, wte, N, C, 0, VP),
                               o->position_forward(be, x, wpe, B, T, C, 0)));
     for (int l = 0; l < L; l++) {
-        TIMED(st, OP_LN_FWD, 0, o->layernorm_forward(be, ln, mean, rstd, x, w->ln_w, w->ln_b, N, C));
+        TIMED(st, OP_LN_FWD, 0, o->norm_forward(be, ln, mean, rstd, x, w->ln_w, w->ln_b, N, C, BACKEND_LAYERNORM));
         TIMED(st, OP_MM_FWD, mm_flops(3 * C, C), o->matmul_forward(be, qkv, ln, w->qkv_w, w->qkv_b, N, C, 3 * C));
         if (flash)  // lse (B, NH, T) in att's buffer
             TIMED(st, OP_ATT_FWD, attf, o->flash_attention_forward(be, y, att, qkv, B, T, NH, C / NH, NULL, NULL));
@@ -85,30 +85,30 @@ static void run_step(Backend *be, OpStats *st, Layer *w, Layer *g, float **a, fl
             TIMED(st, OP_ATT_FWD, attf, o->attention_forward(be, y, att, qkv, B, T, NH, C / NH, NULL, NULL));
         TIMED(st, OP_MM_FWD, mm_flops(C, C), o->matmul_forward(be, dy, y, w->proj_w, w->proj_b, N, C, C));
         TIMED(st, OP_ADD, 0, o->add(be, x, x, dy, (size_t)N * C));
-        TIMED(st, OP_LN_FWD, 0, o->layernorm_forward(be, ln, mean, rstd, x, w->ln_w, w->ln_b, N, C));
+        TIMED(st, OP_LN_FWD, 0, o->norm_forward(be, ln, mean, rstd, x, w->ln_w, w->ln_b, N, C, BACKEND_LAYERNORM));
         TIMED(st, OP_GELU_FWD, mm_flops(4 * C, C), o->matmul_act_forward(be, hg, h, ln, w->fc_w, w->fc_b, N, C, 4 * C, BACKEND_ACT_GELU));
         TIMED(st, OP_MM_FWD, mm_flops(C, 4 * C), o->matmul_forward(be, dy, hg, w->fcp_w, w->fcp_b, N, 4 * C, C));
         TIMED(st, OP_ADD, 0, o->add(be, x, x, dy, (size_t)N * C));
     }
     float *rowmax = xent, *stats = xent + N, *loss = xent + 3 * N, *dscale = xent + 4 * N;
-    TIMED(st, OP_LN_FWD, 0, o->layernorm_forward(be, ln, mean, rstd, x, w->ln_w, w->ln_b, N, C));
+    TIMED(st, OP_LN_FWD, 0, o->norm_forward(be, ln, mean, rstd, x, w->ln_w, w->ln_b, N, C, BACKEND_LAYERNORM));
     TIMED(st, OP_LM_FWD, mm_flops(VP, C), o->matmul_forward(be, logits, ln, wte, NULL, N, C, VP));
     TIMED(st, OP_XENT_FWD, 0, (o->xent_stats(be, rowmax, stats, stats + N, logits, tokens, N, VP, V, 0),
                                o->xent_loss(be, loss, stats, rowmax, stats + N, N)));
     TIMED(st, OP_XENT_BWD, 0, o->xent_backward(be, logits, logits, rowmax, stats, tokens, dscale, N, VP, V, 0));
     TIMED(st, OP_LM_BWD, 2 * mm_flops(VP, C), o->matmul_backward(be, dln, dwte, NULL, logits, ln, wte, N, C, VP));
-    TIMED(st, OP_LN_BWD, 0, o->layernorm_backward(be, dx, g->ln_w, g->ln_b, dln, x, w->ln_w, mean, rstd, N, C));
+    TIMED(st, OP_LN_BWD, 0, o->norm_backward(be, dx, g->ln_w, g->ln_b, dln, x, w->ln_w, mean, rstd, N, C, BACKEND_LAYERNORM));
     for (int l = L - 1; l >= 0; l--) {
         TIMED(st, OP_GELU_BWD, 2 * mm_flops(C, 4 * C), o->matmul_act_backward(be, dh, g->fcp_w, g->fcp_b, dx, hg, w->fcp_w, h, N, 4 * C, C, BACKEND_ACT_GELU));
         TIMED(st, OP_MM_BWD, 2 * mm_flops(4 * C, C), o->matmul_backward(be, dln, g->fc_w, g->fc_b, dh, ln, w->fc_w, N, C, 4 * C));
-        TIMED(st, OP_LN_BWD, 0, o->layernorm_backward(be, dx, g->ln_w, g->ln_b, dln, x, w->ln_w, mean, rstd, N, C));
+        TIMED(st, OP_LN_BWD, 0, o->norm_backward(be, dx, g->ln_w, g->ln_b, dln, x, w->ln_w, mean, rstd, N, C, BACKEND_LAYERNORM));
         TIMED(st, OP_MM_BWD, 2 * mm_flops(C, C), o->matmul_backward(be, dy, g->proj_w, g->proj_b, dx, y, w->proj_w, N, C, C));
         if (flash)
             TIMED(st, OP_ATT_BWD, 2 * attf, o->flash_attention_backward(be, dqkv, datt, dy, qkv, y, att, B, T, NH, C / NH, NULL));
         else
             TIMED(st, OP_ATT_BWD, 2 * attf, o->attention_backward(be, dqkv, datt, dy, qkv, att, B, T, NH, C / NH, NULL));
         TIMED(st, OP_MM_BWD, 2 * mm_flops(3 * C, C), o->matmul_backward(be, dln, g->qkv_w, g->qkv_b, dqkv, ln, w->qkv_w, N, C, 3 * C));
-        TIMED(st, OP_LN_BWD, 0, o->layernorm_backward(be, dx, g->ln_w, g->ln_b, dln, x, w->ln_w, mean, rstd, N, C));
+        TIMED(st, OP_LN_BWD, 0, o->norm_backward(be, dx, g->ln_w, g->ln_b, dln, x, w->ln_w, mean, rstd, N, C, BACKEND_LAYERNORM));
     }
     TIMED(st, OP_EMB_BWD, 0, (o->position_backward(be, dwpe, dx, B, T, C, 0),
                               o->embedding_backward(be, dwte, dx, tokens, N, C, 0, VP)));

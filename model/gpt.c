@@ -190,11 +190,11 @@ void gpt_forward_positions(GPT *m, Comm *tp_comm, int slot, const int *tokens, i
 }
 
 double gpt_loss_sum(GPT *m, int slot) {
-    return m->be->ops->sum(m->be, m->slots[slot].xent.loss, (size_t)m->N);
+    return m->be->ops->sum(m->be, NULL, m->slots[slot].xent.loss, (size_t)m->N);
 }
 
 void gpt_loss_accumulate(GPT *m, int slot, double *acc) {
-    m->be->ops->sum_acc(m->be, acc, m->slots[slot].xent.loss, (size_t)m->N);
+    m->be->ops->sum(m->be, acc, m->slots[slot].xent.loss, (size_t)m->N);
 }
 
 static void set_dscale(GPT *m, float v) {

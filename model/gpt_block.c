@@ -8,10 +8,7 @@ void gpt_norm_forward(const GPT *m, void *out, float *mean, float *rstd, const v
                       const void *w, const void *b, int rows) {
     Backend *be = m->be;
     int C = m->cfg.hidden_size;
-    if (m->cfg.rmsnorm)
-        be->ops->rmsnorm_forward(be, out, rstd, x, w, rows, C);
-    else
-        be->ops->layernorm_forward(be, out, mean, rstd, x, w, b, rows, C);
+    be->ops->norm_forward(be, out, mean, rstd, x, w, b, rows, C, gpt_norm_kind(&m->cfg));
 }
 
 void gpt_residual_norm_forward(const GPT *m, void *res, void *ln, float *mean, float *rstd,
@@ -24,17 +21,15 @@ void gpt_residual_norm_forward(const GPT *m, void *res, void *ln, float *mean, f
         return;
     }
     be->ops->add(be, res, a, b, (size_t)rows * C);
-    be->ops->rmsnorm_forward(be, ln, rstd, res, w, rows, C);
+    be->ops->norm_forward(be, ln, NULL, rstd, res, w, NULL, rows, C, BACKEND_RMSNORM);
 }
 
 void gpt_norm_backward(const GPT *m, void *dinp, float *dw, float *db, const void *dout,
                        const void *x, const void *w, const float *mean, const float *rstd, int rows) {
     Backend *be = m->be;
     int C = m->cfg.hidden_size;
-    if (m->cfg.rmsnorm)
-        be->ops->rmsnorm_backward(be, dinp, dw, dout, x, w, rstd, rows, C);
-    else
-        be->ops->layernorm_backward(be, dinp, dw, db, dout, x, w, mean, rstd, rows, C);
+    be->ops->norm_backward(be, dinp, dw, db, dout, x, w, mean, rstd, rows, C,
+                           gpt_norm_kind(&m->cfg));
 }
 
 void gpt_qkv_forward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTLayerActs *a, const GPTRows *r) {

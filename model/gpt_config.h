@@ -45,6 +45,10 @@ typedef struct {
 int gpt_kv_heads(const GPTConfig *c);
 // Rotated channels of a head: int(hs * rotary_percent) with rope, else 0. Pure.
 int gpt_rotary_dim(const GPTConfig *c);
+// The blocks' normalization: BACKEND_RMSNORM with --normalization RMSNorm, else LayerNorm. Pure.
+static inline BackendNorm gpt_norm_kind(const GPTConfig *c) {
+    return c->rmsnorm ? BACKEND_RMSNORM : BACKEND_LAYERNORM;
+}
 // 1 if any Llama-style option is on (megac export then writes LlamaForCausalLM). Pure.
 int gpt_is_llama_style(const GPTConfig *c);
 

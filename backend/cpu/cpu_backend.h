@@ -62,22 +62,15 @@ void cpu_sgemm(int ta, int tb, int M, int N, int K, float alpha, const float *A,
                const float *B, int ldb, float beta, float *Cm, int ldc);
 
 // cpu_norm.c
-void cpu_layernorm_forward(Backend *be, float *out, float *mean, float *rstd,
-                           const float *inp, const float *weight, const float *bias,
-                           int N, int C);
-void cpu_layernorm_backward(Backend *be, float *dinp, float *dweight, float *dbias,
-                            const float *dout, const float *inp, const float *weight,
-                            const float *mean, const float *rstd, int N, int C);
+void cpu_norm_forward(Backend *be, void *out, float *mean, float *rstd, const void *inp,
+                      const void *weight, const void *bias, int N, int C, BackendNorm kind);
+void cpu_norm_backward(Backend *be, void *dinp, float *dweight, float *dbias, const void *dout,
+                       const void *inp, const void *weight, const float *mean, const float *rstd,
+                       int N, int C, BackendNorm kind);
 void cpu_residual_layernorm_forward(Backend *be, float *res, float *ln, float *mean, float *rstd,
                                     const float *a, const float *b, const float *weight,
                                     const float *bias, int N, int C);
 void cpu_add(Backend *be, float *out, const float *a, const float *b, size_t n);
-
-// cpu_llama.c (void * activations, as the BackendOps entries they implement)
-void cpu_rmsnorm_forward(Backend *be, void *out, float *rstd, const void *inp, const void *weight,
-                         int N, int C);
-void cpu_rmsnorm_backward(Backend *be, void *dinp, float *dweight, const void *dout,
-                          const void *inp, const void *weight, const float *rstd, int N, int C);
 
 // cpu_act.c: the activations (pointwise and gated)
 void cpu_act_forward(Backend *be, void *out, const void *inp, int N, int F, BackendAct act);
@@ -133,10 +126,9 @@ void cpu_xent_backward(Backend *be, float *dlogits, const float *logits, const f
                        int N, int V_local, int V_valid, int vocab_start);
 
 // cpu_optim.c
-double cpu_sum(Backend *be, const float *x, size_t n);
+double cpu_sum(Backend *be, double *acc, const float *x, size_t n);
 void cpu_adamw_multi(Backend *be, float *param, void *copy, const float *grad, float *m, float *v,
                      const BackendSegment *segs, int nseg, size_t max_len, float lr,
                      float beta1, float beta2, float eps, float wd, float grad_scale, int step);
 double cpu_sum_squares_multi(Backend *be, const float *x, const BackendSegment *segs, int nseg,
                              size_t max_len);
-void cpu_sum_acc(Backend *be, double *acc, const float *x, size_t n);

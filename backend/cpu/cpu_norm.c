@@ -1,6 +1,7 @@
-// backend/cpu/cpu_norm.c: layernorm (forward, backward) and add. Rows are independent, so
-// they are split over threads; the layernorm parameter
-// gradients are reductions over rows, done per block of channels (see cpu_colsum_acc).
+// backend/cpu/cpu_norm.c: normalization, LayerNorm and RMSNorm (forward, backward; the fused
+// residual add + LayerNorm), and add. Rows are independent, so they are split over threads;
+// the norms' parameter gradients are reductions over rows, done per block of channels (see
+// cpu_colsum_acc), rows in order, so the bits do not depend on the thread count.
 #include "cpu_backend.h"
 #include "cpu_math.h"
 
@@ -27,9 +28,9 @@ CPU_SIMD_CLONES static void cpu_layernorm_row(float *y, float *mean, float *rstd
 }
 
 // out (N, C) = (inp - mean) * rstd * weight + bias; mean (N), rstd (N) saved when not NULL.
-void cpu_layernorm_forward(Backend *be, float *out, float *mean, float *rstd,
-                           const float *inp, const float *weight, const float *bias,
-                           int N, int C) {
+static void layernorm_forward(Backend *be, float *out, float *mean, float *rstd,
+                              const float *inp, const float *weight, const float *bias, int N,
+                              int C) {
     int nt = cpu_nt(be);
 #pragma omp parallel for num_threads(nt) schedule(static) if ((size_t)N * C > CPU_PAR_MIN)
     for (int i = 0; i < N; i++) {
@@ -41,7 +42,8 @@ void cpu_layernorm_forward(Backend *be, float *out, float *mean, float *rstd,
 }
 
 // res (N, C) = a + b (res may alias a or b), then ln (N, C) = layernorm of res: row by row,
-// the same float operations as cpu_add followed by cpu_layernorm_forward (the same bits).
+// the same float operations as cpu_add followed by the LayerNorm of cpu_norm_forward (the
+// same bits).
 void cpu_residual_layernorm_forward(Backend *be, float *res, float *ln, float *mean, float *rstd,
                                     const float *a, const float *b, const float *weight,
                                     const float *bias, int N, int C) {
@@ -105,9 +107,9 @@ static void cpu_layernorm_dparams(Backend *be, float *dweight, float *dbias, con
 }
 
 // dinp (N, C) += ...; dweight (C) += ...; dbias (C) += ... (each skipped when NULL).
-void cpu_layernorm_backward(Backend *be, float *dinp, float *dweight, float *dbias,
-                            const float *dout, const float *inp, const float *weight,
-                            const float *mean, const float *rstd, int N, int C) {
+static void layernorm_backward(Backend *be, float *dinp, float *dweight, float *dbias,
+                               const float *dout, const float *inp, const float *weight,
+                               const float *mean, const float *rstd, int N, int C) {
     int nt = cpu_nt(be);
     if (dinp) {
 #pragma omp parallel for num_threads(nt) schedule(static) if ((size_t)N * C > CPU_PAR_MIN)
@@ -116,6 +118,81 @@ void cpu_layernorm_backward(Backend *be, float *dinp, float *dweight, float *dbi
                                    inp + (size_t)i * C, weight, mean[i], rstd[i], C);
     }
     if (dweight || dbias) cpu_layernorm_dparams(be, dweight, dbias, dout, inp, mean, rstd, N, C);
+}
+
+// --- RMSNorm (eps 1e-5, no bias, no mean) ---------------------------------------------
+#define CPU_RMS_EPS 1e-5f
+
+// out (N, C) = inp * rstd * weight; rstd (N) saved when not NULL.
+static void rmsnorm_forward(Backend *be, float *out, float *rstd, const float *inp,
+                            const float *w, int N, int C) {
+    int nt = cpu_nt(be);
+#pragma omp parallel for num_threads(nt) schedule(static) if ((size_t)N * C > CPU_PAR_MIN)
+    for (int i = 0; i < N; i++) {
+        const float *x = inp + (size_t)i * C;
+        float *y = out + (size_t)i * C, ss = 0.0f;
+#pragma omp simd reduction(+ : ss)
+        for (int j = 0; j < C; j++) ss += x[j] * x[j];
+        float s = 1.0f / sqrtf(ss / (float)C + CPU_RMS_EPS);
+#pragma omp simd
+        for (int j = 0; j < C; j++) y[j] = x[j] * s * w[j];
+        if (rstd) rstd[i] = s;
+    }
+}
+
+// dweight (C) += sum_i dout * inp * rstd, per block of channels, rows in order.
+static void rmsnorm_dweight(Backend *be, float *dweight, const float *dout, const float *inp,
+                            const float *rstd, int N, int C) {
+    int nblk = (C + CPU_COLBLK - 1) / CPU_COLBLK, nt = cpu_nt(be);
+#pragma omp parallel for num_threads(nt) schedule(static) if ((size_t)N * C > CPU_PAR_MIN)
+    for (int blk = 0; blk < nblk; blk++) {
+        int c0 = blk * CPU_COLBLK, w = C - c0 < CPU_COLBLK ? C - c0 : CPU_COLBLK;
+        float sw[CPU_COLBLK] = {0};
+        for (int i = 0; i < N; i++) {
+            const float *x = inp + (size_t)i * C + c0, *dy = dout + (size_t)i * C + c0;
+            float s = rstd[i];
+            for (int j = 0; j < w; j++) sw[j] += dy[j] * x[j] * s;
+        }
+        for (int j = 0; j < w; j++) dweight[c0 + j] += sw[j];
+    }
+}
+
+// dinp (N, C) += s * dn - x * s^3 * mean(dn * x), dn = dout * weight; dweight (C) +=.
+static void rmsnorm_backward(Backend *be, float *dinp, float *dweight, const float *dout,
+                             const float *inp, const float *w, const float *rstd, int N, int C) {
+    int nt = cpu_nt(be);
+    if (dinp) {
+#pragma omp parallel for num_threads(nt) schedule(static) if ((size_t)N * C > CPU_PAR_MIN)
+        for (int i = 0; i < N; i++) {
+            const float *x = inp + (size_t)i * C, *dy = dout + (size_t)i * C;
+            float *dx = dinp + (size_t)i * C, s = rstd[i], dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+            for (int j = 0; j < C; j++) dot += dy[j] * w[j] * x[j];
+            float k = s * s * s * dot / (float)C;
+#pragma omp simd
+            for (int j = 0; j < C; j++) dx[j] += s * dy[j] * w[j] - x[j] * k;
+        }
+    }
+    if (dweight) rmsnorm_dweight(be, dweight, dout, inp, rstd, N, C);
+}
+
+// LayerNorm or RMSNorm of every row (contract: BackendOps.norm_forward).
+void cpu_norm_forward(Backend *be, void *out, float *mean, float *rstd, const void *inp,
+                      const void *weight, const void *bias, int N, int C, BackendNorm kind) {
+    if (kind == BACKEND_RMSNORM)
+        rmsnorm_forward(be, out, rstd, inp, weight, N, C);
+    else
+        layernorm_forward(be, out, mean, rstd, inp, weight, bias, N, C);
+}
+
+// dinp (N, C) += ...; dweight (C), dbias (C, LayerNorm) += ... (each skipped when NULL).
+void cpu_norm_backward(Backend *be, void *dinp, float *dweight, float *dbias, const void *dout,
+                       const void *inp, const void *weight, const float *mean, const float *rstd,
+                       int N, int C, BackendNorm kind) {
+    if (kind == BACKEND_RMSNORM)
+        rmsnorm_backward(be, dinp, dweight, dout, inp, weight, rstd, N, C);
+    else
+        layernorm_backward(be, dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
 }
 
 // out (n) = a + b; out may alias a or b.

@@ -14,16 +14,6 @@ static void op_matmul_backward(Backend *be, void *dinp, float *dweight, float *d
                                int N, int C, int OC) {
     cpu_matmul_backward(be, dinp, dweight, dbias, dout, inp, weight, N, C, OC);
 }
-static void op_layernorm_forward(Backend *be, void *out, float *mean, float *rstd,
-                                 const void *inp, const void *weight, const void *bias,
-                                 int N, int C) {
-    cpu_layernorm_forward(be, out, mean, rstd, inp, weight, bias, N, C);
-}
-static void op_layernorm_backward(Backend *be, void *dinp, float *dweight, float *dbias,
-                                  const void *dout, const void *inp, const void *weight,
-                                  const float *mean, const float *rstd, int N, int C) {
-    cpu_layernorm_backward(be, dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
-}
 static void op_residual_layernorm_forward(Backend *be, void *res, void *ln, float *mean,
                                           float *rstd, const void *a, const void *b,
                                           const void *weight, const void *bias, int N, int C) {
@@ -90,8 +80,8 @@ static const BackendOps CPU_OPS = {
     .destroy = cpu_destroy,
     .matmul_forward = op_matmul_forward,
     .matmul_backward = op_matmul_backward,
-    .layernorm_forward = op_layernorm_forward,
-    .layernorm_backward = op_layernorm_backward,
+    .norm_forward = cpu_norm_forward,
+    .norm_backward = cpu_norm_backward,
     .residual_layernorm_forward = op_residual_layernorm_forward,
     .matmul_act_forward = cpu_matmul_act_forward,
     .matmul_act_backward = cpu_matmul_act_backward,
@@ -115,10 +105,7 @@ static const BackendOps CPU_OPS = {
     .xent_backward = op_xent_backward,
     .adamw_multi = cpu_adamw_multi,
     .sum_squares_multi = cpu_sum_squares_multi,
-    .sum_acc = cpu_sum_acc,
     .sum = cpu_sum,
-    .rmsnorm_forward = cpu_rmsnorm_forward,
-    .rmsnorm_backward = cpu_rmsnorm_backward,
     .rope_gqa_forward = cpu_rope_gqa_forward,
     .rope_gqa_backward = cpu_rope_gqa_backward,
 };

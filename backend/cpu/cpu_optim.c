@@ -64,7 +64,13 @@ static double cpu_reduce(Backend *be, const float *x, size_t n, int squares) {
 }
 
 // Sum of x[i] in double.
-double cpu_sum(Backend *be, const float *x, size_t n) { return cpu_reduce(be, x, n, 0); }
+// Sum of x in double: returned (acc NULL) or added to acc[0] (then 0 is returned).
+double cpu_sum(Backend *be, double *acc, const float *x, size_t n) {
+    double s = cpu_reduce(be, x, n, 0);
+    if (!acc) return s;
+    acc[0] += s;
+    return 0.0;
+}
 
 // AdamW on every segment of segs (host memory for this backend) in one OpenMP region; bias
 // corrections in double. The segments' spans are numbered in order and each thread takes a
@@ -109,6 +115,3 @@ double cpu_sum_squares_multi(Backend *be, const float *x, const BackendSegment *
     for (int s = 0; s < nseg; s++) total += cpu_reduce(be, x + segs[s].begin, segs[s].len, 1);
     return total;
 }
-
-// acc[0] += sum of x.
-void cpu_sum_acc(Backend *be, double *acc, const float *x, size_t n) { acc[0] += cpu_reduce(be, x, n, 0); }

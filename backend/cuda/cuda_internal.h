@@ -144,15 +144,14 @@ void cuda_flash_tc_forward(Backend *be, void *out, float *lse, const void *qkv, 
 void cuda_flash_tc_backward(Backend *be, void *dqkv, const float *D, const void *dout,
                             const void *qkv, const float *lse, int B, int T, int NH, int hs);
 
-// cuda_norm.cu: layernorm, add, and the column sums used for bias gradients ----------------
+// cuda_norm.cu: LayerNorm, RMSNorm, add, and the column sums used for bias gradients -------
 // acc (C, fp32) += column sums of x (N, C, type be->act), each column summed in a fixed order.
 void cuda_colsum_acc(Backend *be, float *acc, const void *x, int N, int C);
-void cuda_layernorm_forward(Backend *be, void *out, float *mean, float *rstd,
-                            const void *inp, const void *weight, const void *bias,
-                            int N, int C);
-void cuda_layernorm_backward(Backend *be, void *dinp, float *dweight, float *dbias,
-                             const void *dout, const void *inp, const void *weight,
-                             const float *mean, const float *rstd, int N, int C);
+void cuda_norm_forward(Backend *be, void *out, float *mean, float *rstd, const void *inp,
+                       const void *weight, const void *bias, int N, int C, BackendNorm kind);
+void cuda_norm_backward(Backend *be, void *dinp, float *dweight, float *dbias, const void *dout,
+                        const void *inp, const void *weight, const float *mean, const float *rstd,
+                        int N, int C, BackendNorm kind);
 void cuda_add(Backend *be, void *out, const void *a, const void *b, size_t n);
 void cuda_add_f32(Backend *be, float *out, const float *a, const float *b, size_t n);
 
@@ -161,12 +160,6 @@ void cuda_act_forward(Backend *be, void *out, const void *inp, int N, int F, Bac
 // dinp may alias dout for a pointwise act: matmul_act_backward's unfused path.
 void cuda_act_backward(Backend *be, void *dinp, const void *inp, const void *dout, int N, int F,
                        BackendAct act);
-
-// cuda_llama.cu: RMSNorm (llama.cuh) -------------------------------------------------------
-void cuda_rmsnorm_forward(Backend *be, void *out, float *rstd, const void *inp, const void *weight,
-                          int N, int C);
-void cuda_rmsnorm_backward(Backend *be, void *dinp, float *dweight, const void *dout,
-                           const void *inp, const void *weight, const float *rstd, int N, int C);
 
 // cuda_rope.cu: rope_gqa (rope.cuh) -----------------------------------------------------------
 void cuda_rope_gqa_forward(Backend *be, void *out, const void *inp, int B, int T, int NH, int G,
@@ -210,7 +203,6 @@ void cuda_xent_backward(Backend *be, void *dlogits, const void *logits, const fl
 void cuda_adamw_multi(Backend *be, float *param, void *copy, const float *grad, float *m, float *v,
                       const BackendSegment *segs, int nseg, size_t max_len, float lr,
                       float beta1, float beta2, float eps, float wd, float grad_scale, int step);
-double cuda_sum(Backend *be, const float *x, size_t n);
+double cuda_sum(Backend *be, double *acc, const float *x, size_t n);
 double cuda_sum_squares_multi(Backend *be, const float *x, const BackendSegment *segs, int nseg,
                               size_t max_len);
-void cuda_sum_acc(Backend *be, double *acc, const float *x, size_t n);

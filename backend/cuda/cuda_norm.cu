@@ -1,4 +1,4 @@
-// backend/cuda/cuda_norm.cu: launchers of layernorm, add and the column sums
+// backend/cuda/cuda_norm.cu: launchers of LayerNorm, RMSNorm, add and the column sums
 // (bias gradients), kernels in norm.cuh. Contracts: backend/backend.h, cuda_internal.h.
 //
 // Column sums (colsum_acc, layernorm's dweight/dbias) take two passes when there are enough
@@ -69,14 +69,6 @@ static void layernorm_forward_t(Backend *be, void *out, float *mean, float *rstd
                 mean, rstd, (const T *)inp, (const T *)weight, (const T *)bias, N, C);
 }
 
-// out (N, C) = (inp - mean) * rstd * weight + bias; mean (N), rstd (N) saved when not NULL.
-void cuda_layernorm_forward(Backend *be, void *out, float *mean, float *rstd,
-                            const void *inp, const void *weight, const void *bias,
-                            int N, int C) {
-    if (N <= 0 || C <= 0) return;
-    ACT_DISPATCH(be->act, layernorm_forward_t, be, out, mean, rstd, inp, weight, bias, N, C);
-}
-
 template <typename T>
 static void layernorm_backward_t(Backend *be, void *dinp, float *dweight, float *dbias,
                                  const void *dout, const void *inp, const void *weight,
@@ -89,14 +81,70 @@ static void layernorm_backward_t(Backend *be, void *dinp, float *dweight, float 
     norm_colsum<T>(be, dbias, dweight, dout, inp, mean, rstd, N, C);
 }
 
-// dinp (N, C) += ..., dweight (C) += sum dout * norm, dbias (C) += sum dout; each skipped
-// when NULL. mean (N), rstd (N) as saved by the forward.
-void cuda_layernorm_backward(Backend *be, void *dinp, float *dweight, float *dbias,
-                             const void *dout, const void *inp, const void *weight,
-                             const float *mean, const float *rstd, int N, int C) {
+// --- RMSNorm ---------------------------------------------------------------------------
+// dweight (C) += sum over rows of dout * inp * rstd: chunks of rows into the backend's
+// reduction scratch, then an ordered sum over chunks (one chunk: straight into dweight). The
+// chunking depends only on (N, C), so the bits do too.
+template <typename T>
+static void rmsnorm_dweight(Backend *be, float *dweight, const void *dout, const void *inp,
+                            const float *rstd, int N, int C) {
+    long long k = (N + NORM_MIN_ROWS - 1) / NORM_MIN_ROWS, cap = 2LL * CUDA_PARTIALS / C;
+    k = k > cap ? cap : k > NORM_MAX_CHUNKS ? NORM_MAX_CHUNKS : k;
+    k = k < 1 ? 1 : k;
+    int rows_per = (int)((N + k - 1) / k), nchunk = (N + rows_per - 1) / rows_per;
+    dim3 grid((unsigned)((C + WARP - 1) / WARP), (unsigned)nchunk);
+    cudaStream_t st = cuda_stream(be);
+    float *part = nchunk == 1 ? dweight : (float *)cuda_state(be)->partials;  // (nchunk, C)
+    CUDA_LAUNCH(rmsnorm_dweight_partial_kernel<T>, grid, NORM_THREADS, 0, st, part,
+                (const T *)dout, (const T *)inp, rstd, N, C, rows_per, nchunk == 1);
+    if (nchunk > 1)
+        CUDA_LAUNCH(rmsnorm_dweight_finish_kernel, cuda_blocks((size_t)C, NORM_THREADS, NORM_GRID_CAP),
+                    NORM_THREADS, 0, st, dweight, (const float *)part, nchunk, C);
+}
+
+template <typename T>
+static void rmsnorm_forward_t(Backend *be, void *out, float *rstd, const void *inp,
+                              const void *weight, int N, int C) {
+    unsigned blocks = cuda_blocks((size_t)N, NORM_ROWLANES, NORM_GRID_CAP);  // warp per row
+    CUDA_LAUNCH(rmsnorm_forward_kernel<T>, blocks, NORM_THREADS, 0, cuda_stream(be), (T *)out,
+                rstd, (const T *)inp, (const T *)weight, N, C);
+}
+
+
+template <typename T>
+static void rmsnorm_backward_t(Backend *be, void *dinp, float *dweight, const void *dout,
+                               const void *inp, const void *weight, const float *rstd, int N,
+                               int C) {
+    cudaStream_t st = cuda_stream(be);
+    if (dinp) {
+        unsigned blocks = cuda_blocks((size_t)N, NORM_ROWLANES, NORM_GRID_CAP);
+        CUDA_LAUNCH(rmsnorm_dinp_kernel<T>, blocks, NORM_THREADS, 0, st, (T *)dinp,
+                    (const T *)dout, (const T *)inp, (const T *)weight, rstd, N, C);
+    }
+    if (dweight) rmsnorm_dweight<T>(be, dweight, dout, inp, rstd, N, C);
+}
+
+// LayerNorm or RMSNorm of every row (contract: BackendOps.norm_forward).
+void cuda_norm_forward(Backend *be, void *out, float *mean, float *rstd, const void *inp,
+                       const void *weight, const void *bias, int N, int C, BackendNorm kind) {
     if (N <= 0 || C <= 0) return;
-    ACT_DISPATCH(be->act, layernorm_backward_t, be, dinp, dweight, dbias, dout, inp, weight,
-                 mean, rstd, N, C);
+    if (kind == BACKEND_RMSNORM)
+        ACT_DISPATCH(be->act, rmsnorm_forward_t, be, out, rstd, inp, weight, N, C);
+    else
+        ACT_DISPATCH(be->act, layernorm_forward_t, be, out, mean, rstd, inp, weight, bias, N, C);
+}
+
+// dinp (N, C) += ..., dweight (C) += ..., dbias (C) += ... (LayerNorm); each skipped when
+// NULL. mean (N), rstd (N) as saved by the forward.
+void cuda_norm_backward(Backend *be, void *dinp, float *dweight, float *dbias, const void *dout,
+                        const void *inp, const void *weight, const float *mean, const float *rstd,
+                        int N, int C, BackendNorm kind) {
+    if (N <= 0 || C <= 0) return;
+    if (kind == BACKEND_RMSNORM)
+        ACT_DISPATCH(be->act, rmsnorm_backward_t, be, dinp, dweight, dout, inp, weight, rstd, N, C);
+    else
+        ACT_DISPATCH(be->act, layernorm_backward_t, be, dinp, dweight, dbias, dout, inp, weight,
+                     mean, rstd, N, C);
 }
 
 template <typename T>

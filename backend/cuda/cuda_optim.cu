@@ -58,9 +58,14 @@ static void opt_reduce(Backend *be, double *out, const float *x, size_t n, int a
                 (const double *)cs->partials, (int)blocks, add);
 }
 
-// Sum of x[i] in double, returned on the host. Waits for the stream.
-double cuda_sum(Backend *be, const float *x, size_t n) {
+// Sum of x[i] in double: acc NULL, returned on the host (waits for the stream); else
+// acc[0] += it on the device, asynchronous, 0 returned.
+double cuda_sum(Backend *be, double *acc, const float *x, size_t n) {
     if (n == 0) return 0.0;
+    if (acc) {
+        opt_reduce(be, acc, x, n, 1);
+        return 0.0;
+    }
     opt_reduce(be, cuda_state(be)->result, x, n, 0);
     return opt_read_result(be);
 }
@@ -78,10 +83,4 @@ double cuda_sum_squares_multi(Backend *be, const float *x, const BackendSegment 
     CUDA_LAUNCH(reduce_finish_kernel, 1, OPT_THREADS, 0, cs->stream, cs->result,
                 (const double *)cs->partials, (int)(grid.x * grid.y), 0);
     return opt_read_result(be);
-}
-
-// acc[0] += sum of x (n) in double; acc is device memory. Asynchronous (no host read).
-void cuda_sum_acc(Backend *be, double *acc, const float *x, size_t n) {
-    if (n == 0) return;
-    opt_reduce(be, acc, x, n, 1);
 }

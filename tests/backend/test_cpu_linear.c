@@ -113,7 +113,7 @@ static void test_layernorm(Backend *be, TestRng *r) {
                test_doubles(N * C), g};
     double dmean[3], drstd[3];
 
-    be->ops->layernorm_forward(be, out, mean, rstd, x, w, b, N, C);
+    be->ops->norm_forward(be, out, mean, rstd, x, w, b, N, C, BACKEND_LAYERNORM);
     layernorm_ref(c.out, dmean, drstd, c.inp, c.w, c.b, N, C);
     EXPECT_CLOSE(out, c.out, N * C, 2e-6, "layernorm forward");
     EXPECT_CLOSE(mean, dmean, N, 1e-6, "layernorm mean");
@@ -125,7 +125,7 @@ static void test_layernorm(Backend *be, TestRng *r) {
     rng_fill(r, dx0, N * C, -1, 1);
     memcpy(dx, dx0, N * C * sizeof(float));
     for (int i = 0; i < C; i++) dw[i] = 0.25f, db[i] = -0.25f;
-    be->ops->layernorm_backward(be, dx, dw, db, g, x, w, mean, rstd, N, C);
+    be->ops->norm_backward(be, dx, dw, db, g, x, w, mean, rstd, N, C, BACKEND_LAYERNORM);
     for (int i = 0; i < N * C; i++) dx[i] -= dx0[i];
     for (int i = 0; i < C; i++) dw[i] -= 0.25f, db[i] += 0.25f;
     double *want = test_doubles(N * C);
@@ -138,7 +138,7 @@ static void test_layernorm(Backend *be, TestRng *r) {
 
     // NULL skips: only dbias changes.
     float db0 = db[5];
-    be->ops->layernorm_backward(be, NULL, NULL, db, g, x, w, mean, rstd, N, C);
+    be->ops->norm_backward(be, NULL, NULL, db, g, x, w, mean, rstd, N, C, BACKEND_LAYERNORM);
     double col = 0;
     for (int i = 0; i < N; i++) col += g[i * C + 5];
     EXPECT_NEAR(db[5], db0 + col, 1e-6);
@@ -264,9 +264,9 @@ static void test_determinism(Backend *be2, Backend *be1, TestRng *r) {
         float *mean = test_floats(N), *rstd = test_floats(N);
         be->ops->matmul_forward(be, res[k][0], x, w, b, N, C, OC);
         be->ops->matmul_backward(be, res[k][1], res[k][2], res[k][3], g, x, w, N, C, OC);
-        be->ops->layernorm_forward(be, res[k][4], mean, rstd, x, w, b, N, C);
-        be->ops->layernorm_backward(be, res[k][5], res[k][3], res[k][3] + C, gc, x, w, mean,
-                                    rstd, N, C);
+        be->ops->norm_forward(be, res[k][4], mean, rstd, x, w, b, N, C, BACKEND_LAYERNORM);
+        be->ops->norm_backward(be, res[k][5], res[k][3], res[k][3] + C, gc, x, w, mean,
+                                    rstd, N, C, BACKEND_LAYERNORM);
         ref_gelu_backward(be, res[k][4], x, res[k][4], (size_t)N * C);
         free(mean), free(rstd);
     }

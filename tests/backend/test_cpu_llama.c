@@ -88,14 +88,14 @@ static void test_rmsnorm(Backend *be, TestRng *r) {
     float *rstd = test_floats(N), *g = test_floats(N * C);
     rng_fill(r, x, N * C, -2, 2), rng_fill(r, w, C, 0.5, 1.5), rng_fill(r, g, N * C, -1, 1);
     FdCtx c = {N, C, to_double(x, N * C), to_double(w, C), test_doubles(N * C), g, NULL};
-    be->ops->rmsnorm_forward(be, out, rstd, x, w, N, C);
+    be->ops->norm_forward(be, out, NULL, rstd, x, w, NULL, N, C, BACKEND_RMSNORM);
     rmsnorm_ref(c.out, c.inp, c.w, N, C);
     EXPECT_CLOSE(out, c.out, N * C, 1e-6, "rmsnorm forward");
 
     float *dinp = test_floats(N * C), *dw = test_floats(C);
     for (int i = 0; i < N * C; i++) dinp[i] = 0.25f;  // accumulates
     for (int j = 0; j < C; j++) dw[j] = 0.5f;
-    be->ops->rmsnorm_backward(be, dinp, dw, g, x, w, rstd, N, C);
+    be->ops->norm_backward(be, dinp, dw, NULL, g, x, w, NULL, rstd, N, C, BACKEND_RMSNORM);
     double *gx = test_doubles(N * C), *gw = test_doubles(C);
     fd_grad(c.inp, N * C, rmsnorm_loss, &c, gx);
     fd_grad(c.w, C, rmsnorm_loss, &c, gw);
@@ -103,7 +103,7 @@ static void test_rmsnorm(Backend *be, TestRng *r) {
     for (int j = 0; j < C; j++) gw[j] += 0.5;
     EXPECT_CLOSE(dinp, gx, N * C, 1e-5, "rmsnorm dinp (accumulated) vs finite differences");
     EXPECT_CLOSE(dw, gw, C, 1e-5, "rmsnorm dweight (accumulated) vs finite differences");
-    be->ops->rmsnorm_backward(be, NULL, NULL, g, x, w, rstd, N, C);  // NULL skips: no crash
+    be->ops->norm_backward(be, NULL, NULL, NULL, g, x, w, NULL, rstd, N, C, BACKEND_RMSNORM);  // NULL skips: no crash
     free(x), free(w), free(out), free(rstd), free(g), free(dinp), free(dw), free(gx), free(gw);
     free(c.inp), free(c.w), free(c.out);
 }

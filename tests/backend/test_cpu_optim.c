@@ -42,14 +42,14 @@ static void test_reductions(Backend *be2, Backend *be1, TestRng *r) {
     rng_fill(r, x, n, -1, 1);
     double s = 0, s2 = 0;
     for (size_t i = 0; i < n; i++) s += x[i], s2 += (double)x[i] * x[i];
-    double got_s = be2->ops->sum(be2, x, n), got_s2 = ref_sum_squares(be2, x, n);
+    double got_s = be2->ops->sum(be2, NULL, x, n), got_s2 = ref_sum_squares(be2, x, n);
     EXPECT(fabs(got_s - s) <= 1e-9 * n, "sum %.17g vs %.17g", got_s, s);
     EXPECT(fabs(got_s2 - s2) <= 1e-12 * s2, "sum_squares %.17g vs %.17g", got_s2, s2);
     double a = ref_sum_squares(be1, x, n), b = ref_sum_squares(be2, x, n);
     EXPECT(memcmp(&a, &b, sizeof a) == 0, "sum_squares differs between 1 and 2 threads");
-    a = be1->ops->sum(be1, x, n), b = be2->ops->sum(be2, x, n);
+    a = be1->ops->sum(be1, NULL, x, n), b = be2->ops->sum(be2, NULL, x, n);
     EXPECT(memcmp(&a, &b, sizeof a) == 0, "sum differs between 1 and 2 threads");
-    EXPECT(be2->ops->sum(be2, x, 0) == 0.0, "empty sum is 0");
+    EXPECT(be2->ops->sum(be2, NULL, x, 0) == 0.0, "empty sum is 0");
     float small[3] = {1, 2, 3};
     EXPECT(ref_sum_squares(be2, small, 3) == 14.0, "sum_squares of 1, 2, 3");
     x[n / 2] = NAN;
@@ -133,9 +133,9 @@ static void test_multi_tensor(Backend *be, TestRng *r) {
     EXPECT(be->ops->sum_squares_multi(be, g, segs, 3, 3900) == want, "sum_squares_multi");
     EXPECT(be->ops->sum_squares_multi(be, g, segs, 0, 0) == 0.0, "no segments: 0");
     double acc = 1.5;
-    be->ops->sum_acc(be, &acc, g, 100);
-    be->ops->sum_acc(be, &acc, g + 100, 200);
-    EXPECT(acc == 1.5 + be->ops->sum(be, g, 100) + be->ops->sum(be, g + 100, 200), "sum_acc accumulates");
+    be->ops->sum(be, &acc, g, 100);
+    be->ops->sum(be, &acc, g + 100, 200);
+    EXPECT(acc == 1.5 + be->ops->sum(be, NULL, g, 100) + be->ops->sum(be, NULL, g + 100, 200), "sum into acc accumulates");
     free(p1), free(g), free(m1), free(v1), free(p2), free(m2), free(v2), free(copy);
 }
 

@@ -74,9 +74,9 @@ static void check_sums(Parity *t, size_t n) {
     for (int k = 0; k < 2; k++) {
         Backend *be = t->be[k];
         float *d_x = par_up(t, k, x, n);
-        s[k] = be->ops->sum(be, d_x, n);
+        s[k] = be->ops->sum(be, NULL, d_x, n);
         s2[k] = ref_sum_squares(be, d_x, n);
-        z[k] = be->ops->sum(be, d_x, 0) + ref_sum_squares(be, d_x, 0);
+        z[k] = be->ops->sum(be, NULL, d_x, 0) + ref_sum_squares(be, d_x, 0);
         if (k == PAR_DEV) {
             float bad[2] = {NAN, INFINITY};
             be->ops->copy(be, d_x + n / 2, &bad[0], sizeof(float), BACKEND_H2D);
@@ -111,22 +111,22 @@ static void check_multi_sums(Parity *t, size_t n) {
         sq[k] = be->ops->sum_squares_multi(be, d_x, d_segs, nseg, max_len);
         double init = 1.5;
         double *d_acc = par_up_bytes(t, k, &init, sizeof init);
-        be->ops->sum_acc(be, d_acc, d_y, n);
-        be->ops->sum_acc(be, d_acc, d_y, n);
-        be->ops->sum_acc(be, d_acc, d_y, 0);  // adds nothing
+        be->ops->sum(be, d_acc, d_y, n);
+        be->ops->sum(be, d_acc, d_y, n);
+        be->ops->sum(be, d_acc, d_y, 0);  // adds nothing
         par_down_bytes(t, k, &acc[k], d_acc, sizeof(double));
         if (k == PAR_DEV) {
             sq2 = be->ops->sum_squares_multi(be, d_x, d_segs, nseg, max_len);
             double *d_acc2 = par_up_bytes(t, k, &init, sizeof init);
-            be->ops->sum_acc(be, d_acc2, d_y, n);
-            be->ops->sum_acc(be, d_acc2, d_y, n);
+            be->ops->sum(be, d_acc2, d_y, n);
+            be->ops->sum(be, d_acc2, d_y, n);
             par_down_bytes(t, k, &acc2, d_acc2, sizeof(double));
         }
         par_release(t);
     }
     EXPECT_SUM(sq[PAR_DEV], sq[PAR_REF], "sum_squares_multi");
     EXPECT(memcmp(&sq2, &sq[PAR_DEV], sizeof sq2) == 0, "sum_squares_multi differs between runs");
-    EXPECT_SUM(acc[PAR_DEV], acc[PAR_REF], "sum_acc (twice, from 1.5)");
+    EXPECT_SUM(acc[PAR_DEV], acc[PAR_REF], "sum into acc (twice, from 1.5)");
     EXPECT(memcmp(&acc2, &acc[PAR_DEV], sizeof acc2) == 0, "sum_acc differs between runs");
     free(x), free(y);
 }

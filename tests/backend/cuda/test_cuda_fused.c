@@ -28,7 +28,7 @@ static double fz_tol(const Half *h) {
 }
 
 // residual_layernorm_forward (res aliasing a, as the model calls it) against the CPU, and the
-// CPU's fused op against its add + layernorm_forward (same bits).
+// CPU's fused op against its add + norm_forward(same bits, BACKEND_LAYERNORM).
 static void check_residual_ln(Half *h, int N, int C) {
     size_t nc = (size_t)N * C;
     float *a = fz_rand(h, nc, -2, 3), *b = fz_rand(h, nc, -1, 1);
@@ -39,7 +39,7 @@ static void check_residual_ln(Half *h, int N, int C) {
     memcpy(rres, a, nc * sizeof(float));
     cpu->ops->residual_layernorm_forward(cpu, rres, rln, rst, rst + N, rres, b, w, bias, N, C);
     cpu->ops->add(cpu, ures, a, b, nc);
-    cpu->ops->layernorm_forward(cpu, uln, ust, ust + N, ures, w, bias, N, C);
+    cpu->ops->norm_forward(cpu, uln, ust, ust + N, ures, w, bias, N, C, BACKEND_LAYERNORM);
     EXPECT(!memcmp(rres, ures, nc * 4) && !memcmp(rln, uln, nc * 4) && !memcmp(rst, ust, 8 * (size_t)N),
            "cpu residual_layernorm_forward is not bitwise add + layernorm_forward");
     void *d_res = half_up(h, a, nc), *d_ln = half_poisoned(h, nc, h->dt);

@@ -148,8 +148,8 @@ static void check_matmul(Half *h, int N, int C, int OC) {
     free(inp), free(w), free(bias), free(dout), free(dw0), free(db0), free(ref), free(got);
 }
 
-// layernorm_forward (out; mean, rstd fp32) and layernorm_backward (dinp accumulates onto
-// non-zero values; dweight, dbias fp32 +=), both from the reference's mean and rstd.
+// norm_forward(out; mean, rstd fp32, BACKEND_LAYERNORM) and norm_backward(dinp accumulates onto
+// non-zero values; dweight, dbias fp32 +=, BACKEND_LAYERNORM), both from the reference's mean and rstd.
 static void check_layernorm(Half *h, int N, int C) {
     size_t nc = (size_t)N * C;
     float *inp = half_rand(h, nc, -2, 3), *w = half_rand(h, C, 0.5, 1.5), *b = half_rand(h, C, -1, 1);
@@ -158,11 +158,11 @@ static void check_layernorm(Half *h, int N, int C) {
     float *ref = test_floats(nc + 2 * N + 2 * C), *got = test_floats(nc + 2 * N + 2 * C);
     float *rmean = ref + nc, *rrstd = rmean + N, *gmean = got + nc, *grstd = gmean + N;
     Backend *cpu = h->cpu, *be = h->be;
-    cpu->ops->layernorm_forward(cpu, ref, rmean, rrstd, inp, w, b, N, C);
+    cpu->ops->norm_forward(cpu, ref, rmean, rrstd, inp, w, b, N, C, BACKEND_LAYERNORM);
     void *d_out = half_poisoned(h, nc, h->dt);
     float *d_mean = half_poisoned(h, N, BACKEND_F32), *d_rstd = half_poisoned(h, N, BACKEND_F32);
-    be->ops->layernorm_forward(be, d_out, d_mean, d_rstd, half_up(h, inp, nc), half_up(h, w, C),
-                               half_up(h, b, C), N, C);
+    be->ops->norm_forward(be, d_out, d_mean, d_rstd, half_up(h, inp, nc), half_up(h, w, C),
+                               half_up(h, b, C), N, C, BACKEND_LAYERNORM);
     half_down(h, got, d_out, nc), half_down_f32(h, gmean, d_mean, N), half_down_f32(h, grstd, d_rstd, N);
     half_release(h);
     HALF_CLOSE(h, got, ref, nc, half_tol(h, TOL_STORE), "layernorm_forward out");
@@ -172,12 +172,12 @@ static void check_layernorm(Half *h, int N, int C) {
     float *rdi = ref, *rdw = rrstd + N, *rdb = rdw + C, *gdi = got, *gdw = grstd + N, *gdb = gdw + C;
     memcpy(rdi, dinp0, nc * sizeof(float)), memcpy(rdw, dw0, C * sizeof(float));
     memcpy(rdb, db0, C * sizeof(float));
-    cpu->ops->layernorm_backward(cpu, rdi, rdw, rdb, dout, inp, w, rmean, rrstd, N, C);
+    cpu->ops->norm_backward(cpu, rdi, rdw, rdb, dout, inp, w, rmean, rrstd, N, C, BACKEND_LAYERNORM);
     void *d_dinp = half_up(h, dinp0, nc);
     float *d_dw = half_up_f32(h, dw0, C), *d_db = half_up_f32(h, db0, C);
-    be->ops->layernorm_backward(be, d_dinp, d_dw, d_db, half_up(h, dout, nc), half_up(h, inp, nc),
+    be->ops->norm_backward(be, d_dinp, d_dw, d_db, half_up(h, dout, nc), half_up(h, inp, nc),
                                 half_up(h, w, C), half_up_f32(h, rmean, N),
-                                half_up_f32(h, rrstd, N), N, C);
+                                half_up_f32(h, rrstd, N), N, C, BACKEND_LAYERNORM);
     half_down(h, gdi, d_dinp, nc), half_down_f32(h, gdw, d_dw, C), half_down_f32(h, gdb, d_db, C);
     half_release(h);
     HALF_CLOSE(h, gdi, rdi, nc, half_tol(h, TOL_STORE), "layernorm_backward dinp +=");

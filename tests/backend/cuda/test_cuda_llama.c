@@ -17,16 +17,16 @@ static void check_rmsnorm(Parity *t, int N, int C) {
         float *d_x = par_up(t, k, x, nc), *d_w = par_up(t, k, w, C), *d_dy = par_up(t, k, dy, nc);
         float *d_out = par_alloc(t, k, nc * sizeof(float)), *d_rs = par_alloc(t, k, N * sizeof(float));
         par_poison(t, k, d_out, nc);
-        be->ops->rmsnorm_forward(be, d_out, d_rs, d_x, d_w, N, C);
+        be->ops->norm_forward(be, d_out, NULL, d_rs, d_x, d_w, NULL, N, C, BACKEND_RMSNORM);
         par_down(t, k, out.h[k], d_out, nc);
         par_down(t, k, rs.h[k], d_rs, N);
         float *d_dx = par_up(t, k, dx0, nc), *d_dw = par_up(t, k, dw0, C);
-        be->ops->rmsnorm_backward(be, d_dx, d_dw, d_dy, d_x, d_w, d_rs, N, C);
+        be->ops->norm_backward(be, d_dx, d_dw, NULL, d_dy, d_x, d_w, NULL, d_rs, N, C, BACKEND_RMSNORM);
         par_down(t, k, dx.h[k], d_dx, nc);
         par_down(t, k, dw.h[k], d_dw, C);
         if (k == PAR_DEV) {
             float *d_dw2 = par_up(t, k, dw0, C);
-            be->ops->rmsnorm_backward(be, NULL, d_dw2, d_dy, d_x, d_w, d_rs, N, C);
+            be->ops->norm_backward(be, NULL, d_dw2, NULL, d_dy, d_x, d_w, NULL, d_rs, N, C, BACKEND_RMSNORM);
             par_down(t, k, rep, d_dw2, C);
             EXPECT_SAME_BITS(rep, dw.h[k], (size_t)C, "rmsnorm dweight rerun");
         }

@@ -104,8 +104,8 @@ static void check_matmul(Parity *t, int N, int C, int OC) {
     par_out_free(&db);
 }
 
-// layernorm_forward (with and without mean/rstd), layernorm_backward (dinp accumulates,
-// each gradient NULL in turn, the same bits twice on the device).
+// norm_forward(with and without mean/rstd, BACKEND_LAYERNORM), norm_backward(dinp accumulates,
+// each gradient NULL in turn, the same bits twice on the device, BACKEND_LAYERNORM).
 static void check_layernorm(Parity *t, int N, int C) {
     size_t nc = (size_t)N * C;
     float *inp = par_rand(t, nc, -2, 3), *w = par_rand(t, C, 0.5, 1.5), *b = par_rand(t, C, -1, 1);
@@ -122,11 +122,11 @@ static void check_layernorm(Parity *t, int N, int C) {
         float *d_out = par_alloc(t, k, nc * sizeof(float));
         float *d_mean = par_alloc(t, k, N * sizeof(float)), *d_rstd = par_alloc(t, k, N * sizeof(float));
         par_poison(t, k, d_out, nc), par_poison(t, k, d_mean, N), par_poison(t, k, d_rstd, N);
-        be->ops->layernorm_forward(be, d_out, d_mean, d_rstd, d_inp, d_w, d_b, N, C);
+        be->ops->norm_forward(be, d_out, d_mean, d_rstd, d_inp, d_w, d_b, N, C, BACKEND_LAYERNORM);
         par_down(t, k, out.h[k], d_out, nc);
         par_down(t, k, mean.h[k], d_mean, N), par_down(t, k, rstd.h[k], d_rstd, N);
         par_poison(t, k, d_out, nc);
-        be->ops->layernorm_forward(be, d_out, NULL, NULL, d_inp, d_w, d_b, N, C);
+        be->ops->norm_forward(be, d_out, NULL, NULL, d_inp, d_w, d_b, N, C, BACKEND_LAYERNORM);
         par_down(t, k, out2.h[k], d_out, nc);
         par_release(t);
     }
@@ -146,8 +146,8 @@ static void check_layernorm(Parity *t, int N, int C) {
                 float *d_dinp = v == 1 ? NULL : par_up(t, k, dinp0, nc);
                 float *d_dw = v == 2 ? NULL : par_up(t, k, dw0, C);
                 float *d_db = v == 3 ? NULL : par_up(t, k, db0, C);
-                be->ops->layernorm_backward(be, d_dinp, d_dw, d_db, d_dout, d_inp, d_w, d_mean,
-                                            d_rstd, N, C);
+                be->ops->norm_backward(be, d_dinp, d_dw, d_db, d_dout, d_inp, d_w, d_mean,
+                                            d_rstd, N, C, BACKEND_LAYERNORM);
                 if (run == 1) {  // the same bits as the first run
                     par_down(t, k, rep, d_dinp, nc), par_down(t, k, rep + nc, d_dw, C);
                     par_down(t, k, rep + nc + C, d_db, C);
