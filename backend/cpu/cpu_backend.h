@@ -39,10 +39,10 @@ void cpu_cast(Backend *be, void *dst, BackendDType dt, const void *src, BackendD
 static inline int cpu_nt(const Backend *be) { return be->u.cpu.nthreads; }
 
 // cpu_matmul.c
-void cpu_matmul_forward(Backend *be, float *out, const float *inp, const float *weight,
-                        const float *bias, int N, int C, int OC);
-void cpu_matmul_backward(Backend *be, float *dinp, float *dweight, float *dbias,
-                         const float *dout, const float *inp, const float *weight,
+void cpu_matmul_forward(Backend *be, void *out, const void *inp, const void *weight,
+                        const void *bias, int N, int C, int OC);
+void cpu_matmul_backward(Backend *be, void *dinp, float *dweight, float *dbias,
+                         const void *dout, const void *inp, const void *weight,
                          int N, int C, int OC);
 // matmul_forward then out = act(pre), and matmul_backward then dinp *= act'(pre): a
 // pointwise act taken inside each GEMM panel (cpu_gemm_fused), the same bits as the pairs.
@@ -67,9 +67,9 @@ void cpu_norm_forward(Backend *be, void *out, float *mean, float *rstd, const vo
 void cpu_norm_backward(Backend *be, void *dinp, float *dweight, float *dbias, const void *dout,
                        const void *inp, const void *weight, const float *mean, const float *rstd,
                        int N, int C, BackendNorm kind);
-void cpu_residual_layernorm_forward(Backend *be, float *res, float *ln, float *mean, float *rstd,
-                                    const float *a, const float *b, const float *weight,
-                                    const float *bias, int N, int C);
+void cpu_residual_layernorm_forward(Backend *be, void *res, void *ln, float *mean, float *rstd,
+                                    const void *a, const void *b, const void *weight,
+                                    const void *bias, int N, int C);
 void cpu_add(Backend *be, float *out, const float *a, const float *b, size_t n);
 
 // cpu_act.c: the activations (pointwise and gated)
@@ -108,20 +108,20 @@ void cpu_flash_attention_backward(Backend *be, float *dqkv, float *scratch, cons
                                   int B, int T, int NH, int hs, const BackendDropout *d);
 
 // cpu_embed_xent.c
-void cpu_embedding_forward(Backend *be, float *out, const int *tokens, const float *table,
+void cpu_embedding_forward(Backend *be, void *out, const int *tokens, const void *table,
                            int N, int C, int vocab_start, int V_local);
-void cpu_embedding_backward(Backend *be, float *dtable, const float *dout, const int *tokens,
+void cpu_embedding_backward(Backend *be, float *dtable, const void *dout, const int *tokens,
                             int N, int C, int vocab_start, int V_local);
 void cpu_position_forward(Backend *be, float *out, const float *wpe, int B, int T, int C, int pos0);
 void cpu_position_backward(Backend *be, float *dwpe, const float *dout, int B, int T, int C,
                            int pos0);
-void cpu_xent_stats(Backend *be, float *rowmax, float *sumexp, float *tgt, const float *logits,
+void cpu_xent_stats(Backend *be, float *rowmax, float *sumexp, float *tgt, const void *logits,
                     const int *targets, int N, int V_local, int V_valid, int vocab_start);
 void cpu_xent_rescale(Backend *be, float *sumexp, const float *shard_max, const float *rowmax,
                       int N);
 void cpu_xent_loss(Backend *be, float *loss, const float *sumexp, const float *rowmax,
                    const float *tgt, int N);
-void cpu_xent_backward(Backend *be, float *dlogits, const float *logits, const float *rowmax,
+void cpu_xent_backward(Backend *be, void *dlogits, const void *logits, const float *rowmax,
                        const float *sumexp, const int *targets, const float *dscale,
                        int N, int V_local, int V_valid, int vocab_start);
 

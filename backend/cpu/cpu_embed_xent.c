@@ -13,8 +13,10 @@
 #include <string.h>  // defines: memcpy, memset
 
 // out (N, C) = table (V_local, C)[tok - vocab_start], zero rows for tokens of other shards.
-void cpu_embedding_forward(Backend *be, float *out, const int *tokens, const float *table,
+void cpu_embedding_forward(Backend *be, void *out_, const int *tokens, const void *table_,
                            int N, int C, int vocab_start, int V_local) {
+    float *out = out_;
+    const float *table = table_;
     int nt = cpu_nt(be);
 #pragma omp parallel for num_threads(nt) schedule(static) if ((size_t)N * C > CPU_PAR_MIN)
     for (int i = 0; i < N; i++) {
@@ -28,8 +30,9 @@ void cpu_embedding_forward(Backend *be, float *out, const int *tokens, const flo
 // dtable (V_local, C) += dout (N, C) rows of the tokens in the shard. Threads own blocks of
 // channels and walk the tokens in order: no two threads touch the same float, and the sum
 // order of a repeated token does not depend on the thread count.
-void cpu_embedding_backward(Backend *be, float *dtable, const float *dout, const int *tokens,
+void cpu_embedding_backward(Backend *be, float *dtable, const void *dout_, const int *tokens,
                             int N, int C, int vocab_start, int V_local) {
+    const float *dout = dout_;
     int nblk = (C + CPU_COLBLK - 1) / CPU_COLBLK, nt = cpu_nt(be);
 #pragma omp parallel for num_threads(nt) schedule(static) if ((size_t)N * C > CPU_PAR_MIN)
     for (int blk = 0; blk < nblk; blk++) {
@@ -101,8 +104,9 @@ CPU_SIMD_CLONES static float cpu_sumexp_row(const float *l, float m, int n) {
 // (N) = sum of exp(l - rowmax) over them, tgt (N) = l[target - vocab_start] for targets in
 // this shard, else 0: one sweep over the rows, per row the max loop then the sum loop while
 // the row is in cache.
-void cpu_xent_stats(Backend *be, float *rowmax, float *sumexp, float *tgt, const float *logits,
+void cpu_xent_stats(Backend *be, float *rowmax, float *sumexp, float *tgt, const void *logits_,
                     const int *targets, int N, int V_local, int V_valid, int vocab_start) {
+    const float *logits = logits_;
     int nt = cpu_nt(be);
 #pragma omp parallel for num_threads(nt) schedule(static) if ((size_t)N * V_valid > CPU_PAR_MIN)
     for (int i = 0; i < N; i++) {
@@ -136,9 +140,11 @@ CPU_SIMD_CLONES static void cpu_softmax_grad_row(float *dl, const float *l, floa
 
 // dlogits (N, V_local) = dscale * (softmax - onehot) over valid columns, 0 at padding.
 // Element j is read before it is written, so dlogits may alias logits.
-void cpu_xent_backward(Backend *be, float *dlogits, const float *logits, const float *rowmax,
+void cpu_xent_backward(Backend *be, void *dlogits_, const void *logits_, const float *rowmax,
                        const float *sumexp, const int *targets, const float *dscale,
                        int N, int V_local, int V_valid, int vocab_start) {
+    float *dlogits = dlogits_;
+    const float *logits = logits_;
     int nt = cpu_nt(be);
 #pragma omp parallel for num_threads(nt) schedule(static) if ((size_t)N * V_local > CPU_PAR_MIN)
     for (int i = 0; i < N; i++) {

@@ -24,8 +24,10 @@ void cpu_sgemm(int ta, int tb, int M, int N, int K, float alpha, const float *A,
 
 // out (N, OC) = inp (N, C) @ weight (OC, C)^T + bias (OC): the bias is copied into every
 // row first, then the GEMM accumulates onto it (beta = 1).
-void cpu_matmul_forward(Backend *be, float *out, const float *inp, const float *weight,
-                        const float *bias, int N, int C, int OC) {
+void cpu_matmul_forward(Backend *be, void *out_, const void *inp_, const void *weight_,
+                        const void *bias_, int N, int C, int OC) {
+    float *out = out_;
+    const float *inp = inp_, *weight = weight_, *bias = bias_;
     CpuGemmEpilogue epi = {.bias = bias};  // each panel's rows start as the bias (beta 1)
     cpu_gemm_fused(be, 0, 1, N, OC, C, 1.0f, inp, C, weight, C, 0.0f, out, OC, &epi);
 }
@@ -46,8 +48,8 @@ void cpu_matmul_act_forward(Backend *be, void *out, void *pre, const void *inp,
 
 // dinp (N, C) = dout (N, OC) @ weight (OC, C); dweight (OC, C) += dout^T @ inp (N, C);
 // dbias (OC) += column sums of dout.
-void cpu_matmul_backward(Backend *be, float *dinp, float *dweight, float *dbias,
-                         const float *dout, const float *inp, const float *weight,
+void cpu_matmul_backward(Backend *be, void *dinp, float *dweight, float *dbias,
+                         const void *dout, const void *inp, const void *weight,
                          int N, int C, int OC) {
     cpu_matmul_act_backward(be, dinp, dweight, dbias, dout, inp, weight, NULL, N, C, OC,
                             BACKEND_ACT_GELU);

@@ -44,9 +44,11 @@ static void layernorm_forward(Backend *be, float *out, float *mean, float *rstd,
 // res (N, C) = a + b (res may alias a or b), then ln (N, C) = layernorm of res: row by row,
 // the same float operations as cpu_add followed by the LayerNorm of cpu_norm_forward (the
 // same bits).
-void cpu_residual_layernorm_forward(Backend *be, float *res, float *ln, float *mean, float *rstd,
-                                    const float *a, const float *b, const float *weight,
-                                    const float *bias, int N, int C) {
+void cpu_residual_layernorm_forward(Backend *be, void *res_, void *ln_, float *mean, float *rstd,
+                                    const void *a_, const void *b_, const void *weight_,
+                                    const void *bias_, int N, int C) {
+    float *res = res_, *ln = ln_;
+    const float *a = a_, *b = b_, *weight = weight_, *bias = bias_;
     int nt = cpu_nt(be);
 #pragma omp parallel for num_threads(nt) schedule(static) if ((size_t)N * C > CPU_PAR_MIN)
     for (int i = 0; i < N; i++) {
