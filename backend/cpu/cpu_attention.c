@@ -110,9 +110,11 @@ static uint64_t cpu_att_base(const BackendDropout *d, int b, int h, int Tg, int 
 
 // out (B, T, C) from qkv (B, T, 3*C) (keys and values of w->kv with a window w); att (B, NH,
 // T, Tk) keeps the probabilities; the products with v dropped when d (threshold > 0).
-void cpu_attention_forward(Backend *be, float *out, float *att, const float *qkv,
+void cpu_attention_forward(Backend *be, void *out_, void *att_, const void *qkv_,
                            int B, int T, int NH, int hs, const BackendDropout *d,
                            const BackendAttnWindow *w) {
+    float *out = out_, *att = att_;
+    const float *qkv = qkv_;
     if (d && d->threshold == 0) d = NULL;
     BackendAttnWindow all = {0, 0, T, NULL}, win = w ? *w : all;
     const float *kv = win.kv ? win.kv : qkv;
@@ -175,9 +177,11 @@ static void cpu_attention_head_backward(float *dq, float *dk, float *dv, float *
 }
 
 // dqkv (B, T, 3*C) overwritten; scratch (B, NH, T, T) holds d(att), then d(scores).
-void cpu_attention_backward(Backend *be, float *dqkv, float *scratch, const float *dout,
-                            const float *qkv, const float *att, int B, int T, int NH, int hs,
+void cpu_attention_backward(Backend *be, void *dqkv_, float *scratch, const void *dout_,
+                            const void *qkv_, const void *att_, int B, int T, int NH, int hs,
                             const BackendDropout *d) {
+    float *dqkv = dqkv_;
+    const float *dout = dout_, *qkv = qkv_, *att = att_;
     if (d && d->threshold == 0) d = NULL;
     int C = NH * hs, C3 = 3 * C, nt = cpu_nt(be), heads = B * NH;
     float scale = 1.0f / sqrtf((float)hs);

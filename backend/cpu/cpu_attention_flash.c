@@ -93,9 +93,11 @@ static uint64_t cpu_fa_base(const BackendDropout *d, int b, int h, int Tg, int q
 
 // out (B, T, C) from qkv (B, T, 3*C) (keys and values of w->kv with a window w); lse (B, NH,
 // T). One OpenMP region over the heads.
-void cpu_flash_attention_forward(Backend *be, float *out, float *lse, const float *qkv,
+void cpu_flash_attention_forward(Backend *be, void *out_, float *lse, const void *qkv_,
                                  int B, int T, int NH, int hs, const BackendDropout *d,
                                  const BackendAttnWindow *w) {
+    float *out = out_;
+    const float *qkv = qkv_;
     if (d && d->threshold == 0) d = NULL;
     BackendAttnWindow all = {0, 0, T, NULL}, win = w ? *w : all;
     const float *kv = win.kv ? win.kv : qkv;
@@ -181,9 +183,11 @@ static void cpu_flash_head_backward(float *dq, float *dk, float *dv, float *D, c
 
 // dqkv (B, T, 3*C) overwritten from dout (B, T, C), qkv, out (B, T, C), lse (B, NH, T);
 // scratch (B, NH, T) gets D. One OpenMP region over the heads.
-void cpu_flash_attention_backward(Backend *be, float *dqkv, float *scratch, const float *dout,
-                                  const float *qkv, const float *out, const float *lse,
+void cpu_flash_attention_backward(Backend *be, void *dqkv_, float *scratch, const void *dout_,
+                                  const void *qkv_, const void *out_, const float *lse,
                                   int B, int T, int NH, int hs, const BackendDropout *d) {
+    float *dqkv = dqkv_;
+    const float *dout = dout_, *qkv = qkv_, *out = out_;
     if (d && d->threshold == 0) d = NULL;
     int C = NH * hs, C3 = 3 * C, nt = cpu_nt(be), heads = B * NH;
     float scale = 1.0f / sqrtf((float)hs);

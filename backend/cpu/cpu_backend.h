@@ -89,22 +89,22 @@ void cpu_rope_gqa_backward(Backend *be, void *dinp, const void *dout, int B, int
                            int G, int hs, int rot, float base, int pos0);
 
 // cpu_attention.c (d: dropout on the probabilities, NULL for none)
-void cpu_attention_forward(Backend *be, float *out, float *att, const float *qkv,
+void cpu_attention_forward(Backend *be, void *out, void *att, const void *qkv,
                            int B, int T, int NH, int hs, const BackendDropout *d,
                            const BackendAttnWindow *w);
-void cpu_attention_backward(Backend *be, float *dqkv, float *scratch, const float *dout,
-                            const float *qkv, const float *att, int B, int T, int NH, int hs,
+void cpu_attention_backward(Backend *be, void *dqkv, float *scratch, const void *dout,
+                            const void *qkv, const void *att, int B, int T, int NH, int hs,
                             const BackendDropout *d);
 
 // cpu_dropout.c
 void cpu_dropout(Backend *be, void *out, const void *inp, const BackendDropout *d, int N, int C);
 
 // cpu_attention_flash.c (d as in cpu_attention.c)
-void cpu_flash_attention_forward(Backend *be, float *out, float *lse, const float *qkv,
+void cpu_flash_attention_forward(Backend *be, void *out, float *lse, const void *qkv,
                                  int B, int T, int NH, int hs, const BackendDropout *d,
                                  const BackendAttnWindow *w);
-void cpu_flash_attention_backward(Backend *be, float *dqkv, float *scratch, const float *dout,
-                                  const float *qkv, const float *out, const float *lse,
+void cpu_flash_attention_backward(Backend *be, void *dqkv, float *scratch, const void *dout,
+                                  const void *qkv, const void *out, const float *lse,
                                   int B, int T, int NH, int hs, const BackendDropout *d);
 
 // cpu_embed_xent.c
@@ -112,8 +112,8 @@ void cpu_embedding_forward(Backend *be, void *out, const int *tokens, const void
                            int N, int C, int vocab_start, int V_local);
 void cpu_embedding_backward(Backend *be, float *dtable, const void *dout, const int *tokens,
                             int N, int C, int vocab_start, int V_local);
-void cpu_position_forward(Backend *be, float *out, const float *wpe, int B, int T, int C, int pos0);
-void cpu_position_backward(Backend *be, float *dwpe, const float *dout, int B, int T, int C,
+void cpu_position_forward(Backend *be, void *out, const void *wpe, int B, int T, int C, int pos0);
+void cpu_position_backward(Backend *be, float *dwpe, const void *dout, int B, int T, int C,
                            int pos0);
 void cpu_xent_stats(Backend *be, float *rowmax, float *sumexp, float *tgt, const void *logits,
                     const int *targets, int N, int V_local, int V_valid, int vocab_start);

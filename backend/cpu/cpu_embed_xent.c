@@ -49,9 +49,10 @@ void cpu_embedding_backward(Backend *be, float *dtable, const void *dout_, const
 }
 
 // out (B, T, C) += rows [pos0, pos0 + T) of wpe.
-void cpu_position_forward(Backend *be, float *out, const float *wpe, int B, int T, int C,
+void cpu_position_forward(Backend *be, void *out_, const void *wpe_, int B, int T, int C,
                           int pos0) {
-    wpe += (size_t)pos0 * C;
+    float *out = out_;
+    const float *wpe = (const float *)wpe_ + (size_t)pos0 * C;
     int nt = cpu_nt(be), rows = B * T;
 #pragma omp parallel for num_threads(nt) schedule(static) if ((size_t)rows * C > CPU_PAR_MIN)
     for (int r = 0; r < rows; r++) {
@@ -63,8 +64,9 @@ void cpu_position_forward(Backend *be, float *out, const float *wpe, int B, int 
 }
 
 // rows [pos0, pos0 + T) of dwpe += sum over b of dout (B, T, C); rows of dwpe are independent.
-void cpu_position_backward(Backend *be, float *dwpe, const float *dout, int B, int T, int C,
+void cpu_position_backward(Backend *be, float *dwpe, const void *dout_, int B, int T, int C,
                            int pos0) {
+    const float *dout = dout_;
     dwpe += (size_t)pos0 * C;
     int nt = cpu_nt(be);
 #pragma omp parallel for num_threads(nt) schedule(static) if ((size_t)B * T * C > CPU_PAR_MIN)
