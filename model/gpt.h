@@ -209,9 +209,6 @@ double gpt_loss_sum(GPT *m, int slot);
 // (last stage only). No sync: the step reads the total once.
 void gpt_loss_accumulate(GPT *m, int slot, double *acc);
 
-// Sequence parallelism: sums over tp the LayerNorm gradients, which each rank computed
-// from its own rows only. Call once per step after the last backward. No-op without SP.
-void gpt_sync_sequence_parallel_grads(GPT *m, Comm *tp);
 
 // Points the views of local layer l in *b at mem, a buffer of esize-byte elements holding
 // the flat buffers' range that starts at float offset `origin` (ZeRO-2/3 gather and gradient

@@ -266,13 +266,6 @@ int gpt_param_index(const GPT *m, const char *name) {
     return -1;
 }
 
-void gpt_sync_sequence_parallel_grads(GPT *m, Comm *tp) {
-    if (!m->sp) return;
-    for (int i = 0; i < m->n_params; i++)
-        if (m->params[i].norm_param)
-            comm_all_reduce(tp, m->grad_mem + m->params[i].offset, m->params[i].numel, COMM_F32, COMM_SUM);
-}
-
 void gpt_zero_grads(GPT *m) {
     if (m->grad_mem) m->be->ops->zero(m->be, m->grad_mem, m->n_alloc * sizeof(float));
 }

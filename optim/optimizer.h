@@ -29,6 +29,7 @@
 #include <stdint.h>
 #include "backend/backend.h"
 #include "comm/comm.h"
+#include "distributed/dist_sync.h"
 #include "model/gpt.h"
 #include "model/gpt_params.h"
 
@@ -55,19 +56,6 @@ const char *optim_sharding_name(OptimSharding s);
 const char *optim_sharding_label(OptimSharding s);
 
 typedef struct OptimZero OptimZero;
-typedef struct OptimOverlap OptimOverlap;
-typedef struct OptimGather OptimGather;
-
-// One gradient-reduction bucket (see the layout above).
-typedef struct {
-    size_t start, len;  // range of the flat buffer (floats): DDP the bucket, ZeRO-1 DP pieces
-    size_t per, at;     // this rank's part: ZeRO-1 the piece [start + r*per, + per), kept at
-                        // `at` in the shard; DDP per = len, at = start
-    CommRequest req;    // the reduction in flight
-    int started, done;  // this step
-    int pending;        // --overlap-grad-reduce: covered layers whose gradients are not final
-    double t0, t1;      // core_now() at the start and when seen complete (this step)
-} OptBucket;
 
 typedef struct {
     double beta1, beta2, eps, weight_decay, clip_grad;  // the learning rate comes per step
@@ -79,18 +67,13 @@ typedef struct {
     int zero1;                  // the optimizer state is sharded (ZeRO-1, 2 or 3)
     OptimSharding sharding;     // what is sharded (NO_SHARD / SHARD_OPTIM also when DP = 1)
     OptimZero *zero;            // ZeRO-2/3 state (optim/zero.h), else NULL
+    DistSync *sync;             // DDP / ZeRO-1: the sync engine (distributed/dist_sync.h), else NULL
     float *master;              // ZeRO-3: (shard_len) this rank's fp32 master weights; else NULL
     size_t n_padded;            // flat buffer length incl. padding (multiple of DP)
-    size_t shard_begin, shard_len;  // the slice this rank updates (everything without ZeRO;
-                                    // ZeRO-1: shard_begin 0, the packed bucket pieces)
+    size_t shard_len;           // floats of the slice this rank updates (DDP: everything;
+                                // ZeRO-1: the packed bucket pieces)
     float *m, *v;               // (shard_len) AdamW moments
-    float *grad_shard;          // (shard_len) reduce-scatter output (ZeRO-1), else NULL
-    float *param_shard;         // (shard_len) all-gather input (ZeRO-1), else NULL
-    size_t bucket;              // elements per rank per bucket (ZeRO-1) or per bucket (DDP)
-    OptBucket *buckets;         // (n_buckets) DDP / ZeRO-1 at DP > 1, else NULL
-    int n_buckets;
-    OptimOverlap *ov;           // --overlap-grad-reduce state (optim/overlap.c), else NULL
-    OptimGather *gather;        // --overlap-param-gather, ZeRO-1 (optim/overlap_gather.c), or NULL
+    size_t bucket;              // ZeRO-2/3: the largest unit's per-rank floats
     OptSegment *segs;           // parameters (parts) inside the slice
     int n_segs;
     // The same ranges as multi-tensor tables in backend memory, relative to the slice start:
@@ -98,19 +81,19 @@ typedef struct {
     BackendSegment *norm_table;     // (n_norm) those counted in the gradient norm
     int n_norm;
     size_t max_seg_len;             // longest segment (sizes the multi-tensor launches)
-    int reduce_bf16;            // --grad-reduce-in-bf16: the DP reduction moves bf16
-    void *lp, *lp_out;          // bf16 staging: (n_padded), (shard_len); or NULL (ZeRO-2/3:
-                                // (DP * bucket), (bucket))
+    int reduce_bf16;            // ZeRO-2/3 --grad-reduce-in-bf16: the DP reduction moves bf16
+    void *lp, *lp_out;          // ZeRO-2/3 bf16 staging: (DP * bucket), (bucket); or NULL
     int64_t step;               // AdamW steps taken (bias correction)
     void *copy;                 // (n_padded, be->act) weight copies AdamW writes, or NULL
     int dp_rank_counts_norm;    // plain DDP: only dp rank 0 adds to the norm
 } Optimizer;
 
-// Builds the optimizer for the model's table (params, n_params) of n_floats floats.
-// tp_rank decides which replicated tensors count in the gradient norm. Never fails.
-// bucket_size: elements per gradient-reduction bucket (0: one bucket).
-Optimizer *optim_create(Backend *be, Comm *dp, int zero1, const ParamInfo *params, int n_params,
-                        size_t n_floats, int tp_rank, size_t bucket_size);
+// Builds the DDP / ZeRO-1 (zero1) optimizer of model m over the data-parallel group dp, with
+// its sync engine (--ddp-bucket-size bucket_size, 0: one bucket; tp_sp: the TP group, summing
+// the sequence-parallel LayerNorm gradients). tp_rank decides which replicated tensors count
+// in the gradient norm. Never fails.
+Optimizer *optim_create(Backend *be, Comm *dp, int zero1, GPT *m, int tp_rank, size_t bucket_size,
+                        Comm *tp_sp);
 // Megatron's --grad-reduce-in-bf16: the data-parallel reduction of the fp32 gradients moves
 // bf16 (half the bytes; each bucket rounded to bf16 before, summed in fp32 per addition and
 // rounded, widened back to fp32 after). Call right after optim_create. Never fails.
@@ -121,75 +104,16 @@ void optim_set_reduce_bf16(Optimizer *o);
 // after the update: the caller refreshes the copies). Call right after optim_create.
 void optim_set_weight_copies(Optimizer *o, const GPT *m);
 void optim_destroy(Optimizer *o);
-// The buckets (o->buckets) against the model's local layers: layer l's tensors touch buckets
-// first[l] .. last[l] (-1: none); bucket k overlaps layers_in[k] layers and edge[k] says it
-// holds anything else (embeddings, final LayerNorm, padding). layers_in / edge may be NULL.
-// (--overlap-grad-reduce and --overlap-param-gather.) Never fails.
-void optim_bucket_layers(const Optimizer *o, const GPT *m, int *first, int *last, int *layers_in,
-                         int *edge);
-
-// Synchronises gradients over DP (reduce-scatter or all-reduce, averaging); grads (n_padded).
-// With --overlap-grad-reduce (optim_overlap_enable): starts the buckets not started during
-// the backward, then waits for all of them.
-void optim_reduce_grads(Optimizer *o, float *grads);
-
-// For optim/overlap.c: starts bucket k's reduction (nonblocking; bf16: casts first), and
-// finishes it (waits; bf16: casts back). Never fails (aborts the job on a comm failure).
-void optim_bucket_start(Optimizer *o, float *grads, int k);
-void optim_bucket_finish(Optimizer *o, float *grads, int k);
-// Polls bucket k once (explicit progress); finishes it when complete. Returns 1 when done.
-int optim_bucket_poll(Optimizer *o, float *grads, int k);
-
-// --overlap-grad-reduce (DDP and ZeRO-1; optim/overlap.c): installs the model hook that,
-// during the last micro-batch's backward (the n_micro-th of the step, set by
-// optim_overlap_begin_step), sums a layer's sequence-parallel LayerNorm gradients over
-// tp_sp (NULL: no SP) when its backward ends, starts every bucket whose layers are all
-// final, and polls the buckets in flight at each hook event. Buckets touching the edge unit
-// (embeddings, final LayerNorm, tied wte) start in optim_reduce_grads. No-op at DP = 1.
-void optim_overlap_enable(Optimizer *o, GPT *m, Comm *tp_sp);
-// Resets the per-step state; n_micro backward passes make a step. Never fails.
-void optim_overlap_begin_step(Optimizer *o, int n_micro);
-// Sums over tp_sp the LayerNorm gradients the hook has not summed (the edge unit's, or all
-// without overlap). Use instead of gpt_sync_sequence_parallel_grads when overlapping.
-void optim_overlap_sync_sp_rest(Optimizer *o);
-// For optimizer.c: starts the buckets still waiting, then finishes all (optim_reduce_grads
-// with overlap); frees the overlap state (NULL-safe).
-void optim_overlap_finish(Optimizer *o, float *grads);
-void optim_overlap_destroy(Optimizer *o);
-
-// --overlap-param-gather for ZeRO-1 (optim/overlap_gather.c): optim_update starts each
-// bucket's parameter all-gather (nonblocking) instead of running it; the model hook (chained
-// after any installed before, e.g. optim_overlap_enable's) waits for a bucket right before
-// the first forward of a unit that reads it, polls the others at every event, and refreshes
-// a bucket's bf16/fp16 weight copies when its gather completes. No-op at DP = 1. Call after
-// optim_overlap_enable and optim_set_weight_copies' model exists. Never fails.
-void optim_gather_enable(Optimizer *o, GPT *m);
-// For optimizer.c: starts every bucket's all-gather from param_shard. Never fails.
-void optim_gather_start(Optimizer *o);
-// Waits for every gather in flight (before reading the parameters outside a forward:
-// checkpoint save, the end of training). NULL-safe, no-op without the overlap.
-void optim_gather_settle(Optimizer *o);
-// Seconds the forward hooks waited for gathers since the last call (then reset to 0).
-double optim_gather_take_exposed(Optimizer *o);
-// Bucket k's last completed gather, once (for the trace): 1 and its core_now() start and
-// completion times, or 0 (none completed since it was last taken).
-int optim_gather_take_span(Optimizer *o, int k, double *t0, double *t1);
-// Settles, then frees the state (NULL-safe).
-void optim_gather_destroy(Optimizer *o);
 
 // This rank's share of the squared gradient norm (sum over the slice of the counted
-// segments), to be summed over all ranks. Call after optim_reduce_grads. One multi-tensor
+// segments), to be summed over all ranks. Call after the gradient sync. One multi-tensor
 // reduction: a single device-to-host read.
-double optim_local_grad_sq(Optimizer *o, const float *grads);
+double optim_local_grad_sq(Optimizer *o);
 
 // AdamW on the slice with learning rate lr and gradient scale (clipping), one multi-tensor
-// launch, then all-gathers the parameters (ZeRO-1). params, grads (n_padded). Returns 1 when
-// the weight copies were written too (optim_set_weight_copies), else 0: the caller then
-// refreshes them (gpt_refresh_weight_copies).
-int optim_update(Optimizer *o, const AdamWConfig *cfg, double lr, double grad_scale,
-                 float *params, const float *grads);
-// optim_update on the model's flat buffers (m->param_mem, m->grad_mem), then the weight
-// copies the next forward reads refreshed unless AdamW wrote them. Never fails.
+// launch per unit, then the parameters synced back (ZeRO-1: the engine's all-gather, or its
+// start with --overlap-param-gather; ZeRO-2/3: zero.h), then the weight copies the next
+// forward reads refreshed unless AdamW or the gathers write them. Never fails.
 void optim_update_model(Optimizer *o, const AdamWConfig *cfg, double lr, double grad_scale, GPT *m);
 
 // Copies the multi-tensor tables upd (update) and nrm (gradient norm), n_segs + 1 entries

@@ -42,10 +42,10 @@ typedef struct {
     int num_threads;
     int zero1;                      // the optimizer state is sharded (ZeRO-1, 2 or 3)
     int sharding;                   // OptimSharding: --data-parallel-sharding-strategy
-    int overlap_param_gather;       // ZeRO-1: gather each bucket in the background (optim/
-                                    // overlap_gather.c); ZeRO-3: prefetch the next layer (zero.h)
+    int overlap_param_gather;       // ZeRO-1: gather each bucket in the background
+                                    // (distributed/dist_sync_hook.c); ZeRO-3: prefetch the next layer (zero.h)
     int overlap_grad_reduce;        // DDP / ZeRO-1: start each DP bucket's reduction in the
-                                    // last micro-batch's backward (optim/overlap.c); ZeRO-2:
+                                    // last micro-batch's backward (distributed/dist_sync_hook.c); ZeRO-2:
                                     // each unit's reduce-scatter nonblocking (zero_overlap.c)
     double timeout_minutes;
     int max_nan_iters;

@@ -72,13 +72,12 @@ static void create_model_chunks(Trainer *t, PPScheduleKind kind) {
         if (a->sharding >= OPTIM_SHARD_GRADS)  // ZeRO-2/3: shards per layer, hooked into the model
             o = optim_zero_create(t->be, g->dp, (OptimSharding)a->sharding, m, g->coord.tp_rank);
         else
-            o = optim_create(t->be, g->dp, a->zero1, m->params, m->n_params, m->n_floats,
-                             g->coord.tp_rank, (size_t)a->ddp_bucket_size);
+            o = optim_create(t->be, g->dp, a->zero1, m, g->coord.tp_rank, (size_t)a->ddp_bucket_size, g->tp);
         if (a->grad_reduce_in_bf16) optim_set_reduce_bf16(o);
-        if (a->overlap_grad_reduce && o->zero) optim_zero_overlap_enable(o, t->n_micro);  // ZeRO-2
-        else if (a->overlap_grad_reduce) optim_overlap_enable(o, m, g->tp);  // DDP / ZeRO-1 (train_args.c)
-        if (a->sharding == OPTIM_SHARD_OPTIM && a->overlap_param_gather)
-            optim_gather_enable(o, m);  // ZeRO-1: chained after the --overlap-grad-reduce hook
+        if (o->sync)  // DDP / ZeRO-1: one hook for both overlaps (train_args.c checks the pairs)
+            dist_sync_enable_overlap(o->sync, a->overlap_grad_reduce, a->overlap_param_gather);
+        else if (a->overlap_grad_reduce)
+            optim_zero_overlap_enable(o, t->n_micro);  // ZeRO-2
         else
             optim_zero_set_prefetch(o, a->overlap_param_gather);  // ZeRO-3 (train_args.c)
         optim_set_weight_copies(o, m);  // bf16/fp16: AdamW writes the copies where it can
@@ -133,7 +132,7 @@ Trainer *trainer_create(const TrainArgs *args) {
                               a->micro_batch, a->model.seq_length, g->tp_host,
                               core_calloc(2 * N, sizeof(int))};
     size_t bucket_spans = 0;  // one trace span per DP bucket and step (+ its gather: ZeRO-1 overlap)
-    for (int c = 0; c < t->n_chunks; c++) bucket_spans += (size_t)t->opts[c]->n_buckets * (size_t)a->train_iters;
+    for (int c = 0; c < t->n_chunks; c++) if (t->opts[c]->sync) bucket_spans += (size_t)t->opts[c]->sync->n_buckets * (size_t)a->train_iters;
     if (t->opt->zero && a->overlap_grad_reduce)  // ZeRO-2: one per unit and micro-batch
         bucket_spans += (size_t)t->opt->zero->n_units * (size_t)t->n_micro * (size_t)a->train_iters;
     if (a->overlap_param_gather) bucket_spans *= 2;
@@ -198,7 +197,8 @@ StepResult trainer_step(Trainer *t) {
     double S = t->scaler.scale;  // gradients come out S times too large (fp16), else S = 1
     t->step.loss_scale = (float)(t->dscale_base * S);
     for (int c = 0; c < t->n_chunks; c++) gpt_dropout_step(t->chunks[c], it, 1);
-    for (int c = 0; c < t->n_chunks; c++) optim_overlap_begin_step(t->opts[c], t->step.n_micro);
+    for (int c = 0; c < t->n_chunks; c++)
+        if (t->opts[c]->sync) dist_sync_begin_step(t->opts[c]->sync, t->step.n_micro);
     double loss_sum = pp_forward_backward(&t->step);
     r.param_gather_exposed_ms = trainer_take_gathers(t);  // the last update's, waited in the forward
     for (int c = 0; c < t->n_chunks; c++) gpt_dropout_step(t->chunks[c], it, 0);  // eval: none
@@ -208,7 +208,7 @@ StepResult trainer_step(Trainer *t) {
     // ZeRO-2/3: + what the backward's hooks waited for the reduce-scatters
     r.grad_sync_exposed_ms = (core_now() - exposed0 + optim_zero_take_hook_wait(t->opt)) * 1e3;
     double sq = 0.0;  // interleaved: the norm and the clipping cover all chunks together
-    for (int c = 0; c < t->n_chunks; c++) sq += optim_local_grad_sq(t->opts[c], t->chunks[c]->grad_mem);
+    for (int c = 0; c < t->n_chunks; c++) sq += optim_local_grad_sq(t->opts[c]);
     if (core_fault_nan_at(&t->faults, it)) sq = NAN;  // test hook MEGAC_TEST_NAN_AT_ITER
     trainer_global_sums(t, &sq, &loss_sum);
     pp_trace_end(t->trace, PP_EV_GRAD_SYNC, -1, t0);

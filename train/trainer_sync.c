@@ -5,20 +5,11 @@
 #include "trainer_sync.h"
 #include "optim/zero.h"
 
-// Sums the two copies of the tied embedding's gradient (first and last stage).
-static void sync_tied_embedding(Trainer *t) {
-    ProcessGrid *g = t->grid;
-    if (g->dims.pp == 1 || !g->embedding || t->wte_param < 0 || t->args.model.untie_embeddings) return;
-    GPT *m = t->chunks[t->wte_chunk];  // interleaved: chunk 0 on the first stage, v-1 on the last
-    const ParamInfo *p = &m->params[t->wte_param];
-    comm_all_reduce(g->embedding, m->grad_mem + p->offset, p->numel, COMM_F32, COMM_SUM);
-}
-
 // Each DP bucket's reduction of this step as a span of the trace (start to completion).
 static void trace_buckets(Trainer *t) {
     for (int c = 0; c < t->n_chunks && t->args.trace; c++)
-        for (int k = 0; k < t->opts[c]->n_buckets; k++) {
-            const OptBucket *b = &t->opts[c]->buckets[k];
+        for (int k = 0; k < t->opts[c]->sync->n_buckets; k++) {
+            const DistSyncBucket *b = &t->opts[c]->sync->buckets[k];
             if (b->done) pp_trace_span(t->trace, PP_EV_GRAD_BUCKET, k, b->t0, b->t1);
         }
 }
@@ -38,12 +29,9 @@ void trainer_reduce_grads(Trainer *t) {
                                 t->grid->dims.pp > 1 ? t->grid->embedding : NULL);
         trace_zero_reduces(t);
     } else {
-        for (int c = 0; c < t->n_chunks; c++) {  // --overlap-grad-reduce: the layers' sums are done
-            if (t->opts[c]->ov) optim_overlap_sync_sp_rest(t->opts[c]);
-            else gpt_sync_sequence_parallel_grads(t->chunks[c], t->grid->tp);
-        }
-        sync_tied_embedding(t);
-        for (int c = 0; c < t->n_chunks; c++) optim_reduce_grads(t->opts[c], t->chunks[c]->grad_mem);
+        Comm *emb = t->grid->dims.pp > 1 ? t->grid->embedding : NULL;
+        for (int c = 0; c < t->n_chunks; c++) dist_sync_model_grads(t->opts[c]->sync, emb);
+        for (int c = 0; c < t->n_chunks; c++) dist_sync_finish_grad_sync(t->opts[c]->sync);
         trace_buckets(t);
     }
     t->be->ops->sync(t->be);  // (the norm's read after this waits for the device anyway)
@@ -60,14 +48,16 @@ void trainer_global_sums(Trainer *t, double *sq, double *loss_sum) {
 double trainer_take_gathers(Trainer *t) {
     double ms = 0.0, t0, t1;
     for (int c = 0; c < t->n_chunks; c++) {
-        ms += optim_gather_take_exposed(t->opts[c]) * 1e3;
-        for (int k = 0; k < t->opts[c]->n_buckets; k++)
-            if (optim_gather_take_span(t->opts[c], k, &t0, &t1) && t->args.trace)
+        DistSync *s = t->opts[c]->sync;
+        if (!s) continue;
+        ms += dist_sync_take_exposed(s) * 1e3;
+        for (int k = 0; k < s->n_buckets; k++)
+            if (dist_sync_take_param_span(s, k, &t0, &t1) && t->args.trace)
                 pp_trace_span(t->trace, PP_EV_PARAM_GATHER, k, t0, t1);
     }
     return ms;
 }
 
 void trainer_settle_params(Trainer *t) {
-    for (int c = 0; c < t->n_chunks; c++) optim_gather_settle(t->opts[c]);
+    for (int c = 0; c < t->n_chunks; c++) dist_sync_finish_param_sync(t->opts[c]->sync);
 }

@@ -41,7 +41,7 @@ expect2 2 "use-distributed-optimizer contradicts --data-parallel-sharding-strate
   --use-distributed-optimizer --data-parallel-sharding-strategy no_shard
 expect2 2 "optim_grads_params (ZeRO-3) does not support --ddp-bucket-size" \
   --data-parallel-sharding-strategy optim_grads_params --ddp-bucket-size 1000
-# --overlap-param-gather: ZeRO-1 (optim/overlap_gather.c) and ZeRO-3 (prefetch); DDP has nothing
+# --overlap-param-gather: ZeRO-1 (distributed/dist_sync_hook.c) and ZeRO-3 (prefetch); DDP has nothing
 # to gather, ZeRO-2 is not supported
 expect2 2 "overlap-param-gather needs the distributed optimizer .*; got ZeRO-2" \
   --data-parallel-sharding-strategy optim_grads --overlap-param-gather

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """tests/train/overlap_gather_trace.py: what ZeRO-1 --overlap-param-gather shows
-(optim/overlap_gather.c).
+(distributed/dist_sync_hook.c).
 
 Trains a tiny 4-layer model on 4 ranks (PP 2 x DP 2, ZeRO-1, many small buckets) with --trace
 and --log-json, with and without the flag, and checks:

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""tests/train/overlap_trace.py: what --overlap-grad-reduce shows (optim/overlap.c).
+"""tests/train/overlap_trace.py: what --overlap-grad-reduce shows (distributed/dist_sync_hook.c).
 
 Trains a tiny 4-layer model on 4 ranks (PP 2 x DP 2, ZeRO-1 and DDP, many small buckets) with
 --trace and --log-json, with and without the flag, and checks:

@@ -1,0 +1,173 @@
+// distributed/dist_sync.c: the data-parallel sync engine: set-up, gradient and parameter
+// sync (see dist_sync.h; the model hook of both overlaps: dist_sync_hook.c).
+#include "dist_sync.h"
+#include "dist_geometry.h"  // defines: dist_bucket, dist_bucket_floats, dist_num_buckets
+#include "core/check.h"
+#include "core/timer.h"  // defines: core_now
+
+#include <stdint.h>
+#include <stdlib.h>
+
+void dist_sync_hook_init(DistSync *s);  // dist_sync_hook.c
+void dist_sync_sum_norm_grads(DistSync *s, int layer);
+
+DistSync *dist_sync_create(Backend *be, Comm *comm, GPT *m, int sharded, size_t bucket_size,
+                           Comm *tp_sp) {
+    DistSync *s = core_calloc(1, sizeof *s);
+    s->be = be;
+    s->comm = comm;
+    s->tp_sp = m->sp ? tp_sp : NULL;
+    s->m = m;
+    s->sharded = sharded && comm->size > 1;
+    s->n_padded = dist_padded_size(m->n_floats, comm->size);
+    s->shard_len = s->sharded ? s->n_padded / (size_t)comm->size : s->n_padded;
+    if (s->sharded) {
+        s->grad_shard = be->ops->alloc(be, s->shard_len * sizeof(float));
+        s->param_shard = be->ops->alloc(be, s->shard_len * sizeof(float));
+    }
+    s->bucket = dist_bucket_floats(s->shard_len, bucket_size, comm->size, s->sharded);
+    if (comm->size > 1) s->n_buckets = dist_num_buckets(s->shard_len, s->bucket);
+    s->buckets = core_calloc((size_t)s->n_buckets + 1, sizeof *s->buckets);
+    for (int k = 0; k < s->n_buckets; k++) {
+        DistBucket g = dist_bucket(s->shard_len, s->bucket, comm->size, s->sharded, k);
+        s->buckets[k] = (DistSyncBucket){.start = g.start, .len = g.len, .per = g.per, .at = g.at};
+    }
+    dist_sync_hook_init(s);
+    return s;
+}
+
+void dist_sync_destroy(DistSync *s) {
+    if (!s) return;
+    dist_sync_finish_param_sync(s);
+    Backend *be = s->be;
+    be->ops->free(be, s->grad_shard);
+    be->ops->free(be, s->param_shard);
+    be->ops->free(be, s->lp);
+    be->ops->free(be, s->lp_out);
+    free(s->buckets);
+    free(s->first);
+    free(s->last);
+    free(s->pending0);
+    free(s->edge);
+    free(s->sp_done);
+    free(s->order);
+    free(s);
+}
+
+void dist_sync_set_reduce_bf16(DistSync *s) {
+    Backend *be = s->be;
+    if (s->comm->size == 1) return;  // nothing is reduced
+    s->reduce_bf16 = 1;
+    s->lp = be->ops->alloc(be, s->n_padded * 2);  // each bucket stages at its own place
+    if (s->sharded) s->lp_out = be->ops->alloc(be, s->shard_len * 2);
+}
+
+// bf16 staging of bucket b: its range of lp, its piece of lp_out.
+static uint16_t *lp_in(const DistSync *s, const DistSyncBucket *b) { return (uint16_t *)s->lp + b->start; }
+static uint16_t *lp_out(const DistSync *s, const DistSyncBucket *b) { return (uint16_t *)s->lp_out + b->at; }
+
+// The bucket's reduction is complete: bf16 results widened back to fp32.
+static void grad_done(DistSync *s, DistSyncBucket *b) {
+    Backend *be = s->be;
+    b->done = 1;
+    b->t1 = core_now();
+    if (!s->reduce_bf16) return;
+    if (s->sharded) be->ops->cast(be, s->grad_shard + b->at, BACKEND_F32, lp_out(s, b), BACKEND_BF16, b->per);
+    else be->ops->cast(be, s->m->grad_mem + b->start, BACKEND_F32, lp_in(s, b), BACKEND_BF16, b->len);
+}
+
+void dist_sync_start_grad_sync(DistSync *s, int k) {
+    Backend *be = s->be;
+    DistSyncBucket *b = &s->buckets[k];
+    float *grads = s->m->grad_mem;
+    int bf = s->reduce_bf16, ov = s->overlap_grad;
+    void *in = bf ? (void *)lp_in(s, b) : (void *)(grads + b->start);
+    void *out = s->sharded ? (bf ? (void *)lp_out(s, b) : (void *)(s->grad_shard + b->at)) : in;
+    CommDtype t = bf ? COMM_BF16 : COMM_F32;
+    b->started = 1;
+    b->done = 0;
+    b->t0 = core_now();
+    s->order[s->n_started++] = k;
+    if (bf) be->ops->cast(be, lp_in(s, b), BACKEND_BF16, grads + b->start, BACKEND_F32, b->len);
+    if (ov && s->sharded) comm_ireduce_scatter(s->comm, in, out, b->per, t, COMM_AVG, &b->req);
+    else if (ov) comm_iall_reduce(s->comm, in, b->len, t, COMM_AVG, &b->req);
+    else if (s->sharded) comm_reduce_scatter(s->comm, in, out, b->per, t, COMM_AVG);
+    else comm_all_reduce(s->comm, in, b->len, t, COMM_AVG);
+    if (!ov) grad_done(s, b);
+}
+
+// Polls the reductions in flight (explicit progress: MPI advances nonblocking collectives
+// only inside MPI calls). Never fails.
+void dist_sync_poll_grads(DistSync *s) {
+    for (int i = 0; i < s->n_started; i++) {
+        DistSyncBucket *b = &s->buckets[s->order[i]];
+        if (!b->done && comm_test(s->comm, &b->req)) grad_done(s, b);
+    }
+}
+
+void dist_sync_finish_grad_sync(DistSync *s) {
+    for (int k = 0; k < s->n_buckets; k++)
+        if (!s->buckets[k].started) dist_sync_start_grad_sync(s, k);
+    for (int i = 0; i < s->n_started; i++) {
+        DistSyncBucket *b = &s->buckets[s->order[i]];
+        if (b->done) continue;
+        comm_wait(s->comm, &b->req);
+        grad_done(s, b);
+    }
+}
+
+void dist_sync_model_grads(DistSync *s, Comm *embedding) {
+    GPT *m = s->m;
+    dist_sync_sum_norm_grads(s, -1);
+    int wte = gpt_param_index(m, "wte");
+    if (!embedding || embedding->size == 1 || wte < 0 || m->cfg.untie_embeddings) return;
+    const ParamInfo *p = &m->params[wte];  // its two copies: first and last stage
+    comm_all_reduce(embedding, m->grad_mem + p->offset, p->numel, COMM_F32, COMM_SUM);
+}
+
+float *dist_sync_shard_grads(DistSync *s) { return s->sharded ? s->grad_shard : s->m->grad_mem; }
+
+float *dist_sync_shard_params(DistSync *s) {
+    Backend *be = s->be;
+    dist_sync_finish_param_sync(s);  // --overlap-param-gather: the forward has waited for all already
+    if (!s->sharded) return s->m->param_mem;
+    size_t r = (size_t)s->comm->rank;
+    for (int k = 0; k < s->n_buckets; k++) {  // this rank's pieces, packed
+        const DistSyncBucket *b = &s->buckets[k];
+        be->ops->copy(be, s->param_shard + b->at, s->m->param_mem + b->start + r * b->per,
+                      b->per * sizeof(float), BACKEND_D2D);
+    }
+    return s->param_shard;
+}
+
+int dist_sync_start_param_sync(DistSync *s) {
+    if (!s->sharded) return 0;
+    for (int k = 0; k < s->n_buckets; k++) {  // each bucket's range, gathered
+        DistSyncBucket *b = &s->buckets[k];
+        float *dst = s->m->param_mem + b->start;
+        if (!s->overlap_param) {
+            comm_all_gather(s->comm, s->param_shard + b->at, dst, b->per, COMM_F32);
+            continue;
+        }
+        b->gather = 1;
+        b->g0 = core_now();
+        s->n_flight++;
+        comm_iall_gather(s->comm, s->param_shard + b->at, dst, b->per, COMM_F32, &b->greq);
+    }
+    return s->overlap_param;
+}
+
+double dist_sync_take_exposed(DistSync *s) {
+    double e = s->exposed_s;
+    s->exposed_s = 0.0;
+    return e;
+}
+
+int dist_sync_take_param_span(DistSync *s, int k, double *t0, double *t1) {
+    DistSyncBucket *b = &s->buckets[k];
+    if (b->gather != 2) return 0;
+    b->gather = 0;
+    *t0 = b->g0;
+    *t1 = b->g1;
+    return 1;
+}

@@ -1,0 +1,140 @@
+// distributed/dist_sync_hook.c: the engine's one model hook (gpt.h) and what it drives:
+// --overlap-grad-reduce starts each bucket's reduction when the last micro-batch's backward
+// has made its gradients final; --overlap-param-gather makes a unit's forward wait for the
+// gathers of the buckets it reads; every event polls what is in flight. Also the
+// sequence-parallel LayerNorm gradient sums (per layer from the hook, the rest after the
+// backward).
+#include "dist_sync.h"
+#include "core/check.h"
+#include "core/timer.h"  // defines: core_now
+
+#include <stdlib.h>
+
+void dist_sync_poll_grads(DistSync *s);  // dist_sync.c
+
+// The range [lo, hi) of the flat buffer that layer l's tensors occupy.
+static void layer_range(const GPT *m, int l, size_t *lo, size_t *hi) {
+    const ParamInfo *p = &m->params[m->block_param0 + m->block_nparams * l];
+    *lo = (size_t)-1;
+    *hi = 0;
+    for (int j = 0; j < m->block_nparams; j++) {
+        if (p[j].offset < *lo) *lo = p[j].offset;
+        if (p[j].offset + p[j].numel > *hi) *hi = p[j].offset + p[j].numel;
+    }
+}
+
+// Which buckets each layer touches (first, last), and per bucket the layers it covers plus
+// one when it holds anything else (edge tensors or padding: released at the end).
+void dist_sync_hook_init(DistSync *s) {
+    const GPT *m = s->m;
+    size_t L = m->n_layers > 0 ? (size_t)m->n_layers : 1, K = (size_t)s->n_buckets + 1;
+    s->first = core_calloc(L, sizeof(int));
+    s->last = core_calloc(L, sizeof(int));
+    s->sp_done = core_calloc(L, sizeof(int));
+    s->pending0 = core_calloc(K, sizeof(int));
+    s->edge = core_calloc(K, sizeof(int));
+    s->order = core_calloc(K, sizeof(int));
+    for (int l = 0; l < m->n_layers; l++) s->first[l] = s->last[l] = -1;
+    for (int k = 0; k < s->n_buckets; k++) {
+        const DistSyncBucket *b = &s->buckets[k];
+        size_t covered = 0;
+        for (int l = 0; l < m->n_layers; l++) {
+            size_t lo, hi;
+            layer_range(m, l, &lo, &hi);
+            size_t a = lo > b->start ? lo : b->start, e = hi < b->start + b->len ? hi : b->start + b->len;
+            if (a >= e) continue;
+            s->pending0[k]++;
+            covered += e - a;
+            if (s->first[l] < 0) s->first[l] = k;
+            s->last[l] = k;
+        }
+        s->edge[k] = covered < b->len;
+        s->pending0[k] += s->edge[k];
+    }
+}
+
+// Sums over tp_sp the LayerNorm gradients of layer `layer` (once per step), or with -1 those
+// of every tensor not summed yet this step. Collective over tp_sp; no-op without it.
+void dist_sync_sum_norm_grads(DistSync *s, int layer) {
+    const GPT *m = s->m;
+    if (!s->tp_sp) return;
+    int b0 = m->block_param0, nb = m->block_nparams;
+    for (int i = 0; i < m->n_params; i++) {
+        const ParamInfo *p = &m->params[i];
+        int l = i >= b0 && i < b0 + nb * m->n_layers ? (i - b0) / nb : -1;
+        if (!p->norm_param || (layer >= 0 && l != layer) || (l >= 0 && s->sp_done[l])) continue;
+        comm_all_reduce(s->tp_sp, m->grad_mem + p->offset, p->numel, COMM_F32, COMM_SUM);
+    }
+    if (layer >= 0) s->sp_done[layer] = 1;
+}
+
+// Bucket b's gather is complete: its weight copies refreshed from the fp32 parameters.
+static void gather_done(DistSync *s, DistSyncBucket *b) {
+    Backend *be = s->be;
+    GPT *m = s->m;
+    b->gather = 2;
+    b->g1 = core_now();
+    s->n_flight--;
+    if (be->act != BACKEND_F32)
+        be->ops->cast(be, (char *)m->param_copy + b->start * backend_dtype_size(be->act), be->act,
+                      m->param_mem + b->start, BACKEND_F32, b->len);
+}
+
+// Waits for bucket k's gather (no-op unless in flight); the time counts as exposed.
+static void wait_gather(DistSync *s, int k) {
+    DistSyncBucket *b = &s->buckets[k];
+    if (b->gather != 1) return;
+    double t0 = core_now();
+    comm_wait(s->comm, &b->greq);
+    gather_done(s, b);
+    s->exposed_s += core_now() - t0;
+}
+
+void dist_sync_finish_param_sync(DistSync *s) {
+    if (!s || !s->n_flight) return;
+    double e = s->exposed_s;
+    for (int k = 0; k < s->n_buckets; k++) wait_gather(s, k);
+    s->exposed_s = e;  // not a forward's wait
+}
+
+// The model hook: a unit's forward waits for its buckets' gathers; the last micro-batch's
+// backward of layer l sums its LayerNorm gradients and starts every bucket whose covered
+// layers are all final; every event polls what is in flight.
+static void hook(void *ctx, GPTHookEvent ev, int unit) {
+    DistSync *s = ctx;
+    if (s->n_flight > 0) {
+        for (int k = 0; ev == GPT_HOOK_FORWARD && k < s->n_buckets; k++)
+            if (unit >= 0 ? k >= s->first[unit] && s->first[unit] >= 0 && k <= s->last[unit] : s->edge[k])
+                wait_gather(s, k);
+        for (int k = 0; k < s->n_buckets && s->n_flight > 0; k++)
+            if (s->buckets[k].gather == 1 && comm_test(s->comm, &s->buckets[k].greq)) gather_done(s, &s->buckets[k]);
+    }
+    if (!s->overlap_grad) return;
+    if (ev == GPT_HOOK_BACKWARD_BEGIN && unit == GPT_UNIT_EDGE) s->armed = ++s->seen == s->n_micro;
+    if (ev == GPT_HOOK_BACKWARD_END && unit >= 0 && s->armed) {
+        dist_sync_sum_norm_grads(s, unit);
+        for (int k = s->first[unit]; k >= 0 && k <= s->last[unit]; k++)
+            if (--s->buckets[k].pending == 0) dist_sync_start_grad_sync(s, k);
+    }
+    if (s->n_started) dist_sync_poll_grads(s);
+}
+
+void dist_sync_enable_overlap(DistSync *s, int grad, int param) {
+    if (s->comm->size == 1 || s->n_buckets == 0) return;
+    if (param && !s->sharded) core_fatal("--overlap-param-gather: ZeRO-1 only here (ZeRO-3 prefetches)");
+    s->overlap_grad = grad;
+    s->overlap_param = param;
+    if (grad || param) s->m->hook = (GPTShardHook){hook, s};
+}
+
+void dist_sync_begin_step(DistSync *s, int n_micro) {
+    s->n_micro = n_micro;
+    s->seen = s->armed = s->n_started = 0;
+    for (int l = 0; l < s->m->n_layers; l++) s->sp_done[l] = 0;
+    for (int k = 0; k < s->n_buckets; k++) {
+        DistSyncBucket *b = &s->buckets[k];
+        b->pending = s->pending0[k];
+        b->started = b->done = 0;
+        b->t0 = b->t1 = 0.0;
+    }
+}
