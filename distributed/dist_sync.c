@@ -1,5 +1,6 @@
-// distributed/dist_sync.c: the data-parallel sync engine: set-up, gradient and parameter
-// sync (see dist_sync.h; the model hook of both overlaps: dist_sync_hook.c).
+// distributed/dist_sync.c: the data-parallel sync engine: set-up, the buckets' gradient and
+// parameter sync, what the optimizer and the log read (see dist_sync.h; the model hook:
+// dist_sync_hook.c; ZeRO-2/3's units: dist_sync_units.c, dist_sync_queue.c).
 #include "dist_sync.h"
 #include "dist_geometry.h"  // defines: dist_bucket, dist_bucket_floats, dist_num_buckets
 #include "core/check.h"
@@ -8,29 +9,32 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-void dist_sync_hook_init(DistSync *s);  // dist_sync_hook.c
-void dist_sync_sum_norm_grads(DistSync *s, int layer);
-
-DistSync *dist_sync_create(Backend *be, Comm *comm, GPT *m, int sharded, size_t bucket_size,
+DistSync *dist_sync_create(Backend *be, Comm *comm, GPT *m, int stage, size_t bucket_size,
                            Comm *tp_sp) {
     DistSync *s = core_calloc(1, sizeof *s);
     s->be = be;
     s->comm = comm;
     s->tp_sp = m->sp ? tp_sp : NULL;
     s->m = m;
-    s->sharded = sharded && comm->size > 1;
-    s->n_padded = dist_padded_size(m->n_floats, comm->size);
-    s->shard_len = s->sharded ? s->n_padded / (size_t)comm->size : s->n_padded;
-    if (s->sharded) {
-        s->grad_shard = be->ops->alloc(be, s->shard_len * sizeof(float));
-        s->param_shard = be->ops->alloc(be, s->shard_len * sizeof(float));
-    }
-    s->bucket = dist_bucket_floats(s->shard_len, bucket_size, comm->size, s->sharded);
-    if (comm->size > 1) s->n_buckets = dist_num_buckets(s->shard_len, s->bucket);
-    s->buckets = core_calloc((size_t)s->n_buckets + 1, sizeof *s->buckets);
-    for (int k = 0; k < s->n_buckets; k++) {
-        DistBucket g = dist_bucket(s->shard_len, s->bucket, comm->size, s->sharded, k);
-        s->buckets[k] = (DistSyncBucket){.start = g.start, .len = g.len, .per = g.per, .at = g.at};
+    s->stage = stage == 1 && comm->size == 1 ? 0 : stage;
+    s->sharded = s->stage > 0;
+    if (s->stage >= 2) {
+        dist_sync_units_init(s);
+    } else {
+        s->n_padded = dist_padded_size(m->n_floats, comm->size);
+        s->shard_len = s->sharded ? s->n_padded / (size_t)comm->size : s->n_padded;
+        if (s->sharded) {
+            s->grad_shard = be->ops->alloc(be, s->shard_len * sizeof(float));
+            s->param_shard = be->ops->alloc(be, s->shard_len * sizeof(float));
+        }
+        s->bucket = dist_bucket_floats(s->shard_len, bucket_size, comm->size, s->sharded);
+        if (comm->size > 1) s->n_buckets = dist_num_buckets(s->shard_len, s->bucket);
+        s->buckets = core_calloc((size_t)s->n_buckets + 1, sizeof *s->buckets);
+        for (int k = 0; k < s->n_buckets; k++) {
+            DistBucket g = dist_bucket(s->shard_len, s->bucket, comm->size, s->sharded, k);
+            s->buckets[k] = (DistSyncBucket){.start = g.start, .len = g.len, .per = g.per, .at = g.at,
+                                             .own = g.per};
+        }
     }
     dist_sync_hook_init(s);
     return s;
@@ -40,6 +44,7 @@ void dist_sync_destroy(DistSync *s) {
     if (!s) return;
     dist_sync_finish_param_sync(s);
     Backend *be = s->be;
+    if (s->stage >= 2) dist_sync_units_free(s);
     be->ops->free(be, s->grad_shard);
     be->ops->free(be, s->param_shard);
     be->ops->free(be, s->lp);
@@ -58,6 +63,11 @@ void dist_sync_set_reduce_bf16(DistSync *s) {
     Backend *be = s->be;
     if (s->comm->size == 1) return;  // nothing is reduced
     s->reduce_bf16 = 1;
+    if (s->stage >= 2) {  // the largest unit (bucket = its per)
+        s->lp = be->ops->alloc(be, (size_t)s->comm->size * s->bucket * 2);
+        s->lp_out = be->ops->alloc(be, s->bucket * 2);
+        return;
+    }
     s->lp = be->ops->alloc(be, s->n_padded * 2);  // each bucket stages at its own place
     if (s->sharded) s->lp_out = be->ops->alloc(be, s->shard_len * 2);
 }
@@ -106,6 +116,11 @@ void dist_sync_poll_grads(DistSync *s) {
 }
 
 void dist_sync_finish_grad_sync(DistSync *s) {
+    if (s->stage >= 2) {  // reduced unit by unit in the backward
+        dist_sync_unit_settle(s);
+        dist_sync_queue_drain(s);
+        return;
+    }
     for (int k = 0; k < s->n_buckets; k++)
         if (!s->buckets[k].started) dist_sync_start_grad_sync(s, k);
     for (int i = 0; i < s->n_started; i++) {
@@ -116,20 +131,16 @@ void dist_sync_finish_grad_sync(DistSync *s) {
     }
 }
 
-void dist_sync_model_grads(DistSync *s, Comm *embedding) {
-    GPT *m = s->m;
-    dist_sync_sum_norm_grads(s, -1);
-    int wte = gpt_param_index(m, "wte");
-    if (!embedding || embedding->size == 1 || wte < 0 || m->cfg.untie_embeddings) return;
-    const ParamInfo *p = &m->params[wte];  // its two copies: first and last stage
-    comm_all_reduce(embedding, m->grad_mem + p->offset, p->numel, COMM_F32, COMM_SUM);
-}
-
 float *dist_sync_shard_grads(DistSync *s) { return s->sharded ? s->grad_shard : s->m->grad_mem; }
 
 float *dist_sync_shard_params(DistSync *s) {
     Backend *be = s->be;
     dist_sync_finish_param_sync(s);  // --overlap-param-gather: the forward has waited for all already
+    if (s->stage >= 2) {  // (nothing expected in flight: the masters change next)
+        dist_sync_finish_grad_sync(s);
+        s->prefetched = -1;
+        return NULL;
+    }
     if (!s->sharded) return s->m->param_mem;
     size_t r = (size_t)s->comm->rank;
     for (int k = 0; k < s->n_buckets; k++) {  // this rank's pieces, packed
@@ -140,7 +151,16 @@ float *dist_sync_shard_params(DistSync *s) {
     return s->param_shard;
 }
 
+float *dist_sync_unit_params(DistSync *s, int k) {
+    const DistSyncBucket *u = &s->buckets[k];
+    return s->master ? s->master + u->at : s->m->param_mem + u->start + (size_t)s->comm->rank * u->per;
+}
+
 int dist_sync_start_param_sync(DistSync *s) {
+    if (s->stage >= 2) {
+        dist_sync_units_param_sync(s);
+        return 0;
+    }
     if (!s->sharded) return 0;
     for (int k = 0; k < s->n_buckets; k++) {  // each bucket's range, gathered
         DistSyncBucket *b = &s->buckets[k];
@@ -170,4 +190,37 @@ int dist_sync_take_param_span(DistSync *s, int k, double *t0, double *t1) {
     *t0 = b->g0;
     *t1 = b->g1;
     return 1;
+}
+
+double dist_sync_take_hook_wait(DistSync *s) {
+    double w = s->hook_wait_s;
+    s->hook_wait_s = 0.0;
+    return w;
+}
+
+int dist_sync_take_spans(DistSync *s, const DistSyncSpan **spans) {
+    int n = s->n_spans;
+    *spans = s->spans;
+    s->n_spans = 0;
+    return n;
+}
+
+size_t dist_sync_grad_bytes(const DistSync *s) {
+    if (s->stage < 2) return s->m->n_alloc * sizeof(float);
+    size_t transient = !s->shared ? s->edge_len + s->layer_len
+                     : s->edge_len > s->layer_len ? s->edge_len : s->layer_len;
+    return (s->shard_len + transient + s->bucket) * sizeof(float) + s->ov_bytes;
+}
+
+size_t dist_sync_param_bytes(const DistSync *s) {
+    const GPT *m = s->m;
+    size_t act = backend_dtype_size(s->be->act);
+    if (s->stage == 3) return s->shard_len * sizeof(float) + (s->edge_len + 2 * s->layer_len) * act;
+    return m->n_floats * sizeof(float) + (act != sizeof(float) ? m->n_alloc * act : 0);
+}
+
+size_t dist_sync_edge_shard_bytes(const DistSync *s) {
+    size_t n = 0;
+    for (int k = 0; k < s->n_edge; k++) n += s->buckets[k].per;
+    return n * sizeof(float);
 }

@@ -1,16 +1,14 @@
-// distributed/dist_sync_hook.c: the engine's one model hook (gpt.h) and what it drives:
-// --overlap-grad-reduce starts each bucket's reduction when the last micro-batch's backward
-// has made its gradients final; --overlap-param-gather makes a unit's forward wait for the
-// gathers of the buckets it reads; every event polls what is in flight. Also the
-// sequence-parallel LayerNorm gradient sums (per layer from the hook, the rest after the
-// backward).
+// distributed/dist_sync_hook.c: the engine's one model hook (gpt.h) and what it drives.
+// Stages 0-1: --overlap-grad-reduce starts each bucket's reduction when the last
+// micro-batch's backward has made its gradients final; --overlap-param-gather makes a unit's
+// forward wait for the gathers of the buckets it reads; every event polls what is in flight.
+// Stages 2-3: dist_sync_units.c's part (gathers, per-unit reduce-scatters). Also the
+// sequence-parallel LayerNorm and tied-embedding gradient sums, for every stage.
 #include "dist_sync.h"
 #include "core/check.h"
 #include "core/timer.h"  // defines: core_now
 
 #include <stdlib.h>
-
-void dist_sync_poll_grads(DistSync *s);  // dist_sync.c
 
 // The range [lo, hi) of the flat buffer that layer l's tensors occupy.
 static void layer_range(const GPT *m, int l, size_t *lo, size_t *hi) {
@@ -25,8 +23,10 @@ static void layer_range(const GPT *m, int l, size_t *lo, size_t *hi) {
 
 // Which buckets each layer touches (first, last), and per bucket the layers it covers plus
 // one when it holds anything else (edge tensors or padding: released at the end).
+static void hook(void *ctx, GPTHookEvent ev, int unit);
+
 void dist_sync_hook_init(DistSync *s) {
-    const GPT *m = s->m;
+    GPT *m = s->m;
     size_t L = m->n_layers > 0 ? (size_t)m->n_layers : 1, K = (size_t)s->n_buckets + 1;
     s->first = core_calloc(L, sizeof(int));
     s->last = core_calloc(L, sizeof(int));
@@ -51,6 +51,23 @@ void dist_sync_hook_init(DistSync *s) {
         s->edge[k] = covered < b->len;
         s->pending0[k] += s->edge[k];
     }
+    if (s->stage >= 2) m->hook = (GPTShardHook){hook, s};  // gathers and reduce-scatters per unit
+}
+
+// The gradient of parameter i as this rank holds it when the sums run: the flat buffer's
+// (stages 0-1, before the DP reduction), or ZeRO-2/3 its part inside unit k's owned piece
+// (after it: *len floats, 0 when none).
+static float *held_grad(DistSync *s, int i, int k, size_t *len) {
+    const ParamInfo *p = &s->m->params[i];
+    if (s->stage < 2) {
+        *len = p->numel;
+        return s->m->grad_mem + p->offset;
+    }
+    const DistSyncBucket *u = &s->buckets[k];
+    size_t lo = u->start + (size_t)s->comm->rank * u->per, hi = lo + u->own;
+    size_t b = p->offset > lo ? p->offset : lo, e = p->offset + p->numel < hi ? p->offset + p->numel : hi;
+    *len = e > b ? e - b : 0;
+    return s->grad_shard + u->at + (b - lo);
 }
 
 // Sums over tp_sp the LayerNorm gradients of layer `layer` (once per step), or with -1 those
@@ -58,14 +75,27 @@ void dist_sync_hook_init(DistSync *s) {
 void dist_sync_sum_norm_grads(DistSync *s, int layer) {
     const GPT *m = s->m;
     if (!s->tp_sp) return;
-    int b0 = m->block_param0, nb = m->block_nparams;
-    for (int i = 0; i < m->n_params; i++) {
-        const ParamInfo *p = &m->params[i];
-        int l = i >= b0 && i < b0 + nb * m->n_layers ? (i - b0) / nb : -1;
-        if (!p->norm_param || (layer >= 0 && l != layer) || (l >= 0 && s->sp_done[l])) continue;
-        comm_all_reduce(s->tp_sp, m->grad_mem + p->offset, p->numel, COMM_F32, COMM_SUM);
-    }
+    int b0 = m->block_param0, nb = m->block_nparams, n_units = s->stage >= 2 ? s->n_buckets : 1;
+    for (int k = 0; k < n_units; k++)  // (ZeRO-2/3: the same pieces on every TP rank)
+        for (int i = 0; i < m->n_params; i++) {
+            int l = i >= b0 && i < b0 + nb * m->n_layers ? (i - b0) / nb : -1;
+            if (!m->params[i].norm_param || (layer >= 0 && l != layer) || (l >= 0 && s->sp_done[l])) continue;
+            size_t len;
+            float *g = held_grad(s, i, k, &len);
+            if (len) comm_all_reduce(s->tp_sp, g, len, COMM_F32, COMM_SUM);
+        }
     if (layer >= 0) s->sp_done[layer] = 1;
+}
+
+void dist_sync_model_grads(DistSync *s, Comm *embedding) {
+    GPT *m = s->m;
+    if (s->stage >= 2) dist_sync_finish_grad_sync(s);  // the shard complete first
+    dist_sync_sum_norm_grads(s, -1);
+    int wte = gpt_param_index(m, "wte");
+    if (!embedding || embedding->size == 1 || wte < 0 || m->cfg.untie_embeddings) return;
+    size_t len;  // its two copies, first and last stage (ZeRO-2/3: sliced alike on both)
+    float *g = held_grad(s, wte, s->wte_unit, &len);
+    if (len) comm_all_reduce(embedding, g, len, COMM_F32, COMM_SUM);
 }
 
 // Bucket b's gather is complete: its weight copies refreshed from the fp32 parameters.
@@ -102,6 +132,10 @@ void dist_sync_finish_param_sync(DistSync *s) {
 // layers are all final; every event polls what is in flight.
 static void hook(void *ctx, GPTHookEvent ev, int unit) {
     DistSync *s = ctx;
+    if (s->stage >= 2) {
+        dist_sync_unit_hook(s, ev, unit);
+        return;
+    }
     if (s->n_flight > 0) {
         for (int k = 0; ev == GPT_HOOK_FORWARD && k < s->n_buckets; k++)
             if (unit >= 0 ? k >= s->first[unit] && s->first[unit] >= 0 && k <= s->last[unit] : s->edge[k])
@@ -119,7 +153,12 @@ static void hook(void *ctx, GPTHookEvent ev, int unit) {
     if (s->n_started) dist_sync_poll_grads(s);
 }
 
-void dist_sync_enable_overlap(DistSync *s, int grad, int param) {
+void dist_sync_enable_overlap(DistSync *s, int grad, int param, int n_micro) {
+    if (s->stage >= 2) {
+        if (grad && s->stage == 2 && s->comm->size > 1) dist_sync_queue_enable(s, n_micro);
+        s->prefetch = param && s->stage == 3;
+        return;
+    }
     if (s->comm->size == 1 || s->n_buckets == 0) return;
     if (param && !s->sharded) core_fatal("--overlap-param-gather: ZeRO-1 only here (ZeRO-3 prefetches)");
     s->overlap_grad = grad;
@@ -128,6 +167,11 @@ void dist_sync_enable_overlap(DistSync *s, int grad, int param) {
 }
 
 void dist_sync_begin_step(DistSync *s, int n_micro) {
+    if (s->stage >= 2) {
+        s->n_prefetched = 0;
+        s->hook_wait_s = 0.0;
+        s->be->ops->zero(s->be, s->grad_shard, s->shard_len * sizeof(float));
+    }
     s->n_micro = n_micro;
     s->seen = s->armed = s->n_started = 0;
     for (int l = 0; l < s->m->n_layers; l++) s->sp_done[l] = 0;

@@ -81,12 +81,13 @@ typedef struct {
     int64_t sample0;
 } GPTRows;
 
-// Data-parallel sharding hook (ZeRO-2/3, optim/zero.h): the model calls it right before a
+// The data-parallel sync hook (distributed/dist_sync.h): the model calls it right before a
 // unit's weights are read (forward, recomputed forward, backward) and around a unit's
-// backward, so that the optimizer can gather sharded weights into a buffer and point the
-// views at it, and reduce-scatter a unit's gradients as soon as they are complete. A unit is
-// a local layer l >= 0, or GPT_UNIT_EDGE: the embeddings, final LayerNorm and tied wte. fn
-// NULL (every other strategy): no calls, the flat buffers are used as they are.
+// backward, so that the sync engine can gather sharded weights into a buffer and point the
+// views at it (ZeRO-3), wait for a parameter gather (--overlap-param-gather) and reduce a
+// unit's gradients as soon as they are complete. A unit is a local layer l >= 0, or
+// GPT_UNIT_EDGE: the embeddings, final LayerNorm and tied wte. fn NULL (no sharding, no
+// overlap): no calls, the flat buffers are used as they are.
 enum { GPT_UNIT_EDGE = -1 };
 typedef enum { GPT_HOOK_FORWARD, GPT_HOOK_BACKWARD_BEGIN, GPT_HOOK_BACKWARD_END } GPTHookEvent;
 typedef struct {
@@ -158,7 +159,7 @@ typedef struct {
         float *dscale_host;            // (N) host staging for dscale, allocated once
         void *mem;
     } s;
-    GPTShardHook hook;                 // ZeRO-2/3 (see above); fn NULL otherwise
+    GPTShardHook hook;                 // the sync engine's (see above), or fn NULL
     GPTDropout drop;                   // all 0 (no dropout) unless gpt_set_dropout
 } GPT;
 

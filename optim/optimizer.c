@@ -1,6 +1,5 @@
-// optim/optimizer.c: ZeRO-1 / DDP AdamW (see optimizer.h).
+// optim/optimizer.c: AdamW on the slice the sync engine gives this rank (see optimizer.h).
 #include "optimizer.h"
-#include "zero.h"
 #include "core/check.h"
 
 #include <stdlib.h>
@@ -36,37 +35,40 @@ static void add_segments(Optimizer *o, const ParamInfo *params, int n_params, in
     }
 }
 
-// The segments of the slice: every parameter (DDP), or ZeRO-1 the parts inside each bucket's
-// piece of this rank, in bucket order.
+// The segments of the slice: every parameter (DDP), or the parts inside this rank's piece
+// of each bucket (ZeRO-1) or unit (ZeRO-2/3), in bucket order.
 static void build_segments(Optimizer *o, const GPT *m, int tp_rank) {
     const DistSync *s = o->sync;
-    o->segs = core_calloc((size_t)m->n_params + (size_t)s->n_buckets + 1, sizeof(OptSegment));
+    o->segs = core_calloc((size_t)m->n_params * 2 + (size_t)s->n_buckets + 1, sizeof(OptSegment));
     if (!s->sharded) {
         add_segments(o, m->params, m->n_params, tp_rank, 0, o->n_padded, 0);
         return;
     }
+    if (s->stage >= 2) o->unit_seg = core_calloc((size_t)s->n_buckets + 1, sizeof(int));
     for (int k = 0; k < s->n_buckets; k++) {
         const DistSyncBucket *b = &s->buckets[k];
-        add_segments(o, m->params, m->n_params, tp_rank, b->start + (size_t)s->comm->rank * b->per, b->per, b->at);
+        if (o->unit_seg) o->unit_seg[k] = o->n_segs;
+        if (b->own) add_segments(o, m->params, m->n_params, tp_rank, b->start + (size_t)s->comm->rank * b->per, b->own, b->at);
     }
+    if (o->unit_seg) o->unit_seg[s->n_buckets] = o->n_segs;
 }
 
-// Uploads the segment tables for the multi-tensor ops (ranges relative to the slice start).
+// Uploads the segment tables for the multi-tensor ops: ranges relative to the slice start
+// (ZeRO-2/3 update table: to the start of each unit's piece). Only DDP's dp rank 0 counts
+// in the norm.
 static void build_tables(Optimizer *o) {
+    Backend *be = o->be;
+    const DistSync *s = o->sync;
+    int counts = s->sharded || s->comm->rank == 0;
     BackendSegment *upd = core_calloc((size_t)o->n_segs + 1, sizeof *upd);
     BackendSegment *nrm = core_calloc((size_t)o->n_segs + 1, sizeof *nrm);
-    for (int i = 0; i < o->n_segs; i++) {
-        const OptSegment *s = &o->segs[i];
-        BackendSegment b = {s->at, s->len, s->weight_decay, 0};
-        upd[i] = b;
-        if (s->count_in_norm && o->dp_rank_counts_norm) nrm[o->n_norm++] = b;
-        if (s->len > o->max_seg_len) o->max_seg_len = s->len;
-    }
-    optim_upload_tables(o, upd, nrm);
-}
-
-void optim_upload_tables(Optimizer *o, BackendSegment *upd, BackendSegment *nrm) {
-    Backend *be = o->be;
+    for (int k = 0; k < (o->unit_seg ? s->n_buckets : 1); k++)
+        for (int i = o->unit_seg ? o->unit_seg[k] : 0; i < (o->unit_seg ? o->unit_seg[k + 1] : o->n_segs); i++) {
+            const OptSegment *g = &o->segs[i];
+            upd[i] = (BackendSegment){g->at - (o->unit_seg ? s->buckets[k].at : 0), g->len, g->weight_decay, 0};
+            if (g->count_in_norm && counts) nrm[o->n_norm++] = (BackendSegment){g->at, g->len, o->unit_seg ? 0 : g->weight_decay, 0};
+            if (g->len > o->max_seg_len) o->max_seg_len = g->len;
+        }
     size_t bytes = ((size_t)o->n_segs + 1) * sizeof(BackendSegment);
     o->update_table = be->ops->alloc(be, bytes);
     o->norm_table = be->ops->alloc(be, bytes);
@@ -76,19 +78,19 @@ void optim_upload_tables(Optimizer *o, BackendSegment *upd, BackendSegment *nrm)
     free(nrm);
 }
 
-Optimizer *optim_create(Backend *be, Comm *dp, int zero1, GPT *m, int tp_rank, size_t bucket_size,
+Optimizer *optim_create(Backend *be, Comm *dp, OptimSharding sh, GPT *m, int tp_rank, size_t bucket_size,
                         Comm *tp_sp) {
     Optimizer *o = core_calloc(1, sizeof *o);
     o->be = be;
-    o->dp = dp;
-    o->sync = dist_sync_create(be, dp, m, zero1, bucket_size, tp_sp);
+    o->sync = dist_sync_create(be, dp, m, (int)sh, bucket_size, tp_sp);
     o->zero1 = o->sync->sharded;
-    o->sharding = o->zero1 ? OPTIM_SHARD_OPTIM : OPTIM_NO_SHARD;
+    o->sharding = sh >= OPTIM_SHARD_GRADS ? sh : o->zero1 ? OPTIM_SHARD_OPTIM : OPTIM_NO_SHARD;
+    o->master = o->sync->master;
     o->n_padded = o->sync->n_padded;
     o->shard_len = o->sync->shard_len;
-    o->dp_rank_counts_norm = o->zero1 || dp->rank == 0;
-    o->m = be->ops->alloc(be, o->shard_len * sizeof(float));
-    o->v = be->ops->alloc(be, o->shard_len * sizeof(float));
+    size_t extra = sh >= OPTIM_SHARD_GRADS;  // (ZeRO-2/3: one float more, as ever)
+    o->m = be->ops->alloc(be, (o->shard_len + extra) * sizeof(float));
+    o->v = be->ops->alloc(be, (o->shard_len + extra) * sizeof(float));
     build_segments(o, m, tp_rank);
     build_tables(o);
     return o;
@@ -101,35 +103,21 @@ void optim_destroy(Optimizer *o) {
     o->be->ops->free(o->be, o->v);
     o->be->ops->free(o->be, o->update_table);
     o->be->ops->free(o->be, o->norm_table);
-    o->be->ops->free(o->be, o->lp);
-    o->be->ops->free(o->be, o->lp_out);
-    o->be->ops->free(o->be, o->master);
-    optim_zero_destroy(o->be, o->zero);
     free(o->segs);
+    free(o->unit_seg);
     free(o);
 }
 
-void optim_set_reduce_bf16(Optimizer *o) {
-    Backend *be = o->be;
-    if (o->sync) {
-        dist_sync_set_reduce_bf16(o->sync);
-        return;
-    }
-    if (o->dp->size == 1) return;  // nothing is reduced
-    o->reduce_bf16 = 1;  // ZeRO-2/3: the largest unit (bucket = its per)
-    o->lp = be->ops->alloc(be, (size_t)o->dp->size * o->bucket * 2);
-    o->lp_out = be->ops->alloc(be, o->bucket * 2);
-}
+void optim_set_reduce_bf16(Optimizer *o) { dist_sync_set_reduce_bf16(o->sync); }
 
 double optim_local_grad_sq(Optimizer *o) {
-    if (o->zero) return optim_zero_local_grad_sq(o);
     if (o->n_norm == 0) return 0.0;
     return o->be->ops->sum_squares_multi(o->be, dist_sync_shard_grads(o->sync), o->norm_table, o->n_norm,
                                          o->max_seg_len);
 }
 
 void optim_set_weight_copies(Optimizer *o, const GPT *m) {
-    if (m->be->act == BACKEND_F32 || o->zero || (o->zero1 && o->dp->size > 1)) return;
+    if (m->be->act == BACKEND_F32 || o->zero1) return;
     o->copy = m->param_copy;  // every element the forward reads is in the update (slice = all)
 }
 
@@ -137,18 +125,19 @@ void optim_set_weight_copies(Optimizer *o, const GPT *m) {
 // were written too (by AdamW, or by the gathers), else 0.
 static int update(Optimizer *o, const AdamWConfig *cfg, double lr, double grad_scale) {
     Backend *be = o->be;
-    if (o->zero) {
-        optim_zero_update(o, cfg, lr, grad_scale);
-        return 0;
-    }
+    DistSync *s = o->sync;
     o->step++;
-    float *params = dist_sync_shard_params(o->sync);
-    if (o->n_segs > 0)
-        be->ops->adamw_multi(be, params, o->copy, dist_sync_shard_grads(o->sync), o->m, o->v,
-                             o->update_table, o->n_segs, o->max_seg_len, (float)lr,
-                             (float)cfg->beta1, (float)cfg->beta2, (float)cfg->eps,
-                             (float)cfg->weight_decay, (float)grad_scale, (int)o->step);
-    return dist_sync_start_param_sync(o->sync) || o->copy != NULL;
+    float *params = dist_sync_shard_params(s), *grads = dist_sync_shard_grads(s);
+    for (int k = 0; k < (o->unit_seg ? s->n_buckets : 1); k++) {  // ZeRO-2/3: per unit
+        int i0 = o->unit_seg ? o->unit_seg[k] : 0, n = o->unit_seg ? o->unit_seg[k + 1] - i0 : o->n_segs;
+        size_t at = o->unit_seg ? s->buckets[k].at : 0;
+        if (n > 0)
+            be->ops->adamw_multi(be, o->unit_seg ? dist_sync_unit_params(s, k) : params, o->copy, grads + at,
+                                 o->m + at, o->v + at, o->update_table + i0, n, o->max_seg_len, (float)lr,
+                                 (float)cfg->beta1, (float)cfg->beta2, (float)cfg->eps,
+                                 (float)cfg->weight_decay, (float)grad_scale, (int)o->step);
+    }
+    return dist_sync_start_param_sync(s) || o->copy != NULL;
 }
 
 void optim_update_model(Optimizer *o, const AdamWConfig *cfg, double lr, double grad_scale, GPT *m) {
@@ -157,11 +146,5 @@ void optim_update_model(Optimizer *o, const AdamWConfig *cfg, double lr, double 
 
 size_t optim_state_bytes(const Optimizer *o) { return 2 * o->shard_len * sizeof(float); }
 
-size_t optim_param_memory_bytes(const Optimizer *o, const GPT *m) {
-    size_t copies = m->be->act != BACKEND_F32 ? m->n_alloc * backend_dtype_size(m->be->act) : 0;
-    return o->zero ? optim_zero_param_bytes(o) : m->n_floats * sizeof(float) + copies;
-}
-
-size_t optim_grad_memory_bytes(const Optimizer *o, const GPT *m) {
-    return o->zero ? optim_zero_grad_bytes(o) : m->n_alloc * sizeof(float);
-}
+size_t optim_param_memory_bytes(const Optimizer *o) { return dist_sync_param_bytes(o->sync); }
+size_t optim_grad_memory_bytes(const Optimizer *o) { return dist_sync_grad_bytes(o->sync); }

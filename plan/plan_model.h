@@ -17,7 +17,7 @@
 // Precision (plan_hw.h): megac's own recipes. fp32 / tf32: every tensor fp32 (tf32 changes
 // only the GEMM rate). bf16 / fp16: activations, weight copies and tensor/pipeline traffic
 // in 16 bits; fp32 master weights (unsharded), fp32 gradients and data-parallel traffic,
-// fp32 Adam moments (sharded by ZeRO-1). ZeRO-2/3 (plan_zero.c): the formulas of optim/zero.h;
+// fp32 Adam moments (sharded by ZeRO-1). ZeRO-2/3 (plan_zero.c): the formulas of distributed/dist_sync_units.c;
 // ZeRO-3 gathers 16-bit weights.
 #pragma once
 #include <stddef.h>
@@ -115,7 +115,7 @@ void plan_result_free(PlanResult *r);
 // Counts `times` calls of kind k moving bytes x num / den each (Comm's integer arithmetic).
 void plan_count(PlanTraffic *t, CommKind k, uint64_t bytes, uint64_t num, uint64_t den, uint64_t times);
 
-// ZeRO-2/3 (plan_zero.c, optim/zero.h): the stage's gradient, optimizer (and ZeRO-3
+// ZeRO-2/3 (plan_zero.c, distributed/dist_sync_units.c): the stage's gradient, optimizer (and ZeRO-3
 // parameter) memory and shard_len from its table (p, n_params); its DP traffic, and the
 // sequence-parallel LayerNorm and tied-wte sums over the shard of DP rank 0. For
 // plan_stage_counts, after the recompute counts. Never fails.

@@ -20,7 +20,7 @@ static const char *ASSUMPTIONS[] = {
     "by ZeRO-1, activation slots as the schedule needs them); fits when the busiest stage "
     "stays under memory_gb - reserve_gb",
     "ZeRO-2/3 (ZeRO column 2, 3; --data-parallel-sharding-strategy): gradients (and, ZeRO-3, fp32 "
-    "masters) sharded per layer as optim/zero.h does; their per-layer reduce-scatters and "
+    "masters) sharded per layer as distributed/dist_sync_units.c does; their per-layer reduce-scatters and "
     "ZeRO-3's 16-bit weight gathers (2 per layer and micro-batch, 3 when recomputed) are timed "
     "with the gradient sync, not overlapped",
     "AdamW: memory-bound at hbm_gbps (28 bytes per element, +6 for the 16-bit weight copy)",

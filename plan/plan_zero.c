@@ -1,6 +1,6 @@
-// plan/plan_zero.c: ZeRO-2 and ZeRO-3 in the plan (optim/zero.h): a stage's units, the
-// memory they take and the bytes they move, on DP rank 0 (the rank the run logs), with the
-// same integer arithmetic as optim/zero_build.c and the Comm counters.
+// plan/plan_zero.c: ZeRO-2 and ZeRO-3 in the plan (distributed/dist_sync_units.c): a stage's
+// units, the memory they take and the bytes they move, on DP rank 0 (the rank the run logs),
+// with the same integer arithmetic as distributed/dist_sync_units.c and the Comm counters.
 #include "plan_model.h"
 #include "distributed/dist_geometry.h"  // defines: dist_unit_piece
 

@@ -43,10 +43,10 @@ typedef struct {
     int zero1;                      // the optimizer state is sharded (ZeRO-1, 2 or 3)
     int sharding;                   // OptimSharding: --data-parallel-sharding-strategy
     int overlap_param_gather;       // ZeRO-1: gather each bucket in the background
-                                    // (distributed/dist_sync_hook.c); ZeRO-3: prefetch the next layer (zero.h)
+                                    // (distributed/dist_sync_hook.c); ZeRO-3: prefetch the next layer
     int overlap_grad_reduce;        // DDP / ZeRO-1: start each DP bucket's reduction in the
                                     // last micro-batch's backward (distributed/dist_sync_hook.c); ZeRO-2:
-                                    // each unit's reduce-scatter nonblocking (zero_overlap.c)
+                                    // each unit's reduce-scatter nonblocking (dist_sync_queue.c)
     double timeout_minutes;
     int max_nan_iters;
     int exit_signal_handler;        // 1 (default): SIGTERM/SIGINT/SIGUSR1/SIGUSR2 stop gracefully

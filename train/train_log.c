@@ -4,7 +4,6 @@
 // records and the progress bar.
 #include "train_log.h"
 #include "core/check.h"
-#include "optim/zero.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -103,8 +102,8 @@ static void memory_of(const Trainer *t, double out[MEM_N]) {
         const GPT *m = t->chunks[c];
         const Optimizer *o = t->opts[c];
         // fp32 master weights (ZeRO-3: this rank's shard + gather buffers), --bf16/--fp16 copies
-        out[MEM_PARAMS] += (double)optim_param_memory_bytes(o, m);
-        out[MEM_GRADS] += (double)optim_grad_memory_bytes(o, m);  // ZeRO-2/3: shard + transient
+        out[MEM_PARAMS] += (double)optim_param_memory_bytes(o);
+        out[MEM_GRADS] += (double)optim_grad_memory_bytes(o);  // ZeRO-2/3: shard + transient
         out[MEM_OPTIM] += (double)optim_state_bytes(o);
         out[MEM_OPTIM_UNSHARDED] += 2.0 * o->n_padded * sizeof(float);
         out[MEM_ACTIVATIONS] += (double)m->slot_bytes * m->n_slots;
@@ -259,15 +258,15 @@ void train_log_iteration(Trainer *t, const StepResult *r, double ms, int64_t it)
         json_traffic(f, t->grid);
         size_t pmem = 0, gmem = 0, gbuf = 0, ostate = 0;  // every model chunk (interleaved)
         for (int c = 0; c < t->n_chunks; c++) {
-            pmem += optim_param_memory_bytes(t->opts[c], t->chunks[c]);
-            gmem += optim_grad_memory_bytes(t->opts[c], t->chunks[c]);
+            pmem += optim_param_memory_bytes(t->opts[c]);
+            gmem += optim_grad_memory_bytes(t->opts[c]);
             gbuf += t->opts[c]->n_padded * sizeof(float);
             ostate += optim_state_bytes(t->opts[c]);
         }
         fprintf(f, ",\"param_memory_bytes\":%zu,\"grad_memory_bytes\":%zu", pmem, gmem);
-        if (t->opt->zero)  // the edge tensors' share of the shard (traffic formulas, zero.h)
+        if (t->opt->sync->stage >= 2)  // the edge tensors' share of the shard (traffic formulas)
             fprintf(f, ",\"dp_shard_edge_bytes\":%zu,\"zero_prefetched_gathers\":%d",
-                    optim_zero_edge_shard_bytes(t->opt), t->opt->zero->n_prefetched);  // rank 0's, last chunk
+                    dist_sync_edge_shard_bytes(t->opt->sync), t->opt->sync->n_prefetched);  // rank 0's, last chunk
         fprintf(f, ",\"grad_buffer_bytes\":%zu,\"optimizer_state_bytes\":%zu", gbuf, ostate);
         fprintf(f, "}\n");
         rec_commit(t, &rec);  // whole, at once: a killed run keeps every record it logged

@@ -4,8 +4,8 @@
 // -> tied-embedding gradients summed over the embedding group (first + last stage) ->
 // gradients averaged over data parallelism (reduce-scatter with ZeRO-1) -> global gradient
 // norm (each rank's unique share, summed over all ranks) -> skip on NaN/Inf, else clip and
-// AdamW -> parameters all-gathered (ZeRO-1). ZeRO-2/3 (optim/zero.h) reduce-scatter each
-// layer's gradients inside the backward instead, through the model's hook.
+// AdamW -> parameters all-gathered (ZeRO-1). ZeRO-2/3 reduce-scatter each layer's gradients
+// inside the backward instead, through the model's hook (distributed/dist_sync.h).
 #include "trainer.h"
 #include "train_outputs.h"
 #include "trainer_sync.h"  // defines: trainer_reduce_grads, trainer_global_sums
@@ -15,7 +15,6 @@
 #include "core/host.h"   // defines: core_host_rank, core_host_threads, core_host_device
 #include "core/timer.h"  // defines: core_now
 #include "distributed/dist_geometry.h"  // defines: dist_pad_multiple
-#include "optim/zero.h"
 #ifdef MEGAC_HAVE_CUDA
 #include "core/check_cuda.h"  // defines: CUDA_CHECK
 #endif
@@ -68,18 +67,12 @@ static void create_model_chunks(Trainer *t, PPScheduleKind kind) {
         GPT *m = gpt_create(&a->model, t->be, a->tp, g->coord.tp_rank, a->pp * v, c * a->pp + r,
                             a->micro_batch, slots[c], a->seed, dist_pad_multiple(t->dp),
                             a->sequence_parallel);
-        Optimizer *o;
-        if (a->sharding >= OPTIM_SHARD_GRADS)  // ZeRO-2/3: shards per layer, hooked into the model
-            o = optim_zero_create(t->be, g->dp, (OptimSharding)a->sharding, m, g->coord.tp_rank);
-        else
-            o = optim_create(t->be, g->dp, a->zero1, m, g->coord.tp_rank, (size_t)a->ddp_bucket_size, g->tp);
+        OptimSharding sh = a->sharding >= OPTIM_SHARD_GRADS ? (OptimSharding)a->sharding
+                         : a->zero1 ? OPTIM_SHARD_OPTIM : OPTIM_NO_SHARD;
+        Optimizer *o = optim_create(t->be, g->dp, sh, m, g->coord.tp_rank, (size_t)a->ddp_bucket_size, g->tp);
         if (a->grad_reduce_in_bf16) optim_set_reduce_bf16(o);
-        if (o->sync)  // DDP / ZeRO-1: one hook for both overlaps (train_args.c checks the pairs)
-            dist_sync_enable_overlap(o->sync, a->overlap_grad_reduce, a->overlap_param_gather);
-        else if (a->overlap_grad_reduce)
-            optim_zero_overlap_enable(o, t->n_micro);  // ZeRO-2
-        else
-            optim_zero_set_prefetch(o, a->overlap_param_gather);  // ZeRO-3 (train_args.c)
+        dist_sync_enable_overlap(o->sync, a->overlap_grad_reduce, a->overlap_param_gather,  // one hook
+                                 t->n_micro);  // (train_args.c checks what each strategy supports)
         optim_set_weight_copies(o, m);  // bf16/fp16: AdamW writes the copies where it can
         if (o->n_padded != m->n_alloc)  // the optimizer reads/writes n_padded floats
             core_fatal("optimizer buffer %zu floats, model buffers %zu", o->n_padded, m->n_alloc);
@@ -132,9 +125,10 @@ Trainer *trainer_create(const TrainArgs *args) {
                               a->micro_batch, a->model.seq_length, g->tp_host,
                               core_calloc(2 * N, sizeof(int))};
     size_t bucket_spans = 0;  // one trace span per DP bucket and step (+ its gather: ZeRO-1 overlap)
-    for (int c = 0; c < t->n_chunks; c++) if (t->opts[c]->sync) bucket_spans += (size_t)t->opts[c]->sync->n_buckets * (size_t)a->train_iters;
-    if (t->opt->zero && a->overlap_grad_reduce)  // ZeRO-2: one per unit and micro-batch
-        bucket_spans += (size_t)t->opt->zero->n_units * (size_t)t->n_micro * (size_t)a->train_iters;
+    int units = t->opt->sync->stage >= 2;  // ZeRO-2 --overlap-grad-reduce: one per unit and micro-batch
+    for (int c = 0; c < t->n_chunks; c++)
+        if (!units || a->overlap_grad_reduce)
+            bucket_spans += (size_t)t->opts[c]->sync->n_buckets * (size_t)(units ? t->n_micro : 1) * (size_t)a->train_iters;
     if (a->overlap_param_gather) bucket_spans *= 2;
     if (bucket_spans > (size_t)1 << 22) bucket_spans = (size_t)1 << 22;
     t->trace = pp_trace_create(g->world, a->trace ? trace_capacity(a, t->n_micro * t->n_chunks) + bucket_spans : 0);
@@ -193,12 +187,10 @@ StepResult trainer_step(Trainer *t) {
         if (groups[i]) comm_stats_reset(groups[i]);  // the log reports one step's traffic
     core_fault_die_at(&t->faults, it);  // test hook MEGAC_TEST_DIE_AT_ITER
     for (int c = 0; c < t->n_chunks; c++) gpt_zero_grads(t->chunks[c]);
-    if (t->opt->zero) optim_zero_begin_step(t->opt);
     double S = t->scaler.scale;  // gradients come out S times too large (fp16), else S = 1
     t->step.loss_scale = (float)(t->dscale_base * S);
     for (int c = 0; c < t->n_chunks; c++) gpt_dropout_step(t->chunks[c], it, 1);
-    for (int c = 0; c < t->n_chunks; c++)
-        if (t->opts[c]->sync) dist_sync_begin_step(t->opts[c]->sync, t->step.n_micro);
+    for (int c = 0; c < t->n_chunks; c++) dist_sync_begin_step(t->opts[c]->sync, t->step.n_micro);
     double loss_sum = pp_forward_backward(&t->step);
     r.param_gather_exposed_ms = trainer_take_gathers(t);  // the last update's, waited in the forward
     for (int c = 0; c < t->n_chunks; c++) gpt_dropout_step(t->chunks[c], it, 0);  // eval: none
@@ -206,7 +198,7 @@ StepResult trainer_step(Trainer *t) {
     double t0 = pp_trace_begin(t->trace), exposed0 = core_now();
     trainer_reduce_grads(t);  // SP LayerNorm, tied embedding, DP (ends with a sync)
     // ZeRO-2/3: + what the backward's hooks waited for the reduce-scatters
-    r.grad_sync_exposed_ms = (core_now() - exposed0 + optim_zero_take_hook_wait(t->opt)) * 1e3;
+    r.grad_sync_exposed_ms = (core_now() - exposed0 + dist_sync_take_hook_wait(t->opt->sync)) * 1e3;
     double sq = 0.0;  // interleaved: the norm and the clipping cover all chunks together
     for (int c = 0; c < t->n_chunks; c++) sq += optim_local_grad_sq(t->opts[c]);
     if (core_fault_nan_at(&t->faults, it)) sq = NAN;  // test hook MEGAC_TEST_NAN_AT_ITER

@@ -3,7 +3,6 @@
 // embedding's two copies, data parallelism's buckets; ZeRO-2/3 on the shard), the global
 // sums of the gradient norm and the loss, and --overlap-param-gather's settle and spans.
 #include "trainer_sync.h"
-#include "optim/zero.h"
 
 // Each DP bucket's reduction of this step as a span of the trace (start to completion).
 static void trace_buckets(Trainer *t) {
@@ -17,23 +16,18 @@ static void trace_buckets(Trainer *t) {
 // ZeRO-2 --overlap-grad-reduce: each reduce-scatter of this step (every unit, every
 // micro-batch) as a span of the same row, numbered by its unit. Never fails.
 static void trace_zero_reduces(Trainer *t) {
-    const ZeroSpan *s = NULL;
-    int n = optim_zero_take_spans(t->opt, &s);
+    const DistSyncSpan *s = NULL;
+    int n = dist_sync_take_spans(t->opt->sync, &s);
     for (int i = 0; i < n && t->args.trace; i++)
         pp_trace_span(t->trace, PP_EV_GRAD_BUCKET, s[i].unit, s[i].t0, s[i].t1);
 }
 
 void trainer_reduce_grads(Trainer *t) {
-    if (t->opt->zero) {  // ZeRO-2/3: reduced layer by layer; the sums below on the shard only
-        optim_zero_finish_grads(t->opt, t->model->sp ? t->grid->tp : NULL,
-                                t->grid->dims.pp > 1 ? t->grid->embedding : NULL);
-        trace_zero_reduces(t);
-    } else {
-        Comm *emb = t->grid->dims.pp > 1 ? t->grid->embedding : NULL;
-        for (int c = 0; c < t->n_chunks; c++) dist_sync_model_grads(t->opts[c]->sync, emb);
-        for (int c = 0; c < t->n_chunks; c++) dist_sync_finish_grad_sync(t->opts[c]->sync);
-        trace_buckets(t);
-    }
+    Comm *emb = t->grid->dims.pp > 1 ? t->grid->embedding : NULL;
+    for (int c = 0; c < t->n_chunks; c++) dist_sync_model_grads(t->opts[c]->sync, emb);
+    for (int c = 0; c < t->n_chunks; c++) dist_sync_finish_grad_sync(t->opts[c]->sync);
+    if (t->opt->sync->stage >= 2) trace_zero_reduces(t);
+    else trace_buckets(t);
     t->be->ops->sync(t->be);  // (the norm's read after this waits for the device anyway)
 }
 
@@ -49,7 +43,6 @@ double trainer_take_gathers(Trainer *t) {
     double ms = 0.0, t0, t1;
     for (int c = 0; c < t->n_chunks; c++) {
         DistSync *s = t->opts[c]->sync;
-        if (!s) continue;
         ms += dist_sync_take_exposed(s) * 1e3;
         for (int k = 0; k < s->n_buckets; k++)
             if (dist_sync_take_param_span(s, k, &t0, &t1) && t->args.trace)

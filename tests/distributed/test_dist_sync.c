@@ -1,10 +1,11 @@
 // tests/distributed/test_dist_sync.c: the sync engine on its own, under mpiexec -n 2 and -n 4
-// (DP = the world; CPU backend, a tiny GPT's flat buffers). For each strategy (DDP, ZeRO-1),
-// bucket size (one bucket, several) and overlap (off, on: the backward's hook events played
-// by hand): after finish_grad_sync every rank's slice equals the average over the ranks of
-// their gradients for exactly the ranges distributed/dist_geometry.h gives (the values are
-// multiples of 1/8, so the averages are exact); after the parameter sync (blocking, and
-// --overlap-param-gather) every rank holds every rank's updated piece.
+// (DP = the world; CPU backend, a tiny GPT's buffers; the model's hook events played by hand,
+// the gradients written where the engine points the model). For each strategy (DDP, ZeRO-1,
+// ZeRO-2, ZeRO-3), bucket size and overlap (off, on): after finish_grad_sync every rank's slice
+// equals the average over the ranks of their gradients (ZeRO-2/3: summed over 2 micro-batches)
+// for exactly the ranges distributed/dist_geometry.h gives (the values are multiples of 1/8,
+// so the averages are exact); after the parameter sync (blocking, and --overlap-param-gather /
+// ZeRO-3's gathers at use) every rank holds every rank's updated piece.
 #include "distributed/dist_sync.h"
 #include "distributed/dist_geometry.h"
 #include "parallel_state/pgrid_comm.h"
@@ -41,7 +42,7 @@ static void play_backward(GPT *m) {
 static void check(Backend *be, Comm *dp, int sharded, size_t bucket_size, int overlap) {
     GPT *m = gpt_create(&CFG, be, 1, 0, 1, 0, 1, 1, 7, dist_pad_multiple(dp->size), 0);
     DistSync *s = dist_sync_create(be, dp, m, sharded, bucket_size, NULL);
-    dist_sync_enable_overlap(s, overlap, overlap && sharded);
+    dist_sync_enable_overlap(s, overlap, overlap && sharded, 2);
     int r = dp->rank, n_micro = 2;
     size_t n = s->n_padded;
     EXPECT(n == m->n_alloc, "padded %zu vs model %zu", n, m->n_alloc);
@@ -91,6 +92,71 @@ static void check(Backend *be, Comm *dp, int sharded, size_t bucket_size, int ov
     gpt_destroy(m);
 }
 
+// ZeRO-2/3 (stage): one backward of the units, each unit's gradients written into the
+// transient buffer the engine has pointed the model at (right after its BACKWARD_BEGIN).
+static void units_backward(DistSync *s, int r) {
+    GPT *m = s->m;
+    m->hook.fn(m->hook.ctx, GPT_HOOK_BACKWARD_BEGIN, GPT_UNIT_EDGE);
+    for (int k = 0; k < s->n_edge; k++)
+        for (size_t j = 0; j < s->buckets[k].len; j++)
+            s->edge_grads[s->buckets[k].buf + j] = grad_of(r, s->buckets[k].start + j);
+    for (int l = m->n_layers - 1; l >= 0; l--) {
+        const DistSyncBucket *u = &s->buckets[s->n_edge + l];
+        m->hook.fn(m->hook.ctx, GPT_HOOK_BACKWARD_BEGIN, l);
+        for (size_t j = 0; j < u->len; j++) s->layer_grads[j] = grad_of(r, u->start + j);
+        m->hook.fn(m->hook.ctx, GPT_HOOK_BACKWARD_END, l);
+    }
+    m->hook.fn(m->hook.ctx, GPT_HOOK_BACKWARD_END, GPT_UNIT_EDGE);
+}
+
+static void check_units(Backend *be, Comm *dp, int stage, int overlap) {
+    GPT *m = gpt_create(&CFG, be, 1, 0, 1, 0, 1, 1, 7, dist_pad_multiple(dp->size), 0);
+    DistSync *s = dist_sync_create(be, dp, m, stage, 0, NULL);
+    dist_sync_enable_overlap(s, overlap && stage == 2, overlap && stage == 3, 2);
+    int r = dp->rank, n_micro = 2;
+    EXPECT_EQ_INT(s->n_buckets, s->n_edge + m->n_layers);
+    EXPECT(m->grad_mem == NULL && (stage == 2) == (m->param_mem != NULL), "flat buffers (stage %d)", stage);
+    for (int step = 0; step < 2; step++) {
+        dist_sync_begin_step(s, n_micro);
+        for (int mb = 0; mb < n_micro; mb++) units_backward(s, r);
+        dist_sync_model_grads(s, NULL);
+        dist_sync_finish_grad_sync(s);
+        int bad = 0;
+        for (int k = 0; k < s->n_buckets; k++) {
+            const DistSyncBucket *u = &s->buckets[k];
+            DistUnitPiece p = dist_unit_piece(u->len, dp->size, r);
+            EXPECT(u->per == p.per && u->own == p.own, "unit %d", k);
+            for (size_t j = 0; j < u->own; j++)
+                bad += s->grad_shard[u->at + j] != 2.0f * avg_of(dp->size, u->start + p.lo + j);
+        }
+        EXPECT(bad == 0, "%d wrong gradients (stage %d, overlap %d)", bad, stage, overlap);
+    }
+    EXPECT(dist_sync_shard_params(s) == NULL, "stage %d: per unit", stage);
+    for (int k = 0; k < s->n_buckets; k++) {  // the owned parameters, as the update would set them
+        const DistSyncBucket *u = &s->buckets[k];
+        float *p = dist_sync_unit_params(s, k);
+        for (size_t j = 0; j < u->own; j++) p[j] = (float)(u->start + (size_t)r * u->per + j) / 4.0f;
+    }
+    EXPECT_EQ_INT(dist_sync_start_param_sync(s), 0);
+    int bad = 0;
+    if (stage == 2)
+        for (int k = 0; k < s->n_buckets; k++)
+            for (size_t j = 0; j < s->buckets[k].len; j++)
+                bad += m->param_mem[s->buckets[k].start + j] != (float)(s->buckets[k].start + j) / 4.0f;
+    else  // ZeRO-3: each unit gathered when the forward asks for it
+        for (int l = -1; l < m->n_layers; l++) {
+            m->hook.fn(m->hook.ctx, GPT_HOOK_FORWARD, l);
+            for (int k = l < 0 ? 0 : s->n_edge + l; k < (l < 0 ? s->n_edge : s->n_edge + l + 1); k++) {
+                const DistSyncBucket *u = &s->buckets[k];
+                const float *got = l < 0 ? (const float *)s->edge_params + u->buf : (const float *)s->layer_params[l % 2];
+                for (size_t j = 0; j < u->len; j++) bad += got[j] != (float)(u->start + j) / 4.0f;
+            }
+        }
+    EXPECT(bad == 0, "%d wrong parameters (stage %d, overlap %d)", bad, stage, overlap);
+    dist_sync_destroy(s);
+    gpt_destroy(m);
+}
+
 int main(int argc, char **argv) {
     MPI_CHECK(MPI_Init(&argc, &argv));
     ProcessGrid *g = pgrid_create(1, 1, PGRID_COMM_MPI, NULL, 60.0);  // DP = the world
@@ -99,6 +165,7 @@ int main(int argc, char **argv) {
         for (int overlap = 0; overlap < 2; overlap++) {
             check(be, g->dp, sharded, 0, overlap);
             check(be, g->dp, sharded, 3000, overlap);
+            check_units(be, g->dp, 2 + sharded, overlap);
         }
     int fails = test_failures_, me = g->coord.rank, size = g->dp->size;
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &fails, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));

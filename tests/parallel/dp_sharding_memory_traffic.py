@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """tests/parallel/dp_sharding_memory_traffic.py: what each --data-parallel-sharding-strategy
-holds per rank and moves per step, from --log-json, against the formulas of optim/zero.h.
+holds per rank and moves per step, from --log-json, against the formulas of distributed/dist_sync_units.c.
 
 A 4-layer model (C 64, F 256, V padded 384, T 32) at TP = PP = 1, DP = 2 and 4, m micro-batches
 per step. Units: wte, wpe, the final LayerNorm's weight and bias (the edge) and one per layer

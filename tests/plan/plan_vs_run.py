@@ -43,7 +43,7 @@ LAYOUTS = [
                       "--swiglu", "--position-embedding-type", "rope", "--group-query-attention",
                       "--num-query-groups", "4", "--disable-bias-linear",
                       "--untie-embeddings-and-output-weights"]),
-    # ZeRO-2 and ZeRO-3 (optim/zero.h, plan/plan_zero.c): per-layer reduce-scatters, the shard's
+    # ZeRO-2 and ZeRO-3 (distributed/dist_sync_units.c, plan/plan_zero.c): per-layer reduce-scatters, the shard's
     # LayerNorm and tied-wte sums, ZeRO-3's gathers (a recomputed layer's three per micro-batch)
     (2, 2, 2, 2, 16, ["--sequence-parallel", "--data-parallel-sharding-strategy", "optim_grads"]),
     (2, 2, 2, 2, 16, ["--sequence-parallel", "--data-parallel-sharding-strategy", "optim_grads_params"]),

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """tests/train/zero2_overlap_trace.py: what --overlap-grad-reduce shows with ZeRO-2
-(optim/zero_overlap.c).
+(distributed/dist_sync_queue.c).
 
 Trains a tiny 4-layer model on 4 ranks (PP 2 x DP 2, ZeRO-2, 2 micro-batches per step) with
 --trace and --log-json, with and without the flag, and checks:

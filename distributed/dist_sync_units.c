@@ -1,0 +1,325 @@
+// distributed/dist_sync_units.c: ZeRO-2 and ZeRO-3 (stages 2-3) in the engine: the units,
+// their transient gradient buffers, the hook's part (gather a unit's weights, reduce-scatter
+// its gradients), the sums on the shard and the parameter sync.
+//
+// Units. The stage's parameters are cut into units: one per local layer (its tensors,
+// contiguous in the flat buffer) and one per remaining tensor (wte, wpe, the final LayerNorm:
+// the "edge"), each sharded on its own (dist_geometry.h: dist_unit_piece). The shard stores
+// keep `per` floats per unit, one unit after the other. The slicing depends only on a unit's
+// length, so the tied wte is sliced alike on the first and the last stage.
+//
+// ZeRO-2, per micro-batch: layer l's gradient views point into one zeroed transient buffer
+// (DP*per floats) for its backward; after it, the buffer is reduce-scattered (averaged) and
+// this rank's piece added to the gradient shard. The edge units keep their own transient
+// buffer for the whole micro-batch backward and are reduce-scattered at its end. A stage
+// that is not both first and last never holds edge and layer gradients at once: there the two
+// transient buffers are one. After the step's backward the SP LayerNorm and tied wte sums run
+// on the shard (dist_sync_model_grads); after AdamW every unit is all-gathered back.
+//
+// ZeRO-3, in addition: the flat parameter buffer is freed; this rank keeps its parts as fp32
+// masters. Before a layer is read it is all-gathered (be->act: 16-bit weights with --bf16)
+// into one of two rotating buffers (layer l into l % 2); --overlap-param-gather prefetches the
+// layer the model asks for next (gpt.c's order) into the other buffer. The edge units are
+// gathered into their own buffer once per step, at their first use.
+#include "dist_sync.h"
+#include "dist_geometry.h"  // defines: dist_unit_piece
+#include "core/check.h"
+#include "core/timer.h"  // defines: core_now
+
+#include <string.h>
+
+// The view of edge tensor `name` in w, or NULL if it is not an edge tensor.
+static void **edge_view(GPTWeights *w, const char *name) {
+    if (!strcmp(name, "wte")) return &w->wte;
+    if (!strcmp(name, "output_layer")) return &w->out;
+    if (!strcmp(name, "wpe")) return &w->wpe;
+    if (!strcmp(name, "final_ln.weight")) return &w->lnfw;
+    if (!strcmp(name, "final_ln.bias")) return &w->lnfb;
+    return NULL;
+}
+
+// Unit u over the flat range [begin, begin + len).
+static void unit_shape(DistSyncBucket *u, size_t begin, size_t len, int dp, int dp_rank) {
+    DistUnitPiece p = dist_unit_piece(len, dp, dp_rank);
+    u->start = begin;
+    u->len = len;
+    u->per = p.per;
+    u->own = p.own;
+}
+
+// The units of stage m: edge tensors first (in table order), then one per local layer.
+static void build_units(DistSync *s) {
+    const GPT *m = s->m;
+    int dp = s->comm->size, r = s->comm->rank;
+    s->buckets = core_calloc((size_t)m->n_params + 1, sizeof(DistSyncBucket));
+    s->wte_unit = -1;
+    int layer0 = m->block_param0, nb = m->block_nparams;  // [wte, wpe] layers [lnf, wte]
+    for (int i = 0; i < m->n_params; i++) {
+        if (i >= layer0 && i < layer0 + nb * m->n_layers) continue;
+        if (!strcmp(m->params[i].name, "wte")) s->wte_unit = s->n_buckets;
+        unit_shape(&s->buckets[s->n_buckets++], m->params[i].offset, m->params[i].numel, dp, r);
+    }
+    s->n_edge = s->n_buckets;
+    for (int l = 0; l < m->n_layers; l++) {
+        const ParamInfo *t = &m->params[layer0 + nb * l];
+        size_t end = t[nb - 1].offset + t[nb - 1].numel;
+        unit_shape(&s->buckets[s->n_buckets++], t[0].offset, end - t[0].offset, dp, r);
+    }
+    size_t at = 0, buf = 0;
+    for (int k = 0; k < s->n_buckets; k++) {
+        DistSyncBucket *u = &s->buckets[k];
+        u->at = at;
+        at += u->per;
+        if (u->per > s->bucket) s->bucket = u->per;
+        size_t full = (size_t)dp * u->per;
+        if (k < s->n_edge) {
+            u->buf = buf;
+            buf += full;
+        } else if (full > s->layer_len) {
+            s->layer_len = full;
+        }
+    }
+    s->edge_len = buf;
+    s->shard_len = at;
+}
+
+// The edge tensors' gradient views into edge_grads, for good (until it is reallocated).
+static void point_edge_grads(DistSync *s) {
+    GPT *m = s->m;
+    for (int k = 0; k < s->n_edge; k++)
+        for (int i = 0; i < m->n_params; i++)
+            if (m->params[i].offset == s->buckets[k].start && edge_view(&m->g, m->params[i].name))
+                *edge_view(&m->g, m->params[i].name) = s->edge_grads + s->buckets[k].buf;
+}
+
+// ZeRO-3: keeps this rank's parts of the initialised flat parameters as masters, frees the
+// flat buffer and points the edge views into the edge gather buffer.
+static void shard_params(DistSync *s) {
+    Backend *be = s->be;
+    GPT *m = s->m;
+    s->master = be->ops->alloc(be, s->shard_len * sizeof(float));
+    for (int k = 0; k < s->n_buckets; k++) {
+        const DistSyncBucket *u = &s->buckets[k];
+        be->ops->copy(be, s->master + u->at, m->param_mem + u->start + (size_t)s->comm->rank * u->per,
+                      u->own * sizeof(float), BACKEND_D2D);
+    }
+    s->edge_params = be->ops->alloc(be, (s->edge_len ? s->edge_len : 1) * s->esize);
+    for (int j = 0; j < 2; j++)
+        s->layer_params[j] = be->ops->alloc(be, (s->layer_len ? s->layer_len : 1) * s->esize);
+    gpt_release_flat_buffers(m, 0, 1);
+    for (int k = 0; k < s->n_edge; k++)
+        for (int i = 0; i < m->n_params; i++)
+            if (m->params[i].offset == s->buckets[k].start && edge_view(&m->w, m->params[i].name))
+                *edge_view(&m->w, m->params[i].name) = (char *)s->edge_params + s->buckets[k].buf * s->esize;
+    for (int l = 0; l < m->n_layers; l++)  // until their first gather
+        gpt_point_layer_views(m, &m->w.blocks[l], l, s->layer_params[l % 2],
+                              s->buckets[s->n_edge + l].start, s->esize);
+    s->edge_stale = 1;
+}
+
+void dist_sync_units_init(DistSync *s) {
+    Backend *be = s->be;
+    GPT *m = s->m;
+    size_t f = sizeof(float);
+    s->n_padded = m->n_alloc;
+    s->esize = backend_dtype_size(be->act);
+    s->wtype = be->act == BACKEND_BF16 ? COMM_BF16 : be->act == BACKEND_F16 ? COMM_F16 : COMM_F32;
+    build_units(s);
+    s->grad_shard = be->ops->alloc(be, (s->shard_len + 1) * f);
+    s->shared = !(m->first && m->last);  // edge and layer gradients never live at once
+    size_t both = s->edge_len > s->layer_len ? s->edge_len : s->layer_len;
+    s->edge_grads = be->ops->alloc(be, ((s->shared ? both : s->edge_len) + 1) * f);
+    s->layer_grads = s->shared ? s->edge_grads : be->ops->alloc(be, (s->layer_len + 1) * f);
+    s->tmp = be->ops->alloc(be, (s->bucket + 1) * f);
+    gpt_release_flat_buffers(m, 1, 0);
+    point_edge_grads(s);
+    if (s->stage == 3) shard_params(s);
+    s->pending = s->prefetched = -1;
+}
+
+// Gives the edge and the layers separate transient buffers where they share one, so that
+// both may be read by reductions in flight (--overlap-grad-reduce). Set-up only.
+void dist_sync_split_transient(DistSync *s) {
+    Backend *be = s->be;
+    if (!s->shared) return;
+    be->ops->free(be, s->edge_grads);
+    s->edge_grads = be->ops->alloc(be, (s->edge_len + 1) * sizeof(float));
+    s->layer_grads = be->ops->alloc(be, (s->layer_len + 1) * sizeof(float));
+    s->shared = 0;
+    point_edge_grads(s);
+}
+
+void dist_sync_units_free(DistSync *s) {
+    Backend *be = s->be;
+    dist_sync_queue_free(s);  // (points layer_grads at the buffer it came with)
+    be->ops->free(be, s->edge_grads);
+    if (!s->shared) be->ops->free(be, s->layer_grads);
+    be->ops->free(be, s->tmp);
+    be->ops->free(be, s->master);
+    be->ops->free(be, s->edge_params);
+    be->ops->free(be, s->layer_params[0]);
+    be->ops->free(be, s->layer_params[1]);
+}
+
+void dist_sync_reduce_start(DistSync *s, DistSyncReduce *r, const float *src) {
+    const DistSyncBucket *u = &s->buckets[r->unit];
+    int bf = s->reduce_bf16;  // rounded before, widened after (as ZeRO-1)
+    const void *in = bf ? r->lp : (const void *)src;
+    void *out = bf ? r->lp_out : (void *)r->out;
+    CommDtype t = bf ? COMM_BF16 : COMM_F32;
+    r->t0 = core_now();
+    r->req = (CommRequest){0};
+    if (bf) s->be->ops->cast(s->be, r->lp, BACKEND_BF16, src, BACKEND_F32, (size_t)s->comm->size * u->per);
+    if (s->q) comm_ireduce_scatter(s->comm, in, out, u->per, t, COMM_AVG, &r->req);
+    else comm_reduce_scatter(s->comm, in, out, u->per, t, COMM_AVG);
+}
+
+void dist_sync_reduce_finish(DistSync *s, DistSyncReduce *r) {
+    Backend *be = s->be;
+    const DistSyncBucket *u = &s->buckets[r->unit];
+    comm_wait(s->comm, &r->req);
+    if (s->reduce_bf16) be->ops->cast(be, r->out, BACKEND_F32, r->lp_out, BACKEND_BF16, u->per);
+    be->ops->add_f32(be, s->grad_shard + u->at, s->grad_shard + u->at, r->out, u->per);
+}
+
+// The average over the group of unit k's full gradient src (DP*per floats in transient buffer
+// base): queued and started nonblocking with --overlap-grad-reduce, else done here.
+static void reduce_unit(DistSync *s, int k, const float *base, const float *src) {
+    if (s->q) {
+        dist_sync_queue_start(s, k, base, src);
+        return;
+    }
+    dist_sync_unit_settle(s);  // a prefetch in flight may still read tmp
+    DistSyncReduce r = {.unit = k, .base = base, .out = s->tmp, .lp = s->lp, .lp_out = s->lp_out};
+    double t0 = core_now();
+    dist_sync_reduce_start(s, &r, src);
+    dist_sync_reduce_finish(s, &r);
+    s->hook_wait_s += core_now() - t0;
+}
+
+// ZeRO-3: unit u's weights from every rank's master part into dst (DP*per, be->act); the
+// part sent is the fp32 master itself, or cast to be->act in tmp; nonblocking into *req.
+static void gather_unit(DistSync *s, const DistSyncBucket *u, void *dst, CommRequest *req) {
+    const void *in = s->master + u->at;
+    if (s->wtype != COMM_F32) {
+        s->be->ops->cast(s->be, s->tmp, s->be->act, s->master + u->at, BACKEND_F32, u->per);
+        in = s->tmp;
+    }
+    if (req) comm_iall_gather(s->comm, in, dst, u->per, s->wtype, req);
+    else comm_all_gather(s->comm, in, dst, u->per, s->wtype);
+}
+
+// The first weights layer l's backward asks for: its chunk's first layer (the recomputed
+// forward) when l ends a recomputed chunk, else l (gpt_backward's order).
+static int backward_first(const GPT *m, int l) {
+    int first, last;
+    return gpt_layer_recomputed(m, l, &first, &last) && l == last ? first : l;
+}
+
+// The layer whose weights the model asks for next after event ev of `unit` (gpt.c's order of
+// hook calls), when known and its buffer is not the one in use; else -1.
+static int next_gather(const DistSync *s, GPTHookEvent ev, int unit) {
+    const GPT *m = s->m;
+    int first, last, next = -1;
+    if (unit == GPT_UNIT_EDGE) {  // no layer buffer in use
+        if (m->n_layers && ev == GPT_HOOK_FORWARD) next = 0;
+        if (m->n_layers && ev == GPT_HOOK_BACKWARD_BEGIN) next = backward_first(m, m->n_layers - 1);
+        return next;
+    }
+    if (ev == GPT_HOOK_FORWARD && !s->in_backward) {
+        next = unit + 1 < m->n_layers ? unit + 1 : -1;
+    } else if (ev == GPT_HOOK_FORWARD) {  // recomputed forward: the chunk's next layer; after its
+        gpt_layer_recomputed(m, unit, &first, &last);  // last, that layer's backward (in use)
+        next = unit < last ? unit + 1 : -1;
+    } else if (ev == GPT_HOOK_BACKWARD_BEGIN && unit > 0) {
+        next = backward_first(m, unit - 1);
+    }
+    return next >= 0 && next % 2 != unit % 2 ? next : -1;
+}
+
+void dist_sync_unit_settle(DistSync *s) {
+    if (s->pending < 0) return;
+    comm_wait(s->comm, &s->req);
+    s->prefetched = s->pending;  // its buffer holds it until that buffer is gathered into again
+    s->pending = -1;
+}
+
+// --overlap-param-gather: starts layer l's gather into its buffer (l % 2), nonblocking.
+static void prefetch(DistSync *s, int l) {
+    if (!s->prefetch || l < 0) return;
+    dist_sync_unit_settle(s);
+    gather_unit(s, &s->buckets[s->n_edge + l], s->layer_params[l % 2], &s->req);
+    s->pending = l;
+}
+
+// The edge's gradients of this micro-batch, if not reduced yet.
+static void reduce_edge(DistSync *s) {
+    if (!s->edge_pending) return;
+    for (int k = 0; k < s->n_edge; k++) reduce_unit(s, k, s->edge_grads, s->edge_grads + s->buckets[k].buf);
+    s->edge_pending = 0;
+}
+
+// The edge units: weights gathered once per step (ZeRO-3), gradients per micro-batch.
+static void edge_event(DistSync *s, GPTHookEvent ev) {
+    Backend *be = s->be;
+    if (s->stage == 3 && s->edge_stale && ev != GPT_HOOK_BACKWARD_END) {
+        for (int k = 0; k < s->n_edge; k++)
+            gather_unit(s, &s->buckets[k], (char *)s->edge_params + s->buckets[k].buf * s->esize, NULL);
+        s->edge_stale = 0;
+    }
+    if (ev == GPT_HOOK_BACKWARD_BEGIN && s->edge_len) {
+        if (s->q) dist_sync_queue_release(s, s->edge_grads);  // the last micro-batch's reductions
+        be->ops->zero(be, s->edge_grads, s->edge_len * sizeof(float));
+        s->edge_pending = 1;
+    }
+    if (ev == GPT_HOOK_BACKWARD_END) reduce_edge(s);
+}
+
+void dist_sync_unit_hook(DistSync *s, GPTHookEvent ev, int unit) {
+    GPT *m = s->m;
+    int z3 = s->stage == 3;
+    if (s->q) dist_sync_queue_poll(s);  // --overlap-grad-reduce: progress, finish what completed
+    if (unit == GPT_UNIT_EDGE) {
+        dist_sync_unit_settle(s);
+        s->in_backward = ev != GPT_HOOK_FORWARD;
+        edge_event(s, ev);
+        if (z3) prefetch(s, next_gather(s, ev, unit));  // the first layer's, early
+        return;
+    }
+    const DistSyncBucket *u = &s->buckets[s->n_edge + unit];
+    if (z3 && ev != GPT_HOOK_BACKWARD_END) {  // forward or backward: gather the weights
+        void *buf = s->layer_params[unit % 2];  // (layer l in buffer l % 2)
+        dist_sync_unit_settle(s);
+        if (s->prefetched != unit) gather_unit(s, u, buf, NULL);
+        else s->n_prefetched++;
+        if (s->prefetched == unit || s->prefetched % 2 == unit % 2) s->prefetched = -1;  // used, or overwritten
+        gpt_point_layer_views(m, &m->w.blocks[unit], unit, buf, u->start, s->esize);
+    }
+    if (ev == GPT_HOOK_BACKWARD_BEGIN) {  // gradients into the zeroed transient buffer
+        if (m->last && !m->first) reduce_edge(s);  // last stage: the edge's are complete
+        if (s->q) s->layer_grads = dist_sync_queue_layer_buffer(s);  // the ring's next, released
+        s->be->ops->zero(s->be, s->layer_grads, (size_t)s->comm->size * u->per * sizeof(float));
+        gpt_point_layer_views(m, &m->g.blocks[unit], unit, s->layer_grads, u->start, sizeof(float));
+    } else if (ev == GPT_HOOK_BACKWARD_END) {
+        reduce_unit(s, s->n_edge + unit, s->layer_grads, s->layer_grads);
+        if (s->shared && m->first && unit == 0 && s->edge_len)  // first stage: the embedding's
+            s->be->ops->zero(s->be, s->edge_grads, s->edge_len * sizeof(float));  // come next
+    }
+    if (z3 && ev != GPT_HOOK_BACKWARD_END)  // the next layer's while this one computes
+        prefetch(s, next_gather(s, ev, unit));
+}
+
+void dist_sync_units_param_sync(DistSync *s) {
+    Backend *be = s->be;
+    GPT *m = s->m;
+    for (int k = 0; k < s->n_buckets && s->stage == 2; k++) {
+        // every rank's updated part back into the flat parameters, through the (now free)
+        // transient gradient buffers
+        const DistSyncBucket *u = &s->buckets[k];
+        float *out = k < s->n_edge ? s->edge_grads + u->buf : s->layer_grads;
+        be->ops->copy(be, s->tmp, dist_sync_unit_params(s, k), u->own * sizeof(float), BACKEND_D2D);
+        comm_all_gather(s->comm, s->tmp, out, u->per, COMM_F32);
+        be->ops->copy(be, m->param_mem + u->start, out, u->len * sizeof(float), BACKEND_D2D);
+    }
+    s->edge_stale = 1;
+}
