@@ -1,7 +1,7 @@
 // distributed/dist_sync.c: the data-parallel sync engine: set-up, the buckets' gradient and
 // parameter sync, what the optimizer and the log read (see dist_sync.h; the model hook:
 // dist_sync_hook.c; ZeRO-2/3's units: dist_sync_units.c, dist_sync_queue.c).
-#include "dist_sync.h"
+#include "dist_sync_parts.h"
 #include "dist_geometry.h"  // defines: dist_bucket, dist_bucket_floats, dist_num_buckets
 #include "core/check.h"
 #include "core/timer.h"  // defines: core_now

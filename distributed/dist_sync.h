@@ -178,24 +178,3 @@ int dist_sync_take_spans(DistSync *s, const DistSyncSpan **spans);
 size_t dist_sync_grad_bytes(const DistSync *s);
 size_t dist_sync_param_bytes(const DistSync *s);
 size_t dist_sync_edge_shard_bytes(const DistSync *s);
-
-// For the engine's files: ZeRO-2/3 set-up, step, hook and overlap (dist_sync_units.c,
-// dist_sync_queue.c), the bucket hook's set-up and the LayerNorm sums (dist_sync_hook.c).
-void dist_sync_units_init(DistSync *s);
-void dist_sync_units_free(DistSync *s);
-void dist_sync_unit_hook(DistSync *s, GPTHookEvent ev, int unit);
-void dist_sync_unit_settle(DistSync *s);
-void dist_sync_units_model_grads(DistSync *s, Comm *embedding);
-void dist_sync_units_param_sync(DistSync *s);
-void dist_sync_reduce_start(DistSync *s, DistSyncReduce *r, const float *src);
-void dist_sync_reduce_finish(DistSync *s, DistSyncReduce *r);
-void dist_sync_queue_enable(DistSync *s, int n_micro);
-void dist_sync_queue_free(DistSync *s);
-void dist_sync_queue_start(DistSync *s, int k, const float *base, const float *src);
-void dist_sync_queue_poll(DistSync *s);
-void dist_sync_queue_release(DistSync *s, const float *base);
-float *dist_sync_queue_layer_buffer(DistSync *s);
-void dist_sync_queue_drain(DistSync *s);
-void dist_sync_hook_init(DistSync *s);
-void dist_sync_poll_grads(DistSync *s);
-void dist_sync_sum_norm_grads(DistSync *s, int layer);

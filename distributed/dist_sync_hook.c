@@ -4,7 +4,7 @@
 // forward wait for the gathers of the buckets it reads; every event polls what is in flight.
 // Stages 2-3: dist_sync_units.c's part (gathers, per-unit reduce-scatters). Also the
 // sequence-parallel LayerNorm and tied-embedding gradient sums, for every stage.
-#include "dist_sync.h"
+#include "dist_sync_parts.h"
 #include "core/check.h"
 #include "core/timer.h"  // defines: core_now
 

@@ -15,7 +15,7 @@
 // Megatron, where only the last micro-batch's reduction overlaps, every micro-batch's does
 // here, since ZeRO-2 reduces every micro-batch. Cost: a second layer buffer, a separate edge
 // buffer on a pipeline stage (PP > 1), and the outputs.
-#include "dist_sync.h"
+#include "dist_sync_parts.h"
 #include "core/check.h"
 #include "core/timer.h"  // defines: core_now
 
@@ -24,7 +24,6 @@
 
 enum { RING = 2 };  // layer gradient buffers in turn
 
-void dist_sync_split_transient(DistSync *s);  // dist_sync_units.c
 
 // The i-th oldest entry in flight.
 static DistSyncReduce *entry(DistSync *s, int i) { return &s->q[(s->head + i) % s->cap]; }

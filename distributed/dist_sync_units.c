@@ -21,7 +21,7 @@
 // into one of two rotating buffers (layer l into l % 2); --overlap-param-gather prefetches the
 // layer the model asks for next (gpt.c's order) into the other buffer. The edge units are
 // gathered into their own buffer once per step, at their first use.
-#include "dist_sync.h"
+#include "dist_sync_parts.h"
 #include "dist_geometry.h"  // defines: dist_unit_piece
 #include "core/check.h"
 #include "core/timer.h"  // defines: core_now

@@ -78,11 +78,11 @@ static void build_tables(Optimizer *o) {
     free(nrm);
 }
 
-Optimizer *optim_create(Backend *be, Comm *dp, OptimSharding sh, GPT *m, int tp_rank, size_t bucket_size,
+Optimizer *optim_create(Backend *be, Comm *group, OptimSharding sh, GPT *m, int tp_rank, size_t bucket_size,
                         Comm *tp_sp) {
     Optimizer *o = core_calloc(1, sizeof *o);
     o->be = be;
-    o->sync = dist_sync_create(be, dp, m, (int)sh, bucket_size, tp_sp);
+    o->sync = dist_sync_create(be, group, m, (int)sh, bucket_size, tp_sp);
     o->zero1 = o->sync->sharded;
     o->sharding = sh >= OPTIM_SHARD_GRADS ? sh : o->zero1 ? OPTIM_SHARD_OPTIM : OPTIM_NO_SHARD;
     o->master = o->sync->master;

@@ -1,0 +1,32 @@
+// distributed/dist_sync_parts.h: what the sync engine's files call in each other (not for
+// users of the engine: distributed/dist_sync.h).
+#pragma once
+#include "dist_sync.h"
+
+// dist_sync_units.c: ZeRO-2/3 set-up and freeing, the hook's part, waiting for a ZeRO-3
+// prefetch, the parameter sync, a unit's reduce-scatter (start: nonblocking with the queue;
+// finish: its piece added to the shard), the edge and layer transient buffers made separate.
+void dist_sync_units_init(DistSync *s);
+void dist_sync_units_free(DistSync *s);
+void dist_sync_unit_hook(DistSync *s, GPTHookEvent ev, int unit);
+void dist_sync_unit_settle(DistSync *s);
+void dist_sync_units_param_sync(DistSync *s);
+void dist_sync_reduce_start(DistSync *s, DistSyncReduce *r, const float *src);
+void dist_sync_reduce_finish(DistSync *s, DistSyncReduce *r);
+void dist_sync_split_transient(DistSync *s);
+
+// dist_sync_queue.c: ZeRO-2 --overlap-grad-reduce (enable, free, start a unit's reduction,
+// poll, wait until none reads a buffer, the next ring buffer, finish all).
+void dist_sync_queue_enable(DistSync *s, int n_micro);
+void dist_sync_queue_free(DistSync *s);
+void dist_sync_queue_start(DistSync *s, int k, const float *base, const float *src);
+void dist_sync_queue_poll(DistSync *s);
+void dist_sync_queue_release(DistSync *s, const float *base);
+float *dist_sync_queue_layer_buffer(DistSync *s);
+void dist_sync_queue_drain(DistSync *s);
+
+// dist_sync_hook.c and dist_sync.c: the hook's set-up (installs it for ZeRO-2/3), polling the
+// buckets in flight, the LayerNorm sums of one layer (or all: -1).
+void dist_sync_hook_init(DistSync *s);
+void dist_sync_poll_grads(DistSync *s);
+void dist_sync_sum_norm_grads(DistSync *s, int layer);
