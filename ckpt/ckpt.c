@@ -104,7 +104,7 @@ static int plan(const CkptModel *cm, int c, CkptGroup g, int saving, const HostS
         }
         return n;
     }
-    if (saving && !o->zero1 && dp_rank != 0) return 0;
+    if (saving && !o->sync->sharded && dp_rank != 0) return 0;
     float *base = g == CKPT_MODEL ? h->params : g == CKPT_EXP_AVG ? h->m : h->v;
     for (int i = 0; i < o->n_segs; i++) {
         const OptSegment *s = &o->segs[i];

@@ -83,8 +83,7 @@ Optimizer *optim_create(Backend *be, Comm *group, OptimSharding sh, GPT *m, int 
     Optimizer *o = core_calloc(1, sizeof *o);
     o->be = be;
     o->sync = dist_sync_create(be, group, m, (int)sh, bucket_size, tp_sp);
-    o->zero1 = o->sync->sharded;
-    o->sharding = sh >= OPTIM_SHARD_GRADS ? sh : o->zero1 ? OPTIM_SHARD_OPTIM : OPTIM_NO_SHARD;
+    o->sharding = sh >= OPTIM_SHARD_GRADS ? sh : o->sync->sharded ? OPTIM_SHARD_OPTIM : OPTIM_NO_SHARD;
     o->master = o->sync->master;
     o->n_padded = o->sync->n_padded;
     o->shard_len = o->sync->shard_len;
@@ -117,7 +116,7 @@ double optim_local_grad_sq(Optimizer *o) {
 }
 
 void optim_set_weight_copies(Optimizer *o, const GPT *m) {
-    if (m->be->act == BACKEND_F32 || o->zero1) return;
+    if (m->be->act == BACKEND_F32 || o->sync->sharded) return;
     o->copy = m->param_copy;  // every element the forward reads is in the update (slice = all)
 }
 

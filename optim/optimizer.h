@@ -42,7 +42,6 @@ typedef struct {
 typedef struct {
     Backend *be;
     DistSync *sync;             // the data-parallel sync engine (distributed/dist_sync.h)
-    int zero1;                  // the optimizer state is sharded (ZeRO-1, 2 or 3; DP > 1 for 1)
     OptimSharding sharding;     // what is sharded (NO_SHARD / SHARD_OPTIM also when DP = 1)
     float *master;              // ZeRO-3: (shard_len) this rank's fp32 master weights (the
                                 // engine's); else NULL

@@ -356,7 +356,7 @@ void train_log_run_record(Trainer *t, long superseded) {
             "\"grad_reduce_in_bf16\":%d,\"use_flash_attn\":%d,\"recompute_granularity\":\"%s\","
             "\"recompute_method\":\"%s\",\"recompute_num_layers\":%d,\"lr\":%.9g,\"min_lr\":%.9g,"
             "\"seed\":%llu,\"mock_data\":%d", t->be->kind == BACKEND_CPU ? "mpi" : a->dist_backend,
-            precision_name(a), t->model->sp, t->opt->zero1, a->pipeline_schedule,
+            precision_name(a), t->model->sp, t->opt->sync->sharded, a->pipeline_schedule,
             (long long)a->ddp_bucket_size, a->grad_reduce_in_bf16, c->use_flash_attn, rc,
             c->recompute_block ? "block" : "uniform", c->recompute == GPT_RECOMPUTE_FULL ? c->recompute_num_layers : 0,
             a->lr.lr, a->lr.min_lr, (unsigned long long)a->seed, a->mock_data);
