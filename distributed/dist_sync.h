@@ -124,13 +124,15 @@ typedef struct {
 // keeping this rank's parts as masters) and install the hook. Never fails.
 DistSync *dist_sync_create(Backend *be, Comm *comm, GPT *m, int stage, size_t bucket_size,
                            Comm *tp_sp);
-// Waits for what is in flight and frees everything. NULL is fine.
+// Waits for ZeRO-1's parameter gathers in flight and frees everything (the model's buffers
+// stay the model's). NULL is fine.
 void dist_sync_destroy(DistSync *s);
 // --grad-reduce-in-bf16: the reductions move bf16 (rounded before, widened after). Set-up only.
 void dist_sync_set_reduce_bf16(DistSync *s);
 // --overlap-grad-reduce (stages 0-2) / --overlap-param-gather (ZeRO-1, ZeRO-3): installs the
-// hook's parts; n_micro: the most micro-batches a step has (trace spans). No-op at size 1.
-// After dist_sync_set_reduce_bf16. Set-up only. Never fails.
+// hook's parts; n_micro: the most micro-batches a step has (trace spans). Nothing to overlap
+// at size 1 (ZeRO-3's prefetch is still set). After dist_sync_set_reduce_bf16. Set-up only.
+// Never fails.
 void dist_sync_enable_overlap(DistSync *s, int grad, int param, int n_micro);
 
 // Start of a step with n_micro backward passes of this chunk (ZeRO-2/3: zeroes the shard).
