@@ -21,6 +21,7 @@
 #define CKPT_LATEST "latest_checkpointed_iteration.txt"
 #define CKPT_FILE "checkpoint.h5"
 #define CKPT_TMP_FILE "checkpoint.h5.tmp"  // while being written
+#define CKPT_LOCK_FILE ".megac-save.lock"  // the --save lock (ckpt_lock.h)
 #define CKPT_PATH_MAX 4096
 #define CKPT_MSG_MAX 1024
 #define CKPT_CHUNK_ELEMS ((hsize_t)1 << 18)  // elements per chunk (1 MiB), each Fletcher-32 checked

@@ -3,6 +3,7 @@
 #include "ckpt_fs.h"
 #include "ckpt_format.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -112,4 +113,15 @@ int ckpt_fs_check_room(const char *dir, const char *file, double bytes, char *er
     snprintf(err, errlen, "%s: %s (the checkpoint needs about %.1f MB, %.1f MB free)", file,
              strerror(ENOSPC), bytes / 1e6, avail / 1e6);
     return -1;
+}
+
+int ckpt_fs_nothing_saved(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return errno == ENOENT;  // not a directory, unreadable: ckpt_load says why
+    int nothing = 1;
+    for (struct dirent *e; nothing && (e = readdir(d));)
+        nothing = !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
+                  !strcmp(e->d_name, CKPT_LOCK_FILE);
+    closedir(d);
+    return nothing;
 }

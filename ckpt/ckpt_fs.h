@@ -29,3 +29,8 @@ int ckpt_fs_check_regular(const char *path, char *err, size_t errlen);
 // Returns 0 (room, or statvfs unavailable), or -1 with "<file>: No space left on device
 // (...)" or "<file>: File too large (... ulimit -f ...)" in err.
 int ckpt_fs_check_room(const char *dir, const char *file, double bytes, char *err, size_t errlen);
+
+// Whether --load's dir holds nothing at all: it does not exist, or it holds nothing but the
+// --save lock (a first run of Megatron's `--save X --load X` idiom). 1: nothing there; 0:
+// anything else, even what is left of a damaged checkpoint (ckpt_load judges it). Rank 0.
+int ckpt_fs_nothing_saved(const char *dir);

@@ -15,7 +15,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define LOCK_NAME ".megac-save.lock"
 enum { MSG = CKPT_MSG_MAX, HOST = 256 };
 
 // The lock this process holds (rank 0), removed at exit; a handler can reach only statics.
@@ -88,7 +87,7 @@ static int is_stale(const char *path, char *who, size_t n) {
 
 static int acquire(const char *dir, char *msg, size_t n) {
     char path[CKPT_PATH_MAX], who[400];
-    if (ckpt_fs_path(path, dir, -1, LOCK_NAME) != 0) {
+    if (ckpt_fs_path(path, dir, -1, CKPT_LOCK_FILE) != 0) {
         snprintf(msg, n, "--save: directory name too long: %.200s...", dir);
         return -1;
     }

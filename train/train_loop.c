@@ -2,6 +2,7 @@
 // pipeline report at the end (the log lines are in train_log.c).
 #include "trainer.h"
 #include "ckpt/ckpt.h"       // defines: ckpt_save, ckpt_load, CkptModel, CkptRun
+#include "ckpt/ckpt_fs.h"    // defines: ckpt_fs_nothing_saved
 #include "ckpt/ckpt_lock.h"  // defines: ckpt_lock_acquire, ckpt_check_rollback, ckpt_lock_heartbeat
 #include "train_log.h"
 #include "train_outputs.h"
@@ -57,6 +58,18 @@ static void load_checkpoint(Trainer *t) {
     t->skipped_total = r.skipped_total;
     t->skipped_samples = r.skipped_samples;
     t->scaler = r.scaler;
+}
+
+// --load of a directory that does not exist or holds nothing yet (Megatron's first run of
+// `--save X --load X`): rank 0 says so in one line and the run starts from scratch, as
+// Megatron-LM does. A directory holding anything else goes to ckpt_load, which refuses a
+// damaged one. Returns 1 if there is nothing to load. Collective.
+static int nothing_to_load(Trainer *t) {
+    int nothing = t->grid->coord.rank == 0 && ckpt_fs_nothing_saved(t->args.load);
+    MPI_CHECK(MPI_Bcast(&nothing, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    if (nothing && t->grid->coord.rank == 0)
+        printf(" --load %s: no checkpoint there yet: starting from scratch\n", t->args.load);
+    return nothing;
 }
 
 // Saves a checkpoint of t->iteration, except inside a streak of NaN/Inf steps: that state
@@ -159,6 +172,7 @@ int trainer_run(Trainer *t) {
     // an unwritable --save fails now, not after training; one run per --save directory
     if (a->save) ckpt_prepare_save(rank, a->save);
     if (a->save) ckpt_lock_acquire(rank, a->save, a->timeout_minutes);
+    if (a->load && nothing_to_load(t)) t->args.load = NULL;  // a first run: from scratch
     if (a->load) load_checkpoint(t);
     if (a->load) resume_batches(t);
     // `latest` never moves back unless asked
