@@ -148,7 +148,7 @@ static const struct {
     R("max_position_embeddings", max_position_embeddings, 1, 1 << 24),
     R("vocab_size", vocab_size, 1, SIZE_MAX32), R("saved_tp", saved_tp, 1, 1 << 20),
     R("saved_pp", saved_pp, 1, 1 << 20), R("saved_dp", saved_dp, 1, 1 << 20),
-    R("saved_zero1", saved_zero1, 0, 1), R("untie_embeddings_and_output_weights", untie, 0, 1),
+    R("saved_zero1", saved_zero1, 0, 3), R("untie_embeddings_and_output_weights", untie, 0, 1),
     R("fp16_loss_scale_good_steps", loss_scale_good_steps, 0, SIZE_MAX32),
     R("fp16_loss_scale_overflows_left", loss_scale_overflows_left, INT32_MIN, SIZE_MAX32),
     R("fp16_skipped_iterations", skipped_iterations, 0, COUNT_MAX),
