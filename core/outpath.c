@@ -25,21 +25,22 @@ static int looks_like_data(const char *path) {
     return got == 9 && b[8] == '{' && b[6] == 0 && b[7] == 0;  // a sane header length
 }
 
-// 1 if path is a checkpoint: named checkpoint.h5*, or below a folder (up to two levels up)
-// holding latest_checkpointed_iteration.txt (a --save directory).
+// 1 if path is part of a checkpoint: named checkpoint.h5*, a --save directory's `latest`
+// or lock, or anything inside one of its iter_NNNNNNN folders. Other files directly in a
+// --save directory (the Slurm script's train_log.jsonl beside the checkpoints) are not.
 static int in_checkpoint(const char *path) {
     char buf[PATH_BYTES], probe[PATH_BYTES + 48];
-    const char *base = strrchr(path, '/');
-    if (!strncmp(base ? base + 1 : path, "checkpoint.h5", 13)) return 1;
+    const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+    if (!strncmp(base, "checkpoint.h5", 13)) return 1;
     snprintf(buf, sizeof buf, "%s", path);
-    char *dir = buf;
-    for (int up = 0; up < 2; up++) {
-        dir = dirname(dir);
-        snprintf(probe, sizeof probe, "%s/latest_checkpointed_iteration.txt", dir);
-        if (access(probe, F_OK) == 0) return 1;
-        if (!strcmp(dir, "/") || !strcmp(dir, ".")) break;
-    }
-    return 0;
+    char *dir = dirname(buf);  // the file's folder
+    snprintf(probe, sizeof probe, "%s/latest_checkpointed_iteration.txt", dir);
+    if (access(probe, F_OK) == 0)  // in the --save directory itself
+        return !strcmp(base, "latest_checkpointed_iteration.txt") || !strcmp(base, ".megac-save.lock");
+    const char *dslash = strrchr(dir, '/');
+    if (strncmp(dslash ? dslash + 1 : dir, "iter_", 5)) return 0;
+    snprintf(probe, sizeof probe, "%s/../latest_checkpointed_iteration.txt", dir);
+    return access(probe, F_OK) == 0;  // in an iter_ folder of a --save directory
 }
 
 int core_out_check_file(const char *flag, const char *path, const CoreOutInput *in, int n_in,

@@ -3,8 +3,8 @@
 // --output, export's --output folder). The same refusal rules everywhere, checked before any
 // work, with one line naming the flag:
 //   * an input of the run (the same file, by device and inode, under whatever name);
-//   * a checkpoint (a file named checkpoint.h5*, or one inside a --save directory, that is
-//     next to or below a latest_checkpointed_iteration.txt);
+//   * a checkpoint (a file named checkpoint.h5*, a --save directory's `latest` or lock, or
+//     any file in one of its iter_NNNNNNN folders; other files beside `latest` are allowed);
 //   * a data or model file (HDF5, Megatron .idx or safetensors, by their first bytes) unless
 //     the command writes that kind of file itself (may_replace_data);
 //   * a directory, FIFO or socket where a file goes; a file, or a non-empty folder holding

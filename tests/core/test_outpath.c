@@ -68,6 +68,8 @@ int main(void) {
     put(at("ck/iter_0000004/notes.txt"), "x", 1);
     expect_file(at("ck/iter_0000004/notes.txt"), NULL, 0, 1, "is part of a checkpoint");
     expect_file(at("ck/latest_checkpointed_iteration.txt"), NULL, 0, 1, "is part of a checkpoint");
+    put(at("ck/train_log.jsonl"), "{}\n", 3);  // a log beside the checkpoints (the Slurm script)
+    expect_file(at("ck/train_log.jsonl"), NULL, 0, 1, NULL);
     put(at("checkpoint.h5"), "x", 1);
     expect_file(at("checkpoint.h5"), NULL, 0, 1, "is part of a checkpoint");
     // folders
