@@ -204,8 +204,10 @@ def cmd_damaged(args, wd):
 
     latest = "latest_checkpointed_iteration.txt"
     print("damaged or mismatched checkpoints (2 ranks each):")
-    d = os.path.join(wd, "nonexistent")
-    expect_exit2(args, "missing directory", ["--load", d], [os.path.join(d, latest)])
+    # (a missing or empty --load directory starts from scratch, as Megatron: load_first_run.sh)
+    d = os.path.join(wd, "a-file")
+    write(d, "x\n")
+    expect_exit2(args, "a file, not a directory", ["--load", d], [os.path.join(d, latest)])
     d = fresh(lambda d: os.remove(os.path.join(d, latest)))
     expect_exit2(args, "missing latest", ["--load", d], [os.path.join(d, latest), "No such file"])
     d = fresh(lambda d: write(os.path.join(d, latest), "five\n"))
