@@ -65,7 +65,84 @@ static void set_value(const ArgSpec *a, const char *v) {
     }
 }
 
+int core_edit_distance(const char *a, const char *b) {
+    size_t na = strlen(a), nb = strlen(b);
+    if (nb > 127) return (int)(na > nb ? na : nb);  // flag names are short
+    int row[128];  // row[j]: distance between a[0..i) and b[0..j)
+    for (size_t j = 0; j <= nb; j++) row[j] = (int)j;
+    for (size_t i = 1; i <= na; i++) {
+        int diag = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= nb; j++) {
+            int up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best) best = up + 1;
+            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+            diag = up;
+            row[j] = best;
+        }
+    }
+    return row[nb];
+}
+
+const char *core_args_suggest(const char *flag, const ArgSpec *specs, int n_specs) {
+    char name[128];
+    const char *eq = strchr(flag, '=');
+    snprintf(name, sizeof name, "%.*s", (int)(eq ? (size_t)(eq - flag) : strlen(flag)), flag);
+    int body = (int)strlen(name) - (!strncmp(name, "--", 2) ? 2 : 0);
+    int limit = body / 3 > 1 ? body / 3 : 1, best = limit + 1;
+    const char *pick = NULL;
+    for (int k = 0; k < n_specs; k++) {
+        int d = core_edit_distance(name, specs[k].name);
+        if (d < best) best = d, pick = specs[k].name;
+    }
+    return pick;
+}
+
+// The spec named by f (up to any "=value"), or NULL. Pure.
+static const ArgSpec *find_spec(const ArgSpec *specs, int n_specs, const char *f) {
+    const char *eq = strchr(f, '=');
+    size_t flen = eq ? (size_t)(eq - f) : strlen(f);
+    for (int k = 0; k < n_specs; k++)
+        if (strlen(specs[k].name) == flen && !strncmp(specs[k].name, f, flen)) return &specs[k];
+    return NULL;
+}
+
+// Lists every unknown flag of argv in one usage error, each with the nearest known name; the
+// words after an unknown flag up to the next "--flag" are taken as its values. Returns when
+// all are known.
+static void check_unknown(const ArgSpec *specs, int n_specs, int argc, char **argv) {
+    char msg[2048];
+    size_t len = 0;
+    int n_bad = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *f = argv[i];
+        if (!strcmp(f, "--help") || !strcmp(f, "-h")) continue;
+        const ArgSpec *a = find_spec(specs, n_specs, f);
+        if (a) {  // skip its values
+            int takes = a->type != ARG_BOOL && !strchr(f, '=');
+            if (a->type == ARG_LIST)
+                while (i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0) i++;
+            else if (takes && i + 1 < argc)
+                i++;
+            continue;
+        }
+        const char *near = core_args_suggest(f, specs, n_specs);
+        const char *eq = strchr(f, '=');
+        int flen = (int)(eq ? (size_t)(eq - f) : strlen(f));
+        if (len < sizeof msg)
+            len += (size_t)snprintf(msg + len, sizeof msg - len, "%s%.*s%s%s%s", n_bad ? ", " : "",
+                                    flen, f, near ? " (did you mean " : "", near ? near : "",
+                                    near ? "?)" : "");
+        n_bad++;
+        while (i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0) i++;
+    }
+    if (n_bad) core_usage_error("unknown flag%s: %s (see --help)", n_bad > 1 ? "s" : "", msg);
+}
+
 void core_args_parse(const char *usage, const ArgSpec *specs, int n_specs, int argc, char **argv) {
+    int help = 0;
+    for (int i = 0; i < argc; i++) help |= !strcmp(argv[i], "--help") || !strcmp(argv[i], "-h");
+    if (!help) check_unknown(specs, n_specs, argc, argv);
     for (int i = 0; i < argc; i++) {
         const char *f = argv[i];
         if (!strcmp(f, "--help") || !strcmp(f, "-h")) {

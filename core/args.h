@@ -2,7 +2,8 @@
 //
 // Each subcommand declares a table of flags (Megatron-LM's names where Megatron has the
 // setting). Parsing is strict: an unknown flag, a missing value or a value that is not a
-// number is a usage error (one line, exit code 2) naming the flag.
+// number is a usage error (one line, exit code 2) naming the flag. All unknown flags are
+// listed in one message, each with the closest known name when one is near (edit distance).
 #pragma once
 #include <stdint.h>
 
@@ -33,6 +34,13 @@ void core_args_parse(const char *usage, const ArgSpec *specs, int n_specs, int a
 
 // Prints "usage" and one line per flag with its current (default) value to stdout.
 void core_args_print_help(const char *usage, const ArgSpec *specs, int n_specs);
+
+// Levenshtein distance between a and b (insertions, deletions, substitutions). Pure.
+int core_edit_distance(const char *a, const char *b);
+
+// The known name nearest to flag (without any "=value"), or NULL when none is within a third
+// of the flag's length (at least 1 edit). Pure.
+const char *core_args_suggest(const char *flag, const ArgSpec *specs, int n_specs);
 
 // Parses a whole decimal integer; 0 and sets *ok = 0 when s is not one. Pure.
 int64_t core_parse_i64(const char *s, int *ok);

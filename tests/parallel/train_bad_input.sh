@@ -28,7 +28,8 @@ expect2 4 "leaves 4 layers, which the other 3 stage(s) of pipeline-model-paralle
   --pipeline-model-parallel-size 4 --num-layers 5 --decoder-first-pipeline-num-layers 1
 expect2 1 "need pipeline-model-parallel-size > 1" --decoder-last-pipeline-num-layers 1
 expect2 1 "seq-length 64 exceeds max-position-embeddings 32" --seq-length 64 --max-position-embeddings 32
-expect2 2 "unknown flag '--hiden-size'" --hiden-size 64
+expect2 2 "unknown flag: --hiden-size (did you mean --hidden-size?)" --hiden-size 64
+expect2 1 "unknown flags: --foo-bar, --hiden-size (did you mean --hidden-size?), --qux (see --help)" --foo-bar 3 --hiden-size 64 --qux
 expect2 1 "expects an integer, got 'x'" --num-layers x
 expect2 1 "lr-decay-style must be" --lr-decay-style exp
 expect2 2 "cannot write --log-json /nonexistent/dir/log.json" --log-json /nonexistent/dir/log.json
