@@ -1,5 +1,6 @@
 // core/args.c: strict long-flag parser (see args.h).
 #include "args.h"
+#include "args_compat.h"  // defines: CoreCompatSlot
 #include "check.h"
 
 #include <errno.h>
@@ -24,16 +25,54 @@ static void print_value(const ArgSpec *a) {
     case ARG_STR: printf("%s", *(const char **)a->dst ? *(const char **)a->dst : "(none)"); break;
     case ARG_BOOL: printf("%s", *(int *)a->dst ? "on" : "off"); break;
     case ARG_LIST: printf("(%d values)", ((CoreStrList *)a->dst)->n); break;
+    case ARG_COMPAT: break;
     }
 }
 
 void core_args_print_help(const char *usage, const ArgSpec *specs, int n_specs) {
     printf("%s\n\nflags:\n", usage);
     for (int i = 0; i < n_specs; i++) {
+        if (specs[i].type == ARG_COMPAT) {  // Megatron's flag: the mark, then the reason
+            const CoreCompatFlag *c = ((const CoreCompatSlot *)specs[i].dst)->flag;
+            printf("  %-40s [%s] %s\n", specs[i].name,
+                   c->kind == CORE_COMPAT_NO_EFFECT ? "accepted, no effect" : "refused", c->reason);
+            continue;
+        }
         printf("  %-40s %s [", specs[i].name, specs[i].help);
         print_value(&specs[i]);
         printf("]\n");
     }
+}
+
+// 1 if v is one of the '|'-separated choices. Pure.
+static int in_choices(const char *choices, const char *v) {
+    size_t n = strlen(v);
+    for (const char *p = choices; p;) {
+        const char *bar = strchr(p, '|');
+        size_t len = bar ? (size_t)(bar - p) : strlen(p);
+        if (len == n && !strncmp(p, v, n)) return 1;
+        p = bar ? bar + 1 : NULL;
+    }
+    return 0;
+}
+
+// A Megatron flag of core/args_compat.h's table (v: "" for a boolean): checks the value,
+// refuses a refused flag (one line, exit 2), records an accepted one in the slot.
+static void set_compat(CoreCompatSlot *s, const char *v) {
+    const CoreCompatFlag *f = s->flag;
+    int ok = 1;
+    char *end = NULL;
+    if (f->value == 'i') core_parse_i64(v, &ok);
+    if (f->value == 'f') ok = v[0] != '\0' && (strtod(v, &end), *end == '\0');
+    if (!ok) core_usage_error("%s expects %s, got '%s'", f->name, f->value == 'i' ? "an integer" : "a number", v);
+    int listed = f->choices && in_choices(f->choices, v);
+    if (f->kind == CORE_COMPAT_REFUSED) {
+        if (listed) return;  // the value megac implements (e.g. --context-parallel-size 1)
+        core_usage_error("%s%s%s is not supported: %s", f->name, f->value ? " " : "", v, f->reason);
+    }
+    if (f->choices && !listed)
+        core_usage_error("%s expects one of %s, got '%s'", f->name, f->choices, v);
+    s->value = v;
 }
 
 static void set_value(const ArgSpec *a, const char *v) {
@@ -61,6 +100,7 @@ static void set_value(const ArgSpec *a, const char *v) {
         break;
     }
     case ARG_STR: *(const char **)a->dst = v; break;
+    case ARG_COMPAT: set_compat(a->dst, v); break;
     default: break;
     }
 }
@@ -119,7 +159,8 @@ static void check_unknown(const ArgSpec *specs, int n_specs, int argc, char **ar
         if (!strcmp(f, "--help") || !strcmp(f, "-h")) continue;
         const ArgSpec *a = find_spec(specs, n_specs, f);
         if (a) {  // skip its values
-            int takes = a->type != ARG_BOOL && !strchr(f, '=');
+            int takes = a->type == ARG_LIST || (a->type != ARG_BOOL && !strchr(f, '=') &&
+                        !(a->type == ARG_COMPAT && !((const CoreCompatSlot *)a->dst)->flag->value));
             if (a->type == ARG_LIST)
                 while (i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0) i++;
             else if (takes && i + 1 < argc)
@@ -155,7 +196,10 @@ void core_args_parse(const char *usage, const ArgSpec *specs, int n_specs, int a
         for (int k = 0; k < n_specs; k++)
             if (strlen(specs[k].name) == flen && !strncmp(specs[k].name, f, flen)) a = &specs[k];
         if (!a) core_usage_error("unknown flag '%.*s' (see --help)", (int)flen, f);
-        if (a->type == ARG_BOOL) {
+        if (a->type == ARG_COMPAT && !((const CoreCompatSlot *)a->dst)->flag->value) {
+            if (eq) core_usage_error("%s takes no value", a->name);
+            set_compat(a->dst, "");
+        } else if (a->type == ARG_BOOL) {
             if (eq) core_usage_error("%s takes no value", a->name);
             *(int *)a->dst = 1;
         } else if (a->type == ARG_LIST) {

@@ -14,6 +14,8 @@ typedef enum {
     ARG_STR,     // const char*  --flag value
     ARG_BOOL,    // int, set to 1 by --flag (no value)
     ARG_LIST,    // CoreStrList: every value up to the next "--flag"
+    ARG_COMPAT,  // CoreCompatSlot: a Megatron flag megac accepts with no effect or refuses
+                 // (core/args_compat.h); help is unused, the slot's entry gives the reason
 } ArgType;
 
 typedef struct {

@@ -17,9 +17,11 @@ typedef struct {
     int act[BACKEND_ACT_COUNT];         // act[a] = 1: the flag of activation a was given
                                         // (--swiglu, --squared-relu; GELU, the default,
                                         // has none)
+    int kv_channels;                    // --kv-channels: 0 (not given) or C / NH; refused
+                                        // otherwise (a head size != C / NH is not implemented)
 } GPTFlagText;
 
-enum { GPT_FLAGS_N = 25 };  // entries gpt_flags_specs writes
+enum { GPT_FLAGS_N = 26 };  // entries gpt_flags_specs writes
 
 // Sets megac train's model defaults in *m (L=4, C=128, NH=4, T=128, vocab padded to a
 // multiple of 128, F and the position table derived later) and *t. Pure.
@@ -33,6 +35,6 @@ int gpt_flags_specs(ArgSpec *specs, GPTConfig *m, GPTFlagText *t);
 // After parsing: F = 4 C (with a gated activation Megatron's int(4 C 2/3) rounded down to a
 // multiple of 64) and max positions = T when left at 0, the recomputation, activation and
 // Llama-style fields from the text. Bad values (an unknown granularity, method, normalization
-// or position type, contradicting flags, two activation flags, --recompute-num-layers < 1 with full, a default F that overflows or
+// or position type, contradicting flags, --kv-channels other than C / NH, two activation flags, --recompute-num-layers < 1 with full, a default F that overflows or
 // is 0): one line, exit 2.
 void gpt_flags_finish(GPTConfig *m, const GPTFlagText *t);

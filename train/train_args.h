@@ -2,6 +2,7 @@
 #pragma once
 #include <stdint.h>
 #include "core/args.h"
+#include "core/args_compat.h"
 #include "model/gpt_config.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
@@ -60,6 +61,7 @@ typedef struct {
     int64_t ddp_bucket_size;        // floats per reduce-scatter bucket (0: one bucket)
     int argc;                       // the flags as given (after "train"), for the run record
     char **argv;                    // of --log-json (train_log.h); argv outlives the run
+    CoreCompat compat;              // Megatron's flags accepted with no effect (or refused)
 } TrainArgs;
 
 // Parses argv (after "train") into *a with Megatron's defaults. Bad or inconsistent flags

@@ -368,6 +368,10 @@ void train_log_run_record(Trainer *t, long superseded) {
         fprintf(f, "%s\"%.*s\"", p == run_hosts ? "" : ",", (int)n, p);  // host names need no escapes
         p += n;
     }
+    fprintf(f, "],\"megatron_flags_no_effect\":[");  // accepted, no effect (core/args_compat.h)
+    const char *noop[CORE_COMPAT_MAX];
+    int n_noop = core_compat_given(&a->compat, noop, CORE_COMPAT_MAX);
+    for (int i = 0; i < n_noop; i++) fprintf(f, "%s\"%s\"", i ? "," : "", noop[i]);
     fprintf(f, "],\"argv\":[");
     for (int i = 0; i < a->argc; i++) {
         if (i) fputc(',', f);

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# tests/train/megatron_flags.sh MPIEXEC MEGAC: Megatron launch-script flags (issue 29). All
+# unknown flags come in one line with the nearest names; Megatron's flags that only tune its
+# own machinery are accepted with one notice line each on rank 0 and listed in the run
+# record; flags that would change the result are refused with the reason (exit 2, one line);
+# --help marks both kinds and the defaults that differ from Megatron's; --split parses as
+# Megatron's (commas or slashes, spaces allowed).
+set -uo pipefail
+mpiexec="$1" megac="$2"
+wd=$(mktemp -d)
+trap 'rm -rf "$wd"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; tail -5 "$wd/out.txt" 2>/dev/null; fails=1; }
+flags=(--num-threads 1 --mock-data --num-layers 2 --hidden-size 64 --num-attention-heads 4
+       --seq-length 32 --micro-batch-size 2 --global-batch-size 4 --lr 1e-3 --log-interval 1 --eval-iters 0)
+run() { timeout 60 "$mpiexec" -n 2 "$megac" train "${flags[@]}" "$@" >"$wd/out.txt" 2>&1; }
+# usage error: exit 2, exactly one "megac:" line, holding the text
+refused() {
+  local want="$1"; shift
+  run --train-iters 1 "$@"; local rc=$?
+  local n; n=$(grep -c "^megac:" "$wd/out.txt")
+  [[ $rc -eq 2 && $n -eq 1 ]] && grep -qF -- "$want" "$wd/out.txt" || fail "rc $rc, $n lines, want '$want': $*"
+}
+
+# unknown flags: all of them, in one line, values skipped, the nearest names
+refused "megac: unknown flags: --foo-bar, --hiden-size (did you mean --hidden-size?), --qux, --manual-gcc (did you mean --manual-gc?) (see --help)" \
+  --foo-bar 3 --hiden-size 64 --qux --manual-gcc
+refused "megac: unknown flag: --lr-decay-styl (did you mean --lr-decay-style?) (see --help)" --lr-decay-styl=cosine
+
+# refused, with the reason
+refused "megac: --eod-mask-loss is not supported: document-aware" --eod-mask-loss
+refused "megac: --reset-position-ids is not supported" --reset-position-ids
+refused "megac: --fp8-format hybrid is not supported: fp8 training is not implemented" --fp8-format hybrid
+refused "megac: --context-parallel-size 2 is not supported" --context-parallel-size 2
+refused "megac: --decoupled-lr 1e-4 is not supported" --decoupled-lr 1e-4
+refused "megac: --tokenizer-type GPT2BPETokenizer is not supported: megac train reads token ids" \
+  --tokenizer-type GPT2BPETokenizer
+refused "megac: --kv-channels 32 is not supported: megac's head size is --hidden-size 64 / --num-attention-heads 4" \
+  --kv-channels 32
+refused "megac: --attention-backend expects one of flash|fused|unfused|local|auto, got 'fast'" --attention-backend fast
+refused "megac: --num-workers expects an integer, got 'two'" --num-workers two
+refused "megac: --manual-gc takes no value" --manual-gc=1
+
+# accepted with no effect: one notice each on rank 0, the run record lists them, and the
+# losses equal a run without them (the values megac implements, e.g. --kv-channels C/NH, too)
+run --train-iters 2 --log-json "$wd/plain.jsonl" || fail "plain run"
+grep "^ iteration" "$wd/out.txt" | sed 's/elapsed.*//' > "$wd/plain.txt"
+run --train-iters 2 --log-json "$wd/noop.jsonl" --use-mcore-models --attention-backend auto --manual-gc \
+    --manual-gc-interval 100 --num-workers 2 --no-mmap-bin-files --empty-unused-memory-level 2 \
+    --data-cache-path "$wd/cache" --cross-entropy-loss-fusion --no-create-attention-mask-in-dataloader \
+    --log-throughput --context-parallel-size 1 --kv-channels 16 || fail "run with no-effect flags"
+[[ $(grep -c "accepted, no effect in megac" "$wd/out.txt") -eq 11 ]] || fail "want 11 notices (rank 0 only)"
+grep -qF "megac train: --manual-gc: accepted, no effect in megac: times Python's garbage collector" "$wd/out.txt" ||
+  fail "--manual-gc notice"
+grep -q '"megatron_flags_no_effect":\["--use-mcore-models","--attention-backend","--manual-gc","--manual-gc-interval","--num-workers","--no-mmap-bin-files","--empty-unused-memory-level","--data-cache-path","--cross-entropy-loss-fusion","--no-create-attention-mask-in-dataloader","--log-throughput"\]' \
+  "$wd/noop.jsonl" || fail "run record: $(grep -o '"megatron_flags_no_effect":[^]]*]' "$wd/noop.jsonl")"
+grep -q '"megatron_flags_no_effect":\[\]' "$wd/plain.jsonl" || fail "run record of the plain run"
+grep "^ iteration" "$wd/out.txt" | sed 's/elapsed.*//' | diff - "$wd/plain.txt" >/dev/null ||
+  fail "the no-effect flags changed the log"
+[[ -s "$wd/plain.txt" ]] || fail "no iteration lines"
+
+# --help marks both kinds and the defaults that differ from Megatron's
+"$megac" train --help > "$wd/help.txt" || fail "--help"
+grep -qE "^  --manual-gc +\[accepted, no effect\] times Python" "$wd/help.txt" || fail "help: --manual-gc"
+grep -qE "^  --eod-mask-loss +\[refused\] document-aware" "$wd/help.txt" || fail "help: --eod-mask-loss"
+
+exit $fails
