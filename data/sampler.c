@@ -16,10 +16,15 @@ static const char *SPLIT_NAMES[3] = {"train", "valid", "test"};
 
 int data_parse_split(const char *s, double w[3], char *err, size_t errlen) {
     w[0] = w[1] = w[2] = 0;
-    const char *p = s;
+    const char *p = s, *stop = s + strlen(s);
+    while (*p == ' ') p++;
+    while (stop > p && stop[-1] == ' ') stop--;
+    // '99,1,0' with its quotes, as a launch script's word splitting leaves it (Megatron reads
+    // only the numbers too)
+    if (stop - p >= 2 && (*p == '\'' || *p == '"') && stop[-1] == *p) p++, stop--;
     int n = 0;
     double sum = 0;
-    while (*p) {
+    while (p < stop) {
         if (n == 3) {
             snprintf(err, errlen, "--split '%s': at most 3 weights (train,valid,test)", s);
             return -1;
@@ -32,12 +37,12 @@ int data_parse_split(const char *s, double w[3], char *err, size_t errlen) {
         }
         w[n++] = x;
         sum += x;
-        while (*end == ' ') end++;
-        if (*end && *end != ',' && *end != '/') {
+        while (end < stop && *end == ' ') end++;
+        if (end < stop && *end != ',' && *end != '/') {
             snprintf(err, errlen, "--split '%s': weights are separated by ',' or '/'", s);
             return -1;
         }
-        p = *end ? end + 1 : end;
+        p = end < stop ? end + 1 : end;
     }
     if (!(sum > 0)) {
         snprintf(err, errlen, "--split '%s': the weights must add up to more than 0", s);

@@ -48,8 +48,9 @@ typedef struct {
     uint32_t *buf;              // (T + 1) one sample
 } DataSplit;
 
-// Parses "a,b,c" (or "a/b/c"; missing parts count 0) into non-negative weights with a positive
-// sum. Returns 0, or -1 with a message in err. Pure.
+// Parses "a,b,c" (or "a/b/c"; missing parts count 0; spaces around the numbers and one pair
+// of enclosing quotes allowed, as Megatron reads them) into non-negative weights with a
+// positive sum. Returns 0, or -1 with a message in err. Pure.
 int data_parse_split(const char *s, double w[3], char *err, size_t errlen);
 // Split k holds documents [bounds[k], bounds[k+1]); bounds[0] = 0, bounds[3] = n_docs. Pure.
 void data_split_bounds(const double w[3], int64_t n_docs, int64_t bounds[4]);

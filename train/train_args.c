@@ -4,6 +4,7 @@
 #include "core/check.h"
 #include "model/gpt_flags.h"  // defines: gpt_flags_specs (the model's flags, shared with plan)
 #include "data/blend.h"
+#include "data/sampler.h"  // defines: data_parse_split
 #include "parallel_state/pgrid.h"      // defines: pgrid_dims_init
 #include "pipeline/pp_interleaved.h"  // defines: pp_ilv_check, PP_ILV_MAX_CHUNKS
 
@@ -47,8 +48,12 @@ static int train_iters_given(int argc, char **argv) {
     return 0;
 }
 
-// The data flags: one source, blends that parse (data/blend.h). One line, exit 2.
+// The data flags: a --split that parses (data/sampler.h), one source, blends that parse
+// (data/blend.h). One line, exit 2.
 static void check_data_paths(TrainArgs *a) {
+    double w[3];
+    char msg[512];
+    if (data_parse_split(a->split, w, msg, sizeof msg)) core_usage_error("%s", msg);  // before any file
     int data = a->data_path.n > 0,
         split_files = a->train_data_path.n || a->valid_data_path.n || a->test_data_path.n;
     if (a->mock_data && (data || split_files))
@@ -222,7 +227,7 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
         {"--train-data-path", ARG_LIST, &a->train_data_path, "training files (blend syntax), used whole; instead of --data-path"},
         {"--valid-data-path", ARG_LIST, &a->valid_data_path, "validation files (blend syntax), used whole; with --train-data-path"},
         {"--test-data-path", ARG_LIST, &a->test_data_path, "test files (blend syntax), used whole, evaluated at the end; with --train-data-path"},
-        {"--split", ARG_STR, &a->split, "train,valid,test weights of the documents"},
+        {"--split", ARG_STR, &a->split, "train,valid,test weights of the documents: commas or slashes, spaces allowed ('969, 30, 1', Megatron's legacy default)"},
         {"--mock-data", ARG_BOOL, &a->mock_data, "synthetic tokens instead of --data-path"},
         {"--mock-vocab-size", ARG_INT, &a->mock_vocab, "vocabulary of --mock-data"},
         {"--mock-samples", ARG_INT, &a->mock_samples, "distinct --mock-data samples (0: unlimited)"},

@@ -164,8 +164,14 @@ static void check_split_strings(void) {
     EXPECT_EQ_INT(data_parse_split("90/10", w, err, sizeof err), 0);
     data_split_bounds(w, 7, b);
     EXPECT(b[1] == 6 && b[2] == 7 && b[3] == 7, "%lld %lld", (long long)b[1], (long long)b[2]);
-    const char *bad[] = {"0,0,0", "1,-1", "a,b", "1,2,3,4", "1;2", ""};
-    for (int i = 0; i < 6; i++) EXPECT(data_parse_split(bad[i], w, err, sizeof err) == -1, "'%s' accepted", bad[i]);
+    // Megatron's forms: spaces (its legacy default), quotes a launch script's word splitting kept
+    const char *good[] = {"969, 30, 1", " 969 , 30 ,1 ", "'969,30,1'", "\"969, 30, 1\""};
+    for (int i = 0; i < 4; i++) {
+        EXPECT(data_parse_split(good[i], w, err, sizeof err) == 0, "'%s' refused: %s", good[i], err);
+        EXPECT(w[0] == 969 && w[1] == 30 && w[2] == 1, "'%s': %g %g %g", good[i], w[0], w[1], w[2]);
+    }
+    const char *bad[] = {"0,0,0", "1,-1", "a,b", "1,2,3,4", "1;2", "", "'1,2", "'1,2\"", "''"};
+    for (int i = 0; i < 9; i++) EXPECT(data_parse_split(bad[i], w, err, sizeof err) == -1, "'%s' accepted", bad[i]);
 }
 
 // One file: build train / valid / test and check them all.

@@ -64,4 +64,10 @@ grep "^ iteration" "$wd/out.txt" | sed 's/elapsed.*//' | diff - "$wd/plain.txt" 
 grep -qE "^  --manual-gc +\[accepted, no effect\] times Python" "$wd/help.txt" || fail "help: --manual-gc"
 grep -qE "^  --eod-mask-loss +\[refused\] document-aware" "$wd/help.txt" || fail "help: --eod-mask-loss"
 
+# --split: Megatron's forms; "'99,1,0'" keeps its quotes, as a script's word splitting does
+for s in "99,1,0" "969, 30, 1" "98,2,0" "98/2/0" "'99,1,0'" "100"; do
+  run --train-iters 1 --split "$s" || fail "--split $s refused: $(grep megac: "$wd/out.txt")"
+done
+refused "--split '99,x,0': weight 2 is not a non-negative number" --split "99,x,0"
+refused "--split ''99,1,0\"': weight 1 is not a non-negative number" --split "'99,1,0\""  # unmatched
 exit $fails
