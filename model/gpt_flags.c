@@ -17,11 +17,11 @@ void gpt_flags_init(GPTConfig *m, GPTFlagText *t) {
 
 int gpt_flags_specs(ArgSpec *specs, GPTConfig *m, GPTFlagText *t) {
     const ArgSpec table[GPT_FLAGS_N] = {
-        {"--num-layers", ARG_INT, &m->num_layers, "transformer layers L"},
-        {"--hidden-size", ARG_INT, &m->hidden_size, "hidden size C"},
-        {"--num-attention-heads", ARG_INT, &m->num_heads, "attention heads NH"},
+        {"--num-layers", ARG_INT, &m->num_layers, "transformer layers L (Megatron: required; megac: a small test model)"},
+        {"--hidden-size", ARG_INT, &m->hidden_size, "hidden size C (Megatron: required; megac: a small test model)"},
+        {"--num-attention-heads", ARG_INT, &m->num_heads, "attention heads NH (Megatron: required; megac: a small test model)"},
         {"--ffn-hidden-size", ARG_INT, &m->ffn_hidden_size, "MLP hidden size (0: 4 x hidden)"},
-        {"--seq-length", ARG_INT, &m->seq_length, "sequence length T"},
+        {"--seq-length", ARG_INT, &m->seq_length, "sequence length T (Megatron: required; megac: a small test model)"},
         {"--max-position-embeddings", ARG_INT, &m->max_position_embeddings, "position table rows (0: seq-length)"},
         {"--make-vocab-size-divisible-by", ARG_INT, &m->vocab_divisible_by, "pad the vocabulary to a multiple of this x TP"},
         {"--decoder-first-pipeline-num-layers", ARG_INT, &m->first_stage_layers, "layers on the first stage (0: even split)"},

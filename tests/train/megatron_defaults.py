@@ -49,6 +49,7 @@ MEGATRON = {
     "--recompute-activations": "off",
     "--overlap-grad-reduce": "off",
     "--overlap-param-gather": "off",
+    "--use-distributed-optimizer": "off",
     "--untie-embeddings-and-output-weights": "off",
     "--normalization": "LayerNorm",
     "--swiglu": "off",

@@ -63,6 +63,8 @@ grep "^ iteration" "$wd/out.txt" | sed 's/elapsed.*//' | diff - "$wd/plain.txt" 
 "$megac" train --help > "$wd/help.txt" || fail "--help"
 grep -qE "^  --manual-gc +\[accepted, no effect\] times Python" "$wd/help.txt" || fail "help: --manual-gc"
 grep -qE "^  --eod-mask-loss +\[refused\] document-aware" "$wd/help.txt" || fail "help: --eod-mask-loss"
+grep -qE "^  --use-distributed-optimizer .*Megatron: off" "$wd/help.txt" || fail "help: distributed optimizer default"
+grep -qE "^  --global-batch-size .*Megatron: " "$wd/help.txt" || fail "help: global batch default"
 
 # --split: Megatron's forms; "'99,1,0'" keeps its quotes, as a script's word splitting does
 for s in "99,1,0" "969, 30, 1" "98,2,0" "98/2/0" "'99,1,0'" "100"; do
