@@ -35,6 +35,9 @@ refused "megac: --context-parallel-size 2 is not supported" --context-parallel-s
 refused "megac: --decoupled-lr 1e-4 is not supported" --decoupled-lr 1e-4
 refused "megac: --tokenizer-type GPT2BPETokenizer is not supported: megac train reads token ids" \
   --tokenizer-type GPT2BPETokenizer
+refused "megac: --tensorboard-dir $wd/tb is not supported: TensorBoard event files are not written yet" \
+  --tensorboard-dir "$wd/tb"
+refused "megac: --ckpt-format expects one of torch|torch_dist|zarr|torch_dcp|fsdp_dtensor, got 'hdf5'" --ckpt-format hdf5
 refused "megac: --kv-channels 32 is not supported: megac's head size is --hidden-size 64 / --num-attention-heads 4" \
   --kv-channels 32
 refused "megac: --attention-backend expects one of flash|fused|unfused|local|auto, got 'fast'" --attention-backend fast
@@ -48,11 +51,12 @@ grep "^ iteration" "$wd/out.txt" | sed 's/elapsed.*//' > "$wd/plain.txt"
 run --train-iters 2 --log-json "$wd/noop.jsonl" --use-mcore-models --attention-backend auto --manual-gc \
     --manual-gc-interval 100 --num-workers 2 --no-mmap-bin-files --empty-unused-memory-level 2 \
     --data-cache-path "$wd/cache" --cross-entropy-loss-fusion --no-create-attention-mask-in-dataloader \
-    --log-throughput --context-parallel-size 1 --kv-channels 16 || fail "run with no-effect flags"
-[[ $(grep -c "accepted, no effect in megac" "$wd/out.txt") -eq 11 ]] || fail "want 11 notices (rank 0 only)"
+    --log-throughput --profile --profile-step-start 1 --profile-step-end 2 --ckpt-format torch_dist \
+    --context-parallel-size 1 --kv-channels 16 || fail "run with no-effect flags"
+[[ $(grep -c "accepted, no effect in megac" "$wd/out.txt") -eq 15 ]] || fail "want 15 notices (rank 0 only)"
 grep -qF "megac train: --manual-gc: accepted, no effect in megac: times Python's garbage collector" "$wd/out.txt" ||
   fail "--manual-gc notice"
-grep -q '"megatron_flags_no_effect":\["--use-mcore-models","--attention-backend","--manual-gc","--manual-gc-interval","--num-workers","--no-mmap-bin-files","--empty-unused-memory-level","--data-cache-path","--cross-entropy-loss-fusion","--no-create-attention-mask-in-dataloader","--log-throughput"\]' \
+grep -q '"megatron_flags_no_effect":\["--use-mcore-models","--attention-backend","--manual-gc","--manual-gc-interval","--num-workers","--no-mmap-bin-files","--empty-unused-memory-level","--data-cache-path","--cross-entropy-loss-fusion","--no-create-attention-mask-in-dataloader","--log-throughput","--profile","--profile-step-start","--profile-step-end","--ckpt-format"\]' \
   "$wd/noop.jsonl" || fail "run record: $(grep -o '"megatron_flags_no_effect":[^]]*]' "$wd/noop.jsonl")"
 grep -q '"megatron_flags_no_effect":\[\]' "$wd/plain.jsonl" || fail "run record of the plain run"
 grep "^ iteration" "$wd/out.txt" | sed 's/elapsed.*//' | diff - "$wd/plain.txt" >/dev/null ||
