@@ -7,8 +7,8 @@
 
 #include <sched.h>   // defines: sched_yield
 #include <stdio.h>   // defines: snprintf
-#include <stdlib.h>  // defines: free
-#include <string.h>  // defines: memcpy
+#include <stdlib.h>  // defines: free, getenv
+#include <string.h>  // defines: memcpy, strcmp
 
 // Waits for everything queued on the backend's stream. Polls (yielding the core) instead of
 // blocking in the driver, so the rank stays responsive to signals; a kernel fault surfaces
@@ -164,6 +164,10 @@ extern "C" Backend *backend_cuda_create(int device, BackendMath math, BackendDTy
     CudaState *st = (CudaState *)core_calloc(1, sizeof *st);
     st->device = device;
     st->math = math;
+    // MEGAC_CUDA_NO_GELU_EPILOGUE=1: megac's own GELU kernels instead of cuBLASLt's epilogues,
+    // so that a GELU-form mismatch on a GPU can be attributed (scripts/gpu/selfcheck.sh step c)
+    const char *no_gelu = getenv("MEGAC_CUDA_NO_GELU_EPILOGUE");
+    st->gelu_epilogue = !(no_gelu && strcmp(no_gelu, "1") == 0);
     CUDA_CHECK(cudaStreamCreateWithFlags(&st->stream, cudaStreamNonBlocking));
     CUBLAS_CHECK(cublasLtCreate(&st->lt));
     st->workspace = device_alloc(device, CUDA_WORKSPACE_BYTES, "the cuBLASLt workspace");

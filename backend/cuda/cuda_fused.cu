@@ -15,7 +15,9 @@
 // of 8 elements; its pointer (and the bias's) are used by the heuristic for the alignment,
 // which megac requires to be 16 bytes (cuda_gelu_epilogue_ok). Other pointers, or a shape
 // for which the heuristic has no algorithm with the epilogue, take the unfused path (GEMM +
-// kernel), which gives the same function; so do the other activations (no epilogue).
+// kernel), which gives the same function; so do the other activations (no epilogue), and
+// every GELU linear when the backend was created with MEGAC_CUDA_NO_GELU_EPILOGUE=1
+// (CudaState.gelu_epilogue 0: the GEMM with the bias epilogue, then megac's GELU kernel).
 // Real cuBLASLt's GELU formula (tanh form?) and rounding are not checked here (no GPU): the
 // emulator computes the CUDA kernels' expression; test_cuda_fused compares the fused ops with
 // the CPU on a GPU build too.
@@ -44,7 +46,8 @@ void cuda_matmul_act_forward(Backend *be, void *out, void *pre, const void *inp,
                              const void *weight, const void *bias, int N, int C, int OC,
                              BackendAct act) {
     // row-major pre (N, OC) is column-major (OC, N): aux leading dimension OC
-    if (act == BACKEND_ACT_GELU && cuda_gelu_epilogue_ok(bias, pre, OC) &&
+    if (act == BACKEND_ACT_GELU && cuda_state(be)->gelu_epilogue &&
+        cuda_gelu_epilogue_ok(bias, pre, OC) &&
         cuda_gemm_ex(be, 0, 1, N, OC, C, 1.0f, inp, C, 0, weight, C, 0, 0.0f, out, OC, 0, 1,
                      bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX, bias,
                      pre, OC, be->act, be->act))
@@ -58,7 +61,8 @@ void cuda_matmul_act_backward(Backend *be, void *dinp, float *dweight, float *db
                               const void *dout, const void *inp, const void *weight,
                               const void *pre, int N, int C, int OC, BackendAct act) {
     if (backend_act_gated(act)) core_fatal("matmul_act_backward: a gated activation");
-    if (act == BACKEND_ACT_GELU && cuda_gelu_epilogue_ok(NULL, pre, C) &&
+    if (act == BACKEND_ACT_GELU && cuda_state(be)->gelu_epilogue &&
+        cuda_gelu_epilogue_ok(NULL, pre, C) &&
         cuda_gemm_ex(be, 0, 0, N, C, OC, 1.0f, dout, OC, 0, weight, C, 0, 0.0f, dinp, C, 0, 1,
                      CUBLASLT_EPILOGUE_DGELU, NULL, pre, C, be->act, be->act)) {
         cuda_matmul_backward(be, NULL, dweight, dbias, dout, inp, weight, N, C, OC);

@@ -50,6 +50,9 @@ typedef struct {
 typedef struct {
     int device;
     BackendMath math;                    // GEMMs on fp32 operands: TF32 or strict fp32
+    int gelu_epilogue;                   // 1: GELU linears use cuBLASLt's GELU epilogues;
+                                         // 0 (MEGAC_CUDA_NO_GELU_EPILOGUE=1 at creation):
+                                         // bias-epilogue GEMM + megac's GELU kernels
     cudaStream_t stream;
     cublasLtHandle_t lt;
     void *workspace;                     // (CUDA_WORKSPACE_BYTES) cuBLASLt workspace

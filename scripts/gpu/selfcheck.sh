@@ -15,7 +15,8 @@
 #                (2e-2); at head size 64, --bf16 --use-flash-attn --attention-dropout 0 (the
 #                tensor-core kernels) vs its own CPU run (2e-2), and run twice: bitwise equal
 #                loss and grad norm (determinism); fp32 with MEGAC_CUDA_NO_GELU_EPILOGUE=1 vs
-#                CPU (1e-4) when megac reads that variable (not yet: the C side is to do)
+#                CPU (1e-4) when megac reads that variable (backend/cuda: the GELU linears
+#                then run the bias-epilogue GEMM and megac's GELU kernels)
 #   d bench      bf16/TF32 GEMM rate (PyTorch, 8192^3), bench_train gpt2-124m and gpt2-350m
 #                at T=1024, TF32 vs --bf16 (with/without --use-flash-attn), and gpt2-350m at
 #                T=4096: tokens/s, TFLOP/s, MFU vs 989 and vs the measured GEMM rates, MiB

@@ -12,7 +12,8 @@
 #   0  nvidia-smi listing no GPU: one line, exit 0
 #   1  all steps: unpacked with the carried xz into the second folder (the noexec one skipped),
 #      megac --help ran; every step reports a result; b ran all four tests after ops failed,
-#      flash_tc in full; c PASS (tolerances, bitwise rerun) with the GELU run "not run"; e ran
+#      flash_tc in full; c PASS (tolerances, bitwise rerun, the fp32 run with
+#      MEGAC_CUDA_NO_GELU_EPILOGUE=1); e ran
 #      memcheck, synccheck, racecheck on half and flash_tc before ops, with LD_LIBRARY_PATH
 #      exactly pack/lib + NCCL's + cuBLASLt's folders; at most 8 files in $OUT; summary.md
 #      written although steps FAIL (exit 1); within the deadline
@@ -38,7 +39,8 @@ cp "$src/selfcheck.sh" "$src/env.sh" "$src/ncu_table.py" "$repo/scripts/gpu/"
 cat > "$tmp/stage/bin/megac" <<'EOF'
 #!/bin/sh
 # stand-in megac: 20 rows of --log-json, CUDA slightly off the CPU (within every tolerance)
-echo "megac $*|$LD_LIBRARY_PATH" >> "$STUB_LOG"
+# (selfcheck.sh looks for the name MEGAC_CUDA_NO_GELU_EPILOGUE in megac: here it is)
+echo "megac $*|$LD_LIBRARY_PATH|no_gelu_epilogue=${MEGAC_CUDA_NO_GELU_EPILOGUE:-}" >> "$STUB_LOG"
 [ "$1" = --help ] && { echo "usage: megac COMMAND"; exit 0; }
 dev=cpu bf16=0 tf32=1 log="" hs=64
 while [ $# -gt 0 ]; do
@@ -171,7 +173,9 @@ expect "$STUB_LOG" '^test_cuda_flash_tc \|' "run 1: test_cuda_flash_tc not run i
 expect "$sum" '^\| c train CPU vs CUDA \| PASS \|' "run 1: c not PASS on consistent logs"
 expect "$sum" 'bf16_hd64 max rel loss' "run 1: c lacks the head-size-64 bf16 comparison"
 expect "$sum" 'bf16_hd64 run twice: bitwise equal' "run 1: c lacks the bitwise rerun"
-expect "$sum" 'fp32_nogelu not run' "run 1: c does not say the GELU-epilogue run is not run"
+expect "$sum" 'fp32_nogelu max rel loss [^;]*\(tol 1e-04\)' "run 1: c lacks the fp32 run without GELU epilogues"
+[[ $(grep -c -- '--device cuda --no-tf32 .*|no_gelu_epilogue=1$' "$STUB_LOG") -eq 1 ]] ||
+  fail "run 1: not one fp32 run with MEGAC_CUDA_NO_GELU_EPILOGUE=1"
 expect "$STUB_LOG" '^megac train .*--hidden-size 256 --num-attention-heads 4 --use-flash-attn --attention-dropout 0 --device cuda --bf16' \
   "run 1: no --bf16 --use-flash-attn --attention-dropout 0 run at head size 64"
 [[ $(grep -c -- '--hidden-size 256 .*--device cuda --bf16' "$STUB_LOG") -eq 2 ]] || fail "run 1: the bf16 head-64 run not run twice"

@@ -8,11 +8,13 @@
 // the unfused pair rounds twice). Also: each fused op on the CPU gives the bits of the
 // unfused sequence it replaces (the reference stays bitwise what it was), and the CUDA
 // fused GELU ops are checked on both their paths (cuBLASLt epilogue; unaligned pointers or a
-// leading dimension not a multiple of 8: the unfused fallback). Exit 77 without a device.
+// leading dimension not a multiple of 8: the unfused fallback), and in bf16 the switch
+// MEGAC_CUDA_NO_GELU_EPILOGUE=1 (the pair's bits). Exit 77 without a device.
 #include "tests/backend/backend_ref_ops.h"  // defines: ref_gelu_backward
 #include "tests/backend/cuda/cuda_half.h"
 
 #include <stdio.h>
+#include <stdlib.h>  // defines: setenv, unsetenv
 
 // Random host floats in [lo, hi), rounded to h->dt unless it is fp32 (caller frees).
 static float *fz_rand(Half *h, size_t n, double lo, double hi) {
@@ -115,6 +117,49 @@ static void check_linear_gelu(Half *h, int N, int C, int OC, int shift) {
     free(pre), free(dout), free(dw0), free(db0), free(rdi), free(rdw), free(rdb), free(gdi), free(gdw), free(gdb);
 }
 
+// A backend created with MEGAC_CUDA_NO_GELU_EPILOGUE=1 (h->dt 16-bit): its GELU linears give
+// the bits of the unfused pair (matmul_forward + act_forward; matmul_backward + act_backward)
+// on h->be, and other bits than h->be's epilogue path (which rounds once where the pair rounds
+// twice), so the switch is seen to take effect. Identical bits there would leave the two paths
+// indistinguishable: a failure rather than a blind pass.
+static void check_no_gelu_epilogue(Half *h, int N, int C, int OC) {
+    setenv("MEGAC_CUDA_NO_GELU_EPILOGUE", "1", 1);
+    Backend *off = backend_cuda_create(0, BACKEND_MATH_FP32, h->dt), *be = h->be;
+    unsetenv("MEGAC_CUDA_NO_GELU_EPILOGUE");
+    size_t no = (size_t)N * OC, ni = (size_t)N * C, nw = (size_t)OC * C;
+    float *inp = fz_rand(h, ni, -1, 1), *w = fz_rand(h, nw, -1, 1), *bias = fz_rand(h, OC, -1, 1);
+    float *pre = fz_rand(h, ni, -4, 4), *dout = fz_rand(h, no, -1, 1);
+    float *got[3][2];  // [epilogue, switch, unfused pair][forward out, backward dinp]
+    void *d_inp = half_up(h, inp, ni), *d_w = half_up(h, w, nw), *d_b = half_up(h, bias, OC);
+    void *d_pre = half_up(h, pre, ni), *d_dout = half_up(h, dout, no);
+    for (int k = 0; k < 3; k++) {
+        void *fpre = half_poisoned(h, no, h->dt), *fout = half_poisoned(h, no, h->dt);
+        void *dinp = half_poisoned(h, ni, h->dt);
+        Backend *b = k == 1 ? off : be;
+        if (k < 2) {
+            b->ops->matmul_act_forward(b, fout, fpre, d_inp, d_w, d_b, N, C, OC, BACKEND_ACT_GELU);
+            b->ops->matmul_act_backward(b, dinp, NULL, NULL, d_dout, d_inp, d_w, d_pre, N, C, OC,
+                                        BACKEND_ACT_GELU);
+        } else {
+            be->ops->matmul_forward(be, fpre, d_inp, d_w, d_b, N, C, OC);
+            be->ops->act_forward(be, fout, fpre, N, OC, BACKEND_ACT_GELU);
+            be->ops->matmul_backward(be, dinp, NULL, NULL, d_dout, d_inp, d_w, N, C, OC);
+            be->ops->act_backward(be, dinp, d_pre, dinp, N, C, BACKEND_ACT_GELU);
+        }
+        b->ops->sync(b);
+        got[k][0] = test_floats(no), got[k][1] = test_floats(ni);
+        half_down(h, got[k][0], fout, no), half_down(h, got[k][1], dinp, ni);
+    }
+    half_release(h);
+    EXPECT(!memcmp(got[1][0], got[2][0], no * 4) && !memcmp(got[1][1], got[2][1], ni * 4),
+           "MEGAC_CUDA_NO_GELU_EPILOGUE=1: GELU linear is not bitwise GEMM + GELU kernel");
+    EXPECT(memcmp(got[0][0], got[2][0], no * 4) && memcmp(got[0][1], got[2][1], ni * 4),
+           "epilogue path gives the unfused bits: the switch cannot be seen");
+    for (int k = 0; k < 3; k++) free(got[k][0]), free(got[k][1]);
+    free(inp), free(w), free(bias), free(pre), free(dout);
+    backend_destroy(off);
+}
+
 int main(int argc, char **argv) {
     int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
     if (!backend_cuda_available()) {
@@ -132,6 +177,7 @@ int main(int argc, char **argv) {
         check_linear_gelu(&h, 37, 40, 64, 0);      // the cuBLASLt epilogues
         check_linear_gelu(&h, 37, 40, 64, 1);      // unaligned: the fallback
         if (!quick) check_linear_gelu(&h, 45, 36, 67, 0);  // ld not a multiple of 8: fallback
+        if (h.dt == BACKEND_BF16) check_no_gelu_epilogue(&h, 37, 40, 64);
         test_failures_ += cuda_fused_xent(&h);
         backend_destroy(h.be);
     }
