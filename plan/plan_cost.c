@@ -2,7 +2,8 @@
 //
 // The model follows what megac's step does (train/trainer.c): the pipeline schedule runs m
 // micro-batches; inside a stage, GEMMs, tensor-parallel collectives and the pipeline's
-// point-to-point transfers run one after the other (no overlap). A micro-batch passes every
+// point-to-point transfers run one after the other (no overlap); so do the memory-bound
+// kernels (plan_kernels.h), timed at the profile's HBM bandwidth. A micro-batch passes every
 // stage once while the pipeline fills and drains, and the slowest stage sets the pace in
 // between: t_pipeline = sum_s t_s + (m - 1) max_s t_s, (m + PP - 1) t_mb for equal stages
 // (1F1B and GPipe alike); interleaved with v chunks per stage, each t_s / v long, the fill
@@ -78,7 +79,7 @@ void plan_predict(const PlanSpec *s, const PlanLayout *l, const PlanHardware *hw
             pp_mb.bytes[k] /= (uint64_t)m;
             pp_mb.calls[k] /= (uint64_t)m;
         }
-        p->t_mb = p->flops_mb / rate +
+        p->t_mb = p->flops_mb / rate + p->kernel_bytes_mb / (hw->hbm_gbps * 1e9) +
                   traffic_time(&p->traffic[PLAN_G_TP], l->tp, r->crosses[PLAN_G_TP], hw) / m +
                   traffic_time(&pp_mb, l->pp, r->crosses[PLAN_G_PP], hw);
         p->t_after = traffic_time(&p->traffic[PLAN_G_EMB], sizes[PLAN_G_EMB], r->crosses[PLAN_G_EMB], hw) +

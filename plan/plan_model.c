@@ -1,6 +1,7 @@
 // plan/plan_model.c: memory and traffic of one pipeline stage of a layout, mirroring what
 // megac allocates and what its communicators count (see plan_model.h).
 #include "plan_model.h"
+#include "plan_kernels.h"           // defines: plan_kernel_bytes
 #include "model/gpt_params.h"    // defines: gpt_params_build
 #include "distributed/dist_geometry.h"  // defines: dist_padded_size, dist_bucket
 #include "pipeline/pp_interleaved.h"  // defines: pp_ilv_slots, pp_ilv_plan
@@ -286,6 +287,7 @@ static void chunk_counts(const PlanSpec *s, const PlanLayout *l, int P, int stag
     if (c->recompute == GPT_RECOMPUTE_SELECTIVE && !c->use_flash_attn)
         extra = st->n_layers * 4.0 * l->micro_batch * (double)c->seq_length * c->seq_length * c->hidden_size;
     st->flops_mb = st->model_flops_mb + extra / l->tp;
+    st->kernel_bytes_mb = plan_kernel_bytes(s, l, st->n_layers, st->n_recomputed, st->first, st->last);
 }
 
 // Interleaved 1F1B (pipeline/pp_interleaved.h): rank `stage` holds chunks c = 0..v-1, virtual
@@ -327,6 +329,7 @@ static void interleaved_counts(const PlanSpec *s, const PlanLayout *l, int stage
             }
         st->flops_mb += k.flops_mb;
         st->model_flops_mb += k.model_flops_mb;
+        st->kernel_bytes_mb += k.kernel_bytes_mb;
     }
     pp_ilv_plan_free(&pl);
 }

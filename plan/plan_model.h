@@ -76,7 +76,10 @@ typedef struct {
     double flops_mb;                   // GEMM FLOPs of one micro-batch, forward + backward, per
                                        // rank, as the hardware runs them (with recomputation)
     double model_flops_mb;             // the same without recomputation (Megatron's model FLOPs)
-    double t_mb;                       // seconds per micro-batch: GEMMs + TP + p2p
+    double kernel_bytes_mb;            // bytes the memory-bound kernels of one micro-batch
+                                       // move on one rank (plan_kernels.h; with recomputation)
+    double t_mb;                       // seconds per micro-batch: GEMMs + memory-bound
+                                       // kernels at hbm_gbps + TP + p2p
     double t_after;                    // seconds after the pipeline: grad syncs + optimizer
     double bubble;                     // idle fraction of this stage in the schedule
 } PlanStage;

@@ -2,8 +2,9 @@
 #include "plan_print.h"
 
 static const char *ASSUMPTIONS[] = {
-    "compute: Megatron-LM's GEMM FLOPs (model/gpt_config.c) at peak x gemm_efficiency; "
-    "element-wise ops, attention softmax and LayerNorms take no time",
+    "compute: Megatron-LM's GEMM FLOPs (model/gpt_config.c) at peak x gemm_efficiency, plus "
+    "the memory-bound kernels (norms, residual adds, activations, bias gradients, "
+    "cross-entropy, embedding; plan/plan_kernels.c: estimated bytes) at hbm_gbps",
     "no overlap: GEMMs, tensor-parallel collectives and pipeline transfers run one after the "
     "other, as in megac's step; the gradient reduction follows the pipeline",
     "pipeline: step = sum of the stages' micro-batch times + (m - 1) x the slowest one + "
@@ -169,8 +170,8 @@ static void json_stage(FILE *f, const PlanStage *st, int index) {
         json_traffic(f, &st->traffic[g]);
     }
     fprintf(f, "},\"flops_per_microbatch\":%.6g,\"model_flops_per_microbatch\":%.6g,"
-            "\"recomputed_layers\":%d,\"microbatch_s\":%.6g,\"after_pipeline_s\":%.6g,\"bubble\":%.6g}",
-            st->flops_mb, st->model_flops_mb, st->n_recomputed, st->t_mb, st->t_after, st->bubble);
+            "\"kernel_bytes_per_microbatch\":%.6g,\"recomputed_layers\":%d,\"microbatch_s\":%.6g,\"after_pipeline_s\":%.6g,\"bubble\":%.6g}",
+            st->flops_mb, st->model_flops_mb, st->kernel_bytes_mb, st->n_recomputed, st->t_mb, st->t_after, st->bubble);
 }
 
 static void json_result(FILE *f, const PlanResult *r, int position) {

@@ -2,8 +2,10 @@
 // data-parallel all-reduce and ZeRO figures, megac's tensor-parallel counts
 // (tests/parallel/tp_traffic.py's formula), GPT-2's parameter count, Megatron's FLOPs,
 // the bubble, activation slots per schedule, which groups cross nodes, the enumeration and
-// its ranking, activation recomputation, interleaved 1F1B, and hardware profile files.
+// its ranking, activation recomputation, interleaved 1F1B, hardware profile files, and the
+// memory-bound kernels' bytes.
 #include "plan/plan_enum.h"
+#include "plan/plan_kernels.h"  // defines: plan_kernels, plan_kernel_bytes
 #include "pipeline/pp_interleaved.h"  // defines: pp_ilv_slots
 #include "tests/testing.h"
 
@@ -300,6 +302,41 @@ static void test_hardware_files(void) {
     EXPECT(plan_hw_load(path, &h100, &hw, err, sizeof err) != 0 && strstr(err, "not a readable file"), "%s", err);
 }
 
+// The memory-bound kernels (plan/plan_kernels.c) of the tiny model on one rank, fp32, B 2 x
+// T 32 = 64 rows, C 64, F 256, Vp 384, materialised attention (4 heads x T = 128 scores per
+// row), qkv 192 columns; bytes = rows x (columns x elements x 4 + statistics). Per layer
+// forward: ln1 33280, softmax 65536, residual + ln2 66048, GELU aux 65536, residual 49152;
+// backward: fcproj bias 16384, DGELU aux 65536, fc bias 65536, ln2 66048, residual 49152,
+// proj bias 16384, softmax 98304, qkv bias 49152, ln1 66048, residual 49152. Embedding
+// 32768 + 16384 + 49152 + 16384; final norm 33280 + 66048, cross-entropy 98816 + 98304 +
+// 196608. The step time adds them at hbm_gbps; flash attention drops the softmax rows.
+static void test_kernel_bytes(void) {
+    PlanSpec s = tiny_spec(1, 8);
+    PlanLayout l = {1, 1, 1, 2, 0, 0, 0, 0, 0};
+    double layer = 279552.0 + 541696.0, ends = 114688.0 + 493056.0;
+    EXPECT_NEAR(plan_kernel_bytes(&s, &l, 2, 0, 1, 1), 2 * layer + ends, 0);
+    EXPECT_NEAR(plan_kernel_bytes(&s, &l, 2, 1, 0, 1), 2 * layer + 279552.0 + 493056.0, 0);
+    PlanKernel k[PLAN_KERNELS_MAX];
+    int n = plan_kernels(&s, &l, k);
+    EXPECT_EQ_INT(n, 24);  // no rope, SwiGLU, ReLU^2 or RMSNorm rows
+    EXPECT(!strcmp(k[2].name, "residual add + ln2 forward") && k[2].bytes == 66048.0, "%s %g",
+           k[2].name, k[2].bytes);
+    PlanHardware hw;
+    plan_hw_builtin("h200", &hw);
+    PlanResult r;
+    plan_predict(&s, &l, &hw, &r);
+    const PlanStage *st = &r.stages[0];
+    EXPECT_NEAR(st->kernel_bytes_mb, 2 * layer + ends, 0);
+    double want = st->flops_mb / (plan_hw_peak_flops(&hw, PLAN_FP32) * hw.gemm_efficiency) +
+                  st->kernel_bytes_mb / (hw.hbm_gbps * 1e9);
+    EXPECT_NEAR(st->t_mb, want, 1e-12 * want);
+    plan_result_free(&r);
+    s.model.use_flash_attn = 1;
+    EXPECT_NEAR(plan_kernel_bytes(&s, &l, 2, 0, 1, 1), 2 * (layer - 65536.0 - 98304.0) + ends, 0);
+    printf("memory-bound kernels of the tiny model, one micro-batch: %.0f bytes (%.0f flash)\n",
+           2 * layer + ends, 2 * (layer - 65536.0 - 98304.0) + ends);
+}
+
 int main(void) {
     test_seed_figures();
     test_tp_counts();
@@ -308,5 +345,6 @@ int main(void) {
     test_enumeration();
     test_interleaved();
     test_hardware_files();
+    test_kernel_bytes();
     return test_result("test_plan");
 }
