@@ -219,7 +219,7 @@ static void check_pointwise(Parity *t, size_t n) {
     PAR_CLOSE_OUT(adb, "add, out == b");
     free(x), free(y);
     par_out_free(&gf), par_out_free(&gb), par_out_free(&gba), par_out_free(&ad);
-    par_out_free(&ada), par_out_free(&adb);
+    par_out_free(&ada), par_out_free(&adb), par_out_free(&rf), par_out_free(&rb);
 }
 
 // attention_forward (out, att incl. the zeros above the diagonal) and attention_backward
