@@ -284,8 +284,8 @@ static CORE_NORETURN void save_failed(const CkptModel *cm, const char *save, int
                 "partial file was removed, %s\n", bad_rank, (long long)iteration, msg, latest);
         ckpt_lock_release();
     }
-    // The launcher kills the other ranks as soon as one exits non-zero: nobody leaves until
-    // rank 0 has cleaned up and said so.
+    // Nobody leaves until rank 0 has cleaned up and said so; core_exit_all finalizes MPI, so
+    // hydra sees every rank exit 1 instead of SIGKILLing the others after the first.
     MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
     core_exit_all(1);
 }

@@ -121,6 +121,10 @@ void core_agree_or_exit(int status, char *msg, int msglen) {
 
 void core_exit_all(int code) {
     fflush(NULL);
+    int init = 0, fin = 0;
+    MPI_Initialized(&init);
+    MPI_Finalized(&fin);
+    if (init && !fin) MPI_Finalize();
     _exit(code);
 }
 

@@ -47,10 +47,10 @@ void core_agree_or_exit(int status, char *msg, int msglen);
 int core_agree(int status, char *msg, int msglen);
 
 // Every rank calls it (after core_agree), for a run-time failure all ranks know of (code 1)
-// once the message is printed: flushes stdio and leaves with _exit(code), skipping
-// MPI_Finalize and atexit handlers (after an I/O failure HDF5 holds a file it cannot close,
-// and its clean-up inside MPI_Finalize crashes). The launcher sees every rank exit with
-// code. Never returns.
+// once the message is printed: flushes stdio, finalizes MPI (collective: hydra SIGKILLs the
+// job when a rank leaves without it, and mpiexec then says "Killed (signal 9)", exit 9)
+// and leaves with _exit(code), skipping atexit handlers (after an I/O failure HDF5 holds a
+// file it cannot close). The launcher sees every rank exit with code. Never returns.
 CORE_NORETURN void core_exit_all(int code);
 
 // Writes the innermost message of the current HDF5 error stack ("truncated file ...") into

@@ -12,7 +12,8 @@
 #     trains without --eval-iters 0; the banner names the data;
 #   a full disk during --save (a 2 MiB tmpfs, root only): one line naming the rank, the file
 #     and "No space left on device", exit 1 on every rank, no partial file, `latest` and the
-#     previous checkpoint intact (it loads); `megac preprocess` onto a full disk likewise.
+#     previous checkpoint intact (it loads); the same at 4 ranks (TP 2 x DP 2), with no
+#     launcher kill page; `megac preprocess` onto a full disk likewise.
 set -uo pipefail
 mpiexec="$1" megac="$2"
 wd=$(mktemp -d); mnt=""
@@ -142,6 +143,20 @@ run --train-iters 3 --load "$mnt/ck" || fail "full disk: the previous checkpoint
 grep -q "loaded checkpoint $mnt/ck/iter_0000002" "$wd/out.txt" || fail "full disk: checkpoint 2 not loaded"
 echo "ok: a full disk during --save: one line, exit 1, partial file removed, checkpoint 2 intact and loadable"
 rm -rf "$mnt/ck"
+# At 4 ranks (TP 2 x DP 2) every rank leaves with 1: hydra used to SIGKILL the others after
+# the first exit ("Killed (signal 9)", exit 9). Three tries: it was a race.
+for try in 1 2 3; do
+  timeout 60 "$mpiexec" -n 4 "$megac" train "${flags[@]}" --tensor-model-parallel-size 2 --train-iters 4 \
+    --save "$mnt/ck" --save-interval 2 >"$wd/out.txt" 2>&1
+  rc=$?; ((rc == 1)) || fail "full disk at 4 ranks (try $try): exit $rc, want 1"
+  grep -qE "^megac: \[rank [0-3]\] cannot save the checkpoint of iteration 4: $mnt/ck/iter_0000004/checkpoint.h5.tmp: No space left on device \(.*\); the partial file was removed, \`latest\` still names iteration 2$" "$wd/out.txt" \
+    || fail "full disk at 4 ranks: no one-line message"
+  grep -q "signal 9\|BAD TERMINATION\|HDF5-DIAG" "$wd/out.txt" && fail "full disk at 4 ranks: the launcher's kill page"
+  [[ -z "$(find "$mnt" -name '*.tmp')" && ! -e "$mnt/ck/iter_0000004" && ! -e "$mnt/ck/.megac-save.lock" &&
+     $(cat "$mnt/ck/latest_checkpointed_iteration.txt") == 2 ]] || fail "full disk at 4 ranks: left behind or latest moved"
+  rm -rf "$mnt/ck"
+done
+echo "ok: a full disk during --save at 4 ranks (TP 2 x DP 2): exit 1 everywhere, one line, no kill page"
 head -c 3000000 /dev/urandom | base64 > "$wd/big.txt"
 "$megac" preprocess --input "$wd/big.txt" --output "$mnt/d.h5" >"$wd/out.txt" 2>&1
 rc=$?; ((rc == 1)) || fail "preprocess onto a full disk: exit $rc, want 1"
