@@ -5,6 +5,7 @@
 
 #include <json-c/json.h>  // defines: json_object_*
 #include <math.h>
+#include <stdint.h>  // defines: int64_t
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -137,8 +138,14 @@ int hf_json_field(json_object *o, const char *key, json_object **v) {
 int hf_json_int(json_object *o, const char *key, int dflt, int *out, const char *path,
                      char *err, size_t errlen) {
     json_object *v;
-    if (!hf_json_field(o, key, &v)) *out = dflt;
-    else *out = json_object_is_type(v, json_type_int) ? json_object_get_int(v) : -1;
+    int found = hf_json_field(o, key, &v), is_int = found && json_object_is_type(v, json_type_int);
+    int64_t big = is_int ? json_object_get_int64(v) : 0;  // 64-bit: an int would wrap
+    *out = !found ? dflt : is_int && big <= HF_JSON_INT_MAX ? (int)big : -1;
+    if (big > HF_JSON_INT_MAX) {
+        snprintf(err, errlen, "%s: '%s' %lld is too large (at most %d)", path, key, (long long)big,
+                 HF_JSON_INT_MAX);
+        return -1;
+    }
     if (*out > 0) return 0;
     snprintf(err, errlen, "%s: '%s' is missing or not a positive integer", path, key);
     return -1;

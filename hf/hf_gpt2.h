@@ -54,8 +54,9 @@ struct json_object;  // json-c's object (json-c/json.h)
 int hf_write_json(const char *path, struct json_object *o, char *err, size_t errlen);
 // Field `key` of o: 1 found (in *v), 0 absent or JSON null. Pure.
 int hf_json_field(struct json_object *o, const char *key, struct json_object **v);
-// Integer field (> 0) of o into *out; absent: dflt when > 0. Returns 0, or -1 with one line
-// naming path and key in err.
+// Integer field (> 0, <= HF_JSON_INT_MAX: no product of sizes wraps before gpt_config_check)
+// of o into *out; absent: dflt when > 0. Returns 0, or -1 with one line naming path and key in err.
+#define HF_JSON_INT_MAX (1 << 24)
 int hf_json_int(struct json_object *o, const char *key, int dflt, int *out, const char *path,
                 char *err, size_t errlen);
 // Reads tensor `name` of f into out after checking its shape is (d0) (ndim 1) or (d0, d1).

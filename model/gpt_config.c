@@ -22,6 +22,20 @@ int gpt_config_check(const GPTConfig *c, int tp, int pp, char *err, size_t n) {
                  c->vocab_divisible_by, tp);
         return -1;
     }
+    if (c->num_layers > GPT_MAX_LAYERS) {
+        snprintf(err, n, "num-layers %d is too large (at most %d)", c->num_layers, GPT_MAX_LAYERS);
+        return -1;
+    }
+    double C = c->hidden_size, F = c->ffn_hidden_size, V = c->vocab_size;  // no int product wraps
+    double per_layer = 4.0 * C * C + (backend_act_gated(c->activation) ? 3.0 : 2.0) * C * F + 13.0 * C + F;
+    double params = c->num_layers * per_layer + (c->untie_embeddings ? 2.0 : 1.0) * V * C +
+                    (double)c->max_position_embeddings * C;
+    if (params > GPT_MAX_PARAMS) {
+        snprintf(err, n, "model too large: %.4g parameters (at most 2^50 = %.4g; num-layers %d, "
+                 "hidden-size %d, ffn-hidden-size %d)", params, GPT_MAX_PARAMS, c->num_layers,
+                 c->hidden_size, c->ffn_hidden_size);
+        return -1;
+    }
     if (c->hidden_size % c->num_heads) {
         snprintf(err, n, "hidden-size %d is not divisible by num-attention-heads %d", c->hidden_size,
                  c->num_heads);

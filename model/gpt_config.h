@@ -57,9 +57,17 @@ enum { GPT_RECOMPUTE_NONE = 0, GPT_RECOMPUTE_FULL = 1, GPT_RECOMPUTE_SELECTIVE =
 // Padded vocabulary Vp: V rounded up to a multiple of vocab_divisible_by * tp (Megatron). Pure.
 int gpt_padded_vocab(const GPTConfig *c, int tp);
 
+// Sizes past these are refused by gpt_config_check (before anything is allocated): the
+// parameter table has GPT_MAX_LAYERS x ~16 entries at most, and the whole model at most
+// GPT_MAX_PARAMS elements (2^50, 1.1e15; GPT-3 175B has 1.75e11), so no count of elements
+// or bytes wraps (a model below the bound that does not fit is the allocator's to report).
+#define GPT_MAX_LAYERS (1 << 20)
+#define GPT_MAX_PARAMS 1125899906842624.0
+
 // Checks the config alone and against tp and pp (heads, hidden, ffn divisible by tp; layers
-// split over pp stages, see gpt_stage_layers; T <= max positions; all sizes > 0). Returns 0,
-// or -1 with one line naming the numbers in err.
+// split over pp stages, see gpt_stage_layers; T <= max positions; all sizes > 0; at most
+// GPT_MAX_LAYERS layers and GPT_MAX_PARAMS parameters, counted in double so nothing wraps).
+// Returns 0, or -1 with one line naming the numbers in err.
 int gpt_config_check(const GPTConfig *c, int tp, int pp, char *err, size_t errlen);
 
 // The layers of pipeline stage `stage` of pp: [*layer0, *layer0 + *n). Evenly split, except

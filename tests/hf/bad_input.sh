@@ -54,6 +54,12 @@ fresh; edit "$wd/h/config.json" "c['model_type']='mistral'; c['architectures']=[
 expect "import: Mistral config" "model_type 'mistral' (MistralForCausalLM) cannot be imported" imp
 fresh; edit "$wd/h/config.json" "c['model_type']='llama'; c['architectures']=['LlamaForCausalLM']"
 expect "import: a GPT-2 config called llama" "'hidden_size' is missing" imp
+fresh; edit "$wd/h/config.json" "c['n_layer']=1000000000"
+expect "import: n_layer 1e9" "config.json: 'n_layer' 1000000000 is too large (at most 16777216)" imp
+fresh; edit "$wd/h/config.json" "c['vocab_size']=2**40"
+expect "import: vocab_size 2^40" "config.json: 'vocab_size' 1099511627776 is too large" imp
+fresh; edit "$wd/h/config.json" "c['n_layer']=2000000"
+expect "import: n_layer 2e6" "config.json: num-layers 2000000 is too large (at most 1048576)" imp
 fresh; edit "$wd/h/config.json" "c['activation_function']='relu'"
 expect "import: ReLU" "activation_function 'relu' cannot be represented" imp
 fresh; edit "$wd/h/config.json" "c['layer_norm_epsilon']=1e-6"

@@ -8,7 +8,7 @@
 #   FIFOs as --data-path, as `latest` or as a checkpoint file are refused before opening;
 #   --log-json / --trace naming the data file or a checkpoint, or an unwritable --trace, are
 #     refused at start-up (before any iteration) and leave the file untouched;
-#   --num-threads 100000 and --hidden-size 2000000000: one usage line; --split 100,0,0
+#   --num-threads 100000, --hidden-size 2000000000, --num-layers 10^9: one usage line; --split 100,0,0
 #     trains without --eval-iters 0; the banner names the data;
 #   a full disk during --save (a 2 MiB tmpfs, root only): one line naming the rank, the file
 #     and "No space left on device", exit 1 on every rank, no partial file, `latest` and the
@@ -108,7 +108,9 @@ echo "ok: outputs naming an input, a directory or an unwritable path are refused
 
 expect 2 "--num-threads 100000: at most 1024 CPU threads per rank" --num-threads 100000
 expect 2 "--hidden-size 2000000000 is too large: the default --ffn-hidden-size (4 x hidden = 8000000000)" --hidden-size 2000000000
-echo "ok: --num-threads 100000 and --hidden-size 2000000000 give one usage line"
+expect 2 "num-layers 1000000000 is too large (at most 1048576)" --num-layers 1000000000
+expect 2 "model too large: 4.8e+15 parameters (at most 2^50" --num-layers 1000000 --hidden-size 20000
+echo "ok: --num-threads 100000, --hidden-size 2000000000, --num-layers 10^9 and a 10^15-parameter model give one usage line"
 
 # Permissions (root runs them as nobody, as root reads everything): "Permission denied",
 # not "not an HDF5 file".
