@@ -4,9 +4,35 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>  // defines: getrlimit, setrlimit, RLIMIT_NOFILE
+#include <sys/resource.h>  // defines: getrlimit, setrlimit, RLIMIT_NOFILE, RLIMIT_FSIZE
+
+// 1 when this process is the launcher's rank 0 or runs alone (it prints the one line).
+static int first_rank(void) {
+    const char *rank = getenv("PMI_RANK");
+    if (!rank) rank = getenv("SLURM_PROCID");
+    return !rank || !strcmp(rank, "0");
+}
+
+// ulimit -f: MPI's shared-memory transport (UCX's posix/sysv, unless UCX_TLS leaves them out)
+// writes segments of several MB at start-up and fails with only "File too large".
+static void check_file_size(const char *command) {
+    struct rlimit r;
+    if (getrlimit(RLIMIT_FSIZE, &r) != 0 || r.rlim_cur == RLIM_INFINITY) return;
+    if (r.rlim_cur >= (rlim_t)CORE_MIN_FILE_MB << 20) return;
+    const char *tls = getenv("UCX_TLS");
+    if (tls && !strstr(tls, "shm") && !strstr(tls, "posix") && !strstr(tls, "sysv") &&
+        !strstr(tls, "all") && !strstr(tls, "mm"))
+        return;  // no shared memory: the writes megac makes report EFBIG themselves
+    if (first_rank())
+        fprintf(stderr, "megac %s: ulimit -f is %llu blocks (%.1f MB): MPI's shared memory needs "
+                "files of at least %d MB (and checkpoints need their size); raise it, e.g. "
+                "ulimit -f unlimited\n", command, (unsigned long long)(r.rlim_cur / 1024),
+                (double)r.rlim_cur / 1e6, CORE_MIN_FILE_MB);
+    exit(2);
+}
 
 void core_check_limits(const char *command) {
+    check_file_size(command);
     struct rlimit r;
     if (getrlimit(RLIMIT_NOFILE, &r) != 0 || r.rlim_cur == RLIM_INFINITY) return;
     if (r.rlim_cur >= CORE_WANT_OPEN_FILES) return;
@@ -17,9 +43,7 @@ void core_check_limits(const char *command) {
         if (setrlimit(RLIMIT_NOFILE, &raised) == 0) r.rlim_cur = want;
     }
     if (r.rlim_cur >= CORE_MIN_OPEN_FILES) return;
-    const char *rank = getenv("PMI_RANK");
-    if (!rank) rank = getenv("SLURM_PROCID");
-    if (!rank || !strcmp(rank, "0"))
+    if (first_rank())
         fprintf(stderr, "megac %s: ulimit -n is %llu (hard limit %llu): megac needs at least %d open "
                 "files (MPI's sockets and shared memory, HDF5, the data files); raise it, e.g. "
                 "ulimit -n %d\n", command, (unsigned long long)r.rlim_cur,

@@ -10,7 +10,7 @@
 #   stdout closed (`| head`) under the launcher and without it: the run completes, exit 0;
 #   --log-json on a full disk (/dev/full; a 16 kB tmpfs as root): exit 1, one line, a
 #     checkpoint of the last iteration, no cut record; a cut last line is removed on resume;
-#   `ulimit -n 16`: one line saying what is needed, exit 2;
+#   `ulimit -n 16`, `ulimit -f 1000` (MPI's shared memory): one line saying what is needed, exit 2;
 #   `ulimit -f` (SIGXFSZ) while saving: exit 1 with "File too large", no partial file;
 #     while logging: exit 1, the log ends on a whole record.
 # SEED (printed) picks the signal moments.
@@ -144,3 +144,11 @@ echo "ok: ulimit -f 20 while logging: exit 1, 'File too large', the log ends on 
 grep -q "^megac train: ulimit -n is 16 (hard limit 16): megac needs at least 256 open files" "$wd/out.txt" \
   || fail "ulimit -n 16: no line saying what is needed"
 echo "ok: ulimit -n 16: one line saying what is needed, exit 2"
+# ulimit -f 1000 (1 MB) under the launcher: one megac line and exit 2 before MPI starts (it
+# used to fail inside UCX's shared memory with "File too large").
+(ulimit -f 1000; unset UCX_TLS; timeout 60 "$launcher" -n 2 "$megac" train "${flags[@]}" --train-iters 2 >"$wd/out.txt" 2>&1); rc=$?
+((rc == 2)) || fail "ulimit -f 1000: exit $rc, want 2"
+grep -q "^megac train: ulimit -f is 1000 blocks (1.0 MB): MPI's shared memory needs files of at least 16 MB" "$wd/out.txt" \
+  || fail "ulimit -f 1000: no line saying what is needed"
+(($(wc -l < "$wd/out.txt") == 1)) || fail "ulimit -f 1000: $(wc -l < "$wd/out.txt") lines"
+echo "ok: ulimit -f 1000: one line saying what is needed, exit 2"
