@@ -47,7 +47,7 @@ its = [r["iteration"] for r in map(json.loads, lines[:-1]) if "iteration" in r]
 assert its == list(range(int(sys.argv[2]), int(sys.argv[3]) + 1)), its
 PY
 }
-# signal_run NAME SIGNALS...: the launcher with 2 ranks, SIGNALS sent to it 100 ms apart once
+# signal_run NAME SIGNALS...: the launcher with 2 ranks, SIGNALS sent to it $gap s apart once
 # iteration 3..8 is logged; then exit 0, the stop line, a complete checkpoint there, and a
 # log holding 1..stop.
 signal_run() {
@@ -57,7 +57,8 @@ signal_run() {
     --log-json "$log" >"$wd/out.txt" 2>&1 &
   local job=$!
   for _ in $(seq 300); do grep -q "^ iteration *$after/" "$wd/out.txt" && break; sleep 0.1; done
-  for s in "$@"; do kill -"$s" "$job"; sleep 0.1; done
+  late=0  # a signal after the job ended (a fast box saves in < 100 ms): nothing to check
+  for s in "$@"; do kill -"$s" "$job" 2>/dev/null || late=1; sleep "$gap"; done
   for _ in $(seq 300); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
   kill -0 "$job" 2>/dev/null && { kill -9 "$job"; fail "$name: the job still runs 30 s after SIG$*"; }
   wait "$job"; local rc=$?
@@ -68,9 +69,10 @@ signal_run() {
   records "$log" 1 "${BASH_REMATCH[1]}"
   echo "ok: $name: exit 0, checkpoint at ${BASH_REMATCH[1]}, log complete"
 }
-signal_run ctrl_c_twice INT INT
-grep -q "megac-mpiexec: SIGINT: already stopping (SIGINT), please wait" "$wd/out.txt" || fail "no 'please wait'"
-signal_run hangup HUP
+gap=0.02 signal_run ctrl_c_twice INT INT  # the second Ctrl-C lands during the stop's save
+if ((late)); then echo "note: ctrl_c_twice: the job had ended before the second SIGINT"
+else grep -q "megac-mpiexec: SIGINT: already stopping (SIGINT), please wait" "$wd/out.txt" || fail "no 'please wait'"; fi
+gap=0.1 signal_run hangup HUP
 
 # SIGHUP straight to a process run without a launcher.
 "$megac" train "${flags[@]}" --train-iters 100000 --save "$wd/ck_hup1" >"$wd/out.txt" 2>&1 &
