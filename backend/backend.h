@@ -61,9 +61,16 @@ typedef struct Backend Backend;
 // positions); a query that sees no key gets out 0 (flash: lse -inf). A decoding step with a
 // key/value cache: q0 = k0 + Tk - T over the cached rows; a sequence split across ranks
 // (context parallelism): each pair of chunks. {0, 0, T, NULL} is the whole sequence.
+// A ring over key blocks: flash forward with accumulate over every visible block, then one
+// flash backward per visible block with the final out and lse (dq and each block's dkv add).
 typedef struct {
     int q0, k0, Tk;
     const void *kv;  // (B, Tk, 3*NH*hs) rows as qkv's, of which [k | v] are read; NULL: qkv
+    int accumulate;  // flash forward only: 1 = out, lse hold earlier windows' result for these
+                     // queries (lse -inf, out 0: no key yet); continue their online softmax
+                     // and leave the merged result. 0: overwrite
+    void *dkv;       // flash backward only: (B, Tk, 3*NH*hs) rows as kv's, whose [k | v] parts
+                     // get += dk, dv (q part untouched); NULL: dqkv's rows (kv NULL too)
 } BackendAttnWindow;
 
 // A range of the flat parameter/gradient buffers for the multi-tensor ops (adamw_multi,
@@ -163,7 +170,7 @@ typedef struct {
     // and, on CUDA, the same kernels as without a descriptor).
     // w: a window of the global sequence (BackendAttnWindow; NULL: the whole sequence): then
     // att is (B, NH, T, w->Tk) and i, j in the mask index are the global positions q0 + i,
-    // k0 + j of a sequence of d->T positions.
+    // k0 + j of a sequence of d->T positions. w->accumulate must be 0 (aborts otherwise).
     void (*attention_forward)(Backend *be, void *out, void *att, const void *qkv,
                               int B, int T, int NH, int hs, const BackendDropout *d,
                               const BackendAttnWindow *w);
@@ -180,18 +187,23 @@ typedef struct {
     // backward instead of att; the mask is applied inside the online softmax. Memory is
     // linear in T. The CUDA backend takes hs <= 128 (aborts the job naming hs otherwise);
     // without dropout it takes its tensor-core kernels where they apply (bf16/fp16).
-    // w: a window as in attention_forward (lse then of the visible keys of the window only:
-    // the partial results of two windows merge by their lse).
+    // w: a window as in attention_forward (lse then of the visible keys of the window only);
+    // with w->accumulate the call merges into out and lse what earlier windows left there
+    // (the whole-sequence result, to fp32 round-off, once every key block is visited).
     void (*flash_attention_forward)(Backend *be, void *out, float *lse, const void *qkv,
                                     int B, int T, int NH, int hs, const BackendDropout *d,
                                     const BackendAttnWindow *w);
     // dqkv (B, T, 3*NH*hs) [overwritten] from dout (B, T, NH*hs) and the forward's qkv, out
     // and lse (same d): the probabilities are recomputed from lse. scratch (B, NH, T) is
     // workspace (rowsum(dout * out) per row); no other memory is used. dqkv aliases none of
-    // the inputs. The backwards take the whole sequence only (no window yet).
+    // the inputs. w NULL: the whole sequence. With a window w (as in the forward): out and
+    // lse are the final (merged over all windows) ones of these T queries; dq is ADDED into
+    // the q part of dqkv's rows (its k | v parts untouched unless w->dkv aliases them), dk
+    // and dv ADDED into w->dkv's k | v parts; rows whose lse is -inf contribute nothing.
     void (*flash_attention_backward)(Backend *be, void *dqkv, float *scratch, const void *dout,
                                      const void *qkv, const void *out, const float *lse,
-                                     int B, int T, int NH, int hs, const BackendDropout *d);
+                                     int B, int T, int NH, int hs, const BackendDropout *d,
+                                     const BackendAttnWindow *w);
 
     // --- embeddings (vocab-parallel: this rank holds rows [vocab_start, vocab_start+V_local)) ---
     // out (N, C) = table[tok - vocab_start] for tokens in the block, 0 for the others.

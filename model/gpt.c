@@ -41,7 +41,8 @@ static void attention_forward(GPT *m, const GPTLayerActs *a, const GPTRows *r,
     Backend *be = m->be;
     int hs = m->cfg.hidden_size / m->cfg.num_heads;
     size_t row = 3 * (size_t)m->C_tp * backend_dtype_size(be->act);  // bytes of a qkv row
-    BackendAttnWindow cache = {r->pos0, 0, r->pos0 + r->T, (const char *)a->qkv - r->pos0 * row};
+    BackendAttnWindow cache = {r->pos0, 0, r->pos0 + r->T, (const char *)a->qkv - r->pos0 * row,
+                               0, NULL};
     const BackendAttnWindow *w = r->pos0 ? &cache : NULL;
     if (m->cfg.use_flash_attn)
         be->ops->flash_attention_forward(be, a->atty, a->lse, a->qkv, r->B, r->T, m->NH_tp, hs, d, w);
@@ -55,7 +56,7 @@ static void attention_backward(GPT *m, const GPTLayerActs *a, const BackendDropo
     int hs = m->cfg.hidden_size / m->cfg.num_heads;
     if (m->cfg.use_flash_attn)
         be->ops->flash_attention_backward(be, m->s.dqkv, m->s.datt, m->s.datty, a->qkv, a->atty,
-                                          a->lse, m->B, m->T, m->NH_tp, hs, d);
+                                          a->lse, m->B, m->T, m->NH_tp, hs, d, NULL);
     else
         be->ops->attention_backward(be, m->s.dqkv, m->s.datt, m->s.datty, a->qkv, a->att, m->B,
                                     m->T, m->NH_tp, hs, d);

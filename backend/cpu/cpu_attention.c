@@ -12,6 +12,7 @@
 // With dropout (d not NULL): att keeps the probabilities without dropout; the
 // products with v go through (CPU_ATT_QB, CPU_ATT_QB) tiles of dropped probabilities on the
 // stack, the mask regenerated from its hash (dropout.h) in the backward.
+#include "core/check.h"  // defines: core_fatal
 #include "cpu_backend.h"
 #include "cpu_gemm.h"
 #include "cpu_math.h"
@@ -116,7 +117,9 @@ void cpu_attention_forward(Backend *be, void *out_, void *att_, const void *qkv_
     float *out = out_, *att = att_;
     const float *qkv = qkv_;
     if (d && d->threshold == 0) d = NULL;
-    BackendAttnWindow all = {0, 0, T, NULL}, win = w ? *w : all;
+    BackendAttnWindow all = {0, 0, T, NULL, 0, NULL}, win = w ? *w : all;
+    if (win.accumulate)
+        core_fatal("attention_forward: a window with accumulate %d (flash only)", win.accumulate);
     const float *kv = win.kv ? win.kv : qkv;
     int C = NH * hs, C3 = 3 * C, nt = cpu_nt(be), heads = B * NH, Tk = win.Tk;
     int Tg = d && d->T ? d->T : T;

@@ -19,6 +19,11 @@
 // the probabilities without dropout; the mask multiplies the exponentials that meet v
 // (forward) and is regenerated in the backward: dv = sum (p z) dout, ds = p (z dp - D), where
 // D = dout . out still holds because out is the dropped output.
+// Windows (BackendAttnWindow): query t sees key u iff u <= t + q0 - k0. The forward with
+// accumulate starts each row from the state that out and lse stand for (m = lse, l = 1,
+// accumulator = out; lse -inf: m -FLT_MAX, l 0); the windowed backward is the same blocked
+// loop on the window's (T, Tk) rectangle with the final out and lse, adding into dq and dkv.
+#include "core/check.h"  // defines: core_fatal
 #include "cpu_backend.h"
 #include "cpu_gemm.h"
 #include "cpu_math.h"
@@ -50,18 +55,20 @@ CPU_SIMD_CLONES static float cpu_flash_online_row(float *s, int cnt, int w, floa
 
 // One head, forward: o (T, hs) (rows of stride ldo) and lse (T) from q (T rows), k, v (Tk
 // rows; stride ld), query row t seeing key rows u <= t + off (none: o 0, lse -inf). d:
-// dropout or NULL; base: mask index of the head's element (0, 0), rows Tg apart.
+// dropout or NULL; base: mask index of the head's element (0, 0), rows Tg apart. acc: o and
+// lse hold earlier windows' result, continued (a row that sees no key here keeps it).
 static void cpu_flash_head_forward(float *o, float *lse, const float *q, const float *k,
                                    const float *v, int T, int Tk, int off, int hs, int ld,
                                    int ldo, float scale, const BackendDropout *d, uint64_t base,
-                                   int Tg) {
+                                   int Tg, int acc) {
     float s[CPU_FA_B * CPU_FA_B], m[CPU_FA_B], l[CPU_FA_B];
     for (int t0 = 0; t0 < T; t0 += CPU_FA_B) {
         int n = T - t0 < CPU_FA_B ? T - t0 : CPU_FA_B;
         float *ob = o + (size_t)t0 * ldo;
         for (int i = 0; i < n; i++) {
-            m[i] = -FLT_MAX, l[i] = 0.0f;
-            for (int c = 0; c < hs; c++) ob[(size_t)i * ldo + c] = 0.0f;
+            int seen = acc && lse[t0 + i] > -INFINITY;  // out = acc / l with l = 1
+            m[i] = seen ? lse[t0 + i] : -FLT_MAX, l[i] = seen ? 1.0f : 0.0f;
+            for (int c = 0; c < hs && !seen; c++) ob[(size_t)i * ldo + c] = 0.0f;
         }
         for (int u0 = 0; u0 < Tk && u0 <= t0 + n - 1 + off; u0 += CPU_FA_B) {  // visible blocks
             int w = Tk - u0 < CPU_FA_B ? Tk - u0 : CPU_FA_B;
@@ -80,7 +87,7 @@ static void cpu_flash_head_forward(float *o, float *lse, const float *q, const f
         for (int i = 0; i < n; i++) {
             float inv = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;  // 0: a row that sees no key
             for (int c = 0; c < hs; c++) ob[(size_t)i * ldo + c] *= inv;
-            lse[t0 + i] = l[i] > 0.0f ? m[i] + logf(l[i]) : -INFINITY;
+            lse[t0 + i] = l[i] > 0.0f ? m[i] + logf(l[i]) : -INFINITY;  // log 1 = 0 exactly
         }
     }
 }
@@ -99,7 +106,7 @@ void cpu_flash_attention_forward(Backend *be, void *out_, float *lse, const void
     float *out = out_;
     const float *qkv = qkv_;
     if (d && d->threshold == 0) d = NULL;
-    BackendAttnWindow all = {0, 0, T, NULL}, win = w ? *w : all;
+    BackendAttnWindow all = {0, 0, T, NULL, 0, NULL}, win = w ? *w : all;
     const float *kv = win.kv ? win.kv : qkv;
     int C = NH * hs, C3 = 3 * C, nt = cpu_nt(be), heads = B * NH, Tk = win.Tk;
     int Tg = d && d->T ? d->T : T;
@@ -112,95 +119,106 @@ void cpu_flash_attention_forward(Backend *be, void *out_, float *lse, const void
         const float *k = kv + (size_t)b * Tk * C3 + C + h * hs;  // keys; values C further
         cpu_flash_head_forward(out + (size_t)b * T * C + h * hs, lse + (size_t)bh * T, q, k,
                                k + C, T, Tk, win.q0 - win.k0, hs, C3, C, scale, d,
-                               cpu_fa_base(d, b, h, Tg, win.q0, win.k0), Tg);
+                               cpu_fa_base(d, b, h, Tg, win.q0, win.k0), Tg, win.accumulate);
     }
     cpu_blas_single_end(prev);
 }
 
-// p (n, w) tile: exp(s - lse_t) where key u0 + j <= query t0 + i, else 0 (s overwritten).
+// p (n, w) tile: exp(s - lse_t) where key u0 + j <= query t0 + i + off, else 0 (s
+// overwritten); rows whose lse is -inf are 0.
 CPU_SIMD_CLONES static void cpu_flash_probs(float *p, const float *lse, int t0, int u0, int n,
-                                            int w) {
+                                            int w, int off) {
     for (int i = 0; i < n; i++) {
         float *r = p + i * CPU_FA_B, ls = lse[t0 + i];
-        int cnt = t0 + i - u0 + 1 < w ? t0 + i - u0 + 1 : w;
+        int cnt = t0 + i + off - u0 + 1 < w ? t0 + i + off - u0 + 1 : w;
+        if (!(ls > -INFINITY)) cnt = 0;
 #pragma omp simd
         for (int j = 0; j < cnt; j++) r[j] = cpu_expf(r[j] - ls);
         for (int j = cnt < 0 ? 0 : cnt; j < w; j++) r[j] = 0.0f;
     }
 }
 
-// One head, backward: dq, dk, dv (T, hs) rows of stride ld, overwritten; dy, o rows of
-// stride ldy; D (T) gets dout . out.
+// One head, backward, ADDING into dq (T rows) and dk, dv (Tk rows), all of stride ld: q, dy,
+// o, lse of T query rows (dy, o of stride ldy), k, v of Tk key rows (stride ldk); query t
+// sees key u iff u <= t + off. D (T) gets dout . out. base: mask index of the head's element
+// (0, 0), rows Tg apart.
 static void cpu_flash_head_backward(float *dq, float *dk, float *dv, float *D, const float *dy,
                                     const float *q, const float *k, const float *v,
-                                    const float *o, const float *lse, int T, int hs, int ld,
-                                    int ldy, float scale, const BackendDropout *d,
-                                    uint64_t base) {
+                                    const float *o, const float *lse, int T, int Tk, int off,
+                                    int hs, int ld, int ldk, int ldy, float scale,
+                                    const BackendDropout *d, uint64_t base, int Tg) {
     float p[CPU_FA_B * CPU_FA_B], ds[CPU_FA_B * CPU_FA_B];
     for (int t = 0; t < T; t++) {
         const float *a = dy + (size_t)t * ldy, *b = o + (size_t)t * ldy;
         float s = 0.0f;
         for (int c = 0; c < hs; c++) s += a[c] * b[c];
         D[t] = s;
-        float *zq = dq + (size_t)t * ld, *zk = dk + (size_t)t * ld, *zv = dv + (size_t)t * ld;
-        for (int c = 0; c < hs; c++) zq[c] = zk[c] = zv[c] = 0.0f;
     }
-    for (int u0 = 0; u0 < T; u0 += CPU_FA_B) {
-        int w = T - u0 < CPU_FA_B ? T - u0 : CPU_FA_B;
-        const float *kb = k + (size_t)u0 * ld, *vb = v + (size_t)u0 * ld;
-        for (int t0 = u0; t0 < T; t0 += CPU_FA_B) {  // query blocks that see this key block
+    for (int u0 = 0; u0 < Tk; u0 += CPU_FA_B) {
+        int w = Tk - u0 < CPU_FA_B ? Tk - u0 : CPU_FA_B;
+        const float *kb = k + (size_t)u0 * ldk, *vb = v + (size_t)u0 * ldk;
+        float *dkb = dk + (size_t)u0 * ld, *dvb = dv + (size_t)u0 * ld;
+        for (int t0 = 0; t0 < T; t0 += CPU_FA_B) {
             int n = T - t0 < CPU_FA_B ? T - t0 : CPU_FA_B;
+            if (t0 + n - 1 + off < u0) continue;  // the query block sees none of the key block
             const float *qb = q + (size_t)t0 * ld, *dyb = dy + (size_t)t0 * ldy;
-            cpu_sgemm(0, 1, n, w, hs, scale, qb, ld, kb, ld, 0.0f, p, CPU_FA_B);
-            cpu_flash_probs(p, lse, t0, u0, n, w);
+            cpu_sgemm(0, 1, n, w, hs, scale, qb, ld, kb, ldk, 0.0f, p, CPU_FA_B);
+            cpu_flash_probs(p, lse, t0, u0, n, w, off);
             if (d) {  // ds = p (z dp - D_t), then p *= z for dv
-                cpu_sgemm(0, 1, n, w, hs, 1.0f, dyb, ldy, vb, ld, 0.0f, ds, CPU_FA_B);
+                cpu_sgemm(0, 1, n, w, hs, 1.0f, dyb, ldy, vb, ldk, 0.0f, ds, CPU_FA_B);
                 for (int i = 0; i < n; i++)
                     for (int j = 0; j < w; j++) {
                         int e = i * CPU_FA_B + j;
-                        float z = dropout_factor(d, base + (uint64_t)(t0 + i) * T + u0 + j);
+                        float z = dropout_factor(d, base + (uint64_t)(t0 + i) * Tg + u0 + j);
                         ds[e] = p[e] * (z * ds[e] - D[t0 + i]);
                         p[e] *= z;
                     }
-                cpu_sgemm(1, 0, w, hs, n, 1.0f, p, CPU_FA_B, dyb, ldy, 1.0f, dv + (size_t)u0 * ld,
-                          ld);
+                cpu_sgemm(1, 0, w, hs, n, 1.0f, p, CPU_FA_B, dyb, ldy, 1.0f, dvb, ld);
             } else {
-                cpu_sgemm(1, 0, w, hs, n, 1.0f, p, CPU_FA_B, dyb, ldy, 1.0f,
-                          dv + (size_t)u0 * ld, ld);
-                cpu_sgemm(0, 1, n, w, hs, 1.0f, dyb, ldy, vb, ld, 0.0f, ds, CPU_FA_B);
+                cpu_sgemm(1, 0, w, hs, n, 1.0f, p, CPU_FA_B, dyb, ldy, 1.0f, dvb, ld);
+                cpu_sgemm(0, 1, n, w, hs, 1.0f, dyb, ldy, vb, ldk, 0.0f, ds, CPU_FA_B);
                 for (int i = 0; i < n; i++)  // ds = p (dp - D_t); p = 0 where masked
                     for (int j = 0; j < w; j++)
                         ds[i * CPU_FA_B + j] = p[i * CPU_FA_B + j] *
                                                (ds[i * CPU_FA_B + j] - D[t0 + i]);
             }
-            cpu_sgemm(1, 0, w, hs, n, scale, ds, CPU_FA_B, qb, ld, 1.0f, dk + (size_t)u0 * ld,
-                      ld);
-            cpu_sgemm(0, 0, n, hs, w, scale, ds, CPU_FA_B, kb, ld, 1.0f, dq + (size_t)t0 * ld,
+            cpu_sgemm(1, 0, w, hs, n, scale, ds, CPU_FA_B, qb, ld, 1.0f, dkb, ld);
+            cpu_sgemm(0, 0, n, hs, w, scale, ds, CPU_FA_B, kb, ldk, 1.0f, dq + (size_t)t0 * ld,
                       ld);
         }
     }
 }
 
-// dqkv (B, T, 3*C) overwritten from dout (B, T, C), qkv, out (B, T, C), lse (B, NH, T);
-// scratch (B, NH, T) gets D. One OpenMP region over the heads.
+// dqkv (B, T, 3*C) from dout (B, T, C), qkv, out (B, T, C), lse (B, NH, T): overwritten
+// without a window; with one, dq added into dqkv and dk, dv into w->dkv (keys and values of
+// w->kv). scratch (B, NH, T) gets D. One OpenMP region over the heads.
 void cpu_flash_attention_backward(Backend *be, void *dqkv_, float *scratch, const void *dout_,
                                   const void *qkv_, const void *out_, const float *lse,
-                                  int B, int T, int NH, int hs, const BackendDropout *d) {
+                                  int B, int T, int NH, int hs, const BackendDropout *d,
+                                  const BackendAttnWindow *w) {
     float *dqkv = dqkv_;
     const float *dout = dout_, *qkv = qkv_, *out = out_;
     if (d && d->threshold == 0) d = NULL;
-    int C = NH * hs, C3 = 3 * C, nt = cpu_nt(be), heads = B * NH;
+    BackendAttnWindow all = {0, 0, T, NULL, 0, NULL}, win = w ? *w : all;
+    if (!win.dkv && win.kv)
+        core_fatal("flash_attention_backward: a window with kv needs its dkv (Tk %d)", win.Tk);
+    const float *kv = win.kv ? win.kv : qkv;
+    float *dkv = win.dkv ? win.dkv : dqkv;
+    int C = NH * hs, C3 = 3 * C, nt = cpu_nt(be), heads = B * NH, Tk = win.Tk;
+    int Tg = d && d->T ? d->T : T;
     float scale = 1.0f / sqrtf((float)hs);
+    if (!w)  // overwrite: the whole dqkv starts at 0
+        for (size_t i = 0; i < (size_t)B * T * C3; i++) dqkv[i] = 0.0f;
     int prev = cpu_blas_single_begin();
 #pragma omp parallel for num_threads(nt) schedule(static) if (heads > 1)
     for (int bh = 0; bh < heads; bh++) {
         int b = bh / NH, h = bh % NH;
-        size_t off = (size_t)b * T * C3 + h * hs, o = (size_t)b * T * C + h * hs;
-        const float *q = qkv + off;
-        float *dq = dqkv + off;
-        cpu_flash_head_backward(dq, dq + C, dq + 2 * C, scratch + (size_t)bh * T, dout + o, q,
-                                q + C, q + 2 * C, out + o, lse + (size_t)bh * T, T, hs, C3, C,
-                                scale, d, cpu_fa_base(d, b, h, T, 0, 0));
+        size_t qo = (size_t)b * T * C3 + h * hs, ko = (size_t)b * Tk * C3 + C + h * hs;
+        size_t o = (size_t)b * T * C + h * hs;
+        cpu_flash_head_backward(dqkv + qo, dkv + ko, dkv + ko + C, scratch + (size_t)bh * T,
+                                dout + o, qkv + qo, kv + ko, kv + ko + C, out + o,
+                                lse + (size_t)bh * T, T, Tk, win.q0 - win.k0, hs, C3, C3, C,
+                                scale, d, cpu_fa_base(d, b, h, Tg, win.q0, win.k0), Tg);
     }
     cpu_blas_single_end(prev);
 }

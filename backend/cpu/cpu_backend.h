@@ -105,7 +105,8 @@ void cpu_flash_attention_forward(Backend *be, void *out, float *lse, const void 
                                  const BackendAttnWindow *w);
 void cpu_flash_attention_backward(Backend *be, void *dqkv, float *scratch, const void *dout,
                                   const void *qkv, const void *out, const float *lse,
-                                  int B, int T, int NH, int hs, const BackendDropout *d);
+                                  int B, int T, int NH, int hs, const BackendDropout *d,
+                                  const BackendAttnWindow *w);
 
 // cpu_embed_xent.c
 void cpu_embedding_forward(Backend *be, void *out, const int *tokens, const void *table,

@@ -56,7 +56,9 @@ void cuda_attention_forward(Backend *be, void *out, void *att, const void *qkv,
                             const BackendAttnWindow *w) {
     if (B <= 0 || T <= 0 || NH <= 0) return;
     if (d && !d->threshold) d = NULL;
-    BackendAttnWindow win = {0, 0, T, qkv};
+    if (w && w->accumulate)
+        core_fatal("attention_forward: a window with accumulate %d (flash only)", w->accumulate);
+    BackendAttnWindow win = {0, 0, T, qkv, 0, NULL};
     if (w) win = *w, win.kv = w->kv ? w->kv : qkv;
     int C = NH * hs, C3 = 3 * C, Tk = win.Tk;
     long long TT = (long long)T * Tk;

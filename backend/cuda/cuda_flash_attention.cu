@@ -79,6 +79,7 @@ void cuda_flash_attention_forward(Backend *be, void *out, float *lse, const void
                                   const BackendAttnWindow *w) {
     if (B <= 0 || T <= 0 || NH <= 0) return;
     flash_check_hs(hs);
+    if (w && w->accumulate) core_fatal("cuda flash_attention_forward: accumulate not implemented yet");
     BackendDropout dd = flash_dropout_arg(d);
     if (!dd.threshold && !w && cuda_flash_tc_usable(be, hs)) {  // WMMA path: no dropout, window
         cuda_flash_tc_forward(be, out, lse, qkv, B, T, NH, hs);
@@ -109,9 +110,11 @@ static void flash_backward_t(Backend *be, void *dqkv, float *scratch, const void
 // d regenerated.
 void cuda_flash_attention_backward(Backend *be, void *dqkv, float *scratch, const void *dout,
                                    const void *qkv, const void *out, const float *lse,
-                                   int B, int T, int NH, int hs, const BackendDropout *d) {
+                                   int B, int T, int NH, int hs, const BackendDropout *d,
+                                   const BackendAttnWindow *w) {
     if (B <= 0 || T <= 0 || NH <= 0) return;
     flash_check_hs(hs);
+    if (w) core_fatal("cuda flash_attention_backward: windows not implemented yet");
     ACT_DISPATCH(be->act, flash_backward_t, be, dqkv, scratch, dout, qkv, out, lse, B, T, NH, hs,
                  flash_dropout_arg(d));
 }

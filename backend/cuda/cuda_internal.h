@@ -138,7 +138,8 @@ void cuda_flash_attention_forward(Backend *be, void *out, float *lse, const void
                                   const BackendAttnWindow *w);
 void cuda_flash_attention_backward(Backend *be, void *dqkv, float *scratch, const void *dout,
                                    const void *qkv, const void *out, const float *lse,
-                                   int B, int T, int NH, int hs, const BackendDropout *d);
+                                   int B, int T, int NH, int hs, const BackendDropout *d,
+                                   const BackendAttnWindow *w);
 // cuda_flash_attention_tc.cu: its tensor-core path (bf16/fp16, hs 64 or 128; WMMA), taken by
 // the two above when cuda_flash_tc_usable (MEGAC_FLASH_ATTN_PLAIN=1 forces the plain path).
 int cuda_flash_tc_usable(const Backend *be, int hs);

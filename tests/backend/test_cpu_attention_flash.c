@@ -34,7 +34,7 @@ static void test_flash(Backend *be, TestRng *r, int B, int T, int NH, int hs, in
     be->ops->attention_backward(be, mdqkv, mscr, g, qkv, att, B, T, NH, hs, NULL);
     fill_nan(out, nout), fill_nan(lse, nrow), fill_nan(dqkv, nqkv), fill_nan(scr, nrow);
     be->ops->flash_attention_forward(be, out, lse, qkv, B, T, NH, hs, NULL, NULL);
-    be->ops->flash_attention_backward(be, dqkv, scr, g, qkv, out, lse, B, T, NH, hs, NULL);
+    be->ops->flash_attention_backward(be, dqkv, scr, g, qkv, out, lse, B, T, NH, hs, NULL, NULL);
 
     double *want = to_double(mout, nout);
     snprintf(what, sizeof what, "flash out vs materialised (B%d T%d NH%d hs%d)", B, T, NH, hs);
@@ -62,7 +62,7 @@ static void test_flash(Backend *be, TestRng *r, int B, int T, int NH, int hs, in
 static void run_once(Backend *be, const float *qkv, const float *g, float *out, float *lse,
                      float *dqkv, float *scr, int B, int T, int NH, int hs) {
     be->ops->flash_attention_forward(be, out, lse, qkv, B, T, NH, hs, NULL, NULL);
-    be->ops->flash_attention_backward(be, dqkv, scr, g, qkv, out, lse, B, T, NH, hs, NULL);
+    be->ops->flash_attention_backward(be, dqkv, scr, g, qkv, out, lse, B, T, NH, hs, NULL, NULL);
 }
 
 // Twice on `be`, once on a 1-thread backend: bitwise equal out, lse and dqkv.

@@ -78,7 +78,7 @@ static void test_attention(Backend *be, TestRng *r, int B, int T, int NH, int hs
     be->ops->attention_forward(be, out, att, qkv, B, T, NH, hs, &d, NULL);
     be->ops->attention_backward(be, dqkv, scr, g, qkv, att, B, T, NH, hs, &d);
     be->ops->flash_attention_forward(be, fout, lse, qkv, B, T, NH, hs, &d, NULL);
-    be->ops->flash_attention_backward(be, fdqkv, fscr, g, qkv, fout, lse, B, T, NH, hs, &d);
+    be->ops->flash_attention_backward(be, fdqkv, fscr, g, qkv, fout, lse, B, T, NH, hs, &d, NULL);
     attention_ref(&c);
     snprintf(what, sizeof what, "dropout attention out (B%d T%d NH%d hs%d)", B, T, NH, hs);
     EXPECT_CLOSE(out, c.out, nout, 1e-5, what);

@@ -56,12 +56,13 @@ static void check_flash(Half *h, int B, int T, int NH, int hs) {
     snprintf(what, sizeof what, "flash_attention_forward lse (fp32) T%d hs%d", T, hs);
     HALF_CLOSE(h, glse, rlse, nrow, TOL_F32, what);
     half_round(h, rout, nout, h->dt);  // both backwards read the same out
-    cpu->ops->flash_attention_backward(cpu, rdq, scr, dout, qkv, rout, rlse, B, T, NH, hs, NULL);
+    cpu->ops->flash_attention_backward(cpu, rdq, scr, dout, qkv, rout, rlse, B, T, NH, hs, NULL,
+                                       NULL);
     void *d_dqkv = half_poisoned(h, nqkv, h->dt);
     float *d_scr = half_poisoned(h, nrow, BACKEND_F32);
     be->ops->flash_attention_backward(be, d_dqkv, d_scr, half_up(h, dout, nout),
                                       half_up(h, qkv, nqkv), half_up(h, rout, nout),
-                                      half_up_f32(h, rlse, nrow), B, T, NH, hs, NULL);
+                                      half_up_f32(h, rlse, nrow), B, T, NH, hs, NULL, NULL);
     half_down(h, gdq, d_dqkv, nqkv);
     half_release(h);
     snprintf(what, sizeof what, "flash_attention_backward dqkv T%d hs%d", T, hs);

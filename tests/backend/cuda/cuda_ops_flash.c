@@ -46,7 +46,7 @@ static void check_flash(Parity *t, int B, int T, int NH, int hs) {
         for (int run = 0; run < (k == PAR_DEV ? 2 : 1); run++) {
             par_poison(t, k, d_dqkv, nqkv), par_poison(t, k, d_scr, nrow);
             be->ops->flash_attention_backward(be, d_dqkv, d_scr, d_dout, d_qkv, d_out, d_lse,
-                                              B, T, NH, hs, NULL);
+                                              B, T, NH, hs, NULL, NULL);
             par_down(t, k, run ? rep : dqkv.h[k], d_dqkv, nqkv);
         }
         if (k == PAR_DEV) EXPECT_SAME_BITS(rep, dqkv.h[k], nqkv, "flash_attention_backward rerun");
@@ -61,7 +61,7 @@ static void check_flash(Parity *t, int B, int T, int NH, int hs) {
 // The windowed forwards of both attention ops on both backends (dropout p, 0: none).
 static void check_window(Parity *t, int flash, double p) {
     const int B = 2, NH = 2, hs = 24, C = NH * hs, Tq = 17, Tk = 20;
-    BackendAttnWindow w = {20, 10, Tk, NULL};
+    BackendAttnWindow w = {20, 10, Tk, NULL, 0, NULL};
     BackendDropout d = {.key = dropout_key(5, 2, DROPOUT_SITE_ATTN_PROBS, 1),
                         .threshold = dropout_threshold(p), .scale = 1.0f / (1.0f - (float)p),
                         .sample0 = 4, .NH = NH, .T = 50};

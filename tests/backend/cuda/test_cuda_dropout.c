@@ -61,7 +61,7 @@ static void check_attention(Parity *t, int B, int T, int NH, int hs) {
         par_down(t, k, dq.h[k], d_g, no * 3);
         par_poison(t, k, d_o, no), par_poison(t, k, d_g, no * 3);
         be->ops->flash_attention_forward(be, d_o, d_lse, d_q, B, T, NH, hs, &d, NULL);
-        be->ops->flash_attention_backward(be, d_g, d_s, d_dy, d_q, d_o, d_lse, B, T, NH, hs, &d);
+        be->ops->flash_attention_backward(be, d_g, d_s, d_dy, d_q, d_o, d_lse, B, T, NH, hs, &d, NULL);
         par_down(t, k, fout.h[k], d_o, no), par_down(t, k, fdq.h[k], d_g, no * 3);
         par_release(t);
     }

@@ -54,7 +54,7 @@ static void dev_backward(Half *h, float *dqkv, const float *dout, const float *q
         void *d_dqkv = half_poisoned(h, nqkv, h->dt);
         float *d_scr = half_poisoned(h, nrow, BACKEND_F32);
         h->be->ops->flash_attention_backward(h->be, d_dqkv, d_scr, d_dout, d_qkv, d_out, d_lse,
-                                             B, T, NH, hs, NULL);
+                                             B, T, NH, hs, NULL, NULL);
         half_down(h, run ? rep : dqkv, d_dqkv, nqkv);
     }
     half_release(h);
@@ -81,7 +81,7 @@ static void check_tc(Half *h, int B, int T, int NH, int hs) {
     HALF_CLOSE(h, glse, rlse, nrow, TOL_F32, what);
     half_round(h, rout, nout, h->dt);  // both backwards read the same out
     h->cpu->ops->flash_attention_backward(h->cpu, rdq, scr, dout, qkv, rout, rlse, B, T, NH, hs,
-                                          NULL);
+                                          NULL, NULL);
     dev_backward(h, gdq, dout, qkv, rout, rlse, B, T, NH, hs);
     snprintf(what, sizeof what, "tc backward dqkv vs cpu B%d T%d NH%d hs%d", B, T, NH, hs);
     HALF_CLOSE(h, gdq, rdq, nqkv, half_tol(h, TOL_TC_DQKV), what);

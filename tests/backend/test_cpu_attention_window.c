@@ -1,0 +1,72 @@
+// tests/backend/test_cpu_attention_window.c: the windowed flash ops that a ring over key
+// blocks (context parallelism) is made of: the forward continuing an online softmax
+// (BackendAttnWindow.accumulate) and the windowed backward adding dq and each block's dk, dv
+// (BackendAttnWindow.dkv). The ring of attention_ring.h (P = 2 and 3 ranks, chunks of c = 17
+// and 33 rows, head sizes 24 and 64, B = 2, NH = 2) against the whole-sequence flash op:
+// out, lse and dqkv to fp32 round-off (1e-5 of the largest value; the worst error printed),
+// without and with attention dropout (p = 0.1, masks of global positions). Also: the
+// whole-sequence backward through a window {0, 0, T} onto a zeroed dqkv is the NULL window's.
+#include "backend/backend.h"
+#include "tests/backend/attention_ring.h"
+#include "tests/backend/backend_test_util.h"
+
+#include <math.h>
+#include <stdio.h>
+
+// Expects got to be want (n) within tol of max(1, max|want|); prints the worst error.
+static void expect_ring(const float *got, const float *want, size_t n, double tol,
+                        const char *what) {
+    double scale = 1.0, worst = 0.0;
+    for (size_t i = 0; i < n; i++) scale = fmax(scale, fabs(want[i]));
+    for (size_t i = 0; i < n; i++) {
+        double e = isinf(want[i]) && got[i] == want[i] ? 0.0 : fabs((double)got[i] - want[i]);
+        if (!(e <= worst)) worst = e;
+    }
+    printf("  %-58s max abs %.2e, rel %.2e\n", what, worst, worst / scale);
+    EXPECT(worst <= tol * scale, "%s: error %.3g > %.3g", what, worst, tol * scale);
+}
+
+static void test_ring(Backend *be, TestRng *r, int P, int c, int hs, double p) {
+    int B = 2, NH = 2, T = 2 * P * c, C = NH * hs;
+    size_t nq = (size_t)B * T * 3 * C, no = (size_t)B * T * C, nl = (size_t)B * NH * T;
+    float *qkv = test_floats(nq), *dout = test_floats(no), *out = test_floats(no);
+    float *lse = test_floats(nl), *dqkv = test_floats(nq), *scr = test_floats(nl);
+    float *rout = test_floats(no), *rlse = test_floats(nl), *rdq = test_floats(nq);
+    rng_fill(r, qkv, nq, -2, 2), rng_fill(r, dout, no, -1, 1);
+    BackendDropout d = {.key = dropout_key(7, 3, DROPOUT_SITE_ATTN_PROBS, 1),
+                        .threshold = dropout_threshold(p), .scale = 1.0f / (1.0f - (float)p),
+                        .sample0 = 5, .h0 = 2, .NH = 4, .T = T};
+    const BackendDropout *dp = p > 0 ? &d : NULL;
+    be->ops->flash_attention_forward(be, out, lse, qkv, B, T, NH, hs, dp, NULL);
+    be->ops->flash_attention_backward(be, dqkv, scr, dout, qkv, out, lse, B, T, NH, hs, dp, NULL);
+    AttnRing g = {B, NH, hs, P, c, dp};
+    attn_ring_run(be, &g, qkv, dout, rout, rlse, rdq);
+    char what[128];
+    snprintf(what, sizeof what, "ring P%d c%d hs%d p%g: out", P, c, hs, p);
+    expect_ring(rout, out, no, 1e-5, what);
+    snprintf(what, sizeof what, "ring P%d c%d hs%d p%g: lse", P, c, hs, p);
+    expect_ring(rlse, lse, nl, 1e-5, what);
+    snprintf(what, sizeof what, "ring P%d c%d hs%d p%g: dqkv", P, c, hs, p);
+    expect_ring(rdq, dqkv, nq, 1e-5, what);
+    // The whole sequence as one window {0, 0, T} (adding onto zeros): the same bits.
+    BackendAttnWindow all = {0, 0, T, NULL, 0, NULL};
+    memset(rdq, 0, nq * sizeof(float));
+    be->ops->flash_attention_backward(be, rdq, scr, dout, qkv, out, lse, B, T, NH, hs, dp, &all);
+    EXPECT(memcmp(rdq, dqkv, nq * sizeof(float)) == 0, "window {0, 0, T} backward = NULL's");
+    free(qkv), free(dout), free(out), free(lse), free(dqkv), free(scr), free(rout), free(rlse);
+    free(rdq);
+}
+
+int main(void) {
+    Backend *be = backend_cpu_create(2);
+    TestRng r = {7};
+    static const int cs[2] = {17, 33}, hss[2] = {24, 64};
+    for (int P = 2; P <= 3; P++)
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 2; j++) {
+                test_ring(be, &r, P, cs[i], hss[j], 0.0);
+                test_ring(be, &r, P, cs[i], hss[j], 0.1);
+            }
+    backend_destroy(be);
+    return test_result("cpu_attention_window");
+}
