@@ -10,7 +10,8 @@
 // Element type: qkv, out, dout, dqkv of be->act (each kernel instantiated for float, bf16 and
 // fp16; tiles in shared memory are fp32 whatever the type, so the table holds for all three).
 // Backward: D = rowsum(dout * out) into the scratch, then the dk/dv kernel (one block per key
-// tile) and the dq kernel (one block per query tile): each element of dqkv written once.
+// tile) and the dq kernel (one block per query tile): each element of dqkv written
+// once (with a window: added to once, dk and dv into the window's dkv).
 // Dropout on the probabilities (d not NULL): the same kernels with the mask
 // (flash_attention.cuh); the tensor-core path has none, so with attention dropout > 0 the
 // plain kernels run whatever the type and head size.
@@ -28,14 +29,23 @@ static unsigned flash_tiles(int T, int rows) {
     return (unsigned)n;
 }
 
+// The kernels' window of w (NULL: the whole sequence) for qkv (B, T, 3C) and dqkv (the
+// backward's, or NULL); Tg the masks' sequence length.
+static FlashWindow flash_window(const BackendAttnWindow *w, const void *qkv, void *dqkv, int T,
+                                int Tg) {
+    FlashWindow fw = {qkv, dqkv, T, 0, 0, 0, Tg, 0};
+    if (w) fw.kv = w->kv ? w->kv : qkv, fw.dkv = w->dkv ? w->dkv : dqkv, fw.Tk = w->Tk,
+           fw.off = w->q0 - w->k0, fw.q0 = w->q0, fw.k0 = w->k0, fw.acc = 1;
+    return fw;
+}
+
 template <typename E, int HS, int BQ, int BK>
 static void flash_forward_launch(Backend *be, void *out, float *lse, const void *qkv,
                                  int B, int T, int NH, int hs, BackendDropout dd,
                                  const BackendAttnWindow *w) {
     dim3 grid((unsigned)(B * NH), flash_tiles(T, BQ));
-    FlashWindow fw = {qkv, T, 0, 0, 0, dd.T ? dd.T : T};
-    if (w) fw.kv = w->kv ? w->kv : qkv, fw.Tk = w->Tk, fw.off = w->q0 - w->k0,
-           fw.q0 = w->q0, fw.k0 = w->k0;
+    FlashWindow fw = flash_window(w, qkv, NULL, T, dd.T ? dd.T : T);
+    fw.acc = w && w->accumulate;
     CUDA_LAUNCH((flash_forward_kernel<E, HS, BQ, BK>), grid, FLASH_THREADS, 0, cuda_stream(be),
                 (E *)out, lse, (const E *)qkv, T, NH, hs, 1.0f / sqrtf((float)hs), dd, fw);
 }
@@ -43,13 +53,14 @@ static void flash_forward_launch(Backend *be, void *out, float *lse, const void 
 template <typename E, int HS, int BQ, int BK>
 static void flash_backward_launch(Backend *be, void *dqkv, const float *D, const void *dout,
                                   const void *qkv, const float *lse, int B, int T, int NH,
-                                  int hs, BackendDropout dd) {
+                                  int hs, BackendDropout dd, const BackendAttnWindow *w) {
     float scale = 1.0f / sqrtf((float)hs);
-    dim3 gk((unsigned)(B * NH), flash_tiles(T, BK)), gq((unsigned)(B * NH), flash_tiles(T, BQ));
+    FlashWindow fw = flash_window(w, qkv, dqkv, T, dd.T ? dd.T : T);  // acc: with a window
+    dim3 gk((unsigned)(B * NH), flash_tiles(fw.Tk, BK)), gq((unsigned)(B * NH), flash_tiles(T, BQ));
     CUDA_LAUNCH((flash_backward_dkv_kernel<E, HS, BQ, BK>), gk, FLASH_THREADS, 0, cuda_stream(be),
-                (E *)dqkv, (const E *)dout, (const E *)qkv, lse, D, T, NH, hs, scale, dd);
+                (const E *)dout, (const E *)qkv, lse, D, T, NH, hs, scale, dd, fw);
     CUDA_LAUNCH((flash_backward_dq_kernel<E, HS, BQ, BK>), gq, FLASH_THREADS, 0, cuda_stream(be),
-                (E *)dqkv, (const E *)dout, (const E *)qkv, lse, D, T, NH, hs, scale, dd);
+                (E *)dqkv, (const E *)dout, (const E *)qkv, lse, D, T, NH, hs, scale, dd, fw);
 }
 
 // The kernels' dropout argument: *d, or none (threshold 0).
@@ -79,7 +90,6 @@ void cuda_flash_attention_forward(Backend *be, void *out, float *lse, const void
                                   const BackendAttnWindow *w) {
     if (B <= 0 || T <= 0 || NH <= 0) return;
     flash_check_hs(hs);
-    if (w && w->accumulate) core_fatal("cuda flash_attention_forward: accumulate not implemented yet");
     BackendDropout dd = flash_dropout_arg(d);
     if (!dd.threshold && !w && cuda_flash_tc_usable(be, hs)) {  // WMMA path: no dropout, window
         cuda_flash_tc_forward(be, out, lse, qkv, B, T, NH, hs);
@@ -92,29 +102,33 @@ void cuda_flash_attention_forward(Backend *be, void *out, float *lse, const void
 template <typename E>
 static void flash_backward_t(Backend *be, void *dqkv, float *scratch, const void *dout,
                              const void *qkv, const void *out, const float *lse, int B, int T,
-                             int NH, int hs, BackendDropout dd) {
+                             int NH, int hs, BackendDropout dd, const BackendAttnWindow *w) {
     long long rows = (long long)B * NH * T;
     unsigned blocks = (unsigned)((rows + FLASH_ROW_WARPS - 1) / FLASH_ROW_WARPS);
     CUDA_LAUNCH(flash_rowdot_kernel<E>, blocks, FLASH_ROW_WARPS * WARP, 0, cuda_stream(be),
                 scratch, (const E *)dout, (const E *)out, rows, T, NH, hs);
-    if (!dd.threshold && cuda_flash_tc_usable(be, hs)) {
+    if (!dd.threshold && !w && cuda_flash_tc_usable(be, hs)) {  // WMMA path: whole sequence
         cuda_flash_tc_backward(be, dqkv, scratch, dout, qkv, lse, B, T, NH, hs);
         return;
     }
-    if (hs <= 32) flash_backward_launch<E, 32, 32, 32>(be, dqkv, scratch, dout, qkv, lse, B, T, NH, hs, dd);
-    else if (hs <= 64) flash_backward_launch<E, 64, 32, 32>(be, dqkv, scratch, dout, qkv, lse, B, T, NH, hs, dd);
-    else flash_backward_launch<E, 128, 16, 16>(be, dqkv, scratch, dout, qkv, lse, B, T, NH, hs, dd);
+    if (hs <= 32)
+        flash_backward_launch<E, 32, 32, 32>(be, dqkv, scratch, dout, qkv, lse, B, T, NH, hs, dd, w);
+    else if (hs <= 64)
+        flash_backward_launch<E, 64, 32, 32>(be, dqkv, scratch, dout, qkv, lse, B, T, NH, hs, dd, w);
+    else
+        flash_backward_launch<E, 128, 16, 16>(be, dqkv, scratch, dout, qkv, lse, B, T, NH, hs, dd, w);
 }
 
-// dqkv (B, T, 3*C) overwritten; scratch (B, NH, T) gets D = rowsum(dout * out); the mask of
-// d regenerated.
+// dqkv (B, T, 3*C) overwritten (a window w: dq added, dk, dv added into w->dkv, the plain
+// kernels); scratch (B, NH, T) gets D = rowsum(dout * out); the mask of d regenerated.
 void cuda_flash_attention_backward(Backend *be, void *dqkv, float *scratch, const void *dout,
                                    const void *qkv, const void *out, const float *lse,
                                    int B, int T, int NH, int hs, const BackendDropout *d,
                                    const BackendAttnWindow *w) {
     if (B <= 0 || T <= 0 || NH <= 0) return;
     flash_check_hs(hs);
-    if (w) core_fatal("cuda flash_attention_backward: windows not implemented yet");
+    if (w && w->kv && !w->dkv)
+        core_fatal("flash_attention_backward: a window with kv needs its dkv (Tk %d)", w->Tk);
     ACT_DISPATCH(be->act, flash_backward_t, be, dqkv, scratch, dout, qkv, out, lse, B, T, NH, hs,
-                 flash_dropout_arg(d));
+                 flash_dropout_arg(d), w);
 }

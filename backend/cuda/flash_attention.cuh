@@ -18,9 +18,12 @@
 // qkv, out, dout and dqkv are of the activation type E (float, __nv_bfloat16, __half),
 // converted to fp32 as tiles are loaded and rounded once as results are stored; lse, D and
 // all tiles in shared memory are fp32.
-// Windows (BackendAttnWindow, forward only): the query rows hold global positions q0.., the
+// Windows (BackendAttnWindow, FlashWindow): the query rows hold global positions q0.., the
 // keys and values are the Tk rows of kv at k0..; query t sees key u iff u <= t + (q0 - k0).
-// A row that sees no key keeps m = -inf and l = 0 and stores out 0, lse -inf.
+// A row that sees no key keeps m = -inf and l = 0 and stores out 0, lse -inf. The forward
+// with accumulate starts a row from what out and lse hold (m = lse, l = 1, acc = out; lse
+// -inf: as a fresh row). The windowed backward adds dq into dqkv and dk, dv into dkv (rows
+// whose lse is -inf give p = 0); without a window both kernels overwrite.
 // Dropout (BackendDropout dd, threshold 0: none; backend/dropout.h): the forward multiplies
 // the tile's exponentials by the mask after they entered the row sum l (so lse is that of
 // the probabilities without dropout); the backward regenerates the mask per tile pair:
@@ -121,12 +124,14 @@ static __device__ __forceinline__ uint64_t flash_drop_base(const BackendDropout 
     return ((uint64_t)(dd.sample0 + bh / NH) * dd.NH + dd.h0 + bh % NH) * (uint64_t)T * T;
 }
 
-// The forward's window (BackendAttnWindow with the whole-sequence length for the masks):
+// The kernels' window (BackendAttnWindow with the whole-sequence length for the masks):
 // keys and values are the Tk rows of kv, query row t sees key row u iff u <= t + off, and
-// the mask index of element (0, 0) of a head is at (position q0, position k0) of Tg.
+// the mask index of element (0, 0) of a head is at (position q0, position k0) of Tg. acc:
+// the forward continues out and lse; the backward adds into dqkv's q part and dkv's k | v.
 struct FlashWindow {
     const void *kv;  // elements of the kernel's E
-    int Tk, off, q0, k0, Tg;
+    void *dkv;       // backward: (B, Tk, 3C) rows whose k | v parts get dk, dv
+    int Tk, off, q0, k0, Tg, acc;
 };
 
 // out (B, T, C), lse (B, NH, T) of query tile (reversed) blockIdx.y of head blockIdx.x.
@@ -144,12 +149,21 @@ flash_forward_kernel(E *out, float *lse, const E *qkv, int T, int NH, int hs, fl
     const E *q = qkv + (size_t)b * T * ld + (size_t)h * hs;
     const E *k = (const E *)w.kv + (size_t)b * w.Tk * ld + (size_t)h * hs + C, *v = k + C;
     flash_load_rows<BQ, HS>(sm.q, q, ld, q0, T, hs);
-    if (tid < BQ) sm.m[tid] = -INFINITY, sm.l[tid] = 0.0f;
+    if (tid < BQ) {  // a continued row (lse finite): m = lse, l = 1
+        float l0 = w.acc && q0 + tid < T ? lse[(size_t)bh * T + q0 + tid] : -INFINITY;
+        sm.m[tid] = l0, sm.l[tid] = l0 > -INFINITY ? 1.0f : 0.0f;
+    }
     float acc[RPT][CPT];
 FLASH_UNROLL
-    for (int i = 0; i < RPT; i++)
+    for (int i = 0; i < RPT; i++) {
+        int t = q0 + warp + FLASH_WARPS * i;
+        bool seen = w.acc && t < T && lse[(size_t)bh * T + t] > -INFINITY;  // acc = out
+        const E *o = out + ((size_t)b * T + t) * C + (size_t)h * hs;
 FLASH_UNROLL
-        for (int c = 0; c < CPT; c++) acc[i][c] = 0.0f;
+        for (int c = 0; c < CPT; c++)
+            acc[i][c] = seen && lane + WARP * c < hs ? load_f32(o + lane + WARP * c) : 0.0f;
+    }
+    __syncthreads();  // every lse read before a row's end stores it
     int last = (q0 + BQ < T ? q0 + BQ : T) - 1 + w.off;  // the tile's last query: keys 0..last
     for (int k0 = 0; k0 <= last && k0 < w.Tk; k0 += BK) {
         flash_load_rows<BK, HS>(sm.kv, k, ld, k0, w.Tk, hs);
@@ -235,28 +249,31 @@ static __device__ __forceinline__ void flash_load_query_tile(FlashBwdSmem<HS, BQ
 // p, sm.ds holds dp; afterwards p z and p (z dp - D). A loop of its own, not unrolled, so the
 // hash does not add to the unrolled loop's registers.
 template <int HS, int BQ, int BK>
-static __device__ void flash_tile_dropout(FlashBwdSmem<HS, BQ, BK> &sm, int q0, int k0, int T,
-                                          const BackendDropout &dd, int NH) {
+static __device__ void flash_tile_dropout(FlashBwdSmem<HS, BQ, BK> &sm, int q0, int k0,
+                                          const BackendDropout &dd, int NH,
+                                          const FlashWindow &w) {
     constexpr int NE = BQ * BK / FLASH_THREADS, RS = FLASH_THREADS / BK;
     int j = threadIdx.x % BK;
-    uint64_t base = flash_drop_base(dd, blockIdx.x, NH, T);
+    uint64_t base = flash_drop_base(dd, blockIdx.x, NH, w.Tg) + (uint64_t)(w.k0 + k0 + j);
 FLASH_NO_UNROLL
     for (int i = 0; i < NE; i++) {
-        int r = (int)threadIdx.x / BK + RS * i, t = q0 + r;
+        int r = (int)threadIdx.x / BK + RS * i, t = w.q0 + q0 + r;  // global query position
         float p = sm.p[r][j];
-        float z = p != 0.0f ? dropout_factor(&dd, base + (uint64_t)t * T + (uint64_t)(k0 + j)) : 0.0f;
+        float z = p != 0.0f ? dropout_factor(&dd, base + (uint64_t)t * w.Tg) : 0.0f;
         sm.p[r][j] = p * z;
         sm.ds[r][j] = p * (z * sm.ds[r][j] - sm.d[r]);
     }
 }
 
 // sm.p, sm.ds (BQ, BK) of the query tile at q0 against the key tile at k0 (entry map):
-// p = exp(scale q.k - lse) and ds = p (dout.v - D) where query < T and key <= query, else 0.
-// With dropout (dd.threshold > 0; head blockIdx.x of NH per sample) p z and p (z dp - D).
+// p = exp(scale q.k - lse) and ds = p (dout.v - D) where query t < T, key u < w.Tk, u <= t +
+// w.off and lse > -inf, else 0. With dropout (dd.threshold > 0; head blockIdx.x of NH per
+// sample) p z and p (z dp - D).
 template <int HS, int BQ, int BK>
 static __device__ __forceinline__ void flash_tile_probs(FlashBwdSmem<HS, BQ, BK> &sm, int q0,
                                                         int k0, int T, float scale,
-                                                        const BackendDropout &dd, int NH) {
+                                                        const BackendDropout &dd, int NH,
+                                                        const FlashWindow &w) {
     constexpr int NE = BQ * BK / FLASH_THREADS, RS = FLASH_THREADS / BK;
     float s[NE], dp[NE];
     flash_tile_dot<BQ, BK, HS>(s, sm.q, sm.k);
@@ -266,58 +283,63 @@ static __device__ __forceinline__ void flash_tile_probs(FlashBwdSmem<HS, BQ, BK>
 FLASH_UNROLL
     for (int i = 0; i < NE; i++) {
         int r = (int)threadIdx.x / BK + RS * i, t = q0 + r;
-        float p = t < T && k0 + j <= t ? expf(s[i] * scale - sm.lse[r]) : 0.0f;
+        bool see = t < T && k0 + j < w.Tk && k0 + j <= t + w.off && sm.lse[r] > -INFINITY;
+        float p = see ? expf(s[i] * scale - sm.lse[r]) : 0.0f;
         sm.p[r][j] = p;
         sm.ds[r][j] = drop ? dp[i] : p * (dp[i] - sm.d[r]);
     }
-    if (drop) flash_tile_dropout(sm, q0, k0, T, dd, NH);
+    if (drop) flash_tile_dropout(sm, q0, k0, dd, NH, w);
 }
 
-// Pointers of head (b, h) = blockIdx.x: q, k, v rows in qkv (stride ld = 3C) and dout rows
-// (stride C); lse and D (T) of the head.
+// Pointers of head (b, h) = blockIdx.x: q rows in qkv, k, v rows in w.kv (stride ld = 3C)
+// and dout rows (stride C); lse and D (T) of the head.
 template <typename E>
 struct FlashHead {
     const E *q, *k, *v, *dy;
     const float *lse, *D;
-    size_t ld, ldy, row0;  // row0: index of (b, token 0) in the (B, T) rows
+    size_t ld, ldy, row0, krow0;  // index of (b, query 0) in the (B, T) rows, (b, key 0) in (B, Tk)
     int C, h;
 };
 
 template <typename E>
 static __device__ __forceinline__ FlashHead<E> flash_head(const E *qkv, const E *dout,
                                                           const float *lse, const float *D,
-                                                          int T, int NH, int hs) {
+                                                          int T, int NH, int hs,
+                                                          const FlashWindow &w) {
     int bh = blockIdx.x, b = bh / NH, h = bh % NH, C = NH * hs;
     FlashHead<E> f;
     f.ld = 3 * (size_t)C, f.ldy = (size_t)C, f.row0 = (size_t)b * T, f.C = C, f.h = h;
-    f.q = qkv + f.row0 * f.ld + (size_t)h * hs, f.k = f.q + C, f.v = f.q + 2 * C;
+    f.krow0 = (size_t)b * w.Tk;
+    f.q = qkv + f.row0 * f.ld + (size_t)h * hs;
+    f.k = (const E *)w.kv + f.krow0 * f.ld + (size_t)h * hs + C, f.v = f.k + C;
     f.dy = dout + f.row0 * C + (size_t)h * hs;
     f.lse = lse + (size_t)bh * T, f.D = D + (size_t)bh * T;
     return f;
 }
 
-// dk, dv of key tile (reversed) blockIdx.y of head blockIdx.x into dqkv (B, T, 3C): loops
-// over the query tiles at or after the key tile; each thread owns BK/4 rows x HS/32 channels.
+// dk, dv of key tile (reversed) blockIdx.y of head blockIdx.x into w.dkv (B, Tk, 3C): loops
+// over the query tiles that see the key tile; each thread owns BK/4 rows x HS/32 channels.
 template <typename E, int HS, int BQ, int BK>
 static __global__ void __launch_bounds__(FLASH_THREADS)
-flash_backward_dkv_kernel(E *dqkv, const E *dout, const E *qkv, const float *lse,
-                          const float *D, int T, int NH, int hs, float scale, BackendDropout dd) {
+flash_backward_dkv_kernel(const E *dout, const E *qkv, const float *lse, const float *D,
+                          int T, int NH, int hs, float scale, BackendDropout dd, FlashWindow w) {
     __shared__ FlashBwdSmem<HS, BQ, BK> sm;
     constexpr int RPT = BK / FLASH_WARPS, CPT = HS / WARP;
     int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
     int k0 = (gridDim.y - 1 - blockIdx.y) * BK;
-    FlashHead<E> f = flash_head(qkv, dout, lse, D, T, NH, hs);
-    flash_load_rows<BK, HS>(sm.k, f.k, f.ld, k0, T, hs);
-    flash_load_rows<BK, HS>(sm.v, f.v, f.ld, k0, T, hs);
+    FlashHead<E> f = flash_head(qkv, dout, lse, D, T, NH, hs, w);
+    flash_load_rows<BK, HS>(sm.k, f.k, f.ld, k0, w.Tk, hs);
+    flash_load_rows<BK, HS>(sm.v, f.v, f.ld, k0, w.Tk, hs);
     float dk[RPT][CPT], dv[RPT][CPT];
 FLASH_UNROLL
     for (int i = 0; i < RPT; i++)
 FLASH_UNROLL
         for (int c = 0; c < CPT; c++) dk[i][c] = dv[i][c] = 0.0f;
-    for (int q0 = k0 / BQ * BQ; q0 < T; q0 += BQ) {
+    int first = k0 - w.off > 0 ? k0 - w.off : 0;  // the first query that sees key k0
+    for (int q0 = first / BQ * BQ; q0 < T; q0 += BQ) {
         flash_load_query_tile(sm, f.q, f.ld, f.dy, f.ldy, f.lse, f.D, q0, T, hs);
         __syncthreads();
-        flash_tile_probs(sm, q0, k0, T, scale, dd, NH);
+        flash_tile_probs(sm, q0, k0, T, scale, dd, NH, w);
         __syncthreads();
         for (int r = 0; r < BQ; r++) {  // dv[j] += p[r][j] dout[r]; dk[j] += ds[r][j] q[r]
             float y[CPT], x[CPT];
@@ -335,40 +357,44 @@ FLASH_UNROLL
 FLASH_UNROLL
     for (int i = 0; i < RPT; i++) {
         int u = k0 + warp + FLASH_WARPS * i;
-        if (u >= T) continue;
-        E *d = dqkv + (f.row0 + u) * f.ld + (size_t)f.h * hs + f.C;  // dk row u
+        if (u >= w.Tk) continue;
+        E *d = (E *)w.dkv + (f.krow0 + u) * f.ld + (size_t)f.h * hs + f.C;  // dk row u
 FLASH_UNROLL
         for (int c = 0; c < CPT; c++)
             if (lane + WARP * c < hs) {
-                store_from_f32(d + lane + WARP * c, scale * dk[i][c]);
-                store_from_f32(d + f.C + lane + WARP * c, dv[i][c]);
+                E *pk = d + lane + WARP * c, *pv = pk + f.C;
+                float gk = scale * dk[i][c], gv = dv[i][c];
+                if (w.acc) gk += load_f32(pk), gv += load_f32(pv);
+                store_from_f32(pk, gk);
+                store_from_f32(pv, gv);
             }
     }
 }
 
 // dq of query tile (reversed) blockIdx.y of head blockIdx.x into dqkv (B, T, 3C): loops over
-// the key tiles at or before the query tile; each thread owns BQ/4 rows x HS/32 channels.
+// the key tiles the query tile sees; each thread owns BQ/4 rows x HS/32 channels.
 template <typename E, int HS, int BQ, int BK>
 static __global__ void __launch_bounds__(FLASH_THREADS)
 flash_backward_dq_kernel(E *dqkv, const E *dout, const E *qkv, const float *lse,
-                         const float *D, int T, int NH, int hs, float scale, BackendDropout dd) {
+                         const float *D, int T, int NH, int hs, float scale, BackendDropout dd,
+                         FlashWindow w) {
     __shared__ FlashBwdSmem<HS, BQ, BK> sm;
     constexpr int RPT = BQ / FLASH_WARPS, CPT = HS / WARP;
     int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
     int q0 = (gridDim.y - 1 - blockIdx.y) * BQ;
-    FlashHead<E> f = flash_head(qkv, dout, lse, D, T, NH, hs);
+    FlashHead<E> f = flash_head(qkv, dout, lse, D, T, NH, hs, w);
     flash_load_query_tile(sm, f.q, f.ld, f.dy, f.ldy, f.lse, f.D, q0, T, hs);
     float dq[RPT][CPT];
 FLASH_UNROLL
     for (int i = 0; i < RPT; i++)
 FLASH_UNROLL
         for (int c = 0; c < CPT; c++) dq[i][c] = 0.0f;
-    int last = (q0 + BQ < T ? q0 + BQ : T) - 1;  // the tile's last query
-    for (int k0 = 0; k0 <= last; k0 += BK) {
-        flash_load_rows<BK, HS>(sm.k, f.k, f.ld, k0, T, hs);
-        flash_load_rows<BK, HS>(sm.v, f.v, f.ld, k0, T, hs);
+    int last = (q0 + BQ < T ? q0 + BQ : T) - 1 + w.off;  // the tile's last query: keys 0..last
+    for (int k0 = 0; k0 <= last && k0 < w.Tk; k0 += BK) {
+        flash_load_rows<BK, HS>(sm.k, f.k, f.ld, k0, w.Tk, hs);
+        flash_load_rows<BK, HS>(sm.v, f.v, f.ld, k0, w.Tk, hs);
         __syncthreads();
-        flash_tile_probs(sm, q0, k0, T, scale, dd, NH);
+        flash_tile_probs(sm, q0, k0, T, scale, dd, NH, w);
         __syncthreads();
         for (int j = 0; j < BK; j++) {  // dq[r] += ds[r][j] k[j]
             float kk[CPT];
@@ -390,6 +416,10 @@ FLASH_UNROLL
         E *d = dqkv + (f.row0 + t) * f.ld + (size_t)f.h * hs;
 FLASH_UNROLL
         for (int c = 0; c < CPT; c++)
-            if (lane + WARP * c < hs) store_from_f32(d + lane + WARP * c, scale * dq[i][c]);
+            if (lane + WARP * c < hs) {
+                float g = scale * dq[i][c];
+                if (w.acc) g += load_f32(d + lane + WARP * c);
+                store_from_f32(d + lane + WARP * c, g);
+            }
     }
 }

@@ -6,6 +6,9 @@
 // device runs everything twice and must give the same bits. Windows (BackendAttnWindow):
 // queries at positions [20, 37) of a 50-position sequence against keys [10, 30) of another
 // buffer, fused and materialised, with and without dropout (masks at global positions).
+// A ring over key blocks (tests/backend/attention_ring.h: the forward with accumulate, the
+// windowed backward into each block's dkv) on the device against the CPU's whole-sequence op.
+#include "tests/backend/attention_ring.h"
 #include "tests/backend/cuda/cuda_parity.h"
 
 #include <stdio.h>
@@ -89,8 +92,40 @@ static void check_window(Parity *t, int flash, double p) {
     par_out_free(&out), par_out_free(&lse);
 }
 
+// The ring of attention_ring.h on the device (P ranks, chunks of c rows, dropout p) against
+// the CPU's whole-sequence flash forward and backward: out, lse, dqkv.
+static void check_ring(Parity *t, int P, int c, int hs, double p) {
+    const int B = 2, NH = 2, T = 2 * P * c, C = NH * hs;
+    size_t nq = (size_t)B * T * 3 * C, no = (size_t)B * T * C, nl = (size_t)B * NH * T;
+    BackendDropout d = {.key = dropout_key(9, 1, DROPOUT_SITE_ATTN_PROBS, 0),
+                        .threshold = dropout_threshold(p), .scale = 1.0f / (1.0f - (float)p),
+                        .sample0 = 1, .h0 = 2, .NH = 4, .T = T};
+    const BackendDropout *dp = p > 0 ? &d : NULL;
+    float *qkv = par_rand(t, nq, -2, 2), *dout = par_rand(t, no, -1, 1), *scr = test_floats(nl);
+    ParOut out = par_out(no), lse = par_out(nl), dqkv = par_out(nq);
+    Backend *cpu = t->be[PAR_REF];
+    cpu->ops->flash_attention_forward(cpu, out.h[PAR_REF], lse.h[PAR_REF], qkv, B, T, NH, hs, dp,
+                                      NULL);
+    cpu->ops->flash_attention_backward(cpu, dqkv.h[PAR_REF], scr, dout, qkv, out.h[PAR_REF],
+                                       lse.h[PAR_REF], B, T, NH, hs, dp, NULL);
+    AttnRing g = {B, NH, hs, P, c, dp};
+    attn_ring_run(t->be[PAR_DEV], &g, qkv, dout, out.h[PAR_DEV], lse.h[PAR_DEV], dqkv.h[PAR_DEV]);
+    char what[128];
+    snprintf(what, sizeof what, "flash ring P%d c%d hs%d dropout %g: out", P, c, hs, p);
+    PAR_CLOSE_OUT(out, what);
+    snprintf(what, sizeof what, "flash ring P%d c%d hs%d dropout %g: lse", P, c, hs, p);
+    PAR_CLOSE_OUT(lse, what);
+    snprintf(what, sizeof what, "flash ring P%d c%d hs%d dropout %g: dqkv", P, c, hs, p);
+    PAR_CLOSE_OUT(dqkv, what);
+    free(qkv), free(dout), free(scr);
+    par_out_free(&out), par_out_free(&lse), par_out_free(&dqkv);
+}
+
 int cuda_ops_flash(Parity *t) {
     for (int flash = 0; flash < 2; flash++) check_window(t, flash, 0.0), check_window(t, flash, 0.3);
+    check_ring(t, 2, 17, 24, 0.1);
+    if (!t->quick) check_ring(t, 2, 17, 24, 0.0), check_ring(t, 3, 33, 64, 0.0),
+                   check_ring(t, 2, 20, 128, 0.1);
     if (t->quick) {  // sanitizer builds: one short sequence, the two tilings
         check_flash(t, 2, 17, 3, 24);
         check_flash(t, 1, 33, 2, 128);
