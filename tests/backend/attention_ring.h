@@ -5,10 +5,12 @@
 // 2P-1-i (the causal load balance). For each of its query chunks a rank runs the flash
 // forward over the key chunks in ring order (ranks i, i-1, ...: both chunks of each; skipped
 // when every key is after the queries; the own chunk a as the diagonal with kv NULL),
-// overwriting on the first block and accumulating after; then the flash backward once per
+// overwriting on the first block and accumulating after (or, with fresh, accumulating from
+// the start onto out 0 and lse -inf: "no key seen yet"); then the flash backward once per
 // visible block with the final out and lse, adding dq into the query chunk's buffer and
 // dk, dv into the key chunk's dkv (the diagonal: into the query chunk's own rows, dkv NULL).
-// The result, reassembled on the host, must be the whole-sequence op's.
+// The result, reassembled on the host, must be the whole-sequence op's; the q parts of the
+// dkv buffers must stay 0.
 #pragma once
 #include "backend/backend.h"
 
@@ -19,6 +21,7 @@
 typedef struct {
     int B, NH, hs, P, c;     // T = 2*P*c
     const BackendDropout *d;  // attention dropout (d->T = T: global positions) or NULL
+    int fresh;                // 1: every forward accumulates, from out 0 and lse -inf
 } AttnRing;
 
 // dst (B, n, W) = rows [t0, t0 + n) of each sequence of src (B, T, W), both host.
@@ -42,8 +45,9 @@ static inline int ring_chunk(const AttnRing *g, int i, int s) {
 }
 
 // out (B, T, C), lse (B, NH, T), dqkv (B, T, 3C) on the host from qkv (B, T, 3C) and dout
-// (B, T, C) (host), composed as above on be.
-static inline void attn_ring_run(Backend *be, const AttnRing *g, const float *qkv,
+// (B, T, C) (host), composed as above on be. Returns the number of non-zero entries in the
+// q parts of the dkv buffers (0 when the backward leaves them untouched).
+static inline int attn_ring_run(Backend *be, const AttnRing *g, const float *qkv,
                                  const float *dout, float *out, float *lse, float *dqkv) {
     int B = g->B, NH = g->NH, hs = g->hs, P = g->P, c = g->c, T = 2 * P * c, NC = 2 * P;
     int C = NH * hs, C3 = 3 * C;
@@ -58,9 +62,15 @@ static inline void attn_ring_run(Backend *be, const AttnRing *g, const float *qk
     void *o = be->ops->alloc(be, no * sizeof(float)), *dy = be->ops->alloc(be, no * sizeof(float));
     float *l = be->ops->alloc(be, nl * sizeof(float)), *scr = be->ops->alloc(be, nl * sizeof(float));
     float *ho = malloc(no * sizeof(float)), *hl = malloc(nl * sizeof(float));
+    int stray = 0;
     for (int i = 0; i < P; i++)
         for (int s = 0; s < 2; s++) {
-            int a = ring_chunk(g, i, s), q0 = a * c, first = 1;
+            int a = ring_chunk(g, i, s), q0 = a * c, first = !g->fresh;
+            if (g->fresh) {  // out 0, lse -inf
+                for (size_t e = 0; e < nl; e++) hl[e] = -INFINITY;
+                be->ops->zero(be, o, no * sizeof(float));
+                be->ops->copy(be, l, hl, nl * sizeof(float), BACKEND_H2D);
+            }
             int vis[2 * 8], nv = 0;  // visible key chunks in ring order
             for (int r = 0; r < P; r++)
                 for (int ks = 0; ks < 2; ks++) {
@@ -101,9 +111,11 @@ static inline void attn_ring_run(Backend *be, const AttnRing *g, const float *qk
                 float *dst = dqkv + ((size_t)b * T + a * c + t) * C3;
                 const float *x = h + ((size_t)b * c + t) * C3, *y = hz + ((size_t)b * c + t) * C3;
                 for (int j = 0; j < C3; j++) dst[j] = x[j] + (j < C ? 0.0f : y[j]);
+                for (int j = 0; j < C; j++) stray += y[j] != 0.0f;
             }
         be->ops->free(be, cq[a]), be->ops->free(be, cdq[a]), be->ops->free(be, cdkv[a]);
     }
     be->ops->free(be, o), be->ops->free(be, dy), be->ops->free(be, l), be->ops->free(be, scr);
     free(h), free(hz), free(ho), free(hl);
+    return stray;
 }

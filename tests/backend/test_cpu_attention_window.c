@@ -5,7 +5,9 @@
 // and 33 rows, head sizes 24 and 64, B = 2, NH = 2) against the whole-sequence flash op:
 // out, lse and dqkv to fp32 round-off (1e-5 of the largest value; the worst error printed),
 // without and with attention dropout (p = 0.1, masks of global positions). Also: the
-// whole-sequence backward through a window {0, 0, T} onto a zeroed dqkv is the NULL window's.
+// whole-sequence backward through a window {0, 0, T} onto a zeroed dqkv is the NULL window's;
+// the forward accumulating from out 0, lse -inf (fresh) is the overwriting one; the q parts
+// of the dkv buffers stay 0; a windowed backward leaves rows of lse -inf as they were.
 #include "backend/backend.h"
 #include "tests/backend/attention_ring.h"
 #include "tests/backend/backend_test_util.h"
@@ -26,7 +28,7 @@ static void expect_ring(const float *got, const float *want, size_t n, double to
     EXPECT(worst <= tol * scale, "%s: error %.3g > %.3g", what, worst, tol * scale);
 }
 
-static void test_ring(Backend *be, TestRng *r, int P, int c, int hs, double p) {
+static void test_ring(Backend *be, TestRng *r, int P, int c, int hs, double p, int fresh) {
     int B = 2, NH = 2, T = 2 * P * c, C = NH * hs;
     size_t nq = (size_t)B * T * 3 * C, no = (size_t)B * T * C, nl = (size_t)B * NH * T;
     float *qkv = test_floats(nq), *dout = test_floats(no), *out = test_floats(no);
@@ -39,14 +41,18 @@ static void test_ring(Backend *be, TestRng *r, int P, int c, int hs, double p) {
     const BackendDropout *dp = p > 0 ? &d : NULL;
     be->ops->flash_attention_forward(be, out, lse, qkv, B, T, NH, hs, dp, NULL);
     be->ops->flash_attention_backward(be, dqkv, scr, dout, qkv, out, lse, B, T, NH, hs, dp, NULL);
-    AttnRing g = {B, NH, hs, P, c, dp};
-    attn_ring_run(be, &g, qkv, dout, rout, rlse, rdq);
+    AttnRing g = {B, NH, hs, P, c, dp, fresh};
+    int stray = attn_ring_run(be, &g, qkv, dout, rout, rlse, rdq);
+    EXPECT(stray == 0, "%d entries of dkv's q parts written", stray);
     char what[128];
-    snprintf(what, sizeof what, "ring P%d c%d hs%d p%g: out", P, c, hs, p);
+    snprintf(what, sizeof what, "ring P%d c%d hs%d p%g%s: out", P, c, hs, p,
+             fresh ? " fresh" : "");
     expect_ring(rout, out, no, 1e-5, what);
-    snprintf(what, sizeof what, "ring P%d c%d hs%d p%g: lse", P, c, hs, p);
+    snprintf(what, sizeof what, "ring P%d c%d hs%d p%g%s: lse", P, c, hs, p,
+             fresh ? " fresh" : "");
     expect_ring(rlse, lse, nl, 1e-5, what);
-    snprintf(what, sizeof what, "ring P%d c%d hs%d p%g: dqkv", P, c, hs, p);
+    snprintf(what, sizeof what, "ring P%d c%d hs%d p%g%s: dqkv", P, c, hs, p,
+             fresh ? " fresh" : "");
     expect_ring(rdq, dqkv, nq, 1e-5, what);
     // The whole sequence as one window {0, 0, T} (adding onto zeros): the same bits.
     BackendAttnWindow all = {0, 0, T, NULL, 0, NULL};
@@ -57,6 +63,41 @@ static void test_ring(Backend *be, TestRng *r, int P, int c, int hs, double p) {
     free(rdq);
 }
 
+// A windowed backward whose queries have lse -inf in some rows (as if they saw no key):
+// those rows of dq stay as they were, and dk, dv stay finite.
+static void test_unseen_rows(Backend *be, TestRng *r) {
+    int B = 1, NH = 2, hs = 8, C = NH * hs, T = 20, Tk = 12;
+    size_t nq = (size_t)B * T * 3 * C, nk = (size_t)B * Tk * 3 * C, no = (size_t)B * T * C;
+    size_t nl = (size_t)B * NH * T;
+    float *qkv = test_floats(nq), *kv = test_floats(nk), *dkv = test_floats(nk);
+    float *dq = test_floats(nq), *was = test_floats(nq), *out = test_floats(no);
+    float *lse = test_floats(nl), *scr = test_floats(nl), *dy = test_floats(no);
+    rng_fill(r, qkv, nq, -1, 1), rng_fill(r, kv, nk, -1, 1), rng_fill(r, dy, no, -1, 1);
+    rng_fill(r, dq, nq, -1, 1), rng_fill(r, dkv, nk, -1, 1);
+    BackendAttnWindow w = {30, 0, Tk, kv, 0, dkv};  // every query sees every key
+    be->ops->flash_attention_forward(be, out, lse, qkv, B, T, NH, hs, NULL, &w);
+    for (int h = 0; h < NH; h++)
+        for (int t = 3; t < T; t += 4) {  // row t of head h: no key seen
+            lse[h * T + t] = -INFINITY;
+            for (int e = 0; e < hs; e++) out[(size_t)t * C + h * hs + e] = 0.0f;
+        }
+    memcpy(was, dq, nq * sizeof(float));
+    be->ops->flash_attention_backward(be, dq, scr, dy, qkv, out, lse, B, T, NH, hs, NULL, &w);
+    int kept = 1, finite = 1, moved = 0;
+    for (int t = 0; t < T; t++)
+        for (int j = 0; j < C; j++) {
+            size_t e = (size_t)t * 3 * C + j;
+            if (t % 4 == 3) kept &= dq[e] == was[e];
+            else moved += dq[e] != was[e];
+        }
+    for (size_t e = 0; e < nk; e++) finite &= isfinite(dkv[e]) != 0;
+    EXPECT(kept, "dq rows of lse -inf changed");
+    EXPECT(moved > 0, "no dq of the other rows added");
+    EXPECT(finite, "dk, dv not finite with rows of lse -inf");
+    free(qkv), free(kv), free(dkv), free(dq), free(was), free(out), free(lse), free(scr);
+    free(dy);
+}
+
 int main(void) {
     Backend *be = backend_cpu_create(2);
     TestRng r = {7};
@@ -64,9 +105,12 @@ int main(void) {
     for (int P = 2; P <= 3; P++)
         for (int i = 0; i < 2; i++)
             for (int j = 0; j < 2; j++) {
-                test_ring(be, &r, P, cs[i], hss[j], 0.0);
-                test_ring(be, &r, P, cs[i], hss[j], 0.1);
+                test_ring(be, &r, P, cs[i], hss[j], 0.0, 0);
+                test_ring(be, &r, P, cs[i], hss[j], 0.1, 0);
             }
+    test_ring(be, &r, 2, 17, 24, 0.1, 1);
+    test_ring(be, &r, 3, 33, 64, 0.0, 1);
+    test_unseen_rows(be, &r);
     backend_destroy(be);
     return test_result("cpu_attention_window");
 }

@@ -7,7 +7,8 @@
 // queries at positions [20, 37) of a 50-position sequence against keys [10, 30) of another
 // buffer, fused and materialised, with and without dropout (masks at global positions).
 // A ring over key blocks (tests/backend/attention_ring.h: the forward with accumulate, the
-// windowed backward into each block's dkv) on the device against the CPU's whole-sequence op.
+// windowed backward into each block's dkv) on the device against the CPU's whole-sequence op;
+// a windowed backward (adding into dq and dkv) with rows of lse -inf against the CPU's.
 #include "tests/backend/attention_ring.h"
 #include "tests/backend/cuda/cuda_parity.h"
 
@@ -93,8 +94,9 @@ static void check_window(Parity *t, int flash, double p) {
 }
 
 // The ring of attention_ring.h on the device (P ranks, chunks of c rows, dropout p) against
-// the CPU's whole-sequence flash forward and backward: out, lse, dqkv.
-static void check_ring(Parity *t, int P, int c, int hs, double p) {
+// the CPU's whole-sequence flash forward and backward: out, lse, dqkv (fresh: every forward
+// accumulates, from out 0 and lse -inf).
+static void check_ring(Parity *t, int P, int c, int hs, double p, int fresh) {
     const int B = 2, NH = 2, T = 2 * P * c, C = NH * hs;
     size_t nq = (size_t)B * T * 3 * C, no = (size_t)B * T * C, nl = (size_t)B * NH * T;
     BackendDropout d = {.key = dropout_key(9, 1, DROPOUT_SITE_ATTN_PROBS, 0),
@@ -108,24 +110,68 @@ static void check_ring(Parity *t, int P, int c, int hs, double p) {
                                       NULL);
     cpu->ops->flash_attention_backward(cpu, dqkv.h[PAR_REF], scr, dout, qkv, out.h[PAR_REF],
                                        lse.h[PAR_REF], B, T, NH, hs, dp, NULL);
-    AttnRing g = {B, NH, hs, P, c, dp};
-    attn_ring_run(t->be[PAR_DEV], &g, qkv, dout, out.h[PAR_DEV], lse.h[PAR_DEV], dqkv.h[PAR_DEV]);
+    AttnRing g = {B, NH, hs, P, c, dp, fresh};
+    int stray = attn_ring_run(t->be[PAR_DEV], &g, qkv, dout, out.h[PAR_DEV], lse.h[PAR_DEV],
+                              dqkv.h[PAR_DEV]);
+    EXPECT(stray == 0, "%d entries of dkv's q parts written on the device", stray);
     char what[128];
-    snprintf(what, sizeof what, "flash ring P%d c%d hs%d dropout %g: out", P, c, hs, p);
+    snprintf(what, sizeof what, "flash ring P%d c%d hs%d dropout %g%s: out", P, c, hs, p,
+             fresh ? " fresh" : "");
     PAR_CLOSE_OUT(out, what);
-    snprintf(what, sizeof what, "flash ring P%d c%d hs%d dropout %g: lse", P, c, hs, p);
+    snprintf(what, sizeof what, "flash ring P%d c%d hs%d dropout %g%s: lse", P, c, hs, p,
+             fresh ? " fresh" : "");
     PAR_CLOSE_OUT(lse, what);
-    snprintf(what, sizeof what, "flash ring P%d c%d hs%d dropout %g: dqkv", P, c, hs, p);
+    snprintf(what, sizeof what, "flash ring P%d c%d hs%d dropout %g%s: dqkv", P, c, hs, p,
+             fresh ? " fresh" : "");
     PAR_CLOSE_OUT(dqkv, what);
     free(qkv), free(dout), free(scr);
     par_out_free(&out), par_out_free(&lse), par_out_free(&dqkv);
 }
 
+// A windowed backward (queries at 30.., every key visible, dropout) adding onto random dq and
+// dkv, with every fourth row's lse -inf and out 0 (rows that saw no key): both backends.
+static void check_unseen(Parity *t) {
+    const int B = 2, NH = 2, hs = 24, C = NH * hs, T = 20, Tk = 12;
+    size_t nq = (size_t)B * T * 3 * C, nk = (size_t)B * Tk * 3 * C, no = (size_t)B * T * C;
+    size_t nl = (size_t)B * NH * T;
+    BackendDropout d = {.key = dropout_key(3, 8, DROPOUT_SITE_ATTN_PROBS, 2),
+                        .threshold = dropout_threshold(0.2), .scale = 1.0f / 0.8f,
+                        .sample0 = 0, .NH = NH, .T = 64};
+    float *qkv = par_rand(t, nq, -1, 1), *kv = par_rand(t, nk, -1, 1);
+    float *dy = par_rand(t, no, -1, 1), *dq0 = par_rand(t, nq, -1, 1), *dk0 = par_rand(t, nk, -1, 1);
+    float *out = test_floats(no), *lse = test_floats(nl);
+    BackendAttnWindow w = {30, 0, Tk, kv, 0, NULL};
+    Backend *cpu = t->be[PAR_REF];
+    cpu->ops->flash_attention_forward(cpu, out, lse, qkv, B, T, NH, hs, &d, &w);
+    for (size_t r = 3; r < nl; r += 4) {
+        lse[r] = -INFINITY;
+        size_t bh = r / T, tt = r % T;
+        for (int e = 0; e < hs; e++) out[(bh / NH * T + tt) * C + bh % NH * hs + e] = 0.0f;
+    }
+    ParOut dq = par_out(nq), dkv = par_out(nk);
+    for (int k = 0; k < 2; k++) {
+        Backend *be = t->be[k];
+        float *d_q = par_up(t, k, dq0, nq), *d_k = par_up(t, k, dk0, nk);
+        float *d_s = par_alloc(t, k, nl * sizeof(float));
+        BackendAttnWindow wk = {30, 0, Tk, par_up(t, k, kv, nk), 0, d_k};
+        be->ops->flash_attention_backward(be, d_q, d_s, par_up(t, k, dy, no), par_up(t, k, qkv, nq),
+                                          par_up(t, k, out, no), par_up(t, k, lse, nl), B, T, NH,
+                                          hs, &d, &wk);
+        par_down(t, k, dq.h[k], d_q, nq), par_down(t, k, dkv.h[k], d_k, nk);
+        par_release(t);
+    }
+    PAR_CLOSE_OUT(dq, "flash_attention_backward window, rows of lse -inf: dqkv (added)");
+    PAR_CLOSE_OUT(dkv, "flash_attention_backward window, rows of lse -inf: dkv (added)");
+    free(qkv), free(kv), free(dy), free(dq0), free(dk0), free(out), free(lse);
+    par_out_free(&dq), par_out_free(&dkv);
+}
+
 int cuda_ops_flash(Parity *t) {
     for (int flash = 0; flash < 2; flash++) check_window(t, flash, 0.0), check_window(t, flash, 0.3);
-    check_ring(t, 2, 17, 24, 0.1);
-    if (!t->quick) check_ring(t, 2, 17, 24, 0.0), check_ring(t, 3, 33, 64, 0.0),
-                   check_ring(t, 2, 20, 128, 0.1);
+    check_ring(t, 2, 17, 24, 0.1, 0);
+    check_unseen(t);
+    if (!t->quick) check_ring(t, 2, 17, 24, 0.0, 1), check_ring(t, 3, 33, 64, 0.0, 0),
+                   check_ring(t, 2, 20, 128, 0.1, 1);
     if (t->quick) {  // sanitizer builds: one short sequence, the two tilings
         check_flash(t, 2, 17, 3, 24);
         check_flash(t, 1, 33, 2, 128);
