@@ -39,6 +39,9 @@ typedef struct {
     int T;               // global sequence length (0: the op's T, the whole sequence)
     int pos0, Tl;        // (rows, C) ops on a slice: local rows are Tl positions per sample,
                          // global positions pos0.. (Tl 0: no slice, rows row0 + r)
+    int pos1;            // with half_rows > 0 (context parallelism's two chunks): the local
+    int64_t half_rows;   // rows are two halves of half_rows rows each, (samples, Tl/2) at
+                         // global positions pos0.. then (samples, Tl/2) at pos1..
 } BackendDropout;
 
 // splitmix64's output function: a bijection on 64 bits with full avalanche. Pure.
@@ -67,11 +70,17 @@ DROPOUT_FN float dropout_factor(const BackendDropout *d, uint64_t index) {
 }
 
 // Global row (s*T + t) of local row r of a (rows, C) op: row0 + r, or on a slice (Tl > 0)
-// position pos0 + q % Tl of sample sample0 + q / Tl, q = row0 + r. Pure.
+// position pos0 + q % Tl of sample sample0 + q / Tl, q = row0 + r; in two halves
+// (half_rows > 0) q counts within its half, of Tl/2 positions per sample from pos0 or pos1.
+// Pure.
 DROPOUT_FN int64_t dropout_row(const BackendDropout *d, int64_t r) {
     if (d->Tl <= 0) return d->row0 + r;
-    int64_t q = d->row0 + r;
-    return (d->sample0 + q / d->Tl) * d->T + d->pos0 + q % d->Tl;
+    int64_t q = d->row0 + r, Tl = d->Tl, pos = d->pos0;
+    if (d->half_rows > 0) {
+        Tl /= 2;
+        if (q >= d->half_rows) q -= d->half_rows, pos = d->pos1;
+    }
+    return (d->sample0 + q / Tl) * d->T + pos + q % Tl;
 }
 
 // Threshold of drop probability p in [0, 1). Pure.

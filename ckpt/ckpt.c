@@ -95,7 +95,8 @@ static int plan(const CkptModel *cm, int c, CkptGroup g, int saving, const HostS
                 CkptRange *out) {
     const GPT *m = cm->chunks[c];
     const Optimizer *o = cm->opts[c];
-    int tp_rank = cm->grid->coord.tp_rank, dp_rank = cm->grid->coord.dp_rank, n = 0;
+    // the data-parallel rank over every copy of the weights (dp x cp: the sync group's)
+    int tp_rank = cm->grid->coord.tp_rank, dp_rank = o->sync->comm->rank, n = 0;
     if (g == CKPT_MODEL && !o->master) {
         for (int i = 0; i < m->n_params; i++) {
             const ParamInfo *p = &m->params[i];

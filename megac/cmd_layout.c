@@ -124,7 +124,7 @@ int cmd_layout(int argc, char **argv) {
     ArgSpec specs[] = {
         {"--world-size", ARG_INT, &world, "number of ranks (GPUs)"},
         {"--tensor-model-parallel-size", ARG_INT, &tp, "TP: ranks sharing each layer"},
-        {"--context-parallel-size", ARG_INT, &cp, "CP: ranks sharing each sequence (a preview of the grid: megac train has no CP yet)"},
+        {"--context-parallel-size", ARG_INT, &cp, "CP: ranks sharing each sequence (megac train --context-parallel-size)"},
         {"--pipeline-model-parallel-size", ARG_INT, &pp, "PP: pipeline stages"},
         {"--json", ARG_BOOL, &json, "print JSON instead of a table"},
     };

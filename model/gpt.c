@@ -10,6 +10,7 @@
 #include "gpt.h"
 #include "core/check.h"
 #include "gpt_block.h"  // defines: the norm, QKV and MLP of GPT-2 or Llama-style blocks
+#include "gpt_cp.h"     // defines: gpt_cp_rows, gpt_cp_attention_forward/backward
 #include "layers/tp_linear.h"
 
 #include <stdlib.h>
@@ -44,6 +45,10 @@ static void attention_forward(GPT *m, const GPTLayerActs *a, const GPTRows *r,
     BackendAttnWindow cache = {r->pos0, 0, r->pos0 + r->T, (const char *)a->qkv - r->pos0 * row,
                                0, NULL};
     const BackendAttnWindow *w = r->pos0 ? &cache : NULL;
+    if (m->cp > 1) {  // this rank's two chunks against the whole sequence's keys
+        gpt_cp_attention_forward(m, a, d);
+        return;
+    }
     if (m->cfg.use_flash_attn)
         be->ops->flash_attention_forward(be, a->atty, a->lse, a->qkv, r->B, r->T, m->NH_tp, hs, d, w);
     else
@@ -54,7 +59,9 @@ static void attention_forward(GPT *m, const GPTLayerActs *a, const GPTRows *r,
 static void attention_backward(GPT *m, const GPTLayerActs *a, const BackendDropout *d) {
     Backend *be = m->be;
     int hs = m->cfg.hidden_size / m->cfg.num_heads;
-    if (m->cfg.use_flash_attn)
+    if (m->cp > 1)
+        gpt_cp_attention_backward(m, a, d);
+    else if (m->cfg.use_flash_attn)
         be->ops->flash_attention_backward(be, m->s.dqkv, m->s.datt, m->s.datty, a->qkv, a->atty,
                                           a->lse, m->B, m->T, m->NH_tp, hs, d, NULL);
     else
@@ -87,9 +94,11 @@ static void block_forward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTLayerActs 
     be->ops->add(be, a->res3, a->res3, a->res2, (size_t)Ns * C);
 }
 
-// The rows of the micro-batch in slot a: the whole sequences. Pure.
+// The rows of the micro-batch in slot a: the whole sequences, or this rank's two chunks of
+// each (context parallelism). Pure.
 static GPTRows micro_rows(const GPT *m, const GPTActs *a) {
-    GPTRows r = {m->B, m->T, 0, a->sample0};
+    if (m->cp > 1) return gpt_cp_rows(m, a->sample0);
+    GPTRows r = {m->B, m->T, 0, a->sample0, 0, 0};
     return r;
 }
 
@@ -125,7 +134,7 @@ static void block_backward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTBlockW *g
     if (m->cfg.recompute == GPT_RECOMPUTE_SELECTIVE && !m->cfg.use_flash_attn)
         attention_forward(m, a, r, datt);  // the probabilities again (same bits)
     attention_backward(m, a, datt);
-    gpt_qkv_backward(m, tp, w, g, a, dln);
+    gpt_qkv_backward(m, tp, w, g, a, dln, r);
     gpt_norm_backward(m, dres, g->ln1w, g->ln1b, dln, x, w->ln1w, a->ln1_mean, a->ln1_rstd,
                       Ns);  // dres += : now d(x)
 }
@@ -140,7 +149,7 @@ void gpt_forward(GPT *m, Comm *tp_comm, int slot, const int *tokens, const int *
     if (m->first) {
         be->ops->copy(be, a->tokens, tokens, (size_t)N * sizeof(int), BACKEND_H2D);
         tp_vocab_embedding_forward(be, tp, &m->vocab, a->x0, a->tokens, m->w.wte, m->w.wpe,
-                                   m->B, m->T, C, 0);
+                                   m->B, m->T, C, r.pos0, r.halves ? r.pos1 : -1);
         gpt_hidden_dropout(m, a->x0, &r, DROPOUT_SITE_EMBED, -1);
     }
     const void *x = a->x0;
@@ -163,17 +172,17 @@ void gpt_forward_positions(GPT *m, Comm *tp_comm, int slot, const int *tokens, i
     GPTActs *a = &m->slots[slot];
     TPGroup tpg = tp_group(m, tp_comm), *tp = &tpg;
     int C = m->cfg.hidden_size;
-    if (m->B != 1 || m->tp != 1 || m->drop.on || p0 < 0 || n < 1 || p0 + n > m->T)
+    if (m->B != 1 || m->tp != 1 || m->cp != 1 || m->drop.on || p0 < 0 || n < 1 || p0 + n > m->T)
         core_fatal("gpt_forward_positions: positions [%d, %d) of %d, micro-batch %d, tp %d, "
                    "dropout %d: needs one sequence on one rank without dropout", p0, p0 + n,
                    m->T, m->B, m->tp, m->drop.on);
-    GPTRows r = {1, n, p0, a->sample0};
+    GPTRows r = {1, n, p0, a->sample0, 0, 0};
     size_t qkv_row = 3 * (size_t)m->C_tp * backend_dtype_size(be->act);
     hook(m, GPT_HOOK_FORWARD, GPT_UNIT_EDGE);
     if (m->first) {
         be->ops->copy(be, a->tokens, tokens, (size_t)n * sizeof(int), BACKEND_H2D);
         tp_vocab_embedding_forward(be, tp, &m->vocab, a->x0, a->tokens, m->w.wte, m->w.wpe,
-                                   1, n, C, p0);
+                                   1, n, C, p0, -1);
     }
     const void *x = a->x0;
     for (int l = 0; l < m->n_layers; l++) {
@@ -243,7 +252,7 @@ void gpt_backward(GPT *m, Comm *tp_comm, int slot, const void *dout, float loss_
     if (m->first) {
         gpt_hidden_dropout(m, m->s.dres, &r, DROPOUT_SITE_EMBED, -1);  // the mask again
         tp_vocab_embedding_backward(be, tp, &m->vocab, m->g.wte, m->g.wpe, m->s.dres, a->tokens,
-                                    m->B, m->T, C, 0);
+                                    m->B, m->T, C, r.pos0, r.halves ? r.pos1 : -1);
     }
     hook(m, GPT_HOOK_BACKWARD_END, GPT_UNIT_EDGE);
 }

@@ -75,10 +75,13 @@ typedef struct {
 // The rows a forward runs: B sequences of T positions, positions [pos0, pos0 + T) of each,
 // the first sequence being sample sample0 of the step's global batch (the dropout masks'
 // s). A micro-batch in training: {m->B, m->T, 0, sample0}; a decoding step with a key/value
-// cache (gpt_forward_positions): {1, n, p, 0}.
+// cache (gpt_forward_positions): {1, n, p, 0}. Context parallelism (halves = 1): the rows
+// are two halves, (B, T/2) rows of positions [pos0, pos0 + T/2) of each sequence, then
+// (B, T/2) rows of positions [pos1, pos1 + T/2) (this CP rank's two chunks: gpt_cp.h).
 typedef struct {
     int B, T, pos0;
     int64_t sample0;
+    int halves, pos1;
 } GPTRows;
 
 // The data-parallel sync hook (distributed/dist_sync.h): the model calls it right before a
@@ -111,7 +114,12 @@ typedef struct {
     GPTConfig cfg;
     Backend *be;
     int tp, tp_rank, layer0, n_layers, first, last;
-    int B, T, N;                       // micro-batch, sequence, B*T
+    int B, T, N;                       // micro-batch, local positions per sequence, B*T
+    int cp, cp_rank, T_seq;            // context parallelism: this rank holds T = T_seq/cp
+                                       // positions of each sequence, two chunks (gpt_cp.h);
+                                       // cp 1: T = T_seq, the whole sequence
+    Comm *cp_comm;                     // the context-parallel group (gpt_set_context_parallel)
+    int cp_all_gather;                 // --cp-comm-type all_gather (else the p2p ring)
     int sp;                            // sequence parallelism on
     int N_sp;                          // rows of the residual stream here: N/tp with SP, else N
     int C_tp, NH_tp, F_tp;             // tensor-parallel local sizes
@@ -155,6 +163,9 @@ typedef struct {
         void *att;                     // (B, NH/tp, T, T) selective recomputation: the
                                        // probabilities, shared by all slots (else NULL)
         void *sp_gather, *sp_full;     // (N, C) each, sequence-parallel workspace (else NULL)
+        void *cp_buf;                  // context parallelism's workspace (gpt_cp.c; else NULL):
+                                       // p2p (4, N, 3*C/tp): two K/V blocks, two dK/dV; all_gather
+                                       // (2*cp + 1, N, 3*C/tp)
         float dscale_value;
         float *dscale_host;            // (N) host staging for dscale, allocated once
         void *mem;
@@ -168,11 +179,14 @@ typedef struct {
 // `be`, initialises parameters from `seed` (layout-independent). The flat buffers hold
 // n_alloc floats, n_floats rounded up to a multiple of pad_multiple (the optimizer's
 // data-parallel slicing); the tail is zero. With sequence_parallel (B*T divisible by tp)
-// the residual stream, LayerNorms and the stage's input/output hold N/tp rows. Never
+// the residual stream, LayerNorms and the stage's input/output hold N/tp rows. With context
+// parallelism (cp > 1; gpt_cp.h: 2*cp must divide the sequence length and flash attention
+// is needed, usage errors otherwise) the stage holds seq_length/cp positions of each
+// sequence, rank cp_rank's two chunks; call gpt_set_context_parallel before a forward. Never
 // returns NULL.
 GPT *gpt_create(const GPTConfig *cfg, Backend *be, int tp, int tp_rank, int pp, int pp_rank,
                 int micro_batch, int n_slots, uint64_t seed, size_t pad_multiple,
-                int sequence_parallel);
+                int sequence_parallel, int cp, int cp_rank);
 void gpt_destroy(GPT *m);
 
 // Forward of one micro-batch into `slot`. tokens (B, T) are read on the first stage,

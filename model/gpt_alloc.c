@@ -91,6 +91,8 @@ static void carve_scratch(GPT *m, Carver *cv) {
     }
     if (m->cfg.recompute == GPT_RECOMPUTE_SELECTIVE && !m->cfg.use_flash_attn)
         m->s.att = CARVE_A(cv, rows * m->T);
+    if (m->cp > 1)  // (gpt.h; the comm type is known only later: the larger of the two)
+        m->s.cp_buf = CARVE_A(cv, (size_t)(2 * m->cp + 1 > 4 ? 2 * m->cp + 1 : 4) * N * 3 * m->C_tp);
     for (int i = 0; i < m->n_rc; i++) carve_layer(m, cv, &m->rc[i]);
 }
 
@@ -148,7 +150,7 @@ static void init_params(GPT *m, uint64_t seed) {
 
 GPT *gpt_create(const GPTConfig *cfg, Backend *be, int tp, int tp_rank, int pp, int pp_rank,
                 int micro_batch, int n_slots, uint64_t seed, size_t pad_multiple,
-                int sequence_parallel) {
+                int sequence_parallel, int cp, int cp_rank) {
     GPT *m = core_calloc(1, sizeof *m);
     m->cfg = *cfg;
     m->be = be;
@@ -158,7 +160,17 @@ GPT *gpt_create(const GPTConfig *cfg, Backend *be, int tp, int tp_rank, int pp, 
     m->first = (pp_rank == 0);
     m->last = (pp_rank == pp - 1);
     m->B = micro_batch;
-    m->T = cfg->seq_length;
+    m->cp = cp > 1 ? cp : 1;
+    m->cp_rank = m->cp > 1 ? cp_rank : 0;
+    m->T_seq = cfg->seq_length;
+    if (m->cp > 1 && m->T_seq % (2 * m->cp))
+        core_usage_error("--context-parallel-size %d: --seq-length %d is not divisible by 2 x %d "
+                         "(each rank holds two of the 2 x CP chunks of a sequence)", m->cp,
+                         m->T_seq, m->cp);
+    if (m->cp > 1 && !cfg->use_flash_attn)
+        core_usage_error("--context-parallel-size %d needs --use-flash-attn (the ring merges "
+                         "attention blocks by their log-sum-exp)", m->cp);
+    m->T = m->T_seq / m->cp;
     m->N = m->B * m->T;
     m->sp = sequence_parallel && tp > 1;
     m->N_sp = m->sp ? m->N / tp : m->N;

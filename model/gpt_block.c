@@ -32,6 +32,26 @@ void gpt_norm_backward(const GPT *m, void *dinp, float *dw, float *db, const voi
                            gpt_norm_kind(&m->cfg));
 }
 
+// Rotary positions + grouped-query heads between the QKV linear's rows qkv_in (N, QKV_tp)
+// and attention's rows qkv (N, 3*C/tp), forward or backward (the transpose), for the rows r
+// (each half of its own positions with context parallelism).
+static void rope_rows(GPT *m, void *qkv, void *qkv_in, const GPTRows *r, int backward) {
+    Backend *be = m->be;
+    size_t esz = backend_dtype_size(be->act);
+    int halves = r->halves ? 2 : 1, T = r->T / halves;
+    for (int h = 0; h < halves; h++) {
+        size_t row0 = (size_t)h * r->B * T;
+        char *out = (char *)qkv + row0 * 3 * m->C_tp * esz, *in = (char *)qkv_in + row0 * m->QKV_tp * esz;
+        int pos = h ? r->pos1 : r->pos0;
+        if (backward)
+            be->ops->rope_gqa_backward(be, in, out, r->B, T, m->NH_tp, m->G_tp, m->hs, m->rot,
+                                       (float)m->cfg.rotary_base, pos);
+        else
+            be->ops->rope_gqa_forward(be, out, in, r->B, T, m->NH_tp, m->G_tp, m->hs, m->rot,
+                                      (float)m->cfg.rotary_base, pos);
+    }
+}
+
 void gpt_qkv_forward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTLayerActs *a, const GPTRows *r) {
     Backend *be = m->be;
     int N = r->B * r->T, C = m->cfg.hidden_size;
@@ -40,12 +60,11 @@ void gpt_qkv_forward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTLayerActs *a, c
         return;
     }
     tp_column_linear_forward(be, tp, m->s.qkv_in, a->ln1, w->qkvw, w->qkvb, N, C, m->QKV_tp);
-    be->ops->rope_gqa_forward(be, a->qkv, m->s.qkv_in, r->B, r->T, m->NH_tp, m->G_tp, m->hs,
-                              m->rot, (float)m->cfg.rotary_base, r->pos0);  // (N, QKV_tp) -> (N, 3*C/tp)
+    rope_rows(m, a->qkv, m->s.qkv_in, r, 0);  // (N, QKV_tp) -> (N, 3*C/tp)
 }
 
 void gpt_qkv_backward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTBlockW *g,
-                      const GPTLayerActs *a, void *dln) {
+                      const GPTLayerActs *a, void *dln, const GPTRows *r) {
     Backend *be = m->be;
     int N = m->N, C = m->cfg.hidden_size;
     if (!m->remap_qkv) {
@@ -53,8 +72,7 @@ void gpt_qkv_backward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTBlockW *g,
                                   3 * m->C_tp);
         return;
     }
-    be->ops->rope_gqa_backward(be, m->s.qkv_in, m->s.dqkv, m->B, m->T, m->NH_tp, m->G_tp, m->hs,
-                               m->rot, (float)m->cfg.rotary_base, 0);  // (N, QKV_tp)
+    rope_rows(m, m->s.dqkv, m->s.qkv_in, r, 1);  // (N, QKV_tp)
     tp_column_linear_backward(be, tp, dln, g->qkvw, g->qkvb, m->s.qkv_in, a->ln1, w->qkvw, N, C,
                               m->QKV_tp);
 }

@@ -22,9 +22,10 @@ void gpt_norm_backward(const GPT *m, void *dinp, float *dw, float *db, const voi
 // the column-parallel QKV linear, then (rope or grouped-query) rope_gqa_forward at the rows'
 // positions from the (N, QKV_tp) output. Never fails.
 void gpt_qkv_forward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTLayerActs *a, const GPTRows *r);
-// From m->s.dqkv (N, 3*C/tp): the QKV weight/bias gradients, and dln = d(ln1) (f backward).
+// From m->s.dqkv (N, 3*C/tp) of the rows r: the QKV weight/bias gradients, and dln = d(ln1)
+// (f backward).
 void gpt_qkv_backward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTBlockW *g,
-                      const GPTLayerActs *a, void *dln);
+                      const GPTLayerActs *a, void *dln, const GPTRows *r);
 
 // gpt_dropout.c. The dropout of `site` (DROPOUT_SITE_*) at global layer `layer` (-1: the
 // embeddings) for the rows r (their global samples and positions), filled into *d: d, or

@@ -22,19 +22,21 @@ const BackendDropout *gpt_dropout_desc(const GPT *m, const GPTRows *r, int site,
     float p = site == DROPOUT_SITE_ATTN_PROBS ? m->drop.attention : m->drop.hidden;
     if (!m->drop.on || p <= 0.0f) return NULL;
     int64_t sample0 = r->sample0;
-    int slice = r->pos0 != 0 || r->T != m->T;  // rows of a slice of each sequence
+    int slice = r->pos0 != 0 || r->T != m->T_seq || r->halves;  // a slice of each sequence
     *d = (BackendDropout){
         .key = dropout_key(m->drop.seed, m->drop.iteration, site, layer),
         .threshold = dropout_threshold(p),
         .scale = 1.0f / (1.0f - p),
-        .row0 = (slice ? 0 : sample0 * m->T) +
+        .row0 = (slice ? 0 : sample0 * m->T_seq) +
                 (m->sp ? (int64_t)m->tp_rank * (r->B * r->T / m->tp) : 0),
         .sample0 = sample0,
         .h0 = m->tp_rank * m->NH_tp,
         .NH = m->cfg.num_heads,
-        .T = m->T,
+        .T = m->T_seq,
         .pos0 = r->pos0,
         .Tl = slice ? r->T : 0,
+        .pos1 = r->halves ? r->pos1 : 0,
+        .half_rows = r->halves ? (int64_t)r->B * (r->T / 2) : 0,
     };
     return d;
 }

@@ -5,6 +5,7 @@
 #include "core/philox.h"
 #include "data/blend.h"
 #include "data/sampler.h"
+#include "model/gpt_cp.h"  // defines: gpt_cp_select
 
 #include <stdlib.h>
 #include <string.h>
@@ -153,15 +154,19 @@ static void read_batch(const BatchCursor *c, int micro, int *tokens, int *target
 
 void batches_get(void *cursor, int micro, int *tokens, int *targets) {
     const BatchCursor *c = cursor;
-    if (!c->tp || c->tp->size == 1) {
+    int whole = !c->tp || c->tp->size == 1;
+    if (whole && c->cp <= 1) {
         read_batch(c, micro, tokens, targets);
         return;
     }
     size_t n = (size_t)c->micro_batch * c->seq_length;
-    if (c->tp->rank == 0) {
-        read_batch(c, micro, c->bcast, c->bcast + n);
+    if (whole || c->tp->rank == 0) read_batch(c, micro, c->bcast, c->bcast + n);
+    if (!whole) comm_broadcast(c->tp, c->bcast, 2 * n, COMM_I32, 0);
+    if (c->cp > 1) {  // this rank's two chunks of each sequence
+        gpt_cp_select(tokens, c->bcast, c->micro_batch, c->seq_length, c->cp, c->cp_rank);
+        gpt_cp_select(targets, c->bcast + n, c->micro_batch, c->seq_length, c->cp, c->cp_rank);
+        return;
     }
-    comm_broadcast(c->tp, c->bcast, 2 * n, COMM_I32, 0);
     memcpy(tokens, c->bcast, n * sizeof(int));
     memcpy(targets, c->bcast + n, n * sizeof(int));
 }

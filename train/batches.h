@@ -23,6 +23,8 @@ typedef struct {
     int global_batch, dp_rank, dp, micro_batch, seq_length;
     Comm *tp;              // tensor-parallel group: rank 0 reads, broadcasts (NULL: read)
     int *bcast;            // (2, micro_batch, seq_length) host staging for the broadcast
+    int cp, cp_rank;       // context parallelism: each micro-batch is read whole and this
+                           // rank keeps its two chunks of each sequence (model/gpt_cp.h)
 } BatchCursor;
 
 // Synthetic data: token t of sample s is a hash of (seed, s mod n_samples, t) mod V.
@@ -55,5 +57,6 @@ int batches_has_split(const BatchSource *s, SplitKind k);
 int batches_vocab_size(const BatchSource *s);
 void batches_destroy(BatchSource *s);
 
-// PPBatchFn: fills tokens (B, T) and targets (B, T) of micro-batch `micro` at the cursor.
+// PPBatchFn: fills tokens (B, T) and targets (B, T) of micro-batch `micro` at the cursor
+// (with context parallelism cp > 1: this rank's (2, B, T/(2 cp)) rows, gpt_cp_select).
 void batches_get(void *cursor, int micro, int *tokens, int *targets);

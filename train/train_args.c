@@ -167,7 +167,8 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
     GPTConfig *m = &a->model;
     GPTFlagText mt;
     gpt_flags_init(m, &mt);  // the model's flags are model/gpt_flags.c's table, shared with plan
-    a->tp = a->pp = 1;
+    a->tp = a->pp = a->cp = 1;
+    a->cp_comm_type = "p2p";
     a->micro_batch = 4;
     a->global_batch = 8;
     a->train_iters = 100;
@@ -198,6 +199,8 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
     const char *sharding = NULL;
     ArgSpec specs[] = {
         {"--tensor-model-parallel-size", ARG_INT, &a->tp, "TP"},
+        {"--context-parallel-size", ARG_INT, &a->cp, "CP: ranks sharing each sequence (2 x CP chunks, ring attention; needs --use-flash-attn)"},
+        {"--cp-comm-type", ARG_STR, &a->cp_comm_type, "CP's K/V exchange: p2p (the ring, overlapped) or all_gather (a2a: not implemented)"},
         {"--pipeline-model-parallel-size", ARG_INT, &a->pp, "PP"},
         {"--micro-batch-size", ARG_INT, &a->micro_batch, "sequences per micro-batch (Megatron: required; megac: 4, for small runs)"},
         {"--global-batch-size", ARG_INT, &a->global_batch, "sequences per iteration (all DP ranks) (Megatron: --micro-batch-size x DP; megac: 8, for small runs)"},
@@ -348,6 +351,18 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
         core_usage_error("--pipeline-schedule must be 1f1b or gpipe, got '%s'", a->pipeline_schedule);
     if (a->ddp_bucket_size < 0) core_usage_error("--ddp-bucket-size must be >= 0");
     parse_sharding(a, sharding, argc, argv, no_zero1);
+    if (strcmp(a->cp_comm_type, "p2p") && strcmp(a->cp_comm_type, "all_gather"))
+        core_usage_error("--cp-comm-type must be p2p or all_gather, got '%s'%s", a->cp_comm_type,
+                         strcmp(a->cp_comm_type, "a2a") && strcmp(a->cp_comm_type, "a2a+p2p") ? ""
+                         : " (Megatron's a2a and a2a+p2p are not implemented in megac)");
+    if (a->cp < 1) core_usage_error("--context-parallel-size must be >= 1, got %d", a->cp);
+    if (a->cp > 1 && m->seq_length % (2 * a->cp))
+        core_usage_error("--context-parallel-size %d: --seq-length %d is not divisible by 2 x %d "
+                         "(each rank holds two of the 2 x CP chunks of a sequence)", a->cp,
+                         m->seq_length, a->cp);
+    if (a->cp > 1 && !m->use_flash_attn)
+        core_usage_error("--context-parallel-size %d needs --use-flash-attn (the ring merges "
+                         "attention blocks by their log-sum-exp)", a->cp);
     if (a->overlap_param_gather && a->sharding != OPTIM_SHARD_PARAMS && a->sharding != OPTIM_SHARD_OPTIM)
         core_usage_error("--overlap-param-gather needs the distributed optimizer (ZeRO-1, the default, or "
                          "--data-parallel-sharding-strategy optim_grads_params); got %s",
@@ -376,12 +391,12 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
 void train_args_check_layout(const TrainArgs *a, int world) {
     PGridDims d;
     char err[512];
-    if (pgrid_dims_init(&d, world, a->tp, a->pp, err, sizeof err) != 0) core_usage_error("%s", err);
+    if (pgrid_dims_init_cp(&d, world, a->tp, a->cp, a->pp, err, sizeof err) != 0) core_usage_error("%s", err);
     int dp = d.dp;
     if (a->global_batch % (a->micro_batch * dp))
         core_usage_error("--global-batch-size %d is not divisible by --micro-batch-size %d x "
-                         "data-parallel size %d (world %d / TP %d / PP %d)", a->global_batch,
-                         a->micro_batch, dp, world, a->tp, a->pp);
+                         "data-parallel size %d (world %d / TP %d / CP %d / PP %d)", a->global_batch,
+                         a->micro_batch, dp, world, a->tp, a->cp, a->pp);
     int64_t unit = (int64_t)a->micro_batch * dp;  // every ramp-up batch splits into micro-batches
     if (a->rampup.start && (a->rampup.start % unit || a->rampup.incr % unit))
         core_usage_error("--rampup-batch-size %lld %lld: START and INCR must be multiples of "

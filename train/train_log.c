@@ -164,8 +164,10 @@ void train_log_startup(const Trainer *t) {
         const char *comm = t->be->kind == BACKEND_CPU ? "MPI"
                          : !strcmp(a->dist_backend, "staged") ? "staged (device-host-MPI, for testing)"
                          : "NCCL";
-        printf("megac train: world %d = TP %d x PP %d x DP %d | backend %s | communication %s\n",
-               g->dims.world_size, g->dims.tp, g->dims.pp, g->dims.dp, t->be->name, comm);
+        char cp[64] = "";
+        if (a->cp > 1) snprintf(cp, sizeof cp, " x CP %d (%s)", a->cp, a->cp_comm_type);
+        printf("megac train: world %d = TP %d x PP %d x DP %d%s | backend %s | communication %s\n",
+               g->dims.world_size, g->dims.tp, g->dims.pp, g->dims.dp, cp, t->be->name, comm);
         printf("model: L=%d C=%d NH=%d F=%d T=%d V=%d (padded %d) | micro-batch %d, global batch %d, "
                "%d micro-batches per step per DP rank%s%s%s\n", a->model.num_layers, a->model.hidden_size,
                a->model.num_heads, a->model.ffn_hidden_size, a->model.seq_length, a->model.vocab_size,
@@ -212,10 +214,11 @@ static void json_number(FILE *f, double x) {
     else fprintf(f, "null");
 }
 
-// Bytes this rank moved during the last step in each group: tp, pp, dp, embedding.
-enum { N_TRAFFIC = 4 };
+// Bytes this rank moved during the last step in each group: tp, pp, dp (the gradient
+// reduction's group, dp x cp), embedding, cp (context parallelism's K/V exchange).
+enum { N_TRAFFIC = 5 };
 static void group_traffic(const ProcessGrid *g, uint64_t bytes[N_TRAFFIC]) {
-    const Comm *groups[N_TRAFFIC] = {g->tp, g->pp, g->dp, g->embedding};
+    const Comm *groups[N_TRAFFIC] = {g->tp, g->pp, g->dp_cp, g->embedding, g->cp};
     for (int i = 0; i < N_TRAFFIC; i++) {
         bytes[i] = 0;
         if (groups[i])
@@ -225,7 +228,7 @@ static void group_traffic(const ProcessGrid *g, uint64_t bytes[N_TRAFFIC]) {
 
 // The last step's traffic per group, as JSON members.
 static void json_traffic(FILE *f, const ProcessGrid *g) {
-    const char *names[N_TRAFFIC] = {"tp", "pp", "dp", "embedding"};
+    const char *names[N_TRAFFIC] = {"tp", "pp", "dp", "embedding", "cp"};
     uint64_t bytes[N_TRAFFIC];
     group_traffic(g, bytes);
     for (int i = 0; i < N_TRAFFIC; i++)
@@ -282,7 +285,7 @@ void train_log_iteration(Trainer *t, const StepResult *r, double ms, int64_t it)
                      (long long)it, (long long)a->train_iters, (long long)t->consumed_samples, ms,
                      r->lr, r->global_batch, r->loss, r->loss_scale, r->grad_norm, t->skipped_total,
                      t->nan_total, tok_s, gflops / 1e3);
-    const char *names[N_TRAFFIC] = {"tp", "pp", "dp", "emb"};
+    const char *names[N_TRAFFIC] = {"tp", "pp", "dp", "emb", "cp"};
     uint64_t bytes[N_TRAFFIC];
     group_traffic(t->grid, bytes);
     for (int i = 0; i < N_TRAFFIC && o > 0 && o < (int)sizeof line; i++)
@@ -340,11 +343,11 @@ void train_log_run_record(Trainer *t, long superseded) {
             a->load != NULL, superseded, when, MEGAC_VERSION);
     json_string(f, MEGAC_GIT_REVISION);
     fprintf(f, ",\"world_size\":%d,\"tensor_model_parallel_size\":%d,\"pipeline_model_parallel_size\":%d,"
-            "\"data_parallel_size\":%d,\"micro_batch_size\":%d,\"global_batch_size\":%d,"
+            "\"context_parallel_size\":%d,\"data_parallel_size\":%d,\"micro_batch_size\":%d,\"global_batch_size\":%d,"
             "\"num_micro_batches\":%d,\"train_iters\":%lld,\"num_layers\":%d,\"hidden_size\":%d,"
             "\"num_attention_heads\":%d,\"ffn_hidden_size\":%d,\"seq_length\":%d,"
             "\"max_position_embeddings\":%d,\"vocab_size\":%d,\"padded_vocab_size\":%d,",
-            d->world_size, d->tp, d->pp, d->dp, a->micro_batch, a->global_batch, t->n_micro,
+            d->world_size, d->tp, d->pp, a->cp, d->dp, a->micro_batch, a->global_batch, t->n_micro,
             (long long)a->train_iters, c->num_layers, c->hidden_size, c->num_heads, c->ffn_hidden_size,
             c->seq_length, c->max_position_embeddings, c->vocab_size, t->model->Vp);
     const char *rc = c->recompute == GPT_RECOMPUTE_FULL ? "full"

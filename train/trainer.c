@@ -15,6 +15,7 @@
 #include "core/host.h"   // defines: core_host_rank, core_host_threads, core_host_device
 #include "core/timer.h"  // defines: core_now
 #include "distributed/dist_geometry.h"  // defines: dist_pad_multiple
+#include "model/gpt_cp.h"  // defines: gpt_set_context_parallel
 #ifdef MEGAC_HAVE_CUDA
 #include "core/check_cuda.h"  // defines: CUDA_CHECK
 #endif
@@ -65,11 +66,13 @@ static void create_model_chunks(Trainer *t, PPScheduleKind kind) {
     t->wte_chunk = t->wte_param = -1;
     for (int c = 0; c < v; c++) {
         GPT *m = gpt_create(&a->model, t->be, a->tp, g->coord.tp_rank, a->pp * v, c * a->pp + r,
-                            a->micro_batch, slots[c], a->seed, dist_pad_multiple(t->dp),
-                            a->sequence_parallel);
+                            a->micro_batch, slots[c], a->seed, dist_pad_multiple(t->dp * a->cp),
+                            a->sequence_parallel, a->cp, g->coord.cp_rank);
+        if (a->cp > 1) gpt_set_context_parallel(m, g->cp, !strcmp(a->cp_comm_type, "all_gather"));
         OptimSharding sh = a->sharding >= OPTIM_SHARD_GRADS ? (OptimSharding)a->sharding
                          : a->zero1 ? OPTIM_SHARD_OPTIM : OPTIM_NO_SHARD;
-        Optimizer *o = optim_create(t->be, g->dp, sh, m, g->coord.tp_rank, (size_t)a->ddp_bucket_size, g->tp);
+        // the ranks holding the same weights: dp x cp (each CP rank saw other tokens)
+        Optimizer *o = optim_create(t->be, g->dp_cp, sh, m, g->coord.tp_rank, (size_t)a->ddp_bucket_size, g->tp);
         if (a->grad_reduce_in_bf16) optim_set_reduce_bf16(o);
         dist_sync_enable_overlap(o->sync, a->overlap_grad_reduce, a->overlap_param_gather,  // one hook
                                  t->n_micro);  // (train_args.c checks what each strategy supports)
@@ -113,17 +116,17 @@ Trainer *trainer_create(const TrainArgs *args) {
     t->be = make_backend(a);
     PGridCommKind ck = !cuda ? PGRID_COMM_MPI
                      : !strcmp(a->dist_backend, "staged") ? PGRID_COMM_STAGED : PGRID_COMM_NCCL;
-    t->grid = pgrid_create(a->tp, a->pp, ck, cuda ? t->be->u.cuda.stream : NULL,
-                           a->timeout_minutes * 60.0);
+    t->grid = pgrid_create_cp(a->tp, a->cp, a->pp, ck, cuda ? t->be->u.cuda.stream : NULL,
+                              a->timeout_minutes * 60.0);
     ProcessGrid *g = t->grid;
     t->dp = g->dims.dp;
     t->n_micro = a->global_batch / (a->micro_batch * t->dp);
     PPScheduleKind kind = (PPScheduleKind)pp_schedule_parse(a->pipeline_schedule);
     create_model_chunks(t, kind);
-    size_t N = (size_t)a->micro_batch * a->model.seq_length;
+    size_t N = (size_t)a->micro_batch * a->model.seq_length;  // (the whole sequences)
     t->cursor = (BatchCursor){t->data, SPLIT_TRAIN, 0, a->global_batch, g->coord.dp_rank, t->dp,
                               a->micro_batch, a->model.seq_length, g->tp_host,
-                              core_calloc(2 * N, sizeof(int))};
+                              core_calloc(2 * N, sizeof(int)), a->cp, g->coord.cp_rank};
     size_t bucket_spans = 0;  // one trace span per DP bucket and step (+ its gather: ZeRO-1 overlap)
     int units = t->opt->sync->stage >= 2;  // ZeRO-2 --overlap-grad-reduce: one per unit and micro-batch
     for (int c = 0; c < t->n_chunks; c++)
@@ -132,7 +135,7 @@ Trainer *trainer_create(const TrainArgs *args) {
     if (a->overlap_param_gather) bucket_spans *= 2;
     if (bucket_spans > (size_t)1 << 22) bucket_spans = (size_t)1 << 22;
     t->trace = pp_trace_create(g->world, a->trace ? trace_capacity(a, t->n_micro * t->n_chunks) + bucket_spans : 0);
-    t->dscale_base = 1.0 / ((double)N * t->n_micro);
+    t->dscale_base = 1.0 / ((double)N / a->cp * t->n_micro);
     t->scaler = a->fp16 ? loss_scale_init(a->loss_scale > 0 ? a->loss_scale : a->initial_loss_scale,
                                           a->min_loss_scale, a->loss_scale_window, a->hysteresis,
                                           a->loss_scale <= 0)
@@ -180,10 +183,11 @@ StepResult trainer_step(Trainer *t) {
     // this iteration's global batch (--rampup-batch-size), placed after the consumed samples
     int G = train_rampup_batch(&t->args.rampup, t->consumed_samples);
     trainer_set_batch(t, SPLIT_TRAIN, t->consumed_samples, G);
-    // per-token loss gradient: 1 / (tokens of this rank's micro-batches); the DP reduction averages
-    t->dscale_base = 1.0 / ((double)t->step.n_micro * t->args.micro_batch * t->args.model.seq_length);
-    Comm *groups[] = {t->grid->tp, t->grid->pp, t->grid->dp, t->grid->embedding};
-    for (int i = 0; i < 4; i++)
+    // per-token loss gradient: 1 / (tokens of this rank's micro-batches); the DP x CP
+    // reduction averages
+    t->dscale_base = 1.0 / ((double)t->step.n_micro * t->args.micro_batch * t->args.model.seq_length / t->args.cp);
+    Comm *groups[] = {t->grid->tp, t->grid->pp, t->grid->dp_cp, t->grid->embedding, t->grid->cp};
+    for (int i = 0; i < 5; i++)
         if (groups[i]) comm_stats_reset(groups[i]);  // the log reports one step's traffic
     core_fault_die_at(&t->faults, it);  // test hook MEGAC_TEST_DIE_AT_ITER
     for (int c = 0; c < t->n_chunks; c++) gpt_zero_grads(t->chunks[c]);

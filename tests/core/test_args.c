@@ -36,13 +36,13 @@ int main(void) {
     EXPECT(core_args_suggest("--xyz-size", specs, n_all) == NULL, "3 edits of 8 letters is too far");
 
     char *argv[] = {"--hidden-size", "64", "--manual-gc", "--attention-backend", "flash",
-                    "--num-workers=8", "--context-parallel-size", "1", "--foo-baz"};
-    core_args_parse("usage", specs, n_all, 9, argv);
+                    "--num-workers=8", "--foo-baz"};
+    core_args_parse("usage", specs, n_all, 7, argv);
     EXPECT_EQ_INT(n, 64);
     EXPECT_EQ_INT(b, 1);
     const char *names[CORE_COMPAT_MAX] = {0};
     int k = core_compat_given(&c, names, CORE_COMPAT_MAX);
-    EXPECT_EQ_INT(k, 3);  // --context-parallel-size 1 is megac's own behaviour: not listed
+    EXPECT_EQ_INT(k, 3);
     EXPECT(k == 3 && !strcmp(names[0], "--attention-backend") && !strcmp(names[1], "--manual-gc") &&
            !strcmp(names[2], "--num-workers"), "given: %s %s %s", names[0], names[1], names[2]);
     for (int i = 0; i < c.n; i++) {

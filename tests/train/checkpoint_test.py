@@ -34,10 +34,13 @@ def layout(s):
 
 
 def megac(args, lay, flags, timeout=120):
-    """Runs megac train at layout (tp, pp, dp); returns (exit code, combined output)."""
-    tp, pp, dp = lay
-    cmd = [args.mpiexec, "-n", str(tp * pp * dp), args.megac, "train",
+    """Runs megac train at layout (tp, pp, dp[, cp]); returns (exit code, combined output)."""
+    tp, pp, dp = lay[:3]
+    cp = lay[3] if len(lay) > 3 else 1
+    cmd = [args.mpiexec, "-n", str(tp * pp * dp * cp), args.megac, "train",
            "--tensor-model-parallel-size", str(tp), "--pipeline-model-parallel-size", str(pp)]
+    if cp > 1:
+        cmd += ["--context-parallel-size", str(cp)]
     model = TINY + ["--num-layers", str(args.num_layers)]  # a later flag wins
     p = subprocess.run(cmd + model + flags, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        text=True, timeout=timeout)

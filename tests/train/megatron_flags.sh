@@ -31,7 +31,10 @@ refused "megac: unknown flag: --lr-decay-styl (did you mean --lr-decay-style?) (
 refused "megac: --eod-mask-loss is not supported: document-aware" --eod-mask-loss
 refused "megac: --reset-position-ids is not supported" --reset-position-ids
 refused "megac: --fp8-format hybrid is not supported: fp8 training is not implemented" --fp8-format hybrid
-refused "megac: --context-parallel-size 2 is not supported" --context-parallel-size 2
+refused "megac: --cp-comm-type must be p2p or all_gather, got 'a2a' (Megatron's a2a and a2a+p2p are not implemented in megac)" \
+  --context-parallel-size 2 --use-flash-attn --cp-comm-type a2a
+refused "megac: --context-parallel-size 2 needs --use-flash-attn" --context-parallel-size 2
+refused "megac: --context-parallel-size 3: --seq-length 32 is not divisible by 2 x 3" --context-parallel-size 3 --use-flash-attn
 refused "megac: --decoupled-lr 1e-4 is not supported" --decoupled-lr 1e-4
 refused "megac: --tokenizer-type GPT2BPETokenizer is not supported: megac train reads token ids" \
   --tokenizer-type GPT2BPETokenizer

@@ -6,19 +6,21 @@ above --tol.
 
 usage: parity.py --megac BIN --mpiexec MPIEXEC --layouts 1,1,1 2,1,1 ... [--tol 1e-4]
                  [--extra '--sequence-parallel'] -- <megac train flags>
-A layout is TP,PP,DP; the job runs TP*PP*DP ranks.
+A layout is TP,PP,DP or TP,PP,DP,CP (context parallelism); the job runs TP*PP*DP*CP ranks.
 """
 import argparse, json, os, subprocess, sys, tempfile
 
 
 def run(args, layout, extra, workdir):
-    tp, pp, dp = layout
-    n = tp * pp * dp
+    tp, pp, dp = layout[:3]
+    cp = layout[3] if len(layout) > 3 else 1
+    n = tp * pp * dp * cp
     run.count = getattr(run, "count", 0) + 1  # a fresh log per run (--log-json appends)
-    log = os.path.join(workdir, f"log{run.count}_{tp}_{pp}_{dp}.jsonl")
+    log = os.path.join(workdir, f"log{run.count}_{tp}_{pp}_{dp}_{cp}.jsonl")
     cmd = [args.mpiexec, "-n", str(n), args.megac, "train",
            "--tensor-model-parallel-size", str(tp), "--pipeline-model-parallel-size", str(pp),
-           "--log-json", log, "--num-threads", "1"] + args.train + extra
+           "--log-json", log, "--num-threads", "1"] + (["--context-parallel-size", str(cp)] if cp > 1 else []) \
+          + args.train + extra
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=args.timeout)
     if p.returncode != 0:
         print(p.stdout[-4000:])
@@ -44,7 +46,7 @@ def main():
     worst = 0.0
     with tempfile.TemporaryDirectory() as wd:
         ref = run(args, layouts[0], [], wd)
-        print(f"{'layout (tp,pp,dp)':>20} {'iters':>5} {'max rel diff loss':>18} {'max rel diff gnorm':>19}")
+        print(f"{'layout (tp,pp,dp[,cp])':>22} {'iters':>5} {'max rel diff loss':>18} {'max rel diff gnorm':>19}")
         for lay in layouts[1:]:
             got = run(args, lay, extra, wd)
             if len(got) != len(ref):
@@ -53,7 +55,7 @@ def main():
             dg = max(abs(g["grad_norm"] - r["grad_norm"]) / max(abs(r["grad_norm"]), 1e-12)
                      for g, r in zip(got, ref))
             worst = max(worst, dl, dg)
-            print(f"{str(lay):>20} {len(got):>5} {dl:>18.3e} {dg:>19.3e}")
+            print(f"{str(lay):>22} {len(got):>5} {dl:>18.3e} {dg:>19.3e}")
     print(f"largest relative difference: {worst:.3e} (tolerance {args.tol:g})")
     if worst > args.tol:
         sys.exit("FAIL: layouts disagree")

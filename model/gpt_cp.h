@@ -1,0 +1,43 @@
+// model/gpt_cp.h: context parallelism (--context-parallel-size CP, Megatron's load-balanced
+// split). Each sequence of T positions is cut into 2*CP chunks of c = T/(2*CP); CP rank i
+// holds chunks i and 2*CP-1-i, so every rank does the same causal attention work. They are
+// the two halves of its rows (GPTRows.halves): (B, c) rows of chunk i, then (B, c) rows of
+// chunk 2*CP-1-i. Everything but attention works token by token and stays local; attention
+// of the local queries needs the keys and values of the whole sequence:
+//   p2p (the ring, the default): CP steps; at step s the rank holds the K/V rows of rank
+//     i-s and runs flash attention of its two query chunks against that block's two key
+//     chunks (skipped when every key is later, causal on the diagonal, full otherwise),
+//     continuing each query's online softmax (BackendAttnWindow.accumulate), while the next
+//     block travels from rank i-1 (comm_isend_recv). The backward runs the ring again with
+//     the final out and lse; each block's dK/dV partial travels with it and takes one more
+//     hop home. No (T, T) matrix and no whole-sequence K/V anywhere.
+//   all_gather: every rank's qkv rows gathered once per layer (forward and again in the
+//     backward) and put in sequence order; each query chunk attends to it in one call; the
+//     dK/dV of the whole sequence are reduce-scattered back to their ranks.
+// Dropout masks and positions are global, so CP trains the same model as one rank.
+#pragma once
+#include "gpt.h"
+
+// Sets the context-parallel group of m (cp_comm: m->cp ranks, this rank at m->cp_rank) and
+// the K/V exchange (all_gather 1: gather, 0: the p2p ring). Never fails.
+void gpt_set_context_parallel(GPT *m, Comm *cp_comm, int all_gather);
+
+// Global position of the first token of half h (0 or 1) of CP rank r's rows, sequences of
+// T_seq positions split over cp ranks. Pure.
+int gpt_cp_chunk_pos(int T_seq, int cp, int r, int h);
+
+// The rows of a training micro-batch on this rank (two halves; sample0 as in GPTRows). Pure.
+GPTRows gpt_cp_rows(const GPT *m, int64_t sample0);
+
+// local (2, B, T_seq/(2*cp)) = rank cp_rank's two chunks of full (B, T_seq), token ids or
+// targets (the micro-batch as the data gives it). Pure.
+void gpt_cp_select(int *local, const int *full, int B, int T_seq, int cp, int cp_rank);
+
+// a->atty (N, C/tp) and a->lse (two halves of (B, NH/tp, c)) of this rank's queries in a->qkv
+// (N, 3*C/tp) against every key of their sequences; d: attention dropout (NULL: none).
+// Collective over the CP group.
+void gpt_cp_attention_forward(GPT *m, const GPTLayerActs *a, const BackendDropout *d);
+
+// m->s.dqkv (N, 3*C/tp) [overwritten] from m->s.datty and the forward's a->qkv, a->atty,
+// a->lse (same d). Collective over the CP group.
+void gpt_cp_attention_backward(GPT *m, const GPTLayerActs *a, const BackendDropout *d);
