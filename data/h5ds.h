@@ -1,8 +1,11 @@
 // data/h5ds.h: megac token datasets in HDF5: the writer (preprocessing) and the reader
-// every training rank opens. Layout (data/FORMAT.md):
+// every training rank opens. The reader reads a second format too, Megatron-LM's indexed
+// datasets (PREFIX.bin + PREFIX.idx, memory-mapped: data/mmidx.h), through the same calls.
+// Layout of the HDF5 files (data/FORMAT.md):
 //
 //   /tokens        1-D, uint16 when vocab_size <= 65536 else uint32, chunked: all documents
-//                  back to back, each ending with the end-of-document id
+//                  back to back (megac's tokenizers end each with the end-of-document id;
+//                  an import holds exactly the tokens of its source)
 //   /doc_offsets   1-D uint64, n_docs + 1 entries: document d is tokens[off[d] .. off[d+1])
 //   attributes of "/": format = "megac-tokens", version = 1, vocab_size, eod_id,
 //                      tokenizer ("byte" or the tokenizer's JSON)
@@ -49,24 +52,37 @@ int h5ds_writer_close(H5dsWriter *w, char *err, size_t errlen);
 // ---- reader --------------------------------------------------------------------------------
 
 typedef struct {
-    char *path;
-    hid_t file, tokens;        // open HDF5 handles
+    char *path;                // the HDF5 file, or the Megatron PREFIX
+    hid_t file, tokens;        // open HDF5 handles (-1 for a Megatron prefix)
     int64_t n_tokens, n_docs;
     int64_t vocab_size, eod_id;
-    int token_bytes;           // 2 (uint16) or 4 (uint32)
+    int token_bytes;           // HDF5: 2 (uint16) or 4 (uint32); Megatron: 1, 2, 4 or 8
     uint64_t *doc_offsets;     // (n_docs + 1): document d is tokens [off[d], off[d+1])
-    char *tokenizer;           // "byte" or the tokenizer JSON
+    char *tokenizer;           // "byte", the tokenizer JSON, or "external"
     int parallel;              // opened with MPI-IO (1) or serially (0)
+    int megatron;              // 1: a Megatron PREFIX (data/mmidx.h), 0: HDF5
+    int token_signed;          // Megatron: the token type is signed
+    const uint8_t *bin;        // Megatron: PREFIX.bin mapped read-only (bin_bytes)
+    size_t bin_bytes;
 } H5Dataset;
 
-// Opens and validates a token dataset. comm != MPI_COMM_NULL: collective over comm; the file
-// is opened with MPI-IO, rank 0 validates it and broadcasts doc_offsets. comm == MPI_COMM_NULL:
-// serial open without MPI (tools, tests). A missing, non-HDF5, damaged or invalid file is a
-// usage error ("megac: <path>: <problem>", exit 2) on every rank.
-H5Dataset *h5ds_open(const char *path, MPI_Comm comm);
+// The vocabulary of a Megatron prefix, which its files do not hold (unused for HDF5 files,
+// which carry their own): ids < vocab_size, end of document eod_id.
+typedef struct {
+    int64_t vocab_size, eod_id;
+} H5dsVocab;
+
+// Opens and validates a token dataset: an HDF5 file, or (when path names no file but
+// PATH.idx exists) a Megatron prefix read with vocab (NULL: none given, an error for a
+// prefix). comm != MPI_COMM_NULL: collective over comm; rank 0 validates and broadcasts
+// doc_offsets, then every rank opens the HDF5 file with MPI-IO or maps PREFIX.bin.
+// comm == MPI_COMM_NULL: serial open without MPI (tools, tests). A missing, damaged or
+// invalid file is a usage error ("megac: <path>: <problem>", exit 2) on every rank.
+H5Dataset *h5ds_open(const char *path, const H5dsVocab *vocab, MPI_Comm comm);
 // Same checks, but returns NULL with "path: problem" in err instead of exiting. Serial.
-H5Dataset *h5ds_open_serial(const char *path, char *err, size_t errlen);
-// Reads tokens[start .. start + n) (independent I/O: only those bytes) into out and checks
+H5Dataset *h5ds_open_serial(const char *path, const H5dsVocab *vocab, char *err, size_t errlen);
+// Reads tokens[start .. start + n) (HDF5: independent I/O, only those chunks; Megatron: from
+// the mapped .bin) into out and checks
 // each id < vocab_size; a bad id or a failed read stops the job with exit code 2 and a
 // message naming the file and the token position.
 void h5ds_read(H5Dataset *ds, int64_t start, int64_t n, uint32_t *out /* (n) */);

@@ -3,7 +3,10 @@
 // With MPI, rank 0 validates the file serially and broadcasts the verdict, the attributes and
 // doc_offsets; then every rank opens the file with MPI-IO and reads only its own token
 // ranges (independent hyperslab reads, chunk cache off so a read touches only its bytes).
+// A Megatron prefix takes the same steps with data/mmidx.c: rank 0 validates the index,
+// every rank maps PREFIX.bin.
 #include "h5ds.h"
+#include "data/mmidx.h"  // defines: mmidx_is_prefix, mmidx_validate, mmidx_map, mmidx_read
 #include "core/check.h"  // defines: H5_CHECK, MPI_CHECK, core_usage_error, core_calloc
 
 #include <errno.h>
@@ -210,11 +213,23 @@ static void dataset_free(H5Dataset *ds) {
     free(ds);
 }
 
+// Validates a Megatron prefix (mmidx_validate); NULL with a message on any problem.
+static H5Dataset *open_megatron(const char *path, const H5dsVocab *v, char *err) {
+    H5Dataset *ds = core_calloc(1, sizeof *ds);
+    ds->path = strdup(path);
+    ds->file = ds->tokens = -1;
+    if (mmidx_validate(ds, path, v ? v->vocab_size : 0, v ? v->eod_id : 0, err, ERRLEN) == 0) return ds;
+    dataset_free(ds);
+    return NULL;
+}
+
 // Opens path (serially) and validates it; NULL with a message on any problem.
-static H5Dataset *open_checked(const char *path, char *err) {
+static H5Dataset *open_checked(const char *path, const H5dsVocab *v, char *err) {
     struct stat st;
+    if (mmidx_is_prefix(path)) return open_megatron(path, v, err);
     if (stat(path, &st) != 0) {
-        snprintf(err, ERRLEN, "%s: %s", path, strerror(errno));
+        snprintf(err, ERRLEN, "%s: %s (neither an HDF5 token file nor a Megatron prefix with "
+                 "%s.idx and %s.bin)", path, strerror(errno), path, path);
         return NULL;
     }
     if (S_ISDIR(st.st_mode)) {
@@ -259,13 +274,22 @@ static hid_t open_tokens(hid_t file) {
     return d;
 }
 
-H5Dataset *h5ds_open_serial(const char *path, char *err, size_t errlen) {
+H5Dataset *h5ds_open_serial(const char *path, const H5dsVocab *vocab, char *err, size_t errlen) {
+    char msg[ERRLEN];
+    if (mmidx_is_prefix(path)) {
+        H5Dataset *ds = open_megatron(path, vocab, msg);
+        if (ds && mmidx_map(ds, msg, sizeof msg)) {
+            dataset_free(ds);
+            ds = NULL;
+        }
+        if (!ds) snprintf(err, errlen, "%s", msg);
+        return ds;
+    }
     H5E_auto2_t fn;
     void *fn_data;
     H5Eget_auto2(H5E_DEFAULT, &fn, &fn_data);
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);  // our own one-line messages instead of HDF5's stack
-    char msg[ERRLEN];
-    H5Dataset *ds = open_checked(path, msg);
+    H5Dataset *ds = open_checked(path, vocab, msg);
     if (ds && (ds->tokens = open_tokens(ds->file)) < 0) {
         snprintf(msg, sizeof msg, "%s: cannot open dataset 'tokens'", path);
         H5Fclose(ds->file);
@@ -312,8 +336,10 @@ static H5Dataset *share_metadata(H5Dataset *ds, const char *path, int rank, MPI_
         ds = core_calloc(1, sizeof *ds);
         ds->path = strdup(path);
     }
-    int64_t hdr[6] = {0};
+    int64_t hdr[8] = {0};
     if (rank == 0) {
+        hdr[6] = ds->megatron;
+        hdr[7] = ds->token_signed;
         hdr[0] = ds->n_tokens;
         hdr[1] = ds->n_docs;
         hdr[2] = ds->vocab_size;
@@ -321,8 +347,11 @@ static H5Dataset *share_metadata(H5Dataset *ds, const char *path, int rank, MPI_
         hdr[4] = ds->token_bytes;
         hdr[5] = (int64_t)strlen(ds->tokenizer);
     }
-    MPI_CHECK(MPI_Bcast(hdr, 6, MPI_INT64_T, 0, comm));
+    MPI_CHECK(MPI_Bcast(hdr, 8, MPI_INT64_T, 0, comm));
     if (rank != 0) {
+        ds->megatron = (int)hdr[6];
+        ds->token_signed = (int)hdr[7];
+        ds->file = ds->tokens = -1;
         ds->n_tokens = hdr[0];
         ds->n_docs = hdr[1];
         ds->vocab_size = hdr[2];
@@ -336,23 +365,42 @@ static H5Dataset *share_metadata(H5Dataset *ds, const char *path, int rank, MPI_
     return ds;
 }
 
-H5Dataset *h5ds_open(const char *path, MPI_Comm comm) {
+// Every rank of comm maps PREFIX.bin (collective); one message and exit 2 if any cannot.
+static void map_everywhere(H5Dataset *ds, MPI_Comm comm) {
+    char err[ERRLEN] = "";
+    int ok = mmidx_map(ds, err, sizeof err) == 0, all_ok = 0;
+    MPI_CHECK(MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm));
+    if (all_ok) return;
+    if (!ok) fail_here(err);  // this rank names its reason; the others wait to be ended
+    MPI_CHECK(MPI_Barrier(comm));
+}
+
+H5Dataset *h5ds_open(const char *path, const H5dsVocab *vocab, MPI_Comm comm) {
     char err[ERRLEN] = "";
     if (comm == MPI_COMM_NULL) {
-        H5Dataset *ds = h5ds_open_serial(path, err, sizeof err);
+        H5Dataset *ds = h5ds_open_serial(path, vocab, err, sizeof err);
         if (!ds) core_usage_error("%s", err);
         return ds;
     }
     int rank;
     MPI_CHECK(MPI_Comm_rank(comm, &rank));
     H5Dataset *ds = NULL;
-    if (rank == 0 && (ds = h5ds_open_serial(path, err, sizeof err))) {
-        H5Dclose(ds->tokens);
-        H5Fclose(ds->file);
+    if (rank == 0 && (ds = h5ds_open_serial(path, vocab, err, sizeof err))) {
+        if (ds->megatron) {
+            mmidx_unmap(ds);
+        } else {
+            H5Dclose(ds->tokens);
+            H5Fclose(ds->file);
+        }
     }
     MPI_CHECK(MPI_Bcast(err, ERRLEN, MPI_CHAR, 0, comm));
     if (err[0]) fail_all(comm, err);
     ds = share_metadata(ds, path, rank, comm);
+    if (ds->megatron) {
+        map_everywhere(ds, comm);
+        ds->parallel = 1;
+        return ds;
+    }
     // Every rank opens the file with MPI-IO (collective).
     H5E_auto2_t fn;
     void *fn_data;
@@ -383,6 +431,14 @@ void h5ds_read(H5Dataset *ds, int64_t start, int64_t n, uint32_t *out) {
                    (long long)(start + n), ds->path, (long long)ds->n_tokens);
     if (n == 0) return;
     char msg[ERRLEN];
+    if (ds->megatron) {
+        int64_t bad = mmidx_read(ds, start, n, out);
+        if (bad < 0) return;
+        snprintf(msg, sizeof msg, "%s.bin: the token at position %lld is outside [0, vocab_size %lld) "
+                 "(damaged file, or --vocab-size too small)", ds->path, (long long)(start + bad),
+                 (long long)ds->vocab_size);
+        fail_here(msg);
+    }
     hsize_t off = (hsize_t)start, count = (hsize_t)n;
     hid_t fs = H5Dget_space(ds->tokens), ms = H5Screate_simple(1, &count, NULL);
     herr_t rc = fs >= 0 && ms >= 0 ? H5Sselect_hyperslab(fs, H5S_SELECT_SET, &off, NULL, &count, NULL) : -1;
@@ -417,6 +473,7 @@ void h5ds_read(H5Dataset *ds, int64_t start, int64_t n, uint32_t *out) {
 
 void h5ds_close(H5Dataset *ds) {
     if (!ds) return;
+    if (ds->megatron) mmidx_unmap(ds);
     if (ds->tokens >= 0) H5Dclose(ds->tokens);
     if (ds->file >= 0) H5Fclose(ds->file);
     dataset_free(ds);

@@ -184,7 +184,7 @@ Tokenizer *hf_tok_resolve(const char *spec, const char *ckpt_dir, char *err, siz
     size_t got = f ? fread(head, 1, sizeof head - 1, f) : 0;
     if (f) fclose(f);
     if (got < 8 || memcmp(head, HDF5_MAGIC, 8)) return tok_load(spec, err, errlen);
-    H5Dataset *ds = h5ds_open_serial(spec, err, errlen);
+    H5Dataset *ds = h5ds_open_serial(spec, NULL, err, errlen);
     if (!ds) return NULL;
     Tokenizer *t = tok_deserialize(ds->tokenizer, strlen(ds->tokenizer), spec, err, errlen);
     h5ds_close(ds);

@@ -1,5 +1,5 @@
-// train/batches.c: micro-batches from an HDF5 token dataset (data/sampler.h) or from
-// --mock-data.
+// train/batches.c: micro-batches from token datasets (HDF5 or Megatron prefixes, data/h5ds.h;
+// data/sampler.h) or from --mock-data.
 #include "batches.h"
 #include "core/check.h"
 #include "core/philox.h"
@@ -12,6 +12,7 @@
 
 struct BatchSource {
     uint64_t seed;
+    int64_t megatron_vocab;   // --vocab-size (0: not given)
     int vocab, n_samples;
     uint32_t *sample;         // (T + 1) scratch, allocated once (mock data)
     int n_ds;                 // open files (0 for mock data)
@@ -29,11 +30,39 @@ static DataBlendSpec parse_spec(const char *flag, const CoreStrList *l) {
     return spec;
 }
 
+// Megatron data: a notice on rank 0 when documents do not end with the end-of-document id
+// (Megatron's preprocess_data.py writes none unless --append-eod). Checks the last token of up
+// to 4096 documents spread over the file (reading every one would touch the whole file).
+static void eod_notice(const H5Dataset *ds) {
+    if (!ds->megatron || core_world_rank() != 0) return;
+    int64_t step = ds->n_docs > 4096 ? ds->n_docs / 4096 : 1, checked = 0, lacking = 0;
+    for (int64_t d = 0; d < ds->n_docs; d += step, checked++) {
+        uint32_t last;
+        h5ds_read((H5Dataset *)ds, (int64_t)ds->doc_offsets[d + 1] - 1, 1, &last);
+        lacking += last != (uint32_t)ds->eod_id;
+    }
+    if (lacking)
+        printf("megac train: notice: %s: %lld of %lld documents checked do not end with the end-of-document "
+               "id %lld: nothing is added, samples run from one document into the next (as in Megatron)\n",
+               ds->path, (long long)lacking, (long long)checked, (long long)ds->eod_id);
+}
+
+// Opens path: HDF5, or a Megatron prefix read with --vocab-size (ids < N + 1, EOD N).
+static H5Dataset *open_file(const BatchSource *s, const char *path) {
+    H5dsVocab v = {s->megatron_vocab + 1, s->megatron_vocab};
+    H5Dataset *ds = h5ds_open(path, s->megatron_vocab ? &v : NULL, MPI_COMM_WORLD);
+    if (!ds->megatron && s->megatron_vocab && ds->vocab_size != v.vocab_size)
+        core_usage_error("--vocab-size %lld means %lld ids (the end of document included), but %s has %lld",
+                         (long long)s->megatron_vocab, (long long)v.vocab_size, path, (long long)ds->vocab_size);
+    eod_notice(ds);
+    return ds;
+}
+
 // Opens spec's files (appended to s->ds) and builds its blend for one split.
 static DataBlend *open_blend(BatchSource *s, const DataBlendSpec *spec, const char *split,
                              DataSplitKind kind, int seq_length, int64_t samples) {
     H5Dataset **ds = s->ds + s->n_ds;
-    for (int k = 0; k < spec->n; k++) s->ds[s->n_ds++] = h5ds_open(spec->paths[k], MPI_COMM_WORLD);
+    for (int k = 0; k < spec->n; k++) s->ds[s->n_ds++] = open_file(s, spec->paths[k]);
     if (s->vocab && ds[0]->vocab_size != s->vocab)
         core_usage_error("the training and the validation or test data disagree on the vocabulary: %s has %d ids, "
                          "%s has %lld", s->ds[0]->path, s->vocab, ds[0]->path, (long long)ds[0]->vocab_size);
@@ -45,6 +74,7 @@ BatchSource *batches_hdf5_create(const BatchDataPaths *p, uint64_t seed, int seq
                                  int64_t train_samples, int64_t eval_samples) {
     BatchSource *s = core_calloc(1, sizeof *s);
     s->seed = seed;
+    s->megatron_vocab = p->megatron_vocab;
     s->ds = core_calloc(3 * DATA_BLEND_MAX, sizeof *s->ds);
     if (p->data.n) {  // one blend, every file cut by --split
         DataBlendSpec spec = parse_spec("--data-path", &p->data);
@@ -115,6 +145,8 @@ BatchSource *batches_mock_create(uint64_t seed, int vocab, int n_samples, int se
 }
 
 int batches_vocab_size(const BatchSource *s) { return s->vocab; }
+
+int64_t batches_eod_id(const BatchSource *s) { return s->n_ds ? s->ds[0]->eod_id : -1; }
 
 void batches_destroy(BatchSource *s) {
     if (!s) return;

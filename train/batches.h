@@ -36,6 +36,9 @@ BatchSource *batches_mock_create(uint64_t seed, int vocab, int n_samples, int se
 typedef struct {
     CoreStrList data, train, valid, test;  // --data-path, --train/valid/test-data-path
     const char *split;               // --split
+    int64_t megatron_vocab;          // --vocab-size N: a Megatron prefix holds ids < N + 1,
+                                     // end of document N; an HDF5 file must have N + 1 ids
+                                     // (0: not given)
 } BatchDataPaths;
 
 // HDF5 token datasets (megac preprocess) opened collectively over MPI_COMM_WORLD, with the
@@ -55,6 +58,8 @@ void batches_print_summary(const BatchSource *s, FILE *f);
 int batches_has_split(const BatchSource *s, SplitKind k);
 // Vocabulary size of the source. Pure.
 int batches_vocab_size(const BatchSource *s);
+// End-of-document id of the training data; -1 for mock data. Pure.
+int64_t batches_eod_id(const BatchSource *s);
 void batches_destroy(BatchSource *s);
 
 // PPBatchFn: fills tokens (B, T) and targets (B, T) of micro-batch `micro` at the cursor

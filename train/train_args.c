@@ -15,7 +15,8 @@
 static const char *USAGE =
     "usage: [mpiexec -n N] megac train [flags]\n"
     "  Pretrain a GPT-2 model. TP x PP x DP = N ranks; DP = N / (TP x PP).\n"
-    "  Data: --data-path FILE.h5 (from `megac preprocess`), a blend --data-path 0.7 a.h5 0.3 b.h5,\n"
+    "  Data: --data-path FILE.h5 (from `megac preprocess`) or a Megatron PREFIX (PREFIX.bin/.idx, with\n"
+    "  --vocab-size), a blend --data-path 0.7 a.h5 0.3 b.h5,\n"
     "  --train-data-path/--valid-data-path (whole files per split), or --mock-data.";
 
 // Size products are checked before any allocation: each tensor of one rank must have fewer
@@ -58,6 +59,10 @@ static void check_data_paths(TrainArgs *a) {
         split_files = a->train_data_path.n || a->valid_data_path.n || a->test_data_path.n;
     if (a->mock_data && (data || split_files))
         core_usage_error("--mock-data and --data-path/--train-data-path exclude each other");
+    if (a->data_vocab < 0 || a->data_vocab >= ((int64_t)1 << 32) - 1)
+        core_usage_error("--vocab-size %lld must be in [1, 2^32 - 1)", (long long)a->data_vocab);
+    if (a->mock_data && a->data_vocab)
+        core_usage_error("--vocab-size is for --data-path data; --mock-data takes --mock-vocab-size");
     if (a->mock_data) return;
     if (data && split_files)
         core_usage_error("give --data-path (cut by --split) or --train-data-path/--valid-data-path, not both");
@@ -226,11 +231,12 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
         {"--adam-eps", ARG_FLOAT, &eps, "AdamW epsilon"},
         {"--clip-grad", ARG_FLOAT, &clip, "clip the global gradient norm to this (0: off)"},
         {"--seed", ARG_I64, &seed, "seed of initialisation and data order"},
-        {"--data-path", ARG_LIST, &a->data_path, "HDF5 token file(s) from `megac preprocess`: FILE, or a blend W1 FILE1 W2 FILE2 ... (cut by --split)"},
+        {"--data-path", ARG_LIST, &a->data_path, "HDF5 token file(s) from `megac preprocess` or Megatron .bin/.idx PREFIXes (with --vocab-size): FILE, or a blend W1 FILE1 W2 FILE2 ... (cut by --split)"},
         {"--train-data-path", ARG_LIST, &a->train_data_path, "training files (blend syntax), used whole; instead of --data-path"},
         {"--valid-data-path", ARG_LIST, &a->valid_data_path, "validation files (blend syntax), used whole; with --train-data-path"},
         {"--test-data-path", ARG_LIST, &a->test_data_path, "test files (blend syntax), used whole, evaluated at the end; with --train-data-path"},
         {"--split", ARG_STR, &a->split, "train,valid,test weights of the documents: commas or slashes, spaces allowed ('969, 30, 1', Megatron's legacy default)"},
+        {"--vocab-size", ARG_I64, &a->data_vocab, "for Megatron .bin/.idx data, which holds no vocabulary: token ids 0..N-1 and the end-of-document id N, N + 1 ids (Megatron's NullTokenizer); HDF5 files carry theirs (N + 1 must equal it)"},
         {"--mock-data", ARG_BOOL, &a->mock_data, "synthetic tokens instead of --data-path"},
         {"--mock-vocab-size", ARG_INT, &a->mock_vocab, "vocabulary of --mock-data"},
         {"--mock-samples", ARG_INT, &a->mock_samples, "distinct --mock-data samples (0: unlimited)"},

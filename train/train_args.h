@@ -24,6 +24,8 @@ typedef struct {
     CoreStrList data_path;          // --data-path: one file or a blend (data/blend.h), cut by --split
     CoreStrList train_data_path, valid_data_path, test_data_path;  // or whole files per split
     const char *split;
+    int64_t data_vocab;             // --vocab-size N: Megatron .bin/.idx data holds ids < N and
+                                    // the end of document N (0: not given)
     int mock_data, mock_vocab, mock_samples;
     const char *save, *load;
     int no_load_optim;              // --no-load-optim: --load reads the model only (fresh AdamW)

@@ -104,7 +104,7 @@ Trainer *trainer_create(const TrainArgs *args) {
     } else {
         int64_t G = a->global_batch;
         BatchDataPaths paths = {a->data_path, a->train_data_path, a->valid_data_path, a->test_data_path,
-                                a->split};
+                                a->split, a->data_vocab};
         t->data = batches_hdf5_create(&paths, a->seed, a->model.seq_length,
                                       train_rampup_after(&a->rampup, 0, a->train_iters), a->eval_iters * G);
     }

@@ -66,7 +66,7 @@ static int read_all(int argc, char **argv) {
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    H5Dataset *ds = h5ds_open(argv[2], MPI_COMM_WORLD);
+    H5Dataset *ds = h5ds_open(argv[2], NULL, MPI_COMM_WORLD);
     DataSplit *sp = data_split_new(ds, argv[5], DATA_TRAIN, atoi(argv[3]), 1234, atoll(argv[4]));
     uint32_t *tok = core_calloc((size_t)sp->seq_length + 1, sizeof(uint32_t));
     for (int64_t p = rank; p < sp->num_samples; p += size) data_read_sample(sp, data_split_sample_at(sp, p), tok);

@@ -73,8 +73,8 @@ int main(int argc, char **argv) {
     int64_t na = synth_write(pa, 300, 40, 1000, 1), nb = synth_write(pb, 200, 90, 1000, 2);
     synth_write(pc, 50, 30, 1000, 3);
     char err[512];
-    H5Dataset *ds[3] = {h5ds_open_serial(pa, err, sizeof err), h5ds_open_serial(pb, err, sizeof err),
-                        h5ds_open_serial(pc, err, sizeof err)};
+    H5Dataset *ds[3] = {h5ds_open_serial(pa, NULL, err, sizeof err), h5ds_open_serial(pb, NULL, err, sizeof err),
+                        h5ds_open_serial(pc, NULL, err, sizeof err)};
     EXPECT(ds[0] && ds[1] && ds[2], "%s", err);
 
     // Three files, weights 0.2 / 0.5 / 0.3: shares and prefix stability.

@@ -75,7 +75,7 @@ static void mutate(const TokBytes *src, uint64_t c, size_t head, TokBytes *out) 
 
 // What megac does with a dataset: open, validate, read every sample of one epoch.
 static void child_hdf5(const char *path) {
-    H5Dataset *ds = h5ds_open(path, MPI_COMM_NULL);
+    H5Dataset *ds = h5ds_open(path, NULL, MPI_COMM_NULL);
     DataSplit *sp = data_split_new(ds, "1", DATA_TRAIN, 8, 1, 1);
     uint32_t tok[9];
     for (int64_t s = 0; s < sp->n_samples_built; s++) data_read_sample(sp, s, tok);

@@ -78,7 +78,7 @@ static void check_roundtrip(Tokenizer *tok, const char *what) {
     DataPreprocessStats st;
     char err[1024];
     EXPECT(data_preprocess(&o, &st, err, sizeof err) == 0, "%s: %s", what, err);
-    H5Dataset *ds = h5ds_open_serial(o.output, err, sizeof err);
+    H5Dataset *ds = h5ds_open_serial(o.output, NULL, err, sizeof err);
     EXPECT(ds != NULL, "%s", err);
     if (!ds) return;
     EXPECT_EQ_INT(ds->n_docs, n_expected);
@@ -181,7 +181,7 @@ static void check_megatron(void) {
     DataPreprocessStats st;
     const char *out = path_of("mega.h5");
     EXPECT(data_from_megatron(prefix, out, 100, 99, "external", 0, &st, err, sizeof err) == 0, "%s", err);
-    H5Dataset *ds = h5ds_open_serial(out, err, sizeof err);
+    H5Dataset *ds = h5ds_open_serial(out, NULL, err, sizeof err);
     EXPECT(ds != NULL, "%s", err);
     if (ds) {
         const uint32_t want[] = {5, 6, 7, 99, 8, 9, 99, 1, 2, 3, 99};

@@ -176,7 +176,7 @@ static void check_split_strings(void) {
 
 // One file: build train / valid / test and check them all.
 static void check_file(const char *path, MPI_Comm comm) {
-    H5Dataset *ds = h5ds_open(path, comm);
+    H5Dataset *ds = h5ds_open(path, NULL, comm);
     int rank;
     MPI_Comm_rank(comm, &rank);
     DataSplit *train = data_split_new(ds, "8,1,1", DATA_TRAIN, T, 1234, (int64_t)ITERS * G);

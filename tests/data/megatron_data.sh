@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# tests/data/megatron_data.sh: Megatron .bin/.idx prefixes as --data-path, read directly.
+#   A prefix whose documents end with EOD trains bitwise the same losses as the same corpus
+#   preprocessed by megac (HDF5) and as its `preprocess --from-megatron` import, on 1 rank
+#   and on DP 2 (every rank maps the .bin); blends mixing a prefix and an HDF5 file too.
+#   Training on a prefix whose documents lack EOD adds none and prints a notice.
+#   A prefix without --vocab-size, --vocab-size disagreeing with an HDF5 file, and a missing
+#   path are refused with one line and exit 2.
+# usage: megatron_data.sh MEGAC MPIEXEC
+set -uo pipefail
+megac=$1 mpiexec=$2
+tmp=$(mktemp -d /tmp/megac-test-mdata-XXXXXX)
+[[ -n "${KEEP:-}" ]] || trap 'rm -rf "$tmp"' EXIT
+fails=0
+fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+expect() {  # expect RC NEEDLE CMD...
+  local want=$1 needle=$2; shift 2
+  local out rc
+  out=$("$@" 2>&1); rc=$?
+  [[ $rc -eq $want ]] || { fail "$* -> exit $rc, want $want: ${out: -2000}"; return; }
+  grep -qF -- "$needle" <<<"$out" || fail "$* -> output lacks '$needle': ${out: -2000}"
+}
+
+# One corpus in two forms: JSON Lines (megac's byte tokenizer: the bytes, then EOD 256) and
+# Megatron prefixes written as Megatron's indexed writer does (uint16, code 8; some documents
+# of two sequences, as --split-sentences makes them): "m" ends documents with 256, "raw" not.
+python3 - "$tmp" <<'PY'
+import json, random, struct, sys
+d = sys.argv[1]
+r = random.Random(7)
+docs = ["".join(r.choice("abcdefgh ") for _ in range(r.randint(20, 90))) for _ in range(200)]
+with open(f"{d}/c.jsonl", "w") as f:
+    for t in docs:
+        f.write(json.dumps({"text": t}) + "\n")
+def write(prefix, eod):
+    sizes, doc_idx, body = [], [0], bytearray()
+    for i, t in enumerate(docs):
+        ids = list(t.encode()) + ([256] if eod else [])
+        parts = [ids[:10], ids[10:]] if i % 3 == 0 else [ids]
+        for p in parts:
+            sizes.append(len(p))
+            body += struct.pack(f"<{len(p)}H", *p)
+        doc_idx.append(len(sizes))
+    ptrs, at = [], 0
+    for s in sizes:
+        ptrs.append(at)
+        at += 2 * s
+    open(f"{prefix}.bin", "wb").write(body)
+    with open(f"{prefix}.idx", "wb") as f:
+        f.write(b"MMIDIDX\x00\x00" + struct.pack("<QBQQ", 1, 8, len(sizes), len(doc_idx)))
+        f.write(struct.pack(f"<{len(sizes)}i", *sizes) + struct.pack(f"<{len(ptrs)}q", *ptrs))
+        f.write(struct.pack(f"<{len(doc_idx)}q", *doc_idx))
+write(f"{d}/m", True)
+write(f"{d}/raw", False)
+PY
+"$megac" preprocess --input "$tmp/c.jsonl" --output "$tmp/c.h5" >/dev/null || fail "preprocess c.jsonl"
+"$megac" preprocess --from-megatron "$tmp/m" --vocab-size 257 --eod-id 256 --output "$tmp/imp.h5" > "$tmp/imp.txt" ||
+  fail "import m"
+
+tiny=(--train-iters 6 --num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-length 32
+      --micro-batch-size 2 --global-batch-size 8 --lr 1e-3 --log-interval 1 --eval-iters 2
+      --eval-interval 3 --split 90,10,0 --num-threads 1)
+losses() {  # losses NAME NP ARGS...: every lm_loss and validation loss, as printed in the JSON log
+  local name=$1 np=$2; shift 2
+  "$mpiexec" -n "$np" "$megac" train "${tiny[@]}" --log-json "$tmp/$name.jsonl" "$@" > "$tmp/$name.out" 2>&1 ||
+    { fail "$name: $(tail -5 "$tmp/$name.out")"; return; }
+  grep -oE '"(lm_loss|validation_loss|loss)":[^,}]*' "$tmp/$name.jsonl" > "$tmp/$name.loss"
+  [[ -s "$tmp/$name.loss" ]] || fail "$name: no losses logged"
+}
+losses h5 1 --data-path "$tmp/c.h5"
+losses prefix 1 --data-path "$tmp/m" --vocab-size 256
+losses import 1 --data-path "$tmp/imp.h5"
+losses prefix_dp2 2 --data-path "$tmp/m" --vocab-size 256
+losses h5_dp2 2 --data-path "$tmp/c.h5"
+cmp -s "$tmp/h5.loss" "$tmp/prefix.loss" || fail "prefix and HDF5 differ: $(diff "$tmp/h5.loss" "$tmp/prefix.loss" | head -4)"
+cmp -s "$tmp/h5.loss" "$tmp/import.loss" || fail "import and HDF5 differ"
+cmp -s "$tmp/h5_dp2.loss" "$tmp/prefix_dp2.loss" || fail "DP 2: prefix and HDF5 differ"
+grep -q "notice" "$tmp/prefix.out" && fail "EOD notice for a corpus with EOD"
+# a blend of a prefix and an HDF5 file equals the blend of the two HDF5 files
+losses blend_h5 1 --data-path 0.3 "$tmp/c.h5" 0.7 "$tmp/imp.h5" --vocab-size 256
+losses blend_mixed 1 --data-path 0.3 "$tmp/m" 0.7 "$tmp/imp.h5" --vocab-size 256
+cmp -s "$tmp/blend_h5.loss" "$tmp/blend_mixed.loss" || fail "blend with a prefix differs"
+# a prefix without EOD trains, with a notice
+expect 0 "notice: $tmp/raw: 200 of 200 documents checked do not end with the end-of-document id 256" \
+  "$megac" train "${tiny[@]}" --train-iters 2 --data-path "$tmp/raw" --vocab-size 256
+expect 2 "$tmp/m: a Megatron .bin/.idx dataset carries no vocabulary: give --vocab-size" \
+  "$megac" train "${tiny[@]}" --data-path "$tmp/m"
+expect 2 "--vocab-size 300 means 301 ids (the end of document included), but $tmp/c.h5 has 257" \
+  "$megac" train "${tiny[@]}" --data-path "$tmp/c.h5" --vocab-size 300
+expect 2 "$tmp/m.bin: the token at position" "$megac" train "${tiny[@]}" --data-path "$tmp/m" --vocab-size 200
+expect 2 "$tmp/nope: No such file or directory (neither an HDF5 token file nor a Megatron prefix" \
+  "$mpiexec" -n 2 "$megac" train "${tiny[@]}" --data-path "$tmp/nope"
+
+if ((fails)); then echo "megatron_data: $fails failure(s)"; exit 1; fi
+echo "megatron_data: ok"
