@@ -23,6 +23,7 @@ typedef struct {
     uint64_t n_bytes;        // input bytes read
     double unigram_entropy;  // nats per token (NaN when not counted)
     double seconds;
+    int64_t docs_without_eod; // import: documents whose last token is not eod_id
 } DataPreprocessStats;
 
 // Tokenizes every input into output. Returns 0, or -1 with "file[:line]: problem" in err
@@ -31,9 +32,10 @@ typedef struct {
 int data_preprocess(const DataPreprocessOptions *o, DataPreprocessStats *st, char *err, size_t errlen);
 
 // Converts PREFIX.bin / PREFIX.idx (Megatron's "MMIDIDX" indexed dataset, integer token
-// types) to output. Every token must be < vocab_size; a document not ending with eod_id gets
-// one appended. tokenizer is stored as the dataset's tokenizer attribute. Returns 0, or -1
-// with "file: problem" in err.
+// types, read as data/mmidx.h reads it) to output: the same documents, token for token (no
+// end-of-document id is added: st->docs_without_eod counts the documents lacking one).
+// Every token must be < vocab_size. tokenizer is stored as the dataset's tokenizer
+// attribute. Returns 0, or -1 with "file: problem" in err.
 int data_from_megatron(const char *prefix, const char *output, int64_t vocab_size, int64_t eod_id,
                        const char *tokenizer, int progress, DataPreprocessStats *st, char *err,
                        size_t errlen);

@@ -64,6 +64,11 @@ static int from_megatron(const char *prefix, const char *output, int64_t vocab, 
     if (data_from_megatron(prefix, output, vocab, eod, "external", isatty(2), &st, err, sizeof err))
         core_usage_error("%s", err);
     report(output, &st, vocab, "external");
+    if (st.docs_without_eod)  // Megatron's preprocess_data.py writes none unless --append-eod
+        printf("megac preprocess: notice: %lld of the %lld documents do not end with the end-of-document "
+               "id %lld; they were kept as they are (no id added), so samples run from one document "
+               "into the next without a separator, as in Megatron\n", (long long)st.docs_without_eod,
+               (long long)st.n_docs, (long long)eod);
     return 0;
 }
 

@@ -3,7 +3,8 @@
 #   A prefix whose documents end with EOD trains bitwise the same losses as the same corpus
 #   preprocessed by megac (HDF5) and as its `preprocess --from-megatron` import, on 1 rank
 #   and on DP 2 (every rank maps the .bin); blends mixing a prefix and an HDF5 file too.
-#   Training on a prefix whose documents lack EOD adds none and prints a notice.
+#   The import keeps the tokens exactly (no EOD added; a notice counts the documents without
+#   one), and training on such a prefix prints the same kind of notice.
 #   A prefix without --vocab-size, --vocab-size disagreeing with an HDF5 file, and a missing
 #   path are refused with one line and exit 2.
 # usage: megatron_data.sh MEGAC MPIEXEC
@@ -56,6 +57,13 @@ PY
 "$megac" preprocess --input "$tmp/c.jsonl" --output "$tmp/c.h5" >/dev/null || fail "preprocess c.jsonl"
 "$megac" preprocess --from-megatron "$tmp/m" --vocab-size 257 --eod-id 256 --output "$tmp/imp.h5" > "$tmp/imp.txt" ||
   fail "import m"
+grep -q "notice" "$tmp/imp.txt" && fail "import of a corpus with EOD gave a notice: $(cat "$tmp/imp.txt")"
+expect 0 "notice: 200 of the 200 documents do not end with the end-of-document id 256" \
+  "$megac" preprocess --from-megatron "$tmp/raw" --vocab-size 257 --eod-id 256 --output "$tmp/raw.h5"
+# the import of "raw" holds the corpus bytes exactly: 200 documents, no EOD added
+n=$(python3 -c "import json; print(sum(len(json.loads(l)['text']) for l in open('$tmp/c.jsonl')))")
+grep -q "wrote $tmp/raw.h5: 200 documents, $n tokens" <<<"$("$megac" preprocess --from-megatron "$tmp/raw" \
+  --vocab-size 257 --eod-id 256 --output "$tmp/raw.h5")" || fail "raw import: want 200 documents, $n tokens"
 
 tiny=(--train-iters 6 --num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-length 32
       --micro-batch-size 2 --global-batch-size 8 --lr 1e-3 --log-interval 1 --eval-iters 2
@@ -83,6 +91,7 @@ cmp -s "$tmp/blend_h5.loss" "$tmp/blend_mixed.loss" || fail "blend with a prefix
 # a prefix without EOD trains, with a notice
 expect 0 "notice: $tmp/raw: 200 of 200 documents checked do not end with the end-of-document id 256" \
   "$megac" train "${tiny[@]}" --train-iters 2 --data-path "$tmp/raw" --vocab-size 256
+
 expect 2 "$tmp/m: a Megatron .bin/.idx dataset carries no vocabulary: give --vocab-size" \
   "$megac" train "${tiny[@]}" --data-path "$tmp/m"
 expect 2 "--vocab-size 300 means 301 ids (the end of document included), but $tmp/c.h5 has 257" \
