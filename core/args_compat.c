@@ -8,7 +8,7 @@
 #define NOEFF CORE_COMPAT_NO_EFFECT
 #define REFUSE CORE_COMPAT_REFUSED
 #define FP8 "fp8 training is not implemented in megac (--bf16 and --fp16 are)"
-#define DOCS "document-aware positions, attention and loss masks are not implemented in megac yet"
+#define DOCS "document-aware positions and attention masks are not implemented in megac yet (--eod-mask-loss is)"
 
 static const CoreCompatFlag TABLE[] = {
     // accepted, no effect on the result
@@ -45,7 +45,6 @@ static const CoreCompatFlag TABLE[] = {
     {"--fp8-param-gather", 0, NULL, REFUSE, FP8},
     {"--reset-position-ids", 0, NULL, REFUSE, DOCS},
     {"--reset-attention-mask", 0, NULL, REFUSE, DOCS},
-    {"--eod-mask-loss", 0, NULL, REFUSE, DOCS},
     {"--apply-layernorm-1p", 0, NULL, REFUSE, "LayerNorm with a zero-centred gamma (1 + w) is not implemented in megac"},
     {"--decoupled-lr", 'f', NULL, REFUSE, "a separate learning rate for the embedding and output layer is not implemented in megac"},
     {"--decoupled-min-lr", 'f', NULL, REFUSE, "a separate learning rate for the embedding and output layer is not implemented in megac"},

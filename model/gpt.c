@@ -164,6 +164,7 @@ void gpt_forward(GPT *m, Comm *tp_comm, int slot, const int *tokens, const int *
         tp_column_linear_forward(be, tp, a->logits, a->lnf, m->w.out ? m->w.out : m->w.wte, NULL, N, C,
                                  m->vocab.V_tp);
         tp_vocab_xent_forward(be, tp, &m->vocab, &a->xent, a->logits, a->targets, N);
+        if (m->mask.on) gpt_loss_mask_forward(m, slot, targets);
     }
 }
 
@@ -223,7 +224,8 @@ void gpt_backward(GPT *m, Comm *tp_comm, int slot, const void *dout, float loss_
     size_t NC_bytes = (size_t)Ns * C * backend_dtype_size(be->act);
     hook(m, GPT_HOOK_BACKWARD_BEGIN, GPT_UNIT_EDGE);
     if (m->last) {
-        set_dscale(m, loss_scale);
+        if (m->mask.on) gpt_loss_mask_dscale(m, slot, loss_scale);
+        else set_dscale(m, loss_scale);
         tp_vocab_xent_backward(be, &m->vocab, &a->xent, a->logits, a->logits, a->targets,
                                m->s.dscale, N);  // dlogits in place
         const void *x = m->n_layers ? a->layers[m->n_layers - 1].res3 : a->x0;

@@ -172,6 +172,12 @@ typedef struct {
     } s;
     GPTShardHook hook;                 // the sync engine's (see above), or fn NULL
     GPTDropout drop;                   // all 0 (no dropout) unless gpt_set_dropout
+    struct {                           // --eod-mask-loss (gpt_set_loss_mask); on 0: off
+        int on, id;                    // targets equal to id weigh 0
+        float *w;                      // (n_slots, N) host: each slot's per-token weights,
+                                       // N / (its unmasked tokens) or 0
+        float *loss_host;              // (N) host staging of the per-token losses
+    } mask;
 } GPT;
 
 // Builds the stage (call gpt_config_check first; a sequence-parallel micro-batch that tp
@@ -260,6 +266,12 @@ void gpt_dropout_step(GPT *m, int64_t iteration, int on);
 // The micro-batch about to be run forward in `slot` starts at sample `sample0` of the
 // step's global batch (the backward of that slot uses the same). Never fails.
 void gpt_set_micro_sample(GPT *m, int slot, int64_t sample0);
+
+// --eod-mask-loss: from now on a target equal to eod_id weighs 0 in the loss and its
+// gradient; each micro-batch's loss is the mean over its other tokens (the per-token losses
+// gpt_loss_sum and gpt_loss_accumulate add up are weighted N / unmasked count, or 0).
+// model/gpt_loss_mask.c. Never fails.
+void gpt_set_loss_mask(GPT *m, int64_t eod_id);
 
 // Index of a parameter by logical name in m->params, or -1.
 int gpt_param_index(const GPT *m, const char *name);

@@ -263,6 +263,8 @@ void gpt_destroy(GPT *m) {
     free(m->rc);
     if (m->scratch_bytes) be->ops->free(be, m->s.mem);  // 0: shared, chunk 0 frees it
     free(m->s.dscale_host);
+    free(m->mask.w);  // --eod-mask-loss (gpt_loss_mask.c)
+    free(m->mask.loss_host);
     be->ops->free(be, m->param_mem);
     be->ops->free(be, m->grad_mem);
     if (m->param_copy != (void *)m->param_mem) be->ops->free(be, m->param_copy);

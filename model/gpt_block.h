@@ -36,6 +36,10 @@ const BackendDropout *gpt_dropout_desc(const GPT *m, const GPTRows *r, int site,
 // dropped in place at `site`, or untouched when that dropout is off; the backward is the
 // same call on the gradient. Never fails.
 void gpt_hidden_dropout(const GPT *m, void *x, const GPTRows *r, int site, int layer);
+// --eod-mask-loss (gpt_loss_mask.c): weighs slot's per-token losses (after the cross-entropy
+// forward) by its targets; the loss gradient per token for the backward of that slot.
+void gpt_loss_mask_forward(GPT *m, int slot, const int *targets /* (N) host */);
+void gpt_loss_mask_dscale(GPT *m, int slot, float loss_scale);
 
 // a->res3 (Ns, C) = MLP(a->ln2) (not yet + res2) on N rows (m->N in training): fc (column),
 // GELU or SwiGLU, proj (row).

@@ -61,6 +61,8 @@ static void check_data_paths(TrainArgs *a) {
         core_usage_error("--mock-data and --data-path/--train-data-path exclude each other");
     if (a->data_vocab < 0 || a->data_vocab >= ((int64_t)1 << 32) - 1)
         core_usage_error("--vocab-size %lld must be in [1, 2^32 - 1)", (long long)a->data_vocab);
+    if (a->mock_data && a->eod_mask_loss)
+        core_usage_error("--eod-mask-loss needs --data-path data: --mock-data has no end-of-document id");
     if (a->mock_data && a->data_vocab)
         core_usage_error("--vocab-size is for --data-path data; --mock-data takes --mock-vocab-size");
     if (a->mock_data) return;
@@ -237,6 +239,7 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
         {"--test-data-path", ARG_LIST, &a->test_data_path, "test files (blend syntax), used whole, evaluated at the end; with --train-data-path"},
         {"--split", ARG_STR, &a->split, "train,valid,test weights of the documents: commas or slashes, spaces allowed ('969, 30, 1', Megatron's legacy default)"},
         {"--vocab-size", ARG_I64, &a->data_vocab, "for Megatron .bin/.idx data, which holds no vocabulary: token ids 0..N-1 and the end-of-document id N, N + 1 ids (Megatron's NullTokenizer); HDF5 files carry theirs (N + 1 must equal it)"},
+        {"--eod-mask-loss", ARG_BOOL, &a->eod_mask_loss, "targets equal to the data's end-of-document id get loss weight 0; a micro-batch's loss is the mean over its other tokens (Megatron's)"},
         {"--mock-data", ARG_BOOL, &a->mock_data, "synthetic tokens instead of --data-path"},
         {"--mock-vocab-size", ARG_INT, &a->mock_vocab, "vocabulary of --mock-data"},
         {"--mock-samples", ARG_INT, &a->mock_samples, "distinct --mock-data samples (0: unlimited)"},
@@ -366,6 +369,9 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
         core_usage_error("--context-parallel-size %d: --seq-length %d is not divisible by 2 x %d "
                          "(each rank holds two of the 2 x CP chunks of a sequence)", a->cp,
                          m->seq_length, a->cp);
+    if (a->cp > 1 && a->eod_mask_loss)  // each CP rank would count its own chunks' EOD tokens
+        core_usage_error("--eod-mask-loss with --context-parallel-size %d is not implemented yet "
+                         "(the masked mean needs the CP group's count)", a->cp);
     if (a->cp > 1 && !m->use_flash_attn)
         core_usage_error("--context-parallel-size %d needs --use-flash-attn (the ring merges "
                          "attention blocks by their log-sum-exp)", a->cp);

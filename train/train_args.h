@@ -26,6 +26,7 @@ typedef struct {
     const char *split;
     int64_t data_vocab;             // --vocab-size N: Megatron .bin/.idx data holds ids < N and
                                     // the end of document N (0: not given)
+    int eod_mask_loss;              // --eod-mask-loss: targets equal to the EOD id weigh 0
     int mock_data, mock_vocab, mock_samples;
     const char *save, *load;
     int no_load_optim;              // --no-load-optim: --load reads the model only (fresh AdamW)

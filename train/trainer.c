@@ -123,6 +123,8 @@ Trainer *trainer_create(const TrainArgs *args) {
     t->n_micro = a->global_batch / (a->micro_batch * t->dp);
     PPScheduleKind kind = (PPScheduleKind)pp_schedule_parse(a->pipeline_schedule);
     create_model_chunks(t, kind);
+    for (int c = 0; c < t->n_chunks && a->eod_mask_loss; c++)  // (not mock data: train_args.c)
+        gpt_set_loss_mask(t->chunks[c], batches_eod_id(t->data));
     size_t N = (size_t)a->micro_batch * a->model.seq_length;  // (the whole sequences)
     t->cursor = (BatchCursor){t->data, SPLIT_TRAIN, 0, a->global_batch, g->coord.dp_rank, t->dp,
                               a->micro_batch, a->model.seq_length, g->tp_host,

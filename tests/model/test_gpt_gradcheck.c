@@ -6,7 +6,9 @@
 // 2 kv groups, no biases, untied output layer). And the FLOPs count of both. With dropout
 // (hidden and attention 0.2, materialised and fused attention) the same check: the masks
 // are a function of (seed, iteration, sample, indices), so the finite differences see the
-// same masks as the backward; the loss differs from the one without dropout.
+// same masks as the backward; the loss differs from the one without dropout. With
+// --eod-mask-loss (targets equal to id 49 masked): the loss is the mean of the unmasked
+// tokens' losses of an unmasked forward, and the gradient check holds for that loss.
 #include "model/gpt.h"
 #include "core/check.h"
 #include "tests/testing.h"
@@ -30,10 +32,24 @@ static const GPTConfig LLAMA = {.num_layers = 2, .hidden_size = 32, .num_heads =
                                 .rotary_percent = 0.5, .num_query_groups = 2,
                                 .disable_bias_linear = 1};
 
-static void gradcheck(Backend *be, Comm *tp, GPTConfig cfg, float p) {
+// --eod-mask-loss with id 49 on targets 0, 4, 8, 12 (set to it): the masked loss equals the
+// mean of the other tokens' losses of an unmasked forward.
+static void set_eod_mask(GPT *m, Comm *tp, const int *tok, int *tgt) {
+    for (int i = 0; i < 16; i += 4) tgt[i] = 49;
+    gpt_forward(m, tp, 0, tok, tgt);
+    const float *loss = m->slots[0].xent.loss;  // (N) per-token losses (CPU: host memory)
+    double kept = 0;
+    for (int i = 0; i < 16; i++) kept += tgt[i] != 49 ? loss[i] : 0.0;
+    gpt_set_loss_mask(m, 49);
+    double masked = loss_of(m, tp, tok, tgt), want = kept / 12;
+    EXPECT(fabs(masked - want) < 1e-6 * fabs(want), "masked loss %.9g, mean of the 12 others %.9g", masked, want);
+}
+
+static void gradcheck(Backend *be, Comm *tp, GPTConfig cfg, float p, int eod_mask) {
     GPT *m = gpt_create(&cfg, be, 1, 0, 1, 0, 2, 1, 42, 16, 0, 1, 0);
     int tok[16], tgt[16];
     for (int i = 0; i < 16; i++) { tok[i] = (i * 7 + 3) % 50; tgt[i] = (i * 11 + 5) % 50; }
+    if (eod_mask) set_eod_mask(m, tp, tok, tgt);
     // Make the LayerNorm weights and biases non-trivial so their gradients are exercised.
     for (int i = 0; i < m->n_params; i++)
         if (m->params[i].norm_param || m->params[i].init == INIT_ZERO)
@@ -72,11 +88,11 @@ static void gradcheck(Backend *be, Comm *tp, GPTConfig cfg, float p) {
             checked++;
         }
     }
-    printf("gradcheck (%s%s, dropout %g): %d elements of %d tensors, worst relative error %.3g\n",
+    printf("gradcheck (%s%s%s, dropout %g): %d elements of %d tensors, worst relative error %.3g\n",
            cfg.activation == BACKEND_ACT_SWIGLU  ? "llama-style"
            : cfg.activation == BACKEND_ACT_RELU2 ? "squared relu"
                                                  : "gpt-2",
-           cfg.use_flash_attn ? ", flash" : "", p, checked,
+           cfg.use_flash_attn ? ", flash" : "", eod_mask ? ", --eod-mask-loss" : "", p, checked,
            m->n_params, worst);
     gpt_destroy(m);
 }
@@ -122,17 +138,19 @@ int main(int argc, char **argv) {
     int self = 0;
     Comm *one = comm_mpi_create(MPI_COMM_SELF, "tp", &self, 60);
     Backend *be = backend_cpu_create(1);
-    gradcheck(be, one, GPT2, 0);
-    gradcheck(be, one, LLAMA, 0);
+    gradcheck(be, one, GPT2, 0, 0);
+    gradcheck(be, one, LLAMA, 0, 0);
+    gradcheck(be, one, GPT2, 0, 1);
+    gradcheck(be, one, LLAMA, 0.2f, 1);
     GPTConfig flash = GPT2, llama_flash = LLAMA;
     flash.use_flash_attn = llama_flash.use_flash_attn = 1;
-    gradcheck(be, one, GPT2, 0.2f);
-    gradcheck(be, one, flash, 0.2f);
-    gradcheck(be, one, llama_flash, 0.2f);
+    gradcheck(be, one, GPT2, 0.2f, 0);
+    gradcheck(be, one, flash, 0.2f, 0);
+    gradcheck(be, one, llama_flash, 0.2f, 0);
     GPTConfig relu2 = GPT2;  // --squared-relu
     relu2.activation = BACKEND_ACT_RELU2;
-    gradcheck(be, one, relu2, 0);
-    gradcheck(be, one, relu2, 0.2f);
+    gradcheck(be, one, relu2, 0, 0);
+    gradcheck(be, one, relu2, 0.2f, 0);
     init_is_layout_independent(be, GPT2);
     init_is_layout_independent(be, LLAMA);
     flops_count(GPT2);

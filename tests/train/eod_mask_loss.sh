@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# tests/train/eod_mask_loss.sh: --eod-mask-loss (targets equal to the data's end-of-document
+# id weigh 0; a micro-batch's loss is the mean over its other tokens).
+#   One rank, TP 2, DP 2 and PP 2 (and TP 2 x PP 2 with sequence parallelism) give the same
+#   losses and grad norms (parity.py, fp32 round-off) on short documents, where about one
+#   target in 20 is masked; the flag changes the loss; on a Megatron prefix whose documents
+#   hold no EOD, nothing is masked and the losses are bitwise those without the flag;
+#   --mock-data (no end-of-document id) is refused with one line, exit 2.
+# usage: eod_mask_loss.sh MPIEXEC MEGAC PARITY_PY
+set -uo pipefail
+mpiexec=$1 megac=$2 parity=$3
+tmp=$(mktemp -d /tmp/megac-test-eodmask-XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+
+python3 - "$tmp" <<'PY'
+import json, random, struct, sys
+d = sys.argv[1]
+r = random.Random(3)
+docs = ["".join(r.choice("abcdef ") for _ in range(r.randint(8, 30))) for _ in range(300)]
+with open(f"{d}/c.jsonl", "w") as f:
+    for t in docs:
+        f.write(json.dumps({"text": t}) + "\n")
+sizes = [len(t) for t in docs]  # a Megatron prefix of the same text, no EOD
+ptrs = [2 * sum(sizes[:i]) for i in range(len(sizes))]
+open(f"{d}/raw.bin", "wb").write(b"".join(struct.pack(f"<{len(t)}H", *t.encode()) for t in docs))
+with open(f"{d}/raw.idx", "wb") as f:
+    f.write(b"MMIDIDX\x00\x00" + struct.pack("<QBQQ", 1, 8, len(sizes), len(sizes) + 1))
+    f.write(struct.pack(f"<{len(sizes)}i", *sizes) + struct.pack(f"<{len(ptrs)}q", *ptrs))
+    f.write(struct.pack(f"<{len(sizes) + 1}q", *range(len(sizes) + 1)))
+PY
+"$megac" preprocess --input "$tmp/c.jsonl" --output "$tmp/c.h5" >/dev/null || fail "preprocess"
+
+tiny=(--train-iters 6 --num-layers 4 --hidden-size 32 --num-attention-heads 4 --seq-length 32
+      --micro-batch-size 2 --global-batch-size 8 --lr 3e-3 --log-interval 100 --eval-iters 0
+      --split 1,0,0 --data-path "$tmp/c.h5")
+python3 "$parity" --megac "$megac" --mpiexec "$mpiexec" --tol 1e-5 \
+  --layouts 1,1,1 2,1,1 1,1,2 1,2,1 2,2,1 -- "${tiny[@]}" --eod-mask-loss || fail "parity with --eod-mask-loss"
+python3 "$parity" --megac "$megac" --mpiexec "$mpiexec" --tol 1e-5 --extra=--sequence-parallel \
+  --layouts 1,1,1 2,2,1 -- "${tiny[@]}" --eod-mask-loss || fail "parity with --eod-mask-loss, sequence parallel"
+
+losses() {  # losses NAME ARGS...: the lm_loss values of a one-rank run
+  "$megac" train --num-threads 1 "${tiny[@]}" --log-json "$tmp/$1.jsonl" "${@:2}" > "$tmp/$1.out" 2>&1 ||
+    fail "$1: $(tail -3 "$tmp/$1.out")"
+  grep -oE '"lm_loss":[^,}]*' "$tmp/$1.jsonl" > "$tmp/$1.loss"
+  [[ -s "$tmp/$1.loss" ]] || fail "$1: no losses"
+}
+losses plain
+losses masked --eod-mask-loss
+cmp -s "$tmp/plain.loss" "$tmp/masked.loss" && fail "--eod-mask-loss did not change the loss"
+losses raw --data-path "$tmp/raw" --vocab-size 256
+losses raw_masked --data-path "$tmp/raw" --vocab-size 256 --eod-mask-loss
+cmp -s "$tmp/raw.loss" "$tmp/raw_masked.loss" || fail "no EOD in the data, yet --eod-mask-loss changed the loss"
+
+out=$("$megac" train --mock-data --train-iters 1 --eod-mask-loss 2>&1); rc=$?
+[[ $rc -eq 2 && $(grep -c "^megac:" <<<"$out") -eq 1 ]] &&
+  grep -qF -- "--eod-mask-loss needs --data-path data: --mock-data has no end-of-document id" <<<"$out" ||
+  fail "--mock-data --eod-mask-loss: rc $rc: $out"
+
+if ((fails)); then echo "eod_mask_loss: $fails failure(s)"; exit 1; fi
+echo "eod_mask_loss: ok"
