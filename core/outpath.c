@@ -118,7 +118,10 @@ int core_out_check_dir(const char *flag, const char *dir, const char *const *own
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
         int mine = 0;
         any = 1;
-        for (int i = 0; own && own[i] && !mine; i++) mine = !strcmp(e->d_name, own[i]);
+        for (int i = 0; own && own[i] && !mine; i++) {  // "prefix*": any name starting so
+            size_t k = strlen(own[i]);
+            mine = k && own[i][k - 1] == '*' ? !strncmp(e->d_name, own[i], k - 1) : !strcmp(e->d_name, own[i]);
+        }
         if (mine) continue;
         snprintf(name, sizeof name, "%.200s", e->d_name);
         foreign = name;

@@ -1,5 +1,5 @@
-// core/outpath.h: the one guard of every file or folder a command writes (train's --log-json
-// and --trace, generate's --dump-logits, plan's --calibrate, preprocess's and tokenizer's
+// core/outpath.h: the one guard of every file or folder a command writes (train's --log-json,
+// --trace and --tensorboard-dir, generate's --dump-logits, plan's --calibrate, preprocess's and tokenizer's
 // --output, export's --output folder). The same refusal rules everywhere, checked before any
 // work, with one line naming the flag:
 //   * an input of the run (the same file, by device and inode, under whatever name);
@@ -30,7 +30,9 @@ int core_out_check_file(const char *flag, const char *path, const CoreOutInput *
 // Checks the folder output `dir` of `flag`: missing (it will be created), empty, or an
 // earlier output of this command: holding only files named in `own` (NULL-terminated), among
 // them `mark_file`, whose first 64 KiB contain `mark` (e.g. "megac_iteration" in an
-// exported model.safetensors). Not a file. Returns 0, or -1 with one line in err.
+// exported model.safetensors; mark_file NULL: no mark). An `own` name ending in '*' stands
+// for every name starting with the rest ("events.out.tfevents.*"). Not a file. Returns 0, or
+// -1 with one line in err.
 int core_out_check_dir(const char *flag, const char *dir, const char *const *own,
                        const char *mark_file, const char *mark, char *err, size_t n);
 

@@ -20,4 +20,4 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 echo "setup: all packages present"
-"$(dirname "$0")/../tests/hf/setup_venv.sh"  # transformers + safetensors in a venv (pip); never fails the set-up
+"$(dirname "$0")/../tests/hf/setup_venv.sh"  # transformers + safetensors + tensorboard in a venv (pip); never fails the set-up

@@ -282,10 +282,13 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
         {"--grad-reduce-in-bf16", ARG_BOOL, &a->grad_reduce_in_bf16, "reduce gradients over DP in bf16 (default fp32; any device)"},
     };
     enum { N_OWN = sizeof specs / sizeof specs[0] };
-    ArgSpec all[GPT_FLAGS_N + N_OWN + CORE_COMPAT_MAX];  // the model's, train's own, Megatron's
+    enum { N_MINE = GPT_FLAGS_N + N_OWN + TRAIN_LOG_FLAGS_N };  // + the logging flags
+    ArgSpec all[N_MINE + CORE_COMPAT_MAX];  // the model's, train's own, logging, Megatron's
     memcpy(all + gpt_flags_specs(all, m, &mt), specs, sizeof specs);
-    int n_all = GPT_FLAGS_N + N_OWN + core_compat_specs(all + GPT_FLAGS_N + N_OWN, &a->compat);
+    train_log_flags_specs(all + GPT_FLAGS_N + N_OWN, &a->logf);
+    int n_all = N_MINE + core_compat_specs(all + N_MINE, &a->compat);
     core_args_parse(USAGE, all, n_all, argc, argv);
+    train_log_flags_check(&a->logf);
     if (core_world_rank() <= 0) core_compat_notice(&a->compat, "megac train: ", stdout);
     gpt_flags_finish(m, &mt);  // F, max positions, recomputation (bad values: exit 2)
     check_tensor_sizes(m, a->micro_batch);

@@ -7,6 +7,7 @@
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
 #include "rampup.h"
+#include "train_logline.h"  // defines: TrainLogFlags
 
 typedef struct {
     GPTConfig model;
@@ -36,6 +37,7 @@ typedef struct {
     int finetune;                   // --finetune: model only, and start at iteration 0
     int64_t save_interval, eval_interval, eval_iters, log_interval;
     const char *log_json;
+    TrainLogFlags logf;             // --log-throughput, --tensorboard-dir, ... (train_logline.h)
     const char *device;
     int no_tf32;                    // CUDA: strict fp32 GEMMs instead of TF32 tensor cores
     int bf16, fp16;                 // CUDA mixed precision: activations and weight copies in

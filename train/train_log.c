@@ -1,7 +1,6 @@
 // train/train_log.c: what a run prints: the start-up summary (layout, model, memory per
-// rank), process ids, one Megatron-style line per log interval (loss, grad norm, tokens/s,
-// TFLOP/s per rank with Megatron's FLOPs formula, bytes moved per group), the --log-json
-// records and the progress bar.
+// rank), process ids, the --log-json records, megac's fields of the log line (bytes moved per
+// group; Megatron's fields and the interval sums are train_logline.c's) and the progress bar.
 #include "train_log.h"
 #include "core/check.h"
 
@@ -109,6 +108,14 @@ static void memory_of(const Trainer *t, double out[MEM_N]) {
         out[MEM_ACTIVATIONS] += (double)m->slot_bytes * m->n_slots;
         out[MEM_WORKSPACE] += (double)m->scratch_bytes;
     }
+}
+
+double train_log_memory_bytes(const Trainer *t) {
+    double m[MEM_N], sum = 0;
+    memory_of(t, m);
+    for (int i = 0; i < MEM_N; i++)
+        if (i != MEM_OPTIM_UNSHARDED) sum += m[i];  // what it would be without ZeRO-1: not held
+    return sum;
 }
 
 // Per-rank memory: every rank up to 16 ranks, else the smallest and largest of each column.
@@ -241,7 +248,7 @@ static void json_traffic(FILE *f, const ProcessGrid *g) {
 
 void train_log_iteration(Trainer *t, const StepResult *r, double ms, int64_t it) {
     const TrainArgs *a = &t->args;
-    double tokens = (double)r->global_batch * a->model.seq_length;
+    double tokens = (double)r->global_batch * a->model.seq_length;  // this step's (JSON)
     double tok_s = tokens / (ms / 1e3);
     double gflops = gpt_flops_per_iteration(&a->model, t->model->Vp, r->global_batch) / (ms / 1e3) /
                     1e9 / t->grid->dims.world_size;
@@ -270,33 +277,24 @@ void train_log_iteration(Trainer *t, const StepResult *r, double ms, int64_t it)
         if (t->opt->sync->stage >= 2)  // the edge tensors' share of the shard (traffic formulas)
             fprintf(f, ",\"dp_shard_edge_bytes\":%zu,\"zero_prefetched_gathers\":%d",
                     dist_sync_edge_shard_bytes(t->opt->sync), t->opt->sync->n_prefetched);  // rank 0's, last chunk
-        fprintf(f, ",\"grad_buffer_bytes\":%zu,\"optimizer_state_bytes\":%zu", gbuf, ostate);
+        fprintf(f, ",\"grad_buffer_bytes\":%zu,\"optimizer_state_bytes\":%zu,\"memory_bytes\":%.0f", gbuf,
+                ostate, train_log_memory_bytes(t));
         fprintf(f, "}\n");
         rec_commit(t, &rec);  // whole, at once: a killed run keeps every record it logged
     }
-    if (it % a->log_interval && it != a->train_iters) return;
-    // One write per line, so other ranks' messages cannot land inside it.
-    char line[896];
-    int o = snprintf(line, sizeof line,
-                     " iteration %8lld/%8lld | consumed samples: %12lld | elapsed time per iteration (ms): %.1f"
-                     " | learning rate: %.6E | global batch size: %5d | lm loss: %.6E | loss scale: %.1f"
-                     " | grad norm: %.3f | number of skipped iterations: %3d | number of nan iterations: %3d"
-                     " | tokens/s: %.0f | TFLOP/s per rank: %.4f | MB moved by rank 0:",
-                     (long long)it, (long long)a->train_iters, (long long)t->consumed_samples, ms,
-                     r->lr, r->global_batch, r->loss, r->loss_scale, r->grad_norm, t->skipped_total,
-                     t->nan_total, tok_s, gflops / 1e3);
+    // megac's fields after Megatron's: bytes moved by rank 0 and exposed sync times (this step's)
+    char extra[320];
     const char *names[N_TRAFFIC] = {"tp", "pp", "dp", "emb", "cp"};
     uint64_t bytes[N_TRAFFIC];
     group_traffic(t->grid, bytes);
-    for (int i = 0; i < N_TRAFFIC && o > 0 && o < (int)sizeof line; i++)
-        o += snprintf(line + o, sizeof line - (size_t)o, " %s %.2f", names[i], bytes[i] / 1e6);
-    if (o > 0 && o < (int)sizeof line)
-        o += snprintf(line + o, sizeof line - (size_t)o, " | grad-sync exposed (ms): %.2f", r->grad_sync_exposed_ms);
-    if (o > 0 && o < (int)sizeof line && a->overlap_param_gather && a->sharding == OPTIM_SHARD_OPTIM)
-        o += snprintf(line + o, sizeof line - (size_t)o, " | param-gather exposed (ms): %.2f",
-                      r->param_gather_exposed_ms);
-    printf("%s |\n", line);
-    fflush(stdout);
+    int o = snprintf(extra, sizeof extra, " MB moved by rank 0:");
+    for (int i = 0; i < N_TRAFFIC && o > 0 && o < (int)sizeof extra; i++)
+        o += snprintf(extra + o, sizeof extra - (size_t)o, " %s %.2f", names[i], bytes[i] / 1e6);
+    if (o > 0 && o < (int)sizeof extra)
+        o += snprintf(extra + o, sizeof extra - (size_t)o, " | grad-sync exposed (ms): %.2f |", r->grad_sync_exposed_ms);
+    if (o > 0 && o < (int)sizeof extra && a->overlap_param_gather && a->sharding == OPTIM_SHARD_OPTIM)
+        snprintf(extra + o, sizeof extra - (size_t)o, " param-gather exposed (ms): %.2f |", r->param_gather_exposed_ms);
+    train_log_line_step(t, r, ms, it, extra);  // the interval sums, the text line, TensorBoard
 }
 
 void train_log_progress(int64_t it, int64_t it_start, int64_t total, double elapsed) {
@@ -386,7 +384,7 @@ void train_log_run_record(Trainer *t, long superseded) {
 
 void train_log_validation(Trainer *t, int64_t it, double loss) { train_log_eval(t, it, loss, "validation"); }
 
-void train_log_eval(Trainer *t, int64_t it, double loss, const char *event) {
+void train_log_eval_json(Trainer *t, int64_t it, double loss, const char *event) {
     Rec rec;
     FILE *f = rec_open(t, &rec);
     if (!f) return;

@@ -128,15 +128,19 @@ static int stop_run(Trainer *t, int64_t it_start, const char *why, int stopped) 
     return 0;
 }
 
-// After the last iteration: a --log-json write that failed during it (or the test
-// evaluation) still fails the run: one line on stderr, exit code 1. Collective.
+// After the last iteration: a --log-json or --tensorboard-dir write that failed during it
+// (or the test evaluation) still fails the run: one line on stderr, exit code 1. Collective.
 static int log_failed_at_end(Trainer *t) {
-    int e = 0;
-    MPI_CHECK(MPI_Allreduce(&t->log_errno, &e, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
-    if (!e) return 0;
-    if (t->grid->coord.rank == 0)
+    int mine[2] = {t->log_errno, t->tb_errno}, e[2];
+    MPI_CHECK(MPI_Allreduce(mine, e, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    if (!e[0] && !e[1]) return 0;
+    if (t->grid->coord.rank == 0 && e[0])
         fprintf(stderr, "megac train: cannot write --log-json %s: %s: its records end before "
-                "iteration %lld; the run itself completed\n", t->args.log_json, strerror(e),
+                "iteration %lld; the run itself completed\n", t->args.log_json, strerror(e[0]),
+                (long long)t->iteration);
+    if (t->grid->coord.rank == 0 && e[1])
+        fprintf(stderr, "megac train: cannot write --tensorboard-dir %s: %s: its events end before "
+                "iteration %lld; the run itself completed\n", t->args.logf.tensorboard_dir, strerror(e[1]),
                 (long long)t->iteration);
     return 1;
 }
@@ -158,9 +162,6 @@ static void test_at_end(Trainer *t) {
     double tl = trainer_evaluate(t, SPLIT_TEST);
     if (t->grid->coord.rank != 0 || isnan(tl)) return;
     train_log_eval(t, t->iteration, tl, "test");
-    printf(" validation loss at the end of training for test data | lm loss value: %.6E | "
-           "lm loss PPL: %.6E |\n", tl, exp(tl));
-    fflush(stdout);
 }
 
 int trainer_run(Trainer *t) {
@@ -184,6 +185,7 @@ int trainer_run(Trainer *t) {
     core_watchdog_disarm();  // start-up is over (armed in cmd_train before MPI_Init)
     double t_start = core_now();
     int64_t it_start = t->iteration;  // after a resume, the ETA uses this run's pace
+    t->log_first_iteration = it_start + 1;
     char why[160] = "";
     int stopped = 0;
     while (t->iteration < a->train_iters) {
@@ -213,10 +215,7 @@ int trainer_run(Trainer *t) {
         }
         if (it % a->eval_interval == 0 || it == a->train_iters) {
             double vl = trainer_evaluate(t, SPLIT_VALID);
-            if (rank0 && !isnan(vl)) train_log_validation(t, it, vl);
-            if (rank0 && !isnan(vl))
-                printf(" validation loss at iteration %lld | lm loss value: %.6E | lm loss PPL: %.6E |\n",
-                       (long long)it, vl, exp(vl));
+            if (rank0 && !isnan(vl)) train_log_validation(t, it, vl);  // Megatron's block, TensorBoard
         }
         if (a->save && ((a->save_interval > 0 && it % a->save_interval == 0) || it == a->train_iters))
             save_checkpoint(t);

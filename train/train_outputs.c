@@ -5,6 +5,7 @@
 #include "core/check.h"
 #include "core/outpath.h"  // defines: core_out_check_file
 #include "train_log.h"  // defines: train_log_run_record
+#include "tb_events.h"  // defines: tb_open
 
 #include <errno.h>
 #include <stdio.h>
@@ -71,6 +72,24 @@ static long cut_last_line(FILE *f, long size) {
     return size - at;
 }
 
+// --tensorboard-dir: a new or empty folder, or one holding only event files (a resumed run
+// adds its own file), never the --save or --load folder. 0, or -1 with one line in msg.
+static int check_tensorboard_dir(const TrainArgs *a, char *msg, size_t n) {
+    const char *dir = a->logf.tensorboard_dir, *own[] = {"events.out.tfevents.*", NULL};
+    if (!dir) return 0;
+    if (core_out_check_dir("--tensorboard-dir", dir, own, NULL, NULL, msg, n)) return -1;
+    const char *ckpt[2] = {a->save, a->load}, *flag[2] = {"--save", "--load"};
+    struct stat s1, s2;
+    for (int i = 0; i < 2; i++)
+        if (ckpt[i] && stat(dir, &s1) == 0 && stat(ckpt[i], &s2) == 0 && s1.st_dev == s2.st_dev &&
+            s1.st_ino == s2.st_ino) {
+            snprintf(msg, n, "--tensorboard-dir %s is the %s folder %s: give a folder of its own", dir,
+                     flag[i], ckpt[i]);
+            return -1;
+        }
+    return 0;
+}
+
 // Rank 0's checks and the opening of --log-json (its cut last line removed). Returns 0, or -1 with one line in msg.
 static int outputs_rank0(Trainer *t, char *msg, size_t n) {
     const TrainArgs *a = &t->args;
@@ -79,13 +98,14 @@ static int outputs_rank0(Trainer *t, char *msg, size_t n) {
     int bad = (a->log_json && check_output("--log-json", a->log_json, in, n_in, msg, n)) ||
               (a->trace && check_output("--trace", a->trace, in, n_in, msg, n));
     free(in);
-    if (bad) return -1;
+    if (bad || check_tensorboard_dir(a, msg, n)) return -1;
     struct stat s1, s2;
     if (a->log_json && a->trace && stat(a->log_json, &s1) == 0 && stat(a->trace, &s2) == 0 &&
         s1.st_dev == s2.st_dev && s1.st_ino == s2.st_ino) {
         snprintf(msg, n, "--log-json %s and --trace %s are the same file", a->log_json, a->trace);
         return -1;
     }
+    if (a->logf.tensorboard_dir && !(t->tb = tb_open(a->logf.tensorboard_dir, msg, n))) return -1;
     if (!a->log_json) return 0;
     t->log_json = fopen(a->log_json, "a+");  // appends; reads start at the beginning
     if (!t->log_json) {

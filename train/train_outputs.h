@@ -1,4 +1,4 @@
-// train/train_outputs.h: the run's output files (--log-json, --trace), checked before any
+// train/train_outputs.h: the run's output files (--log-json, --trace, --tensorboard-dir), checked before any
 // work, and the --log-json file opened for appending (a resumed run never loses its log).
 #pragma once
 #include "trainer.h"
@@ -9,7 +9,9 @@
 // file or checkpoint of --load and --save); then opens --log-json for appending into
 // t->log_json, first removing a last line cut short by a crash or a full disk (one line says
 // so; records are written whole, so only such a failure leaves one), t->log_json_prior = its
-// size after that. On failure one line, exit 2 on every rank.
+// size after that. --tensorboard-dir: a new or empty folder or one of event files only, not
+// --save's or --load's; a new event file opened in it (t->tb). On failure one line, exit 2 on
+// every rank.
 void train_outputs_check(Trainer *t);
 
 // Rank 0, after the checkpoint is loaded: appends this run's record

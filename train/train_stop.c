@@ -16,14 +16,18 @@ void train_stop_init(Trainer *t) {
 int train_stop_check(Trainer *t, int64_t it_start, char *why, size_t n) {
     const TrainArgs *a = &t->args;
     double minutes = (core_now() - t->t_launch) / 60.0;
-    // [signal received, duration exceeded, --log-json write error]: MAX over the world, so
+    // [signal received, duration exceeded, --log-json write error, event write error]: MAX over the world, so
     // every rank sees the same
-    int mine[3] = {core_stop_signal(), a->exit_duration_mins > 0 && minutes >= a->exit_duration_mins,
-                   t->log_errno};
-    int all[3];
-    MPI_CHECK(MPI_Allreduce(mine, all, 3, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    int mine[4] = {core_stop_signal(), a->exit_duration_mins > 0 && minutes >= a->exit_duration_mins,
+                   t->log_errno, t->tb_errno};  // + a --tensorboard-dir write error
+    int all[4];
+    MPI_CHECK(MPI_Allreduce(mine, all, 4, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
     if (all[2]) {
         snprintf(why, n, "cannot write --log-json %s: %s", a->log_json, strerror(all[2]));
+        return 2;
+    }
+    if (all[3]) {
+        snprintf(why, n, "cannot write --tensorboard-dir %s: %s", a->logf.tensorboard_dir, strerror(all[3]));
         return 2;
     }
     if (all[0]) {

@@ -12,8 +12,9 @@
 // clock of --exit-duration-in-mins. Call once, early in trainer_create. Never fails.
 void train_stop_init(Trainer *t);
 
-// Collective over MPI_COMM_WORLD, once per iteration boundary (one 3-int all-reduce): 2 if
-// the run must stop as a failure (a --log-json write failed on rank 0: full disk, ulimit -f),
+// Collective over MPI_COMM_WORLD, once per iteration boundary (one 4-int all-reduce): 2 if
+// the run must stop as a failure (a --log-json or --tensorboard-dir write failed on rank 0:
+// full disk, ulimit -f),
 // 1 if it must stop cleanly (a rank received a stop signal, the duration is exceeded on some
 // rank, or t->iteration is a multiple of --exit-interval after this run's first step), with
 // the reason in why (n bytes, the same on every rank); else 0.

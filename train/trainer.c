@@ -10,6 +10,7 @@
 #include "train_outputs.h"
 #include "trainer_sync.h"  // defines: trainer_reduce_grads, trainer_global_sums
 #include "train_stop.h"
+#include "tb_events.h"  // defines: tb_close
 #include "core/check.h"
 #include "core/crash.h"  // defines: core_crash_install
 #include "core/host.h"   // defines: core_host_rank, core_host_threads, core_host_device
@@ -147,7 +148,7 @@ Trainer *trainer_create(const TrainArgs *args) {
     if (t->n_chunks > 1) pp_step_set_chunks(&t->step, t->chunks, t->n_chunks);
     t->faults = core_fault_from_env(g->coord.rank);  // test hooks
     core_crash_install(g->coord.rank);
-    train_outputs_check(t);  // --log-json, --trace: writable, not an input of this run
+    train_outputs_check(t);  // --log-json, --trace, --tensorboard-dir: writable, not an input of this run
     return t;
 }
 
@@ -155,6 +156,7 @@ void trainer_destroy(Trainer *t) {
     if (!t) return;
     trainer_settle_params(t);  // --overlap-param-gather: nothing in flight past here
     if (t->log_json) fclose(t->log_json);
+    tb_close(t->tb);  // every event was flushed when written (a failure already ended the run)
     pp_step_free(&t->step);
     pp_trace_destroy(t->trace);
     for (int c = 0; c < t->n_chunks; c++) {

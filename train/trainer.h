@@ -57,6 +57,10 @@ typedef struct {
     FILE *log_json;
     long log_json_prior;        // bytes the --log-json file held before this run (appended to)
     int log_errno;              // rank 0: why a --log-json write failed (stops the run), or 0
+    struct TbWriter *tb;        // rank 0: --tensorboard-dir's event file (train/tb_events.h), or NULL
+    int tb_errno;               // rank 0: why an event write failed (stops the run, as log_errno), or 0
+    TrainLogInterval interval;  // rank 0: the log line's sums since the last line (train_logline.h)
+    int64_t log_first_iteration;  // this run's first iteration: Megatron logs it too
     double t_launch;            // core_now() at set-up: the clock of --exit-duration-in-mins
     int64_t last_saved;         // iteration of this run's last checkpoint, -1 before one
 } Trainer;

@@ -59,14 +59,14 @@ grep -q "validation loss" <<<"$out" && fail "validated without --valid-data-path
 
 # The test split is evaluated once at the end, as Megatron prints it; a test share too small
 # for one sample (the default 969,30,1 on small files) is left out without an error.
-expect 0 "validation loss at the end of training for test data" "$mpiexec" -n 2 "$megac" train --num-threads 1 \
+expect 0 "validation loss at iteration 4 on test set" "$mpiexec" -n 2 "$megac" train --num-threads 1 \
   "${tiny[@]}" --train-iters 4 --eval-iters 2 --eval-interval 4 --data-path 0.3 "$tmp/a.h5" 0.7 "$tmp/b.h5" --split 80,10,10
 out=$("$mpiexec" -n 1 "$megac" train --num-threads 1 "${tiny[@]}" --train-iters 2 --eval-iters 1 \
       --data-path "$tmp/a.h5" 2>&1) || fail "default split on a small file: $out"
-grep -q "for test data" <<<"$out" && fail "a test split too small for one sample was evaluated"
+grep -q "on test set" <<<"$out" && fail "a test split too small for one sample was evaluated"
 out=$("$mpiexec" -n 1 "$megac" train --num-threads 1 "${tiny[@]}" --train-iters 2 --eval-iters 1 \
       --train-data-path "$tmp/a.h5" --test-data-path "$tmp/b.h5" 2>&1) || fail "--test-data-path: $out"
-grep -q "for test data" <<<"$out" && ! grep -q "validation loss at iteration" <<<"$out" ||
+grep -q "on test set" <<<"$out" && ! grep -q "validation loss at iteration" <<<"$out" ||
   fail "--test-data-path without --valid-data-path: want a test loss and no validation: $out"
 
 # Bad blends: one line, exit 2.

@@ -10,7 +10,7 @@ set -uo pipefail
 mpiexec="$1" megac="$2"
 wd=$(mktemp -d)
 trap 'rm -rf "$wd"' EXIT
-fail() { echo "FAIL: $*"; grep -v "^ iteration" "$wd/out.txt" | tail -20; exit 1; }
+fail() { echo "FAIL: $*"; grep -v "^ \[[^]]*\] iteration" "$wd/out.txt" | tail -20; exit 1; }
 flags=(--tensor-model-parallel-size 2 --num-threads 1 --mock-data --train-iters 1000 --num-layers 2
        --hidden-size 64 --num-attention-heads 4 --seq-length 32 --micro-batch-size 2
        --global-batch-size 8 --lr 1e-3 --log-interval 1 --eval-iters 0)
@@ -19,8 +19,8 @@ for case in 0 3 0+abort; do
   : >"$wd/out.txt"
   "$mpiexec" -n 4 "$megac" train "${flags[@]}" >"$wd/out.txt" 2>&1 &
   job=$!
-  for _ in $(seq 600); do grep -q "^ iteration *3/" "$wd/out.txt" && break; sleep 0.1; done
-  grep -q "^ iteration *3/" "$wd/out.txt" || { kill -9 "$job"; fail "rank $victim: the run never reached iteration 3"; }
+  for _ in $(seq 600); do grep -q "^ \[[^]]*\] iteration *3/" "$wd/out.txt" && break; sleep 0.1; done
+  grep -q "^ \[[^]]*\] iteration *3/" "$wd/out.txt" || { kill -9 "$job"; fail "rank $victim: the run never reached iteration 3"; }
   pid=$(grep -m1 "process ids" "$wd/out.txt" | grep -o " $victim:[0-9]*" | cut -d: -f2)
   [[ -n "$pid" ]] || { kill -9 "$job"; fail "no pid for rank $victim"; }
   if [[ $case == *+abort ]]; then  # the abort even a moment first: the guards race

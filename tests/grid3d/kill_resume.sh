@@ -24,10 +24,10 @@ flags=(--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --num-thr
   >"$wd/killed.txt" 2>&1 &
 job=$!
 for _ in $(seq 600); do  # wait (at most 60 s) for the chosen iteration
-  grep -q "^ iteration *$after_iter/" "$wd/killed.txt" && break
+  grep -q "^ \[[^]]*\] iteration *$after_iter/" "$wd/killed.txt" && break
   sleep 0.1
 done
-grep -q "^ iteration *$after_iter/" "$wd/killed.txt" || fail "the run never reached iteration $after_iter"
+grep -q "^ \[[^]]*\] iteration *$after_iter/" "$wd/killed.txt" || fail "the run never reached iteration $after_iter"
 pid=$(grep -m1 "process ids" "$wd/killed.txt" | grep -o " $victim:[0-9]*" | cut -d: -f2)
 [[ -n "$pid" ]] || fail "no pid for rank $victim"
 sleep "$(printf '0.%03d' "$delay_ms")"

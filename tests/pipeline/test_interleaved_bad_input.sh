@@ -11,7 +11,7 @@ expect2() {  # ranks, expected text, flags...
   local out rc lines
   out=$(timeout 30 "$mpiexec" -n "$n" "$megac" train $base "$@" 2>&1); rc=$?
   lines=$(grep -c "megac:" <<<"$out")
-  if [[ $rc -ne 2 || $lines -ne 1 ]] || ! grep -q -- "$want" <<<"$out" || grep -q "^ iteration" <<<"$out"; then
+  if [[ $rc -ne 2 || $lines -ne 1 ]] || ! grep -q -- "$want" <<<"$out" || grep -q "^ \[[^]]*\] iteration" <<<"$out"; then
     echo "FAIL (rc $rc, $lines message lines, want '$want'): $*"; echo "$out" | tail -5; fail=1
   else
     echo "ok: $(grep 'megac:' <<<"$out")"

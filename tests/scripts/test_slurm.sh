@@ -124,7 +124,7 @@ expect "$out" "CPU mode: 8 ranks .* LD_PRELOAD=$yield_lib MPIR_CVAR_NOLOCAL=1" "
 expect "$out" "^megac train: world 8 = TP 2 x PP 2 x DP 2 " "train: megac did not start 8 ranks"
 expect "$out" "^model: L=2 C=32 NH=2 .* V=300 " "train: EXTRA_ARGS (--mock-vocab-size 300) not passed"
 expect "$out" "^process ids \(rank:pid\):( [^ ]+:)?( [0-7]:[0-9]+){8}$" "train: not 8 rank processes"
-n=$(grep -Ec "^ iteration +[1-4]/ +4 \| .*lm loss: [0-9]\.[0-9]+E[+-][0-9]+ " "$out")
+n=$(grep -Ec "^ \[[^]]*\] iteration +[1-4]/ +4 \| .*lm loss: [0-9]\.[0-9]+E[+-][0-9]+ " "$out")
 ((n == 4)) || { cat "$out"; fail "train: $n training lines, want 4"; }
 expect "$out" "^pretrain_gpt: SUCCESS: job $train trained TP 2 x PP 2 x DP 2 .*iteration 4" "train: no success marker"
 echo "ok: train (job $train): layout printed before srun, 8 ranks, 4 training lines, SUCCESS"
@@ -134,8 +134,8 @@ out="$tmp/resume.out"
 reject "$out" "^pretrain_gpt: FAILED" "resume: the job failed"
 expect "$out" "^pretrain_gpt: resuming from $tmp/ckpt at iteration 4$" "resume: checkpoint not found"
 expect "$out" "^ loaded checkpoint .*iter_0000004" "resume: megac did not load the checkpoint"
-reject "$out" "^ iteration +[1-4]/" "resume: trained iterations 1-4 again"
-n=$(grep -Ec "^ iteration +[56]/ +6 \| .*lm loss: " "$out")
+reject "$out" "^ \[[^]]*\] iteration +[1-4]/" "resume: trained iterations 1-4 again"
+n=$(grep -Ec "^ \[[^]]*\] iteration +[56]/ +6 \| .*lm loss: " "$out")
 ((n == 2)) || { cat "$out"; fail "resume: $n training lines, want 2"; }
 expect "$out" "^pretrain_gpt: SUCCESS: .*iteration 6 " "resume: no success marker"
 n=$(grep -c '^{"iteration"' "$tmp/ckpt/train_log.jsonl" 2>/dev/null)
@@ -165,8 +165,8 @@ echo "ok: gpu: srun --mpi=pmi2 ... megac train --device cuda, rank r sees entry 
 stop=$(submit stop "${tiny[@]}" SAVE="$tmp/ckpt-stop" SAVE_INTERVAL=1000 TRAIN_ITERS=60 -- \
        "${one_node[@]}" --ntasks-per-node=8) || fail "sbatch (stop) failed"
 out="$tmp/stop.out"
-for _ in $(seq 600); do grep -q "^ iteration *3/" "$out" 2>/dev/null && break; sleep 0.1; done
-grep -q "^ iteration *3/" "$out" || { cat "$out"; fail "stop: never reached iteration 3"; }
+for _ in $(seq 600); do grep -q "^ \[[^]]*\] iteration *3/" "$out" 2>/dev/null && break; sleep 0.1; done
+grep -q "^ \[[^]]*\] iteration *3/" "$out" || { cat "$out"; fail "stop: never reached iteration 3"; }
 scancel -s USR1 "$stop"
 for _ in $(seq 300); do grep -q "^pretrain_gpt: STOPPED" "$out" && break; sleep 0.1; done
 # Slurm holds a requeued job for about 2 minutes (BeginTime): start it now, then wait for

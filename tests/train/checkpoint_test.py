@@ -170,7 +170,7 @@ def expect_exit2(args, name, flags, must_contain, lay=(1, 1, 2), may_train=False
             problems.append(f"message lacks '{s}'")
     if "HDF5-DIAG" in out or "BAD TERMINATION" in out:
         problems.append("HDF5 error stack or crash in the output")
-    if not may_train and re.search(r"^ iteration +\d", out, re.M):
+    if not may_train and re.search(r"^ \[[^]]*\] iteration +\d", out, re.M):
         problems.append("training started")
     line = next((l for l in out.splitlines() if l.startswith("megac:")), "(no megac: line)")
     print(f"  {name:<26} rc {rc}  {line}")

@@ -27,7 +27,7 @@ refused() {
     >"$wd/out.txt" 2>&1; local rc=$?
   ((rc == 2)) || fail "$what: exit $rc, want 2"
   grep -qF -- "$msg" "$wd/out.txt" || fail "$what: no '$msg'"
-  ! grep -q "^ iteration" "$wd/out.txt" || fail "$what: trained before refusing"
+  ! grep -q "^ \[[^]]*\] iteration" "$wd/out.txt" || fail "$what: trained before refusing"
   echo "ok: $what: $(grep -m1 -F -- "$msg" "$wd/out.txt")"
 }
 refused "adam_step -1" "attribute 'adam_step' is -1, out of range [0, 9007199254740992]" attr adam_step -1

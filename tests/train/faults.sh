@@ -56,7 +56,7 @@ signal_run() {
   with_sigint "$launcher" -n 2 "$megac" train "${flags[@]}" --train-iters 100000 --save "$ck" \
     --log-json "$log" >"$wd/out.txt" 2>&1 &
   local job=$!
-  for _ in $(seq 300); do grep -q "^ iteration *$after/" "$wd/out.txt" && break; sleep 0.1; done
+  for _ in $(seq 300); do grep -q "^ \[[^]]*\] iteration *$after/" "$wd/out.txt" && break; sleep 0.1; done
   late=0  # a signal after the job ended (a fast box saves in < 100 ms): nothing to check
   for s in "$@"; do kill -"$s" "$job" 2>/dev/null || late=1; sleep "$gap"; done
   for _ in $(seq 300); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
@@ -77,7 +77,7 @@ gap=0.1 signal_run hangup HUP
 # SIGHUP straight to a process run without a launcher.
 "$megac" train "${flags[@]}" --train-iters 100000 --save "$wd/ck_hup1" >"$wd/out.txt" 2>&1 &
 job=$!
-for _ in $(seq 300); do grep -q "^ iteration *3/" "$wd/out.txt" && break; sleep 0.1; done
+for _ in $(seq 300); do grep -q "^ \[[^]]*\] iteration *3/" "$wd/out.txt" && break; sleep 0.1; done
 kill -HUP "$job"; wait "$job"; rc=$?
 ((rc == 0)) || fail "SIGHUP to megac: exit $rc, want 0"
 grep -q "(SIGHUP received); checkpoint saved" "$wd/out.txt" || fail "SIGHUP to megac: no stop line"

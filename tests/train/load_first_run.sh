@@ -26,7 +26,7 @@ mkdir -p "$wd/damaged/iter_0000002"
 run --train-iters 1 --load "$wd/damaged"; rc=$?
 [[ $rc == 2 ]] || fail "damaged dir: exit $rc, want 2"
 grep -q "latest_checkpointed_iteration.txt: No such file or directory" "$wd/out.txt" || fail "damaged: no reason"
-! grep -q "^ iteration" "$wd/out.txt" || fail "damaged: trained"
+! grep -q "^ \[[^]]*\] iteration" "$wd/out.txt" || fail "damaged: trained"
 touch "$wd/file"
 run --train-iters 1 --load "$wd/file"; rc=$?
 [[ $rc == 2 ]] || fail "a file as --load: exit $rc, want 2"

@@ -21,7 +21,7 @@ run; rc=$?
 ((rc == 2)) || fail "a live lock from another host: exit $rc, want 2"
 grep -q "^megac: --save $wd/ck is in use by another run: process 4242 on host node-elsewhere-7 (Slurm job 1234, since 2023-11-14T22:13:20Z, last heartbeat 3[0-9][0-9] s ago) holds $lock (if that run is gone, delete the file; a lock from another host is taken over after 20 minutes without a heartbeat)$" "$wd/out.txt" \
   || fail "no one-line message naming the other host's holder"
-grep -q "^ iteration" "$wd/out.txt" && fail "trained despite the lock"
+grep -q "^ \[[^]]*\] iteration" "$wd/out.txt" && fail "trained despite the lock"
 [[ -f "$lock" ]] || fail "the other host's lock was removed"
 echo "ok: a lock from another host with a recent heartbeat is respected"
 touch -d '-25 minutes' "$lock"  # no heartbeat for 25 minutes: stale

@@ -38,8 +38,6 @@ refused "megac: --context-parallel-size 3: --seq-length 32 is not divisible by 2
 refused "megac: --decoupled-lr 1e-4 is not supported" --decoupled-lr 1e-4
 refused "megac: --tokenizer-type GPT2BPETokenizer is not supported: megac train reads token ids" \
   --tokenizer-type GPT2BPETokenizer
-refused "megac: --tensorboard-dir $wd/tb is not supported: TensorBoard event files are not written yet" \
-  --tensorboard-dir "$wd/tb"
 refused "megac: --ckpt-format expects one of torch|torch_dist|zarr|torch_dcp|fsdp_dtensor, got 'hdf5'" --ckpt-format hdf5
 refused "megac: --kv-channels 32 is not supported: megac's head size is --hidden-size 64 / --num-attention-heads 4" \
   --kv-channels 32
@@ -50,19 +48,19 @@ refused "megac: --manual-gc takes no value" --manual-gc=1
 # accepted with no effect: one notice each on rank 0, the run record lists them, and the
 # losses equal a run without them (the values megac implements, e.g. --kv-channels C/NH, too)
 run --train-iters 2 --log-json "$wd/plain.jsonl" || fail "plain run"
-grep "^ iteration" "$wd/out.txt" | sed 's/elapsed.*//' > "$wd/plain.txt"
+grep "^ \[[^]]*\] iteration" "$wd/out.txt" | sed 's/^ \[[^]]*\]//; s/elapsed.*//' > "$wd/plain.txt"
 run --train-iters 2 --log-json "$wd/noop.jsonl" --use-mcore-models --attention-backend auto --manual-gc \
     --manual-gc-interval 100 --num-workers 2 --no-mmap-bin-files --empty-unused-memory-level 2 \
     --data-cache-path "$wd/cache" --cross-entropy-loss-fusion --no-create-attention-mask-in-dataloader \
-    --log-throughput --profile --profile-step-start 1 --profile-step-end 2 --ckpt-format torch_dist \
+    --tensorboard-queue-size 10 --profile --profile-step-start 1 --profile-step-end 2 --ckpt-format torch_dist \
     --context-parallel-size 1 --kv-channels 16 || fail "run with no-effect flags"
 [[ $(grep -c "accepted, no effect in megac" "$wd/out.txt") -eq 15 ]] || fail "want 15 notices (rank 0 only)"
 grep -qF "megac train: --manual-gc: accepted, no effect in megac: times Python's garbage collector" "$wd/out.txt" ||
   fail "--manual-gc notice"
-grep -q '"megatron_flags_no_effect":\["--use-mcore-models","--attention-backend","--manual-gc","--manual-gc-interval","--num-workers","--no-mmap-bin-files","--empty-unused-memory-level","--data-cache-path","--cross-entropy-loss-fusion","--no-create-attention-mask-in-dataloader","--log-throughput","--profile","--profile-step-start","--profile-step-end","--ckpt-format"\]' \
+grep -q '"megatron_flags_no_effect":\["--use-mcore-models","--attention-backend","--manual-gc","--manual-gc-interval","--num-workers","--no-mmap-bin-files","--empty-unused-memory-level","--data-cache-path","--cross-entropy-loss-fusion","--no-create-attention-mask-in-dataloader","--tensorboard-queue-size","--profile","--profile-step-start","--profile-step-end","--ckpt-format"\]' \
   "$wd/noop.jsonl" || fail "run record: $(grep -o '"megatron_flags_no_effect":[^]]*]' "$wd/noop.jsonl")"
 grep -q '"megatron_flags_no_effect":\[\]' "$wd/plain.jsonl" || fail "run record of the plain run"
-grep "^ iteration" "$wd/out.txt" | sed 's/elapsed.*//' | diff - "$wd/plain.txt" >/dev/null ||
+grep "^ \[[^]]*\] iteration" "$wd/out.txt" | sed 's/^ \[[^]]*\]//; s/elapsed.*//' | diff - "$wd/plain.txt" >/dev/null ||
   fail "the no-effect flags changed the log"
 [[ -s "$wd/plain.txt" ]] || fail "no iteration lines"
 

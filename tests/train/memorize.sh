@@ -7,7 +7,7 @@ log=$(mktemp); trap 'rm -f "$log"' EXIT
 "$megac" train --mock-data --mock-samples 4 --global-batch-size 4 --micro-batch-size 2 \
   --num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 32 --train-iters 150 \
   --lr 3e-3 --lr-decay-style constant --weight-decay 0 --eval-iters 0 --log-interval 50 \
-  --num-threads 1 --log-json "$log" | grep "^ iteration" | cut -c1-160 || exit 1
+  --num-threads 1 --log-json "$log" | grep "^ \[[^]]*\] iteration" | cut -c1-160 || exit 1
 python3 - "$log" <<'PY'
 import json, sys
 rows = [r for r in map(json.loads, open(sys.argv[1])) if "iteration" in r]  # not the run record

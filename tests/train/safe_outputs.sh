@@ -29,7 +29,7 @@ expect() {
   run "$@"; local rc=$?
   [[ $rc -eq $code ]] || fail "exit $rc, want $code: $*"
   grep -qF -- "$msg" "$wd/out.txt" || fail "no '$msg' for: $*"
-  if ((code == 2)); then ! grep -q "^ iteration" "$wd/out.txt" || fail "trained before refusing: $*"; fi
+  if ((code == 2)); then ! grep -q "^ \[[^]]*\] iteration" "$wd/out.txt" || fail "trained before refusing: $*"; fi
 }
 records() { python3 -c "import json,sys; print(sum(1 for l in open(sys.argv[1]) if 'iteration' in json.loads(l)))" "$1"; }
 

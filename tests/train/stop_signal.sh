@@ -30,10 +30,10 @@ flags=(--tensor-model-parallel-size 2 --num-threads 1 --mock-data --train-iters 
   --log-json "$wd/log.jsonl" >"$wd/out.txt" 2>&1 &
 job=$!
 for _ in $(seq 600); do
-  grep -q "^ iteration *$after_iter/" "$wd/out.txt" && break
+  grep -q "^ \[[^]]*\] iteration *$after_iter/" "$wd/out.txt" && break
   sleep 0.1
 done
-grep -q "^ iteration *$after_iter/" "$wd/out.txt" || fail "the run never reached iteration $after_iter"
+grep -q "^ \[[^]]*\] iteration *$after_iter/" "$wd/out.txt" || fail "the run never reached iteration $after_iter"
 pid=$job
 if ((target > 0)); then
   pid=$(grep -m1 "process ids" "$wd/out.txt" | grep -o " $((target - 1)):[0-9]*" | cut -d: -f2)
@@ -99,7 +99,7 @@ echo "ok: --exit-duration-in-mins 0.03 stopped the run at iteration ${BASH_REMAT
 "$mpiexec" -n 4 "$megac" train "${flags[@]}" --no-exit-signal-handler --train-iters 100000 \
   >"$wd/out.txt" 2>&1 &
 job=$!
-for _ in $(seq 600); do grep -q "^ iteration *2/" "$wd/out.txt" && break; sleep 0.1; done
+for _ in $(seq 600); do grep -q "^ \[[^]]*\] iteration *2/" "$wd/out.txt" && break; sleep 0.1; done
 pid=$(grep -m1 "process ids" "$wd/out.txt" | grep -o " 1:[0-9]*" | cut -d: -f2)
 kill -TERM "$pid"
 for _ in $(seq 300); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done

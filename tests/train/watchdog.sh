@@ -10,7 +10,7 @@ set -uo pipefail
 mpiexec="$1" megac="$2"
 wd=$(mktemp -d)
 trap 'rm -rf "$wd"' EXIT
-fail() { echo "FAIL: $*"; grep -v "^ iteration" "$wd/out.txt" | tail -8; exit 1; }
+fail() { echo "FAIL: $*"; grep -v "^ \[[^]]*\] iteration" "$wd/out.txt" | tail -8; exit 1; }
 flags=(--num-threads 1 --mock-data --num-layers 2 --hidden-size 64 --num-attention-heads 4
        --seq-length 32 --micro-batch-size 2 --global-batch-size 4 --lr 1e-3 --eval-iters 0
        --distributed-timeout-minutes 0.1)
