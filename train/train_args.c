@@ -281,11 +281,10 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
         {"--hysteresis", ARG_INT, &a->hysteresis, "--fp16: overflows tolerated before the scale halves"},
         {"--grad-reduce-in-bf16", ARG_BOOL, &a->grad_reduce_in_bf16, "reduce gradients over DP in bf16 (default fp32; any device)"},
     };
-    enum { N_OWN = sizeof specs / sizeof specs[0] };
-    enum { N_MINE = GPT_FLAGS_N + N_OWN + TRAIN_LOG_FLAGS_N };  // + the logging flags
+    enum { N_OWN = sizeof specs / sizeof specs[0], N_MINE = GPT_FLAGS_N + N_OWN + TRAIN_LOG_FLAGS_N };
     ArgSpec all[N_MINE + CORE_COMPAT_MAX];  // the model's, train's own, logging, Megatron's
     memcpy(all + gpt_flags_specs(all, m, &mt), specs, sizeof specs);
-    train_log_flags_specs(all + GPT_FLAGS_N + N_OWN, &a->logf);
+    train_log_flags_specs(all + GPT_FLAGS_N + N_OWN, &a->logf);  // train/train_logline.c
     int n_all = N_MINE + core_compat_specs(all + N_MINE, &a->compat);
     core_args_parse(USAGE, all, n_all, argc, argv);
     train_log_flags_check(&a->logf);
