@@ -3,6 +3,7 @@
 // made once at start-up (nothing is allocated in the training step).
 #include "gpt.h"
 #include "core/check.h"
+#include "gpt_cp.h"  // defines: gpt_cp_check
 
 #include <stdlib.h>
 #include <string.h>
@@ -163,13 +164,8 @@ GPT *gpt_create(const GPTConfig *cfg, Backend *be, int tp, int tp_rank, int pp, 
     m->cp = cp > 1 ? cp : 1;
     m->cp_rank = m->cp > 1 ? cp_rank : 0;
     m->T_seq = cfg->seq_length;
-    if (m->cp > 1 && m->T_seq % (2 * m->cp))
-        core_usage_error("--context-parallel-size %d: --seq-length %d is not divisible by 2 x %d "
-                         "(each rank holds two of the 2 x CP chunks of a sequence)", m->cp,
-                         m->T_seq, m->cp);
-    if (m->cp > 1 && !cfg->use_flash_attn)
-        core_usage_error("--context-parallel-size %d needs --use-flash-attn (the ring merges "
-                         "attention blocks by their log-sum-exp)", m->cp);
+    char err[256];
+    if (gpt_cp_check(cfg, m->cp, err, sizeof err)) core_usage_error("%s", err);
     m->T = m->T_seq / m->cp;
     m->N = m->B * m->T;
     m->sp = sequence_parallel && tp > 1;

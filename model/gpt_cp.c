@@ -4,7 +4,20 @@
 #include "core/check.h"
 #include "layers/tp_linear.h"  // defines: tp_act_dtype
 
+#include <stdio.h>
 #include <string.h>
+
+int gpt_cp_check(const GPTConfig *cfg, int cp, char *err, size_t errlen) {
+    if (cp < 1) return snprintf(err, errlen, "--context-parallel-size must be >= 1, got %d", cp), -1;
+    if (cp > 1 && cfg->seq_length % (2 * cp))
+        return snprintf(err, errlen, "--context-parallel-size %d: --seq-length %d is not divisible "
+                        "by 2 x %d (each rank holds two of the 2 x CP chunks of a sequence)", cp,
+                        cfg->seq_length, cp), -1;
+    if (cp > 1 && !cfg->use_flash_attn)
+        return snprintf(err, errlen, "--context-parallel-size %d needs --use-flash-attn (the ring "
+                        "merges attention blocks by their log-sum-exp)", cp), -1;
+    return 0;
+}
 
 void gpt_set_context_parallel(GPT *m, Comm *cp_comm, int all_gather) {
     m->cp_comm = cp_comm;

@@ -18,6 +18,10 @@
 #pragma once
 #include "gpt.h"
 
+// 0 if a model of cfg can be split over cp context-parallel ranks (2*cp divides the sequence
+// length; flash attention on); else -1 with one line naming the numbers in err. Pure.
+int gpt_cp_check(const GPTConfig *cfg, int cp, char *err, size_t errlen);
+
 // Sets the context-parallel group of m (cp_comm: m->cp ranks, this rank at m->cp_rank) and
 // the K/V exchange (all_gather 1: gather, 0: the p2p ring). Never fails.
 void gpt_set_context_parallel(GPT *m, Comm *cp_comm, int all_gather);

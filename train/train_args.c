@@ -1,5 +1,6 @@
 // train/train_args.c: flag table and consistency checks for `megac train`.
 #include "train_args.h"
+#include "model/gpt_cp.h"  // defines: gpt_cp_check
 #include "core/args.h"
 #include "core/check.h"
 #include "model/gpt_flags.h"  // defines: gpt_flags_specs (the model's flags, shared with plan)
@@ -366,17 +367,11 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
         core_usage_error("--cp-comm-type must be p2p or all_gather, got '%s'%s", a->cp_comm_type,
                          strcmp(a->cp_comm_type, "a2a") && strcmp(a->cp_comm_type, "a2a+p2p") ? ""
                          : " (Megatron's a2a and a2a+p2p are not implemented in megac)");
-    if (a->cp < 1) core_usage_error("--context-parallel-size must be >= 1, got %d", a->cp);
-    if (a->cp > 1 && m->seq_length % (2 * a->cp))
-        core_usage_error("--context-parallel-size %d: --seq-length %d is not divisible by 2 x %d "
-                         "(each rank holds two of the 2 x CP chunks of a sequence)", a->cp,
-                         m->seq_length, a->cp);
+    char cp_err[256];
+    if (gpt_cp_check(m, a->cp, cp_err, sizeof cp_err)) core_usage_error("%s", cp_err);
     if (a->cp > 1 && a->eod_mask_loss)  // each CP rank would count its own chunks' EOD tokens
         core_usage_error("--eod-mask-loss with --context-parallel-size %d is not implemented yet "
                          "(the masked mean needs the CP group's count)", a->cp);
-    if (a->cp > 1 && !m->use_flash_attn)
-        core_usage_error("--context-parallel-size %d needs --use-flash-attn (the ring merges "
-                         "attention blocks by their log-sum-exp)", a->cp);
     if (a->overlap_param_gather && a->sharding != OPTIM_SHARD_PARAMS && a->sharding != OPTIM_SHARD_OPTIM)
         core_usage_error("--overlap-param-gather needs the distributed optimizer (ZeRO-1, the default, or "
                          "--data-parallel-sharding-strategy optim_grads_params); got %s",
