@@ -48,7 +48,6 @@ static const CoreCompatFlag TABLE[] = {
     {"--decoupled-lr", 'f', NULL, REFUSE, "a separate learning rate for the embedding and output layer is not implemented in megac"},
     {"--decoupled-min-lr", 'f', NULL, REFUSE, "a separate learning rate for the embedding and output layer is not implemented in megac"},
     {"--calculate-per-token-loss", 0, NULL, REFUSE, "megac averages the loss per micro-batch (Megatron's default); per-token averaging is not implemented"},
-    {"--step-batch-size-schedule", 's', NULL, REFUSE, "not implemented in megac; --rampup-batch-size is"},
 };
 enum { N_TABLE = sizeof TABLE / sizeof TABLE[0] };
 _Static_assert((int)N_TABLE <= (int)CORE_COMPAT_MAX, "raise CORE_COMPAT_MAX");

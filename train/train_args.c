@@ -85,7 +85,7 @@ static void check_data_paths(TrainArgs *a) {
 
 // --rampup-batch-size START INCR SAMPLES (Megatron's; sample-based runs only). One line, exit 2.
 static void parse_rampup(TrainArgs *a, const CoreStrList *l, int64_t train_samples) {
-    a->rampup = (TrainRampup){0, 0, 0, a->global_batch};
+    a->rampup = (TrainRampup){.global_batch = a->global_batch};
     if (l->n == 0) return;
     int64_t v[3] = {0, 0, 0};
     int ok = l->n == 3;
@@ -96,7 +96,7 @@ static void parse_rampup(TrainArgs *a, const CoreStrList *l, int64_t train_sampl
     if (!train_samples)
         core_usage_error("--rampup-batch-size needs --train-samples (as in Megatron: no batch-size "
                          "ramp-up for iteration-based training)");
-    a->rampup = (TrainRampup){v[0], v[1], v[2], a->global_batch};
+    a->rampup = (TrainRampup){.start = v[0], .incr = v[1], .samples = v[2], .global_batch = a->global_batch};
     char err[512];
     if (train_rampup_check(&a->rampup, err, (int)sizeof err)) core_usage_error("%s", err);
 }
@@ -200,7 +200,7 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
     double warmup_fraction = -1, hidden_dropout = 0.1, attention_dropout = 0.1;  // Megatron's
     int64_t train_samples = 0, warmup_samples = -1, decay_samples = -1;
     int vpp_layers = 0, vpp_size = 0;
-    CoreStrList rampup = {0};
+    CoreStrList rampup = {0}, steps = {0};
     int64_t warmup = 0, decay = -1, seed = 1234;
     const char *style = "cosine";
     int no_zero1 = 0, use_zero1 = 1, no_signal_handler = 0;  // use_zero1 1: --help shows the default
@@ -223,6 +223,7 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
         {"--lr-decay-samples", ARG_I64, &decay_samples, "with --train-samples: decay in sequences"},
         {"--hidden-dropout", ARG_FLOAT, &hidden_dropout, "dropout probability of the embeddings and of the attention and MLP outputs before their residual adds (0: off; masks from seed, iteration and global indices: every layout trains the same model)"},
         {"--attention-dropout", ARG_FLOAT, &attention_dropout, "dropout probability of the attention probabilities (0: off; CUDA --bf16/--fp16 --use-flash-attn: only 0 runs the tensor-core kernels)"},
+        {"--step-batch-size-schedule", ARG_LIST, &steps, "TOKENS:BATCH ...: the global batch is BATCH from TOKENS consumed tokens on (K/M/B/T suffixes; the first at 0; the last is --global-batch-size)"},
         {"--rampup-batch-size", ARG_LIST, &rampup, "START INCR SAMPLES: the global batch grows from START by INCR to --global-batch-size over SAMPLES samples (needs --train-samples)"},
         {"--num-layers-per-virtual-pipeline-stage", ARG_INT, &vpp_layers, "layers per model chunk: interleaved 1F1B with v = num-layers / (PP x this) chunks per pipeline rank (bubble (PP-1)/(v x m); m a multiple of PP)"},
         {"--virtual-pipeline-model-parallel-size", ARG_INT, &vpp_size, "v, model chunks per pipeline rank (interleaved 1F1B; instead of the flag above)"},
@@ -302,6 +303,18 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
     if (train_samples < 0 || (train_samples && train_iters_given(argc, argv)))
         core_usage_error("give --train-iters or --train-samples (> 0), not both");
     parse_rampup(a, &rampup, train_samples);
+    if (steps.n) {  // Megatron's step schedule (rampup.h)
+        char err[512];
+        if (a->rampup.start) core_usage_error("--step-batch-size-schedule and --rampup-batch-size exclude each other");
+        int gbs = a->global_batch;
+        if (train_step_schedule_parse(&a->rampup, (const char *const *)steps.items, steps.n,
+                                      m->seq_length, err, (int)sizeof err))
+            core_usage_error("%s", err);
+        a->global_batch = a->rampup.global_batch;
+        if (given(argc, argv, "--global-batch-size") && gbs != a->global_batch)  // Megatron refuses both
+            core_usage_error("--global-batch-size %d differs from the last batch of "
+                             "--step-batch-size-schedule, %d: give one, or make them agree", gbs, a->global_batch);
+    }
     if (train_samples) {  // Megatron's sample-based run: the schedule counts samples
         if (warmup > 0 || decay >= 0)
             core_usage_error("with --train-samples give --lr-warmup-samples / --lr-decay-samples "
@@ -407,6 +420,10 @@ void train_args_check_layout(const TrainArgs *a, int world) {
                          "data-parallel size %d (world %d / TP %d / CP %d / PP %d)", a->global_batch,
                          a->micro_batch, dp, world, a->tp, a->cp, a->pp);
     int64_t unit = (int64_t)a->micro_batch * dp;  // every ramp-up batch splits into micro-batches
+    for (int i = 0; i < a->rampup.n_steps; i++)
+        if (a->rampup.step_batch[i] % unit)
+            core_usage_error("--step-batch-size-schedule: batch %d is not divisible by --micro-batch-size %d "
+                             "x data-parallel size %d", a->rampup.step_batch[i], a->micro_batch, dp);
     if (a->rampup.start && (a->rampup.start % unit || a->rampup.incr % unit))
         core_usage_error("--rampup-batch-size %lld %lld: START and INCR must be multiples of "
                          "--micro-batch-size %d x data-parallel size %d", (long long)a->rampup.start,

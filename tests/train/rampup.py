@@ -10,6 +10,10 @@
    allows it): the first resumed batch starts where the checkpoint stopped, and the losses
    equal those of a run that used the same batches without stopping.
 4. Bad ramp-ups: one line, exit 2.
+5. Megatron's --step-batch-size-schedule (thresholds in tokens, K/M/B/T suffixes, entries in
+   one word or several, as a shell array's unquoted expansion gives them): each iteration's
+   batch is the entry reached by the tokens consumed before it; an iteration-based run; the
+   same model on one rank and DP 2; bad schedules refused.
 
 usage: rampup.py MEGAC MPIEXEC PARITY_PY
 """
@@ -94,8 +98,33 @@ def main():
     if p.returncode:
         bad.append("ramp-up parity across layouts")
 
+    # 5. step schedule: 32 tokens per sample; 0.128K tokens = 4 samples, 384 = 12 samples
+    sched = ["--train-iters", "6", "--step-batch-size-schedule", "0:4 0.128K:8", "384:12"]
+    with tempfile.TemporaryDirectory() as wd:
+        recs = train(megac, mpiexec, 1, sched, os.path.join(wd, "s.jsonl"))
+        got = [r["global_batch_size"] for r in recs]
+        consumed, want = 0, []
+        for _ in range(6):
+            b = 12 if consumed >= 12 else 8 if consumed >= 4 else 4
+            want.append(b)
+            consumed += b
+        if got != want:
+            bad.append(f"step schedule: batches {got}, want {want}")
+        print(f"step schedule: batches {got}")
+    p = subprocess.run([sys.executable, parity, "--megac", megac, "--mpiexec", mpiexec, "--tol", "1e-5",
+                        "--layouts", "1,1,1", "1,1,2", "--", *TINY[:-2], *sched],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    print(p.stdout[-800:])
+    if p.returncode:
+        bad.append("step schedule parity across layouts")
+
     # 4. bad input
     for flags, needle, n in (
+            (["--step-batch-size-schedule", "4:4", "64:8"], "thresholds must start at 0", 1),
+            (["--step-batch-size-schedule", "0:4", "x:8"], "'x:8' is not TOKENS:BATCH", 1),
+            (["--step-batch-size-schedule", "0:4 64:8", "--global-batch-size", "16"],
+             "--global-batch-size 16 differs from the last batch of --step-batch-size-schedule, 8", 1),
+            (["--step-batch-size-schedule", "0:2 64:8"], "batch 2 is not divisible by --micro-batch-size 2 x data-parallel size 2", 2),
             (["--train-iters", "10", "--global-batch-size", "16", "--rampup-batch-size", "4", "4", "64"],
              "--rampup-batch-size needs --train-samples", 1),
             (["--train-samples", "64", "--global-batch-size", "16", "--rampup-batch-size", "4", "4"],
