@@ -64,8 +64,14 @@ static void check_data_paths(TrainArgs *a) {
         core_usage_error("--vocab-size %lld must be in [1, 2^32 - 1)", (long long)a->data_vocab);
     if (a->mock_data && a->eod_mask_loss)
         core_usage_error("--eod-mask-loss needs --data-path data: --mock-data has no end-of-document id");
-    if (a->mock_data && a->data_vocab)
-        core_usage_error("--vocab-size is for --data-path data; --mock-data takes --mock-vocab-size");
+    if (a->mock_data && a->data_vocab) {  // Megatron's --mock-data --tokenizer-type NullTokenizer
+        if (a->mock_vocab != 257 && a->mock_vocab != a->data_vocab + 1)
+            core_usage_error("--vocab-size %lld (%lld ids with the end-of-document id) and "
+                             "--mock-vocab-size %d disagree: give one", (long long)a->data_vocab,
+                             (long long)a->data_vocab + 1, a->mock_vocab);
+        if (a->data_vocab + 1 > INT32_MAX) core_usage_error("--vocab-size %lld: too large for --mock-data", (long long)a->data_vocab);
+        a->mock_vocab = (int)a->data_vocab + 1;
+    }
     if (a->mock_data) return;
     if (data && split_files)
         core_usage_error("give --data-path (cut by --split) or --train-data-path/--valid-data-path, not both");
@@ -240,7 +246,7 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
         {"--valid-data-path", ARG_LIST, &a->valid_data_path, "validation files (blend syntax), used whole; with --train-data-path"},
         {"--test-data-path", ARG_LIST, &a->test_data_path, "test files (blend syntax), used whole, evaluated at the end; with --train-data-path"},
         {"--split", ARG_STR, &a->split, "train,valid,test weights of the documents: commas or slashes, spaces allowed ('969, 30, 1', Megatron's legacy default)"},
-        {"--vocab-size", ARG_I64, &a->data_vocab, "for Megatron .bin/.idx data, which holds no vocabulary: token ids 0..N-1 and the end-of-document id N, N + 1 ids (Megatron's NullTokenizer); HDF5 files carry theirs (N + 1 must equal it)"},
+        {"--vocab-size", ARG_I64, &a->data_vocab, "for Megatron .bin/.idx data, which holds no vocabulary: token ids 0..N-1 and the end-of-document id N, N + 1 ids (Megatron's NullTokenizer); HDF5 files carry theirs (N + 1 must equal it); with --mock-data: --mock-vocab-size N + 1"},
         {"--eod-mask-loss", ARG_BOOL, &a->eod_mask_loss, "targets equal to the data's end-of-document id get loss weight 0; a micro-batch's loss is the mean over its other tokens (Megatron's)"},
         {"--mock-data", ARG_BOOL, &a->mock_data, "synthetic tokens instead of --data-path"},
         {"--mock-vocab-size", ARG_INT, &a->mock_vocab, "vocabulary of --mock-data"},

@@ -71,6 +71,10 @@ grep -qE "^  --reset-attention-mask +\[refused\] document-aware" "$wd/help.txt" 
 grep -qE "^  --use-distributed-optimizer .*Megatron: off" "$wd/help.txt" || fail "help: distributed optimizer default"
 grep -qE "^  --global-batch-size .*Megatron: " "$wd/help.txt" || fail "help: global batch default"
 
+# --mock-data --vocab-size N: Megatron's NullTokenizer, N ids and the end-of-document id
+run --train-iters 1 --vocab-size 300 && grep -q "V=301 " "$wd/out.txt" || fail "--mock-data --vocab-size 300: $(grep -E 'megac:|V=' "$wd/out.txt")"
+refused "--vocab-size 300 (301 ids with the end-of-document id) and --mock-vocab-size 50 disagree" --vocab-size 300 --mock-vocab-size 50
+
 # --split: Megatron's forms; "'99,1,0'" keeps its quotes, as a script's word splitting does
 for s in "99,1,0" "969, 30, 1" "98,2,0" "98/2/0" "'99,1,0'" "100"; do
   run --train-iters 1 --split "$s" || fail "--split $s refused: $(grep megac: "$wd/out.txt")"
