@@ -19,14 +19,14 @@
 static const char *USAGE =
     "usage: megac plan --world-size N [--gpus-per-node G] [--hardware h100|h200|FILE] [--json]\n"
     "                  [--top K] <model and batch flags as for megac train> [layout restrictions]\n"
-    "  Predicts every TP x PP x DP layout (micro-batch sizes, 1F1B/GPipe, sequence parallelism,\n"
-    "  ZeRO-1) and ranks them, fastest first; layouts that do not fit in memory come last.\n"
+    "  Predicts every TP x CP x PP x DP layout (micro-batch sizes, 1F1B/GPipe, sequence parallelism,\n"
+    "  ZeRO-1; CP only when asked: --context-parallel-size) and ranks them, fastest first; layouts that do not fit in memory come last.\n"
     "  Layout flags (--tensor-model-parallel-size, --micro-batch-size, --sequence-parallel, ...)\n"
     "  fix that dimension; left out, every value is tried.";
 
 typedef struct {
     int world, gpus_per_node, json, top, threads;
-    const char *hardware, *schedule, *device, *calibrate, *sharding;
+    const char *hardware, *schedule, *device, *calibrate, *sharding, *cp_comm_type;
     int sp_on, sp_off, zero_on, zero_off, bf16, fp16, no_tf32;
 } PlanFlags;
 
@@ -91,11 +91,15 @@ static void check_spec(const PlanSpec *s, const PlanFilter *f, const PlanFlags *
         core_usage_error("--global-batch-size %d must be > 0; --micro-batch-size %d, --ddp-bucket-size "
                          "%lld and --top %d must be >= 0", s->global_batch, f->micro_batch,
                          (long long)s->ddp_bucket_size, pf->top);
-    if (f->tp < 0 || f->pp < 0 || (f->tp && s->world_size % f->tp) ||
-        (f->pp && s->world_size % ((f->tp ? f->tp : 1) * f->pp)))
+    int tp = f->tp ? f->tp : 1, cp = f->cp ? f->cp : 1;
+    if (f->tp < 0 || f->pp < 0 || f->cp < 0 || s->world_size % (tp * cp) ||
+        (f->pp && s->world_size % (tp * cp * f->pp)))
         core_usage_error("--world-size %d is not divisible by --tensor-model-parallel-size %d x "
-                         "--pipeline-model-parallel-size %d", s->world_size, f->tp ? f->tp : 1,
-                         f->pp ? f->pp : 1);
+                         "--context-parallel-size %d x --pipeline-model-parallel-size %d",
+                         s->world_size, tp, cp, f->pp ? f->pp : 1);
+    if (cp > 1 && (s->model.seq_length % (2 * cp) || !s->model.use_flash_attn))  // as train refuses
+        core_usage_error("--context-parallel-size %d needs --use-flash-attn and 2 x %d dividing "
+                         "--seq-length %d", cp, cp, s->model.seq_length);
     char err[512];
     if (gpt_config_check(&s->model, 1, 1, err, sizeof err) != 0) core_usage_error("%s", err);
 }
@@ -127,8 +131,8 @@ int cmd_plan(int argc, char **argv) {
     GPTFlagText mt;
     gpt_flags_init(m, &mt);  // megac train's defaults, and GPT-2's vocabulary
     m->vocab_size = 50257;
-    PlanFilter f = {0, 0, 0, -1, -1, -1, 0, 0, 0};
-    PlanFlags pf = {.top = 20, .hardware = "h100", .schedule = "", .device = "cuda"};
+    PlanFilter f = {0, 0, 0, -1, -1, -1, 0, 0, 0, 1, 0};  // CP 1 unless asked (as vpp)
+    PlanFlags pf = {.top = 20, .hardware = "h100", .schedule = "", .device = "cuda", .cp_comm_type = "p2p"};
     const ArgSpec own[] = {
         {"--world-size", ARG_INT, &s.world_size, "ranks (GPUs) to lay out"},
         {"--gpus-per-node", ARG_INT, &pf.gpus_per_node, "GPUs per node (0: the hardware profile's)"},
@@ -140,6 +144,8 @@ int cmd_plan(int argc, char **argv) {
         {"--micro-batch-size", ARG_INT, &f.micro_batch, "fix the micro-batch size (0: every divisor)"},
         {"--tensor-model-parallel-size", ARG_INT, &f.tp, "fix TP (0: every divisor)"},
         {"--pipeline-model-parallel-size", ARG_INT, &f.pp, "fix PP (0: every divisor)"},
+        {"--context-parallel-size", ARG_INT, &f.cp, "context parallelism: CP (default 1), or 0: every CP the model allows (flash attention, 2 x CP dividing the sequence)"},
+        {"--cp-comm-type", ARG_STR, &pf.cp_comm_type, "CP's K/V exchange: p2p (the ring, default) | all_gather"},
         {"--pipeline-schedule", ARG_STR, &pf.schedule, "fix the schedule: 1f1b | gpipe (default: both)"},
         {"--virtual-pipeline-model-parallel-size", ARG_INT, &f.vpp, "interleaved 1F1B with v model chunks per pipeline rank (every layout)"},
         {"--num-layers-per-virtual-pipeline-stage", ARG_INT, &f.vpp_layers, "interleaved 1F1B: v = num-layers / (PP x this)"},
@@ -165,6 +171,9 @@ int cmd_plan(int argc, char **argv) {
     if (*pf.schedule && strcmp(pf.schedule, "1f1b") && strcmp(pf.schedule, "gpipe"))
         core_usage_error("--pipeline-schedule must be 1f1b or gpipe, got '%s'", pf.schedule);
     f.gpipe = *pf.schedule ? !strcmp(pf.schedule, "gpipe") : -1;
+    if (strcmp(pf.cp_comm_type, "p2p") && strcmp(pf.cp_comm_type, "all_gather"))
+        core_usage_error("--cp-comm-type must be p2p or all_gather, got '%s'", pf.cp_comm_type);
+    f.cp_all_gather = !strcmp(pf.cp_comm_type, "all_gather");
     check_virtual_pipeline(&f);
     f.sp = switch_of(pf.sp_on, pf.sp_off, "--sequence-parallel", "--no-sequence-parallel");
     f.zero1 = switch_of(pf.zero_on, pf.zero_off, "--use-distributed-optimizer", "--no-distributed-optimizer");

@@ -55,16 +55,29 @@ static double traffic_time(const PlanTraffic *t, int n, int crosses, const PlanH
 // plus the 16-bit weight copy rewritten under bf16 / fp16.
 static double adamw_bytes(PlanPrecision p) { return 28.0 + (p == PLAN_BF16 || p == PLAN_FP16 ? 6.0 : 0.0); }
 
+void plan_crosses(const PlanSpec *s, const PlanLayout *l, const PlanHardware *hw, int crosses[PLAN_NGROUPS]) {
+    int gpn = hw->gpus_per_node;
+    PGridDims d = {s->world_size, l->tp, l->pp, l->dp};  // CP: the factor left
+    crosses[PLAN_G_TP] = group_crosses(&d, PGRID_TP, gpn);
+    crosses[PLAN_G_PP] = group_crosses(&d, PGRID_PP, gpn);
+    crosses[PLAN_G_DP] = group_crosses(&d, PGRID_DP_CP, gpn);  // (PGRID_DP when CP is 1)
+    crosses[PLAN_G_EMB] = l->pp > 1 && group_crosses(&d, PGRID_EMBEDDING, gpn);
+    crosses[PLAN_G_CP] = plan_cp(l) > 1 && group_crosses(&d, PGRID_CP, gpn);
+}
+
 void plan_predict(const PlanSpec *s, const PlanLayout *l, const PlanHardware *hw, PlanResult *r) {
+    int crosses[PLAN_NGROUPS];
+    plan_crosses(s, l, hw, crosses);
+    plan_predict_crossing(s, l, hw, crosses, r);
+}
+
+void plan_predict_crossing(const PlanSpec *s, const PlanLayout *l, const PlanHardware *hw,
+                           const int crosses[PLAN_NGROUPS], PlanResult *r) {
     *r = (PlanResult){.layout = *l};
     r->n_micro = s->global_batch / (l->micro_batch * l->dp);
-    int m = r->n_micro, gpn = hw->gpus_per_node;
-    PGridDims d = {s->world_size, l->tp, l->pp, l->dp};
-    r->crosses[PLAN_G_TP] = group_crosses(&d, PGRID_TP, gpn);
-    r->crosses[PLAN_G_PP] = group_crosses(&d, PGRID_PP, gpn);
-    r->crosses[PLAN_G_DP] = group_crosses(&d, PGRID_DP, gpn);
-    r->crosses[PLAN_G_EMB] = l->pp > 1 && group_crosses(&d, PGRID_EMBEDDING, gpn);
-    int sizes[PLAN_NGROUPS] = {l->tp, l->pp, l->dp, l->pp > 1 ? 2 : 1};
+    int m = r->n_micro;
+    for (int g = 0; g < PLAN_NGROUPS; g++) r->crosses[g] = crosses[g];
+    int sizes[PLAN_NGROUPS] = {l->tp, l->pp, plan_dp_cp(l), l->pp > 1 ? 2 : 1, plan_cp(l)};
     r->stages = core_calloc((size_t)l->pp, sizeof(PlanStage));
     double rate = plan_hw_peak_flops(hw, s->precision) * hw->gemm_efficiency;
     double t_mb = 0.0, t_sum = 0.0, t_after = 0.0;
@@ -81,9 +94,10 @@ void plan_predict(const PlanSpec *s, const PlanLayout *l, const PlanHardware *hw
         }
         p->t_mb = p->flops_mb / rate + p->kernel_bytes_mb / (hw->hbm_gbps * 1e9) +
                   traffic_time(&p->traffic[PLAN_G_TP], l->tp, r->crosses[PLAN_G_TP], hw) / m +
+                  traffic_time(&p->traffic[PLAN_G_CP], sizes[PLAN_G_CP], r->crosses[PLAN_G_CP], hw) / m +
                   traffic_time(&pp_mb, l->pp, r->crosses[PLAN_G_PP], hw);
         p->t_after = traffic_time(&p->traffic[PLAN_G_EMB], sizes[PLAN_G_EMB], r->crosses[PLAN_G_EMB], hw) +
-                     traffic_time(&p->traffic[PLAN_G_DP], l->dp, r->crosses[PLAN_G_DP], hw) +
+                     traffic_time(&p->traffic[PLAN_G_DP], sizes[PLAN_G_DP], r->crosses[PLAN_G_DP], hw) +
                      (double)p->shard_len * adamw_bytes(s->precision) / (hw->hbm_gbps * 1e9);
         if (p->t_mb > t_mb) t_mb = p->t_mb;
         t_sum += p->t_mb;
@@ -99,7 +113,7 @@ void plan_predict(const PlanSpec *s, const PlanLayout *l, const PlanHardware *hw
     r->bubble = 1.0 - busy / (l->pp * t_pipe);
     r->model_flops = gpt_flops_per_iteration(&s->model, gpt_padded_vocab(&s->model, l->tp), s->global_batch);
     r->hardware_flops = 0.0;  // every rank of a stage runs its micro-batches
-    for (int st = 0; st < l->pp; st++) r->hardware_flops += r->stages[st].flops_mb * m * l->tp * l->dp;
+    for (int st = 0; st < l->pp; st++) r->hardware_flops += r->stages[st].flops_mb * m * l->tp * l->dp * plan_cp(l);
     r->t_step = t_pipe + t_after;
     r->tokens_per_s = (double)s->global_batch * s->model.seq_length / r->t_step;
     r->mfu = r->model_flops / (r->t_step * s->world_size * plan_hw_peak_flops(hw, s->precision));

@@ -30,7 +30,8 @@ static int by_rank(const void *a, const void *b) {
     if (x->t_step != y->t_step) return x->t_step < y->t_step ? -1 : 1;
     if (x->mem_peak != y->mem_peak) return x->mem_peak < y->mem_peak ? -1 : 1;
     if (x->layout.tp != y->layout.tp) return x->layout.tp - y->layout.tp;
-    return x->layout.pp - y->layout.pp;
+    if (x->layout.pp != y->layout.pp) return x->layout.pp - y->layout.pp;
+    return plan_cp(&x->layout) - plan_cp(&y->layout);
 }
 
 // Switch values to try: {0, 1} when free and allowed, else the one forced (or 0).
@@ -50,7 +51,7 @@ static int choices(int forced, int allowed, int out[2]) {
 
 // Every (schedule, SP, ZeRO-1) variant of one (TP, PP, DP, micro-batch).
 static void variants(const PlanSpec *s, const PlanFilter *f, const PlanHardware *hw,
-                     PlanLayout base, Growing *g, PlanSet *out) {
+                     PlanLayout base, const int crosses[PLAN_NGROUPS], Growing *g, PlanSet *out) {
     int gp[2], sp[2], z[2];
     base.vpp = f->vpp_layers ? (s->model.num_layers % (base.pp * f->vpp_layers) ? -1
                                 : s->model.num_layers / (base.pp * f->vpp_layers)) : f->vpp;
@@ -64,13 +65,14 @@ static void variants(const PlanSpec *s, const PlanFilter *f, const PlanHardware 
     // interleaved: 1F1B unless GPipe is asked for (which the check then refuses)
     int ngp = choices(base.vpp > 1 && f->gpipe < 0 ? 0 : f->gpipe, base.pp > 1, gp);
     int nsp = choices(f->sp, base.tp > 1, sp);
-    int nz = choices(f->zero1, base.dp > 1, z);
+    int nz = choices(f->zero1, plan_dp_cp(&base) > 1, z);  // ZeRO shards over DP x CP
     if (!ngp || !nsp || !nz) {
         out->n_rejected++;
-        snprintf(out->reason, sizeof out->reason, "TP %d x PP %d x DP %d: %s", base.tp, base.pp,
-                 base.dp, !ngp ? "--pipeline-schedule gpipe needs PP > 1" : !nsp ?
+        char cpl[32];
+        snprintf(out->reason, sizeof out->reason, "TP %d%s x PP %d x DP %d: %s", base.tp,
+                 plan_cp_label(&base, cpl), base.pp, base.dp, !ngp ? "--pipeline-schedule gpipe needs PP > 1" : !nsp ?
                  "--sequence-parallel needs TP > 1" : f->zero ? "ZeRO-2/3 (--data-parallel-sharding-strategy) "
-                 "needs DP > 1" : "--use-distributed-optimizer needs DP > 1");
+                 "needs DP > 1 or CP > 1" : "--use-distributed-optimizer needs DP > 1 or CP > 1");
         return;
     }
     for (int a = 0; a < ngp; a++)
@@ -84,12 +86,13 @@ static void variants(const PlanSpec *s, const PlanFilter *f, const PlanHardware 
                 char err[400];
                 if (plan_layout_check(s, &l, err, sizeof err) != 0) {
                     out->n_rejected++;
-                    snprintf(out->reason, sizeof out->reason, "TP %d x PP %d x DP %d, micro-batch %d: %s",
-                             l.tp, l.pp, l.dp, l.micro_batch, err);
+                    char cpl[32];
+                    snprintf(out->reason, sizeof out->reason, "TP %d%s x PP %d x DP %d, micro-batch %d: %s",
+                             l.tp, plan_cp_label(&l, cpl), l.pp, l.dp, l.micro_batch, err);
                     continue;
                 }
                 PlanResult r;
-                plan_predict(s, &l, hw, &r);
+                plan_predict_crossing(s, &l, hw, crosses, &r);
                 push(g, &r);
             }
 }
@@ -108,50 +111,73 @@ static int divisors(int n, int *out) {
     return lo;
 }
 
+// Every PP (and micro-batch) of one (TP, CP); pps and mbs: room for the divisors.
+static void layouts_of(const PlanSpec *s, const PlanFilter *f, const PlanHardware *hw, int tp,
+                       int cp, int *pps, int *mbs, Growing *g, PlanSet *out) {
+    int W = s->world_size, npp = divisors(W / (tp * cp), pps);
+    for (int j = 0; j < npp; j++) {
+        int pp = pps[j];
+        if (f->pp && pp != f->pp) continue;
+        int dp = W / (tp * cp * pp);
+        PlanLayout dims = {tp, pp, dp, 1, 0, 0, 0, 0, 0, cp, 0};
+        char err[400], cpl[32];
+        GPTConfig c = s->model;
+        if (gpt_config_check(&c, tp, pp, err, sizeof err) != 0) {
+            out->n_rejected++;
+            snprintf(out->reason, sizeof out->reason, "TP %d x PP %d: %s", tp, pp, err);
+            continue;
+        }
+        if (s->global_batch % dp) {
+            out->n_rejected++;
+            snprintf(out->reason, sizeof out->reason, "global batch %d is not divisible by DP %d "
+                     "(TP %d%s x PP %d)", s->global_batch, dp, tp, plan_cp_label(&dims, cpl), pp);
+            continue;
+        }
+        int per_dp = s->global_batch / dp, any = 0, nmb = divisors(per_dp, mbs), crosses[PLAN_NGROUPS];
+        plan_crosses(s, &dims, hw, crosses);  // once for every micro-batch and variant
+        for (int k = 0; k < nmb; k++) {
+            int mb = mbs[k];
+            if (f->micro_batch && mb != f->micro_batch) continue;
+            any = 1;
+            PlanLayout l = {tp, pp, dp, mb, 0, 0, 0, 0, 0, cp, cp > 1 && f->cp_all_gather};
+            variants(s, f, hw, l, crosses, g, out);
+        }
+        if (!any) {
+            out->n_rejected++;
+            snprintf(out->reason, sizeof out->reason, "micro-batch %d does not divide the "
+                     "global batch %d / DP %d", f->micro_batch, s->global_batch, dp);
+        }
+    }
+}
+
+// Whether a free CP size is worth trying: CP needs flash attention and 2 x CP dividing the
+// sequence, and each of a rank's two chunks keeps at least PLAN_CP_MIN_CHUNK positions
+// (shorter blocks leave the ring's transfers nothing to hide behind, and the layouts of
+// every tiny CP would multiply the enumeration). A CP the user fixes is tried whatever its
+// chunk (plan_layout_check names what refuses it).
+enum { PLAN_CP_MIN_CHUNK = 128 };
+static int cp_possible(const GPTConfig *c, int cp) {
+    return cp == 1 || (c->use_flash_attn && c->seq_length % (2 * cp) == 0 &&
+                       c->seq_length / (2 * cp) >= PLAN_CP_MIN_CHUNK);
+}
+
 void plan_enumerate(const PlanSpec *s, const PlanFilter *f, const PlanHardware *hw, PlanSet *out) {
     *out = (PlanSet){0};
     snprintf(out->reason, sizeof out->reason, "no TP x PP divides the world size %d", s->world_size);
     Growing g = {0};
     int W = s->world_size;
     // divisors only: polynomial in the digits of W and the batch, fast for any int
-    int *tps = malloc(3 * PLAN_MAX_DIVISORS * sizeof *tps), *pps = tps + PLAN_MAX_DIVISORS,
-        *mbs = pps + PLAN_MAX_DIVISORS;
+    int *tps = malloc(4 * PLAN_MAX_DIVISORS * sizeof *tps), *cps = tps + PLAN_MAX_DIVISORS,
+        *pps = cps + PLAN_MAX_DIVISORS, *mbs = pps + PLAN_MAX_DIVISORS;
     if (!tps) core_fatal("out of memory");
     int ntp = divisors(W, tps);
     for (int i = 0; i < ntp; i++) {
         int tp = tps[i];
         if (f->tp && tp != f->tp) continue;
-        int npp = divisors(W / tp, pps);
-        for (int j = 0; j < npp; j++) {
-            int pp = pps[j];
-            if (f->pp && pp != f->pp) continue;
-            int dp = W / (tp * pp);
-            char err[400];
-            GPTConfig c = s->model;
-            if (gpt_config_check(&c, tp, pp, err, sizeof err) != 0) {
-                out->n_rejected++;
-                snprintf(out->reason, sizeof out->reason, "TP %d x PP %d: %s", tp, pp, err);
-                continue;
-            }
-            if (s->global_batch % dp) {
-                out->n_rejected++;
-                snprintf(out->reason, sizeof out->reason, "global batch %d is not divisible by DP %d "
-                         "(TP %d x PP %d)", s->global_batch, dp, tp, pp);
-                continue;
-            }
-            int per_dp = s->global_batch / dp, any = 0, nmb = divisors(per_dp, mbs);
-            for (int k = 0; k < nmb; k++) {
-                int mb = mbs[k];
-                if (f->micro_batch && mb != f->micro_batch) continue;
-                any = 1;
-                variants(s, f, hw, (PlanLayout){tp, pp, dp, mb, 0, 0, 0, 0, 0}, &g, out);
-            }
-            if (!any) {
-                out->n_rejected++;
-                snprintf(out->reason, sizeof out->reason, "micro-batch %d does not divide the "
-                         "global batch %d / DP %d", f->micro_batch, s->global_batch, dp);
-            }
-        }
+        int ncp = divisors(W / tp, cps);
+        for (int h = 0; h < ncp; h++)
+            if (f->cp ? cps[h] == f->cp : cp_possible(&s->model, cps[h]))
+                layouts_of(s, f, hw, tp, cps[h], pps, mbs, &g, out);
     }
     free(tps);
     qsort(g.r, (size_t)g.n, sizeof *g.r, by_rank);

@@ -1,6 +1,8 @@
 // plan/plan_enum.h: every valid layout of a world size, predicted and ranked.
 //
-// A layout is TP x PP x DP = world size, a micro-batch size dividing the global batch per
+// A layout is TP x CP x PP x DP = world size (CP, context parallelism, as the filter fixes
+// it; free (0), every CP that flash attention and 2 x CP dividing the sequence allow, with
+// chunks of at least 128 positions), a micro-batch size dividing the global batch per
 // DP rank, the pipeline schedule (1F1B or GPipe, when PP > 1), sequence parallelism (on or
 // off, when TP > 1) and the ZeRO-1 distributed optimizer (on or off, when DP > 1; ZeRO-2 or 3
 // instead of ZeRO-1 when the filter asks). Interleaved 1F1B only when the filter gives v (or
@@ -15,6 +17,9 @@ typedef struct {
     int zero;  // 2 / 3: ZeRO-2 / ZeRO-3 for the sharded layouts (with zero1 = 1); 0: ZeRO-1
     int vpp;         // --virtual-pipeline-model-parallel-size v (0: none), or
     int vpp_layers;  // --num-layers-per-virtual-pipeline-stage n: v = L / (PP x n) per PP
+    int cp;          // --context-parallel-size (megac plan: 1 unless given; 0: every CP the
+                     // model allows)
+    int cp_all_gather;  // --cp-comm-type all_gather (1) or p2p (0), for the CP > 1 layouts
 } PlanFilter;
 
 typedef struct {

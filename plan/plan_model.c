@@ -10,12 +10,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-static const char *GROUP_NAMES[PLAN_NGROUPS] = {"tp", "pp", "dp", "embedding"};
+static const char *GROUP_NAMES[PLAN_NGROUPS] = {"tp", "pp", "dp", "embedding", "cp"};
 static const char *MEM_NAMES[PLAN_NMEM] = {"parameters", "gradients", "optimizer_state",
                                           "activations", "workspace", "comm_buffers"};
 
 const char *plan_group_name(PlanGroup g) { return g < PLAN_NGROUPS ? GROUP_NAMES[g] : "?"; }
 const char *plan_mem_name(PlanMem m) { return m < PLAN_NMEM ? MEM_NAMES[m] : "?"; }
+
+const char *plan_cp_label(const PlanLayout *l, char *buf) {
+    if (plan_cp(l) == 1) return "";
+    snprintf(buf, 32, " x CP %d", plan_cp(l));
+    return buf;
+}
 
 double plan_all_reduce_bytes(double bytes, int n) { return n > 1 ? 2.0 * (n - 1) / n * bytes : 0.0; }
 
@@ -52,9 +58,16 @@ static int interleaved_check(const PlanSpec *s, const PlanLayout *l, char *err, 
 }
 
 int plan_layout_check(const PlanSpec *s, const PlanLayout *l, char *err, size_t n) {
-    if (l->tp <= 0 || l->pp <= 0 || l->dp <= 0 || l->tp * l->pp * l->dp != s->world_size) {
-        snprintf(err, n, "TP %d x PP %d x DP %d is not the world size %d", l->tp, l->pp, l->dp,
-                 s->world_size);
+    int cp = plan_cp(l);
+    char cpl[32];
+    if (l->tp <= 0 || l->pp <= 0 || l->dp <= 0 || l->tp * cp * l->pp * l->dp != s->world_size) {
+        snprintf(err, n, "TP %d%s x PP %d x DP %d is not the world size %d", l->tp,
+                 plan_cp_label(l, cpl), l->pp, l->dp, s->world_size);
+        return -1;
+    }
+    if (cp > 1 && (s->model.seq_length % (2 * cp) || !s->model.use_flash_attn)) {  // train_args.c
+        snprintf(err, n, "context parallelism CP %d needs --use-flash-attn and 2 x CP dividing "
+                 "--seq-length %d", cp, s->model.seq_length);
         return -1;
     }
     if (l->micro_batch <= 0 || s->global_batch % (l->micro_batch * l->dp)) {
@@ -63,12 +76,12 @@ int plan_layout_check(const PlanSpec *s, const PlanLayout *l, char *err, size_t 
         return -1;
     }
     if (gpt_config_check(&s->model, l->tp, l->pp, err, n) != 0) return -1;
-    if (l->sp && (l->tp == 1 || (l->micro_batch * s->model.seq_length) % l->tp)) {
-        snprintf(err, n, "sequence parallelism needs TP > 1 dividing micro-batch x seq-length "
-                 "(%d x %d), TP is %d", l->micro_batch, s->model.seq_length, l->tp);
+    if (l->sp && (l->tp == 1 || (l->micro_batch * s->model.seq_length / cp) % l->tp)) {
+        snprintf(err, n, "sequence parallelism needs TP > 1 dividing micro-batch x seq-length / CP "
+                 "(%d x %d / %d), TP is %d", l->micro_batch, s->model.seq_length, cp, l->tp);
         return -1;
     }
-    if (l->zero1 && l->dp == 1) {
+    if (l->zero1 && plan_dp_cp(l) == 1) {
         snprintf(err, n, "ZeRO-%d needs DP > 1", l->zero ? l->zero : 1);
         return -1;
     }
@@ -97,13 +110,18 @@ static void reduce_scatter(PlanTraffic *t, int n, uint64_t per, uint64_t es, uin
 
 static int act_bytes(PlanPrecision p) { return p == PLAN_BF16 || p == PLAN_FP16 ? 2 : 4; }
 
+// Rows of one micro-batch on one rank: B T, or this rank's B T / CP (context parallelism).
+static size_t rows_of(const PlanSpec *s, const PlanLayout *l) {
+    return (size_t)l->micro_batch * s->model.seq_length / (size_t)plan_cp(l);
+}
+
 // Tensor-parallel traffic of one step (layers/tp_linear.c, layers/tp_vocab.c, gpt.c):
 // m micro-batches, then the sequence-parallel LayerNorm gradient sums (fp32).
 static void tp_traffic(const PlanSpec *s, const PlanLayout *l, const PlanStage *st, int m,
                        PlanTraffic *t) {
     int n = l->tp;
     uint64_t e = (uint64_t)act_bytes(s->precision), C = (uint64_t)s->model.hidden_size;
-    uint64_t N = (uint64_t)l->micro_batch * s->model.seq_length, NC = N * C, L = (uint64_t)st->n_layers;
+    uint64_t N = rows_of(s, l), NC = N * C, L = (uint64_t)st->n_layers;
     uint64_t M = (uint64_t)m, shard = NC / (uint64_t)n;  // (N/tp, C) with SP
     uint64_t R = (uint64_t)st->n_recomputed;             // layers whose forward runs twice
     if (!l->sp) {
@@ -135,10 +153,30 @@ static void tp_traffic(const PlanSpec *s, const PlanLayout *l, const PlanStage *
         all_reduce(t, n, C, 4, 2 * k * L + (st->last ? k : 0));  // norm gradients, once a step
 }
 
+// Context-parallel traffic of one step (model/gpt_cp.c): per layer and micro-batch the
+// rank's qkv-shaped rows (N, 3C/tp) in the activation dtype; recomputed layers' forward again.
+static void cp_traffic(const PlanSpec *s, const PlanLayout *l, const PlanStage *st, int m,
+                       PlanTraffic *t) {
+    uint64_t P = (uint64_t)plan_cp(l), e = (uint64_t)act_bytes(s->precision);
+    uint64_t n = rows_of(s, l) * 3 * (uint64_t)(s->model.hidden_size / l->tp);  // elements
+    uint64_t M = (uint64_t)m, L = (uint64_t)st->n_layers, R = (uint64_t)st->n_recomputed;
+    if (P == 1) return;
+    if (l->cp_all_gather) {
+        all_gather(t, (int)P, n, e, (2 * L + R) * M);  // forward, backward, recomputed forward
+        reduce_scatter(t, (int)P, n, e, L * M);        // dK/dV of the whole sequence
+        return;
+    }
+    // the ring: P - 1 K/V hops per forward (comm_isend_recv), as many in the backward plus P
+    // hops of the dK/dV partial (comm_send_recv); each counts a send and a receive of n
+    uint64_t hops = ((2 * L + R) * (P - 1) + L * P) * M;
+    count(t, COMM_SEND, n * e, 1, 1, hops);
+    count(t, COMM_RECV, n * e, 1, 1, hops);
+}
+
 // Data-parallel traffic (optim/optimizer.c): ZeRO-1 reduce-scatter in buckets + parameter
-// all-gather, or DDP all-reduce in buckets; fp32 gradients and master weights.
+// all-gather, or DDP all-reduce in buckets; fp32 gradients and master weights. Over DP x CP.
 static void dp_traffic(const PlanSpec *s, const PlanLayout *l, PlanStage *st, PlanTraffic *t) {
-    int n = l->dp;
+    int n = plan_dp_cp(l);
     size_t per = l->zero1 ? st->shard_len : st->n_alloc;
     size_t bucket = dist_bucket_floats(per, (size_t)s->ddp_bucket_size, n, l->zero1);
     if (n == 1) return;
@@ -157,10 +195,10 @@ static size_t piece(size_t bytes) { return (bytes + 63) / 64 * 64; }
 // attention probabilities live in the workspace, once.
 static size_t layer_bytes(const PlanSpec *s, const PlanLayout *l, int shared_att) {
     const GPTConfig *c = &s->model;
-    size_t e = (size_t)act_bytes(s->precision), N = (size_t)l->micro_batch * c->seq_length;
+    size_t e = (size_t)act_bytes(s->precision), N = rows_of(s, l);
     size_t Ns = l->sp ? N / (size_t)l->tp : N, C = (size_t)c->hidden_size, tp = (size_t)l->tp;
     size_t C_tp = C / tp, F_tp = (size_t)c->ffn_hidden_size / tp;
-    size_t rows = (size_t)l->micro_batch * (size_t)(c->num_heads / l->tp) * c->seq_length;
+    size_t rows = N * (size_t)(c->num_heads / l->tp);  // (b, h, t)
     size_t att = c->use_flash_attn ? piece(rows * 4) : shared_att ? 0 : piece(rows * c->seq_length * e);
     size_t glu = backend_act_gated(c->activation) ? 2 : 1;  // gated: fch holds [gate | up]
     return piece(Ns * C * e) * 4 + piece(Ns * 4) * 4 + piece(N * 3 * C_tp * e) + att +
@@ -182,7 +220,7 @@ static void recompute_counts(const GPTConfig *c, PlanStage *st) {
 
 static size_t slot_bytes(const PlanSpec *s, const PlanLayout *l, const PlanStage *st) {
     const GPTConfig *c = &s->model;
-    size_t e = (size_t)act_bytes(s->precision), N = (size_t)l->micro_batch * c->seq_length;
+    size_t e = (size_t)act_bytes(s->precision), N = rows_of(s, l);
     size_t Ns = l->sp ? N / (size_t)l->tp : N, C = (size_t)c->hidden_size;
     size_t layer = layer_bytes(s, l, c->recompute == GPT_RECOMPUTE_SELECTIVE);
     size_t b = 2 * piece(N * 4) + piece(Ns * C * e) +
@@ -197,9 +235,9 @@ static size_t slot_bytes(const PlanSpec *s, const PlanLayout *l, const PlanStage
 
 static size_t scratch_bytes(const PlanSpec *s, const PlanLayout *l, const PlanStage *st) {
     const GPTConfig *c = &s->model;
-    size_t e = (size_t)act_bytes(s->precision), N = (size_t)l->micro_batch * c->seq_length;
+    size_t e = (size_t)act_bytes(s->precision), N = rows_of(s, l);
     size_t Ns = l->sp ? N / (size_t)l->tp : N, C = (size_t)c->hidden_size, tp = (size_t)l->tp;
-    size_t rows = (size_t)l->micro_batch * (size_t)(c->num_heads / l->tp) * c->seq_length;
+    size_t rows = N * (size_t)(c->num_heads / l->tp);  // (b, h, t)
     size_t b = 2 * piece(Ns * C * e) + piece(N * 3 * (C / tp) * e) +
                piece((c->use_flash_attn ? rows : rows * c->seq_length) * 4) + piece(N * (C / tp) * e) +
                piece(N * ((size_t)c->ffn_hidden_size / tp) * e) + piece(N * 4);  // dfch: the fused
@@ -211,6 +249,8 @@ static size_t scratch_bytes(const PlanSpec *s, const PlanLayout *l, const PlanSt
     if (backend_act_gated(c->activation))  // dfch holds (N, 2F/tp), and dact (N, F/tp) joins it
         b += piece(2 * N * F_tp * e) - piece(N * F_tp * e) + piece(N * F_tp * e);
     if (c->rope || G_tp != NH_tp) b += piece(N * (NH_tp + 2 * G_tp) * hs * e);  // qkv_in
+    size_t cp = (size_t)plan_cp(l);
+    if (cp > 1) b += piece((2 * cp + 1 > 4 ? 2 * cp + 1 : 4) * N * 3 * (C / tp) * e);  // cp_buf
     return b + (size_t)st->n_workspace_layers * layer_bytes(s, l, 0);
 }
 
@@ -240,12 +280,12 @@ static void chunk_counts(const PlanSpec *s, const PlanLayout *l, int P, int stag
                                                        st->last, &n_params, &st->n_floats)
                                     : NULL;
     if (!table) st->n_floats = stage_floats(c, l->tp, Vp, st);
-    st->n_alloc = dist_padded_size(st->n_floats, l->dp);
-    st->shard_len = l->zero1 ? st->n_alloc / (size_t)l->dp : st->n_alloc;
+    st->n_alloc = dist_padded_size(st->n_floats, plan_dp_cp(l));
+    st->shard_len = l->zero1 ? st->n_alloc / (size_t)plan_dp_cp(l) : st->n_alloc;
     recompute_counts(c, st);
     st->n_slots = n_slots;
     double e = act_bytes(s->precision);
-    size_t N = (size_t)l->micro_batch * c->seq_length, io = (l->sp ? N / (size_t)l->tp : N) * c->hidden_size;
+    size_t N = rows_of(s, l), io = (l->sp ? N / (size_t)l->tp : N) * c->hidden_size;
 
     // memory, the categories megac train prints at start-up
     st->mem[PLAN_MEM_PARAMS] = 4.0 * st->n_floats + (e < 4 ? e * st->n_alloc : 0.0);  // + 16-bit copy
@@ -257,6 +297,7 @@ static void chunk_counts(const PlanSpec *s, const PlanLayout *l, int P, int stag
 
     // traffic of one step on one rank of this stage
     tp_traffic(s, l, st, n_micro, &st->traffic[PLAN_G_TP]);
+    cp_traffic(s, l, st, n_micro, &st->traffic[PLAN_G_CP]);
     uint64_t sends = (uint64_t)(stage > 0) + (uint64_t)(stage < P - 1), m = (uint64_t)n_micro;
     count(&st->traffic[PLAN_G_PP], COMM_SEND, io * (uint64_t)e, 1, 1, sends * m);  // activation
     count(&st->traffic[PLAN_G_PP], COMM_RECV, io * (uint64_t)e, 1, 1, sends * m);  // and gradient
@@ -282,11 +323,12 @@ static void chunk_counts(const PlanSpec *s, const PlanLayout *l, int P, int stag
     one.num_layers = 1;
     double layer = gpt_flops_per_iteration(&one, 0, l->micro_batch);
     double logits = gpt_flops_per_iteration(&one, Vp, l->micro_batch) - layer;
-    st->model_flops_mb = (st->n_layers * layer + (st->last ? logits : 0.0)) / l->tp;
+    // (CP: each rank does 1/CP of the micro-batch, the causal work balanced by the chunks)
+    st->model_flops_mb = (st->n_layers * layer + (st->last ? logits : 0.0)) / (l->tp * plan_cp(l));
     double extra = st->n_recomputed * layer / 3.0;
     if (c->recompute == GPT_RECOMPUTE_SELECTIVE && !c->use_flash_attn)
         extra = st->n_layers * 4.0 * l->micro_batch * (double)c->seq_length * c->seq_length * c->hidden_size;
-    st->flops_mb = st->model_flops_mb + extra / l->tp;
+    st->flops_mb = st->model_flops_mb + extra / (l->tp * plan_cp(l));
     st->kernel_bytes_mb = plan_kernel_bytes(s, l, st->n_layers, st->n_recomputed, st->first, st->last);
 }
 
@@ -301,7 +343,7 @@ static void interleaved_counts(const PlanSpec *s, const PlanLayout *l, int stage
     pp_ilv_slots(l->pp, v, n_micro, stage, slots);
     PPIlvPlan pl;
     pp_ilv_plan(&pl, l->pp, v, n_micro, stage, 0);
-    size_t N = (size_t)l->micro_batch * s->model.seq_length;
+    size_t N = rows_of(s, l);
     double io = (double)act_bytes(s->precision) * (l->sp ? N / (size_t)l->tp : N) * s->model.hidden_size;
     *st = (PlanStage){.first = stage == 0, .last = stage == l->pp - 1};
     st->mem[PLAN_MEM_COMM] = io;  // the step's received gradient (pp_step_init)

@@ -8,6 +8,14 @@
 // slots as the pipeline schedule sizes them, backward workspace), optim/optimizer.c (ZeRO-1
 // shards, buckets) and pipeline/pp_schedule.c (the received gradient).
 //
+// Context parallelism (l->cp > 1, model/gpt_cp.h): every per-token buffer and count scales
+// with the rank's N = B T / CP rows; the workspace adds the K/V exchange buffer (max(4,
+// 2 CP + 1) x N x 3C/tp); the cp group moves, per layer and micro-batch, p2p: CP - 1
+// exchanges of the rank's (N, 3C/tp) qkv rows forward, again backward plus CP of the dK/dV
+// partial (and CP - 1 more per recomputed forward); all_gather: one all-gather forward, one
+// all-gather and one reduce-scatter backward (one more all-gather per recomputed forward).
+// Gradients reduce (and ZeRO shards) over DP x CP.
+//
 // Activation recomputation (spec.model.recompute*, train's flags): full recomputation keeps
 // only each chunk's output per micro-batch, holds one chunk's activations in the workspace,
 // re-runs the recomputed layers' forward (hardware FLOPs, step time) and repeats their
@@ -45,9 +53,20 @@ typedef struct {
                      // optim_grads_params; zero1 is 1 then); 0: as zero1 says
     int vpp;         // v > 1: interleaved 1F1B with v model chunks per pipeline rank
                      // (--virtual-pipeline-model-parallel-size); 0 or 1: none
+    int cp;          // context parallelism (--context-parallel-size; 0 or 1: none): a rank
+                     // holds B T / cp rows of each micro-batch; world = TP x CP x DP x PP
+    int cp_all_gather;  // --cp-comm-type all_gather (1) or p2p, the ring (0)
 } PlanLayout;
 
-typedef enum { PLAN_G_TP, PLAN_G_PP, PLAN_G_DP, PLAN_G_EMB, PLAN_NGROUPS } PlanGroup;
+// The CP size of a layout (an initialiser without it means 1).
+static inline int plan_cp(const PlanLayout *l) { return l->cp > 1 ? l->cp : 1; }
+// The ranks that reduce the gradients (and shard ZeRO): DP x CP (the run's "dp" counters).
+static inline int plan_dp_cp(const PlanLayout *l) { return l->dp * plan_cp(l); }
+// " x CP n" when CP > 1, else "": layout names read "TP 2 x CP 2 x PP 1 ..." (buf: 32 chars).
+const char *plan_cp_label(const PlanLayout *l, char *buf);
+
+// dp: the gradient group, DP x CP; cp: context parallelism's K/V exchange (model/gpt_cp.c)
+typedef enum { PLAN_G_TP, PLAN_G_PP, PLAN_G_DP, PLAN_G_EMB, PLAN_G_CP, PLAN_NGROUPS } PlanGroup;
 
 typedef enum {
     PLAN_MEM_PARAMS, PLAN_MEM_GRADS, PLAN_MEM_OPTIM, PLAN_MEM_ACTIVATIONS, PLAN_MEM_WORKSPACE,
@@ -113,6 +132,12 @@ void plan_stage_counts(const PlanSpec *s, const PlanLayout *l, int stage, int n_
 // Predicts memory and traffic of every stage, then time and MFU on hw. Call after
 // plan_layout_check succeeded. The result owns r->stages (plan_result_free).
 void plan_predict(const PlanSpec *s, const PlanLayout *l, const PlanHardware *hw, PlanResult *r);
+// The same with the groups' node crossings given (plan_crosses of a layout with the same TP,
+// CP, PP and DP: the enumeration computes them once for all its micro-batches and variants).
+void plan_predict_crossing(const PlanSpec *s, const PlanLayout *l, const PlanHardware *hw,
+                           const int crosses[PLAN_NGROUPS], PlanResult *r);
+// Whether each group of the layout spans nodes (rank r on node r / hw->gpus_per_node). O(world).
+void plan_crosses(const PlanSpec *s, const PlanLayout *l, const PlanHardware *hw, int crosses[PLAN_NGROUPS]);
 void plan_result_free(PlanResult *r);
 
 // Counts `times` calls of kind k moving bytes x num / den each (Comm's integer arithmetic).

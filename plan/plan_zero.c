@@ -38,7 +38,7 @@ static size_t min_sz(size_t a, size_t b) { return a < b ? a : b; }
 
 void plan_zero_counts(const PlanSpec *s, const PlanLayout *l, const ParamInfo *p, int n_params,
                       int n_micro, PlanStage *st) {
-    int dp = l->dp, e = s->precision == PLAN_BF16 || s->precision == PLAN_FP16 ? 2 : 4;
+    int dp = plan_dp_cp(l), e = s->precision == PLAN_BF16 || s->precision == PLAN_FP16 ? 2 : 4;
     PlanUnit *u = calloc((size_t)n_params + 1, sizeof *u);
     int n = units_of(p, n_params, dp, u);
     size_t S = 0, edge_len = 0, layer_len = 0, max_per = 0, wte_own = 0;

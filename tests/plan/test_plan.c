@@ -10,6 +10,7 @@
 #include "tests/testing.h"
 
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -44,7 +45,7 @@ static void test_seed_figures(void) {
 // cross-entropy ones of B T and 2 B T), each 2 (tp-1)/tp of the buffer.
 static void test_tp_counts(void) {
     PlanSpec s = tiny_spec(2, 8);
-    PlanLayout l = {2, 1, 1, 2, 0, 0, 0, 0, 0};
+    PlanLayout l = {2, 1, 1, 2, 0, 0, 0, 0, 0, 1, 0};
     char err[400];
     EXPECT(plan_layout_check(&s, &l, err, sizeof err) == 0, "%s", err);
     PlanStage st;
@@ -54,7 +55,7 @@ static void test_tp_counts(void) {
     EXPECT_EQ_INT(st.traffic[PLAN_G_TP].calls[COMM_ALL_REDUCE], m * (4 * L + 4));
     EXPECT_EQ_INT(st.traffic[PLAN_G_TP].bytes[COMM_ALL_REDUCE], floats * 4 * 2 * 1 / 2);
     // GPT-2 parameter count on one rank of one stage: Vp C + T C + L (12 C^2 + 13 C) + 2 C
-    PlanLayout one = {1, 1, 1, 2, 0, 0, 0, 0, 0};
+    PlanLayout one = {1, 1, 1, 2, 0, 0, 0, 0, 0, 1, 0};
     s.world_size = 1;
     plan_stage_counts(&s, &one, 0, 4, &st);
     EXPECT_EQ_INT(st.n_floats, 384 * 64 + 32 * 64 + 2 * (12 * 64 * 64 + 13 * 64) + 2 * 64);
@@ -67,7 +68,7 @@ static void test_tp_counts(void) {
 static void test_flops_bubble_slots(void) {
     PlanSpec s = tiny_spec(16, 32);
     s.model.num_layers = 4;
-    PlanLayout l = {2, 4, 2, 1, 0, 0, 1, 0, 0};
+    PlanLayout l = {2, 4, 2, 1, 0, 0, 1, 0, 0, 1, 0};
     PlanHardware hw;
     plan_hw_builtin("h100", &hw);
     PlanResult r;
@@ -109,7 +110,7 @@ static void test_flops_bubble_slots(void) {
 static void test_recompute(void) {
     PlanSpec s = tiny_spec(4, 8);
     s.model.num_layers = 4;
-    PlanLayout l = {2, 2, 1, 1, 0, 0, 0, 0, 0};
+    PlanLayout l = {2, 2, 1, 1, 0, 0, 0, 0, 0, 1, 0};
     PlanHardware hw;
     plan_hw_builtin("h100", &hw);
     PlanResult base, full, block, sel;
@@ -154,7 +155,7 @@ static void test_recompute(void) {
 static void test_enumeration(void) {
     PlanSpec s = tiny_spec(4, 4);
     s.model.num_layers = 4;
-    PlanFilter f = {0, 0, 1, -1, -1, -1, 0, 0, 0};
+    PlanFilter f = {0, 0, 1, -1, -1, -1, 0, 0, 0, 0, 0};
     PlanHardware hw;
     plan_hw_builtin("h200", &hw);
     PlanSet set;
@@ -184,7 +185,7 @@ static void test_enumeration(void) {
 static void test_interleaved(void) {
     PlanSpec s = tiny_spec(4, 16);
     s.model.num_layers = 8;
-    PlanLayout l = {1, 2, 2, 2, 0, 0, 0, 0, 2}, plain = l;
+    PlanLayout l = {1, 2, 2, 2, 0, 0, 0, 0, 2, 1, 0}, plain = l;
     plain.vpp = 1;
     char err[400];
     EXPECT(plan_layout_check(&s, &l, err, sizeof err) == 0, "%s", err);
@@ -249,7 +250,7 @@ static void test_interleaved(void) {
     uneven.model.first_stage_layers = 2;
     EXPECT(plan_layout_check(&uneven, &l, err, sizeof err) != 0 && strstr(err, "first/last"), "%s", err);
     // enumeration with v fixed: PP 2 and 4 layouts only, all interleaved
-    PlanFilter f = {0, 0, 2, -1, -1, 0, 0, 2, 0};
+    PlanFilter f = {0, 0, 2, -1, -1, 0, 0, 2, 0, 0, 0};
     PlanSet set;
     plan_enumerate(&s, &f, &hw, &set);
     EXPECT(set.n > 0, "%s", set.reason);
@@ -312,7 +313,7 @@ static void test_hardware_files(void) {
 // 196608. The step time adds them at hbm_gbps; flash attention drops the softmax rows.
 static void test_kernel_bytes(void) {
     PlanSpec s = tiny_spec(1, 8);
-    PlanLayout l = {1, 1, 1, 2, 0, 0, 0, 0, 0};
+    PlanLayout l = {1, 1, 1, 2, 0, 0, 0, 0, 0, 1, 0};
     double layer = 279552.0 + 541696.0, ends = 114688.0 + 493056.0;
     EXPECT_NEAR(plan_kernel_bytes(&s, &l, 2, 0, 1, 1), 2 * layer + ends, 0);
     EXPECT_NEAR(plan_kernel_bytes(&s, &l, 2, 1, 0, 1), 2 * layer + 279552.0 + 493056.0, 0);
@@ -337,6 +338,37 @@ static void test_kernel_bytes(void) {
            2 * layer + ends, 2 * (layer - 65536.0 - 98304.0) + ends);
 }
 
+// Context parallelism (model/gpt_cp.c): the ring sends and receives the rank's (N, 3C/tp)
+// qkv rows ((2L) (P - 1) + L P) m times, all_gather gathers 2 L m and reduce-scatters L m
+// times; the activations of a slot halve at CP 2, the workspace gains max(4, 2P + 1) such
+// buffers; gradients pad and shard over DP x CP; CP needs flash attention and 2P | T.
+static void test_context_parallel(void) {
+    PlanSpec s = tiny_spec(4, 8);
+    s.model.use_flash_attn = 1;
+    PlanLayout l = {1, 1, 2, 2, 0, 0, 1, 0, 0, 2, 0}, one = {1, 1, 2, 2, 0, 0, 1, 0, 0, 1, 0};
+    char err[400];
+    EXPECT(plan_layout_check(&s, &l, err, sizeof err) == 0, "%s", err);
+    PlanStage st, st1;
+    long long m = 2, L = 2, P = 2, n = 2 * 32 / 2 * 3 * 64, e = 4;  // n: elements per exchange
+    plan_stage_counts(&s, &l, 0, (int)m, &st);
+    EXPECT_EQ_INT(st.traffic[PLAN_G_CP].calls[COMM_SEND], (2 * L * (P - 1) + L * P) * m);
+    EXPECT_EQ_INT(st.traffic[PLAN_G_CP].bytes[COMM_RECV], (2 * L * (P - 1) + L * P) * m * n * e);
+    EXPECT_EQ_INT(st.shard_len * 4, st.n_alloc);  // ZeRO-1 over DP 2 x CP 2
+    s.world_size = 2;
+    plan_stage_counts(&s, &one, 0, (int)m, &st1);
+    EXPECT(fabs(st.mem[PLAN_MEM_ACTIVATIONS] / st1.mem[PLAN_MEM_ACTIVATIONS] - 0.5) < 0.02, "activations x %g",
+           st.mem[PLAN_MEM_ACTIVATIONS] / st1.mem[PLAN_MEM_ACTIVATIONS]);
+    EXPECT_EQ_INT(st1.traffic[PLAN_G_CP].bytes[COMM_SEND], 0);
+    s.world_size = 4;
+    l.cp_all_gather = 1;
+    plan_stage_counts(&s, &l, 0, (int)m, &st);
+    EXPECT_EQ_INT(st.traffic[PLAN_G_CP].calls[COMM_ALL_GATHER], 2 * L * m);
+    EXPECT_EQ_INT(st.traffic[PLAN_G_CP].bytes[COMM_REDUCE_SCATTER], L * m * P * n * e / 2);
+    EXPECT_EQ_INT(st.traffic[PLAN_G_CP].calls[COMM_SEND], 0);
+    s.model.use_flash_attn = 0;
+    EXPECT(plan_layout_check(&s, &l, err, sizeof err) != 0 && strstr(err, "flash"), "refused: %s", err);
+}
+
 int main(void) {
     test_seed_figures();
     test_tp_counts();
@@ -346,5 +378,6 @@ int main(void) {
     test_interleaved();
     test_hardware_files();
     test_kernel_bytes();
+    test_context_parallel();
     return test_result("test_plan");
 }

@@ -90,6 +90,44 @@ print(f"ok   interleaved: {len(v2)} layouts, PP 2 x v 2 (PP 4 and 8 cannot split
 PY
 "$megac" plan --world-size 8 "${model[@]}" --global-batch-size 16 --virtual-pipeline-model-parallel-size 2 | grep -q " ilv2 " \
   && echo "ok   interleaved table: ilv2" || { echo "FAIL interleaved table"; fails=$((fails + 1)); }
+# context parallelism: CP 1 unless asked; --context-parallel-size 0 tries every CP whose chunks
+# T / (2 CP) keep 128 positions (T = 1024: CP 1, 2, 4); its CP 1 layouts are those of a plan
+# without the flag; CP 2 halves the activations of a slot; the ring moves K/V by send/recv,
+# all_gather by collectives
+long=(--num-layers 4 --hidden-size 64 --num-attention-heads 8 --seq-length 1024 --vocab-size 257)
+ok cp_free "$megac" plan --world-size 8 "${long[@]}" --global-batch-size 16 --json --use-flash-attn --context-parallel-size 0
+cp "$tmp/out" "$tmp/cpfree.json"
+ok cp_one "$megac" plan --world-size 8 "${long[@]}" --global-batch-size 16 --json --use-flash-attn
+cp "$tmp/out" "$tmp/cp1.json"
+ok cp_all_gather "$megac" plan --world-size 8 "${long[@]}" --global-batch-size 16 --json --use-flash-attn \
+  --context-parallel-size 2 --cp-comm-type all_gather
+python3 - "$tmp/cpfree.json" "$tmp/cp1.json" "$tmp/out" <<'PY' || fails=$((fails + 1))
+import json, sys
+free, one, ag = (json.load(open(p))["layouts"] for p in sys.argv[1:])
+assert {l["cp"] for l in free} == {1, 2, 4}, sorted({l["cp"] for l in free})
+assert all(l["tp"] * l["cp"] * l["pp"] * l["dp"] == 8 for l in free)
+strip = lambda L: sorted(json.dumps({k: v for k, v in l.items() if k != "position"}, sort_keys=True) for l in L)
+assert strip([l for l in free if l["cp"] == 1]) == strip(one), "CP 1 layouts as without --context-parallel-size"
+pick = lambda cp: [l for l in free if (l["cp"], l["tp"], l["pp"], l["micro_batch"], l["zero"]) == (cp, 1, 1, 1, 1)][0]
+l2, l1 = pick(2), pick(1)
+r = l2["stages"][0]["memory"]["activations"] / l1["stages"][0]["memory"]["activations"]
+assert 0.45 < r < 0.55, r
+t = l2["stages"][0]["traffic"]["cp"]
+assert t["send"]["calls"] > 0 and t["all_gather"]["calls"] == 0 and l1["stages"][0]["traffic"]["cp"]["bytes"] == 0, t
+assert ag and all(l["cp"] == 2 and l["cp_comm_type"] == "all_gather" for l in ag)
+t = ag[0]["stages"][0]["traffic"]["cp"]
+assert t["all_gather"]["calls"] > 0 and t["reduce_scatter"]["calls"] > 0 and t["send"]["calls"] == 0, t
+print(f"ok   context parallelism: {len(free)} layouts (CP 1, 2, 4), CP 1 unchanged, CP 2 activations x {r:.3f}")
+PY
+"$megac" plan --world-size 8 "${model[@]}" --global-batch-size 16 --use-flash-attn --context-parallel-size 2 \
+  | grep -q "#  TP  CP  PP" && echo "ok   cp table: CP column" || { echo "FAIL cp table"; fails=$((fails + 1)); }
+bad cp_no_flash "--context-parallel-size 2 needs --use-flash-attn" "$megac" plan --world-size 8 "${model[@]}" \
+  --context-parallel-size 2
+bad cp_seq "2 x 32 dividing --seq-length 32" "$megac" plan --world-size 64 "${model[@]}" --use-flash-attn \
+  --context-parallel-size 32
+bad cp_world "--context-parallel-size 3" "$megac" plan --world-size 8 "${model[@]}" --use-flash-attn --context-parallel-size 3
+bad cp_comm_type "--cp-comm-type must be p2p or all_gather, got 'a2a'" "$megac" plan --world-size 8 "${model[@]}" \
+  --use-flash-attn --context-parallel-size 2 --cp-comm-type a2a
 
 bad no_world "world-size" "$megac" plan "${model[@]}"
 bad tp_not_dividing "not divisible by --tensor-model-parallel-size 3" "$megac" plan --world-size 8 "${model[@]}" --tensor-model-parallel-size 3
@@ -130,9 +168,11 @@ bad batch_huge "--global-batch-size must be at most 16777216" timeout 10 "$megac
 t0=$(date +%s%N)
 ok world_2_20 timeout 20 "$megac" plan --world-size 1048576 --num-layers 64 --hidden-size 8192 \
   --num-attention-heads 64 --seq-length 2048 --global-batch-size 4096 --top 1
+ok world_2_20_cp timeout 20 "$megac" plan --world-size 1048576 --num-layers 64 --hidden-size 8192 \
+  --num-attention-heads 64 --seq-length 2048 --global-batch-size 4096 --top 1 --use-flash-attn --context-parallel-size 0
 ok layers_10_6 timeout 20 "$megac" plan --world-size 8 --num-layers 1000000 --hidden-size 1024 \
   --num-attention-heads 16 --seq-length 1024 --global-batch-size 8 --top 1
-echo "     (world 2^20 and 10^6 layers: $(( ($(date +%s%N) - t0) / 1000000 )) ms together)"
+echo "     (world 2^20, with CP free, and 10^6 layers: $(( ($(date +%s%N) - t0) / 1000000 )) ms together)"
 # issue 30, case 11: a vocabulary whose padded size wraps an int is refused by name (train
 # printed "cannot allocate 18446743523954179072 bytes" for --mock-vocab-size 2147483647)
 bad vocab_wraps "vocab size 2147483647, padded to a multiple of make-vocab-size-divisible-by 128" \
