@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """plan/ablate.py: `megac ablate`: run a sweep of layouts and report it (see docs/ablate.md).
 
-  megac ablate --grid "tp=1,2 pp=1,2 mbs=1,2 schedule=1f1b,gpipe sp=0,1 zero=0,1,2,3 recompute=none,full,selective vpp=1,2" \\
+  megac ablate --grid "tp=1,2 cp=1,2 pp=1,2 mbs=1,2 schedule=1f1b,gpipe sp=0,1 zero=0,1,2,3 recompute=none,full,selective vpp=1,2" \\
       --world-size 8 --output DIR [--launcher mpiexec|slurm] [--hardware h100|h200|FILE] \\
       [--vocab-size V] [--slurm-args "..."] [--max-parallel K] [--no-wait] -- <megac train flags>
   megac ablate collect DIR     (--launcher slurm --no-wait: record the finished points, report)
@@ -11,6 +11,8 @@ zero (or zero1, its older name): 0 DDP, 1 ZeRO-1, 2 ZeRO-2, 3 ZeRO-3 (train's
 --data-parallel-sharding-strategy no_shard / optim / optim_grads / optim_grads_params).
 vpp: model chunks per pipeline rank (interleaved 1F1B, train's --virtual-pipeline-model-
 parallel-size; 1: none); a point the schedule cannot run is skipped with the plan's reason.
+cp: context-parallel size (train's --context-parallel-size; --use-flash-attn is added to a
+cp > 1 point when the train flags lack it; --cp-comm-type after -- reaches plan and train).
 Expands the grid; asks `megac plan --json` about each point (an invalid point is skipped
 with the plan's reason, a valid one gets its predictions); runs each valid point through
 megac-mpiexec with --log-json (--launcher slurm: all of them as one Slurm job array,
@@ -27,7 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ablate_report  # noqa: E402
 import ablate_slurm  # noqa: E402
 
-KEYS = {"tp": int, "pp": int, "mbs": int, "schedule": str, "sp": int, "zero1": int, "zero": int, "recompute": str,
+KEYS = {"tp": int, "cp": int, "pp": int, "mbs": int, "schedule": str, "sp": int, "zero1": int, "zero": int, "recompute": str,
         "vpp": int}
 SHARDING = ["no_shard", "optim", "optim_grads", "optim_grads_params"]  # by ZeRO stage
 # grid values of recompute -> the flags of train and plan
@@ -38,12 +40,14 @@ PLAN_FLAGS = {"--num-layers": 1, "--hidden-size": 1, "--num-attention-heads": 1,
               "--decoder-first-pipeline-num-layers": 1, "--decoder-last-pipeline-num-layers": 1,
               "--global-batch-size": 1, "--ddp-bucket-size": 1, "--device": 1, "--use-flash-attn": 0,
               "--bf16": 0, "--fp16": 0, "--no-tf32": 0, "--init-method-std": 1, "--recompute-granularity": 1,
-              "--recompute-method": 1, "--recompute-num-layers": 1, "--recompute-activations": 0}
+              "--recompute-method": 1, "--recompute-num-layers": 1, "--recompute-activations": 0,
+              "--cp-comm-type": 1}
 # flags the grid owns: given after --, they would contradict it
 GRID_FLAGS = {"--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--micro-batch-size",
               "--pipeline-schedule", "--sequence-parallel", "--no-distributed-optimizer",
               "--use-distributed-optimizer", "--data-parallel-sharding-strategy", "--log-json",
-              "--virtual-pipeline-model-parallel-size", "--num-layers-per-virtual-pipeline-stage"}
+              "--virtual-pipeline-model-parallel-size", "--num-layers-per-virtual-pipeline-stage",
+              "--context-parallel-size"}
 
 
 def usage_error(msg):
@@ -52,8 +56,8 @@ def usage_error(msg):
 
 
 def parse_grid(text, world):
-    # left out: TP = PP = 1, 1F1B, no SP, ZeRO-1 where DP > 1 (train's defaults)
-    grid = {"tp": [1], "pp": [1], "mbs": [None], "schedule": ["1f1b"], "sp": [0], "zero1": [None],
+    # left out: TP = CP = PP = 1, 1F1B, no SP, ZeRO-1 where DP x CP > 1 (train's defaults)
+    grid = {"tp": [1], "cp": [1], "pp": [1], "mbs": [None], "schedule": ["1f1b"], "sp": [0], "zero1": [None],
             "recompute": ["none"], "vpp": [1]}
     for item in text.split():
         key, _, vals = item.partition("=")
@@ -65,7 +69,7 @@ def parse_grid(text, world):
         except ValueError:
             usage_error(f"grid item '{item}': values of {key} must be integers")
         for v in values:
-            if key in ("tp", "pp") and (v <= 0 or world % v):
+            if key in ("tp", "cp", "pp") and (v <= 0 or world % v):
                 usage_error(f"grid: {key}={v} does not divide the world size {world}")
             if key == "mbs" and v <= 0:
                 usage_error(f"grid: mbs={v} must be > 0")
@@ -83,20 +87,32 @@ def parse_grid(text, world):
     points = [dict(zip(grid, combo)) for combo in itertools.product(*grid.values())]
     for p in points:
         if p["zero1"] is None:
-            p["zero1"] = int(world // (p["tp"] * p["pp"]) > 1)
+            p["zero1"] = int(world // (p["tp"] * p["pp"]) > 1)  # DP x CP > 1: ZeRO shards over both
     return points
 
 
+def point_dp(p, world):
+    n = p["tp"] * p.get("cp", 1) * p["pp"]
+    return world // n if world % n == 0 else 0
+
+
 def point_id(p, world):
-    dp = world // (p["tp"] * p["pp"]) if world % (p["tp"] * p["pp"]) == 0 else 0
+    dp = point_dp(p, world)
     rc = "" if p.get("recompute", "none") == "none" else f"_rc{p['recompute']}"  # ids of sweeps without it stay
     v = "" if p.get("vpp", 1) == 1 else f"_v{p['vpp']}"
-    return (f"tp{p['tp']}_pp{p['pp']}_dp{dp}_mbs{p['mbs']}_{p['schedule']}_sp{p['sp']}_zero{p['zero1']}{rc}{v}")
+    cp = "" if p.get("cp", 1) == 1 else f"_cp{p['cp']}"  # (as rc and v: earlier ids stay)
+    return (f"tp{p['tp']}{cp}_pp{p['pp']}_dp{dp}_mbs{p['mbs']}_{p['schedule']}_sp{p['sp']}_zero{p['zero1']}{rc}{v}")
 
 
-def layout_flags(p, for_plan):
+def layout_flags(p, for_plan, given=()):
+    """The flags of point p for plan (for_plan) or train; given: the flags the user passed."""
     f = ["--tensor-model-parallel-size", str(p["tp"]), "--pipeline-model-parallel-size", str(p["pp"]),
          "--micro-batch-size", str(p["mbs"])]
+    cp = p.get("cp", 1)
+    if for_plan or cp > 1:  # the plan enumerates CP when free: fix it
+        f += ["--context-parallel-size", str(cp)]
+    if cp > 1 and "--use-flash-attn" not in given:  # CP needs it
+        f.append("--use-flash-attn")
     if for_plan or p["pp"] > 1:
         f += ["--pipeline-schedule", p["schedule"]]
     if p["sp"]:
@@ -131,7 +147,7 @@ def plan_flags(train_flags, vocab):
 def predict(megac, world, p, args, pflags):
     """The plan's one layout for point p, or (None, reason)."""
     cmd = [megac, "plan", "--world-size", str(world), "--json", "--hardware", args.hardware] + pflags + \
-          layout_flags(p, True)
+          layout_flags(p, True, pflags)
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         return None, (r.stderr.strip().splitlines() or ["megac plan failed"])[-1].removeprefix("megac: ")
@@ -164,7 +180,7 @@ def measure(out_text, log_path):
     return {"ms_per_iter": ms, "tokens_per_s": sum(r["tokens_per_s"] for r in steady) / len(steady),
             "tflops_per_rank": sum(r["gflops_per_rank"] for r in steady) / len(steady) / 1e3,
             "peak_memory_per_rank": peak, "memory": by_cat, "bubble": bubbles,
-            "bytes": {g: last[f"{g}_bytes"] for g in ("tp", "pp", "dp", "embedding")},
+            "bytes": {g: last.get(f"{g}_bytes", 0) for g in ablate_report.GROUPS},
             "final_loss": last["lm_loss"], "iterations": len(rows), "run": run}
 
 
@@ -175,7 +191,7 @@ def predicted(lay):
             # the categories the run's start-up table shows (communication buffers are not in it)
             "peak_memory_per_rank": max(sum(s["memory"][c] for c in ablate_report.MEM) for s in stages),
             "memory": {c: max(s["memory"][c] for s in stages) for c in stages[0]["memory"]},
-            "bytes": {g: stages[0]["traffic"][g]["bytes"] for g in ("tp", "pp", "dp", "embedding")},
+            "bytes": {g: stages[0]["traffic"][g]["bytes"] for g in ablate_report.GROUPS},
             "bubble": [s["bubble"] for s in stages]}
 
 
@@ -193,7 +209,8 @@ def result_of(rc, text, log):
 
 def run_point(megac, launcher, world, p, train_flags, log_dir, pid):
     log = os.path.join(log_dir, pid + ".jsonl")
-    cmd = [launcher, "-n", str(world), megac, "train"] + train_flags + layout_flags(p, False) + ["--log-json", log]
+    cmd = [launcher, "-n", str(world), megac, "train"] + train_flags + layout_flags(p, False, train_flags) + \
+        ["--log-json", log]
     with open(os.path.join(log_dir, pid + ".cmd"), "w") as f:
         f.write(shlex.join(cmd) + "\n")
     r = subprocess.run(cmd, capture_output=True, text=True)
@@ -290,12 +307,12 @@ def sweep(argv):
         if pid in done_ids:
             print(f"{pid}: {'pending in Slurm' if pid in left else 'recorded already'} (resume)")
             continue
-        rec = {"id": pid, "layout": dict(p, dp=args.world_size // (p["tp"] * p["pp"]))}
+        rec = {"id": pid, "layout": dict(p, dp=point_dp(p, args.world_size))}
         if lay is None:
             rec.update(status="skipped", reason=why)
         elif args.launcher == "slurm":
             rec["predicted"] = predicted(lay)
-            todo.append((pid, train_flags + layout_flags(p, False), rec))
+            todo.append((pid, train_flags + layout_flags(p, False, train_flags), rec))
             continue
         else:
             rec["predicted"] = predicted(lay)

@@ -4,7 +4,8 @@
 # table, equal final losses and valid PNGs; an interrupted sweep resumes (only the missing
 # point runs); `megac ablate report DIR` rebuilds the report; a point that dies is recorded
 # as failed with its reason and the sweep goes on; a recompute=none,full,selective sweep; a
-# zero=0,1,2,3 sweep (DDP, ZeRO-1, 2, 3); a vpp=1,2 sweep (interleaved 1F1B);
+# zero=0,1,2,3 sweep (DDP, ZeRO-1, 2, 3); a vpp=1,2 sweep (interleaved 1F1B); cp=1,2 sweeps
+# (context parallelism, both comm types);
 # bad grids exit 2 before anything runs.
 set -u
 megac="$1"
@@ -130,6 +131,35 @@ assert sorted(r["vpp"] for r in rows) == ["1", "1", "2", "2"], [r["vpp"] for r i
 assert "| sched | v |" in open(os.path.join(sys.argv[1], "REPORT.md")).read()
 PY
 
+# the cp key: CP 1 and 2 (ring and all_gather: --cp-comm-type after -- reaches plan and train) on
+# 2 ranks; ablate adds --use-flash-attn to the CP 2 point; bytes (cp: the K/V exchange, dp over
+# DP x CP) equal the plan's, activations within 5 % of it and under half of CP 1's, losses equal
+for ct in p2p all_gather; do
+  "$megac" ablate --grid "cp=1,2 mbs=2" --world-size 2 --output "$tmp/cp_$ct" \
+    -- "${train[@]}" --cp-comm-type "$ct" > "$tmp/log7" 2>&1 || fail "cp sweep ($ct) exit $?"
+  python3 - "$tmp/cp_$ct" <<'PY' && echo "ok   cp=1,2 ($ct): bytes equal the plan's, activations as predicted, under half" \
+    || { fail "cp sweep ($ct)"; cat "$tmp/log7"; }
+import json, os, sys
+d = sys.argv[1]
+recs = {r["layout"]["cp"]: r for r in map(json.loads, open(os.path.join(d, "records.jsonl")))}
+assert sorted(recs) == [1, 2] and all(r["status"] == "ok" for r in recs.values()), recs
+for r in recs.values():
+    m, p = r["measured"], r["predicted"]
+    assert m["bytes"] == p["bytes"], (r["id"], m["bytes"], p["bytes"])
+    a_m, a_p = m["memory"]["activations"], p["memory"]["activations"]
+    assert abs(a_m - a_p) <= 0.05 * a_p + 0.01 * 2**20, (r["id"], a_m, a_p)
+one, two = recs[1]["measured"], recs[2]["measured"]
+assert two["bytes"]["cp"] > 0 == one["bytes"]["cp"] and recs[2]["layout"]["dp"] == 1, (one["bytes"], two["bytes"])
+# (the CP 1 point runs without flash attention: its probabilities make the ratio below one half)
+assert two["memory"]["activations"] / one["memory"]["activations"] < 0.55
+assert recs[2]["id"].startswith("tp1_cp2_pp1_dp1") and recs[1]["id"].startswith("tp1_pp1_dp2")
+cmd = open(os.path.join(d, "runs", recs[2]["id"] + ".cmd")).read()
+assert "--context-parallel-size 2" in cmd and "--use-flash-attn" in cmd, cmd
+report = open(os.path.join(d, "REPORT.md")).read()
+assert "| TP | CP | PP |" in report and "all agree within" in report, report
+PY
+done
+
 bad() {  # bad NAME PATTERN GRID [WORLD]: exit 2, PATTERN on stderr, nothing written
   "$megac" ablate --grid "$3" --world-size "${4:-8}" --output "$tmp/bad" -- "${train[@]}" > /dev/null 2> "$tmp/err"
   local rc=$?
@@ -143,6 +173,7 @@ bad not_integer "must be integers" "tp=one mbs=1"
 bad recompute_value "must be none, full or selective" "tp=1 mbs=1 recompute=some"
 bad zero_value "must be 0 (DDP), 1, 2 or 3" "tp=1 mbs=1 zero=4"
 bad vpp_value "vpp=0 must be > 0" "pp=2 mbs=1 vpp=0"
+bad cp_not_dividing "cp=3 does not divide the world size 8" "cp=1,3 mbs=1"
 if [[ $fails -gt 0 ]]; then echo "test_ablate: $fails failure(s)"; exit 1; fi
 if [[ $HAVE_GNUPLOT != 1 ]]; then  # the plots were not checked: SKIP, not a pass
   echo "test_ablate: everything but the plots ok; gnuplot is not installed (apt-get install gnuplot-nox)"
