@@ -159,7 +159,7 @@ int main(int argc, char **argv) {
             pp_ilv_slots(pp, v, ms[i], s, sl);
             if (i == 0 || sl[c] > slots) slots = sl[c];
         }
-        chunks[c] = gpt_create(&cfg, be, 1, 0, pp * v, c * pp + s, micro_batch, slots, 1234, 1, 0, 1, 0);
+        chunks[c] = gpt_create(&cfg, be, 1, 0, pp * v, c * pp + s, micro_batch, slots, 1234, 1, 0, NULL);
     }
     if (v > 1) gpt_share_workspace(chunks, v);  // one chunk computes at a time
     GPT *m = chunks[0];

@@ -118,7 +118,7 @@ typedef struct {
     int cp, cp_rank, T_seq;            // context parallelism: this rank holds T = T_seq/cp
                                        // positions of each sequence, two chunks (gpt_cp.h);
                                        // cp 1: T = T_seq, the whole sequence
-    Comm *cp_comm;                     // the context-parallel group (gpt_set_context_parallel)
+    Comm *cp_comm;                     // the context-parallel group (NULL: cp 1)
     int cp_all_gather;                 // --cp-comm-type all_gather (else the p2p ring)
     int sp;                            // sequence parallelism on
     int N_sp;                          // rows of the residual stream here: N/tp with SP, else N
@@ -165,7 +165,8 @@ typedef struct {
         void *sp_gather, *sp_full;     // (N, C) each, sequence-parallel workspace (else NULL)
         void *cp_buf;                  // context parallelism's workspace (gpt_cp.c; else NULL):
                                        // p2p (4, N, 3*C/tp): two K/V blocks, two dK/dV; all_gather
-                                       // (2*cp + 1, N, 3*C/tp)
+                                       // (2*cp + 1, N, 3*C/tp): the gathered rows, in sequence
+                                       // order, this rank's dK/dV
         float dscale_value;
         float *dscale_host;            // (N) host staging for dscale, allocated once
         void *mem;
@@ -180,6 +181,13 @@ typedef struct {
     } mask;
 } GPT;
 
+// Context parallelism of a stage (model/gpt_cp.h): `size` ranks of the group `comm` share
+// each sequence, this one at `rank`; all_gather 1: --cp-comm-type all_gather, 0: the ring.
+typedef struct {
+    int size, rank, all_gather;
+    Comm *comm;
+} GPTContextParallel;
+
 // Builds the stage (call gpt_config_check first; a sequence-parallel micro-batch that tp
 // does not divide is a usage error), allocates everything on
 // `be`, initialises parameters from `seed` (layout-independent). The flat buffers hold
@@ -188,11 +196,10 @@ typedef struct {
 // the residual stream, LayerNorms and the stage's input/output hold N/tp rows. With context
 // parallelism (cp > 1; gpt_cp.h: 2*cp must divide the sequence length and flash attention
 // is needed, usage errors otherwise) the stage holds seq_length/cp positions of each
-// sequence, rank cp_rank's two chunks; call gpt_set_context_parallel before a forward. Never
-// returns NULL.
+// sequence, rank cp->rank's two chunks (cp NULL: none). Never returns NULL.
 GPT *gpt_create(const GPTConfig *cfg, Backend *be, int tp, int tp_rank, int pp, int pp_rank,
                 int micro_batch, int n_slots, uint64_t seed, size_t pad_multiple,
-                int sequence_parallel, int cp, int cp_rank);
+                int sequence_parallel, const GPTContextParallel *cp);
 void gpt_destroy(GPT *m);
 
 // Forward of one micro-batch into `slot`. tokens (B, T) are read on the first stage,

@@ -92,8 +92,8 @@ static void carve_scratch(GPT *m, Carver *cv) {
     }
     if (m->cfg.recompute == GPT_RECOMPUTE_SELECTIVE && !m->cfg.use_flash_attn)
         m->s.att = CARVE_A(cv, rows * m->T);
-    if (m->cp > 1)  // (gpt.h; the comm type is known only later: the larger of the two)
-        m->s.cp_buf = CARVE_A(cv, (size_t)(2 * m->cp + 1 > 4 ? 2 * m->cp + 1 : 4) * N * 3 * m->C_tp);
+    if (m->cp > 1)  // (gpt.h)
+        m->s.cp_buf = CARVE_A(cv, (size_t)(m->cp_all_gather ? 2 * m->cp + 1 : 4) * N * 3 * m->C_tp);
     for (int i = 0; i < m->n_rc; i++) carve_layer(m, cv, &m->rc[i]);
 }
 
@@ -151,7 +151,7 @@ static void init_params(GPT *m, uint64_t seed) {
 
 GPT *gpt_create(const GPTConfig *cfg, Backend *be, int tp, int tp_rank, int pp, int pp_rank,
                 int micro_batch, int n_slots, uint64_t seed, size_t pad_multiple,
-                int sequence_parallel, int cp, int cp_rank) {
+                int sequence_parallel, const GPTContextParallel *cp) {
     GPT *m = core_calloc(1, sizeof *m);
     m->cfg = *cfg;
     m->be = be;
@@ -161,8 +161,10 @@ GPT *gpt_create(const GPTConfig *cfg, Backend *be, int tp, int tp_rank, int pp, 
     m->first = (pp_rank == 0);
     m->last = (pp_rank == pp - 1);
     m->B = micro_batch;
-    m->cp = cp > 1 ? cp : 1;
-    m->cp_rank = m->cp > 1 ? cp_rank : 0;
+    m->cp = cp && cp->size > 1 ? cp->size : 1;
+    m->cp_rank = m->cp > 1 ? cp->rank : 0;
+    m->cp_comm = m->cp > 1 ? cp->comm : NULL;
+    m->cp_all_gather = m->cp > 1 && cp->all_gather;
     m->T_seq = cfg->seq_length;
     char err[256];
     if (gpt_cp_check(cfg, m->cp, err, sizeof err)) core_usage_error("%s", err);

@@ -19,11 +19,6 @@ int gpt_cp_check(const GPTConfig *cfg, int cp, char *err, size_t errlen) {
     return 0;
 }
 
-void gpt_set_context_parallel(GPT *m, Comm *cp_comm, int all_gather) {
-    m->cp_comm = cp_comm;
-    m->cp_all_gather = all_gather;
-}
-
 int gpt_cp_chunk_pos(int T_seq, int cp, int r, int h) {
     int c = T_seq / (2 * cp);
     return (h ? 2 * cp - 1 - r : r) * c;
@@ -61,7 +56,7 @@ static CPCtx ctx(GPT *m) {
     x.y_half = (size_t)m->B * x.c * m->C_tp * x.esz;
     x.lse_half = (size_t)m->B * m->NH_tp * x.c;
     x.n = (size_t)m->N * 3 * m->C_tp;
-    if (!m->cp_comm) core_fatal("context parallelism: the CP group was never set (gpt_set_context_parallel)");
+    if (!m->cp_comm) core_fatal("context parallelism: no CP group (gpt_create)");
     return x;
 }
 

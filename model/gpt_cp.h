@@ -22,10 +22,6 @@
 // length; flash attention on); else -1 with one line naming the numbers in err. Pure.
 int gpt_cp_check(const GPTConfig *cfg, int cp, char *err, size_t errlen);
 
-// Sets the context-parallel group of m (cp_comm: m->cp ranks, this rank at m->cp_rank) and
-// the K/V exchange (all_gather 1: gather, 0: the p2p ring). Never fails.
-void gpt_set_context_parallel(GPT *m, Comm *cp_comm, int all_gather);
-
 // Global position of the first token of half h (0 or 1) of CP rank r's rows, sequences of
 // T_seq positions split over cp ranks. Pure.
 int gpt_cp_chunk_pos(int T_seq, int cp, int r, int h);

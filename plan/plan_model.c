@@ -250,7 +250,7 @@ static size_t scratch_bytes(const PlanSpec *s, const PlanLayout *l, const PlanSt
         b += piece(2 * N * F_tp * e) - piece(N * F_tp * e) + piece(N * F_tp * e);
     if (c->rope || G_tp != NH_tp) b += piece(N * (NH_tp + 2 * G_tp) * hs * e);  // qkv_in
     size_t cp = (size_t)plan_cp(l);
-    if (cp > 1) b += piece((2 * cp + 1 > 4 ? 2 * cp + 1 : 4) * N * 3 * (C / tp) * e);  // cp_buf
+    if (cp > 1) b += piece((l->cp_all_gather ? 2 * cp + 1 : 4) * N * 3 * (C / tp) * e);  // cp_buf
     return b + (size_t)st->n_workspace_layers * layer_bytes(s, l, 0);
 }
 

@@ -16,7 +16,6 @@
 #include "core/host.h"   // defines: core_host_rank, core_host_threads, core_host_device
 #include "core/timer.h"  // defines: core_now
 #include "distributed/dist_geometry.h"  // defines: dist_pad_multiple
-#include "model/gpt_cp.h"  // defines: gpt_set_context_parallel
 #ifdef MEGAC_HAVE_CUDA
 #include "core/check_cuda.h"  // defines: CUDA_CHECK
 #endif
@@ -65,11 +64,11 @@ static void create_model_chunks(Trainer *t, PPScheduleKind kind) {
     t->chunks = core_calloc((size_t)v, sizeof *t->chunks);
     t->opts = core_calloc((size_t)v, sizeof *t->opts);
     t->wte_chunk = t->wte_param = -1;
+    GPTContextParallel cp = {a->cp, g->coord.cp_rank, !strcmp(a->cp_comm_type, "all_gather"), g->cp};
     for (int c = 0; c < v; c++) {
         GPT *m = gpt_create(&a->model, t->be, a->tp, g->coord.tp_rank, a->pp * v, c * a->pp + r,
                             a->micro_batch, slots[c], a->seed, dist_pad_multiple(t->dp * a->cp),
-                            a->sequence_parallel, a->cp, g->coord.cp_rank);
-        if (a->cp > 1) gpt_set_context_parallel(m, g->cp, !strcmp(a->cp_comm_type, "all_gather"));
+                            a->sequence_parallel, &cp);
         OptimSharding sh = a->sharding >= OPTIM_SHARD_GRADS ? (OptimSharding)a->sharding
                          : a->zero1 ? OPTIM_SHARD_OPTIM : OPTIM_NO_SHARD;
         // the ranks holding the same weights: dp x cp (each CP rank saw other tokens)

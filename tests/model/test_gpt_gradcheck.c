@@ -46,7 +46,7 @@ static void set_eod_mask(GPT *m, Comm *tp, const int *tok, int *tgt) {
 }
 
 static void gradcheck(Backend *be, Comm *tp, GPTConfig cfg, float p, int eod_mask) {
-    GPT *m = gpt_create(&cfg, be, 1, 0, 1, 0, 2, 1, 42, 16, 0, 1, 0);
+    GPT *m = gpt_create(&cfg, be, 1, 0, 1, 0, 2, 1, 42, 16, 0, NULL);
     int tok[16], tgt[16];
     for (int i = 0; i < 16; i++) { tok[i] = (i * 7 + 3) % 50; tgt[i] = (i * 11 + 5) % 50; }
     if (eod_mask) set_eod_mask(m, tp, tok, tgt);
@@ -99,9 +99,9 @@ static void gradcheck(Backend *be, Comm *tp, GPTConfig cfg, float p, int eod_mas
 
 // Every shard of a TP = 2 model equals the matching slice of the TP = 1 model.
 static void init_is_layout_independent(Backend *be, GPTConfig cfg) {
-    GPT *full = gpt_create(&cfg, be, 1, 0, 1, 0, 1, 1, 7, 16, 0, 1, 0);
+    GPT *full = gpt_create(&cfg, be, 1, 0, 1, 0, 1, 1, 7, 16, 0, NULL);
     for (int r = 0; r < 2; r++) {
-        GPT *sh = gpt_create(&cfg, be, 2, r, 2, 1, 1, 1, 7, 16, 0, 1, 0);  // last stage of PP = 2
+        GPT *sh = gpt_create(&cfg, be, 2, r, 2, 1, 1, 1, 7, 16, 0, NULL);  // last stage of PP = 2
         for (int i = 0; i < sh->n_params; i++) {
             const ParamInfo *p = &sh->params[i];
             const ParamInfo *q = &full->params[gpt_param_index(full, p->name)];
