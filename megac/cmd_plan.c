@@ -195,7 +195,7 @@ int cmd_plan(int argc, char **argv) {
     check_spec(&s, &f, &pf);
 
     PlanSet set;
-    plan_enumerate(&s, &f, &hw, &set);
+    plan_enumerate(&s, &f, &hw, pf.json ? 0 : pf.top, &set);  // the table: its rows' stages
     if (set.n == 0) core_usage_error("no valid layout for world size %d: %s", s.world_size, set.reason);
     if (pf.json) plan_print_json(stdout, &s, &hw, &set);
     else plan_print_table(stdout, &s, &hw, &set, pf.top);

@@ -99,15 +99,9 @@ void gpt_stage_layers(const GPTConfig *c, int pp, int stage, int *layer0, int *n
     int first = c->first_stage_layers, last = c->last_stage_layers;
     int fixed = (first > 0) + (last > 0), others = pp - fixed;
     int even = others > 0 ? (c->num_layers - first - last) / others : 0;
-    int start = 0;
-    for (int s = 0; s <= stage; s++) {
-        int count = (s == 0 && first > 0) ? first : (s == pp - 1 && last > 0) ? last : even;
-        if (s == stage) {
-            *layer0 = start;
-            *n = count;
-        }
-        start += count;
-    }
+    // the stages before `stage`: the first (fixed or even), then even ones (the last comes last)
+    *layer0 = stage == 0 ? 0 : (first > 0 ? first : even) + (stage - 1) * even;
+    *n = (stage == 0 && first > 0) ? first : (stage == pp - 1 && last > 0) ? last : even;
 }
 
 // Megatron-LM's count (Narayanan et al. 2021, appendix on FLOPs): every GEMM runs three

@@ -15,20 +15,50 @@
 // group sits on one node (rank r on node r / gpus_per_node), InfiniBand otherwise.
 #include "plan_model.h"
 #include "core/check.h"             // defines: core_calloc
-#include "parallel_state/pgrid.h"  // defines: pgrid_group_members (the rank order)
 
 #include <stdlib.h>
 
-// Whether some group of `kind` has members on two nodes.
-static int group_crosses(const PGridDims *d, PGridKind kind, int gpus_per_node) {
-    int size = pgrid_group_size(d, kind), n = pgrid_num_groups(d, kind), cross = 0;
-    int *m = core_calloc((size_t)size, sizeof(int));
-    for (int g = 0; g < n && !cross; g++) {
-        pgrid_group_members(d, kind, g, m);
-        for (int i = 1; i < size; i++) cross |= m[i] / gpus_per_node != m[0] / gpus_per_node;
+// Whether a group whose smallest member b is one of {t + step j : t < width, j < count}
+// and whose largest is b + span holds ranks of two nodes of G (rank r on node r / G) in a
+// world of W. It is whole in one node iff b mod G + span < G; the residues of step j repeat
+// within G values of j. Or, from the other side, a node boundary q G (q G < W) lies in
+// (b, b + span] for some b. Whichever is shorter: O(min(count, G, W / G)), not O(W).
+static int starts_cross(long long width, long long step, long long count, long long span, long long G,
+                        long long W) {
+    if (span <= 0) return 0;
+    if (span >= G || width >= G) return 1;
+    long long n = count < G ? count : G, boundaries = (W - 1) / G;
+    if (n <= boundaries) {
+        for (long long j = 0; j < n; j++)  // a start with b mod G >= G - span crosses
+            if (step * j % G + width - 1 >= G - span) return 1;
+        return 0;
     }
-    free(m);
-    return cross;
+    for (long long q = 1; q <= boundaries; q++) {  // is some start b in [q G - span, q G - 1]?
+        long long lo = q * G - span, hi = q * G - 1;
+        if (step == 0) {
+            if (lo <= width - 1) return 1;
+            continue;
+        }
+        long long jmin = lo - width + 1 <= 0 ? 0 : (lo - width + step) / step, jmax = hi / step;
+        if (jmin <= jmax && jmin < count) return 1;
+    }
+    return 0;
+}
+
+int plan_group_crosses(const PGridDims *d, PGridKind kind, int gpus_per_node) {
+    long long tp = d->tp, dp = d->dp, pp = d->pp, G = gpus_per_node, W = d->world_size;
+    long long cp = W / (tp * dp * pp);  // rank = tp_rank + tp (cp_rank + cp (dp_rank + dp pp_rank))
+    if (W <= G) return 0;
+    switch (kind) {
+    case PGRID_TP: return starts_cross(1, tp, cp * dp * pp, tp - 1, G, W);
+    case PGRID_CP: return starts_cross(tp, tp * cp, dp * pp, tp * (cp - 1), G, W);
+    case PGRID_DP: return starts_cross(tp * cp, tp * cp * dp, pp, tp * cp * (dp - 1), G, W);
+    case PGRID_DP_CP: return starts_cross(tp, tp * cp * dp, pp, tp * (cp * dp - 1), G, W);
+    case PGRID_PP:  // the embedding group is the first and last member of a pipeline group
+    case PGRID_EMBEDDING: return starts_cross(tp * cp * dp, 0, 1, tp * cp * dp * (pp - 1), G, W);
+    default: core_fatal("plan_group_crosses: group kind %d is not planned", (int)kind);
+    }
+    return 0;
 }
 
 // Ring steps of one call of kind k over n ranks.
@@ -55,68 +85,79 @@ static double traffic_time(const PlanTraffic *t, int n, int crosses, const PlanH
 // plus the 16-bit weight copy rewritten under bf16 / fp16.
 static double adamw_bytes(PlanPrecision p) { return 28.0 + (p == PLAN_BF16 || p == PLAN_FP16 ? 6.0 : 0.0); }
 
-void plan_crosses(const PlanSpec *s, const PlanLayout *l, const PlanHardware *hw, int crosses[PLAN_NGROUPS]) {
-    int gpn = hw->gpus_per_node;
-    PGridDims d = {s->world_size, l->tp, l->pp, l->dp};  // CP: the factor left
-    crosses[PLAN_G_TP] = group_crosses(&d, PGRID_TP, gpn);
-    crosses[PLAN_G_PP] = group_crosses(&d, PGRID_PP, gpn);
-    crosses[PLAN_G_DP] = group_crosses(&d, PGRID_DP_CP, gpn);  // (PGRID_DP when CP is 1)
-    crosses[PLAN_G_EMB] = l->pp > 1 && group_crosses(&d, PGRID_EMBEDDING, gpn);
-    crosses[PLAN_G_CP] = plan_cp(l) > 1 && group_crosses(&d, PGRID_CP, gpn);
+// The times of one stage (counted by plan_stage_counts): one micro-batch, and after the pipeline.
+static void stage_times(const PlanSpec *s, const PlanLayout *l, const PlanHardware *hw, const PlanResult *r,
+                        int m, PlanStage *p) {
+    int sizes[PLAN_NGROUPS] = {l->tp, l->pp, plan_dp_cp(l), l->pp > 1 ? 2 : 1, plan_cp(l)};
+    double rate = plan_hw_peak_flops(hw, s->precision) * hw->gemm_efficiency;
+    PlanTraffic pp_mb = p->traffic[PLAN_G_PP];  // one micro-batch's transfers
+    for (int k = 0; k < COMM_NKINDS; k++) {
+        pp_mb.bytes[k] /= (uint64_t)m;
+        pp_mb.calls[k] /= (uint64_t)m;
+    }
+    p->t_mb = p->flops_mb / rate + p->kernel_bytes_mb / (hw->hbm_gbps * 1e9) +
+              traffic_time(&p->traffic[PLAN_G_TP], l->tp, r->crosses[PLAN_G_TP], hw) / m +
+              traffic_time(&p->traffic[PLAN_G_CP], sizes[PLAN_G_CP], r->crosses[PLAN_G_CP], hw) / m +
+              traffic_time(&pp_mb, l->pp, r->crosses[PLAN_G_PP], hw);
+    p->t_after = traffic_time(&p->traffic[PLAN_G_EMB], sizes[PLAN_G_EMB], r->crosses[PLAN_G_EMB], hw) +
+                 traffic_time(&p->traffic[PLAN_G_DP], sizes[PLAN_G_DP], r->crosses[PLAN_G_DP], hw) +
+                 (double)p->shard_len * adamw_bytes(s->precision) / (hw->hbm_gbps * 1e9);
 }
 
-void plan_predict(const PlanSpec *s, const PlanLayout *l, const PlanHardware *hw, PlanResult *r) {
-    int crosses[PLAN_NGROUPS];
-    plan_crosses(s, l, hw, crosses);
-    plan_predict_crossing(s, l, hw, crosses, r);
-}
-
-void plan_predict_crossing(const PlanSpec *s, const PlanLayout *l, const PlanHardware *hw,
-                           const int crosses[PLAN_NGROUPS], PlanResult *r) {
+// plan_predict, keeping every stage in r->stages or (keep 0) none. The middle stages after
+// the first one are like it (plan_stage_like): counted once, summed as a run, O(1) unless kept.
+static void predict(const PlanSpec *s, const PlanLayout *l, const PlanHardware *hw, PlanResult *r, int keep) {
     *r = (PlanResult){.layout = *l};
     r->n_micro = s->global_batch / (l->micro_batch * l->dp);
-    int m = r->n_micro;
-    for (int g = 0; g < PLAN_NGROUPS; g++) r->crosses[g] = crosses[g];
-    int sizes[PLAN_NGROUPS] = {l->tp, l->pp, plan_dp_cp(l), l->pp > 1 ? 2 : 1, plan_cp(l)};
-    r->stages = core_calloc((size_t)l->pp, sizeof(PlanStage));
-    double rate = plan_hw_peak_flops(hw, s->precision) * hw->gemm_efficiency;
-    double t_mb = 0.0, t_sum = 0.0, t_after = 0.0;
-    for (int st = 0; st < l->pp; st++) {
-        PlanStage *p = &r->stages[st];
-        plan_stage_counts(s, l, st, m, p);
-        double total = 0.0;
-        for (int k = 0; k < PLAN_NMEM; k++) total += p->mem[k];
-        if (total > r->mem_peak) r->mem_peak = total;
-        PlanTraffic pp_mb = p->traffic[PLAN_G_PP];  // one micro-batch's transfers
-        for (int k = 0; k < COMM_NKINDS; k++) {
-            pp_mb.bytes[k] /= (uint64_t)m;
-            pp_mb.calls[k] /= (uint64_t)m;
+    int m = r->n_micro, gpn = hw->gpus_per_node;
+    PGridDims d = {s->world_size, l->tp, l->pp, l->dp};  // CP: the factor left
+    r->crosses[PLAN_G_TP] = plan_group_crosses(&d, PGRID_TP, gpn);
+    r->crosses[PLAN_G_PP] = plan_group_crosses(&d, PGRID_PP, gpn);
+    r->crosses[PLAN_G_DP] = plan_group_crosses(&d, PGRID_DP_CP, gpn);  // (PGRID_DP when CP is 1)
+    r->crosses[PLAN_G_EMB] = l->pp > 1 && plan_group_crosses(&d, PGRID_EMBEDDING, gpn);
+    r->crosses[PLAN_G_CP] = plan_cp(l) > 1 && plan_group_crosses(&d, PGRID_CP, gpn);
+    if (keep) r->stages = core_calloc((size_t)l->pp, sizeof(PlanStage));
+    double t_mb = 0.0, t_sum = 0.0, t_after = 0.0, busy = 0.0;
+    r->hardware_flops = 0.0;  // every rank of a stage runs its micro-batches
+    PlanStage p = {0};
+    for (int st = 0, run; st < l->pp; st += run) {
+        run = 1;
+        if (plan_stage_like(s, l, st, m, &p))  // stages st .. PP-2 alike: the first has the most
+            run = l->pp - 1 - st;              // activation slots (1F1B), as many (GPipe): O(1)
+        else {
+            plan_stage_counts(s, l, st, m, &p);
+            stage_times(s, l, hw, r, m, &p);
         }
-        p->t_mb = p->flops_mb / rate + p->kernel_bytes_mb / (hw->hbm_gbps * 1e9) +
-                  traffic_time(&p->traffic[PLAN_G_TP], l->tp, r->crosses[PLAN_G_TP], hw) / m +
-                  traffic_time(&p->traffic[PLAN_G_CP], sizes[PLAN_G_CP], r->crosses[PLAN_G_CP], hw) / m +
-                  traffic_time(&pp_mb, l->pp, r->crosses[PLAN_G_PP], hw);
-        p->t_after = traffic_time(&p->traffic[PLAN_G_EMB], sizes[PLAN_G_EMB], r->crosses[PLAN_G_EMB], hw) +
-                     traffic_time(&p->traffic[PLAN_G_DP], sizes[PLAN_G_DP], r->crosses[PLAN_G_DP], hw) +
-                     (double)p->shard_len * adamw_bytes(s->precision) / (hw->hbm_gbps * 1e9);
-        if (p->t_mb > t_mb) t_mb = p->t_mb;
-        t_sum += p->t_mb;
-        if (p->t_after > t_after) t_after = p->t_after;
+        double total = 0.0;
+        for (int k = 0; k < PLAN_NMEM; k++) total += p.mem[k];
+        if (total > r->mem_peak) r->mem_peak = total;
+        if (p.t_mb > t_mb) t_mb = p.t_mb;
+        t_sum += run * p.t_mb;
+        busy += run * (m * p.t_mb);
+        r->hardware_flops += run * (p.flops_mb * m * l->tp * l->dp * plan_cp(l));
+        if (p.t_after > t_after) t_after = p.t_after;
+        for (int k = 0; keep && k < run; k++) {
+            if (k > 0) plan_stage_like(s, l, st + k, m, &p);
+            r->stages[st + k] = p;
+        }
     }
     r->fits = r->mem_peak <= (hw->memory_gb - hw->reserve_gb) * 1e9;
     // interleaved: v chunks of t_s / v each; the fill and drain pass one chunk per stage
-    double v = l->vpp > 1 ? l->vpp : 1, t_pipe = t_sum / v + (m - 1.0 / v) * t_mb, busy = 0.0;
-    for (int st = 0; st < l->pp; st++) {
-        r->stages[st].bubble = 1.0 - m * r->stages[st].t_mb / t_pipe;
-        busy += m * r->stages[st].t_mb;
-    }
+    double v = l->vpp > 1 ? l->vpp : 1, t_pipe = t_sum / v + (m - 1.0 / v) * t_mb;
+    for (int st = 0; keep && st < l->pp; st++) r->stages[st].bubble = 1.0 - m * r->stages[st].t_mb / t_pipe;
     r->bubble = 1.0 - busy / (l->pp * t_pipe);
     r->model_flops = gpt_flops_per_iteration(&s->model, gpt_padded_vocab(&s->model, l->tp), s->global_batch);
-    r->hardware_flops = 0.0;  // every rank of a stage runs its micro-batches
-    for (int st = 0; st < l->pp; st++) r->hardware_flops += r->stages[st].flops_mb * m * l->tp * l->dp * plan_cp(l);
     r->t_step = t_pipe + t_after;
     r->tokens_per_s = (double)s->global_batch * s->model.seq_length / r->t_step;
     r->mfu = r->model_flops / (r->t_step * s->world_size * plan_hw_peak_flops(hw, s->precision));
+}
+
+void plan_predict(const PlanSpec *s, const PlanLayout *l, const PlanHardware *hw, PlanResult *r) {
+    predict(s, l, hw, r, 1);
+}
+
+void plan_predict_summary(const PlanSpec *s, const PlanLayout *l, const PlanHardware *hw, PlanResult *r) {
+    predict(s, l, hw, r, 0);
 }
 
 void plan_result_free(PlanResult *r) {

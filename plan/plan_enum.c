@@ -50,8 +50,8 @@ static int choices(int forced, int allowed, int out[2]) {
 }
 
 // Every (schedule, SP, ZeRO-1) variant of one (TP, PP, DP, micro-batch).
-static void variants(const PlanSpec *s, const PlanFilter *f, const PlanHardware *hw,
-                     PlanLayout base, const int crosses[PLAN_NGROUPS], Growing *g, PlanSet *out) {
+static void variants(const PlanSpec *s, const PlanFilter *f, const PlanHardware *hw, int keep,
+                     PlanLayout base, Growing *g, PlanSet *out) {
     int gp[2], sp[2], z[2];
     base.vpp = f->vpp_layers ? (s->model.num_layers % (base.pp * f->vpp_layers) ? -1
                                 : s->model.num_layers / (base.pp * f->vpp_layers)) : f->vpp;
@@ -92,7 +92,8 @@ static void variants(const PlanSpec *s, const PlanFilter *f, const PlanHardware 
                     continue;
                 }
                 PlanResult r;
-                plan_predict_crossing(s, &l, hw, crosses, &r);
+                if (keep) plan_predict_summary(s, &l, hw, &r);  // stages of the first `keep` later
+                else plan_predict(s, &l, hw, &r);
                 push(g, &r);
             }
 }
@@ -112,8 +113,8 @@ static int divisors(int n, int *out) {
 }
 
 // Every PP (and micro-batch) of one (TP, CP); pps and mbs: room for the divisors.
-static void layouts_of(const PlanSpec *s, const PlanFilter *f, const PlanHardware *hw, int tp,
-                       int cp, int *pps, int *mbs, Growing *g, PlanSet *out) {
+static void layouts_of(const PlanSpec *s, const PlanFilter *f, const PlanHardware *hw, int keep,
+                       int tp, int cp, int *pps, int *mbs, Growing *g, PlanSet *out) {
     int W = s->world_size, npp = divisors(W / (tp * cp), pps);
     for (int j = 0; j < npp; j++) {
         int pp = pps[j];
@@ -133,14 +134,13 @@ static void layouts_of(const PlanSpec *s, const PlanFilter *f, const PlanHardwar
                      "(TP %d%s x PP %d)", s->global_batch, dp, tp, plan_cp_label(&dims, cpl), pp);
             continue;
         }
-        int per_dp = s->global_batch / dp, any = 0, nmb = divisors(per_dp, mbs), crosses[PLAN_NGROUPS];
-        plan_crosses(s, &dims, hw, crosses);  // once for every micro-batch and variant
+        int per_dp = s->global_batch / dp, any = 0, nmb = divisors(per_dp, mbs);
         for (int k = 0; k < nmb; k++) {
             int mb = mbs[k];
             if (f->micro_batch && mb != f->micro_batch) continue;
             any = 1;
             PlanLayout l = {tp, pp, dp, mb, 0, 0, 0, 0, 0, cp, cp > 1 && f->cp_all_gather};
-            variants(s, f, hw, l, crosses, g, out);
+            variants(s, f, hw, keep, l, g, out);
         }
         if (!any) {
             out->n_rejected++;
@@ -161,7 +161,7 @@ static int cp_possible(const GPTConfig *c, int cp) {
                        c->seq_length / (2 * cp) >= PLAN_CP_MIN_CHUNK);
 }
 
-void plan_enumerate(const PlanSpec *s, const PlanFilter *f, const PlanHardware *hw, PlanSet *out) {
+void plan_enumerate(const PlanSpec *s, const PlanFilter *f, const PlanHardware *hw, int keep, PlanSet *out) {
     *out = (PlanSet){0};
     snprintf(out->reason, sizeof out->reason, "no TP x PP divides the world size %d", s->world_size);
     Growing g = {0};
@@ -177,10 +177,11 @@ void plan_enumerate(const PlanSpec *s, const PlanFilter *f, const PlanHardware *
         int ncp = divisors(W / tp, cps);
         for (int h = 0; h < ncp; h++)
             if (f->cp ? cps[h] == f->cp : cp_possible(&s->model, cps[h]))
-                layouts_of(s, f, hw, tp, cps[h], pps, mbs, &g, out);
+                layouts_of(s, f, hw, keep, tp, cps[h], pps, mbs, &g, out);
     }
     free(tps);
     qsort(g.r, (size_t)g.n, sizeof *g.r, by_rank);
+    for (int i = 0; keep && i < keep && i < g.n; i++) plan_predict(s, &g.r[i].layout, hw, &g.r[i]);
     out->results = g.r;
     out->n = g.n;
 }

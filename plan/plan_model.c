@@ -180,10 +180,12 @@ static void dp_traffic(const PlanSpec *s, const PlanLayout *l, PlanStage *st, Pl
     size_t per = l->zero1 ? st->shard_len : st->n_alloc;
     size_t bucket = dist_bucket_floats(per, (size_t)s->ddp_bucket_size, n, l->zero1);
     if (n == 1) return;
-    for (int k = 0; k < dist_num_buckets(per, bucket); k++) {
+    int nb = dist_num_buckets(per, bucket);  // every bucket full but the last: O(1), not O(nb)
+    for (int k = nb > 2 ? nb - 2 : 0; k < nb; k++) {
         size_t len = dist_bucket(per, bucket, n, l->zero1, k).per;
-        if (l->zero1) reduce_scatter(t, n, len, 4, 1);
-        else all_reduce(t, n, len, 4, 1);
+        uint64_t times = k == nb - 2 ? (uint64_t)(nb - 1) : 1;
+        if (l->zero1) reduce_scatter(t, n, len, 4, times);
+        else all_reduce(t, n, len, 4, times);
     }
     if (l->zero1) all_gather(t, n, st->shard_len, 4, 1);
 }
@@ -292,7 +294,8 @@ static void chunk_counts(const PlanSpec *s, const PlanLayout *l, int P, int stag
     st->mem[PLAN_MEM_GRADS] = 4.0 * st->n_alloc;
     st->mem[PLAN_MEM_OPTIM] = 8.0 * st->shard_len;  // Adam m and v
     st->mem_optim_unsharded = 8.0 * st->n_alloc;
-    st->mem[PLAN_MEM_ACTIVATIONS] = (double)slot_bytes(s, l, st) * st->n_slots;
+    st->slot_bytes = slot_bytes(s, l, st);
+    st->mem[PLAN_MEM_ACTIVATIONS] = (double)st->slot_bytes * st->n_slots;
     st->mem[PLAN_MEM_WORKSPACE] = (double)scratch_bytes(s, l, st);
 
     // traffic of one step on one rank of this stage
@@ -374,6 +377,17 @@ static void interleaved_counts(const PlanSpec *s, const PlanLayout *l, int stage
         st->kernel_bytes_mb += k.kernel_bytes_mb;
     }
     pp_ilv_plan_free(&pl);
+}
+
+int plan_stage_like(const PlanSpec *s, const PlanLayout *l, int stage, int n_micro, PlanStage *st) {
+    int layer0, n;
+    if (l->vpp > 1 || st->n_layers <= 0 || stage <= 0 || stage >= l->pp) return 0;
+    gpt_stage_layers(&s->model, l->pp, stage, &layer0, &n);
+    if (n != st->n_layers || st->first || (stage == l->pp - 1) != st->last) return 0;
+    st->layer0 = layer0;
+    st->n_slots = pp_schedule_slots(l->gpipe ? PP_SCHEDULE_GPIPE : PP_SCHEDULE_1F1B, l->pp, stage, n_micro);
+    st->mem[PLAN_MEM_ACTIVATIONS] = (double)st->slot_bytes * st->n_slots;
+    return 1;
 }
 
 void plan_stage_counts(const PlanSpec *s, const PlanLayout *l, int stage, int n_micro, PlanStage *st) {

@@ -33,6 +33,7 @@
 #include "comm/comm.h"          // defines: CommKind, COMM_NKINDS, comm_kind_name
 #include "model/gpt_config.h"   // defines: GPTConfig
 #include "model/gpt_params.h"   // defines: ParamInfo
+#include "parallel_state/pgrid.h"  // defines: PGridDims, PGridKind
 #include "plan_hw.h"
 
 typedef struct {
@@ -87,6 +88,8 @@ typedef struct {
                                        // backward (their forward collectives repeat)
     int n_chunk_outputs;               // of those, layers that keep their output per slot
     int n_workspace_layers;            // layers' activations in the workspace (one chunk)
+    size_t slot_bytes;                 // one activation slot: mem[ACTIVATIONS] = slot_bytes x
+                                       // n_slots (interleaved: 0, the chunks differ)
     size_t n_floats, n_alloc;          // parameter floats, padded flat buffer length
     size_t shard_len;                  // optimizer slice (n_alloc / DP with ZeRO-1)
     double mem[PLAN_NMEM];             // bytes per rank by category
@@ -129,15 +132,23 @@ int plan_layout_check(const PlanSpec *s, const PlanLayout *l, char *err, size_t 
 void plan_stage_counts(const PlanSpec *s, const PlanLayout *l, int stage, int n_micro,
                        PlanStage *st);
 
+// Whether pipeline stage `stage` of l (not interleaved) holds what *st, the previous stage,
+// holds: as many layers, neither first nor last unless st is last too. If so, turns *st into
+// stage `stage` (its layer0, activation slots and their bytes; times and traffic as they
+// were) and returns 1, at O(1) cost; else returns 0 and leaves *st. Pure.
+int plan_stage_like(const PlanSpec *s, const PlanLayout *l, int stage, int n_micro, PlanStage *st);
+
 // Predicts memory and traffic of every stage, then time and MFU on hw. Call after
-// plan_layout_check succeeded. The result owns r->stages (plan_result_free).
+// plan_layout_check succeeded. The result owns r->stages (plan_result_free). The cost is
+// O(PP) plus the counts of the distinct stages (first, middle, last; every stage when
+// interleaved); plan_predict_summary fills the same result without r->stages (NULL).
 void plan_predict(const PlanSpec *s, const PlanLayout *l, const PlanHardware *hw, PlanResult *r);
-// The same with the groups' node crossings given (plan_crosses of a layout with the same TP,
-// CP, PP and DP: the enumeration computes them once for all its micro-batches and variants).
-void plan_predict_crossing(const PlanSpec *s, const PlanLayout *l, const PlanHardware *hw,
-                           const int crosses[PLAN_NGROUPS], PlanResult *r);
-// Whether each group of the layout spans nodes (rank r on node r / hw->gpus_per_node). O(world).
-void plan_crosses(const PlanSpec *s, const PlanLayout *l, const PlanHardware *hw, int crosses[PLAN_NGROUPS]);
+void plan_predict_summary(const PlanSpec *s, const PlanLayout *l, const PlanHardware *hw, PlanResult *r);
+
+// Whether some group of `kind` (TP, CP, DP, DP x CP, PP or the embedding group; CP is the
+// factor d leaves, pgrid_dims_cp) has members on two nodes (rank r on node r /
+// gpus_per_node). O(min(groups, gpus_per_node)). Pure.
+int plan_group_crosses(const PGridDims *d, PGridKind kind, int gpus_per_node);
 void plan_result_free(PlanResult *r);
 
 // Counts `times` calls of kind k moving bytes x num / den each (Comm's integer arithmetic).

@@ -72,11 +72,19 @@ void plan_zero_counts(const PlanSpec *s, const PlanLayout *l, const ParamInfo *p
     // sequence parallelism's LayerNorm sums and the tied-wte sum cover rank 0's shard only:
     // the segments of norm tensors inside each unit's owned range [begin, begin + own)
     const GPTConfig *c = &s->model;
+    // (the tensors are in increasing offset order: a unit's are found by bisection, not a
+    // walk over the table per unit)
     for (int k = 0; k < n; k++) {
         size_t lo = u[k].begin, hi = lo + min_sz(u[k].len, u[k].per);
-        for (int i = 0; i < n_params; i++) {
+        int first = 0, past = n_params;  // the first tensor that ends after lo
+        while (first < past) {
+            int mid = first + (past - first) / 2;
+            if (p[mid].offset + p[mid].numel <= lo) first = mid + 1;
+            else past = mid;
+        }
+        for (int i = first; i < n_params && p[i].offset < hi; i++) {
             size_t b = p[i].offset, end = b + p[i].numel;
-            if (end <= lo || b >= hi) continue;
+            if (end <= lo) continue;
             size_t len = min_sz(end, hi) - (b > lo ? b : lo);
             if (l->sp && p[i].norm_param)
                 plan_count(&st->traffic[PLAN_G_TP], COMM_ALL_REDUCE, len * 4, 2 * (uint64_t)(l->tp - 1),

@@ -159,7 +159,7 @@ static void test_enumeration(void) {
     PlanHardware hw;
     plan_hw_builtin("h200", &hw);
     PlanSet set;
-    plan_enumerate(&s, &f, &hw, &set);
+    plan_enumerate(&s, &f, &hw, 0, &set);
     EXPECT_EQ_INT(set.n, 18);
     for (int i = 1; i < set.n; i++) {
         const PlanResult *a = &set.results[i - 1], *b = &set.results[i];
@@ -168,7 +168,7 @@ static void test_enumeration(void) {
     plan_set_free(&set);
     f.tp = 4;
     f.zero1 = 1;  // DP = 1 with TP 4: no layout, with a reason
-    plan_enumerate(&s, &f, &hw, &set);
+    plan_enumerate(&s, &f, &hw, 0, &set);
     EXPECT_EQ_INT(set.n, 0);
     EXPECT(strstr(set.reason, "DP > 1") != NULL, "%s", set.reason);
     plan_set_free(&set);
@@ -252,7 +252,7 @@ static void test_interleaved(void) {
     // enumeration with v fixed: PP 2 and 4 layouts only, all interleaved
     PlanFilter f = {0, 0, 2, -1, -1, 0, 0, 2, 0, 0, 0};
     PlanSet set;
-    plan_enumerate(&s, &f, &hw, &set);
+    plan_enumerate(&s, &f, &hw, 0, &set);
     EXPECT(set.n > 0, "%s", set.reason);
     for (int i = 0; i < set.n; i++)
         EXPECT(set.results[i].layout.vpp == 2 && set.results[i].layout.pp >= 2 && !set.results[i].layout.gpipe,
@@ -340,7 +340,7 @@ static void test_kernel_bytes(void) {
 
 // Context parallelism (model/gpt_cp.c): the ring sends and receives the rank's (N, 3C/tp)
 // qkv rows ((2L) (P - 1) + L P) m times, all_gather gathers 2 L m and reduce-scatters L m
-// times; the activations of a slot halve at CP 2, the workspace gains max(4, 2P + 1) such
+// times; the activations of a slot halve at CP 2, the workspace gains 4 (all_gather 2P + 1) such
 // buffers; gradients pad and shard over DP x CP; CP needs flash attention and 2P | T.
 static void test_context_parallel(void) {
     PlanSpec s = tiny_spec(4, 8);
@@ -369,6 +369,33 @@ static void test_context_parallel(void) {
     EXPECT(plan_layout_check(&s, &l, err, sizeof err) != 0 && strstr(err, "flash"), "refused: %s", err);
 }
 
+// plan_group_crosses (closed form, no walk over the ranks) against walking every group's
+// members (pgrid_group_members), every layout (CP included) of worlds up to 48 on nodes of 1
+// to W + 1.
+static void test_crossing_closed_form(void) {
+    const PGridKind kinds[6] = {PGRID_TP, PGRID_DP, PGRID_PP, PGRID_EMBEDDING, PGRID_CP, PGRID_DP_CP};
+    int checked = 0, members[64];
+    for (int w = 1; w <= 48; w++)
+        for (int tp = 1; tp <= w; tp++)
+            for (int pp = 1; tp * pp <= w; pp++)
+              for (int cp = 1; tp * pp * cp <= w; cp++) {
+                if (w % (tp * pp * cp)) continue;
+                PGridDims d = {w, tp, pp, w / (tp * pp * cp)};
+                for (int g = 1; g <= w + 1; g++)
+                    for (int k = 0; k < 6; k++) {
+                        int size = pgrid_group_size(&d, kinds[k]), walked = 0;
+                        for (int i = 0; i < pgrid_num_groups(&d, kinds[k]); i++) {
+                            pgrid_group_members(&d, kinds[k], i, members);
+                            for (int j = 1; j < size; j++) walked |= members[j] / g != members[0] / g;
+                        }
+                        EXPECT(plan_group_crosses(&d, kinds[k], g) == walked, "W %d TP %d CP %d PP %d G %d kind %d",
+                               w, tp, cp, pp, g, (int)kinds[k]);
+                        checked++;
+                    }
+            }
+    printf("which groups cross nodes: the closed form agrees with the walk in %d cases\n", checked);
+}
+
 int main(void) {
     test_seed_figures();
     test_tp_counts();
@@ -379,5 +406,6 @@ int main(void) {
     test_hardware_files();
     test_kernel_bytes();
     test_context_parallel();
+    test_crossing_closed_form();
     return test_result("test_plan");
 }
