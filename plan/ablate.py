@@ -288,19 +288,22 @@ def sweep(argv):
         plans.append(predict(megac, args.world_size, p, args, pflags))
     if not any(lay for lay, _ in plans):
         usage_error(f"no valid point in the grid: {plans[-1][1]}")
+    # megac checked the folder (core/outpath.h: new, empty, or an earlier sweep's); sweep.json,
+    # the mark of a sweep's folder, is written first, whole, so a resumed sweep is let in
     try:
-        os.makedirs(os.path.join(args.output, "runs"), exist_ok=True)
+        os.makedirs(args.output, exist_ok=True)
         if not os.access(args.output, os.W_OK):
             raise PermissionError(13, "Permission denied")
+        ablate_report.write_whole(os.path.join(args.output, "sweep.json"), json.dumps(
+            {"grid": args.grid, "world_size": args.world_size, "hardware": args.hardware,
+             "train_flags": train_flags}, indent=1))
+        os.makedirs(os.path.join(args.output, "runs"), exist_ok=True)
     except OSError as e:
         usage_error(f"cannot write --output {args.output}: {e.strerror or e}")
     rec_path = os.path.join(args.output, "records.jsonl")
     left = collect(args.output) if ablate_slurm.load_pending(args.output) else []
     done = ablate_report.load_records(args.output)
     done_ids = {r["id"] for r in done if r["status"] in ("ok", "failed", "skipped")} | set(left)
-    with open(os.path.join(args.output, "sweep.json"), "w") as f:
-        json.dump({"grid": args.grid, "world_size": args.world_size, "hardware": args.hardware,
-                   "train_flags": train_flags}, f, indent=1)
     todo = []  # --launcher slurm: (id, train flags, record) of the array's points
     for p, (lay, why) in zip(points, plans):
         pid = point_id(p, args.world_size)

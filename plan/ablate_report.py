@@ -2,7 +2,7 @@
 PNG plots drawn by gnuplot (headless, pngcairo): throughput by layout, memory per rank
 stacked by category, traffic per group, predicted against measured (time, memory, bytes).
 """
-import csv, json, os, shutil, statistics, subprocess
+import csv, io, json, os, shutil, statistics, subprocess
 
 MEM = ["parameters", "gradients", "optimizer_state", "activations", "workspace"]
 GROUPS = ["tp", "pp", "dp", "embedding", "cp"]  # dp: the gradient group, DP x CP
@@ -11,6 +11,23 @@ LOSS_RTOL = 1e-4  # layouts of one model on the same data agree to fp32 round-of
 
 class AblateError(Exception):
     """Bad input (a damaged records.jsonl, an unusable --output): one line, exit 2."""
+
+
+def write_whole(path, text):
+    """Writes text to path whole or not at all, as megac's output guard (core/outpath.h) does:
+    into ".NAME.tmp" beside it (a name megac ablate's guard knows), flushed and synced, then
+    renamed over path. A full disk or a kill leaves the old file as it was."""
+    tmp = os.path.join(os.path.dirname(path), "." + os.path.basename(path) + ".tmp")
+    try:
+        with open(tmp, "w", newline="") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
 
 
 def load_records(d):
@@ -74,18 +91,19 @@ def plots(d, ok):
     if not gp:
         return [], "gnuplot is not installed (apt-get install gnuplot-nox): no plots"
     data = os.path.join(d, "plot_data.tsv")
-    with open(data, "w") as f:
-        f.write("id\tmeas_tok\tpred_tok\t" + "\t".join(MEM) + "\t" + "\t".join(GROUPS) +
-                "\tmeas_ms\tpred_ms\tmeas_mem\tpred_mem\tmeas_bytes\tpred_bytes\n")
-        for i, r in enumerate(ok):
-            mem = [r["measured_mem_" + c] or 0 for c in MEM]
-            byt = [r[f"measured_{g}_bytes"] or 0 for g in GROUPS]
-            pmem = sum(r["predicted_mem_" + c] or 0 for c in MEM)
-            pbyt = sum(r[f"predicted_{g}_bytes"] or 0 for g in GROUPS)
-            f.write("\t".join([r["id"].replace("_", "-"), str(r["measured_tokens_per_s"]), str(r["predicted_tokens_per_s"])] +
-                              [str(x / 2**20) for x in mem] + [str(x / 1e6) for x in byt] +
-                              [str(r["measured_ms_per_iter"]), str(r["predicted_ms_per_iter"]),
-                               str(sum(mem) / 2**20), str(pmem / 2**20), str(sum(byt) / 1e6), str(pbyt / 1e6)]) + "\n")
+    f = io.StringIO()
+    f.write("id\tmeas_tok\tpred_tok\t" + "\t".join(MEM) + "\t" + "\t".join(GROUPS) +
+            "\tmeas_ms\tpred_ms\tmeas_mem\tpred_mem\tmeas_bytes\tpred_bytes\n")
+    for i, r in enumerate(ok):
+        mem = [r["measured_mem_" + c] or 0 for c in MEM]
+        byt = [r[f"measured_{g}_bytes"] or 0 for g in GROUPS]
+        pmem = sum(r["predicted_mem_" + c] or 0 for c in MEM)
+        pbyt = sum(r[f"predicted_{g}_bytes"] or 0 for g in GROUPS)
+        f.write("\t".join([r["id"].replace("_", "-"), str(r["measured_tokens_per_s"]), str(r["predicted_tokens_per_s"])] +
+                          [str(x / 2**20) for x in mem] + [str(x / 1e6) for x in byt] +
+                          [str(r["measured_ms_per_iter"]), str(r["predicted_ms_per_iter"]),
+                           str(sum(mem) / 2**20), str(pmem / 2**20), str(sum(byt) / 1e6), str(pbyt / 1e6)]) + "\n")
+    write_whole(data, f.getvalue())
     n = len(ok)
     script = f"""set terminal pngcairo size {max(1000, 90 * n + 250)},600 noenhanced
 set datafile separator "\\t"
@@ -128,8 +146,7 @@ set title "bytes per step, rank 0 (MB)"
 plot "{data}" using 19:18 pt 7 notitle, x notitle lt 2
 unset multiplot
 """
-    with open(os.path.join(d, "plots.gp"), "w") as f:
-        f.write(script)
+    write_whole(os.path.join(d, "plots.gp"), script)
     r = subprocess.run([gp, os.path.join(d, "plots.gp")], capture_output=True, text=True)
     if r.returncode != 0:
         return [], "gnuplot failed: " + r.stderr.strip().splitlines()[-1]
@@ -139,11 +156,12 @@ unset multiplot
 def write_report(d):
     records = load_records(d)
     rows = [flat(r) for r in records]
-    with open(os.path.join(d, "records.csv"), "w", newline="") as f:
-        names = list(dict.fromkeys(k for row in rows for k in row)) or ["id"]  # every column, first seen first
-        w = csv.DictWriter(f, fieldnames=names)
-        w.writeheader()
-        w.writerows(rows)
+    f = io.StringIO(newline="")
+    names = list(dict.fromkeys(k for row in rows for k in row)) or ["id"]  # every column, first seen first
+    w = csv.DictWriter(f, fieldnames=names)
+    w.writeheader()
+    w.writerows(rows)
+    write_whole(os.path.join(d, "records.csv"), f.getvalue())
     ok = sorted((r for r in rows if r["status"] == "ok"), key=lambda r: r["measured_ms_per_iter"])
     bad_loss, med = loss_outliers(ok)
     sweep = {}
@@ -181,5 +199,4 @@ def write_report(d):
         out += ["", "## Points not run", ""] + [f"- {r['id']}: {r['status']}: {r['reason']}" for r in failed]
     out += ["", "## Plots", ""]
     out += [f"![{p}]({p})" for p in pngs] if pngs else [why]
-    with open(os.path.join(d, "REPORT.md"), "w") as f:
-        f.write("\n".join(out) + "\n")
+    write_whole(os.path.join(d, "REPORT.md"), "\n".join(out) + "\n")

@@ -10,6 +10,8 @@ as failed; a point still queued or running stays pending.
 """
 import json, os, shlex, subprocess, sys
 
+import ablate_report  # write_whole
+
 SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                       "scripts", "slurm", "ablate_array.sbatch")
 
@@ -52,8 +54,8 @@ def submit(out_dir, world, todo, megac, device, slurm_args, max_parallel, wait):
         p.wait()
         print(f"megac ablate: sbatch refused the array (exit {p.returncode}): {err}", file=sys.stderr)
         sys.exit(1)
-    with open(pending_path(out_dir), "w") as f:
-        json.dump({"job": job, "world_size": world, "points": [rec for _, _, rec in todo]}, f, indent=1)
+    ablate_report.write_whole(pending_path(out_dir), json.dumps(
+        {"job": job, "world_size": world, "points": [rec for _, _, rec in todo]}, indent=1))
     print(f"submitted job array {job}: {len(todo)} point(s) of {world} ranks"
           + (" (waiting for it)" if wait else ""), flush=True)
     if wait:
@@ -95,8 +97,7 @@ def collect(out_dir, result_of):
                                f"limit or a node failure: see {os.path.join(out_dir, 'slurm')})")
         done.append(dict(rec, status="ok" if meas else "failed", reason=err, measured=meas))
     if left:
-        with open(pending_path(out_dir), "w") as f:
-            json.dump(dict(pend, points=left), f, indent=1)
+        ablate_report.write_whole(pending_path(out_dir), json.dumps(dict(pend, points=left), indent=1))
     else:
         os.remove(pending_path(out_dir))
     return done, [r["id"] for r in left]

@@ -196,5 +196,22 @@ one_line ablate_not_a_record "line 1: a record needs an \"id\"" "$megac" ablate 
 one_line ablate_unwritable_output "cannot write --output /dev/null/x: Not a directory" "$megac" ablate \
   --grid "tp=1 mbs=1" --world-size 1 --output /dev/null/x -- --mock-data --num-layers 1 --hidden-size 16 \
   --num-attention-heads 2 --seq-length 8 --global-batch-size 2 --train-iters 1
+# issue 30: ablate's folder goes through the output guard (core/outpath.h) before anything
+# runs: not a file, not a checkpoint or another program's folder; an earlier sweep's is resumed
+abl=(--grid "tp=1 mbs=1" --world-size 1 -- --mock-data --num-layers 1 --hidden-size 16
+     --num-attention-heads 2 --seq-length 8 --global-batch-size 2 --train-iters 1)
+printf '\x89HDF\r\n\x1a\nnot really' > "$tmp/checkpoint.h5"
+one_line ablate_output_file "--output $tmp/checkpoint.h5 is a file, not a folder" "$megac" ablate \
+  --output "$tmp/checkpoint.h5" "${abl[@]}"
+mkdir -p "$tmp/ck/iter_0000001" && echo 1 > "$tmp/ck/latest_checkpointed_iteration.txt"
+one_line ablate_output_checkpoint "holds .*megac does not write there" "$megac" ablate --output "$tmp/ck" "${abl[@]}"
+mkdir -p "$tmp/other" && echo '{"mine": 1}' > "$tmp/other/sweep.json" && echo data > "$tmp/other/records.csv"
+one_line ablate_output_foreign "its sweep.json was not written by megac" "$megac" ablate --output "$tmp/other" "${abl[@]}"
+one_line ablate_output_equals "other holds another program.s files" "$megac" ablate "--output=$tmp/other" "${abl[@]}"
+echo x > "$tmp/sweep/notes.txt"
+one_line ablate_report_foreign "holds notes.txt" "$megac" ablate report "$tmp/sweep"
+[[ $(cat "$tmp/other/sweep.json") == '{"mine": 1}' && $(cat "$tmp/ck/latest_checkpointed_iteration.txt") == 1 ]] \
+  && echo "ok   ablate_untouched: the refused folders are as they were" || { echo "FAIL ablate touched a refused folder"; fails=$((fails + 1)); }
+rm "$tmp/sweep/notes.txt"
 [[ $fails -eq 0 ]] && echo "test_plan_cli: ok" || echo "test_plan_cli: $fails failure(s)"
 exit $((fails > 0))
