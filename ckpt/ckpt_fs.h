@@ -24,10 +24,14 @@ int ckpt_fs_publish(const char *dir, int64_t iteration, char *err, size_t errlen
 int ckpt_fs_check_regular(const char *path, char *err, size_t errlen);
 
 // Rank 0 before a save: whether the file system holding dir has room for a file of about
-// `bytes` (statvfs). A collective write that meets a full disk can hang inside parallel
-// HDF5, so a save that cannot fit fails first; so does one longer than `ulimit -f` allows.
-// Returns 0 (room, or statvfs unavailable), or -1 with "<file>: No space left on device
-// (...)" or "<file>: File too large (... ulimit -f ...)" in err.
+// `bytes` (statvfs), then creates `file` empty and reserves the bytes for it (fallocate,
+// keeping its size 0, which HDF5's create does not truncate). A collective write that meets
+// a full disk hangs inside parallel HDF5, so a save that cannot fit, even when the disk
+// fills after the statvfs, fails here first; so does one longer than `ulimit -f` allows.
+// ckpt_fs_publish gives back what the file did not use. Returns 0 (room and reserved, or a
+// file system that cannot tell), or -1 with "<file>: No space left on device (...)" or
+// "<file>: File too large (... ulimit -f ...)" in err; then `file` is not there.
+// (Test hook: MEGAC_TEST_SKIP_ROOM_CHECK=1 skips the statvfs, as if the disk filled after it.)
 int ckpt_fs_check_room(const char *dir, const char *file, double bytes, char *err, size_t errlen);
 
 // Whether --load's dir holds nothing at all: it does not exist, or it holds nothing but the

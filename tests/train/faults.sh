@@ -10,6 +10,8 @@
 #   stdout closed (`| head`) under the launcher and without it: the run completes, exit 0;
 #   --log-json on a full disk (/dev/full; a 16 kB tmpfs as root): exit 1, one line, a
 #     checkpoint of the last iteration, no cut record; a cut last line is removed on resume;
+#   a disk that fills after the save's room check (a 2 MiB tmpfs as root, 4 ranks): the
+#     reservation fails first, exit 1, one line, the previous checkpoint kept;
 #   `ulimit -n 16`, `ulimit -f 1000` (MPI's shared memory): one line saying what is needed, exit 2;
 #   `ulimit -f` (SIGXFSZ) while saving: exit 1 with "File too large", no partial file;
 #     while logging: exit 1, the log ends on a whole record.
@@ -115,8 +117,23 @@ if [[ $(id -u) == 0 ]] && mkdir "$wd/mnt" && mount -t tmpfs -o size=16k tmpfs "$
   records "$mnt/log.jsonl" 1 $((stop - 1))  # the stop iteration's record is the one that failed
   echo "ok: --log-json on a full 16 kB tmpfs: exit 1 at iteration $stop, checkpoint there, records 1..$((stop - 1)) whole"
   umount "$mnt"; mnt=""
+  # The disk fills after the room check (MEGAC_TEST_SKIP_ROOM_CHECK: as if someone else took
+  # the space): 4 ranks, TP 2 x DP 2, a 2 MiB tmpfs that holds one 1.6 MB checkpoint. Without
+  # the reservation the second save hung inside H5Dcreate2 until the 10 min watchdog.
+  mount -t tmpfs -o size=2m tmpfs "$wd/mnt" && mnt="$wd/mnt" || fail "cannot mount the 2 MiB tmpfs"
+  t0=$(date +%s)
+  MEGAC_TEST_SKIP_ROOM_CHECK=1 timeout -k 5 60 "$launcher" -n 4 "$megac" train "${flags[@]}" \
+    --tensor-model-parallel-size 2 --train-iters 6 --save "$mnt/ck" --save-interval 3 >"$wd/out.txt" 2>&1; rc=$?
+  ((rc == 1)) || fail "a disk full during the save (4 ranks): exit $rc after $(($(date +%s) - t0)) s, want 1"
+  grep -q "^megac: \[rank 0\] cannot save the checkpoint of iteration 6: .*checkpoint.h5.tmp: No space left on device (reserving the checkpoint's .* MB before the collective write); the partial file was removed, \`latest\` still names iteration 3" \
+    "$wd/out.txt" || fail "a disk full during the save: no line saying so"
+  (($(grep -c "^megac:" "$wd/out.txt") == 1)) || fail "a disk full during the save: more than one megac: line"
+  complete "$mnt/ck" 3
+  [[ ! -e "$mnt/ck/iter_0000006" ]] || fail "a disk full during the save: iter_0000006 was left"
+  echo "ok: a disk full during the save at 4 ranks: exit 1 in $(($(date +%s) - t0)) s, one line, iteration 3 kept"
+  umount "$mnt"; mnt=""
 else
-  echo "skip: the tmpfs case (needs root)"
+  echo "skip: the tmpfs cases (need root and mount)"
 fi
 # A cut last line (a crash mid-record) is removed when the run resumes.
 run1 --train-iters 4 --save "$wd/ck_cut" --log-json "$wd/cut.jsonl" || fail "the run before the cut"
