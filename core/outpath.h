@@ -1,7 +1,7 @@
 // core/outpath.h: the one guard of every file or folder a command writes (train's --log-json,
-// --trace and --tensorboard-dir, generate's --dump-logits, plan's --calibrate, preprocess's and tokenizer's
-// --output, export's --output folder). The same refusal rules everywhere, checked before any
-// work, with one line naming the flag:
+// --trace and --tensorboard-dir, generate's --dump-logits, plan's --calibrate, preprocess's and
+// tokenizer's --output, export's and ablate's --output folders). The same refusal rules
+// everywhere, checked before any work, with one line naming the flag:
 //   * an input of the run (the same file, by device and inode, under whatever name);
 //   * a checkpoint (a file named checkpoint.h5*, a --save directory's `latest` or lock, or
 //     any file in one of its iter_NNNNNNN folders; other files beside `latest` are allowed);
