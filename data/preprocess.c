@@ -22,20 +22,27 @@ typedef struct {
     char *err;
     size_t errlen;
     int failed;
+    int in_doc;              // the current document's prefix ids are written
 } Job;
 
 static void on_text(void *ctx, const uint8_t *s, size_t n) {
     Job *j = ctx;
     if (j->failed) return;
     j->ids.n = 0;
+    for (int i = 0; !j->in_doc && i < j->tok->n_prefix; i++) tok_ids_push(&j->ids, j->tok->prefix[i]);
+    j->in_doc = 1;
     tok_encode(j->tok, s, n, &j->ids);
     if (h5ds_writer_append(j->w, j->ids.v, j->ids.n, j->err, j->errlen)) j->failed = 1;
 }
 
 static void on_end_doc(void *ctx) {
     Job *j = ctx;
-    uint32_t eod = (uint32_t)j->tok->eod_id;
-    if (j->failed || h5ds_writer_append(j->w, &eod, 1, j->err, j->errlen)) {
+    uint32_t end[TOK_MAX_AFFIX + 1];  // the suffix ids, then EOD
+    int n = j->tok->n_suffix;
+    for (int i = 0; i < n; i++) end[i] = j->tok->suffix[i];
+    end[n] = (uint32_t)j->tok->eod_id;
+    j->in_doc = 0;
+    if (j->failed || h5ds_writer_append(j->w, end, (size_t)n + 1, j->err, j->errlen)) {
         j->failed = 1;
         return;
     }

@@ -13,7 +13,8 @@ typedef struct {
     const char *const *inputs;
     int n_inputs;
     const char *output;
-    Tokenizer *tok;          // encodes the documents (EOD appended after each)
+    Tokenizer *tok;          // encodes the documents (tok->prefix before each, tok->suffix
+                             // and EOD after each)
     DataDocsOptions docs;    // chunk_bytes is set by data_preprocess
     int progress;            // progress line on stderr
 } DataPreprocessOptions;

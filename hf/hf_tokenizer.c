@@ -9,28 +9,7 @@
 #include <string.h>
 #include <unistd.h>  // defines: access
 
-// The byte-level alphabet: the printable bytes ('!'..'~', 0xA1..0xAC, 0xAE..0xFF) stand for
-// themselves; the others, in increasing order, for code points 256, 257, ...
-static unsigned byte_code_point(unsigned b) {
-    unsigned n = 0;
-    for (unsigned x = 0; x < 256; x++) {
-        int printable = (x >= '!' && x <= '~') || (x >= 0xA1 && x <= 0xAC) || (x >= 0xAE);
-        if (x == b) return printable ? x : 256 + n;
-        if (!printable) n++;
-    }
-    return 0;
-}
-
-int hf_tok_byte_char(unsigned b, char out[3]) {
-    unsigned cp = byte_code_point(b);
-    if (cp < 0x80) {
-        out[0] = (char)cp;
-        return 1;
-    }
-    out[0] = (char)(0xC0 | (cp >> 6));  // every code point is < 0x800: two bytes
-    out[1] = (char)(0x80 | (cp & 0x3F));
-    return 2;
-}
+int hf_tok_byte_char(unsigned b, char out[3]) { return tok_byte_char(b, out); }
 
 // Token id's string: the alphabet characters of its bytes (NUL-terminated, malloc'ed).
 static char *token_string(const Tokenizer *t, uint32_t id) {
@@ -142,6 +121,11 @@ static int save(const char *path, json_object *o, char *err, size_t errlen) {
 }
 
 int hf_tok_write(const char *dir, const Tokenizer *t, int max_len, char *err, size_t errlen) {
+    if (!t->megac_layout) {
+        snprintf(err, errlen, "tokenizer: read from a Hugging Face or GPT-2 file (not megac's id "
+                 "layout): copy that file to the export instead; tokenizer not exported");
+        return -1;
+    }
     if (check_unique(t, err, errlen) != 0) return -1;
     json_object *o = json_object_new_object(), *added = json_object_new_array();
     json_object_object_add(o, "version", json_object_new_string("1.0"));

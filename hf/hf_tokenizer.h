@@ -28,11 +28,10 @@ int hf_tok_write(const char *dir, const Tokenizer *t, int max_len, char *err, si
 // (nothing found: a message saying to pass --tokenizer).
 Tokenizer *hf_tok_resolve(const char *spec, const char *ckpt_dir, char *err, size_t errlen);
 
-// The reverse of hf_tok_write: DIR/tokenizer.json as a megac tokenizer, when it is one in
-// megac's id layout (BPE; ids 0..255 the byte-level characters, 256 <|endoftext|>, merge k
-// making id 257 + k; pre-tokenisation Split(Regex) + ByteLevel, or ByteLevel alone without
-// merges for the byte tokenizer). Returns NULL with one line in err otherwise (missing file,
-// another model type or id layout: e.g. OpenAI's GPT-2 tokenizer, whose ids differ).
+// The reverse of hf_tok_write: DIR/tokenizer.json (and the eos_token of its
+// tokenizer_config.json) as a megac tokenizer: megac's own layout when the file is in it,
+// else any byte-level BPE data/tok_hf.c reads (GPT-2's, Llama-3's). Returns NULL with one
+// line in err otherwise (missing file, another model type such as WordPiece or Unigram).
 Tokenizer *hf_tok_read(const char *dir, char *err, size_t errlen);
 
 // The UTF-8 encoding of byte b's character in the byte-level alphabet into out (3 bytes

@@ -21,14 +21,19 @@
 static const char *USAGE =
     "usage: megac generate --load CKPT (--prompt TEXT | --prompt-ids 1,2,3) [--max-new-tokens N]\n"
     "                      [--temperature T] [--top-k K] [--top-p P] [--seed S]\n"
-    "                      [--tokenizer byte|tok.json|data.h5] [--print-ids] [--dump-logits FILE]\n"
+    "                      [--tokenizer byte|tok.json|tokenizer.json|data.h5 | TOKENIZER]\n"
+    "                      [--print-ids] [--dump-logits FILE]\n"
+    "  TOKENIZER: Megatron's flags, --tokenizer-type GPT2BPETokenizer --vocab-file F --merge-file F\n"
+    "  or --tokenizer-type HuggingFaceTokenizer --tokenizer-model tokenizer.json.\n"
     "  Prints the prompt and its continuation. Temperature 0 is greedy. Generation stops at the\n"
     "  end-of-document token (unless --ignore-eos). --dump-logits writes the final context's\n"
     "  logits, (tokens, vocab) float32 little-endian, row i predicting token i + 1.";
 
 typedef struct {
     const char *load, *prompt, *prompt_ids, *tok_spec, *dump;
+    const char *tok_type, *vocab_file, *merge_file, *tok_model;
     int64_t iteration, seed;
+    int divisible;  // --make-vocab-size-divisible-by (0: not given)
     int max_new, top_k, print_ids, ignore_eos, threads, no_kv_cache;
     double temperature, top_p;
 } GenArgs;
@@ -119,6 +124,11 @@ int cmd_generate(int argc, char **argv) {
         {"--ignore-eos", ARG_BOOL, &a.ignore_eos, "do not stop at the end-of-document token"},
         {"--dump-logits", ARG_STR, &a.dump, "write the final context's logits to FILE"},
         {"--num-threads", ARG_INT, &a.threads, "CPU threads"},
+        {"--tokenizer-type", ARG_STR, &a.tok_type, "Megatron's: GPT2BPETokenizer or HuggingFaceTokenizer (instead of --tokenizer)"},
+        {"--vocab-file", ARG_STR, &a.vocab_file, "GPT2BPETokenizer: GPT-2's vocab.json"},
+        {"--merge-file", ARG_STR, &a.merge_file, "GPT2BPETokenizer: GPT-2's merges.txt"},
+        {"--tokenizer-model", ARG_STR, &a.tok_model, "HuggingFaceTokenizer: tokenizer.json or its directory"},
+        {"--make-vocab-size-divisible-by", ARG_INT, &a.divisible, "accepted as Megatron's; no effect: checkpoints hold the V real rows, padding ids are never sampled"},
         {"--no-kv-cache", ARG_BOOL, &a.no_kv_cache, "re-run the whole forward for every new token (no key/value cache)"},
     };
     core_args_parse(USAGE, specs, (int)(sizeof specs / sizeof specs[0]), argc, argv);
@@ -133,12 +143,19 @@ int cmd_generate(int argc, char **argv) {
     HfCkpt *c = hf_ckpt_read(a.load, a.iteration, err, sizeof err);
     if (!c) core_usage_error("%s", err);
     int V = c->cfg.vocab_size, eod = V > TOK_EOD ? TOK_EOD : -1;
-    Tokenizer *tok = hf_tok_resolve(a.tok_spec, a.load, err, sizeof err);
-    if (!tok && (a.tok_spec || a.prompt)) core_usage_error("%s", err);
+    if (a.divisible < 0) core_usage_error("--make-vocab-size-divisible-by must be >= 1, got %d", a.divisible);
+    if (!a.tok_type && (a.vocab_file || a.merge_file || a.tok_model))
+        core_usage_error("--vocab-file, --merge-file and --tokenizer-model need --tokenizer-type");
+    if (a.tok_type && a.tok_spec) core_usage_error("--tokenizer and --tokenizer-type exclude each other");
+    Tokenizer *tok = a.tok_type ? tok_load_megatron(a.tok_type, a.vocab_file, a.merge_file, a.tok_model, err, sizeof err)
+                                : hf_tok_resolve(a.tok_spec, a.load, err, sizeof err);
+    if (!tok && (a.tok_spec || a.tok_type || a.prompt)) core_usage_error("%s", err);
     if (tok && tok->vocab_size != V)
         core_usage_error("the tokenizer has %d ids, the checkpoint's model %d: not the model's "
                          "tokenizer", tok->vocab_size, V);
+    if (tok) eod = tok->eod_id;
     TokIds ids = {0};
+    for (int i = 0; a.prompt && i < tok->n_prefix; i++) tok_ids_push(&ids, tok->prefix[i]);  // e.g. BOS
     if (a.prompt) tok_encode(tok, (const uint8_t *)a.prompt, strlen(a.prompt), &ids);
     else parse_ids(a.prompt_ids, V, &ids);
     if (ids.n == 0 && eod < 0) core_usage_error("empty prompt and no end-of-document token to start from");

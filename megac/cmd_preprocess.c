@@ -13,9 +13,12 @@
 #include <unistd.h>  // defines: isatty
 
 static const char *USAGE =
-    "usage: megac preprocess --input FILES... --output data.h5 [--tokenizer byte|tok.json]\n"
+    "usage: megac preprocess --input FILES... --output data.h5 [--tokenizer byte|tok.json|tokenizer.json]\n"
     "                        [--json-keys text] [--doc-separator LINE] [--input-format auto|text|jsonl]\n"
-    "       megac preprocess --from-megatron PREFIX --vocab-size N [--eod-id N] --output data.h5\n\n"
+    "       megac preprocess --from-megatron PREFIX (--vocab-size N [--eod-id N] | TOKENIZER) --output data.h5\n"
+    "  TOKENIZER (Megatron's flags, instead of --tokenizer): --tokenizer-type GPT2BPETokenizer\n"
+    "  --vocab-file vocab.json --merge-file merges.txt, or --tokenizer-type HuggingFaceTokenizer\n"
+    "  --tokenizer-model tokenizer.json (byte-level BPE: GPT-2, Llama-3; docs/data-format.md).\n\n"
     "Text files hold one document each, or documents separated by --doc-separator lines (e.g. '%'\n"
     "for /usr/share/games/fortunes). *.jsonl / *.json files are JSON Lines with the text under\n"
     "--json-keys. Every document ends with the end-of-document token.";
@@ -55,15 +58,24 @@ static void check_output(const char *output, const char *tok, const char *prefix
     if (core_out_check_file("--output", output, in, n, 1, err, sizeof err) != 0) core_usage_error("%s", err);
 }
 
-static int from_megatron(const char *prefix, const char *output, int64_t vocab, int64_t eod) {
-    if (vocab < 1) core_usage_error("--from-megatron needs --vocab-size (e.g. 50257 for GPT-2)");
-    if (eod < 0) eod = vocab - 1;
-    if (eod >= vocab) core_usage_error("--eod-id %lld must be < --vocab-size %lld", (long long)eod, (long long)vocab);
+// --vocab-size N as Megatron's NullTokenizer: ids 0..N-1 and the end-of-document id N (or
+// --eod-id), N + 1 ids; or the vocabulary and end-of-document id of tok.
+static int from_megatron(const char *prefix, const char *output, int64_t null_vocab, int64_t eod,
+                         const Tokenizer *tok) {
+    if (null_vocab < 1 && !tok)
+        core_usage_error("--from-megatron needs --vocab-size N (Megatron's NullTokenizer: ids 0..N-1, "
+                         "end of document N) or the tokenizer the data was made with (--tokenizer-type ...)");
+    if (null_vocab > 0 && tok) core_usage_error("--vocab-size (Megatron's NullTokenizer) and a tokenizer exclude each other");
+    int64_t vocab = tok ? tok->vocab_size : null_vocab + 1;
+    if (eod < 0) eod = tok ? tok->eod_id : null_vocab;
+    if (eod >= vocab) core_usage_error("--eod-id %lld must be <= --vocab-size %lld", (long long)eod, (long long)vocab - 1);
     DataPreprocessStats st = {0};
     char err[1024];
-    if (data_from_megatron(prefix, output, vocab, eod, "external", isatty(2), &st, err, sizeof err))
+    char *desc = tok ? tok_serialize(tok) : strdup("external");
+    if (data_from_megatron(prefix, output, vocab, eod, desc, isatty(2), &st, err, sizeof err))
         core_usage_error("%s", err);
-    report(output, &st, vocab, "external");
+    free(desc);
+    report(output, &st, vocab, tok ? "given" : "external");
     if (st.docs_without_eod)  // Megatron's preprocess_data.py writes none unless --append-eod
         printf("megac preprocess: notice: %lld of the %lld documents do not end with the end-of-document "
                "id %lld; they were kept as they are (no id added), so samples run from one document "
@@ -74,8 +86,9 @@ static int from_megatron(const char *prefix, const char *output, int64_t vocab, 
 
 int cmd_preprocess(int argc, char **argv) {
     CoreStrList inputs = {0}, keys = {0};
-    const char *output = NULL, *tokenizer = "byte", *sep = NULL, *format = "auto", *megatron = NULL;
-    int allow_invalid = 0;
+    const char *output = NULL, *tokenizer = NULL, *sep = NULL, *format = "auto", *megatron = NULL;
+    const char *tok_type = NULL, *vocab_file = NULL, *merge_file = NULL, *tok_model = NULL;
+    int allow_invalid = 0, divisible = 128;
     int64_t vocab = 0, eod = -1;
     ArgSpec specs[] = {
         {"--input", ARG_LIST, &inputs, "input files (text or JSON Lines)"},
@@ -86,21 +99,36 @@ int cmd_preprocess(int argc, char **argv) {
         {"--input-format", ARG_STR, &format, "auto (by extension), text or jsonl"},
         {"--allow-invalid-utf8", ARG_BOOL, &allow_invalid, "tokenize invalid UTF-8 as raw bytes"},
         {"--from-megatron", ARG_STR, &megatron, "convert PREFIX.bin/PREFIX.idx (Megatron-LM)"},
-        {"--vocab-size", ARG_I64, &vocab, "--from-megatron: the vocabulary size"},
-        {"--eod-id", ARG_I64, &eod, "--from-megatron: end-of-document id (default vocab-size - 1)"},
+        {"--vocab-size", ARG_I64, &vocab, "--from-megatron: Megatron's NullTokenizer: ids 0..N-1 and the end-of-document id N (N + 1 ids)"},
+        {"--eod-id", ARG_I64, &eod, "--from-megatron: end-of-document id (default: N, or the tokenizer's)"},
+        {"--tokenizer-type", ARG_STR, &tok_type, "Megatron's: GPT2BPETokenizer or HuggingFaceTokenizer (instead of --tokenizer)"},
+        {"--vocab-file", ARG_STR, &vocab_file, "GPT2BPETokenizer: GPT-2's vocab.json"},
+        {"--merge-file", ARG_STR, &merge_file, "GPT2BPETokenizer: GPT-2's merges.txt"},
+        {"--tokenizer-model", ARG_STR, &tok_model, "HuggingFaceTokenizer: tokenizer.json or its directory"},
+        {"--make-vocab-size-divisible-by", ARG_INT, &divisible, "as Megatron: report the padded vocabulary (a multiple of this x the tensor-parallel size, 1 here) that train will use"},
     };
     core_args_parse(USAGE, specs, (int)(sizeof specs / sizeof specs[0]), argc, argv);
     if (!output) core_usage_error("--output is required (see --help)");
-    check_output(output, tokenizer, megatron);
+    if (divisible < 1) core_usage_error("--make-vocab-size-divisible-by must be >= 1, got %d", divisible);
+    if (!tok_type && (vocab_file || merge_file || tok_model))
+        core_usage_error("--vocab-file, --merge-file and --tokenizer-model need --tokenizer-type");
+    if (tok_type && tokenizer) core_usage_error("--tokenizer and --tokenizer-type exclude each other");
+    check_output(output, tok_type ? (tok_model ? tok_model : vocab_file) : tokenizer, megatron);
+    char err[1024];
+    Tokenizer *tok = NULL;
+    if (tok_type && !(tok = tok_load_megatron(tok_type, vocab_file, merge_file, tok_model, err, sizeof err)))
+        core_usage_error("%s", err);
     if (megatron) {
         if (inputs.n) core_usage_error("--from-megatron and --input exclude each other");
-        return from_megatron(megatron, output, vocab, eod);
+        from_megatron(megatron, output, vocab, eod, tok);
+        tok_free(tok);
+        return 0;
     }
     if (!inputs.n) core_usage_error("--input is required (see --help)");
     if (keys.n > 1) core_usage_error("--json-keys: one key per dataset (got %d)", keys.n);
-    char err[1024];
-    Tokenizer *tok = tok_load(tokenizer, err, sizeof err);
-    if (!tok) core_usage_error("%s", err);
+    if (vocab || eod >= 0)
+        core_usage_error("--vocab-size and --eod-id are for --from-megatron; the tokenizer sets the vocabulary of text");
+    if (!tok && !(tok = tok_load(tokenizer ? tokenizer : "byte", err, sizeof err))) core_usage_error("%s", err);
     DataPreprocessOptions o = {
         .inputs = inputs.items, .n_inputs = inputs.n, .output = output, .tok = tok,
         .docs = {.format = parse_format(format), .json_key = keys.n ? keys.items[0] : "text",
@@ -117,7 +145,11 @@ int cmd_preprocess(int argc, char **argv) {
         }
         core_usage_error("%s", err);
     }
-    report(output, &st, tok->vocab_size, tok->kind == TOK_BYTE ? "byte" : tokenizer);
+    report(output, &st, tok->vocab_size, tok->kind == TOK_BYTE ? "byte" : tok_type ? tok_type : tokenizer);
+    int padded = (int)((tok->vocab_size + divisible - 1) / divisible * divisible);
+    printf("megac preprocess: end-of-document id %d; padded vocabulary %d for --make-vocab-size-divisible-by "
+           "%d (%d dummy ids; train pads to a multiple of %d x its tensor-parallel size)\n", tok->eod_id,
+           padded, divisible, padded - tok->vocab_size, divisible);
     if (st.n_docs <= (int64_t)inputs.n && !sep && o.docs.format != DATA_FMT_JSONL)
         printf("megac preprocess: note: each text file became one document; if a file holds many, "
                "give the line that separates them with --doc-separator (e.g. %% for fortunes)\n");

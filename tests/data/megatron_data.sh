@@ -55,15 +55,15 @@ write(f"{d}/m", True)
 write(f"{d}/raw", False)
 PY
 "$megac" preprocess --input "$tmp/c.jsonl" --output "$tmp/c.h5" >/dev/null || fail "preprocess c.jsonl"
-"$megac" preprocess --from-megatron "$tmp/m" --vocab-size 257 --eod-id 256 --output "$tmp/imp.h5" > "$tmp/imp.txt" ||
+"$megac" preprocess --from-megatron "$tmp/m" --vocab-size 256 --output "$tmp/imp.h5" > "$tmp/imp.txt" ||
   fail "import m"
 grep -q "notice" "$tmp/imp.txt" && fail "import of a corpus with EOD gave a notice: $(cat "$tmp/imp.txt")"
 expect 0 "notice: 200 of the 200 documents do not end with the end-of-document id 256" \
-  "$megac" preprocess --from-megatron "$tmp/raw" --vocab-size 257 --eod-id 256 --output "$tmp/raw.h5"
+  "$megac" preprocess --from-megatron "$tmp/raw" --vocab-size 256 --output "$tmp/raw.h5"
 # the import of "raw" holds the corpus bytes exactly: 200 documents, no EOD added
 n=$(python3 -c "import json; print(sum(len(json.loads(l)['text']) for l in open('$tmp/c.jsonl')))")
 grep -q "wrote $tmp/raw.h5: 200 documents, $n tokens" <<<"$("$megac" preprocess --from-megatron "$tmp/raw" \
-  --vocab-size 257 --eod-id 256 --output "$tmp/raw.h5")" || fail "raw import: want 200 documents, $n tokens"
+  --vocab-size 256 --output "$tmp/raw.h5")" || fail "raw import: want 200 documents, $n tokens"
 
 tiny=(--train-iters 6 --num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-length 32
       --micro-batch-size 2 --global-batch-size 8 --lr 1e-3 --log-interval 1 --eval-iters 2

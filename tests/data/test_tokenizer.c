@@ -223,7 +223,7 @@ static void check_files(Tokenizer *t) {
     const char *bad[][2] = {
         {"{\"format\": \"megac-bpe\"", "invalid JSON"},
         {"[1, 2]", "not a megac tokenizer"},
-        {"{\"format\":\"megac-bpe\",\"version\":2}", "version 2"},
+        {"{\"format\":\"megac-bpe\",\"version\":3}", "version 3"},
         {"{\"format\":\"megac-bpe\",\"version\":1,\"vocab_size\":258,\"eod_id\":256,\"max_piece\":8,"
          "\"pattern\":\"x\",\"merges\":[[300,1]]}", "not defined"},
         {"{\"format\":\"megac-bpe\",\"version\":1,\"vocab_size\":259,\"eod_id\":256,\"max_piece\":8,"
@@ -243,7 +243,61 @@ static void check_files(Tokenizer *t) {
     remove(path);
 }
 
+// Another id layout (a Hugging Face file's): bytes at ids 3.., EOD 0, BOS 1 as prefix, two
+// merges making ids 2 and 259, and two merges making the same id (as GPT-2's files have).
+// Encodes as the layout says and survives tok_serialize / tok_deserialize (format version 2).
+static void check_layout(void) {
+    enum { V = 261 };
+    uint64_t off[V + 1] = {0};
+    uint8_t bytes[600], special[V] = {1, 1};
+    size_t n = 0;
+    const char *extra[] = {"ab", "bc", "abc"};  // ids 2, 259, 260
+    for (int id = 0; id < V; id++) {
+        if (id == 0) memcpy(bytes + n, "<eos>", 5), n += 5;
+        else if (id == 1) memcpy(bytes + n, "<bos>", 5), n += 5;
+        else if (id == 2 || id >= 259) {
+            const char *e = extra[id == 2 ? 0 : id - 258];
+            memcpy(bytes + n, e, strlen(e));
+            n += strlen(e);
+        } else bytes[n++] = (uint8_t)(id - 3);
+        off[id + 1] = n;
+    }
+    uint32_t a = 'a' + 3, b = 'b' + 3, c = 'c' + 3, prefix[1] = {1};
+    uint32_t merges[] = {a, b, 2, b, c, 259, 2, c, 260, a, 259, 260};
+    TokLayout l = {.vocab_size = V, .eod_id = 0, .tok_off = off, .tok_bytes = bytes, .special = special,
+                   .merges = merges, .n_merges = 4, .pattern = TOK_DEFAULT_PATTERN, .max_piece = 64,
+                   .prefix = prefix, .n_prefix = 1};
+    char err[512];
+    Tokenizer *t = tok_bpe_new_layout(&l, err, sizeof err);
+    EXPECT(t && !t->megac_layout, "layout: %s", t ? "megac's?" : err);
+    if (!t) return;
+    char *desc = tok_serialize(t);
+    Tokenizer *u = tok_deserialize(desc, strlen(desc), "v2", err, sizeof err);
+    EXPECT(u, "version 2 does not load: %s", err);
+    for (int k = 0; u && k < 2; k++) {
+        Tokenizer *x = k ? u : t;
+        TokIds ids = {0};
+        tok_encode(x, (const uint8_t *)"abc xbc", 7, &ids);
+        EXPECT(ids.n == 4 && ids.v[0] == 260 && ids.v[1] == ' ' + 3 && ids.v[2] == 'x' + 3 && ids.v[3] == 259,
+               "layout encode: %zu ids", ids.n);
+        EXPECT(x->n_prefix == 1 && x->prefix[0] == 1 && x->eod_id == 0 && x->special[1], "layout fields");
+        TokBytes out = {0};
+        EXPECT(tok_decode(x, ids.v, ids.n, &out) == 0 && out.n == 7 && !memcmp(out.v, "abc xbc", 7), "layout decode");
+        free(out.v);
+        free(ids.v);
+    }
+    uint32_t bad[] = {a, 259, 260};  // uses 259 before a merge makes it
+    l.merges = bad;
+    l.n_merges = 1;
+    Tokenizer *w = tok_bpe_new_layout(&l, err, sizeof err);
+    EXPECT(!w && strstr(err, "lower-ranked"), "a merge of a later token: %s", w ? "accepted" : err);
+    free(desc);
+    tok_free(t);
+    tok_free(u);
+}
+
 int main(void) {
+    check_layout();
     check_utf8();
     check_pretok();
     check_bpe_known();
