@@ -30,11 +30,6 @@ static const CoreCompatFlag TABLE[] = {
     {"--profile-step-end", 'i', NULL, NOEFF, "starts PyTorch's or Nsight's profiler; megac's step profile is --trace FILE"},
     {"--ckpt-format", 's', "torch|torch_dist|zarr|torch_dcp|fsdp_dtensor", NOEFF, "megac always writes its own HDF5 checkpoints (docs/checkpoint-format.md); the weights are the same"},
     // refused: they would change the result and megac does not implement them
-#define TOK "megac train reads token ids from --data-path; the tokenizer is chosen by `megac preprocess`"
-    {"--tokenizer-type", 's', NULL, REFUSE, TOK},
-    {"--tokenizer-model", 's', NULL, REFUSE, TOK},
-    {"--vocab-file", 's', NULL, REFUSE, TOK},
-    {"--merge-file", 's', NULL, REFUSE, TOK},
     {"--fp8-format", 's', NULL, REFUSE, FP8},
     {"--fp8-recipe", 's', NULL, REFUSE, FP8},
     {"--fp8-margin", 'i', NULL, REFUSE, FP8},

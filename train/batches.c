@@ -13,6 +13,8 @@
 struct BatchSource {
     uint64_t seed;
     int64_t megatron_vocab;   // --vocab-size (0: not given)
+    int64_t tok_vocab, tok_eod;  // --tokenizer-type's (0: none)
+    const char *tok_name;
     int vocab, n_samples;
     uint32_t *sample;         // (T + 1) scratch, allocated once (mock data)
     int n_ds;                 // open files (0 for mock data)
@@ -49,8 +51,12 @@ static void eod_notice(const H5Dataset *ds) {
 
 // Opens path: HDF5, or a Megatron prefix read with --vocab-size (ids < N + 1, EOD N).
 static H5Dataset *open_file(const BatchSource *s, const char *path) {
-    H5dsVocab v = {s->megatron_vocab + 1, s->megatron_vocab};
-    H5Dataset *ds = h5ds_open(path, s->megatron_vocab ? &v : NULL, MPI_COMM_WORLD);
+    H5dsVocab v = {s->megatron_vocab + 1, s->megatron_vocab}, tv = {s->tok_vocab, s->tok_eod};
+    H5Dataset *ds = h5ds_open(path, s->tok_vocab ? &tv : s->megatron_vocab ? &v : NULL, MPI_COMM_WORLD);
+    if (!ds->megatron && s->tok_vocab && (ds->vocab_size != tv.vocab_size || ds->eod_id != tv.eod_id))
+        core_usage_error("%s has %lld ids, end of document %lld, but the tokenizer %s has %lld, %lld: not the "
+                         "data's tokenizer", path, (long long)ds->vocab_size, (long long)ds->eod_id, s->tok_name,
+                         (long long)tv.vocab_size, (long long)tv.eod_id);
     if (!ds->megatron && s->megatron_vocab && ds->vocab_size != v.vocab_size)
         core_usage_error("--vocab-size %lld means %lld ids (the end of document included), but %s has %lld",
                          (long long)s->megatron_vocab, (long long)v.vocab_size, path, (long long)ds->vocab_size);
@@ -75,6 +81,7 @@ BatchSource *batches_hdf5_create(const BatchDataPaths *p, uint64_t seed, int seq
     BatchSource *s = core_calloc(1, sizeof *s);
     s->seed = seed;
     s->megatron_vocab = p->megatron_vocab;
+    s->tok_vocab = p->tok_vocab, s->tok_eod = p->tok_eod, s->tok_name = p->tok_name;
     s->ds = core_calloc(3 * DATA_BLEND_MAX, sizeof *s->ds);
     if (p->data.n) {  // one blend, every file cut by --split
         DataBlendSpec spec = parse_spec("--data-path", &p->data);

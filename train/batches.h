@@ -39,6 +39,9 @@ typedef struct {
     int64_t megatron_vocab;          // --vocab-size N: a Megatron prefix holds ids < N + 1,
                                      // end of document N; an HDF5 file must have N + 1 ids
                                      // (0: not given)
+    int64_t tok_vocab, tok_eod;      // a tokenizer's (--tokenizer-type): a Megatron prefix holds
+                                     // ids < tok_vocab, an HDF5 file must have both (0: none)
+    const char *tok_name;            // that tokenizer, for messages
 } BatchDataPaths;
 
 // HDF5 token datasets (megac preprocess) opened collectively over MPI_COMM_WORLD, with the

@@ -6,6 +6,7 @@
 #include "model/gpt_flags.h"  // defines: gpt_flags_specs (the model's flags, shared with plan)
 #include "data/blend.h"
 #include "data/sampler.h"  // defines: data_parse_split
+#include "data/tokenizer.h"  // defines: tok_load_megatron
 #include "parallel_state/pgrid.h"      // defines: pgrid_dims_init
 #include "pipeline/pp_interleaved.h"  // defines: pp_ilv_check, PP_ILV_MAX_CHUNKS
 
@@ -71,6 +72,20 @@ static void check_data_paths(TrainArgs *a) {
                              (long long)a->data_vocab + 1, a->mock_vocab);
         if (a->data_vocab + 1 > INT32_MAX) core_usage_error("--vocab-size %lld: too large for --mock-data", (long long)a->data_vocab);
         a->mock_vocab = (int)a->data_vocab + 1;
+    }
+    if (a->tok_type && !strcmp(a->tok_type, "NullTokenizer")) {  // ids 0..N-1 and EOD N: --vocab-size
+        if (!a->data_vocab) core_usage_error("--tokenizer-type NullTokenizer needs --vocab-size N (N ids and the end-of-document id N)");
+        if (a->vocab_file || a->merge_file || a->tok_model)
+            core_usage_error("--tokenizer-type NullTokenizer reads no files (--vocab-file, --merge-file, --tokenizer-model)");
+    } else if (a->tok_type || a->vocab_file || a->merge_file || a->tok_model) {  // checked against the data
+        char err[1024];
+        if (!a->tok_type) core_usage_error("--vocab-file, --merge-file and --tokenizer-model need --tokenizer-type");
+        if (a->data_vocab) core_usage_error("--vocab-size is Megatron's NullTokenizer; --tokenizer-type %s sets the vocabulary", a->tok_type);
+        Tokenizer *tok = tok_load_megatron(a->tok_type, a->vocab_file, a->merge_file, a->tok_model, err, sizeof err);
+        if (!tok) core_usage_error("%s", err);
+        a->tok_vocab = tok->vocab_size, a->tok_eod = tok->eod_id;
+        tok_free(tok);
+        if (a->mock_data) a->mock_vocab = (int)a->tok_vocab;  // Megatron's mock data: the tokenizer's
     }
     if (a->mock_data) return;
     if (data && split_files)
@@ -247,6 +262,10 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
         {"--test-data-path", ARG_LIST, &a->test_data_path, "test files (blend syntax), used whole, evaluated at the end; with --train-data-path"},
         {"--split", ARG_STR, &a->split, "train,valid,test weights of the documents: commas or slashes, spaces allowed ('969, 30, 1', Megatron's legacy default)"},
         {"--vocab-size", ARG_I64, &a->data_vocab, "for Megatron .bin/.idx data, which holds no vocabulary: token ids 0..N-1 and the end-of-document id N, N + 1 ids (Megatron's NullTokenizer); HDF5 files carry theirs (N + 1 must equal it); with --mock-data: --mock-vocab-size N + 1"},
+        {"--tokenizer-type", ARG_STR, &a->tok_type, "GPT2BPETokenizer, HuggingFaceTokenizer or NullTokenizer (with --vocab-size): train reads token ids; the tokenizer is loaded to check that the data's vocabulary and end-of-document id are its own (and gives them to Megatron .bin/.idx data and --mock-data)"},
+        {"--vocab-file", ARG_STR, &a->vocab_file, "GPT2BPETokenizer: GPT-2's vocab.json"},
+        {"--merge-file", ARG_STR, &a->merge_file, "GPT2BPETokenizer: GPT-2's merges.txt"},
+        {"--tokenizer-model", ARG_STR, &a->tok_model, "HuggingFaceTokenizer: tokenizer.json or its directory"},
         {"--eod-mask-loss", ARG_BOOL, &a->eod_mask_loss, "targets equal to the data's end-of-document id get loss weight 0; a micro-batch's loss is the mean over its other tokens (Megatron's)"},
         {"--mock-data", ARG_BOOL, &a->mock_data, "synthetic tokens instead of --data-path"},
         {"--mock-vocab-size", ARG_INT, &a->mock_vocab, "vocabulary of --mock-data"},

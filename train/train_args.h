@@ -27,6 +27,9 @@ typedef struct {
     const char *split;
     int64_t data_vocab;             // --vocab-size N: Megatron .bin/.idx data holds ids < N and
                                     // the end of document N (0: not given)
+    const char *tok_type, *vocab_file, *merge_file, *tok_model;  // Megatron's tokenizer flags
+    int64_t tok_vocab, tok_eod;     // that tokenizer's ids and end-of-document id (0, 0: none):
+                                    // the data must agree (Megatron .bin/.idx data takes them)
     int eod_mask_loss;              // --eod-mask-loss: targets equal to the EOD id weigh 0
     int mock_data, mock_vocab, mock_samples;
     const char *save, *load;

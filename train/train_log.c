@@ -369,7 +369,16 @@ void train_log_run_record(Trainer *t, long superseded) {
         fprintf(f, "%s\"%.*s\"", p == run_hosts ? "" : ",", (int)n, p);  // host names need no escapes
         p += n;
     }
-    fprintf(f, "],\"megatron_flags_no_effect\":[");  // accepted, no effect (core/args_compat.h)
+    fprintf(f, "],\"tokenizer\":");  // --tokenizer-type: loaded to check the data against it
+    if (a->tok_type) {
+        fprintf(f, "{\"type\":\"%s\",\"vocab_size\":%lld,\"eod_id\":%lld,\"file\":", a->tok_type,
+                (long long)a->tok_vocab, (long long)a->tok_eod);
+        json_string(f, a->tok_model ? a->tok_model : a->vocab_file);
+        fprintf(f, "}");
+    } else {
+        fprintf(f, "null");
+    }
+    fprintf(f, ",\"megatron_flags_no_effect\":[");  // accepted, no effect (core/args_compat.h)
     const char *noop[CORE_COMPAT_MAX];
     int n_noop = core_compat_given(&a->compat, noop, CORE_COMPAT_MAX);
     for (int i = 0; i < n_noop; i++) fprintf(f, "%s\"%s\"", i ? "," : "", noop[i]);

@@ -36,8 +36,8 @@ refused "megac: --cp-comm-type must be p2p or all_gather, got 'a2a' (Megatron's 
 refused "megac: --context-parallel-size 2 needs --use-flash-attn" --context-parallel-size 2
 refused "megac: --context-parallel-size 3: --seq-length 32 is not divisible by 2 x 3" --context-parallel-size 3 --use-flash-attn
 refused "megac: --decoupled-lr 1e-4 is not supported" --decoupled-lr 1e-4
-refused "megac: --tokenizer-type GPT2BPETokenizer is not supported: megac train reads token ids" \
-  --tokenizer-type GPT2BPETokenizer
+refused "megac: --tokenizer-type GPT2BPETokenizer needs --vocab-file and --merge-file" --tokenizer-type GPT2BPETokenizer
+refused "megac: --tokenizer-type BertWordPieceLowerCase is not supported" --tokenizer-type BertWordPieceLowerCase
 refused "megac: --ckpt-format expects one of torch|torch_dist|zarr|torch_dcp|fsdp_dtensor, got 'hdf5'" --ckpt-format hdf5
 refused "megac: --kv-channels 32 is not supported: megac's head size is --hidden-size 64 / --num-attention-heads 4" \
   --kv-channels 32
@@ -63,6 +63,34 @@ grep -q '"megatron_flags_no_effect":\[\]' "$wd/plain.jsonl" || fail "run record 
 grep "^ \[[^]]*\] iteration" "$wd/out.txt" | sed 's/^ \[[^]]*\]//; s/elapsed.*//' | diff - "$wd/plain.txt" >/dev/null ||
   fail "the no-effect flags changed the log"
 [[ -s "$wd/plain.txt" ]] || fail "no iteration lines"
+
+# tokenizer flags: accepted when the data's vocabulary and end-of-document id are the
+# tokenizer's (a GPT-2-format vocab.json + merges.txt: 256 bytes, <|endoftext|> 256, one merge)
+python3 - "$wd" <<'PY'
+import json, sys
+bs = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
+cs, n = bs[:], 0
+for b in range(256):
+    if b not in bs: bs.append(b); cs.append(256 + n); n += 1
+alpha = {b: chr(c) for b, c in zip(bs, cs)}
+vocab = {alpha[b]: b for b in range(256)}
+vocab["<|endoftext|>"] = 256
+vocab[alpha[32] + "t"] = 257
+json.dump(vocab, open(f"{sys.argv[1]}/vocab.json", "w"))
+open(f"{sys.argv[1]}/merges.txt", "w").write(f"#version: 0.2\n{alpha[32]} t\n")
+PY
+gpt2=(--tokenizer-type GPT2BPETokenizer --vocab-file "$wd/vocab.json" --merge-file "$wd/merges.txt")
+run --train-iters 1 --log-json "$wd/tok.jsonl" "${gpt2[@]}" || fail "mock data with a GPT-2 tokenizer"
+grep -qF '"tokenizer":{"type":"GPT2BPETokenizer","vocab_size":258,"eod_id":256,"file":"'"$wd/vocab.json"'"}' \
+  "$wd/tok.jsonl" || fail "run record: $(grep -o '"tokenizer":[^}]*}' "$wd/tok.jsonl")"
+for i in $(seq 40); do printf 'document %d: the tokens of the test\n%%\n' "$i"; done > "$wd/c.txt"
+"$megac" preprocess --input "$wd/c.txt" --doc-separator % --output "$wd/c.h5" >/dev/null || fail "preprocess"
+saved=("${flags[@]}"); flags=("${flags[@]:0:2}" --data-path "$wd/c.h5" "${flags[@]:3}")  # c.h5: byte, 257 ids
+refused "has 257 ids, end of document 256, but the tokenizer $wd/vocab.json has 258, 256: not the data's tokenizer" \
+  "${gpt2[@]}"
+"$megac" preprocess --input "$wd/c.txt" --doc-separator % --output "$wd/c.h5" "${gpt2[@]}" >/dev/null || fail "preprocess gpt2"
+run --train-iters 1 --split 1,0,0 "${gpt2[@]}" || fail "data with its GPT-2 tokenizer: $(grep megac: "$wd/out.txt")"
+flags=("${saved[@]}")
 
 # --help marks both kinds and the defaults that differ from Megatron's
 "$megac" train --help > "$wd/help.txt" || fail "--help"
