@@ -11,8 +11,8 @@
 //
 // Conventions
 //   * Precision: activations and the compute copies of the weights are stored in the
-//     backend's activation type `be->act` (BackendDType): fp32 on the CPU backend (always),
-//     fp32, bf16 or fp16 on CUDA (--bf16 / --fp16). They are `void *` below. Everything typed
+//     backend's activation type `be->act` (BackendDType): fp32, bf16 or fp16 (--bf16 /
+//     --fp16) on both backends (the CPU converts at each op's loads and stores: cpu_half.c). They are `void *` below. Everything typed
 //     `float *` is fp32 whatever be->act is: parameter gradients (main gradients, accumulated
 //     in fp32 over micro-batches), LayerNorm statistics, log-sum-exp, cross-entropy
 //     statistics and losses, attention backward scratch, master weights and optimizer state.
@@ -287,21 +287,25 @@ typedef struct {
 struct Backend {
     const BackendOps *ops;
     BackendKind kind;
-    BackendDType act;  // activations and weight copies (void * in BackendOps); F32 on the CPU
+    BackendDType act;  // activations and weight copies (void * in BackendOps)
     char name[64];  // e.g. "cpu (2 threads, OpenBLAS SkylakeX)" or "cuda:0 (NVIDIA H100)"
     union {
         struct {
             int nthreads;
             int gemm_split;   // cpu_gemm's panels cut: CPU_GEMM_SPLIT_* (cpu_gemm.h), 0: its rule
             int gemm_panels;  // panels per thread, taken dynamically (0: its rule)
+            void *half_scratch;  // fp32 scratch of the 16-bit ops (cpu_half.c), grown once
+            size_t half_bytes;   // its size
         } cpu;
         struct { int device; void *stream; void *state; } cuda;  // stream: cudaStream_t;
                                                                     // state: CudaState (cuda_internal.h)
     } u;
 };
 
-// CPU backend with `nthreads` OpenMP/BLAS threads (<= 0: all cores). Never returns NULL.
-Backend *backend_cpu_create(int nthreads);
+// CPU backend with `nthreads` OpenMP/BLAS threads (<= 0: all cores) and activations/weight
+// copies stored as `act` (BACKEND_F32, or BACKEND_BF16 / BACKEND_F16 for mixed precision:
+// fp32 arithmetic, rounded to `act` where the CUDA backend rounds). Never returns NULL.
+Backend *backend_cpu_create(int nthreads, BackendDType act);
 #ifdef MEGAC_HAVE_CUDA
 // Math of the CUDA backend's GEMMs: TF32 tensor cores (fast, ~1e-3 relative) or strict fp32.
 typedef enum { BACKEND_MATH_TF32, BACKEND_MATH_FP32 } BackendMath;

@@ -134,7 +134,7 @@ int main(int argc, char **argv) {
         {"--policies", ARG_INT, &policies, "also time cpu_gemm's panel policies, median of N runs"},
     };
     core_args_parse("bench_gemm [flags]", specs, sizeof specs / sizeof *specs, argc - 1, argv + 1);
-    Backend *be = backend_cpu_create(threads);
+    Backend *be = backend_cpu_create(threads, BACKEND_F32);
     const char *spin = getenv("GOMP_SPINCOUNT"), *wait = getenv("OMP_WAIT_POLICY");
     printf("backend: %s\nOpenBLAS kernels: %s, threads: %d, GOMP_SPINCOUNT=%s, OMP_WAIT_POLICY=%s\n",
            be->name, backend_cpu_blas_corename(), be->u.cpu.nthreads, spin ? spin : "(unset)",

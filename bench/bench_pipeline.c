@@ -149,7 +149,7 @@ int main(int argc, char **argv) {
     for (int i = 0; v > 1 && i < n_m; i++)
         if (pp_ilv_check(pp, v, ms[i], err, sizeof err)) core_usage_error("--micro %d: %s", ms[i], err);
 
-    Backend *be = backend_cpu_create(threads);
+    Backend *be = backend_cpu_create(threads, BACKEND_F32);
     ProcessGrid *g = pgrid_create(1, pp, PGRID_COMM_MPI, NULL, 600.0);
     int s = g->coord.pp_rank;
     GPT *chunks[PP_ILV_MAX_CHUNKS];  // chunk c: virtual stage c*PP + s of PP*v (v = 1: the stage)

@@ -192,8 +192,8 @@ int main(int argc, char **argv) {
         {"--seq-length", ARG_INT, &T, "sequence length T (0: the config's)"},
         {"--micro-batch", ARG_INT, &B, "sequences per step B (0: the config's)"},
         {"--no-tf32", ARG_BOOL, &no_tf32, "CUDA: strict fp32 GEMMs (default: TF32 tensor cores)"},
-        {"--bf16", ARG_BOOL, &bf16, "CUDA: bf16 activations and weight copies (mixed precision)"},
-        {"--fp16", ARG_BOOL, &fp16, "CUDA: fp16 activations and weight copies (no loss scaling here)"},
+        {"--bf16", ARG_BOOL, &bf16, "bf16 activations and weight copies (mixed precision)"},
+        {"--fp16", ARG_BOOL, &fp16, "fp16 activations and weight copies (no loss scaling here)"},
         {"--use-flash-attn", ARG_BOOL, &flash, "fused attention: no (T, T) matrix stored"},
         {"--peak-tflops", ARG_FLOAT, &peak, "CUDA: the GPU's peak TFLOP/s for MFU (H100/H200 dense bf16)"},
         {"--gemm-split", ARG_STR, &split, "CPU: cut GEMMs into panels of rows (m), columns (n), or by the rule"},
@@ -213,17 +213,16 @@ int main(int argc, char **argv) {
     int found = !only;
     for (int i = 0; i < N_CONFIGS; i++) found |= only && !strcmp(only, CONFIGS[i].name);
     if (!found) core_usage_error("unknown --config '%s'", only);
-    if ((bf16 || fp16) && !cuda) core_usage_error("--bf16/--fp16 need --device cuda (the CPU computes in fp32)");
     if (bf16 && fp16) core_usage_error("--bf16 and --fp16 contradict each other");
 
     Backend *be = NULL;
+    BackendDType act = bf16 ? BACKEND_BF16 : fp16 ? BACKEND_F16 : BACKEND_F32;
     Comm *one = NULL;
     int self = 0;
     double square = 0;
     if (cuda) {
 #ifdef MEGAC_HAVE_CUDA
         if (!backend_cuda_available()) core_usage_error("--device cuda: no usable CUDA device");
-        BackendDType act = bf16 ? BACKEND_BF16 : fp16 ? BACKEND_F16 : BACKEND_F32;
         be = backend_cuda_create(0, no_tf32 ? BACKEND_MATH_FP32 : BACKEND_MATH_TF32, act);
         one = comm_nccl_create(MPI_COMM_SELF, "one", &self, be->u.cuda.stream, 0);  // size 1: no NCCL
         printf("backend: %s\npeak: %.1f TFLOP/s (MFU = model TFLOP/s / peak)\n\n", be->name, peak);
@@ -233,7 +232,7 @@ int main(int argc, char **argv) {
         core_usage_error("--device cuda: bench_train was built without CUDA");
 #endif
     } else {
-        be = backend_cpu_create(threads);
+        be = backend_cpu_create(threads, act);
         one = comm_mpi_create(MPI_COMM_SELF, "one", &self, 0);
         be->u.cpu.gemm_split = !strcmp(split, "m") ? CPU_GEMM_SPLIT_M : !strcmp(split, "n") ? CPU_GEMM_SPLIT_N : 0;
         be->u.cpu.gemm_panels = panels;

@@ -9,7 +9,7 @@ HfLm *hf_lm_create(const HfCkpt *c, int nthreads) {
     HfLm *lm = core_calloc(1, sizeof *lm);
     GPTConfig cfg = c->cfg;
     cfg.vocab_divisible_by = 128;  // the trainer's default padding; the padding rows stay zero
-    lm->be = backend_cpu_create(nthreads);
+    lm->be = backend_cpu_create(nthreads, BACKEND_F32);
     int self = 0;
     lm->tp = comm_mpi_create(MPI_COMM_SELF, "tp", &self, 0);
     lm->m = gpt_create(&cfg, lm->be, 1, 0, 1, 0, 1, 1, (uint64_t)c->meta.seed, 16, 0, NULL);

@@ -222,7 +222,7 @@ void plan_calibrate(const PlanHardware *base, int threads, int cuda, PlanHardwar
 #endif
     } else {
         if (log) fprintf(log, "  %d thread(s) per rank\n", threads);
-        be = backend_cpu_create(threads);
+        be = backend_cpu_create(threads, BACKEND_F32);
         double best, mean;
         measure_gemm(be, &best, &mean, log);
         for (int p = 0; p < PLAN_NPEAK; p++) hw->peak_tflops[p] = best / 1e12;  // one rate on a CPU

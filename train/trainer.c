@@ -29,18 +29,18 @@
 // CUDA backend on this rank's GPU of its host (core/host.h). Bad choices: exit 2 on all.
 static Backend *make_backend(const TrainArgs *a) {
     CoreHostRank host = core_host_rank();
+    BackendDType act = a->bf16 ? BACKEND_BF16 : a->fp16 ? BACKEND_F16 : BACKEND_F32;
     if (!strcmp(a->device, "cuda")) {
 #ifdef MEGAC_HAVE_CUDA
         int n_dev = 0;
         if (backend_cuda_available()) CUDA_CHECK(cudaGetDeviceCount(&n_dev));
         int device = core_host_device(host, n_dev, !strcmp(a->dist_backend, "staged"));
-        BackendDType act = a->bf16 ? BACKEND_BF16 : a->fp16 ? BACKEND_F16 : BACKEND_F32;
         return backend_cuda_create(device, a->no_tf32 ? BACKEND_MATH_FP32 : BACKEND_MATH_TF32, act);
 #else
         core_usage_error("--device cuda: megac was built without CUDA");
 #endif
     }
-    return backend_cpu_create(core_host_threads(a->num_threads, host.local_size));
+    return backend_cpu_create(core_host_threads(a->num_threads, host.local_size), act);
 }
 
 // Events a --trace run records: per step about 5 per micro-batch (forward, backward, their

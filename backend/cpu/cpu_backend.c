@@ -1,6 +1,7 @@
 // backend/cpu/cpu_backend.c: the CPU Backend: creation, thread counts and host memory. The
 // ops table is in cpu_ops.c; the arithmetic in cpu_matmul.c, cpu_norm.c, cpu_attention.c,
-// cpu_attention_flash.c, cpu_embed_xent.c, cpu_optim.c, cpu_cast.c and cpu_dropout.c.
+// cpu_attention_flash.c, cpu_embed_xent.c, cpu_optim.c, cpu_cast.c and cpu_dropout.c; the
+// 16-bit wrappers (--bf16 / --fp16) in cpu_half.c.
 #include "cpu_backend.h"
 #include "cpu_blas.h"
 #include "core/check.h"
@@ -46,7 +47,12 @@ void cpu_copy(Backend *be, void *dst, const void *src, size_t bytes, BackendCopy
 }
 
 void cpu_sync(Backend *be) {}     // every op has finished when it returns
-void cpu_destroy(Backend *be) {}  // all state is in the Backend struct itself
+// All state is in the Backend struct itself but the 16-bit ops' scratch (cpu_half.c).
+void cpu_destroy(Backend *be) {
+    free(be->u.cpu.half_scratch);
+    be->u.cpu.half_scratch = NULL;
+    be->u.cpu.half_bytes = 0;
+}
 
 
 // OMP_NUM_THREADS's first entry when it is a positive number, else the cores this process
@@ -62,18 +68,20 @@ static int cpu_default_threads(void) {
     return n > 0 ? n : 1;
 }
 
-// CPU backend with `nthreads` OpenMP/BLAS threads (<= 0: OMP_NUM_THREADS, else all cores).
-// OpenBLAS's thread count is process-wide: the last backend created sets it. Never returns NULL.
-Backend *backend_cpu_create(int nthreads) {
+// CPU backend with `nthreads` OpenMP/BLAS threads (<= 0: OMP_NUM_THREADS, else all cores)
+// and activations stored as `act`. OpenBLAS's thread count is process-wide: the last backend
+// created sets it. Never returns NULL.
+Backend *backend_cpu_create(int nthreads, BackendDType act) {
     if (nthreads <= 0) nthreads = cpu_default_threads();
     Backend *be = core_calloc(1, sizeof(Backend));
-    be->ops = cpu_ops_table();
-    be->act = BACKEND_F32;
+    be->ops = cpu_ops_table(act);
+    be->act = act;
     be->kind = BACKEND_CPU;
     be->u.cpu.nthreads = nthreads;
     omp_set_num_threads(nthreads);
     openblas_set_num_threads(nthreads);
-    snprintf(be->name, sizeof be->name, "cpu (%d thread%s, OpenBLAS %s)", nthreads,
-             nthreads == 1 ? "" : "s", backend_cpu_blas_corename());
+    snprintf(be->name, sizeof be->name, "cpu (%d thread%s, OpenBLAS %s%s%s)", nthreads,
+             nthreads == 1 ? "" : "s", backend_cpu_blas_corename(), act == BACKEND_F32 ? "" : ", ",
+             act == BACKEND_F32 ? "" : backend_dtype_name(act));
     return be;
 }

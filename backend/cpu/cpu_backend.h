@@ -1,6 +1,7 @@
 // backend/cpu/cpu_backend.h: private declarations shared by the CPU backend's files.
 //
-// The CPU backend is the reference every other backend is tested against: fp32, row-major,
+// The CPU backend is the reference every other backend is tested against: fp32 arithmetic
+// (activations stored in fp32, or bf16 / fp16 with --bf16 / --fp16: cpu_half.c), row-major,
 // deterministic (the same inputs give bitwise the same outputs on every run). One pool of
 // threads, OpenMP's, does everything: GEMMs are one-thread OpenBLAS calls, one per thread
 // (cpu_gemm.h); everything else is plain loops in OpenMP regions. Reductions are parallelised over independent outputs (rows, or blocks
@@ -9,6 +10,7 @@
 // name; the contracts are in backend/backend.h.
 #pragma once
 #include "backend/backend.h"
+#include "core/half.h"  // defines: core_f32_to_bf16, core_bf16_to_f32, ...
 
 #include <stddef.h>
 #include <stdint.h>
@@ -28,12 +30,27 @@ void cpu_copy(Backend *be, void *dst, const void *src, size_t bytes, BackendCopy
 void cpu_sync(Backend *be);
 void cpu_destroy(Backend *be);
 
-// cpu_ops.c: the ops table (activations are fp32 on the CPU: the `void *` entries of
-// BackendOps are float buffers here). Never fails.
-const BackendOps *cpu_ops_table(void);
+// cpu_ops.c: the ops table for activations of type `act`: the fp32 ops (the `void *` entries
+// of BackendOps are float buffers), or with BACKEND_BF16 / BACKEND_F16 their 16-bit wrappers
+// (cpu_half.c). Never fails.
+const BackendOps *cpu_ops_table(BackendDType act);
+// cpu_half.c: the ops table for 16-bit activations: every entry that takes `void *`
+// activations is a wrapper converting be->act elements to fp32 around the fp32 op; the
+// others are the fp32 ops. Never fails.
+const BackendOps *cpu_half_ops_table(void);
 
 // cpu_cast.c: the `cast` op (conversions in core/half.h).
 void cpu_cast(Backend *be, void *dst, BackendDType dt, const void *src, BackendDType st, size_t n);
+// Element i of the buffer p of type t as fp32, and x stored there rounded to nearest even.
+static inline float cpu_load(const void *p, BackendDType t, size_t i) {
+    if (t == BACKEND_F32) return ((const float *)p)[i];
+    uint16_t h = ((const uint16_t *)p)[i];
+    return t == BACKEND_BF16 ? core_bf16_to_f32(h) : core_f16_to_f32(h);
+}
+static inline void cpu_store(void *p, BackendDType t, size_t i, float x) {
+    if (t == BACKEND_F32) ((float *)p)[i] = x;
+    else ((uint16_t *)p)[i] = t == BACKEND_BF16 ? core_f32_to_bf16(x) : core_f32_to_f16(x);
+}
 
 // The backend's OpenMP thread count. Never fails.
 static inline int cpu_nt(const Backend *be) { return be->u.cpu.nthreads; }

@@ -1,9 +1,9 @@
 // backend/cpu/cpu_ops.c: the CPU backend's ops table.
 //
-// The CPU backend is fp32 throughout (be->act is always BACKEND_F32), so the `void *`
-// activation and weight-copy pointers of BackendOps are float buffers here. The ops take
-// `void *` as the entries do; the one `op_` wrapper left names `void *` as `float *` for add,
-// whose fp32 twin add_f32 shares its loop.
+// With be->act BACKEND_F32 the `void *` activation and weight-copy pointers of BackendOps
+// are float buffers: the ops take `void *` as the entries do; the one `op_` wrapper left
+// names `void *` as `float *` for add, whose fp32 twin add_f32 shares its loop. With bf16 /
+// fp16 (--bf16 / --fp16) cpu_half.c's table wraps those entries.
 #include "cpu_backend.h"
 
 static void op_add(Backend *be, void *out, const void *a, const void *b, size_t n) {
@@ -49,4 +49,6 @@ static const BackendOps CPU_OPS = {
     .rope_gqa_backward = cpu_rope_gqa_backward,
 };
 
-const BackendOps *cpu_ops_table(void) { return &CPU_OPS; }
+const BackendOps *cpu_ops_table(BackendDType act) {
+    return act == BACKEND_F32 ? &CPU_OPS : cpu_half_ops_table();
+}

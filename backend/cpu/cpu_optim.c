@@ -75,8 +75,8 @@ double cpu_sum(Backend *be, double *acc, const float *x, size_t n) {
 // AdamW on every segment of segs (host memory for this backend) in one OpenMP region; bias
 // corrections in double. The segments' spans are numbered in order and each thread takes a
 // contiguous range of them (an element's arithmetic does not depend on the split). The loop
-// is memory-bound (7 floats of traffic per element) once vectorised. The CPU's activations
-// are fp32: a copy gets the updated parameters as they are.
+// is memory-bound (7 floats of traffic per element) once vectorised. A copy gets the updated
+// parameters rounded to be->act (as they are with fp32).
 void cpu_adamw_multi(Backend *be, float *param, void *copy, const float *grad, float *m, float *v,
                      const BackendSegment *segs, int nseg, size_t max_len, float lr,
                      float beta1, float beta2, float eps, float wd, float grad_scale, int step) {
@@ -88,6 +88,7 @@ void cpu_adamw_multi(Backend *be, float *param, void *copy, const float *grad, f
         elems += segs[s].len;
     }
     int nt = cpu_nt(be);
+    BackendDType act = be->act;
 #pragma omp parallel num_threads(nt) if (elems > CPU_PAR_MIN)
     {
         size_t me = (size_t)omp_get_thread_num(), team = (size_t)omp_get_num_threads();
@@ -100,7 +101,10 @@ void cpu_adamw_multi(Backend *be, float *param, void *copy, const float *grad, f
                 size_t i0 = k * CPU_ADAMW_SPAN, n = len - i0 < CPU_ADAMW_SPAN ? len - i0 : CPU_ADAMW_SPAN;
                 cpu_adamw_span(param + b + i0, grad + b + i0, m + b + i0, v + b + i0, n, lr,
                                beta1, beta2, eps, swd, grad_scale, bc1, bc2);
-                if (copy) memcpy((float *)copy + b + i0, param + b + i0, n * sizeof(float));
+                if (copy && act == BACKEND_F32)
+                    memcpy((float *)copy + b + i0, param + b + i0, n * sizeof(float));
+                else if (copy)
+                    for (size_t i = b + i0; i < b + i0 + n; i++) cpu_store(copy, act, i, param[i]);
             }
             g += ns;
         }

@@ -64,7 +64,7 @@ static void test_repeatable(Backend *be, Backend *be1, TestRng *r) {
 
 int main(int argc, char **argv) {
     backend_cpu_select_blas_kernels(argc, argv);
-    Backend *be1 = backend_cpu_create(1), *be = backend_cpu_create(2);
+    Backend *be1 = backend_cpu_create(1, BACKEND_F32), *be = backend_cpu_create(2, BACKEND_F32);
     TestRng r = {7};
     test_attention(be, &r, 2, 5, 3, 4);
     test_attention(be, &r, 1, 1, 2, 3);   // a single token attends to itself only

@@ -72,7 +72,7 @@ static void test_repeatable(Backend *be, TestRng *r) {
     float *qkv = test_floats(nqkv), *g = test_floats(nout), *scr = test_floats(nrow);
     float *out[3], *lse[3], *dqkv[3];
     rng_fill(r, qkv, nqkv, -2, 2), rng_fill(r, g, nout, -1, 1);
-    Backend *one = backend_cpu_create(1);
+    Backend *one = backend_cpu_create(1, BACKEND_F32);
     for (int k = 0; k < 3; k++) {
         out[k] = test_floats(nout), lse[k] = test_floats(nrow), dqkv[k] = test_floats(nqkv);
         run_once(k == 2 ? one : be, qkv, g, out[k], lse[k], dqkv[k], scr, B, T, NH, hs);
@@ -90,7 +90,7 @@ static void test_repeatable(Backend *be, TestRng *r) {
 
 int main(int argc, char **argv) {
     backend_cpu_select_blas_kernels(argc, argv);
-    Backend *be = backend_cpu_create(2);
+    Backend *be = backend_cpu_create(2, BACKEND_F32);
     TestRng r = {11};
     test_flash(be, &r, 2, 5, 3, 4, 1);
     test_flash(be, &r, 1, 1, 2, 3, 1);  // a single token attends to itself only

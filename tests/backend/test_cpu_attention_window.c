@@ -99,7 +99,7 @@ static void test_unseen_rows(Backend *be, TestRng *r) {
 }
 
 int main(void) {
-    Backend *be = backend_cpu_create(2);
+    Backend *be = backend_cpu_create(2, BACKEND_F32);
     TestRng r = {7};
     static const int cs[2] = {17, 33}, hss[2] = {24, 64};
     for (int P = 2; P <= 3; P++)

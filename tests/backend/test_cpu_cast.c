@@ -95,7 +95,7 @@ int main(void) {
     EXPECT(bad_rbf == 0, "%d random floats convert to bf16 differently from the reference", bad_rbf);
 
     // the cast op, all pairs
-    Backend *be = backend_cpu_create(2);
+    Backend *be = backend_cpu_create(2, BACKEND_F32);
     enum { N = 4099 };
     float src[N], back[N];
     uint16_t h16[N], b16[N], hb[N];

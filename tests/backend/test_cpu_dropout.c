@@ -115,7 +115,7 @@ static void test_attention(Backend *be, TestRng *r, int B, int T, int NH, int hs
 }
 
 int main(void) {
-    Backend *be = backend_cpu_create(2);
+    Backend *be = backend_cpu_create(2, BACKEND_F32);
     TestRng r = {42};
     test_rows(be, &r);
     test_attention(be, &r, 1, 9, 2, 4, 1);

@@ -72,8 +72,8 @@ static void test_fused(Backend *be, TestRng *r) {
 
 int main(int argc, char **argv) {
     backend_cpu_select_blas_kernels(argc, argv);
-    Backend *be1 = backend_cpu_create(1);
-    Backend *be2 = backend_cpu_create(2);
+    Backend *be1 = backend_cpu_create(1, BACKEND_F32);
+    Backend *be2 = backend_cpu_create(2, BACKEND_F32);
     TestRng r = {7};
     test_fused(be1, &r);
     test_fused(be2, &r);

@@ -332,8 +332,8 @@ static void test_gemm_panels(Backend *be2, Backend *be1, TestRng *r) {
 
 int main(int argc, char **argv) {
     backend_cpu_select_blas_kernels(argc, argv);
-    Backend *be1 = backend_cpu_create(1);
-    Backend *be = backend_cpu_create(2);  // the last one created sets OpenBLAS's threads
+    Backend *be1 = backend_cpu_create(1, BACKEND_F32);
+    Backend *be = backend_cpu_create(2, BACKEND_F32);  // the last one created sets OpenBLAS's threads
     TestRng r = {42};
     test_matmul(be, &r);
     test_layernorm(be, &r);

@@ -153,8 +153,8 @@ static void test_rope_gqa(Backend *be, Backend *be1, TestRng *r, RopeShape s, co
 }
 
 int main(void) {
-    Backend *be1 = backend_cpu_create(1);
-    Backend *be = backend_cpu_create(2);
+    Backend *be1 = backend_cpu_create(1, BACKEND_F32);
+    Backend *be = backend_cpu_create(2, BACKEND_F32);
     TestRng r = {7};
     test_rmsnorm(be, &r);
     test_swiglu(be, &r);

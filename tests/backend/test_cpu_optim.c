@@ -80,7 +80,7 @@ static void test_memory(Backend *be) {
 }
 
 static void test_create(void) {
-    Backend *be = backend_cpu_create(3);
+    Backend *be = backend_cpu_create(3, BACKEND_F32);
     EXPECT_EQ_INT(be->u.cpu.nthreads, 3);
     EXPECT_EQ_INT(be->kind, BACKEND_CPU);
     EXPECT(strstr(be->name, "3 threads") && strstr(be->name, backend_cpu_blas_corename()),
@@ -90,11 +90,11 @@ static void test_create(void) {
     char keep[64] = "";
     if (old) snprintf(keep, sizeof keep, "%s", old);
     setenv("OMP_NUM_THREADS", "5", 1);
-    be = backend_cpu_create(0);
+    be = backend_cpu_create(0, BACKEND_F32);
     EXPECT_EQ_INT(be->u.cpu.nthreads, 5);
     backend_destroy(be);
     unsetenv("OMP_NUM_THREADS");
-    be = backend_cpu_create(-1);
+    be = backend_cpu_create(-1, BACKEND_F32);
     EXPECT_EQ_INT(be->u.cpu.nthreads, omp_get_num_procs());
     backend_destroy(be);
     if (old) setenv("OMP_NUM_THREADS", keep, 1);
@@ -157,7 +157,7 @@ static void test_expf(void) {
 int main(int argc, char **argv) {
     backend_cpu_select_blas_kernels(argc, argv);
     test_create();
-    Backend *be1 = backend_cpu_create(1), *be = backend_cpu_create(2);
+    Backend *be1 = backend_cpu_create(1, BACKEND_F32), *be = backend_cpu_create(2, BACKEND_F32);
     TestRng r = {99};
     test_adamw(be, &r);
     test_reductions(be, be1, &r);

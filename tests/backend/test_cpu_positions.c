@@ -193,7 +193,7 @@ static void test_attention_merge(Backend *be, TestRng *r) {
 }
 
 int main(void) {
-    Backend *be = backend_cpu_create(2);
+    Backend *be = backend_cpu_create(2, BACKEND_F32);
     TestRng r = {42};
     test_position(be, &r);
     test_rope(be, &r);

@@ -181,7 +181,7 @@ static void test_xent_deterministic(Backend *be2, Backend *be1, TestRng *r) {
 
 int main(int argc, char **argv) {
     backend_cpu_select_blas_kernels(argc, argv);
-    Backend *be1 = backend_cpu_create(1), *be = backend_cpu_create(2);
+    Backend *be1 = backend_cpu_create(1, BACKEND_F32), *be = backend_cpu_create(2, BACKEND_F32);
     TestRng r = {2024};
     test_embedding(be, &r);
     test_position(be, &r);

@@ -160,7 +160,7 @@ static void check_units(Backend *be, Comm *dp, int stage, int overlap) {
 int main(int argc, char **argv) {
     MPI_CHECK(MPI_Init(&argc, &argv));
     ProcessGrid *g = pgrid_create(1, 1, PGRID_COMM_MPI, NULL, 60.0);  // DP = the world
-    Backend *be = backend_cpu_create(1);
+    Backend *be = backend_cpu_create(1, BACKEND_F32);
     for (int sharded = 0; sharded < 2; sharded++)
         for (int overlap = 0; overlap < 2; overlap++) {
             check(be, g->dp, sharded, 0, overlap);

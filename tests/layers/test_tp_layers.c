@@ -124,7 +124,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < size; i++) all[i] = i;
     Comm *onec = comm_mpi_create(MPI_COMM_SELF, "self", &self, 60);
     Comm *tpc = comm_mpi_create(MPI_COMM_WORLD, "tp", all, 60);
-    Backend *be = backend_cpu_create(1);
+    Backend *be = backend_cpu_create(1, BACKEND_F32);
     float *ws1 = calloc(4096, 4), *ws2 = calloc(4096, 4);
     TPGroup one = {onec, 0, NULL, NULL}, tp = {tpc, 0, ws1, ws2}, tp_sp = {tpc, 1, ws1, ws2};
     test_linear_pair(be, &one, tpc, 0);

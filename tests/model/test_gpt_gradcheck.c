@@ -137,7 +137,7 @@ int main(int argc, char **argv) {
     MPI_CHECK(MPI_Init(&argc, &argv));
     int self = 0;
     Comm *one = comm_mpi_create(MPI_COMM_SELF, "tp", &self, 60);
-    Backend *be = backend_cpu_create(1);
+    Backend *be = backend_cpu_create(1, BACKEND_F32);
     gradcheck(be, one, GPT2, 0, 0);
     gradcheck(be, one, LLAMA, 0, 0);
     gradcheck(be, one, GPT2, 0, 1);

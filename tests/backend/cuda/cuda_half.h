@@ -2,7 +2,9 @@
 // cuda_half_attn.c; header only).
 //
 // Every check runs one op twice from the same host values: on the CUDA backend with
-// activations in h->dt (bf16 or fp16), and on the CPU backend (fp32) as the reference. The
+// activations in h->dt (bf16 or fp16), and on the CPU backend (fp32) as the reference. With
+// `--device cpu` (test cpu_half) the backend under test is the CPU's own with h->dt
+// activations (cpu_half.c): then only the stores to h->dt differ. The
 // inputs are rounded to h->dt first (the CPU backend's cast), so both sides see the same
 // numbers and the difference is the device's own rounding: stores to h->dt (half an ulp:
 // 2^-9 relative for bf16, 2^-12 for fp16), intermediate activations stored in h->dt
@@ -24,7 +26,7 @@
 
 typedef struct {
     Backend *cpu;     // the fp32 reference (its cast op also converts host buffers)
-    Backend *dev[3];  // CUDA backends by BackendDType: [BACKEND_BF16], [BACKEND_F16]
+    Backend *dev[3];  // backends under test by BackendDType: [BACKEND_BF16], [BACKEND_F16]
     Backend *be;      // dev[dt]: the one under test
     BackendDType dt;
     TestRng rng;
@@ -142,4 +144,5 @@ static inline void half_close_at(const char *file, int line, const Half *h, cons
 
 // The parts of the test (each returns its number of failed checks).
 int cuda_half_attn(Half *h);  // cuda_half_attn.c: attention, flash attention, embeddings, xent
-int cuda_fused_xent(Half *h);  // cuda_fused_xent.c (of test_cuda_fused): xent_stats, xent_rescale
+int cuda_fused_xent(Half *h);
+int cuda_half_rest(Half *h);  // cuda_half_rest.c: fused pairs, Llama ops, dropout, a flash window  // cuda_fused_xent.c (of test_cuda_fused): xent_stats, xent_rescale

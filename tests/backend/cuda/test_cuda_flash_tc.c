@@ -106,7 +106,7 @@ int main(int argc, char **argv) {
         return 77;
     }
     Half h = {.rng = {20261202}, .quick = quick};
-    h.cpu = backend_cpu_create(1);
+    h.cpu = backend_cpu_create(1, BACKEND_F32);
     const BackendDType types[2] = {BACKEND_BF16, BACKEND_F16};
     const int Ts[4] = {1, 17, 100, 256};
     for (int i = 0; i < 2; i++) {

@@ -167,7 +167,7 @@ int main(int argc, char **argv) {
         return 77;
     }
     Half h = {.rng = {20261212}, .quick = quick};
-    h.cpu = backend_cpu_create(1);
+    h.cpu = backend_cpu_create(1, BACKEND_F32);
     const BackendDType types[3] = {BACKEND_F32, BACKEND_BF16, BACKEND_F16};
     for (int i = 0; i < 3; i++) {
         h.dt = types[i];

@@ -3,7 +3,9 @@
 // (bit-exact against the CPU cast on every 16-bit pattern, on fp32 edge values with their
 // expected bits written out, and random values), the backend's name, linear, layernorm,
 // the pointwise ops, adamw_multi's weight-copy output and main; attention, flash attention,
-// embeddings and cross-entropy are in cuda_half_attn.c. Exit 77 (meson: skipped) without a usable device. `--quick`: smaller sizes.
+// embeddings and cross-entropy are in cuda_half_attn.c, the rest in cuda_half_rest.c. Exit 77
+// (meson: skipped) without a usable device. `--quick`: smaller sizes. `--device cpu`: the CPU
+// backend's 16-bit ops are under test instead (test cpu_half).
 #include "tests/backend/backend_ref_ops.h"  // defines: ref_gelu_backward
 #include "tests/backend/cuda/cuda_half.h"
 
@@ -258,22 +260,38 @@ static void check_adamw_copy(Half *h) {
     free(p), free(g), free(m), free(v), free(out), free(sentinel);
 }
 
+// `--device cpu`: the CPU backend's bf16/fp16 ops (test cpu_half) instead of CUDA's.
 int main(int argc, char **argv) {
-    int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
-    if (!backend_cuda_available()) {
+    int quick = 0, cpu = 0;
+    for (int i = 1; i < argc; i++) {
+        quick |= strcmp(argv[i], "--quick") == 0;
+        cpu |= strcmp(argv[i], "--device") == 0 && i + 1 < argc && strcmp(argv[i + 1], "cpu") == 0;
+    }
+    const char *test = cpu ? "cpu_half" : "cuda_half";
+#ifdef MEGAC_HAVE_CUDA
+    if (!cpu && !backend_cuda_available()) {
         printf("cuda_half: no usable CUDA device, skipped\n");
         return 77;
     }
+#else
+    if (!cpu) {
+        printf("cuda_half: built without CUDA, skipped\n");
+        return 77;
+    }
+#endif
     Half h = {.rng = {20261201}, .quick = quick};
-    h.cpu = backend_cpu_create(1);
+    h.cpu = backend_cpu_create(1, BACKEND_F32);
     const BackendDType types[2] = {BACKEND_BF16, BACKEND_F16};
     const char *names[2] = {"bf16 tensor cores", "fp16 tensor cores"};
     for (int i = 0; i < 2; i++) {
         h.dt = types[i];
-        h.be = h.dev[h.dt] = backend_cuda_create(0, BACKEND_MATH_TF32, h.dt);
-        printf("cuda_half: %s against %s%s\n", h.be->name, h.cpu->name, quick ? " (quick)" : "");
-        EXPECT(h.be->act == h.dt && strstr(h.be->name, names[i]), "backend %s: act %d",
-               h.be->name, (int)h.be->act);
+#ifdef MEGAC_HAVE_CUDA
+        if (!cpu) h.be = h.dev[h.dt] = backend_cuda_create(0, BACKEND_MATH_TF32, h.dt);
+#endif
+        if (cpu) h.be = h.dev[h.dt] = backend_cpu_create(2, h.dt);
+        printf("%s: %s against %s%s\n", test, h.be->name, h.cpu->name, quick ? " (quick)" : "");
+        EXPECT(h.be->act == h.dt && strstr(h.be->name, cpu ? backend_dtype_name(h.dt) : names[i]),
+               "backend %s: act %d", h.be->name, (int)h.be->act);
         if (i == 0) check_cast(&h);
         check_matmul(&h, 37, quick ? 40 : 100, 67);
         if (!quick) check_matmul(&h, 130, 100, 67);  // two-pass column sums for dbias
@@ -281,8 +299,9 @@ int main(int argc, char **argv) {
         check_pointwise(&h, quick ? 1000 : 3000);
         check_adamw_copy(&h);
         test_failures_ += cuda_half_attn(&h);
+        test_failures_ += cuda_half_rest(&h);
         backend_destroy(h.be);
     }
     backend_destroy(h.cpu);
-    return test_result("cuda_half");
+    return test_result(test);
 }

@@ -103,7 +103,7 @@ int main(int argc, char **argv) {
         return 77;
     }
     Parity t = {.rng = {20261201}, .quick = quick};
-    t.be[PAR_REF] = backend_cpu_create(1);
+    t.be[PAR_REF] = backend_cpu_create(1, BACKEND_F32);
     t.be[PAR_DEV] = backend_cuda_create(0, BACKEND_MATH_FP32, BACKEND_F32);
     printf("cuda_llama: %s against %s\n", t.be[PAR_DEV]->name, t.be[PAR_REF]->name);
     check_rmsnorm(&t, 37, 100);
