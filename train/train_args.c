@@ -299,8 +299,8 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
         {"--sequence-parallel", ARG_BOOL, &a->sequence_parallel, "split LayerNorm regions along the sequence over TP"},
         {"--overlap-param-gather", ARG_BOOL, &a->overlap_param_gather, "ZeRO-1: all-gather each updated --ddp-bucket-size bucket in the background, waited for by the next forward's first layer reading it; ZeRO-3: gather the next layer's weights while the current one computes (same results; DDP and ZeRO-2 refused)"},
         {"--ddp-bucket-size", ARG_I64, &a->ddp_bucket_size, "gradient elements per DP reduction bucket (0: one; Megatron with --overlap-grad-reduce: max(4e7, 1e6 x DP), megac: set it for overlap)"},
-        {"--bf16", ARG_BOOL, &a->bf16, "CUDA: bf16 activations and weight copies, fp32 master weights, grads and optimizer"},
-        {"--fp16", ARG_BOOL, &a->fp16, "CUDA: fp16 activations and weight copies with loss scaling, fp32 master weights"},
+        {"--bf16", ARG_BOOL, &a->bf16, "bf16 activations and weight copies, fp32 master weights, grads and optimizer"},
+        {"--fp16", ARG_BOOL, &a->fp16, "fp16 activations and weight copies with loss scaling, fp32 master weights"},
         {"--loss-scale", ARG_FLOAT, &a->loss_scale, "--fp16: static loss scale (default: dynamic)"},
         {"--initial-loss-scale", ARG_FLOAT, &a->initial_loss_scale, "--fp16: first dynamic loss scale (2^32)"},
         {"--min-loss-scale", ARG_FLOAT, &a->min_loss_scale, "--fp16: the dynamic scale never falls below this"},
@@ -419,9 +419,6 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
                          "no_shard / optim / optim_grads); ZeRO-3 (optim_grads_params) does not support it yet");
     parse_virtual_pipeline(a, vpp_layers, vpp_size);
     if (a->bf16 && a->fp16) core_usage_error("--bf16 and --fp16 contradict each other: choose one");
-    if ((a->bf16 || a->fp16) && strcmp(a->device, "cuda"))
-        core_usage_error("--%s needs --device cuda: the CPU backend computes in fp32 only",
-                         a->bf16 ? "bf16" : "fp16");
     if (a->loss_scale < 0 || a->initial_loss_scale <= 0 || a->min_loss_scale <= 0 ||
         a->min_loss_scale > a->initial_loss_scale || a->loss_scale_window <= 0 || a->hysteresis <= 0)
         core_usage_error("loss scaling: need --loss-scale %g >= 0, 0 < --min-loss-scale %g <= "

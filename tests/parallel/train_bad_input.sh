@@ -55,7 +55,6 @@ expect2 1 "--max-nan-iters -1" --max-nan-iters -1
 [[ -z "${MEGAC_EMU_DEVICES:-}" ]] && expect2 2 "no usable CUDA device\|built without CUDA" --device cuda
 expect2 1 "distributed-backend must be nccl or staged" --distributed-backend gloo
 # mixed precision, recomputation and Megatron's flags megac does not have
-expect2 1 "needs --device cuda" --bf16
 expect2 1 "contradict each other: choose one" --bf16 --fp16 --device cuda
 expect2 1 "min-loss-scale" --min-loss-scale 0
 expect2 1 "recompute-granularity must be full or selective" --recompute-granularity some

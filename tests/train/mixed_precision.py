@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """tests/train/mixed_precision.py: --bf16 / --fp16 training on --device cuda (the emulator in
-CI) against the fp32 CPU run of the same tiny model.
+CI; --device cpu: the CPU backend's 16-bit activations) against the CPU run of the same tiny
+model, fp32 or (--ref-precision) the same precision.
 
   vs_cpu     the same run in the given precision stays within --tol (loss) and --gnorm-tol
-             (grad norm) of the CPU fp32 run, relative, every iteration (fp16: static loss
-             scale 1024).
+             (grad norm) of the CPU run in --ref-precision (default fp32), relative, every
+             iteration (fp16: static loss scale 1024, on both sides).
+  learns     8 samples seen again and again at a high rate: the loss falls by 0.5 (no step
+             skipped with bf16).
   overflow   --fp16 starting at a loss scale that overflows: the first steps are skipped,
              each skip halves the scale (--hysteresis 1), then training proceeds and the
              loss falls; the log lines show the scale and the skipped count.
@@ -16,6 +19,7 @@ CI) against the fp32 CPU run of the same tiny model.
              scaler's state).
 
 usage: mixed_precision.py --megac BIN --mpiexec MPIEXEC --mode MODE [--precision bf16|fp16]
+                          [--device cuda|cpu] [--ref-precision fp32|bf16|fp16]
                           [--layout TP,PP,DP] [--tol X] [--gnorm-tol X] [--iters N]
                           [--override="FLAGS"] -- <megac train flags>
 """
@@ -56,22 +60,38 @@ def compare(name, got, ref, tol, gtol, first=1):
 
 def mode_vs_cpu(args, wd):
     tp, pp, dp = (int(x) for x in args.layout.split(","))
-    ref, _ = train(args, [], os.path.join(wd, "cpu.jsonl"))
     # fp16 with a static scale: the dynamic one would skip the first steps (see overflow)
+    rp = args.ref_precision
+    ref, _ = train(args, ([] if rp == "fp32" else [f"--{rp}"]) + (["--loss-scale", "1024"] if rp == "fp16" else []),
+                   os.path.join(wd, "cpu.jsonl"))
     scale = ["--loss-scale", "1024"] if args.precision == "fp16" else []
-    got, out = train(args, scale + ["--device", "cuda", f"--{args.precision}", "--tensor-model-parallel-size",
+    got, out = train(args, scale + ["--device", args.device, f"--{args.precision}", "--tensor-model-parallel-size",
                             str(tp), "--pipeline-model-parallel-size", str(pp)],
                      os.path.join(wd, "mixed.jsonl"), tp * pp * dp)
     if args.precision not in out:
         sys.exit("FAIL: the start-up log does not name the precision")
     if any(g["skipped"] for g in got) and args.precision == "bf16":
         sys.exit("FAIL: a --bf16 step was skipped")
-    compare(f"--{args.precision} layout {args.layout} vs CPU fp32", got, ref, args.tol, args.gnorm_tol)
+    compare(f"--{args.precision} {args.device} layout {args.layout} vs CPU {rp}", got, ref, args.tol,
+            args.gnorm_tol)
+
+
+def mode_learns(args, wd):
+    got, _ = train(args, ["--device", args.device, f"--{args.precision}", "--lr", "1e-2", "--mock-samples", "8"],
+                   os.path.join(wd, "learn.jsonl"))
+    if args.precision == "bf16" and any(g["skipped"] for g in got):
+        sys.exit("FAIL: a --bf16 step was skipped")
+    ok = [g for g in got if not g["skipped"]]
+    if len(ok) < 3 or not ok[-1]["lm_loss"] < ok[0]["lm_loss"] - 0.5:
+        sys.exit(f"FAIL: --{args.precision} on {args.device}: the loss did not fall: "
+                 f"{[round(g['lm_loss'], 4) for g in ok]}")
+    print(f"--{args.precision} on {args.device}: loss {ok[0]['lm_loss']:.4f} -> {ok[-1]['lm_loss']:.4f} "
+          f"over {len(ok)} steps ({len(got) - len(ok)} skipped)")
 
 
 def mode_overflow(args, wd):
     # 8 samples seen again and again at a high rate: the loss must fall once steps are taken
-    got, out = train(args, ["--device", "cuda", "--fp16", "--initial-loss-scale", "268435456",
+    got, out = train(args, ["--device", args.device, "--fp16", "--initial-loss-scale", "268435456",
                             "--hysteresis", "1", "--lr", "1e-2", "--mock-samples", "8"],
                      os.path.join(wd, "fp16.jsonl"))
     skipped = [g for g in got if g["skipped"]]
@@ -153,8 +173,12 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--megac", required=True)
     ap.add_argument("--mpiexec", default="mpiexec")
-    ap.add_argument("--mode", required=True, choices=["vs_cpu", "overflow", "resume", "scale_resume"])
+    ap.add_argument("--mode", required=True, choices=["vs_cpu", "overflow", "resume", "scale_resume", "learns"])
     ap.add_argument("--precision", default="bf16", choices=["bf16", "fp16"])
+    ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"], help="of the run under test "
+                    "(vs_cpu, overflow, learns)")
+    ap.add_argument("--ref-precision", default="fp32", choices=["fp32", "bf16", "fp16"],
+                    help="vs_cpu: the CPU reference run's precision")
     ap.add_argument("--layout", default="1,1,1")
     ap.add_argument("--tol", type=float, default=2e-2)
     ap.add_argument("--gnorm-tol", type=float, default=1e-1)
@@ -170,7 +194,7 @@ def main():
     args.train += args.override.split()
     with tempfile.TemporaryDirectory() as wd:
         {"vs_cpu": mode_vs_cpu, "overflow": mode_overflow, "resume": mode_resume,
-         "scale_resume": mode_scale_resume}[args.mode](args, wd)
+         "scale_resume": mode_scale_resume, "learns": mode_learns}[args.mode](args, wd)
     print("mixed precision: ok")
 
 
