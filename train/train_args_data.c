@@ -1,0 +1,61 @@
+// train/train_args_data.c: the data and tokenizer flags of `megac train` (train_args.h):
+// one source, a --split and blends that parse, Megatron's --vocab-size and tokenizer flags.
+#include "train_args.h"
+#include "core/check.h"
+#include "data/blend.h"
+#include "data/sampler.h"    // defines: data_parse_split
+#include "data/tokenizer.h"  // defines: tok_load_megatron
+
+#include <stdint.h>  // defines: INT32_MAX
+#include <string.h>
+
+void train_args_check_data(TrainArgs *a) {
+    double w[3];
+    char msg[512];
+    if (data_parse_split(a->split, w, msg, sizeof msg)) core_usage_error("%s", msg);  // before any file
+    int data = a->data_path.n > 0,
+        split_files = a->train_data_path.n || a->valid_data_path.n || a->test_data_path.n;
+    if (a->mock_data && (data || split_files))
+        core_usage_error("--mock-data and --data-path/--train-data-path exclude each other");
+    if (a->data_vocab < 0 || a->data_vocab >= ((int64_t)1 << 32) - 1)
+        core_usage_error("--vocab-size %lld must be in [1, 2^32 - 1)", (long long)a->data_vocab);
+    if (a->mock_data && a->eod_mask_loss)
+        core_usage_error("--eod-mask-loss needs --data-path data: --mock-data has no end-of-document id");
+    if (a->mock_data && a->data_vocab) {  // Megatron's --mock-data --tokenizer-type NullTokenizer
+        if (a->mock_vocab != 257 && a->mock_vocab != a->data_vocab + 1)
+            core_usage_error("--vocab-size %lld (%lld ids with the end-of-document id) and "
+                             "--mock-vocab-size %d disagree: give one", (long long)a->data_vocab,
+                             (long long)a->data_vocab + 1, a->mock_vocab);
+        if (a->data_vocab + 1 > INT32_MAX) core_usage_error("--vocab-size %lld: too large for --mock-data", (long long)a->data_vocab);
+        a->mock_vocab = (int)a->data_vocab + 1;
+    }
+    if (a->tok_type && !strcmp(a->tok_type, "NullTokenizer")) {  // ids 0..N-1 and EOD N: --vocab-size
+        if (!a->data_vocab) core_usage_error("--tokenizer-type NullTokenizer needs --vocab-size N (N ids and the end-of-document id N)");
+        if (a->vocab_file || a->merge_file || a->tok_model)
+            core_usage_error("--tokenizer-type NullTokenizer reads no files (--vocab-file, --merge-file, --tokenizer-model)");
+    } else if (a->tok_type || a->vocab_file || a->merge_file || a->tok_model) {  // checked against the data
+        char err[1024];
+        if (!a->tok_type) core_usage_error("--vocab-file, --merge-file and --tokenizer-model need --tokenizer-type");
+        if (a->data_vocab) core_usage_error("--vocab-size is Megatron's NullTokenizer; --tokenizer-type %s sets the vocabulary", a->tok_type);
+        Tokenizer *tok = tok_load_megatron(a->tok_type, a->vocab_file, a->merge_file, a->tok_model, err, sizeof err);
+        if (!tok) core_usage_error("%s", err);
+        a->tok_vocab = tok->vocab_size, a->tok_eod = tok->eod_id;
+        tok_free(tok);
+        if (a->mock_data) a->mock_vocab = (int)a->tok_vocab;  // Megatron's mock data: the tokenizer's
+    }
+    if (a->mock_data) return;
+    if (data && split_files)
+        core_usage_error("give --data-path (cut by --split) or --train-data-path/--valid-data-path, not both");
+    if (!data && !a->train_data_path.n)
+        core_usage_error(split_files ? "--valid-data-path / --test-data-path need --train-data-path"
+                                     : "give --data-path FILE.h5 or --mock-data");
+    const struct { const char *flag; const CoreStrList *l; } f[] = {
+        {"--data-path", &a->data_path}, {"--train-data-path", &a->train_data_path},
+        {"--valid-data-path", &a->valid_data_path}, {"--test-data-path", &a->test_data_path}};
+    for (int i = 0; i < 4; i++) {
+        DataBlendSpec spec;
+        char err[512];
+        if (f[i].l->n && data_blend_parse(f[i].flag, f[i].l->items, f[i].l->n, &spec, err, sizeof err))
+            core_usage_error("%s", err);
+    }
+}
