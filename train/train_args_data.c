@@ -35,6 +35,8 @@ void train_args_check_data(TrainArgs *a) {
             core_usage_error("--tokenizer-type NullTokenizer reads no files (--vocab-file, --merge-file, --tokenizer-model)");
     } else if (a->tok_type || a->vocab_file || a->merge_file || a->tok_model) {  // checked against the data
         char err[1024];
+        if (!a->tok_type && a->vocab_file && a->merge_file && !a->tok_model)
+            a->tok_type = "GPT2BPETokenizer";  // what the two files are (Megatron's GPT-3 example)
         if (!a->tok_type) core_usage_error("--vocab-file, --merge-file and --tokenizer-model need --tokenizer-type");
         if (a->data_vocab) core_usage_error("--vocab-size is Megatron's NullTokenizer; --tokenizer-type %s sets the vocabulary", a->tok_type);
         Tokenizer *tok = tok_load_megatron(a->tok_type, a->vocab_file, a->merge_file, a->tok_model, err, sizeof err);

@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# tests/train/megatron_examples.sh MPIEXEC MEGAC: Megatron-LM's own launch scripts, run by
+# `megac train` with only sizes, paths and the world size changed (issue 29's "done when").
+# The argument lists below are those of Megatron-LM's examples (facts of their command
+# lines, kept as the scripts write them: bash arrays expanded unquoted, so quoted entries
+# split into words as they do under torchrun), with each changed value marked "# was ...".
+#   examples/gpt3/train_gpt3_175b_distributed.sh: a Megatron .bin/.idx prefix with GPT-2's
+#     vocab.json/merges.txt, --fp16 (on the CPU backend), the step batch-size schedule,
+#     TensorBoard, --save/--load of the same folder;
+#   each script: trains, validates, saves, and a second run resumes from the checkpoint.
+set -uo pipefail
+mpiexec="$1" megac="$2"
+wd=$(mktemp -d /tmp/megac-test-examples-XXXXXX)
+[[ -n "${KEEP:-}" ]] || trap 'rm -rf "$wd"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=1; }
+
+# --- data: GPT-2's byte-level alphabet as a vocab.json (256 byte tokens, ids = byte values,
+# then <|endoftext|> 256), no merges, and a Megatron prefix of the default corpus's kind of
+# text written as Megatron's indexed writer does (uint16, code 8, every document ends with 256)
+python3 - "$wd" <<'PY'
+import json, random, struct, sys
+d = sys.argv[1]
+bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+cs, n = bs[:], 0
+for b in range(256):  # GPT-2's bytes_to_unicode: printable bytes stand for themselves
+    if b not in bs:
+        bs.append(b)
+        cs.append(256 + n)
+        n += 1
+vocab = {chr(c): b for b, c in zip(bs, cs)}
+vocab["<|endoftext|>"] = 256
+json.dump(vocab, open(f"{d}/gpt2-vocab.json", "w"))
+open(f"{d}/gpt2-merges.txt", "w").write("#version: 0.2\n")
+r = random.Random(3)
+words = "the a pipeline of ranks holds layers tensor parallel data gradients sum loss falls".split()
+sizes, body = [], bytearray()
+for _ in range(400):
+    ids = list(" ".join(r.choice(words) for _ in range(r.randint(5, 40))).encode()) + [256]
+    sizes.append(len(ids))
+    body += struct.pack(f"<{len(ids)}H", *ids)
+ptrs, at = [], 0
+for s in sizes:
+    ptrs.append(at)
+    at += 2 * s
+open(f"{d}/corpus_text_document.bin", "wb").write(body)
+with open(f"{d}/corpus_text_document.idx", "wb") as f:
+    f.write(b"MMIDIDX\x00\x00" + struct.pack("<QBQQ", 1, 8, len(sizes), len(sizes) + 1))
+    f.write(struct.pack(f"<{len(sizes)}i", *sizes) + struct.pack(f"<{len(ptrs)}q", *ptrs))
+    f.write(struct.pack(f"<{len(sizes) + 1}q", *range(len(sizes) + 1)))
+PY
+
+# --- examples/gpt3/train_gpt3_175b_distributed.sh ------------------------------------------
+gpt3() {  # gpt3 TRAIN_ITERS LOG: the script's command line
+  local CHECKPOINT_PATH="$wd/gpt3/ckpt" TENSORBOARD_LOGS_PATH="$wd/gpt3/tb"
+  local VOCAB_FILE="$wd/gpt2-vocab.json" MERGE_FILE="$wd/gpt2-merges.txt" DATA_PATH="$wd/corpus_text_document"
+  local GPT_MODEL_ARGS=(
+    --num-layers 2                  # was 96
+    --hidden-size 64                # was 12288
+    --num-attention-heads 4         # was 96
+    --seq-length 64                 # was 2048
+    --max-position-embeddings 64    # was 2048
+    --attention-backend auto # Can use (flash/fused/unfused/local)
+  )
+  local TRAINING_ARGS=(
+    --micro-batch-size 1
+    --global-batch-size 8           # was 1536
+    --step-batch-size-schedule "0:4 0.5K:8"  # was "0:16 2.4B:320 4.8B:624 7.2B:928 9.6B:1232 12B:1536"
+    --train-iters "$1"              # was 500000
+    --weight-decay 0.1
+    --adam-beta1 0.9
+    --adam-beta2 0.95
+    --init-method-std 0.006
+    --clip-grad 1.0
+    --fp16
+    --lr 6.0e-5
+    --lr-decay-style cosine
+    --min-lr 6.0e-6
+    --lr-warmup-fraction .001
+    --lr-decay-iters 24             # was 430000
+  )
+  local MODEL_PARALLEL_ARGS=(
+    --tensor-model-parallel-size 2  # was 8
+    --pipeline-model-parallel-size 2  # was 16
+  )
+  local DATA_ARGS=(
+    --data-path $DATA_PATH
+    --vocab-file $VOCAB_FILE
+    --merge-file $MERGE_FILE
+    --split 949,50,1
+  )
+  local EVAL_AND_LOGGING_ARGS=(
+    --log-interval 1                # was 100
+    --save-interval 12              # was 10000
+    --eval-interval 12              # was 1000
+    --save $CHECKPOINT_PATH
+    --load $CHECKPOINT_PATH
+    --eval-iters 2                  # was 10
+    --tensorboard-dir $TENSORBOARD_LOGS_PATH
+  )
+  # was: torchrun ${DISTRIBUTED_ARGS[@]} pretrain_gpt.py (8 GPUs per node)
+  timeout 300 "$mpiexec" -n 4 "$megac" train --num-threads 1 --log-json "$2" \
+    ${GPT_MODEL_ARGS[@]} \
+    ${TRAINING_ARGS[@]} \
+    ${MODEL_PARALLEL_ARGS[@]} \
+    ${DATA_ARGS[@]} \
+    ${EVAL_AND_LOGGING_ARGS[@]}
+}
+
+# check NAME LOG OUT FIRST LAST: iterations FIRST..LAST trained, a validation, a checkpoint
+check() {
+  local name=$1 log=$2 out=$3 first=$4 last=$5
+  python3 - "$log" "$first" "$last" <<'PY' || fail "$name: $(tail -3 "$out")"
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+its = [r["iteration"] for r in recs if "lm_loss" in r and "iteration" in r]
+want = list(range(int(sys.argv[2]), int(sys.argv[3]) + 1))
+assert its[-len(want):] == want, f"iterations {its}, want {want}"
+assert any("validation" in json.dumps(r) for r in recs), "no validation record"
+PY
+  grep -q "validation loss at iteration" "$out" || fail "$name: no validation block"
+  grep -q "saved checkpoint\|checkpoint saved" "$out" || fail "$name: no checkpoint saved: $(grep -i checkpoint "$out" | tail -2)"
+}
+
+mkdir -p "$wd/gpt3"
+gpt3 12 "$wd/gpt3/a.jsonl" > "$wd/gpt3/a.out" 2>&1 || fail "gpt3: first run exited $?: $(grep -E 'megac|rror' "$wd/gpt3/a.out" | tail -3)"
+check gpt3 "$wd/gpt3/a.jsonl" "$wd/gpt3/a.out" 1 12
+gpt3 24 "$wd/gpt3/b.jsonl" > "$wd/gpt3/b.out" 2>&1 || fail "gpt3: resumed run exited $?: $(grep -E 'megac|rror' "$wd/gpt3/b.out" | tail -3)"
+check gpt3 "$wd/gpt3/b.jsonl" "$wd/gpt3/b.out" 13 24
+grep -q "loaded\|resum" "$wd/gpt3/b.out" || fail "gpt3: the second run did not load the checkpoint"
+ls "$wd/gpt3/tb"/events.out.tfevents.* >/dev/null 2>&1 || fail "gpt3: no TensorBoard event file"
+python3 - "$wd/gpt3/a.jsonl" "$wd/gpt3/b.jsonl" <<'PY' || fail "gpt3: batches or fp16 steps"
+import json, sys
+a, b = ([r for r in map(json.loads, open(f)) if "lm_loss" in r and "iteration" in r] for f in sys.argv[1:])
+assert [r["global_batch_size"] for r in a[:3]] == [4, 4, 8], a[:3]  # 0.5K tokens = 8 samples of 64
+taken = [r for r in a + b if not r["skipped"]]  # fp16 from a 2^32 scale: the first steps overflow
+assert len(taken) >= 4, f"only {len(taken)} steps taken"
+print(f"gpt3 example: {len(a)} + {len(b)} iterations ({len(taken)} taken after the fp16 scale "
+      f"settled at {b[-1]['loss_scale']:g}), validated, saved, resumed")
+PY
+exit $fails
