@@ -97,9 +97,9 @@ static void check_spec(const PlanSpec *s, const PlanFilter *f, const PlanFlags *
         core_usage_error("--world-size %d is not divisible by --tensor-model-parallel-size %d x "
                          "--context-parallel-size %d x --pipeline-model-parallel-size %d",
                          s->world_size, tp, cp, f->pp ? f->pp : 1);
-    if (cp > 1 && (s->model.seq_length % (2 * cp) || !s->model.use_flash_attn))  // as train refuses
-        core_usage_error("--context-parallel-size %d needs --use-flash-attn and 2 x %d dividing "
-                         "--seq-length %d", cp, cp, s->model.seq_length);
+    if (cp > 1 && s->model.seq_length % (2 * cp))  // as train refuses
+        core_usage_error("--context-parallel-size %d needs 2 x %d dividing --seq-length %d", cp, cp,
+                         s->model.seq_length);
     char err[512];
     if (gpt_config_check(&s->model, 1, 1, err, sizeof err) != 0) core_usage_error("%s", err);
 }
@@ -174,6 +174,7 @@ int cmd_plan(int argc, char **argv) {
     if (strcmp(pf.cp_comm_type, "p2p") && strcmp(pf.cp_comm_type, "all_gather"))
         core_usage_error("--cp-comm-type must be p2p or all_gather, got '%s'", pf.cp_comm_type);
     f.cp_all_gather = !strcmp(pf.cp_comm_type, "all_gather");
+    if (f.cp > 1) m->use_flash_attn = 1;  // as train: CP runs the fused attention kernels
     check_virtual_pipeline(&f);
     f.sp = switch_of(pf.sp_on, pf.sp_off, "--sequence-parallel", "--no-sequence-parallel");
     f.zero1 = switch_of(pf.zero_on, pf.zero_off, "--use-distributed-optimizer", "--no-distributed-optimizer");

@@ -173,7 +173,7 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
     const char *sharding = NULL;
     ArgSpec specs[] = {
         {"--tensor-model-parallel-size", ARG_INT, &a->tp, "TP"},
-        {"--context-parallel-size", ARG_INT, &a->cp, "CP: ranks sharing each sequence (2 x CP chunks, ring attention; needs --use-flash-attn)"},
+        {"--context-parallel-size", ARG_INT, &a->cp, "CP: ranks sharing each sequence (2 x CP chunks, ring attention; CP > 1 runs the fused attention of --use-flash-attn)"},
         {"--cp-comm-type", ARG_STR, &a->cp_comm_type, "CP's K/V exchange: p2p (the ring, overlapped) or all_gather (a2a: not implemented)"},
         {"--pipeline-model-parallel-size", ARG_INT, &a->pp, "PP"},
         {"--micro-batch-size", ARG_INT, &a->micro_batch, "sequences per micro-batch (Megatron: required; megac: 4, for small runs)"},
@@ -351,6 +351,7 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
                          strcmp(a->cp_comm_type, "a2a") && strcmp(a->cp_comm_type, "a2a+p2p") ? ""
                          : " (Megatron's a2a and a2a+p2p are not implemented in megac)");
     char cp_err[256];
+    if (a->cp > 1) m->use_flash_attn = 1;  // the ring's windows are the fused kernels' (Megatron: TE's)
     if (gpt_cp_check(m, a->cp, cp_err, sizeof cp_err)) core_usage_error("%s", cp_err);
     if (a->cp > 1 && a->eod_mask_loss)  // each CP rank would count its own chunks' EOD tokens
         core_usage_error("--eod-mask-loss with --context-parallel-size %d is not implemented yet "

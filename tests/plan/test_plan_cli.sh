@@ -121,8 +121,10 @@ print(f"ok   context parallelism: {len(free)} layouts (CP 1, 2, 4), CP 1 unchang
 PY
 "$megac" plan --world-size 8 "${model[@]}" --global-batch-size 16 --use-flash-attn --context-parallel-size 2 \
   | grep -q "#  TP  CP  PP" && echo "ok   cp table: CP column" || { echo "FAIL cp table"; fails=$((fails + 1)); }
-bad cp_no_flash "--context-parallel-size 2 needs --use-flash-attn" "$megac" plan --world-size 8 "${model[@]}" \
-  --context-parallel-size 2
+# CP > 1 implies the fused attention (as train): the same plan with or without --use-flash-attn
+cmp <("$megac" plan --world-size 8 "${model[@]}" --context-parallel-size 2 --json) \
+    <("$megac" plan --world-size 8 "${model[@]}" --context-parallel-size 2 --use-flash-attn --json) >/dev/null &&
+  echo "ok   cp implies flash attention" || { echo "FAIL cp implies flash attention"; fails=$((fails + 1)); }
 bad cp_seq "2 x 32 dividing --seq-length 32" "$megac" plan --world-size 64 "${model[@]}" --use-flash-attn \
   --context-parallel-size 32
 bad cp_world "--context-parallel-size 3" "$megac" plan --world-size 8 "${model[@]}" --use-flash-attn --context-parallel-size 3
