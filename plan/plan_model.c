@@ -277,11 +277,12 @@ static void chunk_counts(const PlanSpec *s, const PlanLayout *l, int P, int stag
     const GPTConfig *c = &s->model;
     *st = (PlanStage){.first = stage == 0, .last = stage == P - 1};
     gpt_stage_layers(c, P, stage, &st->layer0, &st->n_layers);
-    int Vp = gpt_padded_vocab(c, l->tp), n_params = 0;
-    ParamInfo *table = l->zero >= 2 ? gpt_params_build(c, l->tp, Vp, st->layer0, st->n_layers, st->first,
-                                                       st->last, &n_params, &st->n_floats)
+    int Vp = gpt_padded_vocab(c, l->tp), n_params = 0, built = st->n_layers > 2 ? 2 : st->n_layers;
+    size_t built_floats = 0;  // ZeRO-2/3: the edge and two layers stand for the stage (plan_zero.c)
+    ParamInfo *table = l->zero >= 2 ? gpt_params_build(c, l->tp, Vp, st->layer0, built, st->first,
+                                                       st->last, &n_params, &built_floats)
                                     : NULL;
-    if (!table) st->n_floats = stage_floats(c, l->tp, Vp, st);
+    st->n_floats = built == st->n_layers && table ? built_floats : stage_floats(c, l->tp, Vp, st);
     st->n_alloc = dist_padded_size(st->n_floats, plan_dp_cp(l));
     st->shard_len = l->zero1 ? st->n_alloc / (size_t)plan_dp_cp(l) : st->n_alloc;
     recompute_counts(c, st);
@@ -308,8 +309,13 @@ static void chunk_counts(const PlanSpec *s, const PlanLayout *l, int P, int stag
         size_t wte = (size_t)(Vp / l->tp) * c->hidden_size;
         all_reduce(&st->traffic[PLAN_G_EMB], 2, wte, 4, 1);
     }
-    if (l->zero >= 2) plan_zero_counts(s, l, table, n_params, n_micro, st);  // DP, shard sums, memory
-    else dp_traffic(s, l, st, &st->traffic[PLAN_G_DP]);
+    if (l->zero < 2) dp_traffic(s, l, st, &st->traffic[PLAN_G_DP]);
+    else if (plan_zero_counts(s, l, table, n_params, n_micro, st)) {  // DP, shard sums, memory;
+        free(table);                                                   // layers unalike: all of them
+        table = gpt_params_build(c, l->tp, Vp, st->layer0, st->n_layers, st->first, st->last, &n_params,
+                                 &built_floats);
+        plan_zero_counts(s, l, table, n_params, n_micro, st);
+    }
     free(table);
 
     // communication buffers: the received gradient (pipeline), ZeRO-1 shards (buckets reduce

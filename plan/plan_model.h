@@ -157,9 +157,12 @@ void plan_count(PlanTraffic *t, CommKind k, uint64_t bytes, uint64_t num, uint64
 // ZeRO-2/3 (plan_zero.c, distributed/dist_sync_units.c): the stage's gradient, optimizer (and ZeRO-3
 // parameter) memory and shard_len from its table (p, n_params); its DP traffic, and the
 // sequence-parallel LayerNorm and tied-wte sums over the shard of DP rank 0. For
-// plan_stage_counts, after the recompute counts. Never fails.
-void plan_zero_counts(const PlanSpec *s, const PlanLayout *l, const ParamInfo *p, int n_params,
-                      int n_micro, PlanStage *st);
+// plan_stage_counts, after the recompute counts. The table may hold the stage's edge
+// tensors and only its first k >= 2 of st->n_layers layers: the others count as its last
+// (O(k), whatever the layers). Returns 0, or -1 (nothing set) when those two last layers
+// differ: then pass the whole table.
+int plan_zero_counts(const PlanSpec *s, const PlanLayout *l, const ParamInfo *p, int n_params,
+                     int n_micro, PlanStage *st);
 
 // Bytes per rank that a ring all-reduce of `bytes` over n ranks moves: 2(n-1)/n x bytes. Pure.
 double plan_all_reduce_bytes(double bytes, int n);

@@ -30,5 +30,10 @@ case_ gpus_per_node_2_19_minus_1 --num-layers 1024 --hidden-size 8192 --num-atte
 # many tiny DP buckets: counted in closed form
 case_ buckets_of_16 --num-layers 1024 --hidden-size 8192 --num-attention-heads 64 --seq-length 2048 \
   --ddp-bucket-size 16
+# ZeRO-2 / ZeRO-3: a stage's units from its edge and two layers, the others alike
+case_ zero2_world_2_20 --num-layers 1024 --hidden-size 8192 --num-attention-heads 64 --seq-length 2048 \
+  --data-parallel-sharding-strategy optim_grads
+case_ zero3_world_2_20 --num-layers 1024 --hidden-size 8192 --num-attention-heads 64 --seq-length 2048 \
+  --data-parallel-sharding-strategy optim_grads_params --recompute-granularity full
 [[ $fails -eq 0 ]] && echo "test_plan_worst: ok" || echo "test_plan_worst: $fails failure(s)"
 exit $((fails > 0))
