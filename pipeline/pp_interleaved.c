@@ -196,6 +196,33 @@ void pp_ilv_slots(int pp, int v, int n_micro, int rank, int *slots) {
     pp_ilv_plan_free(&eval);
 }
 
+void pp_ilv_slots_all(int p, int v, int m, int *act, int *grad) {
+    char err[256];
+    if (pp_ilv_check(p, v, m, err, sizeof err)) core_fatal("%s", err);
+    size_t cells = (size_t)p * v * m;
+    Sim sim[2];  // training, evaluation: each simulated once for every rank
+    int span[2];
+    for (int fo = 0; fo < 2; fo++) {
+        sim[fo] = (Sim){p, v, m, fo, core_calloc(cells, sizeof(int)), core_calloc(cells, sizeof(int))};
+        for (size_t k = 0; k < cells; k++) sim[fo].tf[k] = sim[fo].tb[k] = -1;
+        span[fo] = simulate(&sim[fo]);
+    }
+    for (int r = 0; r < p; r++) {
+        PPIlvPlan train = {.p = p, .v = v, .m = m, .rank = r}, eval = {.p = p, .v = v, .m = m, .rank = r, .forward_only = 1};
+        size_buffers(&sim[0], &train, span[0]);
+        size_buffers(&sim[1], &eval, span[1]);
+        for (int c = 0; c < v; c++) {
+            int n = train.act_slots[c] > eval.act_slots[c] ? train.act_slots[c] : eval.act_slots[c];
+            act[r * v + c] = n > 0 ? n : 1;
+            grad[r * v + c] = train.grad_slots[c];
+        }
+    }
+    for (int fo = 0; fo < 2; fo++) {
+        free(sim[fo].tf);
+        free(sim[fo].tb);
+    }
+}
+
 void pp_ilv_plan_free(PPIlvPlan *pl) {
     free(pl->ticks);
     pl->ticks = NULL;

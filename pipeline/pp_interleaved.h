@@ -68,6 +68,10 @@ void pp_ilv_plan_free(PPIlvPlan *pl);
 // larger), into slots (v); at least 1. Pure.
 void pp_ilv_slots(int p, int v, int m, int rank, int *slots);
 
+// Every rank's pp_ilv_slots and training grad_slots (pp_ilv_plan) from one simulation of
+// each schedule: act and grad (p, v), rank r's chunk c at r * v + c. O(p v m + span p). Pure.
+void pp_ilv_slots_all(int p, int v, int m, int *act, int *grad);
+
 // Runs the plan over the ring link (prev/next: ring neighbours; link->comm->rank == rank):
 // stages[c] is chunk c with n_slots[c] >= act_slots[c] activation slots (slot of micro-batch
 // i: i mod n_slots[c]); grad_bufs[c][j], j < grad_slots[c], receive output gradients (the

@@ -161,7 +161,11 @@ static int cp_possible(const GPTConfig *c, int cp) {
                        c->seq_length / (2 * cp) >= PLAN_CP_MIN_CHUNK);
 }
 
-void plan_enumerate(const PlanSpec *s, const PlanFilter *f, const PlanHardware *hw, int keep, PlanSet *out) {
+void plan_enumerate(const PlanSpec *spec, const PlanFilter *f, const PlanHardware *hw, int keep, PlanSet *out) {
+    PlanMemo memo;  // what the layouts share (interleaved slots and chunks): this call's
+    PlanSpec with_memo = *spec, *s = &with_memo;
+    plan_memo_init(&memo);
+    if (!spec->memo) with_memo.memo = &memo;
     *out = (PlanSet){0};
     snprintf(out->reason, sizeof out->reason, "no TP x PP divides the world size %d", s->world_size);
     Growing g = {0};
@@ -184,6 +188,7 @@ void plan_enumerate(const PlanSpec *s, const PlanFilter *f, const PlanHardware *
     for (int i = 0; keep && i < keep && i < g.n; i++) plan_predict(s, &g.r[i].layout, hw, &g.r[i]);
     out->results = g.r;
     out->n = g.n;
+    plan_memo_free(&memo);
 }
 
 void plan_set_free(PlanSet *set) {

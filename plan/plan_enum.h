@@ -32,6 +32,7 @@ typedef struct {
 // Enumerates and predicts every valid layout that passes the filter, then ranks them; the
 // first `keep` results (0: all) hold their stages, the others r->stages NULL. Never fails
 // (an empty set has n == 0 and a reason). Free with plan_set_free. Divisors only, and
-// O(PP) per layout: world 2^20, batch 2^24, 1024 layers in about a second.
+// O(PP) per layout (interleaved O(PP v), its slots shared through a PlanMemo of this call's,
+// unless s->memo is given): world 2^20, batch 2^24, 1024 layers in about a second.
 void plan_enumerate(const PlanSpec *s, const PlanFilter *f, const PlanHardware *hw, int keep, PlanSet *out);
 void plan_set_free(PlanSet *set);

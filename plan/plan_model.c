@@ -4,11 +4,12 @@
 #include "plan_kernels.h"           // defines: plan_kernel_bytes
 #include "model/gpt_params.h"    // defines: gpt_params_build
 #include "distributed/dist_geometry.h"  // defines: dist_padded_size, dist_bucket
-#include "pipeline/pp_interleaved.h"  // defines: pp_ilv_slots, pp_ilv_plan
+#include "pipeline/pp_interleaved.h"  // defines: PP_ILV_MAX_CHUNKS
 #include "pipeline/pp_stage.h"   // defines: pp_schedule_slots
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static const char *GROUP_NAMES[PLAN_NGROUPS] = {"tp", "pp", "dp", "embedding", "cp"};
 static const char *MEM_NAMES[PLAN_NMEM] = {"parameters", "gradients", "optimizer_state",
@@ -348,17 +349,27 @@ static void chunk_counts(const PlanSpec *s, const PlanLayout *l, int P, int stag
 // computes at a time: gpt_share_workspace), and received gradients wait in each chunk's
 // queue (grad_slots of the training plan) besides the step's own buffer.
 static void interleaved_counts(const PlanSpec *s, const PlanLayout *l, int stage, int n_micro, PlanStage *st) {
-    int v = l->vpp, slots[PP_ILV_MAX_CHUNKS];
-    pp_ilv_slots(l->pp, v, n_micro, stage, slots);
-    PPIlvPlan pl;
-    pp_ilv_plan(&pl, l->pp, v, n_micro, stage, 0);
+    int v = l->vpp, P = l->pp * v, slots[PP_ILV_MAX_CHUNKS], grad_slots[PP_ILV_MAX_CHUNKS];
+    PlanMemo own, *memo = s->memo ? s->memo : &own;
+    if (!s->memo) plan_memo_init(&own);
+    plan_ilv_slots(s->memo, l->pp, v, n_micro, stage, slots, grad_slots);
+    // virtual stages 1 .. P - 2 differ only in layer0 and slots: their counts are computed once
+    if (!memo->have_chunks || memo->n_micro != n_micro || memcmp(&memo->layout, l, sizeof *l)) {
+        for (int k = 0; k < 3; k++) chunk_counts(s, l, P, k == 0 ? 0 : k == 1 ? 1 : P - 1, 1, n_micro, &memo->chunks[k]);
+        memo->layout = *l;
+        memo->n_micro = n_micro;
+        memo->have_chunks = 1;
+    }
     size_t N = rows_of(s, l);
     double io = (double)act_bytes(s->precision) * (l->sp ? N / (size_t)l->tp : N) * s->model.hidden_size;
     *st = (PlanStage){.first = stage == 0, .last = stage == l->pp - 1};
     st->mem[PLAN_MEM_COMM] = io;  // the step's received gradient (pp_step_init)
     for (int c = 0; c < v; c++) {
-        PlanStage k;
-        chunk_counts(s, l, l->pp * v, c * l->pp + stage, slots[c], n_micro, &k);
+        int vs = c * l->pp + stage, n;
+        PlanStage k = memo->chunks[vs == 0 ? 0 : vs == P - 1 ? 2 : 1];
+        gpt_stage_layers(&s->model, P, vs, &k.layer0, &n);
+        k.n_slots = slots[c];
+        k.mem[PLAN_MEM_ACTIVATIONS] = (double)k.slot_bytes * k.n_slots;
         if (c == 0) st->layer0 = k.layer0;
         st->n_layers += k.n_layers;
         st->n_slots += k.n_slots;
@@ -370,7 +381,7 @@ static void interleaved_counts(const PlanSpec *s, const PlanLayout *l, int stage
         st->shard_len += k.shard_len;
         for (int i = 0; i < PLAN_NMEM; i++)
             if (i == PLAN_MEM_WORKSPACE) st->mem[i] = k.mem[i] > st->mem[i] ? k.mem[i] : st->mem[i];
-            else if (i == PLAN_MEM_COMM) st->mem[i] += k.mem[i] - io + io * pl.grad_slots[c];
+            else if (i == PLAN_MEM_COMM) st->mem[i] += k.mem[i] - io + io * grad_slots[c];
             else st->mem[i] += k.mem[i];
         st->mem_optim_unsharded += k.mem_optim_unsharded;
         for (int g = 0; g < PLAN_NGROUPS; g++)
@@ -382,7 +393,6 @@ static void interleaved_counts(const PlanSpec *s, const PlanLayout *l, int stage
         st->model_flops_mb += k.model_flops_mb;
         st->kernel_bytes_mb += k.kernel_bytes_mb;
     }
-    pp_ilv_plan_free(&pl);
 }
 
 int plan_stage_like(const PlanSpec *s, const PlanLayout *l, int stage, int n_micro, PlanStage *st) {

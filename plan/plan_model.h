@@ -42,6 +42,8 @@ typedef struct {
     int global_batch;
     PlanPrecision precision;
     int64_t ddp_bucket_size;  // --ddp-bucket-size (0: one bucket)
+    struct PlanMemo *memo;    // optional (NULL: none): what one enumeration's layouts share
+                              // (plan_memo_init); changes no result, only the time
 } PlanSpec;
 
 typedef struct {
@@ -121,6 +123,33 @@ typedef struct {
     double t_step, tokens_per_s, mfu;
 } PlanResult;
 
+// Interleaved 1F1B's schedule facts, worked out once per enumeration instead of per stage
+// and layout: every rank's activation and gradient slots of each (PP, v, m) (pp_ilv_slots_all;
+// m capped at 2 PP, past which they no longer change: test plan_formulas checks it), and the
+// first, middle and last model chunks of the layout last counted (every other chunk is like
+// the middle one but for its layer0 and slots).
+typedef struct {
+    int p, v, m;
+    int *act, *grad;  // (p, v)
+} PlanIlvSlots;
+
+typedef struct PlanMemo {
+    PlanIlvSlots *slots;  // (n_slots)
+    int n_slots;
+    PlanLayout layout;    // the chunks' layout and micro-batches per step (have_chunks)
+    int n_micro, have_chunks;
+    PlanStage chunks[3];  // virtual stages 0, 1 and PP v - 1, with one slot each
+} PlanMemo;
+
+void plan_memo_init(PlanMemo *memo);
+void plan_memo_free(PlanMemo *memo);
+
+// Activation slots and gradient queue lengths of rank `rank`'s v chunks (act, grad: (v)) under
+// interleaved 1F1B with p ranks and m micro-batches: pp_ilv_slots and pp_ilv_plan's
+// grad_slots, taken from memo when it has them (memo may be NULL; else added to it). Pure
+// but for the memo.
+void plan_ilv_slots(PlanMemo *memo, int p, int v, int m, int rank, int *act, int *grad);
+
 // Checks the layout against the spec (divisibility, the model's checks, SP rows; with
 // vpp > 1 megac train's refusals of the interleaved schedule). Returns 0, or -1 with one
 // line naming the numbers in err.
@@ -128,7 +157,8 @@ int plan_layout_check(const PlanSpec *s, const PlanLayout *l, char *err, size_t 
 
 // Fills the memory and traffic of pipeline stage `stage` (n_micro micro-batches per step):
 // every field of *st but the times; with l->vpp > 1 the sums over the rank's v chunks (one
-// shared backward workspace). Call after plan_layout_check succeeded. Pure.
+// shared backward workspace; the chunks and slots kept in s->memo when it has one). Call
+// after plan_layout_check succeeded. Pure but for s->memo.
 void plan_stage_counts(const PlanSpec *s, const PlanLayout *l, int stage, int n_micro,
                        PlanStage *st);
 
@@ -140,8 +170,9 @@ int plan_stage_like(const PlanSpec *s, const PlanLayout *l, int stage, int n_mic
 
 // Predicts memory and traffic of every stage, then time and MFU on hw. Call after
 // plan_layout_check succeeded. The result owns r->stages (plan_result_free). The cost is
-// O(PP) plus the counts of the distinct stages (first, middle, last; every stage when
-// interleaved); plan_predict_summary fills the same result without r->stages (NULL).
+// O(PP) plus the counts of the distinct stages (first, middle, last; interleaved: O(PP v)
+// sums of three distinct chunks, and the schedule's slots, from s->memo when it has them);
+// plan_predict_summary fills the same result without r->stages (NULL).
 void plan_predict(const PlanSpec *s, const PlanLayout *l, const PlanHardware *hw, PlanResult *r);
 void plan_predict_summary(const PlanSpec *s, const PlanLayout *l, const PlanHardware *hw, PlanResult *r);
 

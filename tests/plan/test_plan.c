@@ -396,6 +396,35 @@ static void test_crossing_closed_form(void) {
     printf("which groups cross nodes: the closed form agrees with the walk in %d cases\n", checked);
 }
 
+// The plan's interleaved slots (plan_ilv_slots: every rank from one simulation, m capped at
+// 2 PP, with and without a memo) against pp_ilv_slots and pp_ilv_plan at the full m, rank by
+// rank: PP 2 to 10, v 2 to 6, m up to 6 PP.
+static void test_interleaved_slots_cap(void) {
+    int checked = 0, act[PP_ILV_MAX_CHUNKS], grad[PP_ILV_MAX_CHUNKS], want[PP_ILV_MAX_CHUNKS];
+    PlanMemo memo;
+    plan_memo_init(&memo);
+    for (int p = 2; p <= 10; p++)
+        for (int v = 2; v <= 6; v++)
+            for (int m = p; m <= 6 * p; m += p)
+                for (int r = 0; r < p; r++) {
+                    PPIlvPlan pl;
+                    pp_ilv_slots(p, v, m, r, want);
+                    pp_ilv_plan(&pl, p, v, m, r, 0);
+                    for (int pass = 0; pass < 2; pass++) {
+                        plan_ilv_slots(pass ? &memo : NULL, p, v, m, r, act, grad);
+                        for (int c = 0; c < v; c++) {
+                            EXPECT(act[c] == want[c] && grad[c] == pl.grad_slots[c],
+                                   "p %d v %d m %d rank %d chunk %d: slots %d / %d, gradients %d / %d", p, v, m, r,
+                                   c, act[c], want[c], grad[c], pl.grad_slots[c]);
+                            checked++;
+                        }
+                    }
+                    pp_ilv_plan_free(&pl);
+                }
+    plan_memo_free(&memo);
+    printf("interleaved slots from one capped simulation: %d chunk counts agree\n", checked);
+}
+
 int main(void) {
     test_seed_figures();
     test_tp_counts();
@@ -407,5 +436,6 @@ int main(void) {
     test_kernel_bytes();
     test_context_parallel();
     test_crossing_closed_form();
+    test_interleaved_slots_cap();
     return test_result("test_plan");
 }
