@@ -71,6 +71,10 @@ typedef struct {
                      // and leave the merged result. 0: overwrite
     void *dkv;       // flash backward only: (B, Tk, 3*NH*hs) rows as kv's, whose [k | v] parts
                      // get += dk, dv (q part untouched); NULL: dqkv's rows (kv NULL too)
+    int kv_heads;    // flash only. 0: kv, dkv rows as above. G > 0 (G divides NH): packed rows
+                     // (B, Tk, 2*G*hs) [k: G heads | v: G heads] of kv and dkv (both given), query
+                     // head h reading kv head h / (NH/G) (grouped-query attention); the backward
+                     // adds into kv head g the dk, dv summed over its NH/G query heads
 } BackendAttnWindow;
 
 // A range of the flat parameter/gradient buffers for the multi-tensor ops (adamw_multi,
@@ -153,6 +157,12 @@ typedef struct {
     // dst (n, type dt) = src (n, type st) converted, round to nearest even; dst and src do
     // not overlap unless dt == st and dst == src (a no-op). Any pair of BackendDType.
     void (*cast)(Backend *be, void *dst, BackendDType dt, const void *src, BackendDType st, size_t n);
+    // Blocks of rows, strides in elements of be->act: for each row r < rows and block i < nb,
+    // the width elements at src + r*lds + i*sbs are copied (add 0) or added (add 1) to those
+    // at dst + r*ldd + i*dbs. Destination blocks overlap neither each other nor src. E.g.
+    // context parallelism's packing of a qkv row's kv heads (model/gpt_cp.c), and back.
+    void (*copy_row_blocks)(Backend *be, void *dst, size_t ldd, size_t dbs, const void *src,
+                            size_t lds, size_t sbs, int rows, int nb, int width, int add);
 
     // --- dropout (dropout.h: each mask is a pure function of d and global indices) --------
     // out (N, C) = inp * dropout_factor(d, dropout_row(d, r) * C + c) for row r, channel c; out

@@ -43,7 +43,7 @@ static void attention_forward(GPT *m, const GPTLayerActs *a, const GPTRows *r,
     int hs = m->cfg.hidden_size / m->cfg.num_heads;
     size_t row = 3 * (size_t)m->C_tp * backend_dtype_size(be->act);  // bytes of a qkv row
     BackendAttnWindow cache = {r->pos0, 0, r->pos0 + r->T, (const char *)a->qkv - r->pos0 * row,
-                               0, NULL};
+                               0, NULL, 0};
     const BackendAttnWindow *w = r->pos0 ? &cache : NULL;
     if (m->cp > 1) {  // this rank's two chunks against the whole sequence's keys
         gpt_cp_attention_forward(m, a, d);

@@ -164,7 +164,8 @@ typedef struct {
                                        // probabilities, shared by all slots (else NULL)
         void *sp_gather, *sp_full;     // (N, C) each, sequence-parallel workspace (else NULL)
         void *cp_buf;                  // context parallelism's workspace (gpt_cp.c; else NULL):
-                                       // p2p (4, N, 3*C/tp): two K/V blocks, two dK/dV; all_gather
+                                       // p2p (4, N, 2*G_tp*hs): two packed K/V blocks (one
+                                       // copy of each kv head), two dK/dV; all_gather
                                        // (2*cp + 1, N, 3*C/tp): the gathered rows, in sequence
                                        // order, this rank's dK/dV
         float dscale_value;

@@ -93,7 +93,8 @@ static void carve_scratch(GPT *m, Carver *cv) {
     if (m->cfg.recompute == GPT_RECOMPUTE_SELECTIVE && !m->cfg.use_flash_attn)
         m->s.att = CARVE_A(cv, rows * m->T);
     if (m->cp > 1)  // (gpt.h)
-        m->s.cp_buf = CARVE_A(cv, (size_t)(m->cp_all_gather ? 2 * m->cp + 1 : 4) * N * 3 * m->C_tp);
+        m->s.cp_buf = CARVE_A(cv, m->cp_all_gather ? (size_t)(2 * m->cp + 1) * N * 3 * m->C_tp
+                                                   : 4 * N * 2 * (size_t)m->G_tp * m->hs);
     for (int i = 0; i < m->n_rc; i++) carve_layer(m, cv, &m->rc[i]);
 }
 

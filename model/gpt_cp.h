@@ -5,12 +5,15 @@
 // chunk 2*CP-1-i. Everything but attention works token by token and stays local; attention
 // of the local queries needs the keys and values of the whole sequence:
 //   p2p (the ring, the default): CP steps; at step s the rank holds the K/V rows of rank
-//     i-s and runs flash attention of its two query chunks against that block's two key
-//     chunks (skipped when every key is later, causal on the diagonal, full otherwise),
+//     i-s, packed (N, 2*G_tp*hs): one copy of each of the G_tp kv heads, not the q part nor
+//     the expanded grouped-query heads (BackendAttnWindow.kv_heads), and runs flash
+//     attention of its two query chunks against that block's two key chunks (skipped when
+//     every key is later, causal on the diagonal, full otherwise),
 //     continuing each query's online softmax (BackendAttnWindow.accumulate), while the next
 //     block travels from rank i-1 (comm_isend_recv). The backward runs the ring again with
 //     the final out and lse; each block's dK/dV partial travels with it and takes one more
-//     hop home. No (T, T) matrix and no whole-sequence K/V anywhere.
+//     hop home, where it is added into one head of each group of dqkv's expanded k | v.
+//     No (T, T) matrix and no whole-sequence K/V anywhere.
 //   all_gather: every rank's qkv rows gathered once per layer (forward and again in the
 //     backward) and put in sequence order; each query chunk attends to it in one call; the
 //     dK/dV of the whole sequence are reduce-scattered back to their ranks.

@@ -155,11 +155,14 @@ static void tp_traffic(const PlanSpec *s, const PlanLayout *l, const PlanStage *
 }
 
 // Context-parallel traffic of one step (model/gpt_cp.c): per layer and micro-batch the
-// rank's qkv-shaped rows (N, 3C/tp) in the activation dtype; recomputed layers' forward again.
+// rank's qkv-shaped rows (N, 3C/tp) (all_gather) or packed K/V rows (N, 2*G_tp*hs) (the
+// ring) in the activation dtype; recomputed layers' forward again.
 static void cp_traffic(const PlanSpec *s, const PlanLayout *l, const PlanStage *st, int m,
                        PlanTraffic *t) {
     uint64_t P = (uint64_t)plan_cp(l), e = (uint64_t)act_bytes(s->precision);
     uint64_t n = rows_of(s, l) * 3 * (uint64_t)(s->model.hidden_size / l->tp);  // elements
+    uint64_t hs = (uint64_t)(s->model.hidden_size / s->model.num_heads);
+    uint64_t nkv = rows_of(s, l) * 2 * (uint64_t)(gpt_kv_heads(&s->model) / l->tp) * hs;
     uint64_t M = (uint64_t)m, L = (uint64_t)st->n_layers, R = (uint64_t)st->n_recomputed;
     if (P == 1) return;
     if (l->cp_all_gather) {
@@ -170,8 +173,8 @@ static void cp_traffic(const PlanSpec *s, const PlanLayout *l, const PlanStage *
     // the ring: P - 1 K/V hops per forward (comm_isend_recv), as many in the backward plus P
     // hops of the dK/dV partial (comm_send_recv); each counts a send and a receive of n
     uint64_t hops = ((2 * L + R) * (P - 1) + L * P) * M;
-    count(t, COMM_SEND, n * e, 1, 1, hops);
-    count(t, COMM_RECV, n * e, 1, 1, hops);
+    count(t, COMM_SEND, nkv * e, 1, 1, hops);
+    count(t, COMM_RECV, nkv * e, 1, 1, hops);
 }
 
 // Data-parallel traffic (optim/optimizer.c): ZeRO-1 reduce-scatter in buckets + parameter
@@ -253,7 +256,8 @@ static size_t scratch_bytes(const PlanSpec *s, const PlanLayout *l, const PlanSt
         b += piece(2 * N * F_tp * e) - piece(N * F_tp * e) + piece(N * F_tp * e);
     if (c->rope || G_tp != NH_tp) b += piece(N * (NH_tp + 2 * G_tp) * hs * e);  // qkv_in
     size_t cp = (size_t)plan_cp(l);
-    if (cp > 1) b += piece((l->cp_all_gather ? 2 * cp + 1 : 4) * N * 3 * (C / tp) * e);  // cp_buf
+    if (cp > 1)  // cp_buf: the gathered qkv rows, or the ring's packed K/V rows (2*G_tp*hs)
+        b += piece((l->cp_all_gather ? (2 * cp + 1) * 3 * (C / tp) : 4 * 2 * G_tp * hs) * N * e);
     return b + (size_t)st->n_workspace_layers * layer_bytes(s, l, 0);
 }
 

@@ -117,9 +117,10 @@ void cpu_attention_forward(Backend *be, void *out_, void *att_, const void *qkv_
     float *out = out_, *att = att_;
     const float *qkv = qkv_;
     if (d && d->threshold == 0) d = NULL;
-    BackendAttnWindow all = {0, 0, T, NULL, 0, NULL}, win = w ? *w : all;
-    if (win.accumulate)
-        core_fatal("attention_forward: a window with accumulate %d (flash only)", win.accumulate);
+    BackendAttnWindow all = {0, 0, T, NULL, 0, NULL, 0}, win = w ? *w : all;
+    if (win.accumulate || win.kv_heads)
+        core_fatal("attention_forward: a window with accumulate %d, kv_heads %d (flash only)",
+                   win.accumulate, win.kv_heads);
     const float *kv = win.kv ? win.kv : qkv;
     int C = NH * hs, C3 = 3 * C, nt = cpu_nt(be), heads = B * NH, Tk = win.Tk;
     int Tg = d && d->T ? d->T : T;

@@ -23,6 +23,9 @@
 // accumulate starts each row from the state that out and lse stand for (m = lse, l = 1,
 // accumulator = out; lse -inf: m -FLT_MAX, l 0); the windowed backward is the same blocked
 // loop on the window's (T, Tk) rectangle with the final out and lse, adding into dq and dkv.
+// Packed kv rows (w->kv_heads = G > 0, grouped-query attention): query head h reads kv head
+// h / (NH/G) of rows 2*G*hs wide; the backward runs one OpenMP item per (b, kv head), its
+// query heads in order, so a kv head's dk, dv sum over them in a fixed order.
 #include "core/check.h"  // defines: core_fatal
 #include "cpu_backend.h"
 #include "cpu_gemm.h"
@@ -53,13 +56,13 @@ CPU_SIMD_CLONES static float cpu_flash_online_row(float *s, int cnt, int w, floa
     return corr;
 }
 
-// One head, forward: o (T, hs) (rows of stride ldo) and lse (T) from q (T rows), k, v (Tk
-// rows; stride ld), query row t seeing key rows u <= t + off (none: o 0, lse -inf). d:
+// One head, forward: o (T, hs) (rows of stride ldo) and lse (T) from q (T rows of stride
+// ld), k, v (Tk rows of stride ldk), query row t seeing key rows u <= t + off (none: o 0, lse -inf). d:
 // dropout or NULL; base: mask index of the head's element (0, 0), rows Tg apart. acc: o and
 // lse hold earlier windows' result, continued (a row that sees no key here keeps it).
 static void cpu_flash_head_forward(float *o, float *lse, const float *q, const float *k,
                                    const float *v, int T, int Tk, int off, int hs, int ld,
-                                   int ldo, float scale, const BackendDropout *d, uint64_t base,
+                                   int ldk, int ldo, float scale, const BackendDropout *d, uint64_t base,
                                    int Tg, int acc) {
     float s[CPU_FA_B * CPU_FA_B], m[CPU_FA_B], l[CPU_FA_B];
     for (int t0 = 0; t0 < T; t0 += CPU_FA_B) {
@@ -72,7 +75,7 @@ static void cpu_flash_head_forward(float *o, float *lse, const float *q, const f
         }
         for (int u0 = 0; u0 < Tk && u0 <= t0 + n - 1 + off; u0 += CPU_FA_B) {  // visible blocks
             int w = Tk - u0 < CPU_FA_B ? Tk - u0 : CPU_FA_B;
-            cpu_sgemm(0, 1, n, w, hs, scale, q + (size_t)t0 * ld, ld, k + (size_t)u0 * ld, ld,
+            cpu_sgemm(0, 1, n, w, hs, scale, q + (size_t)t0 * ld, ld, k + (size_t)u0 * ldk, ldk,
                       0.0f, s, CPU_FA_B);
             for (int i = 0; i < n; i++) {
                 int cnt = t0 + i + off - u0 + 1;  // keys u0..t + off visible
@@ -82,7 +85,7 @@ static void cpu_flash_head_forward(float *o, float *lse, const float *q, const f
                 uint64_t idx = base + (uint64_t)(t0 + i) * Tg + u0;
                 for (int j = 0; d && j < cnt; j++) s[i * CPU_FA_B + j] *= dropout_factor(d, idx + j);
             }
-            cpu_sgemm(0, 0, n, hs, w, 1.0f, s, CPU_FA_B, v + (size_t)u0 * ld, ld, 1.0f, ob, ldo);
+            cpu_sgemm(0, 0, n, hs, w, 1.0f, s, CPU_FA_B, v + (size_t)u0 * ldk, ldk, 1.0f, ob, ldo);
         }
         for (int i = 0; i < n; i++) {
             float inv = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;  // 0: a row that sees no key
@@ -98,6 +101,19 @@ static uint64_t cpu_fa_base(const BackendDropout *d, int b, int h, int Tg, int q
     return !d ? 0 : (((uint64_t)(d->sample0 + b) * d->NH + d->h0 + h) * Tg + q0) * Tg + k0;
 }
 
+// The layout of a window's kv rows: row stride ldk; query head h's keys at k0 + (h / R) * hs
+// of a row, its values vo further. Aborts on a bad kv_heads (bwd: dkv needed too).
+typedef struct { int ldk, k0, vo, R; } CpuKvLayout;
+static CpuKvLayout cpu_kv_layout(const BackendAttnWindow *w, int NH, int hs, int bwd) {
+    int G = w->kv_heads, C = NH * hs;
+    if (G < 0 || (G && (NH % G || !w->kv || (bwd && !w->dkv))))
+        core_fatal("flash_attention_%s: kv_heads %d with %d heads (must divide them; kv%s given)",
+                   bwd ? "backward" : "forward", G, NH, bwd ? " and dkv" : "");
+    CpuKvLayout L = {3 * C, C, C, 1};
+    if (G) L = (CpuKvLayout){2 * G * hs, 0, G * hs, NH / G};
+    return L;
+}
+
 // out (B, T, C) from qkv (B, T, 3*C) (keys and values of w->kv with a window w); lse (B, NH,
 // T). One OpenMP region over the heads.
 void cpu_flash_attention_forward(Backend *be, void *out_, float *lse, const void *qkv_,
@@ -106,8 +122,9 @@ void cpu_flash_attention_forward(Backend *be, void *out_, float *lse, const void
     float *out = out_;
     const float *qkv = qkv_;
     if (d && d->threshold == 0) d = NULL;
-    BackendAttnWindow all = {0, 0, T, NULL, 0, NULL}, win = w ? *w : all;
+    BackendAttnWindow all = {0, 0, T, NULL, 0, NULL, 0}, win = w ? *w : all;
     const float *kv = win.kv ? win.kv : qkv;
+    CpuKvLayout L = cpu_kv_layout(&win, NH, hs, 0);
     int C = NH * hs, C3 = 3 * C, nt = cpu_nt(be), heads = B * NH, Tk = win.Tk;
     int Tg = d && d->T ? d->T : T;
     float scale = 1.0f / sqrtf((float)hs);
@@ -116,9 +133,9 @@ void cpu_flash_attention_forward(Backend *be, void *out_, float *lse, const void
     for (int bh = 0; bh < heads; bh++) {
         int b = bh / NH, h = bh % NH;
         const float *q = qkv + (size_t)b * T * C3 + h * hs;
-        const float *k = kv + (size_t)b * Tk * C3 + C + h * hs;  // keys; values C further
+        const float *k = kv + (size_t)b * Tk * L.ldk + L.k0 + (size_t)(h / L.R) * hs;
         cpu_flash_head_forward(out + (size_t)b * T * C + h * hs, lse + (size_t)bh * T, q, k,
-                               k + C, T, Tk, win.q0 - win.k0, hs, C3, C, scale, d,
+                               k + L.vo, T, Tk, win.q0 - win.k0, hs, C3, L.ldk, C, scale, d,
                                cpu_fa_base(d, b, h, Tg, win.q0, win.k0), Tg, win.accumulate);
     }
     cpu_blas_single_end(prev);
@@ -138,8 +155,9 @@ CPU_SIMD_CLONES static void cpu_flash_probs(float *p, const float *lse, int t0, 
     }
 }
 
-// One head, backward, ADDING into dq (T rows) and dk, dv (Tk rows), all of stride ld: q, dy,
-// o, lse of T query rows (dy, o of stride ldy), k, v of Tk key rows (stride ldk); query t
+// One head, backward, ADDING into dq (T rows of stride ld) and dk, dv (Tk rows of stride
+// ldk): q (stride ld), dy, o (stride ldy), lse of T query rows, k, v of Tk key rows (stride
+// ldk); query t
 // sees key u iff u <= t + off. D (T) gets dout . out. base: mask index of the head's element
 // (0, 0), rows Tg apart.
 static void cpu_flash_head_backward(float *dq, float *dk, float *dv, float *D, const float *dy,
@@ -157,7 +175,7 @@ static void cpu_flash_head_backward(float *dq, float *dk, float *dv, float *D, c
     for (int u0 = 0; u0 < Tk; u0 += CPU_FA_B) {
         int w = Tk - u0 < CPU_FA_B ? Tk - u0 : CPU_FA_B;
         const float *kb = k + (size_t)u0 * ldk, *vb = v + (size_t)u0 * ldk;
-        float *dkb = dk + (size_t)u0 * ld, *dvb = dv + (size_t)u0 * ld;
+        float *dkb = dk + (size_t)u0 * ldk, *dvb = dv + (size_t)u0 * ldk;
         for (int t0 = 0; t0 < T; t0 += CPU_FA_B) {
             int n = T - t0 < CPU_FA_B ? T - t0 : CPU_FA_B;
             if (t0 + n - 1 + off < u0) continue;  // the query block sees none of the key block
@@ -173,16 +191,16 @@ static void cpu_flash_head_backward(float *dq, float *dk, float *dv, float *D, c
                         ds[e] = p[e] * (z * ds[e] - D[t0 + i]);
                         p[e] *= z;
                     }
-                cpu_sgemm(1, 0, w, hs, n, 1.0f, p, CPU_FA_B, dyb, ldy, 1.0f, dvb, ld);
+                cpu_sgemm(1, 0, w, hs, n, 1.0f, p, CPU_FA_B, dyb, ldy, 1.0f, dvb, ldk);
             } else {
-                cpu_sgemm(1, 0, w, hs, n, 1.0f, p, CPU_FA_B, dyb, ldy, 1.0f, dvb, ld);
+                cpu_sgemm(1, 0, w, hs, n, 1.0f, p, CPU_FA_B, dyb, ldy, 1.0f, dvb, ldk);
                 cpu_sgemm(0, 1, n, w, hs, 1.0f, dyb, ldy, vb, ldk, 0.0f, ds, CPU_FA_B);
                 for (int i = 0; i < n; i++)  // ds = p (dp - D_t); p = 0 where masked
                     for (int j = 0; j < w; j++)
                         ds[i * CPU_FA_B + j] = p[i * CPU_FA_B + j] *
                                                (ds[i * CPU_FA_B + j] - D[t0 + i]);
             }
-            cpu_sgemm(1, 0, w, hs, n, scale, ds, CPU_FA_B, qb, ld, 1.0f, dkb, ld);
+            cpu_sgemm(1, 0, w, hs, n, scale, ds, CPU_FA_B, qb, ld, 1.0f, dkb, ldk);
             cpu_sgemm(0, 0, n, hs, w, scale, ds, CPU_FA_B, kb, ldk, 1.0f, dq + (size_t)t0 * ld,
                       ld);
         }
@@ -199,26 +217,28 @@ void cpu_flash_attention_backward(Backend *be, void *dqkv_, float *scratch, cons
     float *dqkv = dqkv_;
     const float *dout = dout_, *qkv = qkv_, *out = out_;
     if (d && d->threshold == 0) d = NULL;
-    BackendAttnWindow all = {0, 0, T, NULL, 0, NULL}, win = w ? *w : all;
+    BackendAttnWindow all = {0, 0, T, NULL, 0, NULL, 0}, win = w ? *w : all;
     if (!win.dkv && win.kv)
         core_fatal("flash_attention_backward: a window with kv needs its dkv (Tk %d)", win.Tk);
     const float *kv = win.kv ? win.kv : qkv;
     float *dkv = win.dkv ? win.dkv : dqkv;
-    int C = NH * hs, C3 = 3 * C, nt = cpu_nt(be), heads = B * NH, Tk = win.Tk;
+    CpuKvLayout L = cpu_kv_layout(&win, NH, hs, 1);
+    int C = NH * hs, C3 = 3 * C, nt = cpu_nt(be), heads = B * (NH / L.R), Tk = win.Tk;
     int Tg = d && d->T ? d->T : T;
     float scale = 1.0f / sqrtf((float)hs);
     if (!w)  // overwrite: the whole dqkv starts at 0
         for (size_t i = 0; i < (size_t)B * T * C3; i++) dqkv[i] = 0.0f;
     int prev = cpu_blas_single_begin();
 #pragma omp parallel for num_threads(nt) schedule(static) if (heads > 1)
-    for (int bh = 0; bh < heads; bh++) {
-        int b = bh / NH, h = bh % NH;
-        size_t qo = (size_t)b * T * C3 + h * hs, ko = (size_t)b * Tk * C3 + C + h * hs;
-        size_t o = (size_t)b * T * C + h * hs;
-        cpu_flash_head_backward(dqkv + qo, dkv + ko, dkv + ko + C, scratch + (size_t)bh * T,
-                                dout + o, qkv + qo, kv + ko, kv + ko + C, out + o,
-                                lse + (size_t)bh * T, T, Tk, win.q0 - win.k0, hs, C3, C3, C,
-                                scale, d, cpu_fa_base(d, b, h, Tg, win.q0, win.k0), Tg);
-    }
+    for (int bg = 0; bg < heads; bg++)  // a kv head: its query heads in order
+        for (int h = bg % (NH / L.R) * L.R; h < (bg % (NH / L.R) + 1) * L.R; h++) {
+            int b = bg / (NH / L.R), bh = b * NH + h;
+            size_t qo = (size_t)b * T * C3 + h * hs, o = (size_t)b * T * C + h * hs;
+            size_t ko = (size_t)b * Tk * L.ldk + L.k0 + (size_t)(h / L.R) * hs;
+            cpu_flash_head_backward(dqkv + qo, dkv + ko, dkv + ko + L.vo, scratch + (size_t)bh * T,
+                                    dout + o, qkv + qo, kv + ko, kv + ko + L.vo, out + o,
+                                    lse + (size_t)bh * T, T, Tk, win.q0 - win.k0, hs, C3, L.ldk,
+                                    C, scale, d, cpu_fa_base(d, b, h, Tg, win.q0, win.k0), Tg);
+        }
     cpu_blas_single_end(prev);
 }

@@ -39,8 +39,10 @@ const BackendOps *cpu_ops_table(BackendDType act);
 // others are the fp32 ops. Never fails.
 const BackendOps *cpu_half_ops_table(void);
 
-// cpu_cast.c: the `cast` op (conversions in core/half.h).
+// cpu_cast.c: the `cast` op (conversions in core/half.h) and copy_row_blocks.
 void cpu_cast(Backend *be, void *dst, BackendDType dt, const void *src, BackendDType st, size_t n);
+void cpu_copy_row_blocks(Backend *be, void *dst, size_t ldd, size_t dbs, const void *src,
+                         size_t lds, size_t sbs, int rows, int nb, int width, int add);
 // Element i of the buffer p of type t as fp32, and x stored there rounded to nearest even.
 static inline float cpu_load(const void *p, BackendDType t, size_t i) {
     if (t == BACKEND_F32) return ((const float *)p)[i];

@@ -189,12 +189,17 @@ static void h_dropout(Backend *be, void *o, const void *inp, const BackendDropou
     out(be, o, f, N_(N) * C);
 }
 
+// Elements of a window's kv row: 3C, or 2*G*hs packed (w->kv_heads = G).
+static size_t kv_row(const BackendAttnWindow *w, int NH, int hs) {
+    return w && w->kv_heads ? 2 * N_(w->kv_heads) * hs : 3 * N_(NH) * hs;
+}
+
 // A window's kv in the scratch (w NULL: NULL); *fw the window the fp32 op gets.
 static const BackendAttnWindow *win_in(Arena *a, const BackendAttnWindow *w,
-                                       BackendAttnWindow *fw, int B, int C3) {
+                                       BackendAttnWindow *fw, int B, size_t row) {
     if (!w) return NULL;
     *fw = *w;
-    fw->kv = in(a, w->kv, N_(B) * w->Tk * C3);
+    fw->kv = in(a, w->kv, N_(B) * w->Tk * row);
     return fw;
 }
 
@@ -206,7 +211,7 @@ static void h_attention_forward(Backend *be, void *o, void *att, const void *qkv
                             pad(N_(B) * NH * T * Tk));
     BackendAttnWindow fwin;
     const float *fq = in(&a, qkv, N_(B) * T * 3 * C);
-    const BackendAttnWindow *fw = win_in(&a, w, &fwin, B, 3 * C);
+    const BackendAttnWindow *fw = win_in(&a, w, &fwin, B, 3 * N_(C));
     float *fo = take(&a, N_(B) * T * C), *fa = take(&a, N_(B) * NH * T * Tk);
     cpu_attention_forward(be, fo, fa, fq, B, T, NH, hs, d, fw);
     out(be, o, fo, N_(B) * T * C);
@@ -228,10 +233,11 @@ static void h_attention_backward(Backend *be, void *dqkv, float *scratch, const 
 static void h_flash_forward(Backend *be, void *o, float *lse, const void *qkv, int B, int T,
                             int NH, int hs, const BackendDropout *d, const BackendAttnWindow *w) {
     int C = NH * hs, Tk = w ? w->Tk : T;
-    Arena a = arena(be, pad(N_(B) * T * 3 * C) + pad(N_(B) * Tk * 3 * C) + pad(N_(B) * T * C));
+    size_t row = kv_row(w, NH, hs);
+    Arena a = arena(be, pad(N_(B) * T * 3 * C) + pad(N_(B) * Tk * row) + pad(N_(B) * T * C));
     BackendAttnWindow fwin;
     const float *fq = in(&a, qkv, N_(B) * T * 3 * C);
-    const BackendAttnWindow *fw = win_in(&a, w, &fwin, B, 3 * C);
+    const BackendAttnWindow *fw = win_in(&a, w, &fwin, B, row);
     float *fo = w && w->accumulate ? in(&a, o, N_(B) * T * C) : take(&a, N_(B) * T * C);
     cpu_flash_attention_forward(be, fo, lse, fq, B, T, NH, hs, d, fw);
     out(be, o, fo, N_(B) * T * C);
@@ -242,13 +248,13 @@ static void h_flash_backward(Backend *be, void *dqkv, float *scratch, const void
                              const void *qkv, const void *o, const float *lse, int B, int T,
                              int NH, int hs, const BackendDropout *d, const BackendAttnWindow *w) {
     int C = NH * hs, Tk = w ? w->Tk : T;
-    size_t nq = N_(B) * T * 3 * C, nk = N_(B) * Tk * 3 * C;
+    size_t nq = N_(B) * T * 3 * C, row = kv_row(w, NH, hs), nk = N_(B) * Tk * row;
     int own_dkv = w && w->dkv && w->dkv != dqkv;
     Arena a = arena(be, 2 * pad(nq) + 2 * pad(nk) + 2 * pad(N_(B) * T * C));
     BackendAttnWindow fwin;
     const float *fq = in(&a, qkv, nq), *fd = in(&a, dout, N_(B) * T * C);
     const float *fo = in(&a, o, N_(B) * T * C);
-    const BackendAttnWindow *fw = win_in(&a, w, &fwin, B, 3 * C);
+    const BackendAttnWindow *fw = win_in(&a, w, &fwin, B, row);
     float *fdq = w ? in(&a, dqkv, nq) : take(&a, nq);
     if (w) fwin.dkv = own_dkv ? in(&a, w->dkv, nk) : w->dkv ? fdq : NULL;
     cpu_flash_attention_backward(be, fdq, scratch, fd, fq, fo, lse, B, T, NH, hs, d, fw);
@@ -346,6 +352,7 @@ static const BackendOps CPU_HALF_OPS = {
     .add = h_add,
     .add_f32 = cpu_add,
     .cast = cpu_cast,
+    .copy_row_blocks = cpu_copy_row_blocks,
     .dropout = h_dropout,
     .attention_forward = h_attention_forward,
     .attention_backward = h_attention_backward,

@@ -29,6 +29,7 @@ static const BackendOps CPU_OPS = {
     .add = op_add,
     .add_f32 = cpu_add,
     .cast = cpu_cast,
+    .copy_row_blocks = cpu_copy_row_blocks,
     .dropout = cpu_dropout,
     .attention_forward = cpu_attention_forward,
     .attention_backward = cpu_attention_backward,

@@ -56,9 +56,10 @@ void cuda_attention_forward(Backend *be, void *out, void *att, const void *qkv,
                             const BackendAttnWindow *w) {
     if (B <= 0 || T <= 0 || NH <= 0) return;
     if (d && !d->threshold) d = NULL;
-    if (w && w->accumulate)
-        core_fatal("attention_forward: a window with accumulate %d (flash only)", w->accumulate);
-    BackendAttnWindow win = {0, 0, T, qkv, 0, NULL};
+    if (w && (w->accumulate || w->kv_heads))
+        core_fatal("attention_forward: a window with accumulate %d, kv_heads %d (flash only)",
+                   w->accumulate, w->kv_heads);
+    BackendAttnWindow win = {0, 0, T, qkv, 0, NULL, 0};
     if (w) win = *w, win.kv = w->kv ? w->kv : qkv;
     int C = NH * hs, C3 = 3 * C, Tk = win.Tk;
     long long TT = (long long)T * Tk;

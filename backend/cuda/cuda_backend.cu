@@ -123,6 +123,7 @@ static const BackendOps CUDA_OPS = {
     .add = cuda_add,
     .add_f32 = cuda_add_f32,
     .cast = cuda_cast,
+    .copy_row_blocks = cuda_copy_row_blocks,
     .dropout = cuda_dropout,
     .attention_forward = cuda_attention_forward,
     .attention_backward = cuda_attention_backward,

@@ -11,7 +11,8 @@
 // fp16; tiles in shared memory are fp32 whatever the type, so the table holds for all three).
 // Backward: D = rowsum(dout * out) into the scratch, then the dk/dv kernel (one block per key
 // tile) and the dq kernel (one block per query tile): each element of dqkv written
-// once (with a window: added to once, dk and dv into the window's dkv).
+// once (with a window: added to once, dk and dv into the window's dkv; packed kv rows of
+// w->kv_heads = G heads: one dk/dv block per kv head's key tile, over its NH/G query heads).
 // Dropout on the probabilities (d not NULL): the same kernels with the mask
 // (flash_attention.cuh); the tensor-core path has none, so with attention dropout > 0 the
 // plain kernels run whatever the type and head size.
@@ -29,14 +30,24 @@ static unsigned flash_tiles(int T, int rows) {
     return (unsigned)n;
 }
 
-// The kernels' window of w (NULL: the whole sequence) for qkv (B, T, 3C) and dqkv (the
-// backward's, or NULL); Tg the masks' sequence length.
+// The kernels' window of w (NULL: the whole sequence) for qkv (B, T, 3C), C = NH*hs, and
+// dqkv (the backward's, or NULL); Tg the masks' sequence length.
 static FlashWindow flash_window(const BackendAttnWindow *w, const void *qkv, void *dqkv, int T,
-                                int Tg) {
-    FlashWindow fw = {qkv, dqkv, T, 0, 0, 0, Tg, 0};
+                                int Tg, int NH, int hs) {
+    int C = NH * hs, G = w ? w->kv_heads : 0;
+    FlashWindow fw = {qkv, dqkv, T, 0, 0, 0, Tg, 0, 3 * C, C, C, 1};
     if (w) fw.kv = w->kv ? w->kv : qkv, fw.dkv = w->dkv ? w->dkv : dqkv, fw.Tk = w->Tk,
            fw.off = w->q0 - w->k0, fw.q0 = w->q0, fw.k0 = w->k0, fw.acc = 1;
+    if (G) fw.ldk = 2 * G * hs, fw.ko = 0, fw.vo = G * hs, fw.R = NH / G;
     return fw;
+}
+
+// Aborts on a window's kv_heads that does not divide NH or lacks kv (bwd: or dkv).
+static void flash_check_kv_heads(const BackendAttnWindow *w, int NH, int bwd) {
+    int G = w ? w->kv_heads : 0;
+    if (G < 0 || (G && (NH % G || !w->kv || (bwd && !w->dkv))))
+        core_fatal("flash_attention_%s: kv_heads %d with %d heads (must divide them; kv%s given)",
+                   bwd ? "backward" : "forward", G, NH, bwd ? " and dkv" : "");
 }
 
 template <typename E, int HS, int BQ, int BK>
@@ -44,7 +55,7 @@ static void flash_forward_launch(Backend *be, void *out, float *lse, const void 
                                  int B, int T, int NH, int hs, BackendDropout dd,
                                  const BackendAttnWindow *w) {
     dim3 grid((unsigned)(B * NH), flash_tiles(T, BQ));
-    FlashWindow fw = flash_window(w, qkv, NULL, T, dd.T ? dd.T : T);
+    FlashWindow fw = flash_window(w, qkv, NULL, T, dd.T ? dd.T : T, NH, hs);
     fw.acc = w && w->accumulate;
     CUDA_LAUNCH((flash_forward_kernel<E, HS, BQ, BK>), grid, FLASH_THREADS, 0, cuda_stream(be),
                 (E *)out, lse, (const E *)qkv, T, NH, hs, 1.0f / sqrtf((float)hs), dd, fw);
@@ -55,8 +66,8 @@ static void flash_backward_launch(Backend *be, void *dqkv, const float *D, const
                                   const void *qkv, const float *lse, int B, int T, int NH,
                                   int hs, BackendDropout dd, const BackendAttnWindow *w) {
     float scale = 1.0f / sqrtf((float)hs);
-    FlashWindow fw = flash_window(w, qkv, dqkv, T, dd.T ? dd.T : T);  // acc: with a window
-    dim3 gk((unsigned)(B * NH), flash_tiles(fw.Tk, BK)), gq((unsigned)(B * NH), flash_tiles(T, BQ));
+    FlashWindow fw = flash_window(w, qkv, dqkv, T, dd.T ? dd.T : T, NH, hs);  // acc: with a window
+    dim3 gk((unsigned)(B * (NH / fw.R)), flash_tiles(fw.Tk, BK)), gq((unsigned)(B * NH), flash_tiles(T, BQ));
     CUDA_LAUNCH((flash_backward_dkv_kernel<E, HS, BQ, BK>), gk, FLASH_THREADS, 0, cuda_stream(be),
                 (const E *)dout, (const E *)qkv, lse, D, T, NH, hs, scale, dd, fw);
     CUDA_LAUNCH((flash_backward_dq_kernel<E, HS, BQ, BK>), gq, FLASH_THREADS, 0, cuda_stream(be),
@@ -90,6 +101,7 @@ void cuda_flash_attention_forward(Backend *be, void *out, float *lse, const void
                                   const BackendAttnWindow *w) {
     if (B <= 0 || T <= 0 || NH <= 0) return;
     flash_check_hs(hs);
+    flash_check_kv_heads(w, NH, 0);
     BackendDropout dd = flash_dropout_arg(d);
     if (!dd.threshold && !w && cuda_flash_tc_usable(be, hs)) {  // WMMA path: no dropout, window
         cuda_flash_tc_forward(be, out, lse, qkv, B, T, NH, hs);
@@ -129,6 +141,7 @@ void cuda_flash_attention_backward(Backend *be, void *dqkv, float *scratch, cons
     flash_check_hs(hs);
     if (w && w->kv && !w->dkv)
         core_fatal("flash_attention_backward: a window with kv needs its dkv (Tk %d)", w->Tk);
+    flash_check_kv_heads(w, NH, 1);
     ACT_DISPATCH(be->act, flash_backward_t, be, dqkv, scratch, dout, qkv, out, lse, B, T, NH, hs,
                  flash_dropout_arg(d), w);
 }

@@ -184,6 +184,8 @@ void cuda_matmul_act_backward(Backend *be, void *dinp, float *dweight, float *db
 
 // cuda_cast.cu: conversions between the element types -----------------------------------------
 void cuda_cast(Backend *be, void *dst, BackendDType dt, const void *src, BackendDType st, size_t n);
+void cuda_copy_row_blocks(Backend *be, void *dst, size_t ldd, size_t dbs, const void *src,
+                          size_t lds, size_t sbs, int rows, int nb, int width, int add);
 
 // cuda_embed_xent.cu -----------------------------------------------------------------------
 void cuda_embedding_forward(Backend *be, void *out, const int *tokens, const void *table,

@@ -24,6 +24,10 @@
 // with accumulate starts a row from what out and lse hold (m = lse, l = 1, acc = out; lse
 // -inf: as a fresh row). The windowed backward adds dq into dqkv and dk, dv into dkv (rows
 // whose lse is -inf give p = 0); without a window both kernels overwrite.
+// Packed kv rows (BackendAttnWindow.kv_heads = G): rows of w.ldk = 2*G*hs elements, query
+// head h reading kv head h / R (R = NH/G); the dk/dv kernel then runs one block per (b, kv
+// head) key tile and loops over the R query heads of the group in order, so each dk, dv
+// element is still owned by one thread and summed in a fixed order (no atomics).
 // Dropout (BackendDropout dd, threshold 0: none; backend/dropout.h): the forward multiplies
 // the tile's exponentials by the mask after they entered the row sum l (so lse is that of
 // the probabilities without dropout); the backward regenerates the mask per tile pair:
@@ -130,8 +134,9 @@ static __device__ __forceinline__ uint64_t flash_drop_base(const BackendDropout 
 // the forward continues out and lse; the backward adds into dqkv's q part and dkv's k | v.
 struct FlashWindow {
     const void *kv;  // elements of the kernel's E
-    void *dkv;       // backward: (B, Tk, 3C) rows whose k | v parts get dk, dv
+    void *dkv;       // backward: rows as kv's whose k | v parts get dk, dv
     int Tk, off, q0, k0, Tg, acc;
+    int ldk, ko, vo, R;  // kv rows of ldk elements; head h's keys at ko + (h / R) * hs, values vo further
 };
 
 // out (B, T, C), lse (B, NH, T) of query tile (reversed) blockIdx.y of head blockIdx.x.
@@ -145,9 +150,10 @@ flash_forward_kernel(E *out, float *lse, const E *qkv, int T, int NH, int hs, fl
     int tid = threadIdx.x, lane = tid % WARP, warp = tid / WARP;
     int bh = blockIdx.x, b = bh / NH, h = bh % NH, C = NH * hs;
     int q0 = (gridDim.y - 1 - blockIdx.y) * BQ;
-    size_t ld = 3 * (size_t)C;
+    size_t ld = 3 * (size_t)C, ldk = (size_t)w.ldk;
     const E *q = qkv + (size_t)b * T * ld + (size_t)h * hs;
-    const E *k = (const E *)w.kv + (size_t)b * w.Tk * ld + (size_t)h * hs + C, *v = k + C;
+    const E *k = (const E *)w.kv + (size_t)b * w.Tk * ldk + w.ko + (size_t)(h / w.R) * hs;
+    const E *v = k + w.vo;
     flash_load_rows<BQ, HS>(sm.q, q, ld, q0, T, hs);
     if (tid < BQ) {  // a continued row (lse finite): m = lse, l = 1
         float l0 = w.acc && q0 + tid < T ? lse[(size_t)bh * T + q0 + tid] : -INFINITY;
@@ -166,7 +172,7 @@ FLASH_UNROLL
     __syncthreads();  // every lse read before a row's end stores it
     int last = (q0 + BQ < T ? q0 + BQ : T) - 1 + w.off;  // the tile's last query: keys 0..last
     for (int k0 = 0; k0 <= last && k0 < w.Tk; k0 += BK) {
-        flash_load_rows<BK, HS>(sm.kv, k, ld, k0, w.Tk, hs);
+        flash_load_rows<BK, HS>(sm.kv, k, ldk, k0, w.Tk, hs);
         __syncthreads();
         float s[NE];
         flash_tile_dot<BQ, BK, HS>(s, sm.q, sm.kv);
@@ -177,7 +183,7 @@ FLASH_UNROLL
             sm.p[r][j] = k0 + j <= q0 + r + w.off && k0 + j < w.Tk ? s[i] * scale : -INFINITY;
         }
         __syncthreads();  // scores written, k no longer read
-        flash_load_rows<BK, HS>(sm.kv, v, ld, k0, w.Tk, hs);
+        flash_load_rows<BK, HS>(sm.kv, v, ldk, k0, w.Tk, hs);
         if (tid < BQ) flash_online_softmax_row(sm, tid);
         if (dd.threshold && tid < BQ) {  // after the row sum: lse stays that without dropout
             uint64_t idx = flash_drop_base(dd, bh, NH, w.Tg) + (uint64_t)(w.q0 + q0 + tid) * w.Tg +
@@ -250,11 +256,11 @@ static __device__ __forceinline__ void flash_load_query_tile(FlashBwdSmem<HS, BQ
 // hash does not add to the unrolled loop's registers.
 template <int HS, int BQ, int BK>
 static __device__ void flash_tile_dropout(FlashBwdSmem<HS, BQ, BK> &sm, int q0, int k0,
-                                          const BackendDropout &dd, int NH,
+                                          const BackendDropout &dd, int NH, int bh,
                                           const FlashWindow &w) {
     constexpr int NE = BQ * BK / FLASH_THREADS, RS = FLASH_THREADS / BK;
     int j = threadIdx.x % BK;
-    uint64_t base = flash_drop_base(dd, blockIdx.x, NH, w.Tg) + (uint64_t)(w.k0 + k0 + j);
+    uint64_t base = flash_drop_base(dd, bh, NH, w.Tg) + (uint64_t)(w.k0 + k0 + j);
 FLASH_NO_UNROLL
     for (int i = 0; i < NE; i++) {
         int r = (int)threadIdx.x / BK + RS * i, t = w.q0 + q0 + r;  // global query position
@@ -267,12 +273,12 @@ FLASH_NO_UNROLL
 
 // sm.p, sm.ds (BQ, BK) of the query tile at q0 against the key tile at k0 (entry map):
 // p = exp(scale q.k - lse) and ds = p (dout.v - D) where query t < T, key u < w.Tk, u <= t +
-// w.off and lse > -inf, else 0. With dropout (dd.threshold > 0; head blockIdx.x of NH per
-// sample) p z and p (z dp - D).
+// w.off and lse > -inf, else 0. With dropout (dd.threshold > 0; head bh = b*NH + h) p z and
+// p (z dp - D).
 template <int HS, int BQ, int BK>
 static __device__ __forceinline__ void flash_tile_probs(FlashBwdSmem<HS, BQ, BK> &sm, int q0,
                                                         int k0, int T, float scale,
-                                                        const BackendDropout &dd, int NH,
+                                                        const BackendDropout &dd, int NH, int bh,
                                                         const FlashWindow &w) {
     constexpr int NE = BQ * BK / FLASH_THREADS, RS = FLASH_THREADS / BK;
     float s[NE], dp[NE];
@@ -288,37 +294,38 @@ FLASH_UNROLL
         sm.p[r][j] = p;
         sm.ds[r][j] = drop ? dp[i] : p * (dp[i] - sm.d[r]);
     }
-    if (drop) flash_tile_dropout(sm, q0, k0, dd, NH, w);
+    if (drop) flash_tile_dropout(sm, q0, k0, dd, NH, bh, w);
 }
 
-// Pointers of head (b, h) = blockIdx.x: q rows in qkv, k, v rows in w.kv (stride ld = 3C)
-// and dout rows (stride C); lse and D (T) of the head.
+// Pointers of head bh = b*NH + h: q rows in qkv (stride ld = 3C), k, v rows in w.kv (stride
+// ldk) and dout rows (stride C); lse and D (T) of the head.
 template <typename E>
 struct FlashHead {
     const E *q, *k, *v, *dy;
     const float *lse, *D;
-    size_t ld, ldy, row0, krow0;  // index of (b, query 0) in the (B, T) rows, (b, key 0) in (B, Tk)
+    size_t ld, ldk, ldy, row0, krow0;  // index of (b, query 0) in the (B, T) rows, (b, key 0) in (B, Tk)
     int C, h;
 };
 
 template <typename E>
 static __device__ __forceinline__ FlashHead<E> flash_head(const E *qkv, const E *dout,
                                                           const float *lse, const float *D,
-                                                          int T, int NH, int hs,
+                                                          int T, int NH, int hs, int bh,
                                                           const FlashWindow &w) {
-    int bh = blockIdx.x, b = bh / NH, h = bh % NH, C = NH * hs;
+    int b = bh / NH, h = bh % NH, C = NH * hs;
     FlashHead<E> f;
-    f.ld = 3 * (size_t)C, f.ldy = (size_t)C, f.row0 = (size_t)b * T, f.C = C, f.h = h;
-    f.krow0 = (size_t)b * w.Tk;
+    f.ld = 3 * (size_t)C, f.ldk = (size_t)w.ldk, f.ldy = (size_t)C, f.row0 = (size_t)b * T;
+    f.C = C, f.h = h, f.krow0 = (size_t)b * w.Tk;
     f.q = qkv + f.row0 * f.ld + (size_t)h * hs;
-    f.k = (const E *)w.kv + f.krow0 * f.ld + (size_t)h * hs + C, f.v = f.k + C;
+    f.k = (const E *)w.kv + f.krow0 * f.ldk + w.ko + (size_t)(h / w.R) * hs, f.v = f.k + w.vo;
     f.dy = dout + f.row0 * C + (size_t)h * hs;
     f.lse = lse + (size_t)bh * T, f.D = D + (size_t)bh * T;
     return f;
 }
 
-// dk, dv of key tile (reversed) blockIdx.y of head blockIdx.x into w.dkv (B, Tk, 3C): loops
-// over the query tiles that see the key tile; each thread owns BK/4 rows x HS/32 channels.
+// dk, dv of key tile (reversed) blockIdx.y of kv head blockIdx.x = b*(NH/R) + g into w.dkv
+// (rows as w.kv's): loops over the group's R query heads h = g*R.., for each over the query
+// tiles that see the key tile; each thread owns BK/4 rows x HS/32 channels.
 template <typename E, int HS, int BQ, int BK>
 static __global__ void __launch_bounds__(FLASH_THREADS)
 flash_backward_dkv_kernel(const E *dout, const E *qkv, const float *lse, const float *D,
@@ -326,43 +333,47 @@ flash_backward_dkv_kernel(const E *dout, const E *qkv, const float *lse, const f
     __shared__ FlashBwdSmem<HS, BQ, BK> sm;
     constexpr int RPT = BK / FLASH_WARPS, CPT = HS / WARP;
     int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
-    int k0 = (gridDim.y - 1 - blockIdx.y) * BK;
-    FlashHead<E> f = flash_head(qkv, dout, lse, D, T, NH, hs, w);
-    flash_load_rows<BK, HS>(sm.k, f.k, f.ld, k0, w.Tk, hs);
-    flash_load_rows<BK, HS>(sm.v, f.v, f.ld, k0, w.Tk, hs);
+    int k0 = (gridDim.y - 1 - blockIdx.y) * BK, KH = NH / w.R;
+    int bh0 = (int)blockIdx.x / KH * NH + (int)blockIdx.x % KH * w.R;  // the group's first head
+    FlashHead<E> f = flash_head(qkv, dout, lse, D, T, NH, hs, bh0, w);
+    flash_load_rows<BK, HS>(sm.k, f.k, f.ldk, k0, w.Tk, hs);
+    flash_load_rows<BK, HS>(sm.v, f.v, f.ldk, k0, w.Tk, hs);
     float dk[RPT][CPT], dv[RPT][CPT];
 FLASH_UNROLL
     for (int i = 0; i < RPT; i++)
 FLASH_UNROLL
         for (int c = 0; c < CPT; c++) dk[i][c] = dv[i][c] = 0.0f;
     int first = k0 - w.off > 0 ? k0 - w.off : 0;  // the first query that sees key k0
-    for (int q0 = first / BQ * BQ; q0 < T; q0 += BQ) {
-        flash_load_query_tile(sm, f.q, f.ld, f.dy, f.ldy, f.lse, f.D, q0, T, hs);
-        __syncthreads();
-        flash_tile_probs(sm, q0, k0, T, scale, dd, NH, w);
-        __syncthreads();
-        for (int r = 0; r < BQ; r++) {  // dv[j] += p[r][j] dout[r]; dk[j] += ds[r][j] q[r]
-            float y[CPT], x[CPT];
+    for (int bh = bh0; bh < bh0 + w.R; bh++) {
+        f = flash_head(qkv, dout, lse, D, T, NH, hs, bh, w);
+        for (int q0 = first / BQ * BQ; q0 < T; q0 += BQ) {
+            flash_load_query_tile(sm, f.q, f.ld, f.dy, f.ldy, f.lse, f.D, q0, T, hs);
+            __syncthreads();
+            flash_tile_probs(sm, q0, k0, T, scale, dd, NH, bh, w);
+            __syncthreads();
+            for (int r = 0; r < BQ; r++) {  // dv[j] += p[r][j] dout[r]; dk[j] += ds[r][j] q[r]
+                float y[CPT], x[CPT];
 FLASH_UNROLL
-            for (int c = 0; c < CPT; c++) y[c] = sm.dy[r][lane + WARP * c], x[c] = sm.q[r][lane + WARP * c];
+                for (int c = 0; c < CPT; c++) y[c] = sm.dy[r][lane + WARP * c], x[c] = sm.q[r][lane + WARP * c];
 FLASH_UNROLL
-            for (int i = 0; i < RPT; i++) {
-                float p = sm.p[r][warp + FLASH_WARPS * i], ds = sm.ds[r][warp + FLASH_WARPS * i];
+                for (int i = 0; i < RPT; i++) {
+                    float p = sm.p[r][warp + FLASH_WARPS * i], ds = sm.ds[r][warp + FLASH_WARPS * i];
 FLASH_UNROLL
-                for (int c = 0; c < CPT; c++) dv[i][c] += p * y[c], dk[i][c] += ds * x[c];
+                    for (int c = 0; c < CPT; c++) dv[i][c] += p * y[c], dk[i][c] += ds * x[c];
+                }
             }
+            __syncthreads();  // the tiles are read before the next query tile overwrites them
         }
-        __syncthreads();  // the tiles are read before the next query tile overwrites them
     }
 FLASH_UNROLL
     for (int i = 0; i < RPT; i++) {
         int u = k0 + warp + FLASH_WARPS * i;
         if (u >= w.Tk) continue;
-        E *d = (E *)w.dkv + (f.krow0 + u) * f.ld + (size_t)f.h * hs + f.C;  // dk row u
+        E *d = (E *)w.dkv + (f.krow0 + u) * f.ldk + w.ko + (size_t)(f.h / w.R) * hs;  // dk row u
 FLASH_UNROLL
         for (int c = 0; c < CPT; c++)
             if (lane + WARP * c < hs) {
-                E *pk = d + lane + WARP * c, *pv = pk + f.C;
+                E *pk = d + lane + WARP * c, *pv = pk + w.vo;
                 float gk = scale * dk[i][c], gv = dv[i][c];
                 if (w.acc) gk += load_f32(pk), gv += load_f32(pv);
                 store_from_f32(pk, gk);
@@ -382,7 +393,7 @@ flash_backward_dq_kernel(E *dqkv, const E *dout, const E *qkv, const float *lse,
     constexpr int RPT = BQ / FLASH_WARPS, CPT = HS / WARP;
     int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
     int q0 = (gridDim.y - 1 - blockIdx.y) * BQ;
-    FlashHead<E> f = flash_head(qkv, dout, lse, D, T, NH, hs, w);
+    FlashHead<E> f = flash_head(qkv, dout, lse, D, T, NH, hs, (int)blockIdx.x, w);
     flash_load_query_tile(sm, f.q, f.ld, f.dy, f.ldy, f.lse, f.D, q0, T, hs);
     float dq[RPT][CPT];
 FLASH_UNROLL
@@ -391,10 +402,10 @@ FLASH_UNROLL
         for (int c = 0; c < CPT; c++) dq[i][c] = 0.0f;
     int last = (q0 + BQ < T ? q0 + BQ : T) - 1 + w.off;  // the tile's last query: keys 0..last
     for (int k0 = 0; k0 <= last && k0 < w.Tk; k0 += BK) {
-        flash_load_rows<BK, HS>(sm.k, f.k, f.ld, k0, w.Tk, hs);
-        flash_load_rows<BK, HS>(sm.v, f.v, f.ld, k0, w.Tk, hs);
+        flash_load_rows<BK, HS>(sm.k, f.k, f.ldk, k0, w.Tk, hs);
+        flash_load_rows<BK, HS>(sm.v, f.v, f.ldk, k0, w.Tk, hs);
         __syncthreads();
-        flash_tile_probs(sm, q0, k0, T, scale, dd, NH, w);
+        flash_tile_probs(sm, q0, k0, T, scale, dd, NH, (int)blockIdx.x, w);
         __syncthreads();
         for (int j = 0; j < BK; j++) {  // dq[r] += ds[r][j] k[j]
             float kk[CPT];

@@ -116,7 +116,7 @@ static void test_attention_slices(Backend *be, TestRng *r, int flash, double p) 
     else be->ops->attention_forward(be, out, att, qkv, B, T, NH, hs, dp, NULL);
     for (int s = 0; s < NS; s++) {
         int t0 = slice0[s], nt = slice0[s + 1] - t0;
-        BackendAttnWindow w = {t0, 0, T, qkv, 0, NULL};
+        BackendAttnWindow w = {t0, 0, T, qkv, 0, NULL, 0};
         rows_get(q, qkv, t0, nt, 3 * C);
         if (flash) {
             float *l = test_floats((size_t)B * NH * nt);
@@ -152,7 +152,7 @@ static void test_attention_merge(Backend *be, TestRng *r) {
     rng_fill(r, qkv, nq, -2, 2);
     be->ops->flash_attention_forward(be, out, lse, qkv, B, T, NH, hs, NULL, NULL);
     rows_get(kva, qkv, 0, k1, 3 * C), rows_get(kvb, qkv, k1, T - k1, 3 * C);
-    BackendAttnWindow wa = {0, 0, k1, kva, 0, NULL}, wb = {0, k1, T - k1, kvb, 0, NULL};
+    BackendAttnWindow wa = {0, 0, k1, kva, 0, NULL, 0}, wb = {0, k1, T - k1, kvb, 0, NULL, 0};
     be->ops->flash_attention_forward(be, oa, la, qkv, B, T, NH, hs, NULL, &wa);
     be->ops->flash_attention_forward(be, ob, lb, qkv, B, T, NH, hs, NULL, &wb);
     int unseen = 0;
@@ -181,7 +181,7 @@ static void test_attention_merge(Backend *be, TestRng *r) {
     float *q = test_floats(3 * C), *o1 = test_floats(C), *l1 = test_floats(NH);
     float *att = test_floats((size_t)NH * T), *o2 = test_floats(C);
     memcpy(q, qkv + (size_t)(T - 1) * 3 * C, 3 * C * sizeof(float));
-    BackendAttnWindow step = {T - 1, 0, T, qkv, 0, NULL};
+    BackendAttnWindow step = {T - 1, 0, T, qkv, 0, NULL, 0};
     be->ops->flash_attention_forward(be, o1, l1, q, 1, 1, NH, hs, NULL, &step);
     be->ops->attention_forward(be, o2, att, q, 1, 1, NH, hs, NULL, &step);
     want = to_double(out + (size_t)(T - 1) * C, C);

@@ -338,10 +338,11 @@ static void test_kernel_bytes(void) {
            2 * layer + ends, 2 * (layer - 65536.0 - 98304.0) + ends);
 }
 
-// Context parallelism (model/gpt_cp.c): the ring sends and receives the rank's (N, 3C/tp)
-// qkv rows ((2L) (P - 1) + L P) m times, all_gather gathers 2 L m and reduce-scatters L m
-// times; the activations of a slot halve at CP 2, the workspace gains 4 (all_gather 2P + 1) such
-// buffers; gradients pad and shard over DP x CP; CP needs flash attention and 2P | T.
+// Context parallelism (model/gpt_cp.c): the ring sends and receives the rank's packed K/V
+// rows (N, 2 G_tp hs) ((2L) (P - 1) + L P) m times (G = NH: 2/3 of the qkv rows; G = NH/2: a
+// third), all_gather gathers the (N, 3C/tp) qkv rows 2 L m and reduce-scatters L m times; the
+// activations of a slot halve at CP 2; gradients pad and shard over DP x CP; CP needs flash
+// attention and 2P | T.
 static void test_context_parallel(void) {
     PlanSpec s = tiny_spec(4, 8);
     s.model.use_flash_attn = 1;
@@ -350,9 +351,14 @@ static void test_context_parallel(void) {
     EXPECT(plan_layout_check(&s, &l, err, sizeof err) == 0, "%s", err);
     PlanStage st, st1;
     long long m = 2, L = 2, P = 2, n = 2 * 32 / 2 * 3 * 64, e = 4;  // n: elements per exchange
+    long long nkv = 2 * 32 / 2 * 2 * 64;                              // the ring's, G = NH
     plan_stage_counts(&s, &l, 0, (int)m, &st);
     EXPECT_EQ_INT(st.traffic[PLAN_G_CP].calls[COMM_SEND], (2 * L * (P - 1) + L * P) * m);
-    EXPECT_EQ_INT(st.traffic[PLAN_G_CP].bytes[COMM_RECV], (2 * L * (P - 1) + L * P) * m * n * e);
+    EXPECT_EQ_INT(st.traffic[PLAN_G_CP].bytes[COMM_RECV], (2 * L * (P - 1) + L * P) * m * nkv * e);
+    s.model.num_query_groups = 2;  // GQA: 2 of the 4 heads' K/V travel
+    plan_stage_counts(&s, &l, 0, (int)m, &st1);
+    EXPECT_EQ_INT(st1.traffic[PLAN_G_CP].bytes[COMM_SEND], (2 * L * (P - 1) + L * P) * m * nkv / 2 * e);
+    s.model.num_query_groups = 0;
     EXPECT_EQ_INT(st.shard_len * 4, st.n_alloc);  // ZeRO-1 over DP 2 x CP 2
     s.world_size = 2;
     plan_stage_counts(&s, &one, 0, (int)m, &st1);

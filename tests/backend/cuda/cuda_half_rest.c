@@ -152,7 +152,7 @@ static void check_window(Half *h, int B, int T, int NH, int hs) {
     float *out = test_floats(no), *lse = test_floats(nr), *dq = half_rand(h, nq, -1, 1);
     float *dkv = half_rand(h, nq, -1, 1), *scr = test_floats(nr);
     float *out0 = test_floats(no), *lse0 = test_floats(nr), *dq0 = test_floats(nq), *dkv0 = test_floats(nq);
-    BackendAttnWindow first = {Tq, 0, Tq, kv, 0, NULL}, diag = {Tq, Tq, Tq, NULL, 1, NULL};
+    BackendAttnWindow first = {Tq, 0, Tq, kv, 0, NULL, 0}, diag = {Tq, Tq, Tq, NULL, 1, NULL, 0};
     cpu->ops->flash_attention_forward(cpu, out, lse, q, B, Tq, NH, hs, NULL, &first);
     half_round(h, out, no, h->dt);  // both continue from the same first block
     memcpy(out0, out, no * 4), memcpy(lse0, lse, nr * 4), memcpy(dq0, dq, nq * 4), memcpy(dkv0, dkv, nq * 4);
@@ -163,10 +163,10 @@ static void check_window(Half *h, int B, int T, int NH, int hs) {
     close_out(h, d_out, out, no, TOL_STORE, "flash_attention_forward window, accumulate");
     half_release(h);
     half_round(h, out, no, h->dt);
-    BackendAttnWindow bw = {Tq, 0, Tq, kv, 0, dkv};
+    BackendAttnWindow bw = {Tq, 0, Tq, kv, 0, dkv, 0};
     cpu->ops->flash_attention_backward(cpu, dq, scr, dout, q, out, lse, B, Tq, NH, hs, NULL, &bw);
     void *d_dq = half_up(h, dq0, nq), *d_dkv = half_up(h, dkv0, nq);
-    BackendAttnWindow dbw = {Tq, 0, Tq, half_up(h, kv, nq), 0, d_dkv};
+    BackendAttnWindow dbw = {Tq, 0, Tq, half_up(h, kv, nq), 0, d_dkv, 0};
     be->ops->flash_attention_backward(be, d_dq, (float *)half_alloc(h, nr, BACKEND_F32),
                                       half_up(h, dout, no), half_up(h, q, nq), half_up(h, out, no),
                                       half_up_f32(h, lse, nr), B, Tq, NH, hs, NULL, &dbw);

@@ -9,6 +9,9 @@
 // A ring over key blocks (tests/backend/attention_ring.h: the forward with accumulate, the
 // windowed backward into each block's dkv) on the device against the CPU's whole-sequence op;
 // a windowed backward (adding into dq and dkv) with rows of lse -inf against the CPU's.
+// Packed K/V rows (BackendAttnWindow.kv_heads, grouped-query attention): the ring with G = NH
+// = 4 and G = 2 (chunks 17, 33; hs 24, 64) against the CPU's whole-sequence op on the
+// expanded heads; copy_row_blocks (copy, add) against the CPU's: the same bits.
 #include "tests/backend/attention_ring.h"
 #include "tests/backend/cuda/cuda_parity.h"
 
@@ -65,7 +68,7 @@ static void check_flash(Parity *t, int B, int T, int NH, int hs) {
 // The windowed forwards of both attention ops on both backends (dropout p, 0: none).
 static void check_window(Parity *t, int flash, double p) {
     const int B = 2, NH = 2, hs = 24, C = NH * hs, Tq = 17, Tk = 20;
-    BackendAttnWindow w = {20, 10, Tk, NULL, 0, NULL};
+    BackendAttnWindow w = {20, 10, Tk, NULL, 0, NULL, 0};
     BackendDropout d = {.key = dropout_key(5, 2, DROPOUT_SITE_ATTN_PROBS, 1),
                         .threshold = dropout_threshold(p), .scale = 1.0f / (1.0f - (float)p),
                         .sample0 = 4, .NH = NH, .T = 50};
@@ -96,33 +99,37 @@ static void check_window(Parity *t, int flash, double p) {
 // The ring of attention_ring.h on the device (P ranks, chunks of c rows, dropout p) against
 // the CPU's whole-sequence flash forward and backward: out, lse, dqkv (fresh: every forward
 // accumulates, from out 0 and lse -inf).
-static void check_ring(Parity *t, int P, int c, int hs, double p, int fresh) {
-    const int B = 2, NH = 2, T = 2 * P * c, C = NH * hs;
+static void check_ring(Parity *t, int P, int c, int hs, double p, int fresh, int NH, int G) {
+    const int B = 2, T = 2 * P * c, C = NH * hs;
     size_t nq = (size_t)B * T * 3 * C, no = (size_t)B * T * C, nl = (size_t)B * NH * T;
     BackendDropout d = {.key = dropout_key(9, 1, DROPOUT_SITE_ATTN_PROBS, 0),
                         .threshold = dropout_threshold(p), .scale = 1.0f / (1.0f - (float)p),
                         .sample0 = 1, .h0 = 2, .NH = 4, .T = T};
     const BackendDropout *dp = p > 0 ? &d : NULL;
     float *qkv = par_rand(t, nq, -2, 2), *dout = par_rand(t, no, -1, 1), *scr = test_floats(nl);
+    if (G) ring_group_copies(qkv, (size_t)B * T, NH, hs, G);
     ParOut out = par_out(no), lse = par_out(nl), dqkv = par_out(nq);
     Backend *cpu = t->be[PAR_REF];
     cpu->ops->flash_attention_forward(cpu, out.h[PAR_REF], lse.h[PAR_REF], qkv, B, T, NH, hs, dp,
                                       NULL);
     cpu->ops->flash_attention_backward(cpu, dqkv.h[PAR_REF], scr, dout, qkv, out.h[PAR_REF],
                                        lse.h[PAR_REF], B, T, NH, hs, dp, NULL);
-    AttnRing g = {B, NH, hs, P, c, dp, fresh};
+    if (G) ring_group_sum(dqkv.h[PAR_REF], (size_t)B * T, NH, hs, G);
+    AttnRing g = {B, NH, hs, P, c, dp, fresh, G};
     int stray = attn_ring_run(t->be[PAR_DEV], &g, qkv, dout, out.h[PAR_DEV], lse.h[PAR_DEV],
                               dqkv.h[PAR_DEV]);
-    EXPECT(stray == 0, "%d entries of dkv's q parts written on the device", stray);
-    char what[128];
-    snprintf(what, sizeof what, "flash ring P%d c%d hs%d dropout %g%s: out", P, c, hs, p,
-             fresh ? " fresh" : "");
+    EXPECT(stray == 0, "%d entries of dkv's q parts (packed: dq's k | v) written on the device",
+           stray);
+    char what[128], kvs[32] = "";
+    if (G) snprintf(kvs, sizeof kvs, " NH%d G%d", NH, G);
+    snprintf(what, sizeof what, "flash ring P%d c%d hs%d dropout %g%s%s: out", P, c, hs, p,
+             fresh ? " fresh" : "", kvs);
     PAR_CLOSE_OUT(out, what);
-    snprintf(what, sizeof what, "flash ring P%d c%d hs%d dropout %g%s: lse", P, c, hs, p,
-             fresh ? " fresh" : "");
+    snprintf(what, sizeof what, "flash ring P%d c%d hs%d dropout %g%s%s: lse", P, c, hs, p,
+             fresh ? " fresh" : "", kvs);
     PAR_CLOSE_OUT(lse, what);
-    snprintf(what, sizeof what, "flash ring P%d c%d hs%d dropout %g%s: dqkv", P, c, hs, p,
-             fresh ? " fresh" : "");
+    snprintf(what, sizeof what, "flash ring P%d c%d hs%d dropout %g%s%s: dqkv", P, c, hs, p,
+             fresh ? " fresh" : "", kvs);
     PAR_CLOSE_OUT(dqkv, what);
     free(qkv), free(dout), free(scr);
     par_out_free(&out), par_out_free(&lse), par_out_free(&dqkv);
@@ -140,7 +147,7 @@ static void check_unseen(Parity *t) {
     float *qkv = par_rand(t, nq, -1, 1), *kv = par_rand(t, nk, -1, 1);
     float *dy = par_rand(t, no, -1, 1), *dq0 = par_rand(t, nq, -1, 1), *dk0 = par_rand(t, nk, -1, 1);
     float *out = test_floats(no), *lse = test_floats(nl);
-    BackendAttnWindow w = {30, 0, Tk, kv, 0, NULL};
+    BackendAttnWindow w = {30, 0, Tk, kv, 0, NULL, 0};
     Backend *cpu = t->be[PAR_REF];
     cpu->ops->flash_attention_forward(cpu, out, lse, qkv, B, T, NH, hs, &d, &w);
     for (size_t r = 3; r < nl; r += 4) {
@@ -153,7 +160,7 @@ static void check_unseen(Parity *t) {
         Backend *be = t->be[k];
         float *d_q = par_up(t, k, dq0, nq), *d_k = par_up(t, k, dk0, nk);
         float *d_s = par_alloc(t, k, nl * sizeof(float));
-        BackendAttnWindow wk = {30, 0, Tk, par_up(t, k, kv, nk), 0, d_k};
+        BackendAttnWindow wk = {30, 0, Tk, par_up(t, k, kv, nk), 0, d_k, 0};
         be->ops->flash_attention_backward(be, d_q, d_s, par_up(t, k, dy, no), par_up(t, k, qkv, nq),
                                           par_up(t, k, out, no), par_up(t, k, lse, nl), B, T, NH,
                                           hs, &d, &wk);
@@ -166,12 +173,36 @@ static void check_unseen(Parity *t) {
     par_out_free(&dq), par_out_free(&dkv);
 }
 
+// copy_row_blocks on both backends (the ring's packing shape: 2G blocks of hs, R*hs apart,
+// out of rows of 3C; then added back), the same bits.
+static void check_row_blocks(Parity *t) {
+    const int rows = 19, NH = 4, G = 2, hs = 24, C = NH * hs, R = NH / G, KW = 2 * G * hs;
+    size_t nq = (size_t)rows * 3 * C, nk = (size_t)rows * KW;
+    float *qkv = par_rand(t, nq, -2, 2);
+    ParOut kv = par_out(nk), back = par_out(nq);
+    for (int k = 0; k < 2; k++) {
+        Backend *be = t->be[k];
+        float *d_q = par_up(t, k, qkv, nq), *d_k = par_alloc(t, k, nk * sizeof(float));
+        be->ops->copy_row_blocks(be, d_k, KW, hs, d_q + C, 3 * C, (size_t)R * hs, rows, 2 * G, hs, 0);
+        be->ops->copy_row_blocks(be, d_q + C, 3 * C, (size_t)R * hs, d_k, KW, hs, rows, 2 * G, hs, 1);
+        par_down(t, k, kv.h[k], d_k, nk), par_down(t, k, back.h[k], d_q, nq);
+        par_release(t);
+    }
+    EXPECT_SAME_BITS(kv.h[PAR_DEV], kv.h[PAR_REF], nk, "copy_row_blocks copy");
+    EXPECT_SAME_BITS(back.h[PAR_DEV], back.h[PAR_REF], nq, "copy_row_blocks add");
+    free(qkv);
+    par_out_free(&kv), par_out_free(&back);
+}
+
 int cuda_ops_flash(Parity *t) {
     for (int flash = 0; flash < 2; flash++) check_window(t, flash, 0.0), check_window(t, flash, 0.3);
-    check_ring(t, 2, 17, 24, 0.1, 0);
+    check_ring(t, 2, 17, 24, 0.1, 0, 2, 0);
+    check_ring(t, 2, 17, 24, 0.1, 0, 4, 2);
     check_unseen(t);
-    if (!t->quick) check_ring(t, 2, 17, 24, 0.0, 1), check_ring(t, 3, 33, 64, 0.0, 0),
-                   check_ring(t, 2, 20, 128, 0.1, 1);
+    check_row_blocks(t);
+    if (!t->quick) check_ring(t, 2, 17, 24, 0.0, 1, 2, 0), check_ring(t, 3, 33, 64, 0.0, 0, 2, 0),
+                   check_ring(t, 2, 20, 128, 0.1, 1, 2, 0), check_ring(t, 2, 33, 64, 0.0, 0, 4, 4),
+                   check_ring(t, 3, 17, 64, 0.0, 1, 4, 2), check_ring(t, 2, 33, 24, 0.1, 0, 4, 1);
     if (t->quick) {  // sanitizer builds: one short sequence, the two tilings
         check_flash(t, 2, 17, 3, 24);
         check_flash(t, 1, 33, 2, 128);
