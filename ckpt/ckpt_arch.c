@@ -1,5 +1,6 @@
 // ckpt/ckpt_arch.c: the checkpoint attributes of a Llama-style architecture
-// (RMSNorm, SwiGLU, rope, grouped-query attention, no linear biases) and of squared ReLU. A
+// (RMSNorm, SwiGLU, rope, grouped-query attention, no linear biases), of squared ReLU and of
+// --kv-channels. A
 // GPT-2 checkpoint carries none of them, so older files read as GPT-2; a run whose architecture differs from
 // the file's is refused by the validator (ckpt_check.c) with one line naming them.
 #include "ckpt_format.h"
@@ -18,6 +19,7 @@ static const struct {
     {"position_embedding_rope", "position-embedding-type rope", offsetof(CkptMeta, rope)},
     {"num_query_groups", "num-query-groups", offsetof(CkptMeta, num_query_groups)},
     {"disable_bias_linear", "disable-bias-linear", offsetof(CkptMeta, disable_bias_linear)},
+    {"kv_channels", "kv-channels", offsetof(CkptMeta, kv_channels)},
 };
 #define N_INTS (sizeof INTS / sizeof INTS[0])
 static const char *const DOUBLES[2] = {"rotary_base", "rotary_percent"};
@@ -32,6 +34,7 @@ void ckpt_arch_from_config(CkptMeta *m, const GPTConfig *c) {
     m->rope = c->rope;
     m->num_query_groups = gpt_kv_heads(c) != c->num_heads ? gpt_kv_heads(c) : 0;
     m->disable_bias_linear = c->disable_bias_linear;
+    m->kv_channels = c->kv_channels;
     m->rotary_base = c->rope ? c->rotary_base : 0.0;
     m->rotary_percent = c->rope ? c->rotary_percent : 0.0;
 }
@@ -44,6 +47,7 @@ void ckpt_arch_to_config(const CkptMeta *m, GPTConfig *c) {
     c->rope = (int)m->rope;
     c->num_query_groups = (int)m->num_query_groups;
     c->disable_bias_linear = (int)m->disable_bias_linear;
+    c->kv_channels = (int)m->kv_channels;
     c->rotary_base = m->rope ? m->rotary_base : 10000.0;
     c->rotary_percent = m->rope ? m->rotary_percent : 1.0;
 }

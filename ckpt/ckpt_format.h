@@ -50,8 +50,10 @@ typedef struct {
     // Optional, written only by Llama-style models (absent: GPT-2's 0), see
     // ckpt_arch.c: normalization_rmsnorm, swiglu, squared_relu, position_embedding_rope,
     // num_query_groups, disable_bias_linear (int64); rotary_base, rotary_percent (float64,
-    // with rope). Compared with this run like the model config.
+    // with rope). Compared with this run like the model config. Also (any architecture,
+    // written when set): kv_channels (--kv-channels, a head size other than C / NH).
     int64_t rmsnorm, swiglu, squared_relu, rope, num_query_groups, disable_bias_linear;
+    int64_t kv_channels;
     double rotary_base, rotary_percent;
 } CkptMeta;
 

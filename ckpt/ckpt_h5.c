@@ -155,7 +155,7 @@ static const struct {
     R("fp16_skipped_samples", skipped_samples, 0, COUNT_MAX),
     R("normalization_rmsnorm", rmsnorm, 0, 1), R("swiglu", swiglu, 0, 1),
     R("position_embedding_rope", rope, 0, 1), R("num_query_groups", num_query_groups, 0, 1 << 20),
-    R("disable_bias_linear", disable_bias_linear, 0, 1),
+    R("disable_bias_linear", disable_bias_linear, 0, 1), R("kv_channels", kv_channels, 0, 1 << 20),
 #undef R
 };
 

@@ -113,7 +113,7 @@ int hf_llama_write_config(const char *dir, const HfCkpt *c, char *err, size_t er
     json_object_object_add(o, "num_hidden_layers", json_object_new_int(g->num_layers));
     json_object_object_add(o, "num_attention_heads", json_object_new_int(g->num_heads));
     json_object_object_add(o, "num_key_value_heads", json_object_new_int(gpt_kv_heads(g)));
-    json_object_object_add(o, "head_dim", json_object_new_int(g->hidden_size / g->num_heads));
+    json_object_object_add(o, "head_dim", json_object_new_int(gpt_head_size(g)));
     json_object_object_add(o, "hidden_act", json_object_new_string("silu"));
     json_object_object_add(o, "max_position_embeddings", json_object_new_int(g->max_position_embeddings));
     json_object_object_add(o, "initializer_range", json_object_new_double_s(0.02, "0.02"));
@@ -183,7 +183,7 @@ static int check_representable(json_object *o, int C, int NH, const char *path, 
     else if (hf_json_field(o, "rope_scaling", &v)) why = "rope_scaling (megac's rope is unscaled)";
     else if (hf_json_field(o, "attention_bias", &v) && json_object_get_boolean(v)) why = "attention_bias = true";
     else if (hf_json_field(o, "mlp_bias", &v) && json_object_get_boolean(v)) why = "mlp_bias = true";
-    else if (hd * NH != C) snprintf(what, sizeof what, "head_dim %d x %d heads != hidden_size %d", hd, NH, C), why = what;
+    else if (hd <= 0) snprintf(what, sizeof what, "head_dim %d", hd), why = what;
     else if (partial != 1.0) snprintf(what, sizeof what, "partial_rotary_factor %g", partial), why = what;
     else if (tp != 1) snprintf(what, sizeof what, "pretraining_tp %d", tp), why = what;
     if (!why) return 0;
@@ -207,6 +207,8 @@ int hf_llama_read_config(const char *dir, GPTConfig *cfg, char *err, size_t errl
     if (rc == 0) rc = check_representable(o, cfg->hidden_size, cfg->num_heads, path, err, errlen);
     cfg->rotary_base = hf_json_field(o, "rope_theta", &v) ? json_object_get_double(v) : 10000.0;
     cfg->untie_embeddings = !(hf_json_field(o, "tie_word_embeddings", &v) && json_object_get_boolean(v));
+    int hd = hf_json_field(o, "head_dim", &v) ? json_object_get_int(v) : 0;  // --kv-channels
+    cfg->kv_channels = hd > 0 && (long long)hd * cfg->num_heads != cfg->hidden_size ? hd : 0;
     json_object_put(o);
     cfg->rmsnorm = cfg->rope = cfg->disable_bias_linear = 1;
     cfg->activation = BACKEND_ACT_SWIGLU;

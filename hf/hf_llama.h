@@ -43,7 +43,8 @@ int hf_llama_write_weights(const char *dir, const HfCkpt *c, char *err, size_t e
 // Reads DIR/config.json (model_type llama) into cfg (seq_length left 0). Refuses, with one
 // line naming the file and the setting, what megac cannot represent: another activation
 // than silu, rms_norm_eps other than 1e-5, rope_scaling, attention or MLP biases, a head_dim
-// other than hidden_size / num_attention_heads, partial rotary, pretraining_tp > 1.
+// <= 0, partial rotary, pretraining_tp > 1 (a head_dim other than hidden_size /
+// num_attention_heads becomes --kv-channels).
 // Returns 0, or -1 with one line in err.
 int hf_llama_read_config(const char *dir, GPTConfig *cfg, char *err, size_t errlen);
 

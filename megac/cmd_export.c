@@ -40,6 +40,10 @@ int cmd_export(int argc, char **argv) {
     int llama = gpt_is_llama_style(&c->cfg);
     if (llama && hf_llama_check_exportable(&c->cfg, err, sizeof err) != 0)
         core_usage_error("%s: %s", c->path, err);
+    if (!llama && c->cfg.kv_channels)
+        core_usage_error("%s: attribute kv_channels %d: a head size other than hidden %d / heads "
+                         "%d cannot be represented as GPT2LMHeadModel", c->path, c->cfg.kv_channels,
+                         c->cfg.hidden_size, c->cfg.num_heads);
     if (!llama && c->cfg.untie_embeddings)
         core_usage_error("%s: attribute untie_embeddings_and_output_weights: an untied output layer "
                          "cannot be represented as GPT2LMHeadModel (it ties them)", c->path);

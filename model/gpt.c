@@ -40,8 +40,8 @@ static TPGroup tp_group(GPT *m, Comm *tp) {
 static void attention_forward(GPT *m, const GPTLayerActs *a, const GPTRows *r,
                               const BackendDropout *d) {
     Backend *be = m->be;
-    int hs = m->cfg.hidden_size / m->cfg.num_heads;
-    size_t row = 3 * (size_t)m->C_tp * backend_dtype_size(be->act);  // bytes of a qkv row
+    int hs = m->hs;
+    size_t row = 3 * (size_t)m->A_tp * backend_dtype_size(be->act);  // bytes of a qkv row
     BackendAttnWindow cache = {r->pos0, 0, r->pos0 + r->T, (const char *)a->qkv - r->pos0 * row,
                                0, NULL, 0};
     const BackendAttnWindow *w = r->pos0 ? &cache : NULL;
@@ -58,7 +58,7 @@ static void attention_forward(GPT *m, const GPTLayerActs *a, const GPTRows *r,
 // m->s.dqkv = d(qkv) from m->s.datty = d(y); m->s.datt is the workspace.
 static void attention_backward(GPT *m, const GPTLayerActs *a, const BackendDropout *d) {
     Backend *be = m->be;
-    int hs = m->cfg.hidden_size / m->cfg.num_heads;
+    int hs = m->hs;
     if (m->cp > 1)
         gpt_cp_attention_backward(m, a, d);
     else if (m->cfg.use_flash_attn)
@@ -85,7 +85,7 @@ static void block_forward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTLayerActs 
     gpt_norm_forward(m, a->ln1, a->ln1_mean, a->ln1_rstd, x, w->ln1w, w->ln1b, Ns);
     gpt_qkv_forward(m, tp, w, a, r);  // qkv (N, 3*C/tp)
     attention_forward(m, a, r, gpt_dropout_desc(m, r, DROPOUT_SITE_ATTN_PROBS, lg, &dd));
-    tp_row_linear_forward(be, tp, a->res2, a->atty, w->projw, w->projb, N, m->C_tp, C);
+    tp_row_linear_forward(be, tp, a->res2, a->atty, w->projw, w->projb, N, m->A_tp, C);
     gpt_hidden_dropout(m, a->res2, r, DROPOUT_SITE_ATTN_OUT, lg);  // before the residual add
     gpt_residual_norm_forward(m, a->res2, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, x, w->ln2w,
                               w->ln2b, Ns);  // res2 += x; ln2 = LN(res2)
@@ -130,7 +130,7 @@ static void block_backward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTBlockW *g
     // attention branch
     tp_row_linear_backward(be, tp, m->s.datty, g->projw, g->projb,
                            branch_grad(m, dres, dln, r, DROPOUT_SITE_ATTN_OUT, lg), a->atty,
-                           w->projw, N, m->C_tp, C);
+                           w->projw, N, m->A_tp, C);
     if (m->cfg.recompute == GPT_RECOMPUTE_SELECTIVE && !m->cfg.use_flash_attn)
         attention_forward(m, a, r, datt);  // the probabilities again (same bits)
     attention_backward(m, a, datt);
@@ -178,7 +178,7 @@ void gpt_forward_positions(GPT *m, Comm *tp_comm, int slot, const int *tokens, i
                    "dropout %d: needs one sequence on one rank without dropout", p0, p0 + n,
                    m->T, m->B, m->tp, m->drop.on);
     GPTRows r = {1, n, p0, a->sample0, 0, 0};
-    size_t qkv_row = 3 * (size_t)m->C_tp * backend_dtype_size(be->act);
+    size_t qkv_row = 3 * (size_t)m->A_tp * backend_dtype_size(be->act);
     hook(m, GPT_HOOK_FORWARD, GPT_UNIT_EDGE);
     if (m->first) {
         be->ops->copy(be, a->tokens, tokens, (size_t)n * sizeof(int), BACKEND_H2D);

@@ -122,7 +122,8 @@ typedef struct {
     int cp_all_gather;                 // --cp-comm-type all_gather (else the p2p ring)
     int sp;                            // sequence parallelism on
     int N_sp;                          // rows of the residual stream here: N/tp with SP, else N
-    int C_tp, NH_tp, F_tp;             // tensor-parallel local sizes
+    int A_tp, NH_tp, F_tp;             // tensor-parallel local sizes: attention channels
+                                       // NH/tp * hs (C/tp unless --kv-channels), heads, ffn
     int G_tp, hs, rot;                 // local kv heads, head size, rotated channels (0: no rope)
     int QKV_tp;                        // rows of the local QKV weight: (NH/tp + 2 G/tp) * hs
     int remap_qkv;                     // rope or grouped-query: the QKV output goes through

@@ -31,11 +31,11 @@ static void carve_layer(GPT *m, Carver *cv, GPTLayerActs *L) {
     L->ln1 = CARVE_A(cv, Ns * C);
     L->ln1_mean = CARVE_F(cv, Ns);
     L->ln1_rstd = CARVE_F(cv, Ns);
-    L->qkv = CARVE_A(cv, N * 3 * m->C_tp);
+    L->qkv = CARVE_A(cv, N * 3 * m->A_tp);
     int selective = m->cfg.recompute == GPT_RECOMPUTE_SELECTIVE;
     L->att = flash ? NULL : selective ? m->s.att : CARVE_A(cv, rows * m->T);  // selective: shared
     L->lse = flash ? CARVE_F(cv, rows) : NULL;
-    L->atty = CARVE_A(cv, N * m->C_tp);
+    L->atty = CARVE_A(cv, N * m->A_tp);
     L->res2 = CARVE_A(cv, Ns * C);
     L->ln2 = CARVE_A(cv, Ns * C);
     L->ln2_mean = CARVE_F(cv, Ns);
@@ -77,10 +77,10 @@ static void carve_scratch(GPT *m, Carver *cv) {
     size_t N = (size_t)m->N, Ns = (size_t)m->N_sp, C = (size_t)m->cfg.hidden_size;
     m->s.dres = CARVE_A(cv, Ns * C);
     m->s.dln = CARVE_A(cv, Ns * C);
-    m->s.dqkv = CARVE_A(cv, N * 3 * m->C_tp);
+    m->s.dqkv = CARVE_A(cv, N * 3 * m->A_tp);
     size_t rows = (size_t)m->B * m->NH_tp * m->T;  // attention rows (b, h, t)
     m->s.datt = CARVE_F(cv, m->cfg.use_flash_attn ? rows : rows * m->T);
-    m->s.datty = CARVE_A(cv, N * m->C_tp);
+    m->s.datty = CARVE_A(cv, N * m->A_tp);
     int gated = backend_act_gated(m->cfg.activation);
     m->s.dfch = CARVE_A(cv, N * (gated ? 2 : 1) * m->F_tp);
     m->s.dact = gated ? CARVE_A(cv, N * m->F_tp) : NULL;
@@ -93,7 +93,7 @@ static void carve_scratch(GPT *m, Carver *cv) {
     if (m->cfg.recompute == GPT_RECOMPUTE_SELECTIVE && !m->cfg.use_flash_attn)
         m->s.att = CARVE_A(cv, rows * m->T);
     if (m->cp > 1)  // (gpt.h)
-        m->s.cp_buf = CARVE_A(cv, m->cp_all_gather ? (size_t)(2 * m->cp + 1) * N * 3 * m->C_tp
+        m->s.cp_buf = CARVE_A(cv, m->cp_all_gather ? (size_t)(2 * m->cp + 1) * N * 3 * m->A_tp
                                                    : 4 * N * 2 * (size_t)m->G_tp * m->hs);
     for (int i = 0; i < m->n_rc; i++) carve_layer(m, cv, &m->rc[i]);
 }
@@ -176,10 +176,10 @@ GPT *gpt_create(const GPTConfig *cfg, Backend *be, int tp, int tp_rank, int pp, 
     if (m->sp && m->N % tp)
         core_usage_error("--sequence-parallel: micro-batch x seq-length = %d is not divisible by "
                          "tensor-model-parallel-size %d", m->N, tp);
-    m->C_tp = cfg->hidden_size / tp;
     m->NH_tp = cfg->num_heads / tp;
     m->F_tp = cfg->ffn_hidden_size / tp;
-    m->hs = cfg->hidden_size / cfg->num_heads;
+    m->hs = gpt_head_size(cfg);
+    m->A_tp = m->NH_tp * m->hs;
     m->G_tp = gpt_kv_heads(cfg) / tp;
     m->rot = gpt_rotary_dim(cfg);
     m->QKV_tp = (m->NH_tp + 2 * m->G_tp) * m->hs;

@@ -41,7 +41,7 @@ static void rope_rows(GPT *m, void *qkv, void *qkv_in, const GPTRows *r, int bac
     int halves = r->halves ? 2 : 1, T = r->T / halves;
     for (int h = 0; h < halves; h++) {
         size_t row0 = (size_t)h * r->B * T;
-        char *out = (char *)qkv + row0 * 3 * m->C_tp * esz, *in = (char *)qkv_in + row0 * m->QKV_tp * esz;
+        char *out = (char *)qkv + row0 * 3 * m->A_tp * esz, *in = (char *)qkv_in + row0 * m->QKV_tp * esz;
         int pos = h ? r->pos1 : r->pos0;
         if (backward)
             be->ops->rope_gqa_backward(be, in, out, r->B, T, m->NH_tp, m->G_tp, m->hs, m->rot,
@@ -56,7 +56,7 @@ void gpt_qkv_forward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTLayerActs *a, c
     Backend *be = m->be;
     int N = r->B * r->T, C = m->cfg.hidden_size;
     if (!m->remap_qkv) {
-        tp_column_linear_forward(be, tp, a->qkv, a->ln1, w->qkvw, w->qkvb, N, C, 3 * m->C_tp);
+        tp_column_linear_forward(be, tp, a->qkv, a->ln1, w->qkvw, w->qkvb, N, C, 3 * m->A_tp);
         return;
     }
     tp_column_linear_forward(be, tp, m->s.qkv_in, a->ln1, w->qkvw, w->qkvb, N, C, m->QKV_tp);
@@ -69,7 +69,7 @@ void gpt_qkv_backward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTBlockW *g,
     int N = m->N, C = m->cfg.hidden_size;
     if (!m->remap_qkv) {
         tp_column_linear_backward(be, tp, dln, g->qkvw, g->qkvb, m->s.dqkv, a->ln1, w->qkvw, N, C,
-                                  3 * m->C_tp);
+                                  3 * m->A_tp);
         return;
     }
     rope_rows(m, m->s.dqkv, m->s.qkv_in, r, 1);  // (N, QKV_tp)

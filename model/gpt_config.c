@@ -27,7 +27,9 @@ int gpt_config_check(const GPTConfig *c, int tp, int pp, char *err, size_t n) {
         return -1;
     }
     double C = c->hidden_size, F = c->ffn_hidden_size, V = c->vocab_size;  // no int product wraps
-    double per_layer = 4.0 * C * C + (backend_act_gated(c->activation) ? 3.0 : 2.0) * C * F + 13.0 * C + F;
+    double A = (double)c->num_heads * gpt_head_size(c), KV = 2.0 * gpt_kv_heads(c) * gpt_head_size(c);
+    double per_layer = 2.0 * C * A + C * KV + (backend_act_gated(c->activation) ? 3.0 : 2.0) * C * F +
+                       10.0 * C + A + KV + F;
     double params = c->num_layers * per_layer + (c->untie_embeddings ? 2.0 : 1.0) * V * C +
                     (double)c->max_position_embeddings * C;
     if (params > GPT_MAX_PARAMS) {
@@ -36,9 +38,10 @@ int gpt_config_check(const GPTConfig *c, int tp, int pp, char *err, size_t n) {
                  c->hidden_size, c->ffn_hidden_size);
         return -1;
     }
-    if (c->hidden_size % c->num_heads) {
-        snprintf(err, n, "hidden-size %d is not divisible by num-attention-heads %d", c->hidden_size,
-                 c->num_heads);
+    if (c->kv_channels < 0 || (!c->kv_channels && c->hidden_size % c->num_heads)) {
+        snprintf(err, n, "hidden-size %d is not divisible by num-attention-heads %d (give "
+                 "--kv-channels for another head size; it is %d)", c->hidden_size, c->num_heads,
+                 c->kv_channels);
         return -1;
     }
     if (c->seq_length > c->max_position_embeddings) {
@@ -46,7 +49,7 @@ int gpt_config_check(const GPTConfig *c, int tp, int pp, char *err, size_t n) {
                  c->max_position_embeddings);
         return -1;
     }
-    int G = gpt_kv_heads(c), hs = c->hidden_size / c->num_heads, rot = gpt_rotary_dim(c);
+    int G = gpt_kv_heads(c), hs = gpt_head_size(c), rot = gpt_rotary_dim(c);
     if (G <= 0 || c->num_heads % G) {
         snprintf(err, n, "num-query-groups %d must be positive and divide num-attention-heads %d",
                  G, c->num_heads);
@@ -111,10 +114,13 @@ void gpt_stage_layers(const GPTConfig *c, int pp, int stage, int *layer0, int *n
 // which for F = 4C is Megatron's 72 B T L C^2 (1 + T/(6C) + Vp/(12 L C)).
 // Grouped-query attention: the QKV GEMM has (NH + 2G) hs = C (1 + 2G/NH) rows, so its
 // 6C^2 becomes 2C^2 (1 + 2G/NH); SwiGLU: fc has 2F rows, so the MLP's 4CF becomes 6CF.
+// --kv-channels: the attention terms (QKV, projection, QK^T, AV) scale by NH hs / C
+// (Megatron's query_projection_to_hidden_size_ratio).
 double gpt_flops_per_iteration(const GPTConfig *c, int padded_vocab, long long samples) {
     double C = c->hidden_size, T = c->seq_length, L = c->num_layers;
     double qkv = (1.0 + 2.0 * gpt_kv_heads(c) / c->num_heads) / 3.0;  // 1 without GQA
-    double attention = 1.5 * qkv + 0.5 + T / C;
+    double ratio = (double)c->num_heads * gpt_head_size(c) / C;
+    double attention = (1.5 * qkv + 0.5 + T / C) * ratio;
     double mlp = (double)c->ffn_hidden_size / C * (backend_act_gated(c->activation) ? 1.5 : 1.0);
     double logits = padded_vocab / (2.0 * L * C);
     return 12.0 * (double)samples * T * L * C * C * (attention + mlp + logits);
@@ -126,7 +132,7 @@ int gpt_kv_heads(const GPTConfig *c) {
 
 int gpt_rotary_dim(const GPTConfig *c) {
     if (!c->rope || c->num_heads <= 0) return 0;
-    return (int)(c->hidden_size / c->num_heads * c->rotary_percent);
+    return (int)(gpt_head_size(c) * c->rotary_percent);
 }
 
 int gpt_is_llama_style(const GPTConfig *c) {

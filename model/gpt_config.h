@@ -8,7 +8,7 @@
 typedef struct {
     int num_layers;               // L
     int hidden_size;              // C
-    int num_heads;                // NH (head size hs = C / NH)
+    int num_heads;                // NH (head size hs = C / NH, or kv_channels)
     int ffn_hidden_size;          // F, 4*C for GPT-2
     int seq_length;               // T
     int max_position_embeddings;  // rows of the position table (>= T)
@@ -39,10 +39,17 @@ typedef struct {
     int num_query_groups;         // G kv heads (--group-query-attention --num-query-groups);
                                   // 0 or NH: multi-head attention
     int disable_bias_linear;      // --disable-bias-linear: no linear biases
+    int kv_channels;              // --kv-channels: head size hs when it is not C / NH (0: C /
+                                  // NH); attention then works on NH*hs channels: QKV weight
+                                  // ((NH + 2G) hs, C), projection (C, NH hs)
 } GPTConfig;
 
 // Key/value heads G: num_query_groups, or NH when 0. Pure.
 int gpt_kv_heads(const GPTConfig *c);
+// Head size hs: kv_channels, or C / NH when 0. Pure.
+static inline int gpt_head_size(const GPTConfig *c) {
+    return c->kv_channels > 0 ? c->kv_channels : c->num_heads > 0 ? c->hidden_size / c->num_heads : 0;
+}
 // Rotated channels of a head: int(hs * rotary_percent) with rope, else 0. Pure.
 int gpt_rotary_dim(const GPTConfig *c);
 // The blocks' normalization: BACKEND_RMSNORM with --normalization RMSNorm, else LayerNorm. Pure.

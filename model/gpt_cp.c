@@ -54,11 +54,11 @@ typedef struct {
 static CPCtx ctx(GPT *m) {
     CPCtx x = {m, m->cp, m->cp_rank, m->T / 2, m->hs, backend_dtype_size(m->be->act), 0, 0, 0, 0,
                0, 0, tp_act_dtype(m->be)};
-    x.qkv_half = (size_t)m->B * x.c * 3 * m->C_tp * x.esz;
+    x.qkv_half = (size_t)m->B * x.c * 3 * m->A_tp * x.esz;
     x.kv_half = (size_t)m->B * x.c * 2 * m->G_tp * m->hs * x.esz;
-    x.y_half = (size_t)m->B * x.c * m->C_tp * x.esz;
+    x.y_half = (size_t)m->B * x.c * m->A_tp * x.esz;
     x.lse_half = (size_t)m->B * m->NH_tp * x.c;
-    x.n = (size_t)m->N * 3 * m->C_tp;
+    x.n = (size_t)m->N * 3 * m->A_tp;
     x.nkv = (size_t)m->N * 2 * m->G_tp * m->hs;
     if (!m->cp_comm) core_fatal("context parallelism: no CP group (gpt_create)");
     return x;
@@ -71,9 +71,9 @@ static CPCtx ctx(GPT *m) {
 // sums the group, so the group's gradient lands in its kv head once).
 static void pack_kv(const CPCtx *x, void *kv, void *qkv, int back) {
     GPT *m = x->m;
-    int R = m->NH_tp / m->G_tp, nb = R == 1 ? 1 : 2 * m->G_tp, w = R == 1 ? 2 * m->C_tp : m->hs;
-    size_t kvw = 2 * (size_t)m->G_tp * m->hs, C3 = 3 * (size_t)m->C_tp, sb = (size_t)R * m->hs;
-    char *kvp = (char *)qkv + (size_t)m->C_tp * x->esz;  // the k part of row 0
+    int R = m->NH_tp / m->G_tp, nb = R == 1 ? 1 : 2 * m->G_tp, w = R == 1 ? 2 * m->A_tp : m->hs;
+    size_t kvw = 2 * (size_t)m->G_tp * m->hs, C3 = 3 * (size_t)m->A_tp, sb = (size_t)R * m->hs;
+    char *kvp = (char *)qkv + (size_t)m->A_tp * x->esz;  // the k part of row 0
     if (back) m->be->ops->copy_row_blocks(m->be, kvp, C3, sb, kv, kvw, (size_t)m->hs, m->N, nb, w, 1);
     else m->be->ops->copy_row_blocks(m->be, kv, kvw, (size_t)m->hs, kvp, C3, sb, m->N, nb, w, 0);
 }
@@ -84,7 +84,7 @@ static char *half(const void *p, size_t bytes, int h) { return (char *)p + h * b
 // T_seq, 3*C/tp) in sequence order (to_seq 1), or the reverse (to_seq 0).
 static void reorder(const CPCtx *x, void *gath, void *seq, int to_seq) {
     GPT *m = x->m;
-    size_t row = 3 * (size_t)m->C_tp * x->esz, chunk = (size_t)x->c * row;
+    size_t row = 3 * (size_t)m->A_tp * x->esz, chunk = (size_t)x->c * row;
     for (int r = 0; r < x->P; r++)
         for (int h = 0; h < 2; h++)
             for (int b = 0; b < m->B; b++) {

@@ -41,7 +41,7 @@ int gpt_flags_specs(ArgSpec *specs, GPTConfig *m, GPTFlagText *t) {
         {"--rotary-percent", ARG_FLOAT, &m->rotary_percent, "rope: share of each head's channels rotated (1.0)"},
         {"--group-query-attention", ARG_BOOL, &t->group_query_attention, "grouped-query attention: --num-query-groups key/value heads, each shared by NH/G query heads"},
         {"--num-query-groups", ARG_INT, &t->num_query_groups, "with --group-query-attention: key/value heads G (1); TP must divide G"},
-        {"--kv-channels", ARG_INT, &t->kv_channels, "head size: only hidden / heads is implemented (0: that)"},
+        {"--kv-channels", ARG_INT, &t->kv_channels, "head size hs (0: hidden / heads); attention works on heads x hs channels (QKV ((NH + 2G) hs, C), projection (C, NH hs))"},
         {"--disable-bias-linear", ARG_BOOL, &m->disable_bias_linear, "no biases in the linear layers (QKV, projections, MLP)"},
     };
     memcpy(specs, table, sizeof table);
@@ -52,10 +52,11 @@ void gpt_flags_finish(GPTConfig *m, const GPTFlagText *t) {
     if (m->ffn_hidden_size == 0 && m->hidden_size > INT32_MAX / 4)
         core_usage_error("--hidden-size %d is too large: the default --ffn-hidden-size (4 x hidden "
                          "= %lld) does not fit a 32-bit size", m->hidden_size, 4LL * m->hidden_size);
-    if (t->kv_channels && (m->num_heads <= 0 || t->kv_channels * m->num_heads != m->hidden_size))
-        core_usage_error("--kv-channels %d is not supported: megac's head size is --hidden-size %d / "
-                         "--num-attention-heads %d (a different one is not implemented)",
-                         t->kv_channels, m->hidden_size, m->num_heads);
+    if (t->kv_channels < 0 || t->kv_channels > 65536)
+        core_usage_error("--kv-channels must be in [1, 65536], got %d", t->kv_channels);
+    // the head size C / NH is the default: kept as 0, so checkpoints and exports match
+    m->kv_channels = m->num_heads > 0 && (long long)t->kv_channels * m->num_heads == m->hidden_size &&
+                     m->hidden_size % m->num_heads == 0 ? 0 : t->kv_channels;
     int nact = 0;
     for (int a = 0; a < BACKEND_ACT_COUNT; a++)
         if (t->act[a]) m->activation = (BackendAct)a, nact++;

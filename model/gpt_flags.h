@@ -17,8 +17,7 @@ typedef struct {
     int act[BACKEND_ACT_COUNT];         // act[a] = 1: the flag of activation a was given
                                         // (--swiglu, --squared-relu; GELU, the default,
                                         // has none)
-    int kv_channels;                    // --kv-channels: 0 (not given) or C / NH; refused
-                                        // otherwise (a head size != C / NH is not implemented)
+    int kv_channels;                    // --kv-channels: 0 (not given), else the head size
 } GPTFlagText;
 
 enum { GPT_FLAGS_N = 26 };  // entries gpt_flags_specs writes
@@ -34,7 +33,8 @@ int gpt_flags_specs(ArgSpec *specs, GPTConfig *m, GPTFlagText *t);
 
 // After parsing: F = 4 C (with a gated activation Megatron's int(4 C 2/3) rounded down to a
 // multiple of 64) and max positions = T when left at 0, the recomputation, activation and
-// Llama-style fields from the text. Bad values (an unknown granularity, method, normalization
-// or position type, contradicting flags, --kv-channels other than C / NH, two activation flags, --recompute-num-layers < 1 with full, a default F that overflows or
+// Llama-style fields from the text; kv_channels (0 when it equals C / NH). Bad values (an
+// unknown granularity, method, normalization
+// or position type, contradicting flags, --kv-channels out of [1, 65536], two activation flags, --recompute-num-layers < 1 with full, a default F that overflows or
 // is 0): one line, exit 2.
 void gpt_flags_finish(GPTConfig *m, const GPTFlagText *t);

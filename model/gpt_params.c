@@ -9,7 +9,7 @@
 
 // Per-block parameters, in the order they are laid out in the flat buffer.
 // Dimensions are symbolic: resolved against the config in dim().
-typedef enum { D1, DC, DQKV, DFC, DF } Dim;
+typedef enum { D1, DC, DQKV, DA, DFC, DF } Dim;  // DA: attention channels NH hs
 typedef enum { ALWAYS, NORM_BIAS, LINEAR_BIAS } Presence;  // when a tensor exists
 typedef struct {
     const char *name;
@@ -26,7 +26,7 @@ static const BlockSpec BLOCK[] = {
     {"ln1.bias", DC, D1, SHARD_NONE, INIT_ZERO, 0, 1, NORM_BIAS},
     {"attn.qkv.weight", DQKV, DC, SHARD_QKV, INIT_NORMAL, 1, 0, ALWAYS},
     {"attn.qkv.bias", DQKV, D1, SHARD_QKV, INIT_ZERO, 0, 0, LINEAR_BIAS},
-    {"attn.proj.weight", DC, DC, SHARD_ROW, INIT_NORMAL_OUT, 1, 0, ALWAYS},
+    {"attn.proj.weight", DC, DA, SHARD_ROW, INIT_NORMAL_OUT, 1, 0, ALWAYS},
     {"attn.proj.bias", DC, D1, SHARD_NONE, INIT_ZERO, 0, 0, LINEAR_BIAS},
     {"ln2.weight", DC, D1, SHARD_NONE, INIT_ONE, 0, 1, ALWAYS},
     {"ln2.bias", DC, D1, SHARD_NONE, INIT_ZERO, 0, 1, NORM_BIAS},
@@ -52,11 +52,12 @@ int gpt_block_tensor_count(const GPTConfig *c) {
 }
 
 static int dim(Dim d, const GPTConfig *c) {
-    int hs = c->hidden_size / c->num_heads;
+    int hs = gpt_head_size(c);
     switch (d) {
     case D1: return 1;
     case DC: return c->hidden_size;
     case DQKV: return (c->num_heads + 2 * gpt_kv_heads(c)) * hs;
+    case DA: return c->num_heads * hs;
     case DFC: return (backend_act_gated(c->activation) ? 2 : 1) * c->ffn_hidden_size;
     case DF: return c->ffn_hidden_size;
     }
@@ -65,7 +66,7 @@ static int dim(Dim d, const GPTConfig *c) {
 
 // The q, k, v sections of a QKV tensor, or gate and up of SwiGLU's fc (else shard as is).
 static void set_sections(ParamInfo *p, const GPTConfig *c) {
-    int hs = c->hidden_size / c->num_heads, G = gpt_kv_heads(c);
+    int hs = gpt_head_size(c), G = gpt_kv_heads(c);
     if (p->shard == SHARD_QKV) {
         p->sections[0] = c->num_heads * hs;
         p->sections[1] = p->sections[2] = G * hs;

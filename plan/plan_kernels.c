@@ -98,7 +98,7 @@ int plan_kernels(const PlanSpec *s, const PlanLayout *l, PlanKernel *out) {
     const GPTConfig *c = &s->model;
     double e = s->precision == PLAN_BF16 || s->precision == PLAN_FP16 ? 2.0 : 4.0;
     double tp = l->tp, N = (double)l->micro_batch * c->seq_length / plan_cp(l);
-    double hs = (double)c->hidden_size / c->num_heads, F = c->ffn_hidden_size / tp;
+    double hs = gpt_head_size(c), F = c->ffn_hidden_size / tp;
     double width[] = {
         [W_C] = c->hidden_size, [W_Q] = (c->num_heads + 2.0 * gpt_kv_heads(c)) * hs / tp, [W_F] = F,
         [W_F2] = c->activation == BACKEND_ACT_SWIGLU ? 2 * F : F,

@@ -160,8 +160,8 @@ static void tp_traffic(const PlanSpec *s, const PlanLayout *l, const PlanStage *
 static void cp_traffic(const PlanSpec *s, const PlanLayout *l, const PlanStage *st, int m,
                        PlanTraffic *t) {
     uint64_t P = (uint64_t)plan_cp(l), e = (uint64_t)act_bytes(s->precision);
-    uint64_t n = rows_of(s, l) * 3 * (uint64_t)(s->model.hidden_size / l->tp);  // elements
-    uint64_t hs = (uint64_t)(s->model.hidden_size / s->model.num_heads);
+    uint64_t hs = (uint64_t)gpt_head_size(&s->model);
+    uint64_t n = rows_of(s, l) * 3 * (uint64_t)(s->model.num_heads / l->tp) * hs;  // elements
     uint64_t nkv = rows_of(s, l) * 2 * (uint64_t)(gpt_kv_heads(&s->model) / l->tp) * hs;
     uint64_t M = (uint64_t)m, L = (uint64_t)st->n_layers, R = (uint64_t)st->n_recomputed;
     if (P == 1) return;
@@ -203,12 +203,13 @@ static size_t layer_bytes(const PlanSpec *s, const PlanLayout *l, int shared_att
     const GPTConfig *c = &s->model;
     size_t e = (size_t)act_bytes(s->precision), N = rows_of(s, l);
     size_t Ns = l->sp ? N / (size_t)l->tp : N, C = (size_t)c->hidden_size, tp = (size_t)l->tp;
-    size_t C_tp = C / tp, F_tp = (size_t)c->ffn_hidden_size / tp;
+    size_t A_tp = (size_t)(c->num_heads / l->tp) * (size_t)gpt_head_size(c);  // attention channels
+    size_t F_tp = (size_t)c->ffn_hidden_size / tp;
     size_t rows = N * (size_t)(c->num_heads / l->tp);  // (b, h, t)
     size_t att = c->use_flash_attn ? piece(rows * 4) : shared_att ? 0 : piece(rows * c->seq_length * e);
     size_t glu = backend_act_gated(c->activation) ? 2 : 1;  // gated: fch holds [gate | up]
-    return piece(Ns * C * e) * 4 + piece(Ns * 4) * 4 + piece(N * 3 * C_tp * e) + att +
-           piece(N * C_tp * e) + piece(glu * N * F_tp * e) + piece(N * F_tp * e);
+    return piece(Ns * C * e) * 4 + piece(Ns * 4) * 4 + piece(N * 3 * A_tp * e) + att +
+           piece(N * A_tp * e) + piece(glu * N * F_tp * e) + piece(N * F_tp * e);
 }
 
 // Full recomputation (gpt_layer_recomputed): uniform re-runs every layer of the stage in
@@ -244,20 +245,21 @@ static size_t scratch_bytes(const PlanSpec *s, const PlanLayout *l, const PlanSt
     size_t e = (size_t)act_bytes(s->precision), N = rows_of(s, l);
     size_t Ns = l->sp ? N / (size_t)l->tp : N, C = (size_t)c->hidden_size, tp = (size_t)l->tp;
     size_t rows = N * (size_t)(c->num_heads / l->tp);  // (b, h, t)
-    size_t b = 2 * piece(Ns * C * e) + piece(N * 3 * (C / tp) * e) +
-               piece((c->use_flash_attn ? rows : rows * c->seq_length) * 4) + piece(N * (C / tp) * e) +
+    size_t A_tp = (size_t)(c->num_heads / l->tp) * (size_t)gpt_head_size(c);  // attention channels
+    size_t b = 2 * piece(Ns * C * e) + piece(N * 3 * A_tp * e) +
+               piece((c->use_flash_attn ? rows : rows * c->seq_length) * 4) + piece(N * A_tp * e) +
                piece(N * ((size_t)c->ffn_hidden_size / tp) * e) + piece(N * 4);  // dfch: the fused
                                                                            // matmul_backward_dgelu
     if (l->sp) b += 2 * piece(N * C * e);
     if (c->recompute == GPT_RECOMPUTE_SELECTIVE && !c->use_flash_attn) b += piece(rows * c->seq_length * e);
-    size_t F_tp = (size_t)c->ffn_hidden_size / tp, hs = C / (size_t)c->num_heads;
+    size_t F_tp = (size_t)c->ffn_hidden_size / tp, hs = (size_t)gpt_head_size(c);
     size_t G_tp = (size_t)gpt_kv_heads(c) / tp, NH_tp = (size_t)c->num_heads / tp;
     if (backend_act_gated(c->activation))  // dfch holds (N, 2F/tp), and dact (N, F/tp) joins it
         b += piece(2 * N * F_tp * e) - piece(N * F_tp * e) + piece(N * F_tp * e);
     if (c->rope || G_tp != NH_tp) b += piece(N * (NH_tp + 2 * G_tp) * hs * e);  // qkv_in
     size_t cp = (size_t)plan_cp(l);
     if (cp > 1)  // cp_buf: the gathered qkv rows, or the ring's packed K/V rows (2*G_tp*hs)
-        b += piece((l->cp_all_gather ? (2 * cp + 1) * 3 * (C / tp) : 4 * 2 * G_tp * hs) * N * e);
+        b += piece((l->cp_all_gather ? (2 * cp + 1) * 3 * NH_tp * hs : 4 * 2 * G_tp * hs) * N * e);
     return b + (size_t)st->n_workspace_layers * layer_bytes(s, l, 0);
 }
 

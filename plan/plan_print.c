@@ -216,12 +216,12 @@ static void json_string(FILE *f, const char *s) {
 void plan_print_json(FILE *f, const PlanSpec *s, const PlanHardware *hw, const PlanSet *set) {
     const GPTConfig *c = &s->model;
     fprintf(f, "{\"world_size\":%d,\"global_batch\":%d,\"precision\":\"%s\",\"model\":{\"num_layers\":%d,"
-            "\"hidden_size\":%d,\"num_heads\":%d,\"ffn_hidden_size\":%d,\"seq_length\":%d,"
+            "\"hidden_size\":%d,\"num_heads\":%d,\"head_size\":%d,\"ffn_hidden_size\":%d,\"seq_length\":%d,"
             "\"vocab_size\":%d,\"use_flash_attn\":%d,\"recompute_granularity\":\"%s\","
             "\"recompute_method\":\"%s\",\"recompute_num_layers\":%d},\"hardware\":{\"name\":",
             s->world_size, s->global_batch, plan_precision_name(s->precision), c->num_layers,
-            c->hidden_size, c->num_heads, c->ffn_hidden_size, c->seq_length, c->vocab_size,
-            c->use_flash_attn, recompute_name(c), c->recompute_block ? "block" : "uniform",
+            c->hidden_size, c->num_heads, gpt_head_size(c), c->ffn_hidden_size, c->seq_length,
+            c->vocab_size, c->use_flash_attn, recompute_name(c), c->recompute_block ? "block" : "uniform",
             c->recompute == GPT_RECOMPUTE_FULL ? c->recompute_num_layers : 0);
     json_string(f, hw->name);
     fprintf(f, ",\"gpus_per_node\":%d,\"memory_gb\":%g,\"reserve_gb\":%g,\"hbm_gbps\":%g,"

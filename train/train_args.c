@@ -26,11 +26,12 @@ static void check_tensor_sizes(const GPTConfig *m, int micro_batch) {
         micro_batch <= 0)
         return;  // reported by the range checks
     const int64_t C = m->hidden_size, F = m->ffn_hidden_size, T = m->seq_length, B = micro_batch;
-    const int64_t NH = m->num_heads, big = F > 3 * C ? F : 3 * C;
+    const int64_t NH = m->num_heads, QKV = (NH + 2LL * gpt_kv_heads(m)) * gpt_head_size(m);
+    const int64_t big = F > QKV ? F : QKV;
     const struct { const char *what; double n; } t[] = {
         {"--hidden-size x --ffn-hidden-size (MLP weight)", (double)C * F},
-        {"3 x --hidden-size^2 (attention QKV weight)", 3.0 * C * C},
-        {"--micro-batch-size x --seq-length x max(--ffn-hidden-size, 3 x hidden) (activations)",
+        {"(heads + 2 x groups) x head size x --hidden-size (attention QKV weight)", (double)QKV * C},
+        {"--micro-batch-size x --seq-length x max(--ffn-hidden-size, QKV rows) (activations)",
          (double)B * T * big},
         {"--micro-batch-size x --num-attention-heads x --seq-length^2 (attention probabilities)",
          m->use_flash_attn ? 0.0 : (double)B * NH * T * T},
@@ -371,11 +372,10 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
                          "--initial-loss-scale %g, --loss-scale-window %d and --hysteresis %d > 0",
                          a->loss_scale, a->min_loss_scale, a->initial_loss_scale,
                          a->loss_scale_window, a->hysteresis);
-    if (m->use_flash_attn && !strcmp(a->device, "cuda") && m->num_heads > 0 &&
-        m->hidden_size / m->num_heads > 128)
+    if (m->use_flash_attn && !strcmp(a->device, "cuda") && m->num_heads > 0 && gpt_head_size(m) > 128)
         core_usage_error("--use-flash-attn on --device cuda needs a head size <= 128, got %d "
-                         "(--hidden-size %d / --num-attention-heads %d)",
-                         m->hidden_size / m->num_heads, m->hidden_size, m->num_heads);
+                         "(--kv-channels, or --hidden-size %d / --num-attention-heads %d)",
+                         gpt_head_size(m), m->hidden_size, m->num_heads);
 }
 
 void train_args_check_layout(const TrainArgs *a, int world) {

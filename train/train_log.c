@@ -152,10 +152,11 @@ static const char *recompute_label(const GPTConfig *c, char *buf, size_t n) {
 }
 
 // Parameters of the whole GPT-2 model (real vocabulary; the output layer is the tied
-// embedding). Pure.
+// embedding; attention on NH hs channels, --kv-channels). Pure.
 static double model_params(const GPTConfig *c) {
     double C = c->hidden_size, F = c->ffn_hidden_size, V = c->vocab_size;
-    double per_layer = 4 * C + (3 * C * C + 3 * C) + (C * C + C) + (F * C + F) + (C * F + C);
+    double A = (double)c->num_heads * gpt_head_size(c), QKV = A + 2.0 * gpt_kv_heads(c) * gpt_head_size(c);
+    double per_layer = 4 * C + (QKV * C + QKV) + (A * C + C) + (F * C + F) + (C * F + C);
     return V * C + (double)c->max_position_embeddings * C + c->num_layers * per_layer + 2 * C;
 }
 

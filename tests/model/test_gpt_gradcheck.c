@@ -8,7 +8,8 @@
 // are a function of (seed, iteration, sample, indices), so the finite differences see the
 // same masks as the backward; the loss differs from the one without dropout. With
 // --eod-mask-loss (targets equal to id 49 masked): the loss is the mean of the unmasked
-// tokens' losses of an unmasked forward, and the gradient check holds for that loss.
+// tokens' losses of an unmasked forward, and the gradient check holds for that loss. With
+// --kv-channels (a head size other than C / NH: attention on NH hs channels) the same checks.
 #include "model/gpt.h"
 #include "core/check.h"
 #include "tests/testing.h"
@@ -88,11 +89,11 @@ static void gradcheck(Backend *be, Comm *tp, GPTConfig cfg, float p, int eod_mas
             checked++;
         }
     }
-    printf("gradcheck (%s%s%s, dropout %g): %d elements of %d tensors, worst relative error %.3g\n",
+    printf("gradcheck (%s%s%s%s, dropout %g): %d elements of %d tensors, worst relative error %.3g\n",
            cfg.activation == BACKEND_ACT_SWIGLU  ? "llama-style"
            : cfg.activation == BACKEND_ACT_RELU2 ? "squared relu"
                                                  : "gpt-2",
-           cfg.use_flash_attn ? ", flash" : "", eod_mask ? ", --eod-mask-loss" : "", p, checked,
+           cfg.kv_channels ? ", --kv-channels" : "", cfg.use_flash_attn ? ", flash" : "", eod_mask ? ", --eod-mask-loss" : "", p, checked,
            m->n_params, worst);
     gpt_destroy(m);
 }
@@ -121,12 +122,13 @@ static void init_is_layout_independent(Backend *be, GPTConfig cfg) {
 }
 
 // gpt_flops_per_iteration against a GEMM-by-GEMM count (3 passes x 2 FLOPs per multiply-add):
-// per token and layer QKV C (NH + 2G) hs, projection C^2, fc C F (2 C F with SwiGLU), proj
-// F C, attention 2 T C; the output layer C Vp.
+// per token and layer QKV C (NH + 2G) hs, projection C NH hs, fc C F (2 C F with SwiGLU), proj
+// F C, attention 2 T NH hs; the output layer C Vp.
 static void flops_count(GPTConfig c) {
     double C = c.hidden_size, T = c.seq_length, L = c.num_layers, F = c.ffn_hidden_size, Vp = 64;
-    double hs = C / c.num_heads, G = gpt_kv_heads(&c), B = 3;
-    double per = C * (c.num_heads + 2 * G) * hs + C * C + (backend_act_gated(c.activation) ? 2 : 1) * C * F + F * C + 2 * T * C;
+    double hs = c.kv_channels ? c.kv_channels : C / c.num_heads, G = gpt_kv_heads(&c), B = 3;
+    double A = c.num_heads * hs;
+    double per = C * (c.num_heads + 2 * G) * hs + C * A + (backend_act_gated(c.activation) ? 2 : 1) * C * F + F * C + 2 * T * A;
     double want = 6.0 * B * T * (L * per + C * Vp);
     double got = gpt_flops_per_iteration(&c, 64, 3);
     EXPECT(fabs(got - want) <= 1e-12 * want, "FLOPs %s: %.17g, GEMM count %.17g",
@@ -151,10 +153,21 @@ int main(int argc, char **argv) {
     relu2.activation = BACKEND_ACT_RELU2;
     gradcheck(be, one, relu2, 0, 0);
     gradcheck(be, one, relu2, 0.2f, 0);
+    GPTConfig kv = GPT2, llama_kv = LLAMA;  // --kv-channels: NH hs = 24 != C = 16; 48 != 32
+    kv.kv_channels = 12;
+    llama_kv.kv_channels = 12;
+    gradcheck(be, one, kv, 0, 0);
+    gradcheck(be, one, llama_kv, 0.2f, 1);
+    llama_kv.use_flash_attn = 1;
+    gradcheck(be, one, llama_kv, 0.2f, 0);
     init_is_layout_independent(be, GPT2);
     init_is_layout_independent(be, LLAMA);
+    init_is_layout_independent(be, kv);
+    init_is_layout_independent(be, llama_kv);
     flops_count(GPT2);
     flops_count(LLAMA);
+    flops_count(kv);
+    flops_count(llama_kv);
     backend_destroy(be);
     comm_destroy(one);
     MPI_CHECK(MPI_Finalize());

@@ -46,6 +46,9 @@ LAYOUTS = [
                       "--swiglu", "--position-embedding-type", "rope", "--group-query-attention",
                       "--num-query-groups", "4", "--disable-bias-linear",
                       "--untie-embeddings-and-output-weights"]),
+    # --kv-channels 12 (attention on 8 x 12 = 96 channels of a 64-wide model): QKV, projection
+    # and the attention activations at the head size
+    (2, 2, 2, 2, 16, ["--sequence-parallel", "--use-distributed-optimizer", "--kv-channels", "12"]),
     # ZeRO-2 and ZeRO-3 (distributed/dist_sync_units.c, plan/plan_zero.c): per-layer reduce-scatters, the shard's
     # LayerNorm and tied-wte sums, ZeRO-3's gathers (a recomputed layer's three per micro-batch)
     (2, 2, 2, 2, 16, ["--sequence-parallel", "--data-parallel-sharding-strategy", "optim_grads"]),

@@ -38,8 +38,7 @@ refused "megac: --decoupled-lr 1e-4 is not supported" --decoupled-lr 1e-4
 refused "megac: --tokenizer-type GPT2BPETokenizer needs --vocab-file and --merge-file" --tokenizer-type GPT2BPETokenizer
 refused "megac: --tokenizer-type BertWordPieceLowerCase is not supported" --tokenizer-type BertWordPieceLowerCase
 refused "megac: --ckpt-format expects one of torch|torch_dist|zarr|torch_dcp|fsdp_dtensor, got 'hdf5'" --ckpt-format hdf5
-refused "megac: --kv-channels 32 is not supported: megac's head size is --hidden-size 64 / --num-attention-heads 4" \
-  --kv-channels 32
+refused "megac: --kv-channels must be in [1, 65536], got -3" --kv-channels -3
 refused "megac: --attention-backend expects one of flash|fused|unfused|local|auto, got 'fast'" --attention-backend fast
 refused "megac: --num-workers expects an integer, got 'two'" --num-workers two
 refused "megac: --manual-gc takes no value" --manual-gc=1
