@@ -48,7 +48,15 @@ typedef enum {
     BACKEND_ACT_COUNT
 } BackendAct;
 // Normalization of the blocks (values are stable): LayerNorm (GPT-2), RMSNorm (Llama).
-typedef enum { BACKEND_LAYERNORM = 0, BACKEND_RMSNORM = 1 } BackendNorm;
+// Normalization kinds; BACKEND_NORM_1P (--apply-layernorm-1p) is a bit on either: the
+// gamma is zero-centred, the kernels scale by (1 + weight), 1 added in fp32.
+typedef enum {
+    BACKEND_LAYERNORM = 0,
+    BACKEND_RMSNORM = 1,
+    BACKEND_NORM_1P = 2,
+    BACKEND_LAYERNORM_1P = 2,
+    BACKEND_RMSNORM_1P = 3
+} BackendNorm;
 // 1 if act is gated (SwiGLU: input rows [gate | up], twice the output's width). Pure.
 static inline int backend_act_gated(BackendAct act) { return act == BACKEND_ACT_SWIGLU; }
 
@@ -106,6 +114,7 @@ typedef struct {
                             int N, int C, int OC);
 
     // --- normalization (eps 1e-5), kind BackendNorm ----------------------------------
+    // With BACKEND_NORM_1P in kind, `weight` below reads (1 + weight) (dweight unchanged).
     // LayerNorm: out (N, C) = (inp - mean) * rstd * weight + bias; saves mean (N), rstd (N).
     // RMSNorm (--normalization RMSNorm; mean and bias unused, may be NULL): out (N, C) = inp *
     // rstd * weight, rstd (N) = 1 / sqrt(mean_j inp^2 + eps) saved when not NULL.

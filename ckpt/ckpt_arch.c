@@ -1,6 +1,6 @@
 // ckpt/ckpt_arch.c: the checkpoint attributes of a Llama-style architecture
 // (RMSNorm, SwiGLU, rope, grouped-query attention, no linear biases), of squared ReLU and of
-// --kv-channels. A
+// --kv-channels and --apply-layernorm-1p. A
 // GPT-2 checkpoint carries none of them, so older files read as GPT-2; a run whose architecture differs from
 // the file's is refused by the validator (ckpt_check.c) with one line naming them.
 #include "ckpt_format.h"
@@ -20,6 +20,7 @@ static const struct {
     {"num_query_groups", "num-query-groups", offsetof(CkptMeta, num_query_groups)},
     {"disable_bias_linear", "disable-bias-linear", offsetof(CkptMeta, disable_bias_linear)},
     {"kv_channels", "kv-channels", offsetof(CkptMeta, kv_channels)},
+    {"apply_layernorm_1p", "apply-layernorm-1p", offsetof(CkptMeta, layernorm_1p)},
 };
 #define N_INTS (sizeof INTS / sizeof INTS[0])
 static const char *const DOUBLES[2] = {"rotary_base", "rotary_percent"};
@@ -35,6 +36,7 @@ void ckpt_arch_from_config(CkptMeta *m, const GPTConfig *c) {
     m->num_query_groups = gpt_kv_heads(c) != c->num_heads ? gpt_kv_heads(c) : 0;
     m->disable_bias_linear = c->disable_bias_linear;
     m->kv_channels = c->kv_channels;
+    m->layernorm_1p = c->layernorm_1p;
     m->rotary_base = c->rope ? c->rotary_base : 0.0;
     m->rotary_percent = c->rope ? c->rotary_percent : 0.0;
 }
@@ -48,6 +50,7 @@ void ckpt_arch_to_config(const CkptMeta *m, GPTConfig *c) {
     c->num_query_groups = (int)m->num_query_groups;
     c->disable_bias_linear = (int)m->disable_bias_linear;
     c->kv_channels = (int)m->kv_channels;
+    c->layernorm_1p = (int)m->layernorm_1p;
     c->rotary_base = m->rope ? m->rotary_base : 10000.0;
     c->rotary_percent = m->rope ? m->rotary_percent : 1.0;
 }

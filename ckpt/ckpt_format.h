@@ -51,9 +51,10 @@ typedef struct {
     // ckpt_arch.c: normalization_rmsnorm, swiglu, squared_relu, position_embedding_rope,
     // num_query_groups, disable_bias_linear (int64); rotary_base, rotary_percent (float64,
     // with rope). Compared with this run like the model config. Also (any architecture,
-    // written when set): kv_channels (--kv-channels, a head size other than C / NH).
+    // written when set): kv_channels (--kv-channels, a head size other than C / NH),
+    // apply_layernorm_1p (1: zero-centred norm weights, saved as w, the norms use 1 + w).
     int64_t rmsnorm, swiglu, squared_relu, rope, num_query_groups, disable_bias_linear;
-    int64_t kv_channels;
+    int64_t kv_channels, layernorm_1p;
     double rotary_base, rotary_percent;
 } CkptMeta;
 

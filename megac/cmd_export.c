@@ -12,6 +12,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static const char *USAGE =
     "usage: megac export --load CKPT --output DIR [--iteration N] [--tokenizer byte|tok.json|data.h5]\n"
@@ -37,6 +38,15 @@ int cmd_export(int argc, char **argv) {
         core_usage_error("%s", err);
     HfCkpt *c = hf_ckpt_read(load, iteration, err, sizeof err);
     if (!c) core_usage_error("%s", err);
+    if (c->cfg.layernorm_1p) {  // --apply-layernorm-1p: Hugging Face's norms take 1 + w itself
+        for (int i = 0; i < c->n; i++) {
+            const ParamInfo *p = &c->table[i];
+            size_t len = strlen(p->name);
+            if (!p->norm_param || len < 6 || strcmp(p->name + len - 6, "weight")) continue;
+            for (size_t j = 0; j < (size_t)p->rows * p->cols; j++) c->data[i][j] += 1.0f;
+        }
+        c->cfg.layernorm_1p = 0;
+    }
     int llama = gpt_is_llama_style(&c->cfg);
     if (llama && hf_llama_check_exportable(&c->cfg, err, sizeof err) != 0)
         core_usage_error("%s: %s", c->path, err);

@@ -16,12 +16,12 @@ void gpt_residual_norm_forward(const GPT *m, void *res, void *ln, float *mean, f
                                int rows) {
     Backend *be = m->be;
     int C = m->cfg.hidden_size;
-    if (!m->cfg.rmsnorm) {
+    if (!m->cfg.rmsnorm && !m->cfg.layernorm_1p) {  // the fused op has no 1p form
         be->ops->residual_layernorm_forward(be, res, ln, mean, rstd, a, b, w, bias, rows, C);
         return;
     }
     be->ops->add(be, res, a, b, (size_t)rows * C);
-    be->ops->norm_forward(be, ln, NULL, rstd, res, w, NULL, rows, C, BACKEND_RMSNORM);
+    be->ops->norm_forward(be, ln, mean, rstd, res, w, bias, rows, C, gpt_norm_kind(&m->cfg));
 }
 
 void gpt_norm_backward(const GPT *m, void *dinp, float *dw, float *db, const void *dout,

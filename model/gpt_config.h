@@ -42,6 +42,8 @@ typedef struct {
     int kv_channels;              // --kv-channels: head size hs when it is not C / NH (0: C /
                                   // NH); attention then works on NH*hs channels: QKV weight
                                   // ((NH + 2G) hs, C), projection (C, NH hs)
+    int layernorm_1p;             // --apply-layernorm-1p: zero-centred norm weights w (init 0),
+                                  // the norms scale by 1 + w (LayerNorm or RMSNorm)
 } GPTConfig;
 
 // Key/value heads G: num_query_groups, or NH when 0. Pure.
@@ -52,9 +54,11 @@ static inline int gpt_head_size(const GPTConfig *c) {
 }
 // Rotated channels of a head: int(hs * rotary_percent) with rope, else 0. Pure.
 int gpt_rotary_dim(const GPTConfig *c);
-// The blocks' normalization: BACKEND_RMSNORM with --normalization RMSNorm, else LayerNorm. Pure.
+// The blocks' normalization: BACKEND_RMSNORM with --normalization RMSNorm, else LayerNorm;
+// with BACKEND_NORM_1P under --apply-layernorm-1p. Pure.
 static inline BackendNorm gpt_norm_kind(const GPTConfig *c) {
-    return c->rmsnorm ? BACKEND_RMSNORM : BACKEND_LAYERNORM;
+    return (BackendNorm)((c->rmsnorm ? BACKEND_RMSNORM : BACKEND_LAYERNORM) |
+                         (c->layernorm_1p ? BACKEND_NORM_1P : 0));
 }
 // 1 if any Llama-style option is on (megac export then writes LlamaForCausalLM). Pure.
 int gpt_is_llama_style(const GPTConfig *c);

@@ -43,6 +43,7 @@ int gpt_flags_specs(ArgSpec *specs, GPTConfig *m, GPTFlagText *t) {
         {"--num-query-groups", ARG_INT, &t->num_query_groups, "with --group-query-attention: key/value heads G (1); TP must divide G"},
         {"--kv-channels", ARG_INT, &t->kv_channels, "head size hs (0: hidden / heads); attention works on heads x hs channels (QKV ((NH + 2G) hs, C), projection (C, NH hs))"},
         {"--disable-bias-linear", ARG_BOOL, &m->disable_bias_linear, "no biases in the linear layers (QKV, projections, MLP)"},
+        {"--apply-layernorm-1p", ARG_BOOL, &m->layernorm_1p, "zero-centred norm weights: the norms scale by 1 + w, w initialised to 0 (LayerNorm or RMSNorm)"},
     };
     memcpy(specs, table, sizeof table);
     return GPT_FLAGS_N;

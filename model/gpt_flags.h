@@ -20,7 +20,7 @@ typedef struct {
     int kv_channels;                    // --kv-channels: 0 (not given), else the head size
 } GPTFlagText;
 
-enum { GPT_FLAGS_N = 26 };  // entries gpt_flags_specs writes
+enum { GPT_FLAGS_N = 27 };  // entries gpt_flags_specs writes
 
 // Sets megac train's model defaults in *m (L=4, C=128, NH=4, T=128, vocab padded to a
 // multiple of 128, F and the position table derived later) and *t. Pure.

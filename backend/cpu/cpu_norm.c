@@ -5,7 +5,10 @@
 #include "cpu_backend.h"
 #include "cpu_math.h"
 
+#include "core/check.h"  // defines: core_calloc
+
 #include <math.h>  // defines: sqrtf
+#include <stdlib.h>
 
 #define CPU_LN_EPS 1e-5f
 
@@ -178,23 +181,40 @@ static void rmsnorm_backward(Backend *be, float *dinp, float *dweight, const flo
     if (dweight) rmsnorm_dweight(be, dweight, dout, inp, rstd, N, C);
 }
 
+// BACKEND_NORM_1P: gamma (C) = 1 + weight into a new buffer (the caller frees it); else
+// weight itself and *owned NULL.
+static const float *norm_gamma(const void *weight, int C, BackendNorm kind, float **owned) {
+    *owned = NULL;
+    if (!(kind & BACKEND_NORM_1P)) return weight;
+    const float *w = weight;
+    float *g = core_calloc((size_t)C, sizeof(float));
+    for (int j = 0; j < C; j++) g[j] = 1.0f + w[j];
+    return *owned = g;
+}
+
 // LayerNorm or RMSNorm of every row (contract: BackendOps.norm_forward).
 void cpu_norm_forward(Backend *be, void *out, float *mean, float *rstd, const void *inp,
-                      const void *weight, const void *bias, int N, int C, BackendNorm kind) {
-    if (kind == BACKEND_RMSNORM)
+                      const void *weight_, const void *bias, int N, int C, BackendNorm kind) {
+    float *owned;
+    const float *weight = norm_gamma(weight_, C, kind, &owned);
+    if (kind & BACKEND_RMSNORM)
         rmsnorm_forward(be, out, rstd, inp, weight, N, C);
     else
         layernorm_forward(be, out, mean, rstd, inp, weight, bias, N, C);
+    free(owned);
 }
 
 // dinp (N, C) += ...; dweight (C), dbias (C, LayerNorm) += ... (each skipped when NULL).
 void cpu_norm_backward(Backend *be, void *dinp, float *dweight, float *dbias, const void *dout,
-                       const void *inp, const void *weight, const float *mean, const float *rstd,
+                       const void *inp, const void *weight_, const float *mean, const float *rstd,
                        int N, int C, BackendNorm kind) {
-    if (kind == BACKEND_RMSNORM)
+    float *owned;
+    const float *weight = norm_gamma(weight_, C, kind, &owned);
+    if (kind & BACKEND_RMSNORM)
         rmsnorm_backward(be, dinp, dweight, dout, inp, weight, rstd, N, C);
     else
         layernorm_backward(be, dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
+    free(owned);
 }
 
 // out (n) = a + b; out may alias a or b.

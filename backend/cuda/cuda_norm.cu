@@ -63,20 +63,20 @@ void cuda_colsum_acc(Backend *be, float *acc, const void *x, int N, int C) {
 
 template <typename T>
 static void layernorm_forward_t(Backend *be, void *out, float *mean, float *rstd, const void *inp,
-                                const void *weight, const void *bias, int N, int C) {
+                                const void *weight, const void *bias, int N, int C, float w0) {
     unsigned blocks = cuda_blocks((size_t)N, NORM_ROWLANES, NORM_GRID_CAP);  // warp per row
     CUDA_LAUNCH(layernorm_forward_kernel<T>, blocks, NORM_THREADS, 0, cuda_stream(be), (T *)out,
-                mean, rstd, (const T *)inp, (const T *)weight, (const T *)bias, N, C);
+                mean, rstd, (const T *)inp, (const T *)weight, (const T *)bias, N, C, w0);
 }
 
 template <typename T>
 static void layernorm_backward_t(Backend *be, void *dinp, float *dweight, float *dbias,
                                  const void *dout, const void *inp, const void *weight,
-                                 const float *mean, const float *rstd, int N, int C) {
+                                 const float *mean, const float *rstd, int N, int C, float w0) {
     if (dinp) {
         unsigned blocks = cuda_blocks((size_t)N, NORM_ROWLANES, NORM_GRID_CAP);
         CUDA_LAUNCH(layernorm_dinp_kernel<T>, blocks, NORM_THREADS, 0, cuda_stream(be), (T *)dinp,
-                    (const T *)dout, (const T *)inp, (const T *)weight, mean, rstd, N, C);
+                    (const T *)dout, (const T *)inp, (const T *)weight, mean, rstd, N, C, w0);
     }
     norm_colsum<T>(be, dbias, dweight, dout, inp, mean, rstd, N, C);
 }
@@ -104,22 +104,22 @@ static void rmsnorm_dweight(Backend *be, float *dweight, const void *dout, const
 
 template <typename T>
 static void rmsnorm_forward_t(Backend *be, void *out, float *rstd, const void *inp,
-                              const void *weight, int N, int C) {
+                              const void *weight, int N, int C, float w0) {
     unsigned blocks = cuda_blocks((size_t)N, NORM_ROWLANES, NORM_GRID_CAP);  // warp per row
     CUDA_LAUNCH(rmsnorm_forward_kernel<T>, blocks, NORM_THREADS, 0, cuda_stream(be), (T *)out,
-                rstd, (const T *)inp, (const T *)weight, N, C);
+                rstd, (const T *)inp, (const T *)weight, N, C, w0);
 }
 
 
 template <typename T>
 static void rmsnorm_backward_t(Backend *be, void *dinp, float *dweight, const void *dout,
                                const void *inp, const void *weight, const float *rstd, int N,
-                               int C) {
+                               int C, float w0) {
     cudaStream_t st = cuda_stream(be);
     if (dinp) {
         unsigned blocks = cuda_blocks((size_t)N, NORM_ROWLANES, NORM_GRID_CAP);
         CUDA_LAUNCH(rmsnorm_dinp_kernel<T>, blocks, NORM_THREADS, 0, st, (T *)dinp,
-                    (const T *)dout, (const T *)inp, (const T *)weight, rstd, N, C);
+                    (const T *)dout, (const T *)inp, (const T *)weight, rstd, N, C, w0);
     }
     if (dweight) rmsnorm_dweight<T>(be, dweight, dout, inp, rstd, N, C);
 }
@@ -128,10 +128,11 @@ static void rmsnorm_backward_t(Backend *be, void *dinp, float *dweight, const vo
 void cuda_norm_forward(Backend *be, void *out, float *mean, float *rstd, const void *inp,
                        const void *weight, const void *bias, int N, int C, BackendNorm kind) {
     if (N <= 0 || C <= 0) return;
-    if (kind == BACKEND_RMSNORM)
-        ACT_DISPATCH(be->act, rmsnorm_forward_t, be, out, rstd, inp, weight, N, C);
+    float w0 = (kind & BACKEND_NORM_1P) ? 1.0f : 0.0f;  // --apply-layernorm-1p: 1 + weight
+    if (kind & BACKEND_RMSNORM)
+        ACT_DISPATCH(be->act, rmsnorm_forward_t, be, out, rstd, inp, weight, N, C, w0);
     else
-        ACT_DISPATCH(be->act, layernorm_forward_t, be, out, mean, rstd, inp, weight, bias, N, C);
+        ACT_DISPATCH(be->act, layernorm_forward_t, be, out, mean, rstd, inp, weight, bias, N, C, w0);
 }
 
 // dinp (N, C) += ..., dweight (C) += ..., dbias (C) += ... (LayerNorm); each skipped when
@@ -140,11 +141,12 @@ void cuda_norm_backward(Backend *be, void *dinp, float *dweight, float *dbias, c
                         const void *inp, const void *weight, const float *mean, const float *rstd,
                         int N, int C, BackendNorm kind) {
     if (N <= 0 || C <= 0) return;
-    if (kind == BACKEND_RMSNORM)
-        ACT_DISPATCH(be->act, rmsnorm_backward_t, be, dinp, dweight, dout, inp, weight, rstd, N, C);
+    float w0 = (kind & BACKEND_NORM_1P) ? 1.0f : 0.0f;
+    if (kind & BACKEND_RMSNORM)
+        ACT_DISPATCH(be->act, rmsnorm_backward_t, be, dinp, dweight, dout, inp, weight, rstd, N, C, w0);
     else
         ACT_DISPATCH(be->act, layernorm_backward_t, be, dinp, dweight, dbias, dout, inp, weight,
-                     mean, rstd, N, C);
+                     mean, rstd, N, C, w0);
 }
 
 template <typename T>

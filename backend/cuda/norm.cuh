@@ -65,12 +65,13 @@ static __global__ void colsum_finish_kernel(float *acc, const float *part, int n
 // --- layernorm -----------------------------------------------------------------------------
 // One warp per row (grid-stride over rows; the loop bound is warp-uniform, so every lane
 // reaches each shuffle). out (N, C), mean (N) and rstd (N) (each may be NULL), inp (N, C),
-// weight (C), bias (C); out, inp, weight, bias of type T. Two passes over the row for the
-// variance (as the CPU reference).
+// weight (C), bias (C); out, inp, weight, bias of type T; the gamma is w0 + weight (w0 1 with
+// BACKEND_NORM_1P, else 0; added in fp32). Two passes over the row for the variance (as the
+// CPU reference).
 template <typename T>
 static __global__ void layernorm_forward_kernel(T *out, float *mean, float *rstd,
                                                 const T *inp, const T *weight,
-                                                const T *bias, int N, int C) {
+                                                const T *bias, int N, int C, float w0) {
     int lane = threadIdx.x % WARP, warps = blockDim.x / WARP;
     for (int row = blockIdx.x * warps + threadIdx.x / WARP; row < N; row += gridDim.x * warps) {
         const T *x = inp + (size_t)row * C;
@@ -85,7 +86,7 @@ static __global__ void layernorm_forward_kernel(T *out, float *mean, float *rstd
         float rs = 1.0f / sqrtf(warp_sum(v) / (float)C + NORM_LN_EPS);
         T *y = out + (size_t)row * C;
         for (int j = lane; j < C; j += WARP)
-            store_from_f32(y + j, (load_f32(x + j) - m) * rs * load_f32(weight + j) + load_f32(bias + j));
+            store_from_f32(y + j, (load_f32(x + j) - m) * rs * (w0 + load_f32(weight + j)) + load_f32(bias + j));
         if (lane == 0 && mean) mean[row] = m;
         if (lane == 0 && rstd) rstd[row] = rs;
     }
@@ -96,21 +97,21 @@ static __global__ void layernorm_forward_kernel(T *out, float *mean, float *rstd
 template <typename T>
 static __global__ void layernorm_dinp_kernel(T *dinp, const T *dout, const T *inp,
                                              const T *weight, const float *mean,
-                                             const float *rstd, int N, int C) {
+                                             const float *rstd, int N, int C, float w0) {
     int lane = threadIdx.x % WARP, warps = blockDim.x / WARP;
     for (int row = blockIdx.x * warps + threadIdx.x / WARP; row < N; row += gridDim.x * warps) {
         const T *x = inp + (size_t)row * C, *dy = dout + (size_t)row * C;
         float m = mean[row], s = rstd[row];
         float a = 0.0f, b = 0.0f;
         for (int j = lane; j < C; j += WARP) {
-            float dn = load_f32(dy + j) * load_f32(weight + j);
+            float dn = load_f32(dy + j) * (w0 + load_f32(weight + j));
             a += dn;
             b += dn * (load_f32(x + j) - m) * s;
         }
         float dn_mean = warp_sum(a) / (float)C, dn_norm_mean = warp_sum(b) / (float)C;
         T *dx = dinp + (size_t)row * C;
         for (int j = lane; j < C; j += WARP) {
-            float dn = load_f32(dy + j) * load_f32(weight + j);
+            float dn = load_f32(dy + j) * (w0 + load_f32(weight + j));
             float g = s * (dn - dn_mean - (load_f32(x + j) - m) * s * dn_norm_mean);
             store_from_f32(dx + j, load_f32(dx + j) + g);
         }
@@ -121,7 +122,7 @@ static __global__ void layernorm_dinp_kernel(T *dinp, const T *dout, const T *in
 // out (N, C) = inp * rstd * weight, rstd (N) = 1 / sqrt(mean(inp^2) + eps) saved when not NULL.
 template <typename T>
 static __global__ void rmsnorm_forward_kernel(T *out, float *rstd, const T *inp, const T *weight,
-                                              int N, int C) {
+                                              int N, int C, float w0) {
     int lane = threadIdx.x % WARP, warps = blockDim.x / WARP;
     for (int row = blockIdx.x * warps + threadIdx.x / WARP; row < N; row += gridDim.x * warps) {
         const T *x = inp + (size_t)row * C;
@@ -132,7 +133,7 @@ static __global__ void rmsnorm_forward_kernel(T *out, float *rstd, const T *inp,
         }
         float s = 1.0f / sqrtf(warp_sum(ss) / (float)C + NORM_RMS_EPS);
         T *y = out + (size_t)row * C;
-        for (int j = lane; j < C; j += WARP) store_from_f32(y + j, load_f32(x + j) * s * load_f32(weight + j));
+        for (int j = lane; j < C; j += WARP) store_from_f32(y + j, load_f32(x + j) * s * (w0 + load_f32(weight + j)));
         if (lane == 0 && rstd) rstd[row] = s;
     }
 }
@@ -140,16 +141,16 @@ static __global__ void rmsnorm_forward_kernel(T *out, float *rstd, const T *inp,
 // dinp (N, C) += s * dn - x * s^3 * mean(dn * x), dn = dout * weight. One warp per row.
 template <typename T>
 static __global__ void rmsnorm_dinp_kernel(T *dinp, const T *dout, const T *inp, const T *weight,
-                                           const float *rstd, int N, int C) {
+                                           const float *rstd, int N, int C, float w0) {
     int lane = threadIdx.x % WARP, warps = blockDim.x / WARP;
     for (int row = blockIdx.x * warps + threadIdx.x / WARP; row < N; row += gridDim.x * warps) {
         const T *x = inp + (size_t)row * C, *dy = dout + (size_t)row * C;
         float s = rstd[row], dot = 0.0f;
-        for (int j = lane; j < C; j += WARP) dot += load_f32(dy + j) * load_f32(weight + j) * load_f32(x + j);
+        for (int j = lane; j < C; j += WARP) dot += load_f32(dy + j) * (w0 + load_f32(weight + j)) * load_f32(x + j);
         float k = s * s * s * warp_sum(dot) / (float)C;
         T *dx = dinp + (size_t)row * C;
         for (int j = lane; j < C; j += WARP) {
-            float g = s * load_f32(dy + j) * load_f32(weight + j) - load_f32(x + j) * k;
+            float g = s * load_f32(dy + j) * (w0 + load_f32(weight + j)) - load_f32(x + j) * k;
             store_from_f32(dx + j, load_f32(dx + j) + g);
         }
     }

@@ -10,11 +10,14 @@
 // --eod-mask-loss (targets equal to id 49 masked): the loss is the mean of the unmasked
 // tokens' losses of an unmasked forward, and the gradient check holds for that loss. With
 // --kv-channels (a head size other than C / NH: attention on NH hs channels) the same checks.
+// With --apply-layernorm-1p (zero-centred norm weights): the same checks, and at
+// initialisation (w = 0, so 1 + w = 1) the loss is bitwise the standard model's.
 #include "model/gpt.h"
 #include "core/check.h"
 #include "tests/testing.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 static double loss_of(GPT *m, Comm *tp, const int *tok, const int *tgt) {
     gpt_forward(m, tp, 0, tok, tgt);
@@ -89,11 +92,11 @@ static void gradcheck(Backend *be, Comm *tp, GPTConfig cfg, float p, int eod_mas
             checked++;
         }
     }
-    printf("gradcheck (%s%s%s%s, dropout %g): %d elements of %d tensors, worst relative error %.3g\n",
+    printf("gradcheck (%s%s%s%s%s, dropout %g): %d elements of %d tensors, worst relative error %.3g\n",
            cfg.activation == BACKEND_ACT_SWIGLU  ? "llama-style"
            : cfg.activation == BACKEND_ACT_RELU2 ? "squared relu"
                                                  : "gpt-2",
-           cfg.kv_channels ? ", --kv-channels" : "", cfg.use_flash_attn ? ", flash" : "", eod_mask ? ", --eod-mask-loss" : "", p, checked,
+           cfg.kv_channels ? ", --kv-channels" : "", cfg.layernorm_1p ? ", --apply-layernorm-1p" : "", cfg.use_flash_attn ? ", flash" : "", eod_mask ? ", --eod-mask-loss" : "", p, checked,
            m->n_params, worst);
     gpt_destroy(m);
 }
@@ -119,6 +122,25 @@ static void init_is_layout_independent(Backend *be, GPTConfig cfg) {
         gpt_destroy(sh);
     }
     gpt_destroy(full);
+}
+
+// --apply-layernorm-1p at initialisation: its norm weights are 0 and the norms use 1 + 0 = 1,
+// the standard model's are 1 and every other tensor is the same, so the losses are bitwise equal.
+static void layernorm_1p_init(Backend *be, Comm *tp, GPTConfig cfg) {
+    GPTConfig one_p = cfg;
+    one_p.layernorm_1p = 1;
+    GPT *a = gpt_create(&cfg, be, 1, 0, 1, 0, 2, 1, 42, 16, 0, 1, 0);
+    GPT *b = gpt_create(&one_p, be, 1, 0, 1, 0, 2, 1, 42, 16, 0, 1, 0);
+    int tok[16], tgt[16], zeros = 0;
+    for (int i = 0; i < 16; i++) { tok[i] = (i * 5 + 1) % 50; tgt[i] = (i * 3 + 2) % 50; }
+    for (int i = 0; i < b->n_params; i++)
+        if (b->params[i].norm_param && strstr(b->params[i].name, "weight"))
+            for (size_t j = 0; j < b->params[i].numel; j++) zeros += b->param_mem[b->params[i].offset + j] == 0.0f;
+    double la = loss_of(a, tp, tok, tgt), lb = loss_of(b, tp, tok, tgt);
+    EXPECT(la == lb, "--apply-layernorm-1p at init: loss %.9g, standard %.9g", lb, la);
+    EXPECT(zeros == (2 * cfg.num_layers + 1) * cfg.hidden_size, "1p norm weights at 0: %d", zeros);
+    gpt_destroy(a);
+    gpt_destroy(b);
 }
 
 // gpt_flops_per_iteration against a GEMM-by-GEMM count (3 passes x 2 FLOPs per multiply-add):
@@ -160,6 +182,12 @@ int main(int argc, char **argv) {
     gradcheck(be, one, llama_kv, 0.2f, 1);
     llama_kv.use_flash_attn = 1;
     gradcheck(be, one, llama_kv, 0.2f, 0);
+    GPTConfig one_p = GPT2, llama_1p = LLAMA;  // --apply-layernorm-1p
+    one_p.layernorm_1p = llama_1p.layernorm_1p = 1;
+    gradcheck(be, one, one_p, 0, 0);
+    gradcheck(be, one, llama_1p, 0.2f, 1);
+    layernorm_1p_init(be, one, GPT2);
+    layernorm_1p_init(be, one, LLAMA);
     init_is_layout_independent(be, GPT2);
     init_is_layout_independent(be, LLAMA);
     init_is_layout_independent(be, kv);

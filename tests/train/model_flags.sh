@@ -6,7 +6,8 @@
 #   never stopped;
 #   a run without the flags refuses that checkpoint with one line naming ATTR, exit 2;
 #   EXPORT: `refused` (megac export refuses the checkpoint with one line naming ATTR, exit 2),
-#   `ok` (it writes a Hugging Face folder) or `-` (not checked: the flag is not in the model).
+#   `ok` (it writes a Hugging Face folder), `same` (ok, and the folder imported as a plain model
+#   gives the checkpoint's first-iteration loss, --finetune, to 1e-6) or `-` (not checked).
 set -uo pipefail
 mpiexec="$1" megac="$2" attr="$3" export="$4"
 shift 4
@@ -44,6 +45,18 @@ if [[ "$export" != - ]]; then
     echo "export refused: $out"
   else
     ((rc == 0)) && [[ -f "$wd/hf/config.json" ]] || fail "export: exit $rc: $out"
+  fi
+  if [[ "$export" == same ]]; then
+    "$megac" import --hf "$wd/hf" --output "$wd/imported" --seq-length 32 --global-batch-size 8 >/dev/null \
+      || fail "import of the export"
+    "$mpiexec" -n 1 "$megac" train "${flags[@]}" --train-iters 1 --load "$wd/imported" \
+      --log-json "$wd/imp.jsonl" > "$wd/i.txt" 2>&1 || { tail "$wd/i.txt"; fail "train from the import"; }
+    "$mpiexec" -n 1 "$megac" train "${flags[@]}" "${extra[@]}" --train-iters 1 --load "$wd/ck" --finetune \
+      --log-json "$wd/ft.jsonl" > "$wd/t.txt" 2>&1 || { tail "$wd/t.txt"; fail "--finetune from the checkpoint"; }
+    a=$(losses "$wd/imp.jsonl") b=$(losses "$wd/ft.jsonl")
+    python3 -c 'import sys; a, b = map(float, sys.argv[1:]); sys.exit(abs(a - b) > 1e-6 * abs(b))' "$a" "$b" \
+      || fail "the exported model's loss $a, the checkpoint's $b"
+    echo "exported as a plain model: first loss $a, the checkpoint's $b"
   fi
 fi
 echo "model flags ($attr): ok"
