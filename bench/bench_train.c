@@ -122,7 +122,7 @@ static double time_steps(const BenchConfig *bc, Backend *be, Comm *one, int step
         gpt_zero_grads(m);
         gpt_forward(m, one, 0, tok, tgt);
         gpt_backward(m, one, 0, NULL, 1.0f / N);
-        optim_update_model(o, &ac, 3e-4, 1.0, m);  // bf16/fp16: and the weight copies
+        optim_update_model(o, &ac, 3e-4, 3e-4, 1.0, m);  // bf16/fp16: and the weight copies
         if (s >= 1 && step_ms) {
             be->ops->sync(be);
             double tc = core_now();

@@ -44,6 +44,8 @@ typedef struct {
     LossScaler scaler;          // saved and restored when dynamic (--fp16 without --loss-scale)
     uint64_t seed;              // --seed: saved; a load that differs warns
     int global_batch;           // --global-batch-size: saved (informational)
+    double decoupled_lr, decoupled_min_lr;  // --decoupled-lr (0: none) and its minimum: saved
+                                            // when set; a load with others is refused
 } CkptRun;
 
 // What a load reads: everything, the model only (--no-load-optim: fresh AdamW moments), or

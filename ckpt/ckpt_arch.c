@@ -23,7 +23,19 @@ static const struct {
     {"apply_layernorm_1p", "apply-layernorm-1p", offsetof(CkptMeta, layernorm_1p)},
 };
 #define N_INTS (sizeof INTS / sizeof INTS[0])
-static const char *const DOUBLES[2] = {"rotary_base", "rotary_percent"};
+static const struct {
+    const char *attr;
+    size_t off;
+    int decoupled;  // written with --decoupled-lr (else with rope)
+} DOUBLES[] = {
+    {"rotary_base", offsetof(CkptMeta, rotary_base), 0},
+    {"rotary_percent", offsetof(CkptMeta, rotary_percent), 0},
+    {"decoupled_lr", offsetof(CkptMeta, decoupled_lr), 1},
+    {"decoupled_min_lr", offsetof(CkptMeta, decoupled_min_lr), 1},
+};
+#define N_DOUBLES (sizeof DOUBLES / sizeof DOUBLES[0])
+#define D64(m, i) (*(double *)((char *)(m) + DOUBLES[i].off))
+#define CD64(m, i) (*(const double *)((const char *)(m) + DOUBLES[i].off))
 
 #define I64(m, i) (*(int64_t *)((char *)(m) + INTS[i].off))
 #define CI64(m, i) (*(const int64_t *)((const char *)(m) + INTS[i].off))
@@ -68,10 +80,9 @@ static void write_attr(hid_t f, const char *name, hid_t file_type, hid_t mem_typ
 void ckpt_arch_write(hid_t f, const CkptMeta *m) {
     for (size_t i = 0; i < N_INTS; i++)
         if (CI64(m, i)) write_attr(f, INTS[i].attr, H5T_STD_I64LE, H5T_NATIVE_INT64, &CI64(m, i));
-    if (m->rope) {
-        write_attr(f, DOUBLES[0], H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &m->rotary_base);
-        write_attr(f, DOUBLES[1], H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &m->rotary_percent);
-    }
+    for (size_t i = 0; i < N_DOUBLES; i++)
+        if (DOUBLES[i].decoupled ? m->decoupled_lr > 0 : (int)m->rope)
+            write_attr(f, DOUBLES[i].attr, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &CD64(m, i));
 }
 
 // The optional scalar attribute `name` as mem_type into v; 0 when absent or unreadable.
@@ -87,8 +98,8 @@ static void read_attr(hid_t f, const char *name, hid_t mem_type, void *v, size_t
 void ckpt_arch_read(hid_t f, CkptMeta *m) {
     for (size_t i = 0; i < N_INTS; i++)
         read_attr(f, INTS[i].attr, H5T_NATIVE_INT64, &I64(m, i), sizeof(int64_t));
-    read_attr(f, DOUBLES[0], H5T_NATIVE_DOUBLE, &m->rotary_base, sizeof(double));
-    read_attr(f, DOUBLES[1], H5T_NATIVE_DOUBLE, &m->rotary_percent, sizeof(double));
+    for (size_t i = 0; i < N_DOUBLES; i++)
+        read_attr(f, DOUBLES[i].attr, H5T_NATIVE_DOUBLE, &D64(m, i), sizeof(double));
 }
 
 int ckpt_arch_compare(const CkptMeta *got, const CkptMeta *want, char *err, size_t n, size_t *used,
@@ -100,12 +111,10 @@ int ckpt_arch_compare(const CkptMeta *got, const CkptMeta *want, char *err, size
                                   (long long)CI64(want, i));
         bad++;
     }
-    const double *g[2] = {&got->rotary_base, &got->rotary_percent};
-    const double *w[2] = {&want->rotary_base, &want->rotary_percent};
-    for (int i = 0; i < 2; i++) {
-        if (*g[i] == *w[i] || *used >= n) continue;
+    for (size_t i = 0; i < N_DOUBLES; i++) {
+        if (CD64(got, i) == CD64(want, i) || *used >= n) continue;
         *used += (size_t)snprintf(err + *used, n - *used, "%s%s %g (this run %g)", bad ? ", " : " ",
-                                  DOUBLES[i], *g[i], *w[i]);
+                                  DOUBLES[i].attr, CD64(got, i), CD64(want, i));
         bad++;
     }
     return bad;
@@ -114,5 +123,7 @@ int ckpt_arch_compare(const CkptMeta *got, const CkptMeta *want, char *err, size
 int ckpt_arch_is_attr(const char *name) {
     for (size_t i = 0; i < N_INTS; i++)
         if (!strcmp(name, INTS[i].attr)) return 1;
-    return !strcmp(name, DOUBLES[0]) || !strcmp(name, DOUBLES[1]);
+    for (size_t i = 0; i < N_DOUBLES; i++)
+        if (!strcmp(name, DOUBLES[i].attr)) return 1;
+    return 0;
 }

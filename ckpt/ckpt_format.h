@@ -56,6 +56,10 @@ typedef struct {
     int64_t rmsnorm, swiglu, squared_relu, rope, num_query_groups, disable_bias_linear;
     int64_t kv_channels, layernorm_1p;
     double rotary_base, rotary_percent;
+    // Optional (float64, written when --decoupled-lr is given; absent: 0): decoupled_lr,
+    // decoupled_min_lr, the embedding and output layer's learning rates. Compared like the
+    // model config (Megatron's scheduler also refuses other values without an override).
+    double decoupled_lr, decoupled_min_lr;
 } CkptMeta;
 
 // ckpt_arch.c: the Llama-style attributes above.

@@ -173,8 +173,10 @@ static int check_ranges(const CkptMeta *m, char *err, size_t n) {
         {"fp16_loss_scale", m->loss_scale, 0x1p-126, 0x1p127, (int)m->has_loss_scale},
         {"rotary_base", m->rotary_base, 1.0, 1e12, (int)m->rope},
         {"rotary_percent", m->rotary_percent, 1e-6, 1.0, (int)m->rope},
+        {"decoupled_lr", m->decoupled_lr, 0.0, 1e6, 1},
+        {"decoupled_min_lr", m->decoupled_min_lr, 0.0, 1e6, 1},
     };
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < (int)(sizeof reals / sizeof reals[0]); i++) {
         if (!reals[i].used || (reals[i].v >= reals[i].lo && reals[i].v <= reals[i].hi)) continue;
         snprintf(err, n, "attribute '%s' is %g, out of range [%g, %g]", reals[i].name, reals[i].v,
                  reals[i].lo, reals[i].hi);

@@ -40,8 +40,6 @@ static const CoreCompatFlag TABLE[] = {
     {"--fp8-param-gather", 0, NULL, REFUSE, FP8},
     {"--reset-position-ids", 0, NULL, REFUSE, DOCS},
     {"--reset-attention-mask", 0, NULL, REFUSE, DOCS},
-    {"--decoupled-lr", 'f', NULL, REFUSE, "a separate learning rate for the embedding and output layer is not implemented in megac"},
-    {"--decoupled-min-lr", 'f', NULL, REFUSE, "a separate learning rate for the embedding and output layer is not implemented in megac"},
     {"--calculate-per-token-loss", 0, NULL, REFUSE, "megac averages the loss per micro-batch (Megatron's default); per-token averaging is not implemented"},
 };
 enum { N_TABLE = sizeof TABLE / sizeof TABLE[0] };

@@ -138,6 +138,7 @@ ParamInfo *gpt_params_build(const GPTConfig *c, int tp, int padded_vocab, int la
     size_t off = 0;
     for (int i = 0; i < k; i++) {
         if (c->layernorm_1p && t[i].init == INIT_ONE) t[i].init = INIT_ZERO;  // 1 + w, w = 0
+        t[i].embedding_or_output = t[i].tensor_id == TID_WTE || t[i].tensor_id == TID_OUTPUT;
         set_local_shape(&t[i], tp, padded_vocab);
         t[i].offset = off;
         off += (t[i].numel + 15) / 16 * 16;  // 64-byte aligned views

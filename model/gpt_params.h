@@ -32,6 +32,8 @@ typedef struct {
     int weight_decay;     // 1 for weight matrices and embeddings, 0 for biases and norms
     int tp_replicated;    // same value on every tp rank: counted once in the grad norm
     int tied_copy;        // the last stage's copy of wte (counted on the first stage only)
+    int embedding_or_output;  // wte (either copy) or output_layer: --decoupled-lr's
+                              // parameters (Megatron's is_embedding_or_output_parameter)
     int norm_param;       // norm weight/bias: with sequence parallelism each tp rank's
                           // gradient covers its own rows only (summed over tp each step)
     int sections[3];      // SHARD_QKV / SHARD_GLU: full rows of each section (q, k, v or

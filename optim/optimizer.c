@@ -30,6 +30,7 @@ static void add_segments(Optimizer *o, const ParamInfo *params, int n_params, in
         s->len = (e < hi ? e : hi) - s->begin;
         s->param = i;
         s->weight_decay = params[i].weight_decay;
+        s->decoupled = params[i].embedding_or_output;
         s->count_in_norm = gpt_param_is_owner(&params[i], tp_rank);
         s->at = at + (s->begin - lo);
     }
@@ -62,13 +63,20 @@ static void build_tables(Optimizer *o) {
     int counts = s->sharded || s->comm->rank == 0;
     BackendSegment *upd = core_calloc((size_t)o->n_segs + 1, sizeof *upd);
     BackendSegment *nrm = core_calloc((size_t)o->n_segs + 1, sizeof *nrm);
-    for (int k = 0; k < (o->unit_seg ? s->n_buckets : 1); k++)
-        for (int i = o->unit_seg ? o->unit_seg[k] : 0; i < (o->unit_seg ? o->unit_seg[k + 1] : o->n_segs); i++) {
+    int units = o->unit_seg ? s->n_buckets : 1;
+    o->unit_ndec = core_calloc((size_t)units, sizeof(int));
+    for (int k = 0; k < units; k++) {
+        int i0 = o->unit_seg ? o->unit_seg[k] : 0, i1 = o->unit_seg ? o->unit_seg[k + 1] : o->n_segs;
+        for (int i = i0; i < i1; i++) o->unit_ndec[k] += o->segs[i].decoupled;
+        int plain = i0, dec = i1 - o->unit_ndec[k];  // where the next of each kind goes
+        for (int i = i0; i < i1; i++) {
             const OptSegment *g = &o->segs[i];
-            upd[i] = (BackendSegment){g->at - (o->unit_seg ? s->buckets[k].at : 0), g->len, g->weight_decay, 0};
+            upd[g->decoupled ? dec++ : plain++] =
+                (BackendSegment){g->at - (o->unit_seg ? s->buckets[k].at : 0), g->len, g->weight_decay, 0};
             if (g->count_in_norm && counts) nrm[o->n_norm++] = (BackendSegment){g->at, g->len, o->unit_seg ? 0 : g->weight_decay, 0};
             if (g->len > o->max_seg_len) o->max_seg_len = g->len;
         }
+    }
     size_t bytes = ((size_t)o->n_segs + 1) * sizeof(BackendSegment);
     o->update_table = be->ops->alloc(be, bytes);
     o->norm_table = be->ops->alloc(be, bytes);
@@ -104,6 +112,7 @@ void optim_destroy(Optimizer *o) {
     o->be->ops->free(o->be, o->norm_table);
     free(o->segs);
     free(o->unit_seg);
+    free(o->unit_ndec);
     free(o);
 }
 
@@ -122,7 +131,7 @@ void optim_set_weight_copies(Optimizer *o, const GPT *m) {
 
 // AdamW on the slice, then the parameters synced back. Returns 1 when the weight copies
 // were written too (by AdamW, or by the gathers), else 0.
-static int update(Optimizer *o, const AdamWConfig *cfg, double lr, double grad_scale) {
+static int update(Optimizer *o, const AdamWConfig *cfg, double lr, double lr_dec, double grad_scale) {
     Backend *be = o->be;
     DistSync *s = o->sync;
     o->step++;
@@ -130,17 +139,23 @@ static int update(Optimizer *o, const AdamWConfig *cfg, double lr, double grad_s
     for (int k = 0; k < (o->unit_seg ? s->n_buckets : 1); k++) {  // ZeRO-2/3: per unit
         int i0 = o->unit_seg ? o->unit_seg[k] : 0, n = o->unit_seg ? o->unit_seg[k + 1] - i0 : o->n_segs;
         size_t at = o->unit_seg ? s->buckets[k].at : 0;
-        if (n > 0)
-            be->ops->adamw_multi(be, o->unit_seg ? dist_sync_unit_params(s, k) : params, o->copy, grads + at,
-                                 o->m + at, o->v + at, o->update_table + i0, n, o->max_seg_len, (float)lr,
-                                 (float)cfg->beta1, (float)cfg->beta2, (float)cfg->eps,
-                                 (float)cfg->weight_decay, (float)grad_scale, (int)o->step);
+        int nd = lr_dec == lr ? 0 : o->unit_ndec[k];  // the last nd segments: --decoupled-lr
+        const double lrs[2] = {lr, lr_dec};
+        const int first[2] = {i0, i0 + n - nd}, count[2] = {n - nd, nd};
+        for (int g = 0; g < 2; g++)
+            if (count[g] > 0)
+                be->ops->adamw_multi(be, o->unit_seg ? dist_sync_unit_params(s, k) : params, o->copy,
+                                     grads + at, o->m + at, o->v + at, o->update_table + first[g],
+                                     count[g], o->max_seg_len, (float)lrs[g], (float)cfg->beta1,
+                                     (float)cfg->beta2, (float)cfg->eps, (float)cfg->weight_decay,
+                                     (float)grad_scale, (int)o->step);
     }
     return dist_sync_start_param_sync(s) || o->copy != NULL;
 }
 
-void optim_update_model(Optimizer *o, const AdamWConfig *cfg, double lr, double grad_scale, GPT *m) {
-    if (!update(o, cfg, lr, grad_scale)) gpt_refresh_weight_copies(m);
+void optim_update_model(Optimizer *o, const AdamWConfig *cfg, double lr, double lr_decoupled,
+                        double grad_scale, GPT *m) {
+    if (!update(o, cfg, lr, lr_decoupled, grad_scale)) gpt_refresh_weight_copies(m);
 }
 
 size_t optim_state_bytes(const Optimizer *o) { return 2 * o->shard_len * sizeof(float); }

@@ -17,6 +17,7 @@ typedef struct {
     size_t begin, len;  // range of the flat buffer (floats)
     int param;          // index into the parameter table
     int weight_decay;
+    int decoupled;      // an embedding or output layer part: --decoupled-lr's learning rate
     int count_in_norm;  // 0 for tp-replicated copies on tp_rank > 0 and the tied wte copy
     size_t at;          // where the range sits in the moment (and ZeRO-2/3 shard) buffers
 } OptSegment;
@@ -55,7 +56,9 @@ typedef struct {
                                 // [unit_seg[k], unit_seg[k + 1]); else NULL
     // The same ranges as multi-tensor tables in backend memory, relative to the slice start
     // (ZeRO-2/3 update table: to each unit's owned start):
-    BackendSegment *update_table;   // (n_segs) every segment, for adamw_multi
+    BackendSegment *update_table;   // (n_segs) every segment, for adamw_multi; in each unit
+                                    // (or the whole slice) the decoupled segments last:
+    int *unit_ndec;                 // (n_units, or 1) how many (--decoupled-lr's)
     BackendSegment *norm_table;     // (n_norm) those counted in the gradient norm
     int n_norm;
     size_t max_seg_len;             // longest segment (sizes the multi-tensor launches)
@@ -85,11 +88,13 @@ void optim_destroy(Optimizer *o);
 // reduction: a single device-to-host read.
 double optim_local_grad_sq(Optimizer *o);
 
-// AdamW on the slice with learning rate lr and gradient scale (clipping), one multi-tensor
-// launch (ZeRO-2/3: per unit), then the parameters synced back (dist_sync_start_param_sync),
-// then the weight copies the next forward reads refreshed unless AdamW or the gathers wrote
-// them. Never fails.
-void optim_update_model(Optimizer *o, const AdamWConfig *cfg, double lr, double grad_scale, GPT *m);
+// AdamW on the slice with learning rate lr (lr_decoupled for the embedding and output layer,
+// Megatron's --decoupled-lr; pass lr for none) and gradient scale (clipping), one multi-tensor
+// launch per learning rate (ZeRO-2/3: per unit), then the parameters synced back
+// (dist_sync_start_param_sync), then the weight copies the next forward reads refreshed
+// unless AdamW or the gathers wrote them. Never fails.
+void optim_update_model(Optimizer *o, const AdamWConfig *cfg, double lr, double lr_decoupled,
+                        double grad_scale, GPT *m);
 
 // Bytes of optimizer state on this rank (both moments) and without ZeRO (for the log).
 size_t optim_state_bytes(const Optimizer *o);

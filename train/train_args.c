@@ -163,6 +163,7 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
     a->min_loss_scale = 1.0;
     a->loss_scale_window = 1000;
     a->hysteresis = 2;
+    double dec_lr = 0, dec_min_lr = -1;  // --decoupled-lr (0: off), --decoupled-min-lr (-1: --min-lr)
     double lr = 3e-4, min_lr = 0, wd = 0.01, b1 = 0.9, b2 = 0.999, eps = 1e-8, clip = 1.0;  // Megatron's
     double warmup_fraction = -1, hidden_dropout = 0.1, attention_dropout = 0.1;  // Megatron's
     int64_t train_samples = 0, warmup_samples = -1, decay_samples = -1;
@@ -182,6 +183,8 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
         {"--train-iters", ARG_I64, &a->train_iters, "iterations (Megatron: required, or --train-samples; megac: 100, for small runs)"},
         {"--lr", ARG_FLOAT, &lr, "peak learning rate (Megatron: required; megac: 3e-4, GPT-3 small's)"},
         {"--min-lr", ARG_FLOAT, &min_lr, "final learning rate"},
+        {"--decoupled-lr", ARG_FLOAT, &dec_lr, "peak learning rate of the embedding and output layer (Megatron's), same warm-up and decay (0: --lr)"},
+        {"--decoupled-min-lr", ARG_FLOAT, &dec_min_lr, "with --decoupled-lr: their final learning rate (default: --min-lr)"},
         {"--lr-decay-style", ARG_STR, &style, "constant | linear | cosine (Megatron: linear; megac: cosine, as GPT-3 and llm.c)"},
         {"--lr-warmup-iters", ARG_I64, &warmup, "linear warm-up iterations"},
         {"--lr-warmup-fraction", ARG_FLOAT, &warmup_fraction, "warm-up as a fraction of --lr-decay-iters"},
@@ -306,6 +309,14 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
     }
     if (m->init_method_std < 0) core_usage_error("--init-method-std must be >= 0");
     a->lr = (LRSchedule){lr, min_lr, warmup, decay < 0 ? a->train_iters : decay, a->lr.style};
+    if (dec_min_lr >= 0 && dec_lr <= 0)
+        core_usage_error("--decoupled-min-lr %g needs --decoupled-lr", dec_min_lr);
+    if (dec_lr < 0 || (dec_lr > 0 && (dec_min_lr >= 0 ? dec_min_lr : min_lr) > dec_lr))
+        core_usage_error("need 0 <= --decoupled-min-lr (or --min-lr) %g <= --decoupled-lr %g",
+                         dec_min_lr >= 0 ? dec_min_lr : min_lr, dec_lr);
+    a->lr_decoupled = a->lr;
+    a->lr_decoupled.lr = dec_lr;
+    a->lr_decoupled.min_lr = dec_min_lr >= 0 ? dec_min_lr : min_lr;
     a->adamw = (AdamWConfig){b1, b2, eps, wd, clip};
     a->seed = (uint64_t)seed;
     a->zero1 = !no_zero1;

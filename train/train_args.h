@@ -20,6 +20,8 @@ typedef struct {
     int lr_in_samples;              // the schedule (a->lr) counts samples, not iterations
     TrainRampup rampup;             // --rampup-batch-size (start 0: the batch stays fixed)
     LRSchedule lr;
+    LRSchedule lr_decoupled;        // --decoupled-lr (lr 0: not given): the embedding and output
+                                    // layer's schedule, lr's shape with its own peak and minimum
     AdamWConfig adamw;
     uint64_t seed;
     CoreStrList data_path;          // --data-path: one file or a blend (data/blend.h), cut by --split

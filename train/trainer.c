@@ -217,8 +217,9 @@ StepResult trainer_step(Trainer *t) {
     r.global_batch = G;
     // Megatron steps its scheduler after each successful update: iteration `it` uses the
     // schedule after it - 1 steps, less the fp16 overflow steps skipped so far
-    r.lr = optim_lr_at(&t->args.lr, t->args.lr_in_samples ? t->consumed_samples - t->skipped_samples
-                                                          : it - 1 - t->skipped_total);
+    int64_t pos = t->args.lr_in_samples ? t->consumed_samples - t->skipped_samples : it - 1 - t->skipped_total;
+    r.lr = optim_lr_at(&t->args.lr, pos);
+    double lr_dec = t->args.lr_decoupled.lr > 0 ? optim_lr_at(&t->args.lr_decoupled, pos) : r.lr;
     int found_inf = !isfinite(r.grad_norm);
     // fp16: an overflow is what the loss scale is for (Megatron skips and counts it), unless
     // the dynamic scale is already at its floor: then it is a NaN iteration
@@ -232,7 +233,7 @@ StepResult trainer_step(Trainer *t) {
         if (clip > 0 && r.grad_norm + 1e-6 > clip) scale = clip / (r.grad_norm + 1e-6);
         t0 = pp_trace_begin(t->trace);
         for (int c = 0; c < t->n_chunks; c++)  // bf16/fp16: and the copies the next forward reads
-            optim_update_model(t->opts[c], &t->args.adamw, r.lr, scale / S, t->chunks[c]);
+            optim_update_model(t->opts[c], &t->args.adamw, r.lr, lr_dec, scale / S, t->chunks[c]);
         pp_trace_end(t->trace, PP_EV_OPTIMIZER, -1, t0);
     }
     t->iteration = it;

@@ -34,7 +34,7 @@ refused "megac: --fp8-format hybrid is not supported: fp8 training is not implem
 refused "megac: --cp-comm-type must be p2p or all_gather, got 'a2a' (Megatron's a2a and a2a+p2p are not implemented in megac)" \
   --context-parallel-size 2 --use-flash-attn --cp-comm-type a2a
 refused "megac: --context-parallel-size 3: --seq-length 32 is not divisible by 2 x 3" --context-parallel-size 3
-refused "megac: --decoupled-lr 1e-4 is not supported" --decoupled-lr 1e-4
+refused "megac: --decoupled-min-lr 0.0001 needs --decoupled-lr" --decoupled-min-lr 1e-4
 refused "megac: --tokenizer-type GPT2BPETokenizer needs --vocab-file and --merge-file" --tokenizer-type GPT2BPETokenizer
 refused "megac: --tokenizer-type BertWordPieceLowerCase is not supported" --tokenizer-type BertWordPieceLowerCase
 refused "megac: --ckpt-format expects one of torch|torch_dist|zarr|torch_dcp|fsdp_dtensor, got 'hdf5'" --ckpt-format hdf5
