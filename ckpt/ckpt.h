@@ -46,6 +46,7 @@ typedef struct {
     int global_batch;           // --global-batch-size: saved (informational)
     double decoupled_lr, decoupled_min_lr;  // --decoupled-lr (0: none) and its minimum: saved
                                             // when set; a load with others is refused
+    int per_token_loss;         // --calculate-per-token-loss: saved when set; checked likewise
 } CkptRun;
 
 // What a load reads: everything, the model only (--no-load-optim: fresh AdamW moments), or

@@ -1,8 +1,9 @@
-// ckpt/ckpt_arch.c: the checkpoint attributes of a Llama-style architecture
-// (RMSNorm, SwiGLU, rope, grouped-query attention, no linear biases), of squared ReLU and of
-// --kv-channels and --apply-layernorm-1p. A
-// GPT-2 checkpoint carries none of them, so older files read as GPT-2; a run whose architecture differs from
-// the file's is refused by the validator (ckpt_check.c) with one line naming them.
+// ckpt/ckpt_arch.c: the optional checkpoint attributes of a Llama-style architecture
+// (RMSNorm, SwiGLU, rope, grouped-query attention, no linear biases), of squared ReLU, of
+// --kv-channels and --apply-layernorm-1p, and of the run settings --decoupled-lr and
+// --calculate-per-token-loss. A GPT-2 checkpoint of a default run carries none of them, so
+// older files read as that; a run whose settings differ from the file's is refused by the
+// validator (ckpt_check.c) with one line naming them.
 #include "ckpt_format.h"
 #include "core/check.h"  // defines: H5_CHECK
 
@@ -21,6 +22,7 @@ static const struct {
     {"disable_bias_linear", "disable-bias-linear", offsetof(CkptMeta, disable_bias_linear)},
     {"kv_channels", "kv-channels", offsetof(CkptMeta, kv_channels)},
     {"apply_layernorm_1p", "apply-layernorm-1p", offsetof(CkptMeta, layernorm_1p)},
+    {"calculate_per_token_loss", "calculate-per-token-loss", offsetof(CkptMeta, per_token_loss)},
 };
 #define N_INTS (sizeof INTS / sizeof INTS[0])
 static const struct {

@@ -55,6 +55,7 @@ typedef struct {
     // apply_layernorm_1p (1: zero-centred norm weights, saved as w, the norms use 1 + w).
     int64_t rmsnorm, swiglu, squared_relu, rope, num_query_groups, disable_bias_linear;
     int64_t kv_channels, layernorm_1p;
+    int64_t per_token_loss;  // calculate_per_token_loss (1 when set; a run setting, checked too)
     double rotary_base, rotary_percent;
     // Optional (float64, written when --decoupled-lr is given; absent: 0): decoupled_lr,
     // decoupled_min_lr, the embedding and output layer's learning rates. Compared like the

@@ -156,7 +156,7 @@ static const struct {
     R("normalization_rmsnorm", rmsnorm, 0, 1), R("swiglu", swiglu, 0, 1),
     R("position_embedding_rope", rope, 0, 1), R("num_query_groups", num_query_groups, 0, 1 << 20),
     R("disable_bias_linear", disable_bias_linear, 0, 1), R("kv_channels", kv_channels, 0, 1 << 20),
-    R("apply_layernorm_1p", layernorm_1p, 0, 1),
+    R("apply_layernorm_1p", layernorm_1p, 0, 1), R("calculate_per_token_loss", per_token_loss, 0, 1),
 #undef R
 };
 

@@ -23,6 +23,7 @@ void ckpt_state_to_meta(const CkptModel *m, const CkptRun *r, CkptMeta *meta) {
     ckpt_arch_from_config(meta, c);  // Llama-style settings
     meta->decoupled_lr = r->decoupled_lr;
     meta->decoupled_min_lr = r->decoupled_min_lr;
+    meta->per_token_loss = r->per_token_loss;
     meta->skipped_iterations = r->skipped_total;
     meta->skipped_samples = r->skipped_samples;
     if (r->scaler.dynamic) {  // (--fp16 only) the dynamic loss scale goes on where it was

@@ -40,7 +40,6 @@ static const CoreCompatFlag TABLE[] = {
     {"--fp8-param-gather", 0, NULL, REFUSE, FP8},
     {"--reset-position-ids", 0, NULL, REFUSE, DOCS},
     {"--reset-attention-mask", 0, NULL, REFUSE, DOCS},
-    {"--calculate-per-token-loss", 0, NULL, REFUSE, "megac averages the loss per micro-batch (Megatron's default); per-token averaging is not implemented"},
 };
 enum { N_TABLE = sizeof TABLE / sizeof TABLE[0] };
 _Static_assert((int)N_TABLE <= (int)CORE_COMPAT_MAX, "raise CORE_COMPAT_MAX");

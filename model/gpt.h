@@ -180,6 +180,8 @@ typedef struct {
         float *w;                      // (n_slots, N) host: each slot's per-token weights,
                                        // N / (its unmasked tokens) or 0
         float *loss_host;              // (N) host staging of the per-token losses
+        double global_weight;          // --calculate-per-token-loss: every unmasked token's
+                                       // weight (gpt_set_loss_mask_global); 0: per micro-batch
     } mask;
 } GPT;
 
@@ -281,6 +283,11 @@ void gpt_set_micro_sample(GPT *m, int slot, int64_t sample0);
 // gpt_loss_sum and gpt_loss_accumulate add up are weighted N / unmasked count, or 0).
 // model/gpt_loss_mask.c. Never fails.
 void gpt_set_loss_mask(GPT *m, int64_t eod_id);
+// --calculate-per-token-loss with --eod-mask-loss: from now on every unmasked token weighs w
+// (the caller's G T / unmasked tokens of the whole global batch, so the step's loss is the
+// sum of their losses over their count) instead of N / its micro-batch's; w 0 goes back to
+// that. Call after gpt_set_loss_mask, before the step's forwards. Never fails.
+void gpt_set_loss_mask_global(GPT *m, double w);
 
 // Index of a parameter by logical name in m->params, or -1.
 int gpt_param_index(const GPT *m, const char *name);

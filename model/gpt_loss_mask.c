@@ -4,7 +4,9 @@
 // (n_kept = its unmasked targets), masked ones 0, so a micro-batch's loss is the mean over its
 // unmasked tokens and the step's loss the mean of its micro-batches' (Megatron's default,
 // without --calculate-per-token-loss). A micro-batch with every target masked weighs 0
-// (Megatron would divide by zero). The weights depend only on the micro-batch's targets,
+// (Megatron would divide by zero). With --calculate-per-token-loss every unmasked token
+// weighs the trainer's G T / (unmasked tokens of the global batch) instead, so the step's
+// loss is their summed loss over their count (Megatron's per-token loss). The weights depend only on the micro-batch's targets,
 // which every tensor-parallel rank holds, so every layout computes the same ones. The
 // weights are applied on the host: one copy of the N losses there and back per micro-batch
 // (on CUDA a wait for the stream), and the dscale copy, only with the flag.
@@ -22,11 +24,14 @@ void gpt_set_loss_mask(GPT *m, int64_t eod_id) {
     m->mask.loss_host = core_calloc((size_t)m->N, sizeof(float));
 }
 
+void gpt_set_loss_mask_global(GPT *m, double w) { m->mask.global_weight = w; }
+
 void gpt_loss_mask_forward(GPT *m, int slot, const int *targets) {
     int N = m->N, kept = 0;
     float *w = m->mask.w + (size_t)slot * N, *loss = m->mask.loss_host;
     for (int i = 0; i < N; i++) kept += targets[i] != m->mask.id;
-    float weight = kept ? (float)N / (float)kept : 0.0f;
+    float weight = m->mask.global_weight > 0 ? (float)m->mask.global_weight  // per token
+                 : kept ? (float)N / (float)kept : 0.0f;
     for (int i = 0; i < N; i++) w[i] = targets[i] != m->mask.id ? weight : 0.0f;
     Backend *be = m->be;
     float *dev = m->slots[slot].xent.loss;  // (N) per-token losses: weighted in place

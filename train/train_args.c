@@ -215,6 +215,7 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
         {"--vocab-file", ARG_STR, &a->vocab_file, "GPT2BPETokenizer: GPT-2's vocab.json"},
         {"--merge-file", ARG_STR, &a->merge_file, "GPT2BPETokenizer: GPT-2's merges.txt"},
         {"--tokenizer-model", ARG_STR, &a->tok_model, "HuggingFaceTokenizer: tokenizer.json or its directory"},
+        {"--calculate-per-token-loss", ARG_BOOL, &a->per_token_loss, "the loss (and gradient) is the sum over the global batch's tokens over their count (Megatron's); differs from the default mean of micro-batch means only with --eod-mask-loss"},
         {"--eod-mask-loss", ARG_BOOL, &a->eod_mask_loss, "targets equal to the data's end-of-document id get loss weight 0; a micro-batch's loss is the mean over its other tokens (Megatron's)"},
         {"--mock-data", ARG_BOOL, &a->mock_data, "synthetic tokens instead of --data-path"},
         {"--mock-vocab-size", ARG_INT, &a->mock_vocab, "vocabulary of --mock-data"},

@@ -33,6 +33,8 @@ typedef struct {
     int64_t tok_vocab, tok_eod;     // that tokenizer's ids and end-of-document id (0, 0: none):
                                     // the data must agree (Megatron .bin/.idx data takes them)
     int eod_mask_loss;              // --eod-mask-loss: targets equal to the EOD id weigh 0
+    int per_token_loss;             // --calculate-per-token-loss: the loss is the mean over the
+                                    // global batch's (unmasked) tokens, not of micro-batch means
     int mock_data, mock_vocab, mock_samples;
     const char *save, *load;
     int no_load_optim;              // --no-load-optim: --load reads the model only (fresh AdamW)

@@ -42,7 +42,8 @@ static CkptModel ckpt_model_of(const Trainer *t) {
 static CkptRun ckpt_run_of(const Trainer *t) {
     return (CkptRun){t->iteration, t->consumed_samples, t->nan_total, t->skipped_total,
                      t->skipped_samples, t->scaler, t->args.seed, t->args.global_batch,
-                     t->args.lr_decoupled.lr, t->args.lr_decoupled.lr > 0 ? t->args.lr_decoupled.min_lr : 0.0};
+                     t->args.lr_decoupled.lr, t->args.lr_decoupled.lr > 0 ? t->args.lr_decoupled.min_lr : 0.0,
+                     t->args.per_token_loss};
 }
 
 // --load (--finetune, --no-load-optim: the model only) into the trainer. Collective; a

@@ -172,6 +172,27 @@ void trainer_destroy(Trainer *t) {
     free(t);
 }
 
+// --calculate-per-token-loss with --eod-mask-loss: the unmasked targets of the whole global
+// batch at the cursor, counted by every rank over its own micro-batches (read once more here;
+// TP ranks read together, as the schedule does) and summed over the world (MPI, host
+// memory), where each DP rank's count comes TP x PP times; each unmasked token then weighs
+// G T / that count. Collective over the world.
+static void per_token_weight(Trainer *t, int G) {
+    size_t N = (size_t)t->args.micro_batch * t->args.model.seq_length;
+    int *tok = core_calloc(2 * N, sizeof(int)), *tgt = tok + N;
+    int64_t eod = batches_eod_id(t->data);
+    double kept = 0.0;
+    for (int i = 0; i < t->step.n_micro; i++) {
+        batches_get(&t->cursor, i, tok, tgt);
+        for (size_t j = 0; j < N; j++) kept += tgt[j] != eod;
+    }
+    free(tok);
+    comm_all_reduce(t->grid->world, &kept, 1, COMM_F64, COMM_SUM);
+    kept /= (double)t->args.tp * t->args.pp;  // (CP with --eod-mask-loss is refused)
+    double w = kept > 0 ? (double)G * t->args.model.seq_length / kept : 0.0;
+    for (int c = 0; c < t->n_chunks; c++) gpt_set_loss_mask_global(t->chunks[c], w);
+}
+
 // Points the batch cursor at `split` from sample `start` with global batch G and sets the
 // step's micro-batches per DP rank, G / (micro-batch x DP). Never fails.
 static void trainer_set_batch(Trainer *t, SplitKind split, int64_t start, int G) {
@@ -179,6 +200,7 @@ static void trainer_set_batch(Trainer *t, SplitKind split, int64_t start, int G)
     t->cursor.batch_start = start;
     t->cursor.global_batch = G;
     t->step.n_micro = G / (t->args.micro_batch * t->dp);
+    if (t->args.per_token_loss && t->args.eod_mask_loss) per_token_weight(t, G);
 }
 
 StepResult trainer_step(Trainer *t) {
