@@ -9,7 +9,8 @@
 // 4 fp32/tf32), `f32` fp32 elements, `flops`; per row `row_f32` fp32 statistics (mean, rstd).
 // The kernels as the model calls them (model/gpt_block.c, model/gpt.c, backend/cuda):
 //   LayerNorm: the attention residual add is fused into LN2 (residual_layernorm_forward: read
-//     a, b; write res, ln); the MLP residual is its own add; RMSNorm adds, then normalises.
+//     a, b; write res, ln); the MLP residual is its own add; RMSNorm (and any norm with
+//     --apply-layernorm-1p) adds, then normalises.
 //   Norm backward reads dout twice (dinp, then the weight sums), x once, writes dinp.
 //   GELU runs in cuBLASLt's epilogue: the forward writes the pre-activation too (aux), the
 //   backward's DGELU reads it; ReLU^2 and SwiGLU run kernels (SwiGLU: 2F in, F out).
@@ -81,8 +82,8 @@ static const KernelRow TABLE[] = {
 static int applies(const GPTConfig *c, When w) {
     switch (w) {
     case K_ALL: return 1;
-    case K_LN: return !c->rmsnorm;
-    case K_RMS: return c->rmsnorm;
+    case K_LN: return !c->rmsnorm && !c->layernorm_1p;  // the fused residual + LayerNorm
+    case K_RMS: return c->rmsnorm || c->layernorm_1p;   // add, then the norm (1p: no fused op)
     case K_GELU: return c->activation == BACKEND_ACT_GELU;
     case K_PLAIN_ACT: return c->activation == BACKEND_ACT_RELU2;
     case K_SWIGLU: return c->activation == BACKEND_ACT_SWIGLU;
