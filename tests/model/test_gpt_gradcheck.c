@@ -129,8 +129,8 @@ static void init_is_layout_independent(Backend *be, GPTConfig cfg) {
 static void layernorm_1p_init(Backend *be, Comm *tp, GPTConfig cfg) {
     GPTConfig one_p = cfg;
     one_p.layernorm_1p = 1;
-    GPT *a = gpt_create(&cfg, be, 1, 0, 1, 0, 2, 1, 42, 16, 0, 1, 0);
-    GPT *b = gpt_create(&one_p, be, 1, 0, 1, 0, 2, 1, 42, 16, 0, 1, 0);
+    GPT *a = gpt_create(&cfg, be, 1, 0, 1, 0, 2, 1, 42, 16, 0, NULL);
+    GPT *b = gpt_create(&one_p, be, 1, 0, 1, 0, 2, 1, 42, 16, 0, NULL);
     int tok[16], tgt[16], zeros = 0;
     for (int i = 0; i < 16; i++) { tok[i] = (i * 5 + 1) % 50; tgt[i] = (i * 3 + 2) % 50; }
     for (int i = 0; i < b->n_params; i++)

@@ -19,7 +19,7 @@ static void one_step(Backend *be, Comm *one, int sharding, int untie) {
     GPTConfig cfg = {.num_layers = 2, .hidden_size = 16, .num_heads = 2, .ffn_hidden_size = 64,
                      .seq_length = 8, .max_position_embeddings = 8, .vocab_size = 50,
                      .vocab_divisible_by = 16, .untie_embeddings = untie};
-    GPT *m = gpt_create(&cfg, be, 1, 0, 1, 0, 2, 1, 42, dist_pad_multiple(1), 0, 1, 0);
+    GPT *m = gpt_create(&cfg, be, 1, 0, 1, 0, 2, 1, 42, dist_pad_multiple(1), 0, NULL);
     Optimizer *o = optim_create(be, one, (OptimSharding)sharding, m, 0, 0, NULL);
     float *before = malloc(m->n_alloc * sizeof(float));
     memcpy(before, m->param_mem, m->n_alloc * sizeof(float));
@@ -55,7 +55,7 @@ int main(int argc, char **argv) {
     MPI_CHECK(MPI_Init(&argc, &argv));
     int self = 0;
     Comm *one = comm_mpi_create(MPI_COMM_SELF, "dp", &self, 60);
-    Backend *be = backend_cpu_create(1);
+    Backend *be = backend_cpu_create(1, BACKEND_F32);
     for (int sh = 0; sh < 2; sh++)
         for (int untie = 0; untie < 2; untie++) one_step(be, one, sh, untie);
     // the decoupled schedule: the base one's warm-up and decay, its own peak and minimum
