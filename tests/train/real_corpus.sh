@@ -17,7 +17,7 @@ h=$(sed -n 's/.*unigram entropy \([0-9.]*\) nats.*/\1/p' "$wd/pre.txt")
   --log-interval 100 --eval-interval 100 --eval-iters 8 > "$wd/train.txt" 2>&1 \
   || { tail "$wd/train.txt"; exit 1; }
 grep "validation loss" "$wd/train.txt"
-v=$(grep "validation loss at iteration 400" "$wd/train.txt" | sed 's/.*lm loss value: \([0-9.E+-]*\) .*/\1/')
+v=$(grep "validation loss at iteration 400 |" "$wd/train.txt" | sed 's/.*lm loss value: \([0-9.E+-]*\) .*/\1/')
 python3 -c "
 h, v = $h, float('$v')
 print(f'unigram entropy {h:.4f} nats/token; validation loss after 400 iterations {v:.4f}')
