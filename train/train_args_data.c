@@ -33,6 +33,7 @@ void train_args_check_data(TrainArgs *a) {
         if (!a->data_vocab) core_usage_error("--tokenizer-type NullTokenizer needs --vocab-size N (N ids and the end-of-document id N)");
         if (a->vocab_file || a->merge_file || a->tok_model)
             core_usage_error("--tokenizer-type NullTokenizer reads no files (--vocab-file, --merge-file, --tokenizer-model)");
+        a->tok_vocab = a->data_vocab + 1, a->tok_eod = a->data_vocab;  // (the run record's; the data checks use --vocab-size)
     } else if (a->tok_type || a->vocab_file || a->merge_file || a->tok_model) {  // checked against the data
         char err[1024];
         if (!a->tok_type && a->vocab_file && a->merge_file && !a->tok_model)

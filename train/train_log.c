@@ -374,7 +374,9 @@ void train_log_run_record(Trainer *t, long superseded) {
     if (a->tok_type) {
         fprintf(f, "{\"type\":\"%s\",\"vocab_size\":%lld,\"eod_id\":%lld,\"file\":", a->tok_type,
                 (long long)a->tok_vocab, (long long)a->tok_eod);
-        json_string(f, a->tok_model ? a->tok_model : a->vocab_file);
+        const char *file = a->tok_model ? a->tok_model : a->vocab_file;  // NullTokenizer: none
+        if (file) json_string(f, file);
+        else fprintf(f, "null");
         fprintf(f, "}");
     } else {
         fprintf(f, "null");
