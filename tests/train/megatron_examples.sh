@@ -7,6 +7,12 @@
 #   examples/gpt3/train_gpt3_175b_distributed.sh: a Megatron .bin/.idx prefix with GPT-2's
 #     vocab.json/merges.txt, --fp16 (on the CPU backend), the step batch-size schedule,
 #     TensorBoard, --save/--load of the same folder;
+#   examples/llama/train_llama3_8b_h100_fp8.sh: its MOCK data path (--mock-data with
+#     NullTokenizer and --vocab-size), RoPE, GQA with --kv-channels, SwiGLU, RMSNorm with
+#     --apply-layernorm-1p, untied embeddings, sample-based schedule, --decoupled-lr,
+#     --calculate-per-token-loss, --bf16 with bf16 gradient reduction, the distributed
+#     optimizer with both overlaps, --sequence-parallel, TensorBoard, profiling flags; its
+#     DTYPE set to bf16 (fp8 is refused: megac has no fp8) and CP_SIZE 2 (a size);
 #   each script: trains, validates, saves, and a second run resumes from the checkpoint.
 set -uo pipefail
 mpiexec="$1" megac="$2"
@@ -137,5 +143,128 @@ taken = [r for r in a + b if not r["skipped"]]  # fp16 from a 2^32 scale: the fi
 assert len(taken) >= 4, f"only {len(taken)} steps taken"
 print(f"gpt3 example: {len(a)} + {len(b)} iterations ({len(taken)} taken after the fp16 scale "
       f"settled at {b[-1]['loss_scale']:g}), validated, saved, resumed")
+PY
+
+# --- examples/llama/train_llama3_8b_h100_fp8.sh ------------------------------------------
+llama() {  # llama TRAIN_SAMPLES LOG: the script's command line (MOCK data, its default)
+  local CHECKPOINT_PATH="$wd/llama/ckpt" TENSORBOARD_LOGS_PATH="$wd/llama/tb"
+  local TOKENIZER_ARG="MOCK" DATA_ARG="MOCK"
+  local TP_SIZE=1 CP_SIZE=2 PP_SIZE=1  # CP_SIZE was 1
+  local MICRO_BATCH_SIZE=1 GLOBAL_BATCH_SIZE=4  # was 128
+  local NUM_LAYERS=2  # was 32
+  local DTYPE="bf16"  # was "fp8": megac has no fp8 (its flags are refused with the reason)
+  local SEQ_LENGTH=64 MAX_POSITION_EMBEDDINGS=64  # were 8192
+  local DATA_CACHE_PATH="$wd/llama/cache"
+  local MODEL_ARGS=(
+    --use-mcore-models
+    --num-layers $NUM_LAYERS
+    --hidden-size 64                # was 4096
+    --ffn-hidden-size 160           # was 14336
+    --num-attention-heads 4         # was 32
+    --group-query-attention
+    --num-query-groups 2            # was 8
+    --kv-channels 32                # was 128
+    --seq-length $SEQ_LENGTH
+    --max-position-embeddings $MAX_POSITION_EMBEDDINGS
+    --position-embedding-type rope
+    --rotary-base 1000000
+    --rotary-percent 1.0
+    --attention-dropout 0.0
+    --hidden-dropout 0.0
+    --swiglu
+    --normalization RMSNorm
+    --init-method-std 0.0134
+    --attention-backend fused
+    --apply-layernorm-1p
+    --untie-embeddings-and-output-weights
+    --disable-bias-linear
+  )
+  local TRAINING_ARGS=(
+    --micro-batch-size $MICRO_BATCH_SIZE
+    --global-batch-size $GLOBAL_BATCH_SIZE
+    --train-samples "$1"            # was 1953125000
+    --lr-decay-samples 48           # was 1949218748
+    --lr-warmup-samples 8           # was 3906252
+    --lr 0.00015
+    --min-lr 0.00001
+    --decoupled-lr 5.0e-4      # Specific to decoupled AdamW, ensure optimizer is compatible
+    --decoupled-min-lr 4.5e-5  # Specific to decoupled AdamW
+    --lr-decay-style cosine
+    --clip-grad 1.0
+    --weight-decay 0.1
+    --adam-beta1 0.9
+    --adam-beta2 0.95
+    --bf16
+    --grad-reduce-in-bf16
+    --cross-entropy-loss-fusion
+    --calculate-per-token-loss
+    --manual-gc
+    --empty-unused-memory-level 1
+    --exit-duration-in-mins 235
+  )
+  local DTYPE_ARGS=()
+  if [[ "$DTYPE" == "fp8" ]]; then
+    DTYPE_ARGS+=("--fp8-format hybrid" "--fp8-amax-history-len 1024" "--fp8-amax-compute-algo max" "--fp8-param-gather")
+  fi
+  local MODEL_PARALLEL_ARGS=(
+    --tensor-model-parallel-size $TP_SIZE
+    --context-parallel-size $CP_SIZE
+    --sequence-parallel  # Always enable sequence parallelism with TP_SIZE=2
+  )
+  local DDP_ARGS=(--use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather)
+  TRAINING_ARGS+=("${DDP_ARGS[@]}")
+  local DATA_ARGS_LIST=()
+  if [[ "$TOKENIZER_ARG" == "MOCK" ]] || [[ "$DATA_ARG" == "MOCK" ]] || [[ -z "$TOKENIZER_ARG" ]]; then
+    DATA_ARGS_LIST+=(
+      "--mock-data"
+      "--tokenizer-type NullTokenizer"
+      "--vocab-size 511"            # was 128256
+      "--data-cache-path ${DATA_CACHE_PATH}"
+      "--tiktoken-pattern v2"
+      "--split '99,1,0'"
+      "--no-create-attention-mask-in-dataloader"
+      "--no-mmap-bin-files"
+      "--num-workers 1"
+    )
+  fi
+  local EVAL_AND_LOGGING_ARGS=(
+    --log-interval 1
+    --eval-iters 2                  # was 32
+    --eval-interval 4               # was 100
+    --save-interval 4               # was 1000
+    --log-throughput
+    --profile
+    --profile-step-start 4
+    --profile-step-end 6
+    --ckpt-format torch_dist
+    --distributed-timeout-minutes 60
+    --save "$CHECKPOINT_PATH"
+    --load "$CHECKPOINT_PATH"
+    --tensorboard-dir "$TENSORBOARD_LOGS_PATH"
+  )
+  # was: torchrun ${DISTRIBUTED_ARGS[@]} "$PRETRAIN_SCRIPT_PATH" (8 GPUs per node)
+  timeout 300 "$mpiexec" -n 4 "$megac" train --num-threads 1 --log-json "$2" \
+    ${MODEL_ARGS[@]} \
+    ${TRAINING_ARGS[@]} \
+    ${DTYPE_ARGS[@]} \
+    ${MODEL_PARALLEL_ARGS[@]} \
+    ${DATA_ARGS_LIST[@]} \
+    ${EVAL_AND_LOGGING_ARGS[@]}
+}
+
+mkdir -p "$wd/llama"
+llama 16 "$wd/llama/a.jsonl" > "$wd/llama/a.out" 2>&1 || fail "llama: first run exited $?: $(grep -E 'megac|rror' "$wd/llama/a.out" | tail -3)"
+check llama "$wd/llama/a.jsonl" "$wd/llama/a.out" 1 4
+llama 32 "$wd/llama/b.jsonl" > "$wd/llama/b.out" 2>&1 || fail "llama: resumed run exited $?: $(grep -E 'megac|rror' "$wd/llama/b.out" | tail -3)"
+check llama "$wd/llama/b.jsonl" "$wd/llama/b.out" 5 8
+grep -q "loaded checkpoint" "$wd/llama/b.out" || fail "llama: the second run did not load the checkpoint"
+grep -q "x CP 2" "$wd/llama/a.out" || fail "llama: not CP 2: $(grep 'megac train: world' "$wd/llama/a.out")"
+ls "$wd/llama/tb"/events.out.tfevents.* >/dev/null 2>&1 || fail "llama: no TensorBoard event file"
+python3 - "$wd/llama/a.jsonl" "$wd/llama/b.jsonl" <<'PY' || fail "llama: losses"
+import json, sys
+a, b = ([r for r in map(json.loads, open(f)) if "lm_loss" in r and "iteration" in r] for f in sys.argv[1:])
+assert not any(r["skipped"] for r in a + b), "a bf16 step was skipped"
+print(f"llama example: {len(a)} + {len(b)} iterations at CP 2 x DP 2, loss {a[0]['lm_loss']:.3f} -> "
+      f"{b[-1]['lm_loss']:.3f}, validated, saved, resumed")
 PY
 exit $fails
