@@ -69,6 +69,9 @@ typedef struct Backend Backend;
 // positions); a query that sees no key gets out 0 (flash: lse -inf). A decoding step with a
 // key/value cache: q0 = k0 + Tk - T over the cached rows; a sequence split across ranks
 // (context parallelism): each pair of chunks. {0, 0, T, NULL} is the whole sequence.
+// Documents (--reset-attention-mask): qstart (B, T) ints in the backend's memory, one per
+// query row, the global position where that query's document starts (qstart <= its own
+// position); the query sees key j iff qstart <= j <= its position. NULL: 0 (plain causal).
 // A ring over key blocks: flash forward with accumulate over every visible block, then one
 // flash backward per visible block with the final out and lse (dq and each block's dkv add).
 typedef struct {
@@ -83,6 +86,7 @@ typedef struct {
                      // (B, Tk, 2*G*hs) [k: G heads | v: G heads] of kv and dkv (both given), query
                      // head h reading kv head h / (NH/G) (grouped-query attention); the backward
                      // adds into kv head g the dk, dv summed over its NH/G query heads
+    const int *qstart;  // (B, T) document start of each query row (above); NULL: none
 } BackendAttnWindow;
 
 // A range of the flat parameter/gradient buffers for the multi-tensor ops (adamw_multi,
@@ -194,7 +198,8 @@ typedef struct {
                               int B, int T, int NH, int hs, const BackendDropout *d,
                               const BackendAttnWindow *w);
     // dqkv (B, T, 3*NH*hs) [overwritten]; scratch (B, NH, T, T) is workspace; d as in the
-    // forward (the mask regenerated, never stored).
+    // forward (the mask regenerated, never stored). A forward's document starts (qstart) need
+    // nothing here: att holds 0 where a key was hidden.
     void (*attention_backward)(Backend *be, void *dqkv, float *scratch, const void *dout,
                                const void *qkv, const void *att, int B, int T, int NH, int hs,
                                const BackendDropout *d);
@@ -232,12 +237,15 @@ typedef struct {
     void (*embedding_backward)(Backend *be, float *dtable, const void *dout, const int *tokens,
                                int N, int C, int vocab_start, int V_local);
     // out (B, T, C) += rows [pos0, pos0 + T) of wpe (maxT, C): the rows hold positions
-    // pos0.. of their sequences (0: the whole sequence; a slice or a decoding step: its start)
+    // pos0.. of their sequences (0: the whole sequence; a slice or a decoding step: its start).
+    // pos (B, T) ints in the backend's memory, or NULL: row r's position is pos[r] instead
+    // (pos0 unused; --reset-position-ids: positions restart at each document).
     void (*position_forward)(Backend *be, void *out, const void *wpe, int B, int T, int C,
-                             int pos0);
-    // rows [pos0, pos0 + T) of dwpe (maxT, C) += sum over b of dout (B, T, C)
+                             int pos0, const int *pos);
+    // rows [pos0, pos0 + T) of dwpe (maxT, C) += sum over b of dout (B, T, C); with pos: row
+    // pos[r] of dwpe += dout's row r, rows added in order (the same bits every run)
     void (*position_backward)(Backend *be, float *dwpe, const void *dout, int B, int T, int C,
-                              int pos0);
+                              int pos0, const int *pos);
 
     // --- vocab-parallel softmax cross-entropy over a logit shard (N, V_local) -----------
     // Columns [0, V_valid) are real vocabulary, [V_valid, V_local) padding, masked out. The
@@ -295,12 +303,14 @@ typedef struct {
     // of each head, pairs (i, i + rot/2) turned by the angle t * base^(-2i/rot) (the
     // rotate-half convention of Megatron and Hugging Face); channels >= rot pass. rot 0: no
     // rotation. pos0 is 0 in training; a decoding step (B = T = 1) passes its position.
+    // pos (B, T) ints in the backend's memory, or NULL: t = pos[r] for row r instead (pos0
+    // unused; --reset-position-ids).
     void (*rope_gqa_forward)(Backend *be, void *out, const void *inp, int B, int T, int NH,
-                             int G, int hs, int rot, float base, int pos0);
+                             int G, int hs, int rot, float base, int pos0, const int *pos);
     // dinp (B, T, (NH + 2G)*hs) [overwritten] = the transpose of rope_gqa_forward applied to
     // dout (B, T, 3*NH*hs): rotated back, a kv head's gradient summed over its query heads.
     void (*rope_gqa_backward)(Backend *be, void *dinp, const void *dout, int B, int T, int NH,
-                              int G, int hs, int rot, float base, int pos0);
+                              int G, int hs, int rot, float base, int pos0, const int *pos);
 } BackendOps;
 
 struct Backend {

@@ -75,7 +75,7 @@ static void run_step(Backend *be, OpStats *st, Layer *w, Layer *g, float **a, fl
     float *dx = d[0], *dln = d[1], *dqkv = d[4], *datt = d[5], *dy = d[6], *dh = d[7];
     double attf = 2.0 * 2.0 * B * NH * (double)T * T * (C / NH);
     TIMED(st, OP_EMB_FWD, 0, (o->embedding_forward(be, x, tokens, wte, N, C, 0, VP),
-                              o->position_forward(be, x, wpe, B, T, C, 0)));
+                              o->position_forward(be, x, wpe, B, T, C, 0, NULL)));
     for (int l = 0; l < L; l++) {
         TIMED(st, OP_LN_FWD, 0, o->norm_forward(be, ln, mean, rstd, x, w->ln_w, w->ln_b, N, C, BACKEND_LAYERNORM));
         TIMED(st, OP_MM_FWD, mm_flops(3 * C, C), o->matmul_forward(be, qkv, ln, w->qkv_w, w->qkv_b, N, C, 3 * C));
@@ -110,7 +110,7 @@ static void run_step(Backend *be, OpStats *st, Layer *w, Layer *g, float **a, fl
         TIMED(st, OP_MM_BWD, 2 * mm_flops(3 * C, C), o->matmul_backward(be, dln, g->qkv_w, g->qkv_b, dqkv, ln, w->qkv_w, N, C, 3 * C));
         TIMED(st, OP_LN_BWD, 0, o->norm_backward(be, dx, g->ln_w, g->ln_b, dln, x, w->ln_w, mean, rstd, N, C, BACKEND_LAYERNORM));
     }
-    TIMED(st, OP_EMB_BWD, 0, (o->position_backward(be, dwpe, dx, B, T, C, 0),
+    TIMED(st, OP_EMB_BWD, 0, (o->position_backward(be, dwpe, dx, B, T, C, 0, NULL),
                               o->embedding_backward(be, dwte, dx, tokens, N, C, 0, VP)));
     TIMED(st, OP_NORM, 0, o->sum_squares_multi(be, opt[1], seg, 1, nparams));
     TIMED(st, OP_ADAMW, 0, o->adamw_multi(be, opt[0], NULL, opt[1], opt[2], opt[3], seg, 1, nparams,

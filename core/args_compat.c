@@ -8,7 +8,6 @@
 #define NOEFF CORE_COMPAT_NO_EFFECT
 #define REFUSE CORE_COMPAT_REFUSED
 #define FP8 "fp8 training is not implemented in megac (--bf16 and --fp16 are)"
-#define DOCS "document-aware positions and attention masks are not implemented in megac yet (--eod-mask-loss is)"
 
 static const CoreCompatFlag TABLE[] = {
     // accepted, no effect on the result
@@ -38,8 +37,6 @@ static const CoreCompatFlag TABLE[] = {
     {"--fp8-amax-history-len", 'i', NULL, REFUSE, FP8},
     {"--fp8-amax-compute-algo", 's', NULL, REFUSE, FP8},
     {"--fp8-param-gather", 0, NULL, REFUSE, FP8},
-    {"--reset-position-ids", 0, NULL, REFUSE, DOCS},
-    {"--reset-attention-mask", 0, NULL, REFUSE, DOCS},
 };
 enum { N_TABLE = sizeof TABLE / sizeof TABLE[0] };
 _Static_assert((int)N_TABLE <= (int)CORE_COMPAT_MAX, "raise CORE_COMPAT_MAX");

@@ -11,37 +11,42 @@ TPVocab tp_vocab_split(int V, int Vp, int tp, int tp_rank) {
     return v;
 }
 
-// out (B*T, C) += wpe rows of the rows' positions (pos0, pos1 as in the forward); backward:
-// dwpe (its rows) += dout rows summed over B.
+// out (B*T, C) += wpe rows of the rows' positions (pos0, pos1 as in the forward, or pos
+// (B, T) per row); backward: dwpe (its rows) += dout rows summed over B.
 static void positions(Backend *be, void *out, float *dwpe, const void *dout, const void *wpe,
-                      int B, int T, int C, int pos0, int pos1) {
+                      int B, int T, int C, int pos0, int pos1, const int *pos) {
+    if (pos) {  // --reset-position-ids
+        if (dwpe) be->ops->position_backward(be, dwpe, dout, B, T, C, 0, pos);
+        else be->ops->position_forward(be, out, wpe, B, T, C, 0, pos);
+        return;
+    }
     int halves = pos1 >= 0, Th = halves ? T / 2 : T;
     size_t half = (size_t)B * Th * C * backend_dtype_size(be->act);
     for (int h = 0; h < (halves ? 2 : 1); h++) {
         int p = h ? pos1 : pos0;
-        if (dwpe) be->ops->position_backward(be, dwpe, (const char *)dout + h * half, B, Th, C, p);
-        else be->ops->position_forward(be, (char *)out + h * half, wpe, B, Th, C, p);
+        if (dwpe) be->ops->position_backward(be, dwpe, (const char *)dout + h * half, B, Th, C, p, NULL);
+        else be->ops->position_forward(be, (char *)out + h * half, wpe, B, Th, C, p, NULL);
     }
 }
 
 void tp_vocab_embedding_forward(Backend *be, TPGroup *tp, const TPVocab *v, void *out,
                                 const int *tokens, const void *wte, const void *wpe,
-                                int B, int T, int C, int pos0, int pos1) {
+                                int B, int T, int C, int pos0, int pos1, const int *pos) {
     size_t NC = (size_t)B * T * C;
     if (!tp->sequence_parallel) {
         be->ops->embedding_forward(be, out, tokens, wte, B * T, C, v->vocab_start, v->V_tp);
         comm_all_reduce(tp->comm, out, NC, tp_act_dtype(be), COMM_SUM);  // each token from one rank
-        if (wpe) positions(be, out, NULL, NULL, wpe, B, T, C, pos0, pos1);  // none with rope
+        if (wpe) positions(be, out, NULL, NULL, wpe, B, T, C, pos0, pos1, pos);  // none with rope
         return;
     }
     be->ops->embedding_forward(be, tp->full, tokens, wte, B * T, C, v->vocab_start, v->V_tp);
-    if (tp->comm->rank == 0 && wpe) positions(be, tp->full, NULL, NULL, wpe, B, T, C, pos0, pos1);
+    if (tp->comm->rank == 0 && wpe) positions(be, tp->full, NULL, NULL, wpe, B, T, C, pos0, pos1, pos);
     comm_reduce_scatter(tp->comm, tp->full, out, NC / (size_t)tp->comm->size, tp_act_dtype(be), COMM_SUM);
 }
 
 void tp_vocab_embedding_backward(Backend *be, TPGroup *tp, const TPVocab *v, float *dwte, float *dwpe,
                                  const void *dout, const int *tokens, int B, int T, int C,
-                                 int pos0, int pos1) {
+                                 int pos0, int pos1, const int *pos) {
     const void *dy = dout;  // (B*T, C)
     if (tp->sequence_parallel) {
         size_t shard = (size_t)B * T * C / (size_t)tp->comm->size;
@@ -49,7 +54,7 @@ void tp_vocab_embedding_backward(Backend *be, TPGroup *tp, const TPVocab *v, flo
         dy = tp->gather;
     }
     be->ops->embedding_backward(be, dwte, dy, tokens, B * T, C, v->vocab_start, v->V_tp);
-    if (dwpe) positions(be, NULL, dwpe, dy, NULL, B, T, C, pos0, pos1);
+    if (dwpe) positions(be, NULL, dwpe, dy, NULL, B, T, C, pos0, pos1, pos);
 }
 
 void tp_vocab_xent_forward(Backend *be, TPGroup *tp, const TPVocab *v, TPXentBuffers *xb,

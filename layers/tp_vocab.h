@@ -24,19 +24,20 @@ TPVocab tp_vocab_split(int V, int Vp, int tp, int tp_rank);
 // parallelism reduce-scatter to this rank's (B*T/tp, C) rows. The T positions of each
 // sequence are its positions [pos0, pos0 + T) (0: the whole sequence); with pos1 >= 0 the
 // rows are two halves (context parallelism): (B, T/2) rows at positions [pos0, pos0 + T/2)
-// then (B, T/2) at [pos1, pos1 + T/2). The replicated position embedding enters once; wpe
-// NULL (rotary positions): none.
+// then (B, T/2) at [pos1, pos1 + T/2). pos (B, T) in the backend's memory, or NULL: row r
+// is at position pos[r] instead (--reset-position-ids). The replicated position embedding
+// enters once; wpe NULL (rotary positions): none.
 void tp_vocab_embedding_forward(Backend *be, TPGroup *tp, const TPVocab *v, void *out,
                                 const int *tokens, const void *wte, const void *wpe,
-                                int B, int T, int C, int pos0, int pos1);
+                                int B, int T, int C, int pos0, int pos1, const int *pos);
 
 // dwte (V_tp, C) += rows of dout for this rank's tokens; the rows' positions of dwpe (pos0,
-// pos1 as in the forward) += sum over B (NULL: none).
+// pos1, pos as in the forward) += sum over B (NULL: none).
 // dout (B*T, C) is the same on every tp rank; with sequence parallelism it is this rank's
 // (B*T/tp, C) rows, all-gathered first.
 void tp_vocab_embedding_backward(Backend *be, TPGroup *tp, const TPVocab *v, float *dwte, float *dwpe,
                                  const void *dout, const int *tokens, int B, int T, int C,
-                                 int pos0, int pos1);
+                                 int pos0, int pos1, const int *pos);
 
 // Cross-entropy buffers for N rows. rowmax and stats live in one allocation so the sum of
 // exponentials and the target logit are all-reduced together.

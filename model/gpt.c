@@ -43,8 +43,9 @@ static void attention_forward(GPT *m, const GPTLayerActs *a, const GPTRows *r,
     int hs = m->hs;
     size_t row = 3 * (size_t)m->A_tp * backend_dtype_size(be->act);  // bytes of a qkv row
     BackendAttnWindow cache = {r->pos0, 0, r->pos0 + r->T, (const char *)a->qkv - r->pos0 * row,
-                               0, NULL, 0};
-    const BackendAttnWindow *w = r->pos0 ? &cache : NULL;
+                               0, NULL, 0, NULL};
+    BackendAttnWindow docs = {0, 0, r->T, NULL, 0, NULL, 0, r->qstart};  // --reset-attention-mask
+    const BackendAttnWindow *w = r->pos0 ? &cache : r->qstart ? &docs : NULL;
     if (m->cp > 1) {  // this rank's two chunks against the whole sequence's keys
         gpt_cp_attention_forward(m, a, d);
         return;
@@ -55,13 +56,20 @@ static void attention_forward(GPT *m, const GPTLayerActs *a, const GPTRows *r,
         be->ops->attention_forward(be, a->atty, a->att, a->qkv, r->B, r->T, m->NH_tp, hs, d, w);
 }
 
-// m->s.dqkv = d(qkv) from m->s.datty = d(y); m->s.datt is the workspace.
-static void attention_backward(GPT *m, const GPTLayerActs *a, const BackendDropout *d) {
+// m->s.dqkv = d(qkv) from m->s.datty = d(y); m->s.datt is the workspace. r: the rows (their
+// documents: r->qstart).
+static void attention_backward(GPT *m, const GPTLayerActs *a, const GPTRows *r,
+                               const BackendDropout *d) {
     Backend *be = m->be;
     int hs = m->hs;
-    if (m->cp > 1)
+    if (m->cp > 1) {
         gpt_cp_attention_backward(m, a, d);
-    else if (m->cfg.use_flash_attn)
+    } else if (m->cfg.use_flash_attn && r->qstart) {  // a window adds: dqkv from 0
+        BackendAttnWindow docs = {0, 0, m->T, NULL, 0, NULL, 0, r->qstart};
+        be->ops->zero(be, m->s.dqkv, (size_t)m->N * 3 * m->A_tp * backend_dtype_size(be->act));
+        be->ops->flash_attention_backward(be, m->s.dqkv, m->s.datt, m->s.datty, a->qkv, a->atty,
+                                          a->lse, m->B, m->T, m->NH_tp, hs, d, &docs);
+    } else if (m->cfg.use_flash_attn)
         be->ops->flash_attention_backward(be, m->s.dqkv, m->s.datt, m->s.datty, a->qkv, a->atty,
                                           a->lse, m->B, m->T, m->NH_tp, hs, d, NULL);
     else
@@ -98,7 +106,7 @@ static void block_forward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTLayerActs 
 // each (context parallelism). Pure.
 static GPTRows micro_rows(const GPT *m, const GPTActs *a) {
     if (m->cp > 1) return gpt_cp_rows(m, a->sample0);
-    GPTRows r = {m->B, m->T, 0, a->sample0, 0, 0};
+    GPTRows r = {m->B, m->T, 0, a->sample0, 0, 0, a->doc_pos, a->doc_start};
     return r;
 }
 
@@ -133,7 +141,7 @@ static void block_backward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTBlockW *g
                            w->projw, N, m->A_tp, C);
     if (m->cfg.recompute == GPT_RECOMPUTE_SELECTIVE && !m->cfg.use_flash_attn)
         attention_forward(m, a, r, datt);  // the probabilities again (same bits)
-    attention_backward(m, a, datt);
+    attention_backward(m, a, r, datt);
     gpt_qkv_backward(m, tp, w, g, a, dln, r);
     gpt_norm_backward(m, dres, g->ln1w, g->ln1b, dln, x, w->ln1w, a->ln1_mean, a->ln1_rstd,
                       Ns);  // dres += : now d(x)
@@ -144,12 +152,13 @@ void gpt_forward(GPT *m, Comm *tp_comm, int slot, const int *tokens, const int *
     GPTActs *a = &m->slots[slot];
     TPGroup tpg = tp_group(m, tp_comm), *tp = &tpg;
     int N = m->N, Ns = m->N_sp, C = m->cfg.hidden_size;
+    gpt_documents_forward(m, slot, tokens);  // --reset-*: r's positions and document starts
     GPTRows r = micro_rows(m, a);
     hook(m, GPT_HOOK_FORWARD, GPT_UNIT_EDGE);
     if (m->first) {
         be->ops->copy(be, a->tokens, tokens, (size_t)N * sizeof(int), BACKEND_H2D);
         tp_vocab_embedding_forward(be, tp, &m->vocab, a->x0, a->tokens, m->w.wte, m->w.wpe,
-                                   m->B, m->T, C, r.pos0, r.halves ? r.pos1 : -1);
+                                   m->B, m->T, C, r.pos0, r.halves ? r.pos1 : -1, r.pos);
         gpt_hidden_dropout(m, a->x0, &r, DROPOUT_SITE_EMBED, -1);
     }
     const void *x = a->x0;
@@ -177,13 +186,13 @@ void gpt_forward_positions(GPT *m, Comm *tp_comm, int slot, const int *tokens, i
         core_fatal("gpt_forward_positions: positions [%d, %d) of %d, micro-batch %d, tp %d, "
                    "dropout %d: needs one sequence on one rank without dropout", p0, p0 + n,
                    m->T, m->B, m->tp, m->drop.on);
-    GPTRows r = {1, n, p0, a->sample0, 0, 0};
+    GPTRows r = {1, n, p0, a->sample0, 0, 0, NULL, NULL};
     size_t qkv_row = 3 * (size_t)m->A_tp * backend_dtype_size(be->act);
     hook(m, GPT_HOOK_FORWARD, GPT_UNIT_EDGE);
     if (m->first) {
         be->ops->copy(be, a->tokens, tokens, (size_t)n * sizeof(int), BACKEND_H2D);
         tp_vocab_embedding_forward(be, tp, &m->vocab, a->x0, a->tokens, m->w.wte, m->w.wpe,
-                                   1, n, C, p0, -1);
+                                   1, n, C, p0, -1, NULL);
     }
     const void *x = a->x0;
     for (int l = 0; l < m->n_layers; l++) {
@@ -254,7 +263,7 @@ void gpt_backward(GPT *m, Comm *tp_comm, int slot, const void *dout, float loss_
     if (m->first) {
         gpt_hidden_dropout(m, m->s.dres, &r, DROPOUT_SITE_EMBED, -1);  // the mask again
         tp_vocab_embedding_backward(be, tp, &m->vocab, m->g.wte, m->g.wpe, m->s.dres, a->tokens,
-                                    m->B, m->T, C, r.pos0, r.halves ? r.pos1 : -1);
+                                    m->B, m->T, C, r.pos0, r.halves ? r.pos1 : -1, r.pos);
     }
     hook(m, GPT_HOOK_BACKWARD_END, GPT_UNIT_EDGE);
 }

@@ -69,6 +69,8 @@ typedef struct {
     TPXentBuffers xent;                //                     last stage
     int64_t sample0;                   // global index (in the step's global batch) of the
                                        // micro-batch's first sample: the dropout masks' s
+    int *doc_pos, *doc_start;          // (B, T) backend memory, with gpt_set_documents: each
+                                       // row's position in its document, the document's start
     void *mem;
 } GPTActs;
 
@@ -78,10 +80,14 @@ typedef struct {
 // cache (gpt_forward_positions): {1, n, p, 0}. Context parallelism (halves = 1): the rows
 // are two halves, (B, T/2) rows of positions [pos0, pos0 + T/2) of each sequence, then
 // (B, T/2) rows of positions [pos1, pos1 + T/2) (this CP rank's two chunks: gpt_cp.h).
+// Documents (gpt_set_documents): pos, qstart (B, T) in the backend's memory, each row's
+// position in its document and its document's start (NULL: none; positions as above, plain
+// causal attention).
 typedef struct {
     int B, T, pos0;
     int64_t sample0;
     int halves, pos1;
+    const int *pos, *qstart;
 } GPTRows;
 
 // The data-parallel sync hook (distributed/dist_sync.h): the model calls it right before a
@@ -183,6 +189,10 @@ typedef struct {
         double global_weight;          // --calculate-per-token-loss: every unmasked token's
                                        // weight (gpt_set_loss_mask_global); 0: per micro-batch
     } mask;
+    struct {                           // --reset-position-ids / --reset-attention-mask
+        int positions, attention, id;  // (gpt_set_documents; both 0: off); id: end of document
+        int *host;                     // (2, N) host staging: positions, document starts
+    } docs;
 } GPT;
 
 // Context parallelism of a stage (model/gpt_cp.h): `size` ranks of the group `comm` share
@@ -206,8 +216,9 @@ GPT *gpt_create(const GPTConfig *cfg, Backend *be, int tp, int tp_rank, int pp, 
                 int sequence_parallel, const GPTContextParallel *cp);
 void gpt_destroy(GPT *m);
 
-// Forward of one micro-batch into `slot`. tokens (B, T) are read on the first stage,
-// targets (B, T) on the last (host pointers; others may be NULL). Other stages must have
+// Forward of one micro-batch into `slot`. tokens (B, T) are read on the first stage (on
+// every stage with gpt_set_documents), targets (B, T) on the last (host pointers; others may
+// be NULL). Other stages must have
 // filled gpt_stage_input(m, slot) first. On the last stage computes per-token losses.
 void gpt_forward(GPT *m, Comm *tp, int slot, const int *tokens, const int *targets);
 
@@ -288,6 +299,15 @@ void gpt_set_loss_mask(GPT *m, int64_t eod_id);
 // sum of their losses over their count) instead of N / its micro-batch's; w 0 goes back to
 // that. Call after gpt_set_loss_mask, before the step's forwards. Never fails.
 void gpt_set_loss_mask_global(GPT *m, double w);
+
+// --reset-position-ids (positions 1) and --reset-attention-mask (attention 1), Megatron's
+// meaning: a document ends after each token equal to eod_id inside a sample (the EOD belongs
+// to the document it ends); positions restart at 0 at each document's first token, and a
+// token attends only to the earlier tokens of its own document. Computed per micro-batch
+// from its tokens (host), so every stage's gpt_forward needs the tokens. Needs cp 1 (fatal
+// otherwise; the trainer refuses the flags with --context-parallel-size > 1 first).
+// model/gpt_documents.c. Never fails otherwise.
+void gpt_set_documents(GPT *m, int64_t eod_id, int positions, int attention);
 
 // Index of a parameter by logical name in m->params, or -1.
 int gpt_param_index(const GPT *m, const char *name);

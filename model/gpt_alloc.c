@@ -256,6 +256,8 @@ void gpt_destroy(GPT *m) {
     Backend *be = m->be;
     for (int s = 0; s < m->n_slots; s++) {
         be->ops->free(be, m->slots[s].mem);
+        be->ops->free(be, m->slots[s].doc_pos);  // gpt_documents.c
+        be->ops->free(be, m->slots[s].doc_start);
         free(m->slots[s].layers);
     }
     free(m->slots);
@@ -264,6 +266,7 @@ void gpt_destroy(GPT *m) {
     free(m->s.dscale_host);
     free(m->mask.w);  // --eod-mask-loss (gpt_loss_mask.c)
     free(m->mask.loss_host);
+    free(m->docs.host);
     be->ops->free(be, m->param_mem);
     be->ops->free(be, m->grad_mem);
     if (m->param_copy != (void *)m->param_mem) be->ops->free(be, m->param_copy);

@@ -43,12 +43,13 @@ static void rope_rows(GPT *m, void *qkv, void *qkv_in, const GPTRows *r, int bac
         size_t row0 = (size_t)h * r->B * T;
         char *out = (char *)qkv + row0 * 3 * m->A_tp * esz, *in = (char *)qkv_in + row0 * m->QKV_tp * esz;
         int pos = h ? r->pos1 : r->pos0;
+        const int *rows = r->pos ? r->pos + row0 : NULL;  // --reset-position-ids
         if (backward)
             be->ops->rope_gqa_backward(be, in, out, r->B, T, m->NH_tp, m->G_tp, m->hs, m->rot,
-                                       (float)m->cfg.rotary_base, pos);
+                                       (float)m->cfg.rotary_base, pos, rows);
         else
             be->ops->rope_gqa_forward(be, out, in, r->B, T, m->NH_tp, m->G_tp, m->hs, m->rot,
-                                      (float)m->cfg.rotary_base, pos);
+                                      (float)m->cfg.rotary_base, pos, rows);
     }
 }
 

@@ -40,6 +40,9 @@ void gpt_hidden_dropout(const GPT *m, void *x, const GPTRows *r, int site, int l
 // forward) by its targets; the loss gradient per token for the backward of that slot.
 void gpt_loss_mask_forward(GPT *m, int slot, const int *targets /* (N) host */);
 void gpt_loss_mask_dscale(GPT *m, int slot, float loss_scale);
+// --reset-position-ids / --reset-attention-mask (gpt_documents.c): the slot's document
+// positions and starts from its tokens (B, T) (host; NULL is fatal when the flags are on).
+void gpt_documents_forward(GPT *m, int slot, const int *tokens);
 
 // a->res3 (Ns, C) = MLP(a->ln2) (not yet + res2) on N rows (m->N in training): fc (column),
 // GELU or SwiGLU, proj (row).

@@ -26,7 +26,7 @@ int gpt_cp_chunk_pos(int T_seq, int cp, int r, int h) {
 
 GPTRows gpt_cp_rows(const GPT *m, int64_t sample0) {
     GPTRows r = {m->B, m->T, gpt_cp_chunk_pos(m->T_seq, m->cp, m->cp_rank, 0), sample0, 1,
-                 gpt_cp_chunk_pos(m->T_seq, m->cp, m->cp_rank, 1)};
+                 gpt_cp_chunk_pos(m->T_seq, m->cp, m->cp_rank, 1), NULL, NULL};
     return r;
 }
 
@@ -108,7 +108,7 @@ void gpt_cp_attention_forward(GPT *m, const GPTLayerActs *a, const BackendDropou
         char *gath = buf, *seq = buf + (size_t)x.P * x.n * x.esz;
         gather_seq(&x, a, gath, seq);
         for (int h = 0; h < 2; h++) {
-            BackendAttnWindow w = {gpt_cp_chunk_pos(m->T_seq, x.P, x.i, h), 0, m->T_seq, seq, 0, NULL, 0};
+            BackendAttnWindow w = {gpt_cp_chunk_pos(m->T_seq, x.P, x.i, h), 0, m->T_seq, seq, 0, NULL, 0, NULL};
             be->ops->flash_attention_forward(be, half(a->atty, x.y_half, h), a->lse + h * x.lse_half,
                                              half(a->qkv, x.qkv_half, h), m->B, x.c, m->NH_tp, x.hs, d, &w);
         }
@@ -131,7 +131,7 @@ void gpt_cp_attention_forward(GPT *m, const GPTLayerActs *a, const BackendDropou
                 int qpos = gpt_cp_chunk_pos(m->T_seq, x.P, x.i, h), kpos = gpt_cp_chunk_pos(m->T_seq, x.P, j, k);
                 if (kpos > qpos) continue;  // every key after every query
                 BackendAttnWindow w = {qpos, kpos, x.c, half(cur, x.kv_half, k), started[h], NULL,
-                                       m->G_tp};
+                                       m->G_tp, NULL};
                 started[h] = 1;
                 be->ops->flash_attention_forward(be, half(a->atty, x.y_half, h), a->lse + h * x.lse_half,
                                                  half(a->qkv, x.qkv_half, h), m->B, x.c, m->NH_tp, x.hs, d, &w);
@@ -149,7 +149,7 @@ static void backward_block(const CPCtx *x, const GPTLayerActs *a, const BackendD
                            int kpos, int Tk, const void *kv, void *dkv, int G) {
     GPT *m = x->m;
     Backend *be = m->be;
-    BackendAttnWindow w = {gpt_cp_chunk_pos(m->T_seq, x->P, x->i, h), kpos, Tk, kv, 0, dkv, G};
+    BackendAttnWindow w = {gpt_cp_chunk_pos(m->T_seq, x->P, x->i, h), kpos, Tk, kv, 0, dkv, G, NULL};
     be->ops->flash_attention_backward(be, half(m->s.dqkv, x->qkv_half, h), m->s.datt,
                                       half(m->s.datty, x->y_half, h), half(a->qkv, x->qkv_half, h),
                                       half(a->atty, x->y_half, h), a->lse + h * x->lse_half, m->B,

@@ -16,7 +16,8 @@ int64_t pp_micro_sample0(const PPStep *st, int micro) {
 static void stage_forward(void *ctx, int micro, int slot) {
     PPStep *st = ctx;
     GPT *m = st->model;
-    if (m->first || m->last) st->get_batch(st->batch_ctx, micro, st->tokens, st->targets);
+    if (m->first || m->last || m->docs.positions || m->docs.attention)  // --reset-*: every stage
+        st->get_batch(st->batch_ctx, micro, st->tokens, st->targets);
     gpt_set_micro_sample(m, slot, pp_micro_sample0(st, micro));  // its dropout masks
     gpt_forward(m, st->grid->tp, slot, st->tokens, st->targets);
     if (m->last) gpt_loss_accumulate(m, slot, st->loss_acc);

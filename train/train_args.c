@@ -217,6 +217,8 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
         {"--tokenizer-model", ARG_STR, &a->tok_model, "HuggingFaceTokenizer: tokenizer.json or its directory"},
         {"--calculate-per-token-loss", ARG_BOOL, &a->per_token_loss, "the loss (and gradient) is the sum over the global batch's tokens over their count (Megatron's); differs from the default mean of micro-batch means only with --eod-mask-loss"},
         {"--eod-mask-loss", ARG_BOOL, &a->eod_mask_loss, "targets equal to the data's end-of-document id get loss weight 0; a micro-batch's loss is the mean over its other tokens (Megatron's)"},
+        {"--reset-position-ids", ARG_BOOL, &a->reset_position_ids, "positions restart at 0 after each end-of-document token inside a sample (Megatron's)"},
+        {"--reset-attention-mask", ARG_BOOL, &a->reset_attention_mask, "a token attends only to the earlier tokens of its own document; the EOD token ends its document (Megatron's)"},
         {"--mock-data", ARG_BOOL, &a->mock_data, "synthetic tokens instead of --data-path"},
         {"--mock-vocab-size", ARG_INT, &a->mock_vocab, "vocabulary of --mock-data"},
         {"--mock-samples", ARG_INT, &a->mock_samples, "distinct --mock-data samples (0: unlimited)"},
@@ -369,6 +371,9 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
     if (a->cp > 1 && a->eod_mask_loss)  // each CP rank would count its own chunks' EOD tokens
         core_usage_error("--eod-mask-loss with --context-parallel-size %d is not implemented yet "
                          "(the masked mean needs the CP group's count)", a->cp);
+    if (a->cp > 1 && (a->reset_position_ids || a->reset_attention_mask))
+        core_usage_error("--reset-position-ids/--reset-attention-mask with --context-parallel-size "
+                         "%d are not implemented (a rank's chunks need the EODs before them)", a->cp);
     if (a->overlap_param_gather && a->sharding != OPTIM_SHARD_PARAMS && a->sharding != OPTIM_SHARD_OPTIM)
         core_usage_error("--overlap-param-gather needs the distributed optimizer (ZeRO-1, the default, or "
                          "--data-parallel-sharding-strategy optim_grads_params); got %s",

@@ -35,6 +35,8 @@ typedef struct {
     int eod_mask_loss;              // --eod-mask-loss: targets equal to the EOD id weigh 0
     int per_token_loss;             // --calculate-per-token-loss: the loss is the mean over the
                                     // global batch's (unmasked) tokens, not of micro-batch means
+    int reset_position_ids;         // --reset-position-ids, --reset-attention-mask: documents
+    int reset_attention_mask;       // inside a sample (gpt_set_documents)
     int mock_data, mock_vocab, mock_samples;
     const char *save, *load;
     int no_load_optim;              // --no-load-optim: --load reads the model only (fresh AdamW)

@@ -19,8 +19,10 @@ void train_args_check_data(TrainArgs *a) {
         core_usage_error("--mock-data and --data-path/--train-data-path exclude each other");
     if (a->data_vocab < 0 || a->data_vocab >= ((int64_t)1 << 32) - 1)
         core_usage_error("--vocab-size %lld must be in [1, 2^32 - 1)", (long long)a->data_vocab);
-    if (a->mock_data && a->eod_mask_loss)
-        core_usage_error("--eod-mask-loss needs --data-path data: --mock-data has no end-of-document id");
+    if (a->mock_data && (a->eod_mask_loss || a->reset_position_ids || a->reset_attention_mask))
+        core_usage_error("--%s needs --data-path data: --mock-data has no end-of-document id",
+                         a->eod_mask_loss ? "eod-mask-loss" : a->reset_position_ids
+                         ? "reset-position-ids" : "reset-attention-mask");
     if (a->mock_data && a->data_vocab) {  // Megatron's --mock-data --tokenizer-type NullTokenizer
         if (a->mock_vocab != 257 && a->mock_vocab != a->data_vocab + 1)
             core_usage_error("--vocab-size %lld (%lld ids with the end-of-document id) and "

@@ -126,6 +126,9 @@ Trainer *trainer_create(const TrainArgs *args) {
     create_model_chunks(t, kind);
     for (int c = 0; c < t->n_chunks && a->eod_mask_loss; c++)  // (not mock data: train_args.c)
         gpt_set_loss_mask(t->chunks[c], batches_eod_id(t->data));
+    for (int c = 0; c < t->n_chunks; c++)  // --reset-*: no-op without them (cp 1: train_args.c)
+        gpt_set_documents(t->chunks[c], batches_eod_id(t->data), a->reset_position_ids,
+                          a->reset_attention_mask);
     size_t N = (size_t)a->micro_batch * a->model.seq_length;  // (the whole sequences)
     t->cursor = (BatchCursor){t->data, SPLIT_TRAIN, 0, a->global_batch, g->coord.dp_rank, t->dp,
                               a->micro_batch, a->model.seq_length, g->tp_host,

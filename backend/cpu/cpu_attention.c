@@ -22,21 +22,23 @@
 
 #define CPU_ATT_QB 64  // query (or key) rows per causal block
 
-// In place over p (T): softmax of p[0..t], zeros in p[t+1..T-1].
-CPU_SIMD_CLONES static void cpu_causal_softmax_row(float *p, int t, int T) {
+// In place over p (T): softmax of p[lo..t], zeros elsewhere (lo 0: causal; lo > 0: the
+// query's document starts at key lo; none visible when lo > t: a row of zeros).
+CPU_SIMD_CLONES static void cpu_causal_softmax_row(float *p, int lo, int t, int T) {
     float m = -FLT_MAX;
+    for (int j = 0; j < lo && j < T; j++) p[j] = 0.0f;
 #pragma omp simd reduction(max : m)
-    for (int j = 0; j <= t; j++) m = p[j] > m ? p[j] : m;
+    for (int j = lo; j <= t; j++) m = p[j] > m ? p[j] : m;
     float s = 0.0f;
 #pragma omp simd reduction(+ : s)
-    for (int j = 0; j <= t; j++) {
+    for (int j = lo; j <= t; j++) {
         p[j] = cpu_expf(p[j] - m);
         s += p[j];
     }
     float inv = 1.0f / s;
 #pragma omp simd
-    for (int j = 0; j <= t; j++) p[j] *= inv;
-    for (int j = t + 1; j < T; j++) p[j] = 0.0f;
+    for (int j = lo; j <= t; j++) p[j] *= inv;
+    for (int j = t + 1 > lo ? t + 1 : lo; j < T; j++) p[j] = 0.0f;
 }
 
 // In place over dp (T): softmax backward of row t, ds = p * (dp - sum_j p_j dp_j) for j <= t,
@@ -74,12 +76,13 @@ static void cpu_att_dropped_pv(float *o, const float *ab, const float *v, int n,
 }
 
 // One head, forward: a (T, Tk) = causal softmax(scale q k^T), query row t seeing key rows
-// u <= t + off (zeros past them); o (T, hs) = a @ v (a dropped when d; base: mask index of
-// the head's element (0, 0), rows Tg apart). q, k, v: rows of stride ld; o: stride ldo.
+// u <= t + off (zeros past them) and, with qs (T: document starts, global), u >= qs[t] - k0;
+// o (T, hs) = a @ v (a dropped when d; base: mask index of the head's element (0, 0), rows
+// Tg apart). q, k, v: rows of stride ld; o: stride ldo.
 static void cpu_attention_head_forward(float *o, float *a, const float *q, const float *k,
                                        const float *v, int T, int Tk, int off, int hs, int ld,
                                        int ldo, float scale, const BackendDropout *d,
-                                       uint64_t base, int Tg) {
+                                       uint64_t base, int Tg, const int *qs, int k0) {
     for (int t0 = 0; t0 < T; t0 += CPU_ATT_QB) {
         int t1 = t0 + CPU_ATT_QB < T ? t0 + CPU_ATT_QB : T, n = t1 - t0;
         int kc = t1 + off < 0 ? 0 : t1 + off < Tk ? t1 + off : Tk;  // keys 0..kc-1
@@ -92,8 +95,8 @@ static void cpu_attention_head_forward(float *o, float *a, const float *q, const
         }
         cpu_sgemm(0, 1, n, kc, hs, scale, q + (size_t)t0 * ld, ld, k, ld, 0.0f, ab, Tk);
         for (int t = t0; t < t1; t++) {  // row t sees keys 0..last (none when last < 0)
-            int last = t + off < Tk ? t + off : Tk - 1;
-            cpu_causal_softmax_row(a + (size_t)t * Tk, last < -1 ? -1 : last, Tk);
+            int last = t + off < Tk ? t + off : Tk - 1, lo = qs ? qs[t] - k0 : 0;
+            cpu_causal_softmax_row(a + (size_t)t * Tk, lo < 0 ? 0 : lo, last < -1 ? -1 : last, Tk);
         }
         if (d)
             cpu_att_dropped_pv(ob, ab, v, n, kc, Tk, Tg, hs, ld, ldo, d,
@@ -117,7 +120,7 @@ void cpu_attention_forward(Backend *be, void *out_, void *att_, const void *qkv_
     float *out = out_, *att = att_;
     const float *qkv = qkv_;
     if (d && d->threshold == 0) d = NULL;
-    BackendAttnWindow all = {0, 0, T, NULL, 0, NULL, 0}, win = w ? *w : all;
+    BackendAttnWindow all = {0, 0, T, NULL, 0, NULL, 0, NULL}, win = w ? *w : all;
     if (win.accumulate || win.kv_heads)
         core_fatal("attention_forward: a window with accumulate %d, kv_heads %d (flash only)",
                    win.accumulate, win.kv_heads);
@@ -133,7 +136,8 @@ void cpu_attention_forward(Backend *be, void *out_, void *att_, const void *qkv_
         const float *k = kv + (size_t)b * Tk * C3 + C + h * hs;  // keys; values C further
         cpu_attention_head_forward(out + (size_t)b * T * C + h * hs, att + (size_t)bh * T * Tk,
                                    q, k, k + C, T, Tk, win.q0 - win.k0, hs, C3, C, scale, d,
-                                   cpu_att_base(d, b, h, Tg, win.q0, win.k0), Tg);
+                                   cpu_att_base(d, b, h, Tg, win.q0, win.k0), Tg,
+                                   win.qstart ? win.qstart + (size_t)b * T : NULL, win.k0);
     }
     cpu_blas_single_end(prev);
 }

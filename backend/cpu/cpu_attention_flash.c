@@ -19,7 +19,8 @@
 // the probabilities without dropout; the mask multiplies the exponentials that meet v
 // (forward) and is regenerated in the backward: dv = sum (p z) dout, ds = p (z dp - D), where
 // D = dout . out still holds because out is the dropped output.
-// Windows (BackendAttnWindow): query t sees key u iff u <= t + q0 - k0. The forward with
+// Windows (BackendAttnWindow): query t sees key u iff u <= t + q0 - k0 (and, with document
+// starts qstart, u >= qstart[t] - k0: the visible keys of a row are [lo, cnt)). The forward with
 // accumulate starts each row from the state that out and lse stand for (m = lse, l = 1,
 // accumulator = out; lse -inf: m -FLT_MAX, l 0); the windowed backward is the same blocked
 // loop on the window's (T, Tk) rectangle with the final out and lse, adding into dq and dkv.
@@ -37,33 +38,36 @@
 #define CPU_FA_B 64  // query / key rows per block
 
 // Online-softmax step of one query row over one key block: s (w) holds its scaled scores,
-// of which the first cnt are visible (causal). Overwrites s with exp(s - m_new) (0 where not
-// visible), updates *m and *l, and returns the factor exp(m_old - m_new) that the row's
-// output accumulator must be scaled by.
-CPU_SIMD_CLONES static float cpu_flash_online_row(float *s, int cnt, int w, float *m, float *l) {
+// of which those in [lo, cnt) are visible (causal; lo > 0: the document starts there).
+// Overwrites s with exp(s - m_new) (0 where not visible), updates *m and *l, and returns the
+// factor exp(m_old - m_new) that the row's output accumulator must be scaled by.
+CPU_SIMD_CLONES static float cpu_flash_online_row(float *s, int lo, int cnt, int w, float *m,
+                                                  float *l) {
     float mx = *m;
+    for (int j = 0; j < lo && j < w; j++) s[j] = 0.0f;
 #pragma omp simd reduction(max : mx)
-    for (int j = 0; j < cnt; j++) mx = s[j] > mx ? s[j] : mx;
+    for (int j = lo; j < cnt; j++) mx = s[j] > mx ? s[j] : mx;
     float corr = cpu_expf(*m - mx), sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
-    for (int j = 0; j < cnt; j++) {
+    for (int j = lo; j < cnt; j++) {
         s[j] = cpu_expf(s[j] - mx);
         sum += s[j];
     }
-    for (int j = cnt; j < w; j++) s[j] = 0.0f;
+    for (int j = cnt > lo ? cnt : lo; j < w; j++) s[j] = 0.0f;
     *l = *l * corr + sum;
     *m = mx;
     return corr;
 }
 
 // One head, forward: o (T, hs) (rows of stride ldo) and lse (T) from q (T rows of stride
-// ld), k, v (Tk rows of stride ldk), query row t seeing key rows u <= t + off (none: o 0, lse -inf). d:
-// dropout or NULL; base: mask index of the head's element (0, 0), rows Tg apart. acc: o and
-// lse hold earlier windows' result, continued (a row that sees no key here keeps it).
+// ld), k, v (Tk rows of stride ldk), query row t seeing key rows u <= t + off (none: o 0,
+// lse -inf) and, with qs (T document starts, global positions), u >= qs[t] - k0. d: dropout
+// or NULL; base: mask index of the head's element (0, 0), rows Tg apart. acc: o and lse hold
+// earlier windows' result, continued (a row that sees no key here keeps it).
 static void cpu_flash_head_forward(float *o, float *lse, const float *q, const float *k,
                                    const float *v, int T, int Tk, int off, int hs, int ld,
-                                   int ldk, int ldo, float scale, const BackendDropout *d, uint64_t base,
-                                   int Tg, int acc) {
+                                   int ldk, int ldo, float scale, const BackendDropout *d,
+                                   uint64_t base, int Tg, int acc, const int *qs, int k0) {
     float s[CPU_FA_B * CPU_FA_B], m[CPU_FA_B], l[CPU_FA_B];
     for (int t0 = 0; t0 < T; t0 += CPU_FA_B) {
         int n = T - t0 < CPU_FA_B ? T - t0 : CPU_FA_B;
@@ -80,10 +84,12 @@ static void cpu_flash_head_forward(float *o, float *lse, const float *q, const f
             for (int i = 0; i < n; i++) {
                 int cnt = t0 + i + off - u0 + 1;  // keys u0..t + off visible
                 cnt = cnt < 0 ? 0 : cnt < w ? cnt : w;
-                float corr = cpu_flash_online_row(s + i * CPU_FA_B, cnt, w, &m[i], &l[i]);
+                int lo = qs ? qs[t0 + i] - k0 - u0 : 0;  // and keys from the document's start
+                lo = lo < 0 ? 0 : lo;
+                float corr = cpu_flash_online_row(s + i * CPU_FA_B, lo, cnt, w, &m[i], &l[i]);
                 for (int c = 0; c < hs; c++) ob[(size_t)i * ldo + c] *= corr;
                 uint64_t idx = base + (uint64_t)(t0 + i) * Tg + u0;
-                for (int j = 0; d && j < cnt; j++) s[i * CPU_FA_B + j] *= dropout_factor(d, idx + j);
+                for (int j = lo; d && j < cnt; j++) s[i * CPU_FA_B + j] *= dropout_factor(d, idx + j);
             }
             cpu_sgemm(0, 0, n, hs, w, 1.0f, s, CPU_FA_B, v + (size_t)u0 * ldk, ldk, 1.0f, ob, ldo);
         }
@@ -122,7 +128,7 @@ void cpu_flash_attention_forward(Backend *be, void *out_, float *lse, const void
     float *out = out_;
     const float *qkv = qkv_;
     if (d && d->threshold == 0) d = NULL;
-    BackendAttnWindow all = {0, 0, T, NULL, 0, NULL, 0}, win = w ? *w : all;
+    BackendAttnWindow all = {0, 0, T, NULL, 0, NULL, 0, NULL}, win = w ? *w : all;
     const float *kv = win.kv ? win.kv : qkv;
     CpuKvLayout L = cpu_kv_layout(&win, NH, hs, 0);
     int C = NH * hs, C3 = 3 * C, nt = cpu_nt(be), heads = B * NH, Tk = win.Tk;
@@ -136,35 +142,39 @@ void cpu_flash_attention_forward(Backend *be, void *out_, float *lse, const void
         const float *k = kv + (size_t)b * Tk * L.ldk + L.k0 + (size_t)(h / L.R) * hs;
         cpu_flash_head_forward(out + (size_t)b * T * C + h * hs, lse + (size_t)bh * T, q, k,
                                k + L.vo, T, Tk, win.q0 - win.k0, hs, C3, L.ldk, C, scale, d,
-                               cpu_fa_base(d, b, h, Tg, win.q0, win.k0), Tg, win.accumulate);
+                               cpu_fa_base(d, b, h, Tg, win.q0, win.k0), Tg, win.accumulate,
+                               win.qstart ? win.qstart + (size_t)b * T : NULL, win.k0);
     }
     cpu_blas_single_end(prev);
 }
 
-// p (n, w) tile: exp(s - lse_t) where key u0 + j <= query t0 + i + off, else 0 (s
-// overwritten); rows whose lse is -inf are 0.
+// p (n, w) tile: exp(s - lse_t) where key u0 + j <= query t0 + i + off (and, with qs,
+// u0 + j >= qs[t0 + i] - k0), else 0 (s overwritten); rows whose lse is -inf are 0.
 CPU_SIMD_CLONES static void cpu_flash_probs(float *p, const float *lse, int t0, int u0, int n,
-                                            int w, int off) {
+                                            int w, int off, const int *qs, int k0) {
     for (int i = 0; i < n; i++) {
         float *r = p + i * CPU_FA_B, ls = lse[t0 + i];
         int cnt = t0 + i + off - u0 + 1 < w ? t0 + i + off - u0 + 1 : w;
+        int lo = qs ? qs[t0 + i] - k0 - u0 : 0;
+        lo = lo < 0 ? 0 : lo > w ? w : lo;
         if (!(ls > -INFINITY)) cnt = 0;
+        for (int j = 0; j < lo; j++) r[j] = 0.0f;
 #pragma omp simd
-        for (int j = 0; j < cnt; j++) r[j] = cpu_expf(r[j] - ls);
-        for (int j = cnt < 0 ? 0 : cnt; j < w; j++) r[j] = 0.0f;
+        for (int j = lo; j < cnt; j++) r[j] = cpu_expf(r[j] - ls);
+        for (int j = cnt < lo ? lo : cnt; j < w; j++) r[j] = 0.0f;
     }
 }
 
 // One head, backward, ADDING into dq (T rows of stride ld) and dk, dv (Tk rows of stride
 // ldk): q (stride ld), dy, o (stride ldy), lse of T query rows, k, v of Tk key rows (stride
-// ldk); query t
-// sees key u iff u <= t + off. D (T) gets dout . out. base: mask index of the head's element
-// (0, 0), rows Tg apart.
+// ldk); query t sees key u iff u <= t + off (and, with qs, u >= qs[t] - k0). D (T) gets
+// dout . out. base: mask index of the head's element (0, 0), rows Tg apart.
 static void cpu_flash_head_backward(float *dq, float *dk, float *dv, float *D, const float *dy,
                                     const float *q, const float *k, const float *v,
                                     const float *o, const float *lse, int T, int Tk, int off,
                                     int hs, int ld, int ldk, int ldy, float scale,
-                                    const BackendDropout *d, uint64_t base, int Tg) {
+                                    const BackendDropout *d, uint64_t base, int Tg,
+                                    const int *qs, int k0) {
     float p[CPU_FA_B * CPU_FA_B], ds[CPU_FA_B * CPU_FA_B];
     for (int t = 0; t < T; t++) {
         const float *a = dy + (size_t)t * ldy, *b = o + (size_t)t * ldy;
@@ -181,7 +191,7 @@ static void cpu_flash_head_backward(float *dq, float *dk, float *dv, float *D, c
             if (t0 + n - 1 + off < u0) continue;  // the query block sees none of the key block
             const float *qb = q + (size_t)t0 * ld, *dyb = dy + (size_t)t0 * ldy;
             cpu_sgemm(0, 1, n, w, hs, scale, qb, ld, kb, ldk, 0.0f, p, CPU_FA_B);
-            cpu_flash_probs(p, lse, t0, u0, n, w, off);
+            cpu_flash_probs(p, lse, t0, u0, n, w, off, qs, k0);
             if (d) {  // ds = p (z dp - D_t), then p *= z for dv
                 cpu_sgemm(0, 1, n, w, hs, 1.0f, dyb, ldy, vb, ldk, 0.0f, ds, CPU_FA_B);
                 for (int i = 0; i < n; i++)
@@ -217,7 +227,7 @@ void cpu_flash_attention_backward(Backend *be, void *dqkv_, float *scratch, cons
     float *dqkv = dqkv_;
     const float *dout = dout_, *qkv = qkv_, *out = out_;
     if (d && d->threshold == 0) d = NULL;
-    BackendAttnWindow all = {0, 0, T, NULL, 0, NULL, 0}, win = w ? *w : all;
+    BackendAttnWindow all = {0, 0, T, NULL, 0, NULL, 0, NULL}, win = w ? *w : all;
     if (!win.dkv && win.kv)
         core_fatal("flash_attention_backward: a window with kv needs its dkv (Tk %d)", win.Tk);
     const float *kv = win.kv ? win.kv : qkv;
@@ -238,7 +248,8 @@ void cpu_flash_attention_backward(Backend *be, void *dqkv_, float *scratch, cons
             cpu_flash_head_backward(dqkv + qo, dkv + ko, dkv + ko + L.vo, scratch + (size_t)bh * T,
                                     dout + o, qkv + qo, kv + ko, kv + ko + L.vo, out + o,
                                     lse + (size_t)bh * T, T, Tk, win.q0 - win.k0, hs, C3, L.ldk,
-                                    C, scale, d, cpu_fa_base(d, b, h, Tg, win.q0, win.k0), Tg);
+                                    C, scale, d, cpu_fa_base(d, b, h, Tg, win.q0, win.k0), Tg,
+                                    win.qstart ? win.qstart + (size_t)b * T : NULL, win.k0);
         }
     cpu_blas_single_end(prev);
 }

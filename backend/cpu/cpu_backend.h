@@ -103,9 +103,9 @@ void cpu_act_grad_span(BackendAct act, float *dinp, const float *inp, const floa
 
 // cpu_rope.c (void * activations, as the BackendOps entries they implement)
 void cpu_rope_gqa_forward(Backend *be, void *out, const void *inp, int B, int T, int NH, int G,
-                          int hs, int rot, float base, int pos0);
+                          int hs, int rot, float base, int pos0, const int *pos);
 void cpu_rope_gqa_backward(Backend *be, void *dinp, const void *dout, int B, int T, int NH,
-                           int G, int hs, int rot, float base, int pos0);
+                           int G, int hs, int rot, float base, int pos0, const int *pos);
 
 // cpu_attention.c (d: dropout on the probabilities, NULL for none)
 void cpu_attention_forward(Backend *be, void *out, void *att, const void *qkv,
@@ -132,9 +132,10 @@ void cpu_embedding_forward(Backend *be, void *out, const int *tokens, const void
                            int N, int C, int vocab_start, int V_local);
 void cpu_embedding_backward(Backend *be, float *dtable, const void *dout, const int *tokens,
                             int N, int C, int vocab_start, int V_local);
-void cpu_position_forward(Backend *be, void *out, const void *wpe, int B, int T, int C, int pos0);
+void cpu_position_forward(Backend *be, void *out, const void *wpe, int B, int T, int C, int pos0,
+                          const int *pos);
 void cpu_position_backward(Backend *be, float *dwpe, const void *dout, int B, int T, int C,
-                           int pos0);
+                           int pos0, const int *pos);
 void cpu_xent_stats(Backend *be, float *rowmax, float *sumexp, float *tgt, const void *logits,
                     const int *targets, int N, int V_local, int V_valid, int vocab_start);
 void cpu_xent_rescale(Backend *be, float *sumexp, const float *shard_max, const float *rowmax,

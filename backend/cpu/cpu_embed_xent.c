@@ -48,27 +48,42 @@ void cpu_embedding_backward(Backend *be, float *dtable, const void *dout_, const
     }
 }
 
-// out (B, T, C) += rows [pos0, pos0 + T) of wpe.
+// out (B, T, C) += rows [pos0, pos0 + T) of wpe, or rows pos[r] of wpe (pos not NULL).
 void cpu_position_forward(Backend *be, void *out_, const void *wpe_, int B, int T, int C,
-                          int pos0) {
+                          int pos0, const int *pos) {
     float *out = out_;
-    const float *wpe = (const float *)wpe_ + (size_t)pos0 * C;
+    const float *wpe = wpe_;
     int nt = cpu_nt(be), rows = B * T;
 #pragma omp parallel for num_threads(nt) schedule(static) if ((size_t)rows * C > CPU_PAR_MIN)
     for (int r = 0; r < rows; r++) {
         float *y = out + (size_t)r * C;
-        const float *p = wpe + (size_t)(r % T) * C;
+        const float *p = wpe + (size_t)(pos ? pos[r] : pos0 + r % T) * C;
 #pragma omp simd
         for (int j = 0; j < C; j++) y[j] += p[j];
     }
 }
 
 // rows [pos0, pos0 + T) of dwpe += sum over b of dout (B, T, C); rows of dwpe are independent.
+// With pos: row pos[r] += dout row r, the rows in order within each column block (threads own
+// columns), so the sums do not depend on the thread count.
 void cpu_position_backward(Backend *be, float *dwpe, const void *dout_, int B, int T, int C,
-                           int pos0) {
+                           int pos0, const int *pos) {
     const float *dout = dout_;
-    dwpe += (size_t)pos0 * C;
     int nt = cpu_nt(be);
+    if (pos) {
+        int blocks = (C + CPU_COLBLK - 1) / CPU_COLBLK;
+#pragma omp parallel for num_threads(nt) schedule(static) if ((size_t)B * T * C > CPU_PAR_MIN)
+        for (int cb = 0; cb < blocks; cb++) {
+            int c0 = cb * CPU_COLBLK, c1 = c0 + CPU_COLBLK < C ? c0 + CPU_COLBLK : C;
+            for (int r = 0; r < B * T; r++) {
+                float *dp = dwpe + (size_t)pos[r] * C;
+                const float *dy = dout + (size_t)r * C;
+                for (int j = c0; j < c1; j++) dp[j] += dy[j];
+            }
+        }
+        return;
+    }
+    dwpe += (size_t)pos0 * C;
 #pragma omp parallel for num_threads(nt) schedule(static) if ((size_t)B * T * C > CPU_PAR_MIN)
     for (int t = 0; t < T; t++) {
         float *dp = dwpe + (size_t)t * C;

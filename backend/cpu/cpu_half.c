@@ -280,20 +280,26 @@ static void h_embedding_backward(Backend *be, float *dtable, const void *dout, c
     cpu_embedding_backward(be, dtable, in(&a, dout, N_(N) * C), tokens, N, C, vocab_start, V_local);
 }
 
-// out += rows [pos0, pos0 + T) of wpe: only those rows are converted.
+// out += rows [pos0, pos0 + T) of wpe: only those rows are converted; with pos (host ints on
+// this backend) rows [0, 1 + max pos), read as rows pos[r].
 static void h_position_forward(Backend *be, void *o, const void *wpe, int B, int T, int C,
-                               int pos0) {
-    Arena a = arena(be, pad(N_(B) * T * C) + pad(N_(T) * C));
+                               int pos0, const int *pos) {
+    int n = T;
+    if (pos) {
+        n = 1, pos0 = 0;
+        for (size_t r = 0; r < N_(B) * T; r++) n = pos[r] + 1 > n ? pos[r] + 1 : n;
+    }
+    Arena a = arena(be, pad(N_(B) * T * C) + pad(N_(n) * C));
     float *fo = in(&a, o, N_(B) * T * C);
-    const float *fw = in(&a, (const char *)wpe + N_(pos0) * C * 2, N_(T) * C);
-    cpu_position_forward(be, fo, fw, B, T, C, 0);
+    const float *fw = in(&a, (const char *)wpe + N_(pos0) * C * 2, N_(n) * C);
+    cpu_position_forward(be, fo, fw, B, T, C, 0, pos);
     out(be, o, fo, N_(B) * T * C);
 }
 
 static void h_position_backward(Backend *be, float *dwpe, const void *dout, int B, int T, int C,
-                                int pos0) {
+                                int pos0, const int *pos) {
     Arena a = arena(be, pad(N_(B) * T * C));
-    cpu_position_backward(be, dwpe, in(&a, dout, N_(B) * T * C), B, T, C, pos0);
+    cpu_position_backward(be, dwpe, in(&a, dout, N_(B) * T * C), B, T, C, pos0, pos);
 }
 
 static void h_xent_stats(Backend *be, float *rowmax, float *sumexp, float *tgt,
@@ -314,22 +320,22 @@ static void h_xent_backward(Backend *be, void *dlogits, const void *logits, cons
 }
 
 static void h_rope_forward(Backend *be, void *o, const void *inp, int B, int T, int NH, int G,
-                           int hs, int rot, float base, int pos0) {
+                           int hs, int rot, float base, int pos0, const int *pos) {
     size_t ni = N_(B) * T * (NH + 2 * G) * hs, no = N_(B) * T * 3 * NH * hs;
     Arena a = arena(be, pad(ni) + pad(no));
     const float *fi = in(&a, inp, ni);
     float *fo = take(&a, no);
-    cpu_rope_gqa_forward(be, fo, fi, B, T, NH, G, hs, rot, base, pos0);
+    cpu_rope_gqa_forward(be, fo, fi, B, T, NH, G, hs, rot, base, pos0, pos);
     out(be, o, fo, no);
 }
 
 static void h_rope_backward(Backend *be, void *dinp, const void *dout, int B, int T, int NH,
-                            int G, int hs, int rot, float base, int pos0) {
+                            int G, int hs, int rot, float base, int pos0, const int *pos) {
     size_t ni = N_(B) * T * (NH + 2 * G) * hs, no = N_(B) * T * 3 * NH * hs;
     Arena a = arena(be, pad(ni) + pad(no));
     const float *fd = in(&a, dout, no);
     float *fdi = take(&a, ni);
-    cpu_rope_gqa_backward(be, fdi, fd, B, T, NH, G, hs, rot, base, pos0);
+    cpu_rope_gqa_backward(be, fdi, fd, B, T, NH, G, hs, rot, base, pos0, pos);
     out(be, dinp, fdi, ni);
 }
 

@@ -33,7 +33,7 @@ enum { ROPE_MAX_HALF = 2048 };  // rot / 2 per head, on the stack (gpt_config_ch
 
 // out (B, T, 3 NH hs) = [rotated q | rotated k repeated | v repeated] of inp (B, T, (NH + 2G) hs).
 void cpu_rope_gqa_forward(Backend *be, void *out_, const void *inp_, int B, int T, int NH, int G,
-                          int hs, int rot, float base, int pos0) {
+                          int hs, int rot, float base, int pos0, const int *pos) {
     float *out = out_;
     const float *inp = inp_;
     int nt = cpu_nt(be), rep = NH / G, N = B * T;
@@ -41,7 +41,7 @@ void cpu_rope_gqa_forward(Backend *be, void *out_, const void *inp_, int B, int 
 #pragma omp parallel for num_threads(nt) schedule(static) if ((size_t)N * out_row > CPU_PAR_MIN)
     for (int r = 0; r < N; r++) {
         float cs[ROPE_MAX_HALF], sn[ROPE_MAX_HALF];
-        rope_angles(cs, sn, pos0 + r % T, rot, base);
+        rope_angles(cs, sn, pos ? pos[r] : pos0 + r % T, rot, base);
         const float *q = inp + r * in_row, *k = q + (size_t)NH * hs, *v = k + (size_t)G * hs;
         float *oq = out + r * out_row, *ok = oq + (size_t)NH * hs, *ov = ok + (size_t)NH * hs;
         for (int h = 0; h < NH; h++) {
@@ -55,7 +55,7 @@ void cpu_rope_gqa_forward(Backend *be, void *out_, const void *inp_, int B, int 
 
 // dinp (B, T, (NH + 2G) hs) = rotated back dout; k and v summed over each group's heads.
 void cpu_rope_gqa_backward(Backend *be, void *dinp_, const void *dout_, int B, int T, int NH,
-                           int G, int hs, int rot, float base, int pos0) {
+                           int G, int hs, int rot, float base, int pos0, const int *pos) {
     float *dinp = dinp_;
     const float *dout = dout_;
     int nt = cpu_nt(be), rep = NH / G, N = B * T;
@@ -63,7 +63,7 @@ void cpu_rope_gqa_backward(Backend *be, void *dinp_, const void *dout_, int B, i
 #pragma omp parallel for num_threads(nt) schedule(static) if ((size_t)N * out_row > CPU_PAR_MIN)
     for (int r = 0; r < N; r++) {
         float cs[ROPE_MAX_HALF], sn[ROPE_MAX_HALF];
-        rope_angles(cs, sn, pos0 + r % T, rot, base);
+        rope_angles(cs, sn, pos ? pos[r] : pos0 + r % T, rot, base);
         const float *dq = dout + r * out_row, *dk = dq + (size_t)NH * hs, *dv = dk + (size_t)NH * hs;
         float *iq = dinp + r * in_row, *ik = iq + (size_t)NH * hs, *iv = ik + (size_t)G * hs;
         for (size_t j = 0; j < (size_t)2 * G * hs; j++) ik[j] = 0.0f;  // k and v sums

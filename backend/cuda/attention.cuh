@@ -9,24 +9,28 @@
 
 // In place over att (rows, n): softmax of each row's first t+1 entries, zeros above, where
 // row r is query r % Tq of its head and t = r % Tq + off (a window, BackendAttnWindow: off =
-// q0 - k0; t < 0: a row of zeros; whole sequence: Tq = n, off 0). Each exponential is
-// computed twice (sum, then store) so that it is rounded to T only once.
+// q0 - k0; t < 0: a row of zeros; whole sequence: Tq = n, off 0). Documents (qstart (B, Tq)
+// global document starts, rows (B, NH, Tq)): entries before qstart[b, t] - k0 are 0 too.
+// Each exponential is computed twice (sum, then store) so that it is rounded to T only once.
 template <typename T>
-static __global__ void causal_softmax_kernel(T *att, long long rows, int n, int Tq, int off) {
+static __global__ void causal_softmax_kernel(T *att, long long rows, int n, int Tq, int off,
+                                             const int *qstart, int NH, int k0) {
     long long r = (long long)blockIdx.x * ATT_WARPS + threadIdx.x / WARP;
     int lane = threadIdx.x % WARP;
     if (r >= rows) return;  // whole warps leave together
     T *p = att + r * n;
     int t = (int)(r % Tq) + off;
     t = t < n ? t : n - 1;
+    int lo = qstart ? qstart[r / ((long long)Tq * NH) * Tq + r % Tq] - k0 : 0;
+    lo = lo < 0 ? 0 : lo;
     float m = -3.402823466e38f;
-    for (int j = lane; j <= t; j += WARP) m = fmaxf(m, load_f32(p + j));
+    for (int j = lo + lane; j <= t; j += WARP) m = fmaxf(m, load_f32(p + j));
     m = warp_max(m);
     float s = 0.0f;
-    for (int j = lane; j <= t; j += WARP) s += expf(load_f32(p + j) - m);
+    for (int j = lo + lane; j <= t; j += WARP) s += expf(load_f32(p + j) - m);
     float inv = 1.0f / warp_sum(s);
     for (int j = lane; j < n; j += WARP)
-        store_from_f32(p + j, j <= t ? expf(load_f32(p + j) - m) * inv : 0.0f);
+        store_from_f32(p + j, j <= t && j >= lo ? expf(load_f32(p + j) - m) * inv : 0.0f);
 }
 
 // In place over dp (rows, T): softmax backward given the probabilities p (rows, T):

@@ -17,10 +17,11 @@
 #include <math.h>  // defines: sqrtf
 
 template <typename T>
-static void causal_softmax_t(Backend *be, void *att, long long rows, int T_, int Tq, int off) {
+static void causal_softmax_t(Backend *be, void *att, long long rows, int T_, int Tq, int off,
+                             const int *qstart, int NH, int k0) {
     unsigned blocks = (unsigned)((rows + ATT_WARPS - 1) / ATT_WARPS);
     CUDA_LAUNCH(causal_softmax_kernel<T>, blocks, ATT_WARPS * WARP, 0, cuda_stream(be), (T *)att,
-                rows, T_, Tq, off);
+                rows, T_, Tq, off, qstart, NH, k0);
 }
 
 template <typename T>
@@ -45,7 +46,8 @@ static void attention_probs(Backend *be, void *att, const void *qkv, int B, int 
         cuda_gemm(be, 0, 1, T, Tk, hs, scale, q, C3, hs, k, C3, hs, 0.0f,
                   elem_at(att, (size_t)b * NH * TT, es), Tk, TT, NH, NULL, a, a);
     }
-    ACT_DISPATCH(a, causal_softmax_t, be, att, (long long)B * NH * T, Tk, T, w.q0 - w.k0);
+    ACT_DISPATCH(a, causal_softmax_t, be, att, (long long)B * NH * T, Tk, T, w.q0 - w.k0, w.qstart,
+                 NH, w.k0);
 }
 
 // out (B, T, C) from qkv (B, T, 3*C) (keys and values of w->kv with a window w); att (B, NH,
@@ -59,7 +61,7 @@ void cuda_attention_forward(Backend *be, void *out, void *att, const void *qkv,
     if (w && (w->accumulate || w->kv_heads))
         core_fatal("attention_forward: a window with accumulate %d, kv_heads %d (flash only)",
                    w->accumulate, w->kv_heads);
-    BackendAttnWindow win = {0, 0, T, qkv, 0, NULL, 0};
+    BackendAttnWindow win = {0, 0, T, qkv, 0, NULL, 0, NULL};
     if (w) win = *w, win.kv = w->kv ? w->kv : qkv;
     int C = NH * hs, C3 = 3 * C, Tk = win.Tk;
     long long TT = (long long)T * Tk;

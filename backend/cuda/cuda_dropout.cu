@@ -64,7 +64,7 @@ void cuda_dropout(Backend *be, void *out, const void *inp, const BackendDropout 
 // sequence) (be->act elements; may alias).
 void cuda_attention_probs_dropout(Backend *be, void *dst, const void *src, const BackendDropout *d,
                                   int B, int NH, int T, const BackendAttnWindow *w) {
-    BackendAttnWindow win = {0, 0, T, NULL, 0, NULL, 0};
+    BackendAttnWindow win = {0, 0, T, NULL, 0, NULL, 0, NULL};
     if (w) win = *w;
     long long n = (long long)B * NH * T * win.Tk;
     if (n <= 0) return;

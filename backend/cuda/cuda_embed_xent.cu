@@ -45,10 +45,22 @@ static void position_forward_t(Backend *be, void *out, const void *wpe, size_t n
                 0, cuda_stream(be), (T *)out, (const T *)wpe, n, tc);
 }
 
-// out (B, T, C) += rows [pos0, pos0 + T) of wpe.
-void cuda_position_forward(Backend *be, void *out, const void *wpe, int B, int T, int C, int pos0) {
+template <typename T>
+static void position_rows_forward_t(Backend *be, void *out, const void *wpe, const int *pos,
+                                    size_t n, int C) {
+    CUDA_LAUNCH(position_rows_forward_kernel<T>, cuda_blocks(n, EX_THREADS, EX_GRID_CAP),
+                EX_THREADS, 0, cuda_stream(be), (T *)out, (const T *)wpe, pos, n, C);
+}
+
+// out (B, T, C) += rows [pos0, pos0 + T) of wpe, or rows pos[r] (pos not NULL).
+void cuda_position_forward(Backend *be, void *out, const void *wpe, int B, int T, int C, int pos0,
+                           const int *pos) {
     size_t tc = (size_t)T * C, n = (size_t)B * tc;
     if (n == 0) return;
+    if (pos) {
+        ACT_DISPATCH(be->act, position_rows_forward_t, be, out, wpe, pos, n, C);
+        return;
+    }
     const void *rows = (const char *)wpe + (size_t)pos0 * C * backend_dtype_size(be->act);
     ACT_DISPATCH(be->act, position_forward_t, be, out, rows, n, tc);
 }
@@ -59,11 +71,23 @@ static void position_backward_t(Backend *be, float *dwpe, const void *dout, int 
                 EX_THREADS, 0, cuda_stream(be), dwpe, (const T *)dout, B, tc);
 }
 
-// rows [pos0, pos0 + T) of dwpe (fp32) += sum over b of dout (B, T, C), b in order.
+template <typename T>
+static void position_rows_backward_t(Backend *be, float *dwpe, const void *dout, const int *pos,
+                                     int N, int C) {
+    CUDA_LAUNCH(position_rows_backward_kernel<T>, cuda_blocks((size_t)C, EX_THREADS, EX_GRID_CAP),
+                EX_THREADS, 0, cuda_stream(be), dwpe, (const T *)dout, pos, N, C);
+}
+
+// rows [pos0, pos0 + T) of dwpe (fp32) += sum over b of dout (B, T, C), b in order; with pos:
+// rows pos[r] += dout rows r, in row order.
 void cuda_position_backward(Backend *be, float *dwpe, const void *dout, int B, int T, int C,
-                            int pos0) {
+                            int pos0, const int *pos) {
     size_t tc = (size_t)T * C;
     if (tc == 0 || B <= 0) return;
+    if (pos) {
+        ACT_DISPATCH(be->act, position_rows_backward_t, be, dwpe, dout, pos, B * T, C);
+        return;
+    }
     ACT_DISPATCH(be->act, position_backward_t, be, dwpe + (size_t)pos0 * C, dout, B, tc);
 }
 

@@ -35,9 +35,10 @@ static unsigned flash_tiles(int T, int rows) {
 static FlashWindow flash_window(const BackendAttnWindow *w, const void *qkv, void *dqkv, int T,
                                 int Tg, int NH, int hs) {
     int C = NH * hs, G = w ? w->kv_heads : 0;
-    FlashWindow fw = {qkv, dqkv, T, 0, 0, 0, Tg, 0, 3 * C, C, C, 1};
+    FlashWindow fw = {qkv, dqkv, T, 0, 0, 0, Tg, 0, 3 * C, C, C, 1, NULL};
     if (w) fw.kv = w->kv ? w->kv : qkv, fw.dkv = w->dkv ? w->dkv : dqkv, fw.Tk = w->Tk,
-           fw.off = w->q0 - w->k0, fw.q0 = w->q0, fw.k0 = w->k0, fw.acc = 1;
+           fw.off = w->q0 - w->k0, fw.q0 = w->q0, fw.k0 = w->k0, fw.acc = 1,
+           fw.qstart = w->qstart;
     if (G) fw.ldk = 2 * G * hs, fw.ko = 0, fw.vo = G * hs, fw.R = NH / G;
     return fw;
 }

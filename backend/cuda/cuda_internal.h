@@ -167,9 +167,9 @@ void cuda_act_backward(Backend *be, void *dinp, const void *inp, const void *dou
 
 // cuda_rope.cu: rope_gqa (rope.cuh) -----------------------------------------------------------
 void cuda_rope_gqa_forward(Backend *be, void *out, const void *inp, int B, int T, int NH, int G,
-                           int hs, int rot, float base, int pos0);
+                           int hs, int rot, float base, int pos0, const int *pos);
 void cuda_rope_gqa_backward(Backend *be, void *dinp, const void *dout, int B, int T, int NH,
-                            int G, int hs, int rot, float base, int pos0);
+                            int G, int hs, int rot, float base, int pos0, const int *pos);
 
 // cuda_fused.cu: the fused ops (fused.cuh) -------------------------------------------------
 void cuda_residual_layernorm_forward(Backend *be, void *res, void *ln, float *mean, float *rstd,
@@ -192,9 +192,10 @@ void cuda_embedding_forward(Backend *be, void *out, const int *tokens, const voi
                             int N, int C, int vocab_start, int V_local);
 void cuda_embedding_backward(Backend *be, float *dtable, const void *dout, const int *tokens,
                              int N, int C, int vocab_start, int V_local);
-void cuda_position_forward(Backend *be, void *out, const void *wpe, int B, int T, int C, int pos0);
+void cuda_position_forward(Backend *be, void *out, const void *wpe, int B, int T, int C, int pos0,
+                           const int *pos);
 void cuda_position_backward(Backend *be, float *dwpe, const void *dout, int B, int T, int C,
-                            int pos0);
+                            int pos0, const int *pos);
 void cuda_xent_stats(Backend *be, float *rowmax, float *sumexp, float *tgt, const void *logits,
                      const int *targets, int N, int V_local, int V_valid, int vocab_start);
 void cuda_xent_rescale(Backend *be, float *sumexp, const float *shard_max, const float *rowmax,

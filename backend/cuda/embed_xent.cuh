@@ -62,6 +62,25 @@ static __global__ void position_forward_kernel(T *out, const T *wpe, size_t n, s
         store_from_f32(out + i, load_f32(out + i) + load_f32(wpe + i % tc));
 }
 
+// out (N, C) += wpe rows pos[r] (--reset-position-ids); n = N*C. Grid-stride over out.
+template <typename T>
+static __global__ void position_rows_forward_kernel(T *out, const T *wpe, const int *pos,
+                                                    size_t n, int C) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        store_from_f32(out + i, load_f32(out + i) + load_f32(wpe + (size_t)pos[i / C] * C + i % C));
+}
+
+// dwpe rows pos[r] += dout (N, C) rows r, in row order (the CPU's order: same bits). One
+// thread per channel (grid-stride over C).
+template <typename T>
+static __global__ void position_rows_backward_kernel(float *dwpe, const T *dout, const int *pos,
+                                                     int N, int C) {
+    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < C; c += gridDim.x * blockDim.x)
+        for (int r = 0; r < N; r++)
+            dwpe[(size_t)pos[r] * C + c] += load_f32(dout + (size_t)r * C + c);
+}
+
 // dwpe (T, C) += sum over b of dout (B, T, C), b in order (the CPU's order: same bits).
 // One thread per element of dwpe (grid-stride over tc = T*C).
 template <typename T>

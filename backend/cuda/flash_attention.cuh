@@ -19,7 +19,8 @@
 // converted to fp32 as tiles are loaded and rounded once as results are stored; lse, D and
 // all tiles in shared memory are fp32.
 // Windows (BackendAttnWindow, FlashWindow): the query rows hold global positions q0.., the
-// keys and values are the Tk rows of kv at k0..; query t sees key u iff u <= t + (q0 - k0).
+// keys and values are the Tk rows of kv at k0..; query t sees key u iff u <= t + (q0 - k0)
+// and (documents: qstart, (B, T) global document starts) u >= qstart[b, t] - k0.
 // A row that sees no key keeps m = -inf and l = 0 and stores out 0, lse -inf. The forward
 // with accumulate starts a row from what out and lse hold (m = lse, l = 1, acc = out; lse
 // -inf: as a fresh row). The windowed backward adds dq into dqkv and dk, dv into dkv (rows
@@ -137,7 +138,13 @@ struct FlashWindow {
     void *dkv;       // backward: rows as kv's whose k | v parts get dk, dv
     int Tk, off, q0, k0, Tg, acc;
     int ldk, ko, vo, R;  // kv rows of ldk elements; head h's keys at ko + (h / R) * hs, values vo further
+    const int *qstart;  // (B, T) document start (global position) of each query row, or NULL
 };
+
+// The first key row (of kv's Tk) that query row t (< T) of sequence b may see. Pure.
+static __device__ __forceinline__ int flash_first_key(const FlashWindow &w, int b, int t, int T) {
+    return w.qstart ? w.qstart[(size_t)b * T + t] - w.k0 : 0;
+}
 
 // out (B, T, C), lse (B, NH, T) of query tile (reversed) blockIdx.y of head blockIdx.x.
 template <typename E, int HS, int BQ, int BK>
@@ -179,8 +186,10 @@ FLASH_UNROLL
         int j = tid % BK;
 FLASH_UNROLL
         for (int i = 0; i < NE; i++) {
-            int r = tid / BK + RS * i;
-            sm.p[r][j] = k0 + j <= q0 + r + w.off && k0 + j < w.Tk ? s[i] * scale : -INFINITY;
+            int r = tid / BK + RS * i, t = q0 + r;
+            bool see = k0 + j <= t + w.off && k0 + j < w.Tk &&
+                       (t >= T || k0 + j >= flash_first_key(w, b, t, T));
+            sm.p[r][j] = see ? s[i] * scale : -INFINITY;
         }
         __syncthreads();  // scores written, k no longer read
         flash_load_rows<BK, HS>(sm.kv, v, ldk, k0, w.Tk, hs);
@@ -289,7 +298,8 @@ static __device__ __forceinline__ void flash_tile_probs(FlashBwdSmem<HS, BQ, BK>
 FLASH_UNROLL
     for (int i = 0; i < NE; i++) {
         int r = (int)threadIdx.x / BK + RS * i, t = q0 + r;
-        bool see = t < T && k0 + j < w.Tk && k0 + j <= t + w.off && sm.lse[r] > -INFINITY;
+        bool see = t < T && k0 + j < w.Tk && k0 + j <= t + w.off && sm.lse[r] > -INFINITY &&
+                   k0 + j >= flash_first_key(w, bh / NH, t, T);
         float p = see ? expf(s[i] * scale - sm.lse[r]) : 0.0f;
         sm.p[r][j] = p;
         sm.ds[r][j] = drop ? dp[i] : p * (dp[i] - sm.d[r]);

@@ -25,7 +25,8 @@ static __device__ __forceinline__ void rope_coef(int i, int t, int rot, float ba
 // out (N, 3 NH hs) from inp (N, (NH + 2G) hs): one thread per output element.
 template <typename T>
 static __global__ void rope_gqa_forward_kernel(T *out, const T *inp, int N, int T_, int NH, int G,
-                                               int hs, int rot, float base, int pos0) {
+                                               int hs, int rot, float base, int pos0,
+                                               const int *pos) {
     size_t per = (size_t)3 * NH * hs, n = (size_t)N * per, in_row = (size_t)(NH + 2 * G) * hs;
     for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < n; e += (size_t)gridDim.x * blockDim.x) {
         int r = (int)(e / per), rest = (int)(e % per), part = rest / (NH * hs);
@@ -34,7 +35,7 @@ static __global__ void rope_gqa_forward_kernel(T *out, const T *inp, int N, int 
         const T *x = inp + (size_t)r * in_row + (size_t)head * hs;
         int p;
         float c, s, sign;
-        rope_coef(part == 2 ? hs : i, pos0 + r % T_, part == 2 ? 0 : rot, base, 1.0f, &p, &c, &s, &sign);
+        rope_coef(part == 2 ? hs : i, pos ? pos[r] : pos0 + r % T_, part == 2 ? 0 : rot, base, 1.0f, &p, &c, &s, &sign);
         if (part == 2) p = i;
         float v = load_f32(x + i) * c + sign * load_f32(x + p) * s;
         store_from_f32(out + e, v);
@@ -45,7 +46,8 @@ static __global__ void rope_gqa_forward_kernel(T *out, const T *inp, int N, int 
 // element sums its group's query heads in order.
 template <typename T>
 static __global__ void rope_gqa_backward_kernel(T *dinp, const T *dout, int N, int T_, int NH,
-                                                int G, int hs, int rot, float base, int pos0) {
+                                                int G, int hs, int rot, float base, int pos0,
+                                                const int *pos) {
     size_t per = (size_t)(NH + 2 * G) * hs, n = (size_t)N * per, out_row = (size_t)3 * NH * hs;
     int rep = NH / G;
     for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < n; e += (size_t)gridDim.x * blockDim.x) {
@@ -55,7 +57,7 @@ static __global__ void rope_gqa_backward_kernel(T *dinp, const T *dout, int N, i
         int h0 = part == 0 ? head : (head - NH - (part == 2 ? G : 0)) * rep, nh = part == 0 ? 1 : rep;
         int p;
         float c, s, sign, acc = 0.0f;
-        rope_coef(part == 2 ? hs : i, pos0 + r % T_, part == 2 ? 0 : rot, base, -1.0f, &p, &c, &s, &sign);
+        rope_coef(part == 2 ? hs : i, pos ? pos[r] : pos0 + r % T_, part == 2 ? 0 : rot, base, -1.0f, &p, &c, &s, &sign);
         if (part == 2) p = i;
         for (int h = h0; h < h0 + nh; h++) {
             const T *d = dy + (size_t)part * NH * hs + (size_t)h * hs;

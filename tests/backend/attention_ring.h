@@ -116,7 +116,7 @@ static inline int attn_ring_run(Backend *be, const AttnRing *g, const float *qkv
                 }
             for (int v = 0; v < nv; v++) {
                 int kc = vis[v];
-                BackendAttnWindow w = {q0, kc * c, c, kc == a ? NULL : cq[kc], !first, NULL, G};
+                BackendAttnWindow w = {q0, kc * c, c, kc == a ? NULL : cq[kc], !first, NULL, G, NULL};
                 if (G) w.kv = ckv[kc];
                 be->ops->flash_attention_forward(be, o, l, cq[a], B, c, NH, hs, g->d, &w);
                 first = 0;
@@ -126,7 +126,7 @@ static inline int attn_ring_run(Backend *be, const AttnRing *g, const float *qkv
             for (int v = 0; v < nv; v++) {
                 int kc = vis[v];
                 BackendAttnWindow w = {q0, kc * c, c, kc == a ? NULL : cq[kc], 0,
-                                       kc == a ? NULL : cdkv[kc], G};
+                                       kc == a ? NULL : cdkv[kc], G, NULL};
                 if (G) w.kv = ckv[kc], w.dkv = cdkv[kc];
                 be->ops->flash_attention_backward(be, cdq[a], scr, dy, cq[a], o, l, B, c, NH, hs,
                                                   g->d, &w);

@@ -66,7 +66,7 @@ static void test_ring(Backend *be, TestRng *r, int P, int c, int hs, double p, i
     expect_ring(rdq, want, nq, 1e-5, what);
     free(want);
     // The whole sequence as one window {0, 0, T} (adding onto zeros): the same bits.
-    BackendAttnWindow all = {0, 0, T, NULL, 0, NULL, 0};
+    BackendAttnWindow all = {0, 0, T, NULL, 0, NULL, 0, NULL};
     memset(rdq, 0, nq * sizeof(float));
     be->ops->flash_attention_backward(be, rdq, scr, dout, qkv, out, lse, B, T, NH, hs, dp, &all);
     EXPECT(memcmp(rdq, dqkv, nq * sizeof(float)) == 0, "window {0, 0, T} backward = NULL's");
@@ -85,7 +85,7 @@ static void test_unseen_rows(Backend *be, TestRng *r) {
     float *lse = test_floats(nl), *scr = test_floats(nl), *dy = test_floats(no);
     rng_fill(r, qkv, nq, -1, 1), rng_fill(r, kv, nk, -1, 1), rng_fill(r, dy, no, -1, 1);
     rng_fill(r, dq, nq, -1, 1), rng_fill(r, dkv, nk, -1, 1);
-    BackendAttnWindow w = {30, 0, Tk, kv, 0, dkv, 0};  // every query sees every key
+    BackendAttnWindow w = {30, 0, Tk, kv, 0, dkv, 0, NULL};  // every query sees every key
     be->ops->flash_attention_forward(be, out, lse, qkv, B, T, NH, hs, NULL, &w);
     for (int h = 0; h < NH; h++)
         for (int t = 3; t < T; t += 4) {  // row t of head h: no key seen

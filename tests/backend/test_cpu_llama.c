@@ -131,23 +131,23 @@ static void test_rope_gqa(Backend *be, Backend *be1, TestRng *r, RopeShape s, co
     rng_fill(r, x, N * in, -1, 1), rng_fill(r, g, N * o, -1, 1);
     FdCtx c = {N, 0, to_double(x, N * in), NULL, test_doubles(N * o), g, &s};
     char msg[128];
-    be->ops->rope_gqa_forward(be, out, x, s.B, s.T, s.NH, s.G, s.hs, s.rot, (float)s.base, 0);
+    be->ops->rope_gqa_forward(be, out, x, s.B, s.T, s.NH, s.G, s.hs, s.rot, (float)s.base, 0, NULL);
     rope_gqa_ref(c.out, c.inp, &s);
     snprintf(msg, sizeof msg, "rope_gqa forward (%s)", what);
     EXPECT_CLOSE(out, c.out, N * o, 2e-6, msg);
     float *step = test_floats(o);  // one decoding step at position T-1 = the last row
     be->ops->rope_gqa_forward(be, step, x + (size_t)(N - 1) * in, 1, 1, s.NH, s.G, s.hs, s.rot,
-                              (float)s.base, s.T - 1);
+                              (float)s.base, s.T - 1, NULL);
     EXPECT_SAME_BITS(step, out + (size_t)(N - 1) * o, (size_t)o, "rope_gqa one row at pos0 = T-1");
     free(step);
     float *dinp = test_floats(N * in), *dinp1 = test_floats(N * in);
     for (int i = 0; i < N * in; i++) dinp[i] = NAN;  // overwritten
-    be->ops->rope_gqa_backward(be, dinp, g, s.B, s.T, s.NH, s.G, s.hs, s.rot, (float)s.base, 0);
+    be->ops->rope_gqa_backward(be, dinp, g, s.B, s.T, s.NH, s.G, s.hs, s.rot, (float)s.base, 0, NULL);
     double *gx = test_doubles(N * in);
     fd_grad(c.inp, N * in, rope_loss, &c, gx);
     snprintf(msg, sizeof msg, "rope_gqa backward vs finite differences (%s)", what);
     EXPECT_CLOSE(dinp, gx, N * in, 1e-5, msg);
-    be1->ops->rope_gqa_backward(be1, dinp1, g, s.B, s.T, s.NH, s.G, s.hs, s.rot, (float)s.base, 0);
+    be1->ops->rope_gqa_backward(be1, dinp1, g, s.B, s.T, s.NH, s.G, s.hs, s.rot, (float)s.base, 0, NULL);
     EXPECT_SAME_BITS(dinp, dinp1, (size_t)N * in, "rope_gqa backward on 1 and 2 threads");
     free(x), free(out), free(g), free(dinp), free(dinp1), free(gx), free(c.inp), free(c.out);
 }

@@ -37,15 +37,15 @@ static void test_position(Backend *be, TestRng *r) {
     float *dws = test_floats((size_t)T * C);
     rng_fill(r, wpe, (size_t)T * C, -1, 1), rng_fill(r, x, n, -1, 1);
     memcpy(full, x, n * sizeof(float));
-    be->ops->position_forward(be, full, wpe, B, T, C, 0);
-    be->ops->position_backward(be, dw, x, B, T, C, 0);
+    be->ops->position_forward(be, full, wpe, B, T, C, 0, NULL);
+    be->ops->position_backward(be, dw, x, B, T, C, 0, NULL);
     for (int s = 0; s < NS; s++) {
         int t0 = slice0[s], nt = slice0[s + 1] - t0;
         rows_get(buf, x, t0, nt, C);
-        be->ops->position_forward(be, buf, wpe, B, nt, C, t0);
+        be->ops->position_forward(be, buf, wpe, B, nt, C, t0, NULL);
         rows_put(part, buf, t0, nt, C);
         rows_get(buf, x, t0, nt, C);
-        be->ops->position_backward(be, dws, buf, B, nt, C, t0);
+        be->ops->position_backward(be, dws, buf, B, nt, C, t0, NULL);
     }
     EXPECT_SAME(part, full, n, "position_forward in slices");
     EXPECT_SAME(dws, dw, (size_t)T * C, "position_backward in slices");
@@ -58,15 +58,15 @@ static void test_rope(Backend *be, TestRng *r) {
     float *x = test_floats(ni), *g = test_floats(no), *y = test_floats(no), *dx = test_floats(ni);
     float *ys = test_floats(no), *dxs = test_floats(ni), *bi = test_floats(ni), *bo = test_floats(no);
     rng_fill(r, x, ni, -1, 1), rng_fill(r, g, no, -1, 1);
-    be->ops->rope_gqa_forward(be, y, x, B, T, NH, G, hs, rot, 10000.0f, 0);
-    be->ops->rope_gqa_backward(be, dx, g, B, T, NH, G, hs, rot, 10000.0f, 0);
+    be->ops->rope_gqa_forward(be, y, x, B, T, NH, G, hs, rot, 10000.0f, 0, NULL);
+    be->ops->rope_gqa_backward(be, dx, g, B, T, NH, G, hs, rot, 10000.0f, 0, NULL);
     for (int s = 0; s < NS; s++) {
         int t0 = slice0[s], nt = slice0[s + 1] - t0;
         rows_get(bi, x, t0, nt, in);
-        be->ops->rope_gqa_forward(be, bo, bi, B, nt, NH, G, hs, rot, 10000.0f, t0);
+        be->ops->rope_gqa_forward(be, bo, bi, B, nt, NH, G, hs, rot, 10000.0f, t0, NULL);
         rows_put(ys, bo, t0, nt, out);
         rows_get(bo, g, t0, nt, out);
-        be->ops->rope_gqa_backward(be, bi, bo, B, nt, NH, G, hs, rot, 10000.0f, t0);
+        be->ops->rope_gqa_backward(be, bi, bo, B, nt, NH, G, hs, rot, 10000.0f, t0, NULL);
         rows_put(dxs, bi, t0, nt, in);
     }
     EXPECT_SAME(ys, y, no, "rope_gqa_forward in slices");
@@ -116,7 +116,7 @@ static void test_attention_slices(Backend *be, TestRng *r, int flash, double p) 
     else be->ops->attention_forward(be, out, att, qkv, B, T, NH, hs, dp, NULL);
     for (int s = 0; s < NS; s++) {
         int t0 = slice0[s], nt = slice0[s + 1] - t0;
-        BackendAttnWindow w = {t0, 0, T, qkv, 0, NULL, 0};
+        BackendAttnWindow w = {t0, 0, T, qkv, 0, NULL, 0, NULL};
         rows_get(q, qkv, t0, nt, 3 * C);
         if (flash) {
             float *l = test_floats((size_t)B * NH * nt);
@@ -152,7 +152,7 @@ static void test_attention_merge(Backend *be, TestRng *r) {
     rng_fill(r, qkv, nq, -2, 2);
     be->ops->flash_attention_forward(be, out, lse, qkv, B, T, NH, hs, NULL, NULL);
     rows_get(kva, qkv, 0, k1, 3 * C), rows_get(kvb, qkv, k1, T - k1, 3 * C);
-    BackendAttnWindow wa = {0, 0, k1, kva, 0, NULL, 0}, wb = {0, k1, T - k1, kvb, 0, NULL, 0};
+    BackendAttnWindow wa = {0, 0, k1, kva, 0, NULL, 0, NULL}, wb = {0, k1, T - k1, kvb, 0, NULL, 0, NULL};
     be->ops->flash_attention_forward(be, oa, la, qkv, B, T, NH, hs, NULL, &wa);
     be->ops->flash_attention_forward(be, ob, lb, qkv, B, T, NH, hs, NULL, &wb);
     int unseen = 0;
@@ -181,7 +181,7 @@ static void test_attention_merge(Backend *be, TestRng *r) {
     float *q = test_floats(3 * C), *o1 = test_floats(C), *l1 = test_floats(NH);
     float *att = test_floats((size_t)NH * T), *o2 = test_floats(C);
     memcpy(q, qkv + (size_t)(T - 1) * 3 * C, 3 * C * sizeof(float));
-    BackendAttnWindow step = {T - 1, 0, T, qkv, 0, NULL, 0};
+    BackendAttnWindow step = {T - 1, 0, T, qkv, 0, NULL, 0, NULL};
     be->ops->flash_attention_forward(be, o1, l1, q, 1, 1, NH, hs, NULL, &step);
     be->ops->attention_forward(be, o2, att, q, 1, 1, NH, hs, NULL, &step);
     want = to_double(out + (size_t)(T - 1) * C, C);

@@ -55,12 +55,12 @@ static void test_position(Backend *be, TestRng *r) {
     rng_fill(r, wpe, T * C, -1, 1), rng_fill(r, out, B * T * C, -1, 1);
     rng_fill(r, dout, B * T * C, -1, 1);
     memcpy(out0, out, sizeof out);
-    be->ops->position_forward(be, out, wpe, B, T, C, 0);
+    be->ops->position_forward(be, out, wpe, B, T, C, 0, NULL);
     int bad = 0;
     for (int i = 0; i < B * T * C; i++) bad += out[i] != out0[i] + wpe[i % (T * C)];
     EXPECT(bad == 0, "position forward: %d wrong values", bad);
     for (int i = 0; i < T * C; i++) dwpe[i] = -1.0f;
-    be->ops->position_backward(be, dwpe, dout, B, T, C, 0);
+    be->ops->position_backward(be, dwpe, dout, B, T, C, 0, NULL);
     double want[T * C];
     for (int i = 0; i < T * C; i++) want[i] = -1.0 + dout[i] + dout[T * C + i] + dout[2 * T * C + i];
     EXPECT_CLOSE(dwpe, want, T * C, 1e-7, "position backward (accumulated)");

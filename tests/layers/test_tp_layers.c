@@ -79,14 +79,14 @@ static void test_vocab(Backend *be, TPGroup *one, TPGroup *tp) {
     for (int i = 0; i < N; i++) { tok[i] = (i * 37) % V; tgt[i] = (i * 53 + 300) % V; }
     // embedding
     float *e1 = calloc((size_t)N * C, 4), *es = calloc((size_t)N * C, 4);
-    tp_vocab_embedding_forward(be, one, &full, e1, tok, wte, wpe, B, T, C, 0, -1);
-    tp_vocab_embedding_forward(be, tp, &sh, es, tok, wte + (size_t)sh.vocab_start * C, wpe, B, T, C, 0, -1);
+    tp_vocab_embedding_forward(be, one, &full, e1, tok, wte, wpe, B, T, C, 0, -1, NULL);
+    tp_vocab_embedding_forward(be, tp, &sh, es, tok, wte + (size_t)sh.vocab_start * C, wpe, B, T, C, 0, -1, NULL);
     size_t Ns = tp->sequence_parallel ? (size_t)N / n : (size_t)N, row0 = tp->sequence_parallel ? r * Ns * C : 0;
     expect_close(es, e1 + row0, Ns * C, "vocab-parallel embedding");
     float *dwte1 = calloc((size_t)Vp * C, 4), *dwtes = calloc((size_t)sh.V_tp * C, 4);
     float *dwpe1 = calloc((size_t)T * C, 4), *dwpes = calloc((size_t)T * C, 4);
-    tp_vocab_embedding_backward(be, one, &full, dwte1, dwpe1, dout, tok, B, T, C, 0, -1);
-    tp_vocab_embedding_backward(be, tp, &sh, dwtes, dwpes, dout + row0, tok, B, T, C, 0, -1);
+    tp_vocab_embedding_backward(be, one, &full, dwte1, dwpe1, dout, tok, B, T, C, 0, -1, NULL);
+    tp_vocab_embedding_backward(be, tp, &sh, dwtes, dwpes, dout + row0, tok, B, T, C, 0, -1, NULL);
     expect_close(dwtes, dwte1 + (size_t)sh.vocab_start * C, (size_t)sh.V_tp * C, "embedding gradient");
     expect_close(dwpes, dwpe1, (size_t)T * C, "position gradient");
     // cross-entropy: full logits (N, Vp1 = first 384 columns) vs this rank's columns

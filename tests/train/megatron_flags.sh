@@ -28,8 +28,9 @@ refused "megac: unknown flags: --foo-bar, --hiden-size (did you mean --hidden-si
 refused "megac: unknown flag: --lr-decay-styl (did you mean --lr-decay-style?) (see --help)" --lr-decay-styl=cosine
 
 # refused, with the reason
-refused "megac: --reset-attention-mask is not supported: document-aware" --reset-attention-mask
-refused "megac: --reset-position-ids is not supported" --reset-position-ids
+refused "megac: --fp8-param-gather is not supported: fp8 training is not implemented" --fp8-param-gather
+refused "megac: --reset-attention-mask needs --data-path data: --mock-data has no end-of-document id" \
+  --reset-attention-mask
 refused "megac: --fp8-format hybrid is not supported: fp8 training is not implemented" --fp8-format hybrid
 refused "megac: --cp-comm-type must be p2p or all_gather, got 'a2a' (Megatron's a2a and a2a+p2p are not implemented in megac)" \
   --context-parallel-size 2 --use-flash-attn --cp-comm-type a2a
@@ -93,7 +94,7 @@ flags=("${saved[@]}")
 # --help marks both kinds and the defaults that differ from Megatron's
 "$megac" train --help > "$wd/help.txt" || fail "--help"
 grep -qE "^  --manual-gc +\[accepted, no effect\] times Python" "$wd/help.txt" || fail "help: --manual-gc"
-grep -qE "^  --reset-attention-mask +\[refused\] document-aware" "$wd/help.txt" || fail "help: --reset-attention-mask"
+grep -qE "^  --fp8-param-gather +\[refused\] fp8 training" "$wd/help.txt" || fail "help: --fp8-param-gather"
 grep -qE "^  --use-distributed-optimizer .*Megatron: off" "$wd/help.txt" || fail "help: distributed optimizer default"
 grep -qE "^  --global-batch-size .*Megatron: " "$wd/help.txt" || fail "help: global batch default"
 

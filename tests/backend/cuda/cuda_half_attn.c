@@ -89,19 +89,19 @@ static void check_embeddings(Half *h, int B, int T, int C, int V_local, int voca
     half_down(h, got, d_out, nc);
     HALF_CLOSE(h, got, ref, nc, 0.0, "embedding_forward (exact)");
     half_round(h, ref, nc, h->dt);  // position_forward adds onto the rounded embeddings
-    cpu->ops->position_forward(cpu, ref, wpe, B, T, C, 0);
-    be->ops->position_forward(be, d_out, half_up(h, wpe, tc), B, T, C, 0);
+    cpu->ops->position_forward(cpu, ref, wpe, B, T, C, 0, NULL);
+    be->ops->position_forward(be, d_out, half_up(h, wpe, tc), B, T, C, 0, NULL);
     half_down(h, got, d_out, nc);
     half_release(h);
     HALF_CLOSE(h, got, ref, nc, half_tol(h, TOL_STORE), "position_forward +=");
     memcpy(ref, dt0, vc * sizeof(float));
     cpu->ops->embedding_backward(cpu, ref, dout, tok, N, C, vocab_start, V_local);
     memcpy(ref + vc, dw0, tc * sizeof(float));
-    cpu->ops->position_backward(cpu, ref + vc, dout, B, T, C, 0);
+    cpu->ops->position_backward(cpu, ref + vc, dout, B, T, C, 0, NULL);
     float *d_dt = half_up_f32(h, dt0, vc), *d_dw = half_up_f32(h, dw0, tc);
     void *d_dout = half_up(h, dout, nc);
     be->ops->embedding_backward(be, d_dt, d_dout, half_up_int(h, tok, N), N, C, vocab_start, V_local);
-    be->ops->position_backward(be, d_dw, d_dout, B, T, C, 0);
+    be->ops->position_backward(be, d_dw, d_dout, B, T, C, 0, NULL);
     half_down_f32(h, got, d_dt, vc), half_down_f32(h, got + vc, d_dw, tc);
     half_release(h);
     HALF_CLOSE(h, got, ref, vc, TOL_F32, "embedding_backward dtable += (fp32)");

@@ -100,11 +100,11 @@ static void check_llama(Half *h, int N, int F) {
     size_t ni = (size_t)B * T * (NH + 2 * G) * HS, no = (size_t)B * T * 3 * NH * HS;
     float *ri = half_rand(h, ni, -2, 2), *rg = half_rand(h, no, -1, 1);
     float *ro = test_floats(no), *rdi = test_floats(ni);
-    cpu->ops->rope_gqa_forward(cpu, ro, ri, B, T, NH, G, HS, 6, 10000.0f, 3);
-    cpu->ops->rope_gqa_backward(cpu, rdi, rg, B, T, NH, G, HS, 6, 10000.0f, 3);
+    cpu->ops->rope_gqa_forward(cpu, ro, ri, B, T, NH, G, HS, 6, 10000.0f, 3, NULL);
+    cpu->ops->rope_gqa_backward(cpu, rdi, rg, B, T, NH, G, HS, 6, 10000.0f, 3, NULL);
     void *d_ro = half_poisoned(h, no, h->dt), *d_rdi = half_poisoned(h, ni, h->dt);
-    be->ops->rope_gqa_forward(be, d_ro, half_up(h, ri, ni), B, T, NH, G, HS, 6, 10000.0f, 3);
-    be->ops->rope_gqa_backward(be, d_rdi, half_up(h, rg, no), B, T, NH, G, HS, 6, 10000.0f, 3);
+    be->ops->rope_gqa_forward(be, d_ro, half_up(h, ri, ni), B, T, NH, G, HS, 6, 10000.0f, 3, NULL);
+    be->ops->rope_gqa_backward(be, d_rdi, half_up(h, rg, no), B, T, NH, G, HS, 6, 10000.0f, 3, NULL);
     close_out(h, d_ro, ro, no, TOL_STORE, "rope_gqa_forward");
     close_out(h, d_rdi, rdi, ni, TOL_STORE, "rope_gqa_backward");
     half_release(h);
@@ -152,7 +152,7 @@ static void check_window(Half *h, int B, int T, int NH, int hs) {
     float *out = test_floats(no), *lse = test_floats(nr), *dq = half_rand(h, nq, -1, 1);
     float *dkv = half_rand(h, nq, -1, 1), *scr = test_floats(nr);
     float *out0 = test_floats(no), *lse0 = test_floats(nr), *dq0 = test_floats(nq), *dkv0 = test_floats(nq);
-    BackendAttnWindow first = {Tq, 0, Tq, kv, 0, NULL, 0}, diag = {Tq, Tq, Tq, NULL, 1, NULL, 0};
+    BackendAttnWindow first = {Tq, 0, Tq, kv, 0, NULL, 0, NULL}, diag = {Tq, Tq, Tq, NULL, 1, NULL, 0, NULL};
     cpu->ops->flash_attention_forward(cpu, out, lse, q, B, Tq, NH, hs, NULL, &first);
     half_round(h, out, no, h->dt);  // both continue from the same first block
     memcpy(out0, out, no * 4), memcpy(lse0, lse, nr * 4), memcpy(dq0, dq, nq * 4), memcpy(dkv0, dkv, nq * 4);
@@ -163,10 +163,10 @@ static void check_window(Half *h, int B, int T, int NH, int hs) {
     close_out(h, d_out, out, no, TOL_STORE, "flash_attention_forward window, accumulate");
     half_release(h);
     half_round(h, out, no, h->dt);
-    BackendAttnWindow bw = {Tq, 0, Tq, kv, 0, dkv, 0};
+    BackendAttnWindow bw = {Tq, 0, Tq, kv, 0, dkv, 0, NULL};
     cpu->ops->flash_attention_backward(cpu, dq, scr, dout, q, out, lse, B, Tq, NH, hs, NULL, &bw);
     void *d_dq = half_up(h, dq0, nq), *d_dkv = half_up(h, dkv0, nq);
-    BackendAttnWindow dbw = {Tq, 0, Tq, half_up(h, kv, nq), 0, d_dkv, 0};
+    BackendAttnWindow dbw = {Tq, 0, Tq, half_up(h, kv, nq), 0, d_dkv, 0, NULL};
     be->ops->flash_attention_backward(be, d_dq, (float *)half_alloc(h, nr, BACKEND_F32),
                                       half_up(h, dout, no), half_up(h, q, nq), half_up(h, out, no),
                                       half_up_f32(h, lse, nr), B, Tq, NH, hs, NULL, &dbw);

@@ -68,7 +68,7 @@ static void check_flash(Parity *t, int B, int T, int NH, int hs) {
 // The windowed forwards of both attention ops on both backends (dropout p, 0: none).
 static void check_window(Parity *t, int flash, double p) {
     const int B = 2, NH = 2, hs = 24, C = NH * hs, Tq = 17, Tk = 20;
-    BackendAttnWindow w = {20, 10, Tk, NULL, 0, NULL, 0};
+    BackendAttnWindow w = {20, 10, Tk, NULL, 0, NULL, 0, NULL};
     BackendDropout d = {.key = dropout_key(5, 2, DROPOUT_SITE_ATTN_PROBS, 1),
                         .threshold = dropout_threshold(p), .scale = 1.0f / (1.0f - (float)p),
                         .sample0 = 4, .NH = NH, .T = 50};
@@ -147,7 +147,7 @@ static void check_unseen(Parity *t) {
     float *qkv = par_rand(t, nq, -1, 1), *kv = par_rand(t, nk, -1, 1);
     float *dy = par_rand(t, no, -1, 1), *dq0 = par_rand(t, nq, -1, 1), *dk0 = par_rand(t, nk, -1, 1);
     float *out = test_floats(no), *lse = test_floats(nl);
-    BackendAttnWindow w = {30, 0, Tk, kv, 0, NULL, 0};
+    BackendAttnWindow w = {30, 0, Tk, kv, 0, NULL, 0, NULL};
     Backend *cpu = t->be[PAR_REF];
     cpu->ops->flash_attention_forward(cpu, out, lse, qkv, B, T, NH, hs, &d, &w);
     for (size_t r = 3; r < nl; r += 4) {
@@ -160,7 +160,7 @@ static void check_unseen(Parity *t) {
         Backend *be = t->be[k];
         float *d_q = par_up(t, k, dq0, nq), *d_k = par_up(t, k, dk0, nk);
         float *d_s = par_alloc(t, k, nl * sizeof(float));
-        BackendAttnWindow wk = {30, 0, Tk, par_up(t, k, kv, nk), 0, d_k, 0};
+        BackendAttnWindow wk = {30, 0, Tk, par_up(t, k, kv, nk), 0, d_k, 0, NULL};
         be->ops->flash_attention_backward(be, d_q, d_s, par_up(t, k, dy, no), par_up(t, k, qkv, nq),
                                           par_up(t, k, out, no), par_up(t, k, lse, nl), B, T, NH,
                                           hs, &d, &wk);

@@ -61,9 +61,9 @@ static void check_position(Parity *t, int B, int T, int C) {
         Backend *be = t->be[k];
         float *d_x = par_up(t, k, x, n), *d_wpe = par_up(t, k, wpe, tc);
         float *d_dwpe = par_up(t, k, dwpe0, tc);
-        be->ops->position_backward(be, d_dwpe, d_x, B, T, C, 0);
+        be->ops->position_backward(be, d_dwpe, d_x, B, T, C, 0, NULL);
         par_down(t, k, dwpe.h[k], d_dwpe, tc);
-        be->ops->position_forward(be, d_x, d_wpe, B, T, C, 0);
+        be->ops->position_forward(be, d_x, d_wpe, B, T, C, 0, NULL);
         par_down(t, k, out.h[k], d_x, n);
         par_release(t);
     }

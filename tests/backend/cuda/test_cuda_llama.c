@@ -74,14 +74,14 @@ static void check_rope(Parity *t, int B, int T, int NH, int G, int hs, int rot, 
         float *d_step = par_alloc(t, k, o * sizeof(float));
         par_poison(t, k, d_out, N * o);
         par_poison(t, k, d_dx, N * in);
-        be->ops->rope_gqa_forward(be, d_out, d_x, B, T, NH, G, hs, rot, base, 0);
-        be->ops->rope_gqa_backward(be, d_dx, d_dy, B, T, NH, G, hs, rot, base, 0);
-        be->ops->rope_gqa_forward(be, d_step, d_x + (N - 1) * in, 1, 1, NH, G, hs, rot, base, T - 1);
+        be->ops->rope_gqa_forward(be, d_out, d_x, B, T, NH, G, hs, rot, base, 0, NULL);
+        be->ops->rope_gqa_backward(be, d_dx, d_dy, B, T, NH, G, hs, rot, base, 0, NULL);
+        be->ops->rope_gqa_forward(be, d_step, d_x + (N - 1) * in, 1, 1, NH, G, hs, rot, base, T - 1, NULL);
         par_down(t, k, out.h[k], d_out, N * o);
         par_down(t, k, dx.h[k], d_dx, N * in);
         par_down(t, k, step.h[k], d_step, o);
         if (k == PAR_DEV) {
-            be->ops->rope_gqa_backward(be, d_dx, d_dy, B, T, NH, G, hs, rot, base, 0);
+            be->ops->rope_gqa_backward(be, d_dx, d_dy, B, T, NH, G, hs, rot, base, 0, NULL);
             par_down(t, k, rep, d_dx, N * in);
             EXPECT_SAME_BITS(rep, dx.h[k], N * in, "rope_gqa_backward rerun");
         }

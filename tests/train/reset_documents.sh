@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# tests/train/reset_documents.sh: --reset-position-ids and --reset-attention-mask (documents
+# inside a sample: positions restart after each end-of-document token, a token attends only
+# within its document).
+#   On short documents (8 to 30 tokens, so a 32-token sample holds 2 to 4 of them), one rank,
+#   TP 2, PP 2, PP 4 (middle stages read the tokens too), DP 2 and TP 2 x PP 2 give the same
+#   losses and grad norms (parity.py, fp32 round-off) with both flags: GPT-2 with
+#   materialised attention, and Llama-style (rope, grouped-query, flash attention, sequence
+#   parallelism in TP 2 x PP 2; the interleaved schedule, PP 2 x 2 chunks); each flag changes
+#   the loss on its own; on a Megatron prefix whose documents hold no EOD they change nothing,
+#   bitwise; --mock-data and --context-parallel-size 2 are refused with one line, exit 2.
+# usage: reset_documents.sh MPIEXEC MEGAC PARITY_PY
+set -uo pipefail
+mpiexec=$1 megac=$2 parity=$3
+tmp=$(mktemp -d /tmp/megac-test-resetdocs-XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+
+python3 - "$tmp" <<'PY'
+import json, random, struct, sys
+d = sys.argv[1]
+r = random.Random(5)
+docs = ["".join(r.choice("abcdefgh ") for _ in range(r.randint(8, 30))) for _ in range(300)]
+with open(f"{d}/c.jsonl", "w") as f:
+    for t in docs:
+        f.write(json.dumps({"text": t}) + "\n")
+sizes = [len(t) for t in docs]  # a Megatron prefix of the same text, no EOD
+ptrs = [2 * sum(sizes[:i]) for i in range(len(sizes))]
+open(f"{d}/raw.bin", "wb").write(b"".join(struct.pack(f"<{len(t)}H", *t.encode()) for t in docs))
+with open(f"{d}/raw.idx", "wb") as f:
+    f.write(b"MMIDIDX\x00\x00" + struct.pack("<QBQQ", 1, 8, len(sizes), len(sizes) + 1))
+    f.write(struct.pack(f"<{len(sizes)}i", *sizes) + struct.pack(f"<{len(ptrs)}q", *ptrs))
+    f.write(struct.pack(f"<{len(sizes) + 1}q", *range(len(sizes) + 1)))
+PY
+"$megac" preprocess --input "$tmp/c.jsonl" --output "$tmp/c.h5" >/dev/null || fail "preprocess"
+
+tiny=(--train-iters 5 --num-layers 4 --hidden-size 32 --num-attention-heads 4 --seq-length 32
+      --micro-batch-size 2 --global-batch-size 8 --lr 3e-3 --log-interval 100 --eval-iters 0
+      --split 1,0,0 --data-path "$tmp/c.h5")
+docs=(--reset-position-ids --reset-attention-mask)
+llama=(--normalization RMSNorm --swiglu --position-embedding-type rope --group-query-attention
+       --num-query-groups 2 --disable-bias-linear --untie-embeddings-and-output-weights --use-flash-attn)
+python3 "$parity" --megac "$megac" --mpiexec "$mpiexec" --tol 1e-5 \
+  --layouts 1,1,1 2,1,1 1,2,1 1,4,1 1,1,2 2,2,1 -- "${tiny[@]}" "${docs[@]}" || fail "parity, GPT-2"
+python3 "$parity" --megac "$megac" --mpiexec "$mpiexec" --tol 1e-5 --extra=--sequence-parallel \
+  --layouts 1,1,1 2,2,1 1,4,1 -- "${tiny[@]}" "${llama[@]}" "${docs[@]}" || fail "parity, Llama-style flash"
+python3 "$parity" --megac "$megac" --mpiexec "$mpiexec" --tol 1e-5 \
+  --extra="--virtual-pipeline-model-parallel-size 2" --layouts 1,1,1 1,2,1 -- "${tiny[@]}" "${llama[@]}" \
+  "${docs[@]}" || fail "parity, interleaved pipeline"
+
+losses() {  # losses NAME ARGS...: the lm_loss values of a one-rank run
+  "$megac" train --num-threads 1 "${tiny[@]}" --log-json "$tmp/$1.jsonl" "${@:2}" > "$tmp/$1.out" 2>&1 ||
+    fail "$1: $(tail -3 "$tmp/$1.out")"
+  grep -oE '"lm_loss":[^,}]*' "$tmp/$1.jsonl" > "$tmp/$1.loss"
+  [[ -s "$tmp/$1.loss" ]] || fail "$1: no losses"
+}
+losses plain
+losses pos --reset-position-ids
+losses mask --reset-attention-mask
+cmp -s "$tmp/plain.loss" "$tmp/pos.loss" && fail "--reset-position-ids did not change the loss"
+cmp -s "$tmp/plain.loss" "$tmp/mask.loss" && fail "--reset-attention-mask did not change the loss"
+losses raw --data-path "$tmp/raw" --vocab-size 256
+losses raw_docs --data-path "$tmp/raw" --vocab-size 256 "${docs[@]}"
+cmp -s "$tmp/raw.loss" "$tmp/raw_docs.loss" || fail "no EOD in the data, yet the flags changed the loss"
+
+refused() {  # refused WANT ARGS...: exit 2 and one megac: line holding WANT
+  local out rc
+  out=$("$megac" train "${@:2}" 2>&1); rc=$?
+  [[ $rc -eq 2 && $(grep -c "^megac:" <<<"$out") -eq 1 ]] && grep -qF -- "$1" <<<"$out" ||
+    fail "refused: rc $rc: $out"
+}
+refused "--reset-position-ids needs --data-path data: --mock-data has no end-of-document id" \
+  --mock-data --train-iters 1 --reset-position-ids
+refused "--reset-position-ids/--reset-attention-mask with --context-parallel-size 2 are not implemented" \
+  "${tiny[@]}" --use-flash-attn --context-parallel-size 2 --reset-attention-mask
+
+if ((fails)); then echo "reset_documents: $fails failure(s)"; exit 1; fi
+echo "reset_documents: ok"
