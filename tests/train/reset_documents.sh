@@ -5,10 +5,11 @@
 #   On short documents (8 to 30 tokens, so a 32-token sample holds 2 to 4 of them), one rank,
 #   TP 2, PP 2, PP 4 (middle stages read the tokens too), DP 2 and TP 2 x PP 2 give the same
 #   losses and grad norms (parity.py, fp32 round-off) with both flags: GPT-2 with
-#   materialised attention, and Llama-style (rope, grouped-query, flash attention, sequence
-#   parallelism in TP 2 x PP 2; the interleaved schedule, PP 2 x 2 chunks); each flag changes
-#   the loss on its own; on a Megatron prefix whose documents hold no EOD they change nothing,
-#   bitwise; --mock-data and --context-parallel-size 2 are refused with one line, exit 2.
+#   materialised attention (also with sequence parallelism and full recomputation), and
+#   Llama-style (rope, grouped-query, flash attention; sequence parallelism in TP 2 x PP 2;
+#   the interleaved schedule, PP 2 x 2 chunks); each flag changes the loss on its own; on a
+#   Megatron prefix whose documents hold no EOD they change nothing, bitwise; --mock-data
+#   and --context-parallel-size 2 are refused with one line, exit 2.
 # usage: reset_documents.sh MPIEXEC MEGAC PARITY_PY
 set -uo pipefail
 mpiexec=$1 megac=$2 parity=$3
@@ -43,6 +44,9 @@ llama=(--normalization RMSNorm --swiglu --position-embedding-type rope --group-q
        --num-query-groups 2 --disable-bias-linear --untie-embeddings-and-output-weights --use-flash-attn)
 python3 "$parity" --megac "$megac" --mpiexec "$mpiexec" --tol 1e-5 \
   --layouts 1,1,1 2,1,1 1,2,1 1,4,1 1,1,2 2,2,1 -- "${tiny[@]}" "${docs[@]}" || fail "parity, GPT-2"
+python3 "$parity" --megac "$megac" --mpiexec "$mpiexec" --tol 1e-5 --extra=--sequence-parallel \
+  --extra="--recompute-granularity full --recompute-method uniform --recompute-num-layers 1" \
+  --layouts 1,1,1 2,1,1 2,2,1 -- "${tiny[@]}" "${docs[@]}" || fail "parity, GPT-2, SP and recomputation"
 python3 "$parity" --megac "$megac" --mpiexec "$mpiexec" --tol 1e-5 --extra=--sequence-parallel \
   --layouts 1,1,1 2,2,1 1,4,1 -- "${tiny[@]}" "${llama[@]}" "${docs[@]}" || fail "parity, Llama-style flash"
 python3 "$parity" --megac "$megac" --mpiexec "$mpiexec" --tol 1e-5 \
