@@ -37,6 +37,16 @@
 
 #define CPU_FA_B 64  // query / key rows per block
 
+// The first key block (a multiple of CPU_FA_B) that any of the n query rows from t0 may see
+// with document starts qs (global; key rows from k0): 0 without. Earlier blocks are all
+// hidden, and skipping them changes no bit (they would add exp 0 = 0 terms). Pure.
+static int cpu_fa_first_block(const int *qs, int t0, int n, int k0) {
+    if (!qs) return 0;
+    int lo = qs[t0] - k0;
+    for (int i = 1; i < n; i++) lo = qs[t0 + i] - k0 < lo ? qs[t0 + i] - k0 : lo;
+    return lo <= 0 ? 0 : lo / CPU_FA_B * CPU_FA_B;
+}
+
 // Online-softmax step of one query row over one key block: s (w) holds its scaled scores,
 // of which those in [lo, cnt) are visible (causal; lo > 0: the document starts there).
 // Overwrites s with exp(s - m_new) (0 where not visible), updates *m and *l, and returns the
@@ -77,7 +87,8 @@ static void cpu_flash_head_forward(float *o, float *lse, const float *q, const f
             m[i] = seen ? lse[t0 + i] : -FLT_MAX, l[i] = seen ? 1.0f : 0.0f;
             for (int c = 0; c < hs && !seen; c++) ob[(size_t)i * ldo + c] = 0.0f;
         }
-        for (int u0 = 0; u0 < Tk && u0 <= t0 + n - 1 + off; u0 += CPU_FA_B) {  // visible blocks
+        for (int u0 = cpu_fa_first_block(qs, t0, n, k0); u0 < Tk && u0 <= t0 + n - 1 + off;
+             u0 += CPU_FA_B) {  // visible blocks
             int w = Tk - u0 < CPU_FA_B ? Tk - u0 : CPU_FA_B;
             cpu_sgemm(0, 1, n, w, hs, scale, q + (size_t)t0 * ld, ld, k + (size_t)u0 * ldk, ldk,
                       0.0f, s, CPU_FA_B);
@@ -189,6 +200,7 @@ static void cpu_flash_head_backward(float *dq, float *dk, float *dv, float *D, c
         for (int t0 = 0; t0 < T; t0 += CPU_FA_B) {
             int n = T - t0 < CPU_FA_B ? T - t0 : CPU_FA_B;
             if (t0 + n - 1 + off < u0) continue;  // the query block sees none of the key block
+            if (cpu_fa_first_block(qs, t0, n, k0) > u0) continue;  // nor (documents) here
             const float *qb = q + (size_t)t0 * ld, *dyb = dy + (size_t)t0 * ldy;
             cpu_sgemm(0, 1, n, w, hs, scale, qb, ld, kb, ldk, 0.0f, p, CPU_FA_B);
             cpu_flash_probs(p, lse, t0, u0, n, w, off, qs, k0);

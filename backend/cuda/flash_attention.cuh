@@ -146,6 +146,19 @@ static __device__ __forceinline__ int flash_first_key(const FlashWindow &w, int 
     return w.qstart ? w.qstart[(size_t)b * T + t] - w.k0 : 0;
 }
 
+// The first key tile (a multiple of bk) that any query of the tile of bq rows at q0 may see
+// (documents: the earlier tiles are all hidden and add nothing); 0 without. Pure.
+static __device__ int flash_first_tile(const FlashWindow &w, int b, int q0, int bq, int bk,
+                                       int T) {
+    if (!w.qstart) return 0;
+    int lo = 0x7fffffff;
+    for (int r = 0; r < bq && q0 + r < T; r++) {
+        int k = flash_first_key(w, b, q0 + r, T);
+        lo = k < lo ? k : lo;
+    }
+    return lo <= 0 ? 0 : lo / bk * bk;
+}
+
 // out (B, T, C), lse (B, NH, T) of query tile (reversed) blockIdx.y of head blockIdx.x.
 template <typename E, int HS, int BQ, int BK>
 static __global__ void __launch_bounds__(FLASH_THREADS)
@@ -176,9 +189,11 @@ FLASH_UNROLL
         for (int c = 0; c < CPT; c++)
             acc[i][c] = seen && lane + WARP * c < hs ? load_f32(o + lane + WARP * c) : 0.0f;
     }
-    __syncthreads();  // every lse read before a row's end stores it
+    __shared__ int kt;  // the first key tile any of the tile's queries sees (documents)
+    if (tid == 0) kt = flash_first_tile(w, b, q0, BQ, BK, T);
+    __syncthreads();  // every lse read before a row's end stores it; kt written
     int last = (q0 + BQ < T ? q0 + BQ : T) - 1 + w.off;  // the tile's last query: keys 0..last
-    for (int k0 = 0; k0 <= last && k0 < w.Tk; k0 += BK) {
+    for (int k0 = kt; k0 <= last && k0 < w.Tk; k0 += BK) {
         flash_load_rows<BK, HS>(sm.kv, k, ldk, k0, w.Tk, hs);
         __syncthreads();
         float s[NE];
@@ -410,8 +425,11 @@ FLASH_UNROLL
     for (int i = 0; i < RPT; i++)
 FLASH_UNROLL
         for (int c = 0; c < CPT; c++) dq[i][c] = 0.0f;
+    __shared__ int kt;  // the first key tile any of the tile's queries sees (documents)
+    if (threadIdx.x == 0) kt = flash_first_tile(w, (int)blockIdx.x / NH, q0, BQ, BK, T);
+    __syncthreads();
     int last = (q0 + BQ < T ? q0 + BQ : T) - 1 + w.off;  // the tile's last query: keys 0..last
-    for (int k0 = 0; k0 <= last && k0 < w.Tk; k0 += BK) {
+    for (int k0 = kt; k0 <= last && k0 < w.Tk; k0 += BK) {
         flash_load_rows<BK, HS>(sm.k, f.k, f.ldk, k0, w.Tk, hs);
         flash_load_rows<BK, HS>(sm.v, f.v, f.ldk, k0, w.Tk, hs);
         __syncthreads();

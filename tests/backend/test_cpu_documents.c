@@ -4,7 +4,7 @@
 // (the same bits), and with the arithmetic positions the NULL call's bits. Attention with
 // BackendAttnWindow.qstart (each row's document start): the materialised and the flash ops
 // give each document of a sample what the op gives that document alone as its own sequence
-// (out, lse, dqkv to fp32 round-off, B = 2 samples of 3 and 2 documents, hs 8 and 40); with
+// (out, lse, dqkv to fp32 round-off, B = 2 samples of 3 documents, T 150, hs 8 and 40); with
 // attention dropout (global mask indices) flash equals materialised; two key windows with
 // accumulate equal the whole sequence (forward).
 #include "backend/backend.h"
@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
-enum { B = 2, T = 40, NDOC = 3 };
+enum { B = 2, T = 150, NDOC = 3 };
 
 // Expects got to be want (n floats) within tol of max(1, max|want|); prints the worst error.
 static void expect_near(const float *got, const float *want, size_t n, double tol,
@@ -28,8 +28,10 @@ static void expect_near(const float *got, const float *want, size_t n, double to
     printf("  %-58s max abs %.2e, rel %.2e\n", what, worst, worst / scale);
     EXPECT(worst <= tol * scale, "%s: error %.3g > %.3g", what, worst, tol * scale);
 }
-// Document starts of the two samples (a start of T: no further document).
-static const int STARTS[B][NDOC] = {{0, 13, 29}, {0, 7, T}};
+
+// Document starts of the two samples; 64-row blocks of keys wholly before a query block's
+// documents (skipped) in both.
+static const int STARTS[B][NDOC] = {{0, 13, 70}, {0, 64, 130}};
 
 // qs (B, T): the document start of each row; pos (B, T): the position in it.
 static void doc_rows(int *qs, int *pos) {
