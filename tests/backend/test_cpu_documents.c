@@ -6,11 +6,13 @@
 // give each document of a sample what the op gives that document alone as its own sequence
 // (out, lse, dqkv to fp32 round-off, B = 2 samples of 3 documents, T 150, hs 8 and 40); with
 // attention dropout (global mask indices) flash equals materialised; two key windows with
-// accumulate equal the whole sequence (forward).
+// accumulate equal the whole sequence (forward). The bf16 backend's position ops with pos.
 #include "backend/backend.h"
 #include "tests/backend/backend_test_util.h"
 
 #include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -185,6 +187,41 @@ static void test_dropout_windows(Backend *be, TestRng *r) {
     free(kva), free(kvb), free(lse);
 }
 
+// The bf16 backend (cpu_half.c wraps the fp32 ops): position_forward/backward and rope_gqa
+// with pos equal one-row calls at pos0 = each row's position (the same bits).
+static void test_half(TestRng *r) {
+    Backend *be = backend_cpu_create(2, BACKEND_BF16);
+    int C = 6, NH = 4, G = 2, hs = 8, rot = 6, N = B * T;
+    size_t in = (size_t)(NH + 2 * G) * hs, out = (size_t)3 * NH * hs, nx = (size_t)N * in;
+    int qs[B * T], pos[B * T];
+    doc_rows(qs, pos);
+    float *f = test_floats(nx), *dw = test_floats((size_t)T * C), *dref = test_floats((size_t)T * C);
+    uint16_t *x = calloc(nx, 2), *wpe = calloc((size_t)T * C, 2), *y = calloc((size_t)N * out, 2);
+    uint16_t *ry = calloc((size_t)N * out, 2), *dx = calloc(nx, 2), *rdx = calloc(nx, 2);
+    rng_fill(r, f, nx, -1, 1);
+    be->ops->cast(be, x, BACKEND_BF16, f, BACKEND_F32, nx);
+    be->ops->cast(be, wpe, BACKEND_BF16, f + 7, BACKEND_F32, (size_t)T * C);
+    memcpy(y, x, (size_t)N * C * 2), memcpy(ry, x, (size_t)N * C * 2);
+    be->ops->position_forward(be, y, wpe, B, T, C, 0, pos);
+    for (int i = 0; i < N; i++) be->ops->position_forward(be, ry + i * C, wpe, 1, 1, C, pos[i], NULL);
+    EXPECT(memcmp(y, ry, (size_t)N * C * 2) == 0, "bf16 position_forward with pos");
+    be->ops->position_backward(be, dw, x, B, T, C, 0, pos);
+    for (int i = 0; i < N; i++) be->ops->position_backward(be, dref, x + i * C, 1, 1, C, pos[i], NULL);
+    EXPECT_SAME_BITS(dw, dref, (size_t)T * C, "bf16 position_backward with pos");
+    be->ops->rope_gqa_forward(be, y, x, B, T, NH, G, hs, rot, 10000.0f, 0, pos);
+    be->ops->rope_gqa_backward(be, dx, y, B, T, NH, G, hs, rot, 10000.0f, 0, pos);
+    for (int i = 0; i < N; i++) {
+        be->ops->rope_gqa_forward(be, ry + i * out, x + i * in, 1, 1, NH, G, hs, rot, 10000.0f,
+                                  pos[i], NULL);
+        be->ops->rope_gqa_backward(be, rdx + i * in, y + i * out, 1, 1, NH, G, hs, rot,
+                                   10000.0f, pos[i], NULL);
+    }
+    EXPECT(memcmp(y, ry, (size_t)N * out * 2) == 0, "bf16 rope_gqa_forward with pos");
+    EXPECT(memcmp(dx, rdx, nx * 2) == 0, "bf16 rope_gqa_backward with pos");
+    free(f), free(dw), free(dref), free(x), free(wpe), free(y), free(ry), free(dx), free(rdx);
+    backend_destroy(be);
+}
+
 int main(void) {
     Backend *be = backend_cpu_create(2, BACKEND_F32);
     TestRng r = {11};
@@ -195,6 +232,7 @@ int main(void) {
         test_attention_alone(be, &r, flash, 40);
     }
     test_dropout_windows(be, &r);
+    test_half(&r);
     backend_destroy(be);
     return test_result("cpu_documents");
 }
