@@ -12,10 +12,10 @@
 
 // The range [lo, hi) of the flat buffer that layer l's tensors occupy.
 static void layer_range(const GPT *m, int l, size_t *lo, size_t *hi) {
-    const ParamInfo *p = &m->params[m->block_param0 + m->block_nparams * l];
+    const ParamInfo *p = &m->params[m->block_param[l]];
     *lo = (size_t)-1;
     *hi = 0;
-    for (int j = 0; j < m->block_nparams; j++) {
+    for (int j = 0; j < m->block_param[l + 1] - m->block_param[l]; j++) {
         if (p[j].offset < *lo) *lo = p[j].offset;
         if (p[j].offset + p[j].numel > *hi) *hi = p[j].offset + p[j].numel;
     }
@@ -75,10 +75,11 @@ static float *held_grad(DistSync *s, int i, int k, size_t *len) {
 void dist_sync_sum_norm_grads(DistSync *s, int layer) {
     const GPT *m = s->m;
     if (!s->tp_sp) return;
-    int b0 = m->block_param0, nb = m->block_nparams, n_units = s->stage >= 2 ? s->n_buckets : 1;
+    int n_units = s->stage >= 2 ? s->n_buckets : 1, nl = m->n_layers;
     for (int k = 0; k < n_units; k++)  // (ZeRO-2/3: the same pieces on every TP rank)
-        for (int i = 0; i < m->n_params; i++) {
-            int l = i >= b0 && i < b0 + nb * m->n_layers ? (i - b0) / nb : -1;
+        for (int i = 0, j = 0; i < m->n_params; i++) {
+            while (j < nl && i >= m->block_param[j + 1]) j++;  // the layer holding i, if any
+            int l = i >= m->block_param[0] && i < m->block_param[nl] ? j : -1;
             if (!m->params[i].norm_param || (layer >= 0 && l != layer) || (l >= 0 && s->sp_done[l])) continue;
             size_t len;
             float *g = held_grad(s, i, k, &len);

@@ -53,15 +53,16 @@ static void build_units(DistSync *s) {
     int dp = s->comm->size, r = s->comm->rank;
     s->buckets = core_calloc((size_t)m->n_params + 1, sizeof(DistSyncBucket));
     s->wte_unit = -1;
-    int layer0 = m->block_param0, nb = m->block_nparams;  // [wte, wpe] layers [lnf, wte]
+    int b0 = m->block_param[0], b1 = m->block_param[m->n_layers];  // [wte, wpe] layers [lnf, wte]
     for (int i = 0; i < m->n_params; i++) {
-        if (i >= layer0 && i < layer0 + nb * m->n_layers) continue;
+        if (i >= b0 && i < b1) continue;
         if (!strcmp(m->params[i].name, "wte")) s->wte_unit = s->n_buckets;
         unit_shape(&s->buckets[s->n_buckets++], m->params[i].offset, m->params[i].numel, dp, r);
     }
     s->n_edge = s->n_buckets;
     for (int l = 0; l < m->n_layers; l++) {
-        const ParamInfo *t = &m->params[layer0 + nb * l];
+        const ParamInfo *t = &m->params[m->block_param[l]];
+        int nb = m->block_param[l + 1] - m->block_param[l];
         size_t end = t[nb - 1].offset + t[nb - 1].numel;
         unit_shape(&s->buckets[s->n_buckets++], t[0].offset, end - t[0].offset, dp, r);
     }

@@ -134,7 +134,8 @@ typedef struct {
     int QKV_tp;                        // rows of the local QKV weight: (NH/tp + 2 G/tp) * hs
     int remap_qkv;                     // rope or grouped-query: the QKV output goes through
                                        // rope_gqa_forward into attention's layout
-    int block_param0, block_nparams;   // the table's first block tensor and tensors per block
+    int *block_param;                  // (n_layers + 1) table index of local layer l's first
+                                       // tensor; [n_layers]: one past the last block tensor
     int Vp;                            // padded vocabulary
     TPVocab vocab;
     ParamInfo *params;                 // (n_params) table; offsets into the flat buffers

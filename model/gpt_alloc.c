@@ -113,7 +113,8 @@ int gpt_layer_recomputed(const GPT *m, int l, int *first, int *last) {
 static void *at(void *mem, size_t off, size_t esize) { return (char *)mem + off * esize; }
 
 void gpt_point_layer_views(const GPT *m, GPTBlockW *b, int l, void *mem, size_t origin, size_t esize) {
-    const ParamInfo *t = &m->params[m->block_param0 + m->block_nparams * l];  // the block's tensors
+    const ParamInfo *t = &m->params[m->block_param[l]];  // the block's tensors
+    int nb = m->block_param[l + 1] - m->block_param[l];
     static const char *const SUFFIX[12] = {".ln1.weight", ".ln1.bias", ".qkv.weight", ".qkv.bias",
                                            ".attn.proj.weight", ".attn.proj.bias", ".ln2.weight",
                                            ".ln2.bias", ".fc.weight", ".fc.bias", ".mlp.proj.weight",
@@ -121,7 +122,7 @@ void gpt_point_layer_views(const GPT *m, GPTBlockW *b, int l, void *mem, size_t 
     void **v[12] = {&b->ln1w, &b->ln1b, &b->qkvw, &b->qkvb, &b->projw, &b->projb,
                     &b->ln2w, &b->ln2b, &b->fcw, &b->fcb, &b->fcprojw, &b->fcprojb};
     for (int i = 0, k = 0; i < 12; i++) {  // absent tensors (no biases): NULL views
-        size_t nl = k < m->block_nparams ? strlen(t[k].name) : 0, ns = strlen(SUFFIX[i]);
+        size_t nl = k < nb ? strlen(t[k].name) : 0, ns = strlen(SUFFIX[i]);
         int here = nl > ns && !strcmp(t[k].name + nl - ns, SUFFIX[i]);
         *v[i] = here ? at(mem, t[k++].offset - origin, esize) : NULL;
     }
@@ -184,12 +185,12 @@ GPT *gpt_create(const GPTConfig *cfg, Backend *be, int tp, int tp_rank, int pp, 
     m->rot = gpt_rotary_dim(cfg);
     m->QKV_tp = (m->NH_tp + 2 * m->G_tp) * m->hs;
     m->remap_qkv = cfg->rope || m->G_tp != m->NH_tp;
-    m->block_param0 = m->first ? (cfg->rope ? 1 : 2) : 0;  // after wte (and wpe)
-    m->block_nparams = gpt_block_tensor_count(cfg);
     m->Vp = gpt_padded_vocab(cfg, tp);
     m->vocab = tp_vocab_split(cfg->vocab_size, m->Vp, tp, tp_rank);
     m->params = gpt_params_build(cfg, tp, m->Vp, m->layer0, m->n_layers, m->first, m->last,
                                  &m->n_params, &m->n_floats);
+    m->block_param = core_calloc((size_t)m->n_layers + 1, sizeof(int));
+    gpt_params_block_index(m->params, m->n_params, m->layer0, m->n_layers, m->block_param);
     m->n_alloc = (m->n_floats + pad_multiple - 1) / pad_multiple * pad_multiple;
     m->param_mem = be->ops->alloc(be, m->n_alloc * sizeof(float));
     m->grad_mem = be->ops->alloc(be, m->n_alloc * sizeof(float));
@@ -273,6 +274,7 @@ void gpt_destroy(GPT *m) {
     free(m->w.blocks);
     free(m->g.blocks);
     free(m->params);
+    free(m->block_param);
     free(m);
 }
 

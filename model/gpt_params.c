@@ -45,12 +45,6 @@ static int present(const BlockSpec *b, const GPTConfig *c) {
            (b->present == LINEAR_BIAS && !c->disable_bias_linear);
 }
 
-int gpt_block_tensor_count(const GPTConfig *c) {
-    int k = 0;
-    for (int s = 0; s < N_BLOCK; s++) k += present(&BLOCK[s], c);
-    return k;
-}
-
 static int dim(Dim d, const GPTConfig *c) {
     int hs = gpt_head_size(c);
     switch (d) {
@@ -146,6 +140,21 @@ ParamInfo *gpt_params_build(const GPTConfig *c, int tp, int padded_vocab, int la
     *n = k;
     *total = off;
     return t;
+}
+
+void gpt_params_block_index(const ParamInfo *t, int n, int layer0, int n_layers, int *first) {
+    int i = 0;
+    for (int l = 0; l <= n_layers; l++) {
+        char prefix[24];
+        snprintf(prefix, sizeof prefix, "layers.%d.", layer0 + l);
+        size_t pl = strlen(prefix);
+        if (l == n_layers) {  // one past the last block tensor
+            while (i < n && !strncmp(t[i].name, "layers.", 7)) i++;
+        } else {
+            while (i < n && strncmp(t[i].name, prefix, pl)) i++;
+        }
+        first[l] = i;
+    }
 }
 
 int gpt_param_is_owner(const ParamInfo *p, int tp_rank) {

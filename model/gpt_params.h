@@ -52,9 +52,10 @@ typedef struct {
 // of a vocab shard are in no slice. Returns the count. Pure.
 int gpt_param_slices(const ParamInfo *p, int tp, int tp_rank, ParamSlice out[3]);
 
-// Tensors per transformer block in the table: 12 for GPT-2; fewer without LayerNorm biases
-// (RMSNorm) or linear biases (--disable-bias-linear). Pure.
-int gpt_block_tensor_count(const GPTConfig *c);
+// first[l] (l < n_layers) = index in t (n entries) of local layer l's first tensor (names
+// "layers.<layer0 + l>."), first[n_layers] = one past the last; a block's tensors are
+// consecutive. Pure.
+void gpt_params_block_index(const ParamInfo *t, int n, int layer0, int n_layers, int *first);
 
 // Builds the table for the stage owning layers [layer0, layer0 + n_layers), with the
 // embeddings on the first stage (no wpe with rope) and, on the last, the final norm (no bias
