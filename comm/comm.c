@@ -18,7 +18,7 @@ size_t comm_dtype_size(CommDtype t) {
 
 const char *comm_kind_name(CommKind k) {
     static const char *names[COMM_NKINDS] = {"all_reduce", "all_gather", "reduce_scatter",
-                                             "broadcast", "send", "recv"};
+                                             "broadcast", "send", "recv", "all_to_all"};
     return k < COMM_NKINDS ? names[k] : "?";
 }
 
@@ -149,6 +149,20 @@ void comm_isend(Comm *c, const void *buf, size_t count_, CommDtype t, int peer, 
 
 void comm_irecv(Comm *c, void *buf, size_t count_, CommDtype t, int peer, CommRequest *req) {
     comm_isend_recv(c, NULL, 0, -1, buf, count_, peer, t, req);
+}
+
+void comm_all_to_all_v(Comm *c, const void *in, const size_t *send_counts, void *out,
+                       const size_t *recv_counts, CommDtype t) {
+    if (!send_counts || !recv_counts)
+        core_fatal("all_to_all_v on group %s: NULL counts (one per group rank, %d)", c->name, c->size);
+    if (send_counts[c->rank] != recv_counts[c->rank])
+        core_fatal("all_to_all_v on group %s: rank %d sends itself %zu elements but receives %zu",
+                   c->name, c->rank, send_counts[c->rank], recv_counts[c->rank]);
+    uint64_t others = 0;
+    for (int r = 0; r < c->size; r++)
+        if (r != c->rank) others += send_counts[r];
+    count(c, COMM_ALL_TO_ALL, others * comm_dtype_size(t), 1, 1);
+    c->vt->all_to_all_v(c, in, send_counts, out, recv_counts, t);  // every rank: a collective
 }
 
 void comm_barrier(Comm *c) { c->vt->barrier(c); }

@@ -11,6 +11,7 @@
 //   reduce-scatter  (n-1)/n  x input buffer
 //   broadcast       buffer (n > 1)
 //   send / recv     buffer
+//   all-to-all      the blocks sent to the other ranks (sum of send_counts but its own)
 // A group of one moves nothing and every collective is a copy or a no-op.
 #pragma once
 #include <stddef.h>
@@ -23,7 +24,7 @@ typedef enum { COMM_F32, COMM_F64, COMM_I32, COMM_BF16, COMM_F16 } CommDtype;
 typedef enum { COMM_SUM, COMM_MAX, COMM_AVG } CommOp;
 typedef enum {
     COMM_ALL_REDUCE, COMM_ALL_GATHER, COMM_REDUCE_SCATTER, COMM_BROADCAST, COMM_SEND, COMM_RECV,
-    COMM_NKINDS
+    COMM_ALL_TO_ALL, COMM_NKINDS
 } CommKind;
 
 typedef struct {
@@ -78,6 +79,9 @@ typedef struct {
     // nonblocking point-to-point (every backend has it); dst / src < 0 skip a half
     void (*isend_recv)(Comm *c, const void *sbuf, size_t scount, int dst, void *rbuf,
                        size_t rcount, int src, CommDtype t, CommRequest *req);
+    // per-peer counts (every backend has it; comm_all_to_all_v's contract)
+    void (*all_to_all_v)(Comm *c, const void *in, const size_t *send_counts, void *out,
+                         const size_t *recv_counts, CommDtype t);
 } CommVtable;
 
 struct Comm {
@@ -166,6 +170,17 @@ void comm_isend_recv(Comm *c, const void *sbuf, size_t scount, int dst, void *rb
 // a no-op (an inactive request).
 void comm_isend(Comm *c, const void *buf, size_t count, CommDtype t, int peer, CommRequest *req);
 void comm_irecv(Comm *c, void *buf, size_t count, CommDtype t, int peer, CommRequest *req);
+// All-to-all with per-peer counts (MoE token dispatch): in holds one block per group rank in
+// rank order, send_counts[r] elements for rank r; out gets one block from each rank in rank
+// order, recv_counts[r] elements from rank r (both contiguous: the displacements are the
+// prefix sums of the counts; in and out must not overlap). Every rank of the group calls it,
+// zero counts included. The counts must agree pairwise (rank a's send_counts[b] == rank b's
+// recv_counts[a]): exchange them first, e.g. with this call on one COMM_I32 per rank (counts
+// all 1). MPI: MPI_Alltoallv (each count and prefix sum must fit in an int); NCCL: one group of
+// a send and a receive per peer with a nonzero count, stream-ordered; staged: through pinned
+// host memory. The own block is a local copy (also in a group of one), not counted as traffic.
+void comm_all_to_all_v(Comm *c, const void *in, const size_t *send_counts, void *out,
+                       const size_t *recv_counts, CommDtype t);
 void comm_barrier(Comm *c);
 // Frees the communicator. NULL is fine.
 void comm_destroy(Comm *c);

@@ -198,6 +198,34 @@ static void mpi_isend_recv(Comm *c, const void *sbuf, size_t scount, int dst, vo
     req->active = 1;
 }
 
+// MPI_Alltoallv takes int counts and displacements (prefix sums): each must fit.
+static int a2a_int(const Comm *c, size_t n, const char *what, int peer) {
+    if (n > (size_t)INT_MAX)
+        core_fatal("all_to_all_v on group %s: %s for rank %d is %zu elements, above MPI's int "
+                   "limit %d; send fewer tokens per call", c->name, what, peer, n, INT_MAX);
+    return (int)n;
+}
+
+static void mpi_all_to_all_v(Comm *c, const void *in, const size_t *sc, void *out,
+                             const size_t *rc, CommDtype t) {
+    int n = c->size;
+    int *v = core_calloc(4 * (size_t)n, sizeof *v);  // (4, n): send counts, displs, recv ...
+    size_t so = 0, ro = 0;
+    for (int r = 0; r < n; r++) {
+        v[r] = a2a_int(c, sc[r], "send count", r);
+        v[n + r] = a2a_int(c, so, "send offset", r);
+        v[2 * n + r] = a2a_int(c, rc[r], "receive count", r);
+        v[3 * n + r] = a2a_int(c, ro, "receive offset", r);
+        so += sc[r];
+        ro += rc[r];
+    }
+    MPI_Request req[1];
+    MPI_CHECK(MPI_Ialltoallv(in, v, v + n, mpi_type(t), out, v + 2 * n, v + 3 * n, mpi_type(t),
+                             c->u.mpi.comm, &req[0]));
+    wait_all(c, req, 1, "all_to_all_v");
+    free(v);
+}
+
 static void mpi_barrier(Comm *c) {
     MPI_Request r[1];
     MPI_CHECK(MPI_Ibarrier(c->u.mpi.comm, &r[0]));
@@ -215,6 +243,7 @@ static const CommVtable MPI_VTABLE = {
     .recv = mpi_recv, .send_recv = mpi_send_recv, .barrier = mpi_barrier, .destroy = mpi_destroy,
     .iall_gather = mpi_iall_gather, .wait = mpi_wait, .iall_reduce = mpi_iall_reduce,
     .ireduce_scatter = mpi_ireduce_scatter, .test = mpi_test, .isend_recv = mpi_isend_recv,
+    .all_to_all_v = mpi_all_to_all_v,
 };
 
 Comm *comm_mpi_create(MPI_Comm mpi_comm, const char *name, const int *members, double timeout_s) {

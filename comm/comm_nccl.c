@@ -52,7 +52,8 @@ static void wait_stream(Comm *c, const char *op) {
     }
 }
 
-// A group of one: out = in (a device copy unless in place).
+// out = in (n elements; a device copy unless in place): a group of one's collectives, and
+// all-to-all's own block.
 static void solo_copy(Comm *c, void *out, const void *in, size_t n, CommDtype t) {
     if (out != in)
         CUDA_CHECK(cudaMemcpyAsync(out, in, n * comm_dtype_size(t), cudaMemcpyDeviceToDevice, ST(c)));
@@ -187,6 +188,27 @@ static void nccl_send_recv(Comm *c, const void *sbuf, size_t sn, int dst, void *
     group_send_recv(c, sbuf, sn, dst, rbuf, rn, src, t, ST(c));
 }
 
+// The own block by a device copy on the stream, then one group of a send and a receive per
+// peer with a nonzero count (the peer skips the same pairs: the counts agree pairwise).
+static void nccl_all_to_all_v(Comm *c, const void *in, const size_t *sc, void *out,
+                              const size_t *rc, CommDtype t) {
+    size_t es = comm_dtype_size(t), so = 0, ro = 0;
+    for (int r = 0; r < c->rank; r++) so += sc[r], ro += rc[r];
+    solo_copy(c, (char *)out + ro * es, (const char *)in + so * es, sc[c->rank], t);
+    if (!NC(c)) return;
+    so = ro = 0;
+    NCCL_CHECK(ncclGroupStart());
+    for (int r = 0; r < c->size; r++) {
+        if (r != c->rank && sc[r])
+            NCCL_CHECK(ncclSend((const char *)in + so * es, sc[r], nccl_type(t), r, NC(c), ST(c)));
+        if (r != c->rank && rc[r])
+            NCCL_CHECK(ncclRecv((char *)out + ro * es, rc[r], nccl_type(t), r, NC(c), ST(c)));
+        so += sc[r];
+        ro += rc[r];
+    }
+    NCCL_CHECK(ncclGroupEnd());
+}
+
 static void nccl_barrier(Comm *c) {
     if (NC(c)) wait_stream(c, "barrier");
     else CUDA_CHECK(cudaStreamSynchronize(ST(c)));
@@ -210,7 +232,7 @@ static const CommVtable NCCL_VTABLE = {
     .recv = nccl_recv, .send_recv = nccl_send_recv, .barrier = nccl_barrier,
     .destroy = nccl_destroy, .iall_gather = nccl_iall_gather, .wait = nccl_wait,
     .iall_reduce = nccl_iall_reduce, .ireduce_scatter = nccl_ireduce_scatter, .test = nccl_test,
-    .isend_recv = nccl_isend_recv,
+    .isend_recv = nccl_isend_recv, .all_to_all_v = nccl_all_to_all_v,
 };
 
 Comm *comm_nccl_create(MPI_Comm mpi_comm, const char *name, const int *members,

@@ -95,6 +95,21 @@ static void staged_send_recv(Comm *c, const void *sbuf, size_t sn, int dst, void
     if (src >= 0) up(c, rbuf, hr, rb);
 }
 
+// The whole input down (host buffer 0, its total size), the inner MPI_Alltoallv, the whole
+// output up (host buffer 1). A group of one: a device copy on the stream.
+static void staged_all_to_all_v(Comm *c, const void *in, const size_t *sc, void *out,
+                                const size_t *rc, CommDtype t) {
+    size_t es = comm_dtype_size(t), sb = 0, rb = 0;
+    for (int r = 0; r < c->size; r++) sb += sc[r] * es, rb += rc[r] * es;
+    if (c->size == 1) {
+        if (sb) CUDA_CHECK(cudaMemcpyAsync(out, in, sb, cudaMemcpyDeviceToDevice, ST(c)));
+        return;
+    }
+    void *hi = sb ? down(c, 0, in, sb) : NULL, *ho = rb ? host_buf(c, 1, rb) : NULL;
+    INNER(c)->vt->all_to_all_v(INNER(c), hi, sc, ho, rc, t);
+    if (rb) up(c, out, ho, rb);
+}
+
 // The send half is copied to its own pinned buffer now (the stream is synchronised first), the
 // inner MPI Comm posts both halves into req, and staged_finish copies the received bytes to
 // the device. Per-request buffers: several requests may be in flight.
@@ -147,7 +162,7 @@ static const CommVtable STAGED_VTABLE = {
     .reduce_scatter = staged_reduce_scatter, .broadcast = staged_broadcast,
     .send = staged_send, .recv = staged_recv, .send_recv = staged_send_recv,
     .barrier = staged_barrier, .destroy = staged_destroy, .wait = staged_wait,
-    .test = staged_test, .isend_recv = staged_isend_recv,
+    .test = staged_test, .isend_recv = staged_isend_recv, .all_to_all_v = staged_all_to_all_v,
 };
 
 Comm *comm_staged_create(MPI_Comm mpi_comm, const char *name, const int *members,
