@@ -62,6 +62,20 @@ static inline int backend_act_gated(BackendAct act) { return act == BACKEND_ACT_
 
 typedef struct Backend Backend;
 
+// The router of a mixture-of-experts layer (the moe_router_* ops; values are stable).
+typedef enum { BACKEND_MOE_SOFTMAX = 0, BACKEND_MOE_SIGMOID = 1 } BackendMoEScore;
+// The largest E the router ops take (both backends abort the job naming E above it).
+#define BACKEND_MOE_MAX_EXPERTS 256
+typedef struct {
+    int E, K;               // experts, experts chosen per token (1 <= K <= E)
+    BackendMoEScore score;  // --moe-router-score-function
+    int pre_softmax;        // softmax only: softmax over all E, then top-k of the scores
+                            // (else top-k of the logits, then softmax over the K chosen)
+    float scaling;          // --moe-router-topk-scaling-factor; 0 or 1: none
+    const float *bias;      // (E) backend memory: the expert bias (aux-loss-free
+                            // balancing), added to the scores for the CHOICE only; NULL none
+} BackendMoERouter;
+
 // A window of the global sequence for the attention forwards (NULL: the whole sequence, the
 // queries, keys and values of qkv's own T rows, positions [0, T)). The op's T query rows of
 // qkv hold global positions [q0, q0 + T); keys and values are the Tk rows of kv, global
@@ -311,6 +325,48 @@ typedef struct {
     // dout (B, T, 3*NH*hs): rotated back, a kv head's gradient summed over its query heads.
     void (*rope_gqa_backward)(Backend *be, void *dinp, const void *dout, int B, int T, int NH,
                               int G, int hs, int rot, float base, int pos0, const int *pos);
+
+    // --- mixture of experts (BackendMoERouter; E <= BACKEND_MOE_MAX_EXPERTS) -------------
+    // The selection score of expert e: softmax: logits (pre_softmax: softmax(logits) over
+    // all E); sigmoid: sigmoid(logits); plus bias[e] when r->bias is not NULL.
+    // idx (N, K) the chosen experts of each token, in decreasing order of the selection score,
+    // ties to the lowest expert index; probs (N, K) fp32 their combine weights (Megatron's
+    // normalisation for the score function, times scaling: softmax: softmax over the K chosen
+    // logits (pre_softmax: the chosen entries of softmax over all E); sigmoid: the chosen
+    // sigmoids over their sum + 1e-20 (K = 1: the sigmoid)). logits (N, E) fp32.
+    void (*moe_router_forward)(Backend *be, int *idx, float *probs, const float *logits, int N,
+                               const BackendMoERouter *r);
+    // dlogits (N, E) OVERWRITTEN with the gradient through probs: dprobs (N, K) fp32, the
+    // same logits and idx (the choice is a constant).
+    void (*moe_router_backward)(Backend *be, float *dlogits, const float *dprobs,
+                                const float *logits, const int *idx, int N,
+                                const BackendMoERouter *r);
+    // The router's losses over this rank's N rows. s (N, E) are the scores for the aux loss
+    // (softmax: softmax(logits) over all E; sigmoid: sigmoid(logits) normalised to sum 1 per
+    // row, as Megatron's compute_routing_scores_for_aux_loss); row t belongs to group
+    // row_group[t] (NULL: all group 0). loss[0] = sum_t sum_e s[t,e] * coef[row_group[t]*E + e]
+    // (the aux loss's share of these rows: the caller folds the token counts, E, K, the
+    // coefficient and the totals into coef (G, E) fp32), loss[1] = z_coef * sum_t
+    // logsumexp(logits[t])^2 (the caller divides by the total tokens); both fp32, written.
+    // With dlogits non-NULL, dlogits (N, E) += grad_scale * d(loss[0] + loss[1])/dlogits.
+    // Rows are summed in a fixed order (the same bits every run).
+    void (*moe_router_loss)(Backend *be, float *dlogits, float *loss, const float *logits,
+                            const float *coef, const int *row_group, float z_coef,
+                            float grad_scale, int N, const BackendMoERouter *r);
+
+    // Token rows in expert order and back (be->act rows of C channels). out (M, C) row i =
+    // scale[i] * in[idx[i]] (scale NULL: 1; fp32 scale). Permute; the combine's backward.
+    void (*rows_gather)(Backend *be, void *out, const void *in, const int *idx,
+                        const float *scale, int M, int C);
+    // out (N, C) OVERWRITTEN: row t = sum over k = 0..K-1, in that order, of w[t*K+k] *
+    // in[slot[t*K+k]]; slot -1 (a dropped token) adds nothing; w NULL: 1. Combine; the
+    // permute's backward (w NULL). Rows with every slot -1 are 0.
+    void (*rows_combine)(Backend *be, void *out, const void *in, const int *slot,
+                         const float *w, int N, int K, int C);
+    // dw (N*K) fp32 OVERWRITTEN: dw[t*K+k] = dot(dy[t], in[slot[t*K+k]]) in fp32 (0 where
+    // slot is -1). The combine weights' gradient.
+    void (*rows_dot)(Backend *be, float *dw, const void *dy, const void *in, const int *slot,
+                     int N, int K, int C);
 } BackendOps;
 
 struct Backend {

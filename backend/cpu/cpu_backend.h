@@ -153,3 +153,20 @@ void cpu_adamw_multi(Backend *be, float *param, void *copy, const float *grad, f
                      float beta1, float beta2, float eps, float wd, float grad_scale, int step);
 double cpu_sum_squares_multi(Backend *be, const float *x, const BackendSegment *segs, int nseg,
                              size_t max_len);
+
+// cpu_moe.c: the mixture-of-experts router and token rows (the rows ops load and store
+// be->act themselves: the same functions in the fp32 and the 16-bit tables)
+void cpu_moe_router_forward(Backend *be, int *idx, float *probs, const float *logits, int N,
+                            const BackendMoERouter *r);
+void cpu_moe_router_backward(Backend *be, float *dlogits, const float *dprobs,
+                             const float *logits, const int *idx, int N,
+                             const BackendMoERouter *r);
+void cpu_moe_router_loss(Backend *be, float *dlogits, float *loss, const float *logits,
+                         const float *coef, const int *row_group, float z_coef, float grad_scale,
+                         int N, const BackendMoERouter *r);
+void cpu_rows_gather(Backend *be, void *out, const void *in, const int *idx, const float *scale,
+                     int M, int C);
+void cpu_rows_combine(Backend *be, void *out, const void *in, const int *slot, const float *w,
+                      int N, int K, int C);
+void cpu_rows_dot(Backend *be, float *dw, const void *dy, const void *in, const int *slot, int N,
+                  int K, int C);

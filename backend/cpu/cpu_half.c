@@ -377,6 +377,13 @@ static const BackendOps CPU_HALF_OPS = {
     .sum = cpu_sum,
     .rope_gqa_forward = h_rope_forward,
     .rope_gqa_backward = h_rope_backward,
+    .moe_router_forward = cpu_moe_router_forward,
+    .moe_router_backward = cpu_moe_router_backward,
+    .moe_router_loss = cpu_moe_router_loss,
+    // the rows ops load and store be->act themselves (cpu_moe.c): no wrapper
+    .rows_gather = cpu_rows_gather,
+    .rows_combine = cpu_rows_combine,
+    .rows_dot = cpu_rows_dot,
 };
 
 const BackendOps *cpu_half_ops_table(void) { return &CPU_HALF_OPS; }

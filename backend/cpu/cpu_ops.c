@@ -48,6 +48,12 @@ static const BackendOps CPU_OPS = {
     .sum = cpu_sum,
     .rope_gqa_forward = cpu_rope_gqa_forward,
     .rope_gqa_backward = cpu_rope_gqa_backward,
+    .moe_router_forward = cpu_moe_router_forward,
+    .moe_router_backward = cpu_moe_router_backward,
+    .moe_router_loss = cpu_moe_router_loss,
+    .rows_gather = cpu_rows_gather,
+    .rows_combine = cpu_rows_combine,
+    .rows_dot = cpu_rows_dot,
 };
 
 const BackendOps *cpu_ops_table(BackendDType act) {
