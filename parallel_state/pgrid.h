@@ -6,9 +6,18 @@
 //
 //     rank = tp_rank + TP * (cp_rank + CP * (dp_rank + DP * pp_rank))
 //
-// CP (context parallelism) is 1 for now, which makes this today's layout
-// rank = tp_rank + TP * (dp_rank + DP * pp_rank). (The expert layers will add a second
-// decomposition of the same ranks, expert-tensor x expert x expert-data x pp.)
+// With CP = 1 this is rank = tp_rank + TP * (dp_rank + DP * pp_rank).
+//
+// The expert (mixture-of-experts) layers see a second decomposition of the same ranks,
+// Megatron-Core's expert rank generator (its order tp-cp-ep-dp-pp with tp = the expert-
+// tensor-parallel size and cp = 1):
+//
+//     rank = etp_rank + ETP * (ep_rank + EP * (edp_rank + EDP * pp_rank))
+//
+// ETP (expert-tensor-parallel) is 1 or TP, EP the expert-model-parallel size, EDP = N /
+// (ETP * EP * PP) the expert-data-parallel size (the ranks holding the same experts). PP is
+// last in both, so every rank has the same pp_rank in both and the pipeline groups are the
+// same. Without experts (EP = 1, ETP = TP) the expert-data-parallel groups are dp x cp's.
 //
 // A group kind is a mask over the dimensions (Megatron-Core's rank generator,
 // generate_masked_orthogonal_rank_groups): a group holds the ranks whose coordinates agree
@@ -24,6 +33,14 @@
 //     model-parallel groups    (TP x PP, one per dp_rank) [0,1,4,5,8,9,12,13] [2,3,6,7,10,11,14,15]
 //     embedding groups         (first + last stage of each pipeline group) [0,12] [1,13] [2,14] [3,15]
 // Rank 6 is (tp 0, dp 1, pp 1). With PP = 1 the embedding group is the first stage alone.
+// The expert groups of the same 16 ranks with EP = 2, ETP = 1 (so EDP = 2):
+//     expert-model-parallel groups      [0,1] [2,3] [4,5] [6,7] ...
+//     expert-data-parallel groups       [0,2] [1,3] [4,6] [5,7] ...
+// and with EP = 2, ETP = 2 (so EDP = 1): rank 6 is (etp 0, ep 1, edp 0, pp 1);
+//     expert-tensor-parallel groups     [0,1] [2,3] ...   (the tensor-parallel groups)
+//     expert-model-parallel groups      [0,2] [1,3] [4,6] [5,7] ...
+//     etp x ep groups                   [0,1,2,3] [4,5,6,7] ...
+//     expert-data-parallel groups       [0] [1] ... [15]
 //
 // With context parallelism, N = 16, TP = CP = DP = PP = 2: rank 6 is (tp 0, cp 1, dp 1, pp 0);
 //     cp [0,2] [1,3] [4,6] ...   dp [0,4] [1,5] ...   pp [0,8] [1,9] ...
@@ -49,23 +66,34 @@ typedef struct {
 // The dense layers' dimensions, in rank order (indices into PGridDecomp for pgrid_dense).
 typedef enum { PGRID_DIM_TP, PGRID_DIM_CP, PGRID_DIM_DP, PGRID_DIM_PP, PGRID_DENSE_NDIMS } PGridDim;
 
+// The expert layers' dimensions, in rank order (indices into PGridDecomp for pgrid_expert).
+typedef enum {
+    PGRID_EDIM_ETP, PGRID_EDIM_EP, PGRID_EDIM_EDP, PGRID_EDIM_PP, PGRID_EXPERT_NDIMS
+} PGridExpertDim;
+
 // A mask over a decomposition's dimensions: bit i set = dimension i varies inside a group.
 #define PGRID_MASK(dim) (1u << (dim))
 
-// The named sizes of the dense decomposition, validated by pgrid_dims_init(_cp). The context-
-// parallel size is the factor left, world_size / (tp * pp * dp) (pgrid_dims_cp), so that
-// {world, tp, pp, dp} initialisers (plan/) stay complete and mean CP = 1.
+// The named sizes of both decompositions, validated by pgrid_dims_init(_cp, _moe). The
+// context-parallel size is the factor left, world_size / (tp * pp * dp) (pgrid_dims_cp), so
+// that {world, tp, pp, dp} initialisers (plan/) stay complete and mean CP = 1; ep and etp are
+// 0 there, which means no experts (EP = 1, ETP = TP): read them through pgrid_dims_ep and
+// pgrid_dims_etp.
 typedef struct {
     int world_size, tp, pp, dp;
+    int ep, etp;  // expert-parallel, expert-tensor-parallel sizes; 0: 1 and tp
 } PGridDims;
 
 typedef struct {
     int rank, tp_rank, dp_rank, pp_rank;
     int cp_rank;
+    int etp_rank, ep_rank, edp_rank;  // in the expert decomposition (pp_rank is shared)
 } PGridCoord;
 
-// The group kinds of the dense decomposition. The first five are today's communicators;
-// the others combine context parallelism with another dimension.
+// The group kinds. The first five are the dense decomposition's original communicators, the
+// next three combine context parallelism with another dimension; the last five mask the
+// expert decomposition (Megatron-Core's expert groups). Each kind knows its decomposition
+// (pgrid_kind_decomp), so the functions below serve every kind.
 typedef enum {
     PGRID_TP,         // tp
     PGRID_DP,         // dp
@@ -75,6 +103,11 @@ typedef enum {
     PGRID_CP,         // cp
     PGRID_DP_CP,      // dp x cp: the ranks that hold the same weights (gradient reduction)
     PGRID_TP_CP,      // tp x cp
+    PGRID_EP,         // ep: expert-model-parallel (the ranks that split the experts)
+    PGRID_ETP,        // etp: expert-tensor-parallel
+    PGRID_ETP_EP,     // etp x ep: expert-tensor-and-model-parallel
+    PGRID_EDP,        // edp: expert-data-parallel (the ranks holding the same experts)
+    PGRID_ETP_EP_PP,  // etp x ep x pp: expert-tensor-model-pipeline-parallel
     PGRID_NKINDS
 } PGridKind;
 
@@ -91,11 +124,36 @@ int pgrid_dims_init_cp(PGridDims *d, int world_size, int tp, int cp, int pp, cha
 // pgrid_dims_init_cp with cp = 1 (today's grids).
 int pgrid_dims_init(PGridDims *d, int world_size, int tp, int pp, char *err, size_t errlen);
 
+// pgrid_dims_init_cp and the expert decomposition's checks (Megatron-Core's, and issue 28's
+// ETP rule): ep >= 1; etp is 1 or tp; etp * ep * pp divides the world size (EDP = world /
+// (etp * ep * pp)). Returns 0 on success; on failure -1 with one line in err naming the
+// numbers, e.g. "world size 16 is not divisible by expert-tensor-parallel-size 2 x
+// expert-model-parallel-size 3 x pipeline-model-parallel-size 2 = 12". ep = 1, etp = tp is
+// pgrid_dims_init_cp.
+int pgrid_dims_init_moe(PGridDims *d, int world_size, int tp, int cp, int pp, int ep, int etp,
+                        char *err, size_t errlen);
+
 // Context-parallel size: world_size / (tp * pp * dp). Pure.
 int pgrid_dims_cp(const PGridDims *d);
 
+// Expert-parallel size (1 when d->ep is 0). Pure.
+int pgrid_dims_ep(const PGridDims *d);
+
+// Expert-tensor-parallel size (tp when d->etp is 0). Pure.
+int pgrid_dims_etp(const PGridDims *d);
+
+// Expert-data-parallel size: world_size / (etp * ep * pp). Pure.
+int pgrid_dims_edp(const PGridDims *d);
+
+// 1 when *d has experts split or sharded differently from the dense layers (EP > 1 or
+// ETP != TP), else 0. Pure.
+int pgrid_dims_has_experts(const PGridDims *d);
+
 // The dense decomposition of *d: tp, cp, dp, pp. Pure.
 PGridDecomp pgrid_dense(const PGridDims *d);
+
+// The expert decomposition of *d: etp, ep, edp, pp (names "etp", "ep", "edp", "pp"). Pure.
+PGridDecomp pgrid_expert(const PGridDims *d);
 
 // ---- any decomposition and mask: Megatron-Core's rank generator ----------------------------
 
@@ -119,12 +177,20 @@ void pgrid_mask_members(const PGridDecomp *g, unsigned mask, int index, int *mem
 // in that group. Pure.
 int pgrid_mask_index(const PGridDecomp *g, unsigned mask, int rank, int *position);
 
-// ---- the dense group kinds (through pgrid_dense) ---------------------------------------------
+// ---- the group kinds (through pgrid_dense or pgrid_expert) ---------------------------------
 
-// Coordinates of global rank `rank` (0 <= rank < world_size). Pure.
+// Coordinates of global rank `rank` (0 <= rank < world_size) in both decompositions. Pure.
 PGridCoord pgrid_coord(const PGridDims *d, int rank);
 
-// The mask of a kind over the dense dimensions (embedding: the pp mask it selects from). Pure.
+// 1 for the kinds that mask the expert decomposition (PGRID_EP .. PGRID_ETP_EP_PP), else 0.
+// Pure.
+int pgrid_kind_is_expert(PGridKind kind);
+
+// The decomposition a kind masks: pgrid_expert for the expert kinds, else pgrid_dense. Pure.
+PGridDecomp pgrid_kind_decomp(const PGridDims *d, PGridKind kind);
+
+// The mask of a kind over its decomposition's dimensions (embedding: the pp mask it selects
+// from). Pure.
 unsigned pgrid_kind_mask(PGridKind kind);
 
 // Number of groups of a kind (e.g. TP groups = world / tp). Pure.
@@ -142,7 +208,8 @@ void pgrid_group_members(const PGridDims *d, PGridKind kind, int index, int *mem
 // group's communicator), -1 if none. Pure.
 int pgrid_group_index(const PGridDims *d, PGridKind kind, int rank, int *position);
 
-// "tp", "dp", "pp", "model", "embedding", "cp", "dp_cp", "tp_cp"; "?" out of range. Pure.
+// "tp", "dp", "pp", "model", "embedding", "cp", "dp_cp", "tp_cp", "ep", "etp", "etp_ep",
+// "edp", "etp_ep_pp"; "?" out of range. Pure.
 const char *pgrid_kind_name(PGridKind kind);
 
 // ---- the samples a rank holds --------------------------------------------------------------

@@ -12,6 +12,9 @@ static const size_t FIELD[PGRID_NKINDS] = {
     [PGRID_EMBEDDING] = offsetof(ProcessGrid, embedding),
     [PGRID_CP] = offsetof(ProcessGrid, cp),       [PGRID_DP_CP] = offsetof(ProcessGrid, dp_cp),
     [PGRID_TP_CP] = offsetof(ProcessGrid, tp_cp),
+    [PGRID_EP] = offsetof(ProcessGrid, ep),       [PGRID_ETP] = offsetof(ProcessGrid, etp),
+    [PGRID_ETP_EP] = offsetof(ProcessGrid, etp_ep), [PGRID_EDP] = offsetof(ProcessGrid, edp),
+    [PGRID_ETP_EP_PP] = offsetof(ProcessGrid, etp_ep_pp),
 };
 
 static Comm **field(const ProcessGrid *g, PGridKind kind) {
@@ -50,8 +53,8 @@ static Comm *make_group(const PGridDims *d, PGridKind kind, int rank, PGridCommK
     return c;
 }
 
-ProcessGrid *pgrid_create_cp(int tp, int cp, int pp, PGridCommKind kind, void *cuda_stream,
-                             double timeout_s) {
+ProcessGrid *pgrid_create_moe(int tp, int cp, int pp, int ep, int etp, PGridCommKind kind,
+                              void *cuda_stream, double timeout_s) {
     int world = 0, rank = 0;
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world));
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
@@ -60,7 +63,7 @@ ProcessGrid *pgrid_create_cp(int tp, int cp, int pp, PGridCommKind kind, void *c
 #endif
     ProcessGrid *g = core_calloc(1, sizeof *g);
     char err[256];
-    if (pgrid_dims_init_cp(&g->dims, world, tp, cp, pp, err, sizeof err) != 0)
+    if (pgrid_dims_init_moe(&g->dims, world, tp, cp, pp, ep, etp, err, sizeof err) != 0)
         core_usage_error("%s", err);
     g->coord = pgrid_coord(&g->dims, rank);
     int s = g->coord.pp_rank;
@@ -77,6 +80,11 @@ ProcessGrid *pgrid_create_cp(int tp, int cp, int pp, PGridCommKind kind, void *c
         *field(g, k) = make_group(&g->dims, k, rank, kind, cuda_stream, timeout_s);
     g->tp_host = make_group(&g->dims, PGRID_TP, rank, PGRID_COMM_MPI, NULL, timeout_s);
     return g;
+}
+
+ProcessGrid *pgrid_create_cp(int tp, int cp, int pp, PGridCommKind kind, void *cuda_stream,
+                             double timeout_s) {
+    return pgrid_create_moe(tp, cp, pp, 1, tp, kind, cuda_stream, timeout_s);
 }
 
 ProcessGrid *pgrid_create(int tp, int pp, PGridCommKind kind, void *cuda_stream, double timeout_s) {

@@ -21,6 +21,9 @@ typedef struct {
     Comm *embedding;       // first + last stage; NULL on middle stages
     Comm *cp, *dp_cp, *tp_cp;  // the groups spanning context parallelism; with CP = 1, cp is
                                // one rank and dp_cp, tp_cp hold dp's and tp's ranks in order
+    Comm *ep, *etp, *etp_ep, *edp, *etp_ep_pp;  // the expert groups (pgrid.h's second
+                           // decomposition); without experts ep is one rank, etp is tp,
+                           // etp_ep is tp, edp holds dp_cp's ranks and etp_ep_pp model's
     Comm *tp_host;         // the tensor-parallel group over MPI (host memory, e.g. input
                            // batches), whatever the kind of the others
 } ProcessGrid;
@@ -35,6 +38,12 @@ ProcessGrid *pgrid_create(int tp, int pp, PGridCommKind kind, void *cuda_stream,
 // pgrid_create with a context-parallel size: world = tp * cp * dp * pp (pgrid.h's order).
 ProcessGrid *pgrid_create_cp(int tp, int cp, int pp, PGridCommKind kind, void *cuda_stream,
                              double timeout_s);
+
+// pgrid_create_cp with the expert decomposition's sizes: expert-parallel `ep`, expert-tensor-
+// parallel `etp` (1 or tp), world = etp * ep * edp * pp (pgrid_dims_init_moe's checks; a bad
+// layout is the same one-line error, exit 2). ep = 1, etp = tp is pgrid_create_cp.
+ProcessGrid *pgrid_create_moe(int tp, int cp, int pp, int ep, int etp, PGridCommKind kind,
+                              void *cuda_stream, double timeout_s);
 
 // The communicator of this rank's group of `kind` (its rank in it = its position in the group,
 // pgrid_group_index); NULL if the rank is in none (embedding on a middle stage). Pure.

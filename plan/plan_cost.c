@@ -110,7 +110,7 @@ static void predict(const PlanSpec *s, const PlanLayout *l, const PlanHardware *
     *r = (PlanResult){.layout = *l};
     r->n_micro = s->global_batch / (l->micro_batch * l->dp);
     int m = r->n_micro, gpn = hw->gpus_per_node;
-    PGridDims d = {s->world_size, l->tp, l->pp, l->dp};  // CP: the factor left
+    PGridDims d = {.world_size = s->world_size, .tp = l->tp, .pp = l->pp, .dp = l->dp};  // CP: the factor left
     r->crosses[PLAN_G_TP] = plan_group_crosses(&d, PGRID_TP, gpn);
     r->crosses[PLAN_G_PP] = plan_group_crosses(&d, PGRID_PP, gpn);
     r->crosses[PLAN_G_DP] = plan_group_crosses(&d, PGRID_DP_CP, gpn);  // (PGRID_DP when CP is 1)

@@ -1,10 +1,12 @@
 // tests/parallel_state/test_pgrid_comm.c: ProcessGrid's communicators, under mpiexec.
-// usage: mpiexec -n N test_pgrid_comm KIND TP CP PP   (KIND: mpi, or nccl / staged: the CUDA
-// Comms on device buffers, exit 77 = skip without a device)
+// usage: mpiexec -n N test_pgrid_comm KIND TP CP PP [EP ETP]   (KIND: mpi, or nccl / staged:
+// the CUDA Comms on device buffers, exit 77 = skip without a device; EP 1, ETP TP by default)
 // Every group kind's Comm holds the ranks of pgrid.h's table in group order: an all-gather of
 // the global ranks over it returns exactly pgrid_group_members. With CP = 1 the groups
 // spanning CP are today's: cp is this rank alone, dp x cp is dp and tp x cp is tp, member by
-// member.
+// member. The expert groups have sizes ETP, EP, ETP x EP, EDP, ETP x EP x PP; without experts
+// they are today's: ep is this rank alone, etp and etp x ep are tp, edp is dp x cp and
+// etp x ep x pp is model.
 #include "parallel_state/pgrid_comm.h"
 #include "core/check.h"
 #include "tests/testing.h"
@@ -50,10 +52,12 @@ int main(int argc, char **argv) {
     const char *kind;
     void *stream;
     int dev = buf_test_start(&argc, &argv, &kind, &stream);
-    if (argc != 5) core_usage_error("usage: test_pgrid_comm mpi|nccl|staged TP CP PP");
+    if (argc != 5 && argc != 7) core_usage_error("usage: test_pgrid_comm mpi|nccl|staged TP CP PP [EP ETP]");
     PGridCommKind ck = !dev ? PGRID_COMM_MPI : !strcmp(kind, "nccl") ? PGRID_COMM_NCCL : PGRID_COMM_STAGED;
-    int cp = atoi(argv[3]);
-    ProcessGrid *g = pgrid_create_cp(atoi(argv[2]), cp, atoi(argv[4]), ck, stream, 120.0);
+    int tp = atoi(argv[2]), cp = atoi(argv[3]), pp = atoi(argv[4]);
+    int ep = argc == 7 ? atoi(argv[5]) : 1, etp = argc == 7 ? atoi(argv[6]) : tp;
+    ProcessGrid *g = argc == 7 ? pgrid_create_moe(tp, cp, pp, ep, etp, ck, stream, 120.0)
+                               : pgrid_create_cp(tp, cp, pp, ck, stream, 120.0);
     for (int k = 0; k < PGRID_NKINDS; k++) check_kind(g, (PGridKind)k);
     EXPECT(g->tp == pgrid_comm(g, PGRID_TP) && g->dp_cp == pgrid_comm(g, PGRID_DP_CP), "fields");
     EXPECT_EQ_INT(g->coord.cp_rank, (g->coord.rank / g->dims.tp) % cp);
@@ -64,12 +68,29 @@ int main(int argc, char **argv) {
     } else {
         EXPECT_EQ_INT(g->dp_cp->size, g->dims.dp * cp);
     }
+    int edp = g->dims.world_size / (etp * ep * pp);
+    EXPECT(g->ep == pgrid_comm(g, PGRID_EP) && g->edp == pgrid_comm(g, PGRID_EDP), "expert fields");
+    EXPECT_EQ_INT(g->ep->size, ep);
+    EXPECT_EQ_INT(g->etp->size, etp);
+    EXPECT_EQ_INT(g->etp_ep->size, etp * ep);
+    EXPECT_EQ_INT(g->edp->size, edp);
+    EXPECT_EQ_INT(g->etp_ep_pp->size, etp * ep * pp);
+    EXPECT_EQ_INT(g->coord.etp_rank + etp * (g->coord.ep_rank + ep * (g->coord.edp_rank + edp * g->coord.pp_rank)),
+                  g->coord.rank);
+    EXPECT_EQ_INT(g->ep->rank, g->coord.ep_rank);
+    EXPECT_EQ_INT(g->edp->rank, g->coord.edp_rank);
+    if (ep == 1 && etp == tp) {
+        check_same(g->edp, g->dp_cp);
+        check_same(g->etp, g->tp);
+        check_same(g->etp_ep, g->tp);
+        check_same(g->etp_ep_pp, g->model);
+    }
     int fails = test_failures_;
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &fails, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
     int rank = g->coord.rank;
     pgrid_destroy(g);
     MPI_CHECK(MPI_Finalize());
-    if (rank == 0) printf("test_pgrid_comm %s tp=%s cp=%s pp=%s: %s\n", kind, argv[2], argv[3],
-                          argv[4], fails ? "FAILED" : "ok");
+    if (rank == 0) printf("test_pgrid_comm %s tp=%d cp=%d pp=%d ep=%d etp=%d: %s\n", kind, tp, cp,
+                          pp, ep, etp, fails ? "FAILED" : "ok");
     return fails ? 1 : 0;
 }

@@ -386,7 +386,7 @@ static void test_crossing_closed_form(void) {
             for (int pp = 1; tp * pp <= w; pp++)
               for (int cp = 1; tp * pp * cp <= w; cp++) {
                 if (w % (tp * pp * cp)) continue;
-                PGridDims d = {w, tp, pp, w / (tp * pp * cp)};
+                PGridDims d = {.world_size = w, .tp = tp, .pp = pp, .dp = w / (tp * pp * cp)};
                 for (int g = 1; g <= w + 1; g++)
                     for (int k = 0; k < 6; k++) {
                         int size = pgrid_group_size(&d, kinds[k]), walked = 0;
