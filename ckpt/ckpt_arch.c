@@ -23,17 +23,23 @@ static const struct {
     {"kv_channels", "kv-channels", offsetof(CkptMeta, kv_channels)},
     {"apply_layernorm_1p", "apply-layernorm-1p", offsetof(CkptMeta, layernorm_1p)},
     {"calculate_per_token_loss", "calculate-per-token-loss", offsetof(CkptMeta, per_token_loss)},
+    {"num_experts", "num-experts", offsetof(CkptMeta, num_experts)},
+    {"moe_topk", "moe-router-topk", offsetof(CkptMeta, moe_topk)},
+    {"moe_ffn_hidden_size", "moe-ffn-hidden-size", offsetof(CkptMeta, moe_ffn_hidden_size)},
+    {"moe_router_sigmoid", "moe-router-score-function sigmoid", offsetof(CkptMeta, moe_sigmoid)},
+    {"moe_router_pre_softmax", "moe-router-pre-softmax", offsetof(CkptMeta, moe_pre_softmax)},
 };
 #define N_INTS (sizeof INTS / sizeof INTS[0])
 static const struct {
     const char *attr;
     size_t off;
-    int decoupled;  // written with --decoupled-lr (else with rope)
+    int decoupled;  // written with --decoupled-lr (1), with --num-experts (2), else with rope
 } DOUBLES[] = {
     {"rotary_base", offsetof(CkptMeta, rotary_base), 0},
     {"rotary_percent", offsetof(CkptMeta, rotary_percent), 0},
     {"decoupled_lr", offsetof(CkptMeta, decoupled_lr), 1},
     {"decoupled_min_lr", offsetof(CkptMeta, decoupled_min_lr), 1},
+    {"moe_router_topk_scaling_factor", offsetof(CkptMeta, moe_topk_scaling), 2},
 };
 #define N_DOUBLES (sizeof DOUBLES / sizeof DOUBLES[0])
 #define D64(m, i) (*(double *)((char *)(m) + DOUBLES[i].off))
@@ -53,6 +59,14 @@ void ckpt_arch_from_config(CkptMeta *m, const GPTConfig *c) {
     m->layernorm_1p = c->layernorm_1p;
     m->rotary_base = c->rope ? c->rotary_base : 0.0;
     m->rotary_percent = c->rope ? c->rotary_percent : 0.0;
+    int moe = c->num_experts > 0;
+    m->num_experts = c->num_experts;
+    m->moe_topk = moe ? c->moe_topk : 0;
+    m->moe_ffn_hidden_size = moe ? c->moe_ffn_hidden_size : 0;
+    m->moe_sigmoid = moe ? c->moe_sigmoid : 0;
+    m->moe_pre_softmax = moe ? c->moe_pre_softmax : 0;
+    m->moe_topk_scaling = moe ? c->moe_topk_scaling : 0.0;
+    snprintf(m->moe_layer_freq, sizeof m->moe_layer_freq, "%s", moe ? c->moe_layer_freq : "");
 }
 
 void ckpt_arch_to_config(const CkptMeta *m, GPTConfig *c) {
@@ -67,6 +81,13 @@ void ckpt_arch_to_config(const CkptMeta *m, GPTConfig *c) {
     c->layernorm_1p = (int)m->layernorm_1p;
     c->rotary_base = m->rope ? m->rotary_base : 10000.0;
     c->rotary_percent = m->rope ? m->rotary_percent : 1.0;
+    c->num_experts = (int)m->num_experts;
+    c->moe_topk = (int)m->moe_topk;
+    c->moe_ffn_hidden_size = (int)m->moe_ffn_hidden_size;
+    c->moe_sigmoid = (int)m->moe_sigmoid;
+    c->moe_pre_softmax = (int)m->moe_pre_softmax;
+    c->moe_topk_scaling = m->moe_topk_scaling;
+    snprintf(c->moe_layer_freq, sizeof c->moe_layer_freq, "%s", m->moe_layer_freq);
 }
 
 static void write_attr(hid_t f, const char *name, hid_t file_type, hid_t mem_type, const void *v) {
@@ -83,8 +104,16 @@ void ckpt_arch_write(hid_t f, const CkptMeta *m) {
     for (size_t i = 0; i < N_INTS; i++)
         if (CI64(m, i)) write_attr(f, INTS[i].attr, H5T_STD_I64LE, H5T_NATIVE_INT64, &CI64(m, i));
     for (size_t i = 0; i < N_DOUBLES; i++)
-        if (DOUBLES[i].decoupled ? m->decoupled_lr > 0 : (int)m->rope)
+        if (DOUBLES[i].decoupled == 2 ? m->num_experts > 0
+            : DOUBLES[i].decoupled ? m->decoupled_lr > 0 : (int)m->rope)
             write_attr(f, DOUBLES[i].attr, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &CD64(m, i));
+    if (m->num_experts > 0) {  // the layer pattern, as text
+        hid_t t = H5Tcopy(H5T_C_S1);
+        H5_CHECK(t);
+        H5_CHECK(H5Tset_size(t, sizeof m->moe_layer_freq));
+        write_attr(f, "moe_layer_freq", t, t, m->moe_layer_freq);
+        H5_CHECK(H5Tclose(t));
+    }
 }
 
 // The optional scalar attribute `name` as mem_type into v; 0 when absent or unreadable.
@@ -102,6 +131,12 @@ void ckpt_arch_read(hid_t f, CkptMeta *m) {
         read_attr(f, INTS[i].attr, H5T_NATIVE_INT64, &I64(m, i), sizeof(int64_t));
     for (size_t i = 0; i < N_DOUBLES; i++)
         read_attr(f, DOUBLES[i].attr, H5T_NATIVE_DOUBLE, &D64(m, i), sizeof(double));
+    hid_t t = H5Tcopy(H5T_C_S1);
+    H5_CHECK(t);
+    H5_CHECK(H5Tset_size(t, sizeof m->moe_layer_freq));
+    read_attr(f, "moe_layer_freq", t, m->moe_layer_freq, sizeof m->moe_layer_freq);
+    m->moe_layer_freq[sizeof m->moe_layer_freq - 1] = '\0';
+    H5_CHECK(H5Tclose(t));
 }
 
 int ckpt_arch_compare(const CkptMeta *got, const CkptMeta *want, char *err, size_t n, size_t *used,
@@ -119,10 +154,16 @@ int ckpt_arch_compare(const CkptMeta *got, const CkptMeta *want, char *err, size
                                   DOUBLES[i].attr, CD64(got, i), CD64(want, i));
         bad++;
     }
+    if (strcmp(got->moe_layer_freq, want->moe_layer_freq) && *used < n) {
+        *used += (size_t)snprintf(err + *used, n - *used, "%smoe-layer-freq '%s' (this run '%s')",
+                                  bad ? ", " : " ", got->moe_layer_freq, want->moe_layer_freq);
+        bad++;
+    }
     return bad;
 }
 
 int ckpt_arch_is_attr(const char *name) {
+    if (!strcmp(name, "moe_layer_freq")) return 1;
     for (size_t i = 0; i < N_INTS; i++)
         if (!strcmp(name, INTS[i].attr)) return 1;
     for (size_t i = 0; i < N_DOUBLES; i++)

@@ -61,6 +61,12 @@ typedef struct {
     // decoupled_min_lr, the embedding and output layer's learning rates. Compared like the
     // model config (Megatron's scheduler also refuses other values without an override).
     double decoupled_lr, decoupled_min_lr;
+    // Optional, written with --num-experts (absent: a dense model): num_experts, moe_topk,
+    // moe_ffn_hidden_size, moe_router_sigmoid, moe_router_pre_softmax (int64),
+    // moe_router_topk_scaling_factor (float64), moe_layer_freq (a string, the flag's text).
+    int64_t num_experts, moe_topk, moe_ffn_hidden_size, moe_sigmoid, moe_pre_softmax;
+    double moe_topk_scaling;
+    char moe_layer_freq[64];
 } CkptMeta;
 
 // ckpt_arch.c: the Llama-style attributes above.

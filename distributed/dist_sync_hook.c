@@ -80,7 +80,7 @@ void dist_sync_sum_norm_grads(DistSync *s, int layer) {
         for (int i = 0, j = 0; i < m->n_params; i++) {
             while (j < nl && i >= m->block_param[j + 1]) j++;  // the layer holding i, if any
             int l = i >= m->block_param[0] && i < m->block_param[nl] ? j : -1;
-            if (!m->params[i].norm_param || (layer >= 0 && l != layer) || (l >= 0 && s->sp_done[l])) continue;
+            if (!m->params[i].sp_sum || (layer >= 0 && l != layer) || (l >= 0 && s->sp_done[l])) continue;
             size_t len;
             float *g = held_grad(s, i, k, &len);
             if (len) comm_all_reduce(s->tp_sp, g, len, COMM_F32, COMM_SUM);

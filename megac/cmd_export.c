@@ -38,6 +38,9 @@ int cmd_export(int argc, char **argv) {
         core_usage_error("%s", err);
     HfCkpt *c = hf_ckpt_read(load, iteration, err, sizeof err);
     if (!c) core_usage_error("%s", err);
+    if (c->cfg.num_experts > 0)
+        core_usage_error("%s: a mixture-of-experts model (--num-experts %d): export to Hugging "
+                         "Face (Mixtral) is not implemented yet", c->path, c->cfg.num_experts);
     if (c->cfg.layernorm_1p) {  // --apply-layernorm-1p: Hugging Face's norms take 1 + w itself
         for (int i = 0; i < c->n; i++) {
             const ParamInfo *p = &c->table[i];

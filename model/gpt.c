@@ -10,6 +10,7 @@
 #include "gpt.h"
 #include "core/check.h"
 #include "gpt_block.h"  // defines: the norm, QKV and MLP of GPT-2 or Llama-style blocks
+#include "gpt_moe.h"    // defines: struct GPTMoE
 #include "gpt_cp.h"     // defines: gpt_cp_rows, gpt_cp_attention_forward/backward
 #include "layers/tp_linear.h"
 
@@ -132,7 +133,7 @@ static void block_backward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTBlockW *g
     const BackendDropout *datt = gpt_dropout_desc(m, r, DROPOUT_SITE_ATTN_PROBS, lg, &dd);
     // MLP branch (with dropout its gradient is dropped into dln, which the MLP backward reads
     // before it writes d(ln2) there)
-    gpt_mlp_backward(m, tp, w, g, a, branch_grad(m, dres, dln, r, DROPOUT_SITE_MLP_OUT, lg), dln);
+    gpt_mlp_backward(m, tp, w, g, a, branch_grad(m, dres, dln, r, DROPOUT_SITE_MLP_OUT, lg), dln, l);
     gpt_norm_backward(m, dres, g->ln2w, g->ln2b, dln, a->res2, w->ln2w, a->ln2_mean, a->ln2_rstd,
                       Ns);  // dres += : now d(res2)
     // attention branch
@@ -232,6 +233,7 @@ void gpt_backward(GPT *m, Comm *tp_comm, int slot, const void *dout, float loss_
     GPTRows r = micro_rows(m, a);
     size_t NC_bytes = (size_t)Ns * C * backend_dtype_size(be->act);
     hook(m, GPT_HOOK_BACKWARD_BEGIN, GPT_UNIT_EDGE);
+    if (m->moe) m->moe->aux_scale = loss_scale * (float)N * (float)m->cp;  // (gpt_moe.h)
     if (m->last) {
         if (m->mask.on) gpt_loss_mask_dscale(m, slot, loss_scale);
         else set_dscale(m, loss_scale);

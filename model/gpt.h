@@ -30,6 +30,9 @@ typedef struct {
     void *ln2w, *ln2b;    // (C), (C)
     void *fcw, *fcb;      // (F2/tp, C), (F2/tp)
     void *fcprojw, *fcprojb;  // (C, F/tp), (C)
+    void *routerw;        // (E, C) a mixture-of-experts layer's router (else NULL); there fc
+                          // and fcproj are the E experts stacked: fcw (E F2e, C), fcb (E F2e),
+                          // fcprojw (E C, Fe), fcprojb (E C) (F2e = 2 Fe with SwiGLU)
 } GPTBlockW;
 
 typedef struct {
@@ -40,6 +43,22 @@ typedef struct {
     void *lnfw, *lnfb;     // (C) last stage; lnfb NULL with RMSNorm
     GPTBlockW *blocks;     // (n_layers)
 } GPTWeights;
+
+// Router state and losses of one MoE layer for one micro-batch in flight (GPTLayerActs.moe;
+// all NULL in a dense layer). n = the rows routed here, M = n K rows in expert order.
+typedef struct {
+    float *logits;         // (n, E) router logits, fp32
+    int *idx;              // (n, K) chosen experts
+    float *probs;          // (n, K) their combine weights
+    int *perm;             // (M) the token row of each expert-ordered row
+    int *slot;             // (n, K) the expert-ordered row of each (token, choice)
+    float *pprobs;         // (M) probs in expert order (the combine's backward)
+    float *coef;           // (groups, E) the aux loss's coefficients (moe_router_loss)
+    void *xp;              // (M, C) token rows in expert order
+    void *fch, *fch_act;   // (M, F2e) expert fc outputs; (M, Fe) after the activation
+    void *eo;              // (M, C) expert outputs
+    int *counts;           // host (E): rows routed to each expert here
+} GPTMoEActs;
 
 // Activations: `void *` buffers hold be->act elements (fp32, bf16 or fp16); `float *` are fp32.
 // Rows N = B*T, or N/tp (Ns) for the residual stream and LayerNorms with sequence parallelism.
@@ -57,6 +76,7 @@ typedef struct {
                                        // up]; fch_act = act(fch) (N, F/tp)
                                        // and (N, F/tp) silu(gate) * up
     void *res3;                        // (Ns, C) block output
+    GPTMoEActs moe;                    // a mixture-of-experts layer's (gpt_moe.h); else NULLs
 } GPTLayerActs;
 
 typedef struct {
@@ -182,6 +202,8 @@ typedef struct {
     } s;
     GPTShardHook hook;                 // the sync engine's (see above), or fn NULL
     GPTDropout drop;                   // all 0 (no dropout) unless gpt_set_dropout
+    struct GPTMoE *moe;                // the MoE layers' host state and workspace
+                                       // (gpt_moe.h); NULL without experts
     struct {                           // --eod-mask-loss (gpt_set_loss_mask); on 0: off
         int on, id;                    // targets equal to id weigh 0
         float *w;                      // (n_slots, N) host: each slot's per-token weights,

@@ -4,6 +4,7 @@
 #include "gpt.h"
 #include "core/check.h"
 #include "gpt_cp.h"  // defines: gpt_cp_check
+#include "gpt_moe.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -23,8 +24,33 @@ static void *carve(Carver *cv, size_t bytes) {
 // n activation elements of the backend's type (fp32, bf16 or fp16)
 #define CARVE_A(cv, n) carve((cv), (size_t)(n) * backend_dtype_size(m->be->act))
 
-// One layer's activations (GPTLayerActs in gpt.h).
-static void carve_layer(GPT *m, Carver *cv, GPTLayerActs *L) {
+// A mixture-of-experts layer's routing and expert activations (GPTMoEActs; gpt_moe.h); the
+// host counts are set by gpt_moe_create and kept.
+static void carve_moe(GPT *m, Carver *cv, GPTMoEActs *x) {
+    const GPTConfig *c = &m->cfg;
+    size_t n = (size_t)m->N_sp, E = (size_t)c->num_experts, K = (size_t)c->moe_topk, M = n * K;
+    size_t C = (size_t)c->hidden_size, Fe = (size_t)gpt_moe_ffn(c);
+    size_t G = c->moe_load_balancing == GPT_MOE_LB_SEQ_AUX ? (size_t)m->B : 1;
+    x->logits = CARVE_F(cv, n * E);
+    x->idx = carve(cv, M * sizeof(int));
+    x->probs = CARVE_F(cv, M);
+    x->perm = carve(cv, M * sizeof(int));
+    x->slot = carve(cv, M * sizeof(int));
+    x->pprobs = CARVE_F(cv, M);
+    x->coef = CARVE_F(cv, G * E);
+    x->xp = CARVE_A(cv, M * C);
+    x->fch = CARVE_A(cv, M * (backend_act_gated(c->activation) ? 2 : 1) * Fe);
+    x->fch_act = CARVE_A(cv, M * Fe);
+    x->eo = CARVE_A(cv, M * C);
+}
+
+// One layer's activations (GPTLayerActs in gpt.h); kind: GPT_MLP_DENSE and/or GPT_MLP_MOE,
+// the MLPs it may run (a recomputation chunk's shared buffers: either).
+enum { GPT_MLP_DENSE = 1, GPT_MLP_MOE = 2 };
+static int layer_kind(const GPT *m, int l) {
+    return gpt_moe_layer(&m->cfg, m->layer0 + l) ? GPT_MLP_MOE : GPT_MLP_DENSE;
+}
+static void carve_layer(GPT *m, Carver *cv, GPTLayerActs *L, int kind) {
     size_t N = (size_t)m->N, Ns = (size_t)m->N_sp, C = (size_t)m->cfg.hidden_size;
     size_t rows = (size_t)m->B * m->NH_tp * m->T;  // attention rows (b, h, t)
     int flash = m->cfg.use_flash_attn;
@@ -40,8 +66,11 @@ static void carve_layer(GPT *m, Carver *cv, GPTLayerActs *L) {
     L->ln2 = CARVE_A(cv, Ns * C);
     L->ln2_mean = CARVE_F(cv, Ns);
     L->ln2_rstd = CARVE_F(cv, Ns);
-    L->fch = CARVE_A(cv, N * (backend_act_gated(m->cfg.activation) ? 2 : 1) * m->F_tp);
-    L->fch_act = CARVE_A(cv, N * m->F_tp);
+    if (kind & GPT_MLP_DENSE) {
+        L->fch = CARVE_A(cv, N * (backend_act_gated(m->cfg.activation) ? 2 : 1) * m->F_tp);
+        L->fch_act = CARVE_A(cv, N * m->F_tp);
+    }
+    if (kind & GPT_MLP_MOE) carve_moe(m, cv, &L->moe);
     L->res3 = CARVE_A(cv, Ns * C);
 }
 
@@ -56,7 +85,7 @@ static void carve_slot(GPT *m, Carver *cv, GPTActs *a) {
         GPTLayerActs *L = &a->layers[l];
         int first, last;
         if (!gpt_layer_recomputed(m, l, &first, &last)) {
-            carve_layer(m, cv, L);
+            carve_layer(m, cv, L, layer_kind(m, l));
             continue;
         }
         *L = m->rc[l - first];
@@ -95,7 +124,9 @@ static void carve_scratch(GPT *m, Carver *cv) {
     if (m->cp > 1)  // (gpt.h)
         m->s.cp_buf = CARVE_A(cv, m->cp_all_gather ? (size_t)(2 * m->cp + 1) * N * 3 * m->A_tp
                                                    : 4 * N * 2 * (size_t)m->G_tp * m->hs);
-    for (int i = 0; i < m->n_rc; i++) carve_layer(m, cv, &m->rc[i]);
+    int kinds = 0;  // the recomputation chunk's buffers serve any of the stage's layers
+    for (int l = 0; l < m->n_layers; l++) kinds |= layer_kind(m, l);
+    for (int i = 0; i < m->n_rc; i++) carve_layer(m, cv, &m->rc[i], kinds);
 }
 
 int gpt_layer_recomputed(const GPT *m, int l, int *first, int *last) {
@@ -115,13 +146,13 @@ static void *at(void *mem, size_t off, size_t esize) { return (char *)mem + off 
 void gpt_point_layer_views(const GPT *m, GPTBlockW *b, int l, void *mem, size_t origin, size_t esize) {
     const ParamInfo *t = &m->params[m->block_param[l]];  // the block's tensors
     int nb = m->block_param[l + 1] - m->block_param[l];
-    static const char *const SUFFIX[12] = {".ln1.weight", ".ln1.bias", ".qkv.weight", ".qkv.bias",
+    static const char *const SUFFIX[13] = {".ln1.weight", ".ln1.bias", ".qkv.weight", ".qkv.bias",
                                            ".attn.proj.weight", ".attn.proj.bias", ".ln2.weight",
-                                           ".ln2.bias", ".fc.weight", ".fc.bias", ".mlp.proj.weight",
-                                           ".mlp.proj.bias"};
-    void **v[12] = {&b->ln1w, &b->ln1b, &b->qkvw, &b->qkvb, &b->projw, &b->projb,
-                    &b->ln2w, &b->ln2b, &b->fcw, &b->fcb, &b->fcprojw, &b->fcprojb};
-    for (int i = 0, k = 0; i < 12; i++) {  // absent tensors (no biases): NULL views
+                                           ".ln2.bias", ".router.weight", ".fc.weight", ".fc.bias",
+                                           ".proj.weight", ".proj.bias"};
+    void **v[13] = {&b->ln1w, &b->ln1b, &b->qkvw, &b->qkvb, &b->projw, &b->projb, &b->ln2w,
+                    &b->ln2b, &b->routerw, &b->fcw, &b->fcb, &b->fcprojw, &b->fcprojb};
+    for (int i = 0, k = 0; i < 13; i++) {  // absent tensors (no biases, dense/MoE): NULL views
         size_t nl = k < nb ? strlen(t[k].name) : 0, ns = strlen(SUFFIX[i]);
         int here = nl > ns && !strcmp(t[k].name + nl - ns, SUFFIX[i]);
         *v[i] = here ? at(mem, t[k++].offset - origin, esize) : NULL;
@@ -230,6 +261,7 @@ GPT *gpt_create(const GPTConfig *cfg, Backend *be, int tp, int tp_rank, int pp, 
     }
     m->s.dscale_value = 0.0f;
     m->s.dscale_host = core_calloc((size_t)m->N, sizeof(float));
+    gpt_moe_create(m);
     return m;
 }
 
@@ -265,6 +297,7 @@ void gpt_destroy(GPT *m) {
     free(m->rc);
     if (m->scratch_bytes) be->ops->free(be, m->s.mem);  // 0: shared, chunk 0 frees it
     free(m->s.dscale_host);
+    gpt_moe_destroy(m);
     free(m->mask.w);  // --eod-mask-loss (gpt_loss_mask.c)
     free(m->mask.loss_host);
     free(m->docs.host);

@@ -3,6 +3,7 @@
 // rank's gate rows then its up rows; grouped-query QKV this rank's q heads, then its whole
 // kv groups' k and v), the projections row-parallel.
 #include "gpt_block.h"
+#include "gpt_moe.h"
 
 void gpt_norm_forward(const GPT *m, void *out, float *mean, float *rstd, const void *x,
                       const void *w, const void *b, int rows) {
@@ -79,6 +80,10 @@ void gpt_qkv_backward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTBlockW *g,
 }
 
 void gpt_mlp_forward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTLayerActs *a, int N) {
+    if (w->routerw) {  // a mixture-of-experts layer: the rows here, experts replicated over tp
+        gpt_moe_forward(m, w, a, a->res3, m->sp ? N / m->tp : N);
+        return;
+    }
     Backend *be = m->be;
     int C = m->cfg.hidden_size;
     BackendAct act = m->cfg.activation;
@@ -89,7 +94,12 @@ void gpt_mlp_forward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTLayerActs *a, i
 }
 
 void gpt_mlp_backward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTBlockW *g,
-                      const GPTLayerActs *a, const void *dres, void *dln) {
+                      const GPTLayerActs *a, const void *dres, void *dln, int l) {
+    if (w->routerw) {
+        gpt_moe_backward(m, m->sp ? tp->comm : NULL, w, g, a, dres, dln, m->N_sp, l,
+                         m->moe->aux_scale);
+        return;
+    }
     Backend *be = m->be;
     BackendAct act = m->cfg.activation;
     int N = m->N, C = m->cfg.hidden_size, F2 = (backend_act_gated(act) ? 2 : 1) * m->F_tp;

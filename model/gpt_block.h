@@ -45,8 +45,10 @@ void gpt_loss_mask_dscale(GPT *m, int slot, float loss_scale);
 void gpt_documents_forward(GPT *m, int slot, const int *tokens);
 
 // a->res3 (Ns, C) = MLP(a->ln2) (not yet + res2) on N rows (m->N in training): fc (column),
-// GELU or SwiGLU, proj (row).
+// GELU or SwiGLU, proj (row); in a mixture-of-experts layer (w->routerw) the MoE layer
+// (gpt_moe.h) on the Ns rows here.
 void gpt_mlp_forward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTLayerActs *a, int N);
-// From dres = d(res3) (Ns, C): the MLP's weight gradients and dln = d(ln2).
+// From dres = d(res3) (Ns, C): the MLP's weight gradients and dln = d(ln2). l: the local
+// layer (the MoE layer's statistics).
 void gpt_mlp_backward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTBlockW *g,
-                      const GPTLayerActs *a, const void *dres, void *dln);
+                      const GPTLayerActs *a, const void *dres, void *dln, int l);

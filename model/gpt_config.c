@@ -1,5 +1,6 @@
 // model/gpt_config.c: config checks and Megatron's FLOPs count.
 #include "gpt_config.h"
+#include "gpt_moe.h"  // defines: gpt_moe_check
 #include <stdio.h>
 
 int gpt_padded_vocab(const GPTConfig *c, int tp) {
@@ -95,7 +96,7 @@ int gpt_config_check(const GPTConfig *c, int tp, int pp, char *err, size_t n) {
                      c->num_layers, pp);
         return -1;
     }
-    return 0;
+    return gpt_moe_check(c, err, n);  // the mixture-of-experts fields (E > 0)
 }
 
 void gpt_stage_layers(const GPTConfig *c, int pp, int stage, int *layer0, int *n) {

@@ -44,7 +44,23 @@ typedef struct {
                                   // ((NH + 2G) hs, C), projection (C, NH hs)
     int layernorm_1p;             // --apply-layernorm-1p: zero-centred norm weights w (init 0),
                                   // the norms scale by 1 + w (LayerNorm or RMSNorm)
+    // Mixture of experts (Megatron's --num-experts ...; model/gpt_moe.h). 0 experts: dense.
+    int num_experts;              // E: MoE layers replace the MLP by E experts and a router
+    int moe_topk;                 // K experts per token (--moe-router-topk, 2)
+    int moe_ffn_hidden_size;      // each expert's F (--moe-ffn-hidden-size; 0: ffn_hidden_size)
+    int moe_shared_ffn;           // --moe-shared-expert-intermediate-size (0: no shared expert)
+    int moe_sigmoid;              // --moe-router-score-function sigmoid (else softmax)
+    int moe_pre_softmax;          // --moe-router-pre-softmax
+    double moe_topk_scaling;      // --moe-router-topk-scaling-factor (0: none)
+    int moe_load_balancing;       // GPT_MOE_LB_*: --moe-router-load-balancing-type
+    double moe_aux_coeff;         // --moe-aux-loss-coeff (0)
+    double moe_z_coeff;           // --moe-z-loss-coeff (0: none)
+    char moe_layer_freq[64];      // --moe-layer-freq: "1" every layer, an int N every N-th
+                                  // (layer % N == 0), or Megatron's list ("[1,0,1,0]",
+                                  // "([1]*3+[0])*2"), one entry per layer
 } GPTConfig;
+
+enum { GPT_MOE_LB_AUX = 0, GPT_MOE_LB_SEQ_AUX = 1, GPT_MOE_LB_NONE = 2 };
 
 // Key/value heads G: num_query_groups, or NH when 0. Pure.
 int gpt_kv_heads(const GPTConfig *c);

@@ -12,11 +12,13 @@ void gpt_flags_init(GPTConfig *m, GPTFlagText *t) {
                      .vocab_divisible_by = 128, .recompute_num_layers = 1};
     m->rotary_base = 10000.0;  // Megatron's defaults
     m->rotary_percent = 1.0;
-    *t = (GPTFlagText){NULL, "uniform", 0, "LayerNorm", "learned_absolute", 0, 1, {0}, 0};
+    *t = (GPTFlagText){.recompute_method = "uniform", .normalization = "LayerNorm",
+                       .position_embedding = "learned_absolute", .num_query_groups = 1};
+    gpt_moe_flags_init(m, t);
 }
 
 int gpt_flags_specs(ArgSpec *specs, GPTConfig *m, GPTFlagText *t) {
-    const ArgSpec table[GPT_FLAGS_N] = {
+    const ArgSpec table[GPT_FLAGS_N - GPT_MOE_FLAGS_N] = {
         {"--num-layers", ARG_INT, &m->num_layers, "transformer layers L (Megatron: required; megac: a small test model)"},
         {"--hidden-size", ARG_INT, &m->hidden_size, "hidden size C (Megatron: required; megac: a small test model)"},
         {"--num-attention-heads", ARG_INT, &m->num_heads, "attention heads NH (Megatron: required; megac: a small test model)"},
@@ -46,6 +48,7 @@ int gpt_flags_specs(ArgSpec *specs, GPTConfig *m, GPTFlagText *t) {
         {"--apply-layernorm-1p", ARG_BOOL, &m->layernorm_1p, "zero-centred norm weights: the norms scale by 1 + w, w initialised to 0 (LayerNorm or RMSNorm)"},
     };
     memcpy(specs, table, sizeof table);
+    gpt_moe_flags_specs(specs + (GPT_FLAGS_N - GPT_MOE_FLAGS_N), m, t);
     return GPT_FLAGS_N;
 }
 
@@ -94,4 +97,5 @@ void gpt_flags_finish(GPTConfig *m, const GPTFlagText *t) {
     m->recompute_block = !strcmp(method, "block");
     if (m->recompute == GPT_RECOMPUTE_FULL && m->recompute_num_layers < 1)
         core_usage_error("--recompute-num-layers must be >= 1, got %d", m->recompute_num_layers);
+    gpt_moe_flags_finish(m, t);
 }

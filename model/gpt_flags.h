@@ -18,9 +18,15 @@ typedef struct {
                                         // (--swiglu, --squared-relu; GELU, the default,
                                         // has none)
     int kv_channels;                    // --kv-channels: 0 (not given), else the head size
+    // mixture of experts (gpt_moe_flags.c)
+    const char *moe_score, *moe_lb, *moe_dispatcher, *moe_layer_freq, *moe_drop_policy;
+    int moe_grouped_gemm, moe_expert_bias, moe_pad;
+    double moe_bias_rate, moe_capacity;
+    int ep, etp;                        // --expert-model-parallel-size, --expert-tensor-...
 } GPTFlagText;
 
-enum { GPT_FLAGS_N = 27 };  // entries gpt_flags_specs writes
+enum { GPT_MOE_FLAGS_N = 20 };              // entries gpt_moe_flags_specs writes
+enum { GPT_FLAGS_N = 27 + GPT_MOE_FLAGS_N };  // entries gpt_flags_specs writes
 
 // Sets megac train's model defaults in *m (L=4, C=128, NH=4, T=128, vocab padded to a
 // multiple of 128, F and the position table derived later) and *t. Pure.
@@ -30,6 +36,12 @@ void gpt_flags_init(GPTConfig *m, GPTFlagText *t);
 // and *t (sizes, pipeline split, flash attention, init std, recomputation). Returns
 // GPT_FLAGS_N. Pure.
 int gpt_flags_specs(ArgSpec *specs, GPTConfig *m, GPTFlagText *t);
+
+// The mixture-of-experts part of the table (gpt_moe_flags.c): defaults, entries, and the
+// checks after parsing (unknown names, flags not implemented yet: one line, exit 2).
+void gpt_moe_flags_init(GPTConfig *m, GPTFlagText *t);
+int gpt_moe_flags_specs(ArgSpec *specs, GPTConfig *m, GPTFlagText *t);
+void gpt_moe_flags_finish(GPTConfig *m, const GPTFlagText *t);
 
 // After parsing: F = 4 C (with a gated activation Megatron's int(4 C 2/3) rounded down to a
 // multiple of 64) and max positions = T when left at 0, the recomputation, activation and

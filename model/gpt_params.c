@@ -2,47 +2,63 @@
 #include "gpt_params.h"
 #include "core/check.h"
 #include "core/philox.h"
+#include "gpt_moe.h"  // defines: gpt_moe_layer, gpt_moe_ffn
 
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
-// Per-block parameters, in the order they are laid out in the flat buffer.
-// Dimensions are symbolic: resolved against the config in dim().
-typedef enum { D1, DC, DQKV, DA, DFC, DF } Dim;  // DA: attention channels NH hs
-typedef enum { ALWAYS, NORM_BIAS, LINEAR_BIAS } Presence;  // when a tensor exists
+// Per-block parameters, in the order they are laid out in the flat buffer. `id` numbers the
+// tensor's RNG stream (64 + 64*layer + id): fixed per tensor, so adding kinds changes no
+// existing initialisation. Dimensions are symbolic: resolved against the config in dim().
+typedef enum { D1, DC, DQKV, DA, DFC, DF, DE, DEFC, DEC, DFE } Dim;  // DA: attention NH hs;
+                                    // DE experts E, DEFC E F2e, DEC E C, DFE an expert's F
+typedef enum {                       // when a tensor exists (bits)
+    NORM_BIAS = 1,                   // not with RMSNorm
+    LINEAR_BIAS = 2,                 // not with --disable-bias-linear
+    DENSE = 4,                       // in a dense layer only (the MLP)
+    MOE = 8,                         // in a mixture-of-experts layer only (router, experts)
+} Presence;
 typedef struct {
     const char *name;
+    int id;
     Dim rows, cols;
     ShardKind shard;
     InitKind init;
     int wd;
     int norm;  // LayerNorm parameter
-    Presence present;
+    unsigned present;
 } BlockSpec;
 
 static const BlockSpec BLOCK[] = {
-    {"ln1.weight", DC, D1, SHARD_NONE, INIT_ONE, 0, 1, ALWAYS},
-    {"ln1.bias", DC, D1, SHARD_NONE, INIT_ZERO, 0, 1, NORM_BIAS},
-    {"attn.qkv.weight", DQKV, DC, SHARD_QKV, INIT_NORMAL, 1, 0, ALWAYS},
-    {"attn.qkv.bias", DQKV, D1, SHARD_QKV, INIT_ZERO, 0, 0, LINEAR_BIAS},
-    {"attn.proj.weight", DC, DA, SHARD_ROW, INIT_NORMAL_OUT, 1, 0, ALWAYS},
-    {"attn.proj.bias", DC, D1, SHARD_NONE, INIT_ZERO, 0, 0, LINEAR_BIAS},
-    {"ln2.weight", DC, D1, SHARD_NONE, INIT_ONE, 0, 1, ALWAYS},
-    {"ln2.bias", DC, D1, SHARD_NONE, INIT_ZERO, 0, 1, NORM_BIAS},
-    {"mlp.fc.weight", DFC, DC, SHARD_COLUMN, INIT_NORMAL, 1, 0, ALWAYS},
-    {"mlp.fc.bias", DFC, D1, SHARD_COLUMN, INIT_ZERO, 0, 0, LINEAR_BIAS},
-    {"mlp.proj.weight", DC, DF, SHARD_ROW, INIT_NORMAL_OUT, 1, 0, ALWAYS},
-    {"mlp.proj.bias", DC, D1, SHARD_NONE, INIT_ZERO, 0, 0, LINEAR_BIAS},
+    {"ln1.weight", 0, DC, D1, SHARD_NONE, INIT_ONE, 0, 1, 0},
+    {"ln1.bias", 1, DC, D1, SHARD_NONE, INIT_ZERO, 0, 1, NORM_BIAS},
+    {"attn.qkv.weight", 2, DQKV, DC, SHARD_QKV, INIT_NORMAL, 1, 0, 0},
+    {"attn.qkv.bias", 3, DQKV, D1, SHARD_QKV, INIT_ZERO, 0, 0, LINEAR_BIAS},
+    {"attn.proj.weight", 4, DC, DA, SHARD_ROW, INIT_NORMAL_OUT, 1, 0, 0},
+    {"attn.proj.bias", 5, DC, D1, SHARD_NONE, INIT_ZERO, 0, 0, LINEAR_BIAS},
+    {"ln2.weight", 6, DC, D1, SHARD_NONE, INIT_ONE, 0, 1, 0},
+    {"ln2.bias", 7, DC, D1, SHARD_NONE, INIT_ZERO, 0, 1, NORM_BIAS},
+    {"mlp.fc.weight", 8, DFC, DC, SHARD_COLUMN, INIT_NORMAL, 1, 0, DENSE},
+    {"mlp.fc.bias", 9, DFC, D1, SHARD_COLUMN, INIT_ZERO, 0, 0, DENSE | LINEAR_BIAS},
+    {"mlp.proj.weight", 10, DC, DF, SHARD_ROW, INIT_NORMAL_OUT, 1, 0, DENSE},
+    {"mlp.proj.bias", 11, DC, D1, SHARD_NONE, INIT_ZERO, 0, 0, DENSE | LINEAR_BIAS},
+    {"mlp.router.weight", 12, DE, DC, SHARD_NONE, INIT_NORMAL, 1, 0, MOE},
+    {"mlp.experts.fc.weight", 13, DEFC, DC, SHARD_NONE, INIT_NORMAL, 1, 0, MOE},
+    {"mlp.experts.fc.bias", 14, DEFC, D1, SHARD_NONE, INIT_ZERO, 0, 0, MOE | LINEAR_BIAS},
+    {"mlp.experts.proj.weight", 15, DEC, DFE, SHARD_NONE, INIT_NORMAL_OUT, 1, 0, MOE},
+    {"mlp.experts.proj.bias", 16, DEC, D1, SHARD_NONE, INIT_ZERO, 0, 0, MOE | LINEAR_BIAS},
 };
 #define N_BLOCK (int)(sizeof BLOCK / sizeof BLOCK[0])
 
-// Tensor ids: 1..5 for the model-level tensors, 64 + 64*layer + slot for block tensors.
+// Tensor ids: 1..5 for the model-level tensors, 64 + 64*layer + id for block tensors.
 enum { TID_WTE = 1, TID_WPE = 2, TID_LNF_W = 3, TID_LNF_B = 4, TID_OUTPUT = 5 };
 
-static int present(const BlockSpec *b, const GPTConfig *c) {
-    return b->present == ALWAYS || (b->present == NORM_BIAS && !c->rmsnorm) ||
-           (b->present == LINEAR_BIAS && !c->disable_bias_linear);
+// Whether tensor b exists in a layer that is a mixture-of-experts layer (moe 1) or not.
+static int present(const BlockSpec *b, const GPTConfig *c, int moe) {
+    return !((b->present & NORM_BIAS) && c->rmsnorm) &&
+           !((b->present & LINEAR_BIAS) && c->disable_bias_linear) &&
+           !((b->present & DENSE) && moe) && !((b->present & MOE) && !moe);
 }
 
 static int dim(Dim d, const GPTConfig *c) {
@@ -54,6 +70,10 @@ static int dim(Dim d, const GPTConfig *c) {
     case DA: return c->num_heads * hs;
     case DFC: return (backend_act_gated(c->activation) ? 2 : 1) * c->ffn_hidden_size;
     case DF: return c->ffn_hidden_size;
+    case DE: return c->num_experts;
+    case DEFC: return c->num_experts * (backend_act_gated(c->activation) ? 2 : 1) * gpt_moe_ffn(c);
+    case DEC: return c->num_experts * c->hidden_size;
+    case DFE: return gpt_moe_ffn(c);
     }
     return 0;
 }
@@ -105,21 +125,26 @@ ParamInfo *gpt_params_build(const GPTConfig *c, int tp, int padded_vocab, int la
         if (!c->rope)
             t[k++] = make("wpe", TID_WPE, c->max_position_embeddings, C, SHARD_NONE, INIT_NORMAL, 1);
     }
-    for (int l = layer0; l < layer0 + n_layers; l++)
+    for (int l = layer0; l < layer0 + n_layers; l++) {
+        int moe = gpt_moe_layer(c, l);
         for (int s = 0; s < N_BLOCK; s++) {
-            if (!present(&BLOCK[s], c)) continue;
+            if (!present(&BLOCK[s], c, moe)) continue;
             char name[48];
             snprintf(name, sizeof name, "layers.%d.%s", l, BLOCK[s].name);
-            t[k++] = make(name, 64u + 64u * (uint32_t)l + (uint32_t)s, dim(BLOCK[s].rows, c),
+            t[k++] = make(name, 64u + 64u * (uint32_t)l + (uint32_t)BLOCK[s].id, dim(BLOCK[s].rows, c),
                           dim(BLOCK[s].cols, c), BLOCK[s].shard, BLOCK[s].init, BLOCK[s].wd);
             t[k - 1].norm_param = BLOCK[s].norm;
+            t[k - 1].sp_sum = BLOCK[s].norm || (BLOCK[s].present & MOE);
             set_sections(&t[k - 1], c);
         }
+    }
     if (last_stage) {
         t[k] = make("final_ln.weight", TID_LNF_W, C, 1, SHARD_NONE, INIT_ONE, 0);
+        t[k].sp_sum = 1;
         t[k++].norm_param = 1;
         if (!c->rmsnorm) {
             t[k] = make("final_ln.bias", TID_LNF_B, C, 1, SHARD_NONE, INIT_ZERO, 0);
+            t[k].sp_sum = 1;
             t[k++].norm_param = 1;
         }
         if (c->untie_embeddings) {  // its own output layer, initialised like wte (Megatron)

@@ -34,8 +34,10 @@ typedef struct {
     int tied_copy;        // the last stage's copy of wte (counted on the first stage only)
     int embedding_or_output;  // wte (either copy) or output_layer: --decoupled-lr's
                               // parameters (Megatron's is_embedding_or_output_parameter)
-    int norm_param;       // norm weight/bias: with sequence parallelism each tp rank's
-                          // gradient covers its own rows only (summed over tp each step)
+    int norm_param;       // norm weight/bias
+    int sp_sum;           // replicated over tp, and with sequence parallelism each tp rank's
+                          // gradient covers its own rows only (summed over tp each step): the
+                          // norms, and a mixture-of-experts layer's router and experts
     int sections[3];      // SHARD_QKV / SHARD_GLU: full rows of each section (q, k, v or
                           // gate, up), each split over tp; 0 past the last
     size_t offset;        // in floats, into the flat parameter/gradient buffers

@@ -51,7 +51,7 @@ static int layers_alike(const ParamInfo *p, int n, int a, int b) {
     for (; a + i < n && layer_of(&p[a + i]) == la; i++) {
         const ParamInfo *x = &p[a + i], *y = &p[b + i];
         const char *xs = strchr(x->name + 7, '.'), *ys = b + i < n ? strchr(y->name + 7, '.') : NULL;
-        if (b + i >= n || layer_of(y) != lb || x->numel != y->numel || x->norm_param != y->norm_param ||
+        if (b + i >= n || layer_of(y) != lb || x->numel != y->numel || x->sp_sum != y->sp_sum ||
             x->offset - p[a].offset != y->offset - p[b].offset || !xs || !ys || strcmp(xs, ys))
             return 0;
     }
@@ -125,7 +125,7 @@ int plan_zero_counts(const PlanSpec *s, const PlanLayout *l, const ParamInfo *p,
             size_t b = p[i].offset, end = b + p[i].numel;
             if (end <= lo) continue;
             size_t len = min_sz(end, hi) - (b > lo ? b : lo);
-            if (l->sp && p[i].norm_param)
+            if (l->sp && p[i].sp_sum)
                 plan_count(&st->traffic[PLAN_G_TP], COMM_ALL_REDUCE, len * 4, 2 * (uint64_t)(l->tp - 1),
                            (uint64_t)l->tp, (uint64_t)u[k].mult);
             if (!strcmp(p[i].name, "wte")) wte_own = len;

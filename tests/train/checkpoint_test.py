@@ -41,7 +41,7 @@ def megac(args, lay, flags, timeout=120):
            "--tensor-model-parallel-size", str(tp), "--pipeline-model-parallel-size", str(pp)]
     if cp > 1:
         cmd += ["--context-parallel-size", str(cp)]
-    model = TINY + ["--num-layers", str(args.num_layers)]  # a later flag wins
+    model = TINY + ["--num-layers", str(args.num_layers)] + args.model.split()  # a later flag wins
     p = subprocess.run(cmd + model + flags, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        text=True, timeout=timeout)
     return p.returncode, p.stdout
@@ -259,6 +259,7 @@ def main():
     ap.add_argument("--h5dump", default="")
     ap.add_argument("--h5ls", default="")
     ap.add_argument("--num-layers", type=int, default=2, help="L (4 for PP = 4)")
+    ap.add_argument("--model", default="", help="model flags of every run, the references too")
     sub = ap.add_subparsers(dest="mode", required=True)
     r = sub.add_parser("resume")
     r.add_argument("--layout", default="1,1,1")

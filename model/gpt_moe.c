@@ -1,0 +1,241 @@
+// model/gpt_moe.c: the mixture-of-experts layer's forward and backward (gpt_moe.h).
+#include "gpt_moe.h"
+#include "core/check.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+// The router settings of c (bias: none yet).
+static BackendMoERouter router_of(const GPTConfig *c) {
+    BackendMoERouter r = {c->num_experts, c->moe_topk,
+                          c->moe_sigmoid ? BACKEND_MOE_SIGMOID : BACKEND_MOE_SOFTMAX,
+                          c->moe_pre_softmax, (float)c->moe_topk_scaling, NULL};
+    return r;
+}
+
+// Groups of the load-balancing loss: the micro-batch (aux_loss) or each sequence (seq_aux).
+static int lb_groups(const GPT *m) {
+    return m->cfg.moe_load_balancing == GPT_MOE_LB_SEQ_AUX ? m->B : 1;
+}
+
+// Element `i` of a be->act buffer.
+static void *at(const GPT *m, const void *p, size_t i) {
+    return (char *)p + i * backend_dtype_size(m->be->act);
+}
+
+void gpt_moe_create(GPT *m) {
+    const GPTConfig *c = &m->cfg;
+    int any = 0;
+    for (int l = 0; l < m->n_layers; l++) any |= gpt_moe_layer(c, m->layer0 + l);
+    if (!any) return;
+    Backend *be = m->be;
+    struct GPTMoE *s = core_calloc(1, sizeof *s);
+    size_t n = (size_t)m->N_sp, E = (size_t)c->num_experts, K = (size_t)c->moe_topk, M = n * K;
+    size_t C = (size_t)c->hidden_size, Fe = (size_t)gpt_moe_ffn(c);
+    size_t F2 = (backend_act_gated(c->activation) ? 2 : 1) * Fe, G = (size_t)lb_groups(m);
+    size_t act = backend_dtype_size(be->act);
+    s->h_idx = core_calloc(M, sizeof(int));
+    s->h_perm = core_calloc(M, sizeof(int));
+    s->h_slot = core_calloc(M, sizeof(int));
+    s->h_probs = core_calloc(M, sizeof(float));
+    s->h_pprobs = core_calloc(M, sizeof(float));
+    s->h_coef = core_calloc(G * E, sizeof(float));
+    s->row_group = be->ops->alloc(be, n * sizeof(int));
+    int *rg = core_calloc(n, sizeof(int));  // local row -> its sequence
+    for (size_t i = 0; i < n; i++) {
+        size_t gi = (m->sp ? (size_t)m->tp_rank * n : 0) + i;  // row of the micro-batch here
+        rg[i] = m->cp > 1 ? (int)((gi % ((size_t)m->N / 2)) / ((size_t)m->T / 2)) : (int)(gi / (size_t)m->T);
+    }
+    be->ops->copy(be, s->row_group, rg, n * sizeof(int), BACKEND_H2D);
+    free(rg);
+    s->loss = be->ops->alloc(be, 2 * sizeof(float));
+    s->dlogits = be->ops->alloc(be, n * E * sizeof(float));
+    s->dlogits_act = be->ops->alloc(be, n * E * act);
+    s->dprobs = be->ops->alloc(be, M * sizeof(float));
+    s->deo = be->ops->alloc(be, M * C * act);
+    s->dxp = be->ops->alloc(be, M * C * act);
+    s->dfch = be->ops->alloc(be, M * F2 * act);
+    s->dact = be->ops->alloc(be, M * Fe * act);
+    s->dx = be->ops->alloc(be, n * C * act);
+    size_t units = (size_t)m->n_slots * m->n_layers + (size_t)m->n_rc;
+    s->counts = core_calloc(units * E, sizeof(int));
+    s->lb_loss = core_calloc((size_t)m->n_layers, sizeof(double));
+    s->z_loss = core_calloc((size_t)m->n_layers, sizeof(double));
+    s->tokens = core_calloc((size_t)m->n_layers * E, sizeof(double));
+    m->moe = s;
+    int *next = s->counts;  // recomputed layers share their chunk's (m->rc) host counts too
+    for (int i = 0; i < m->n_rc; i++, next += E) m->rc[i].moe.counts = next;
+    for (int k = 0; k < m->n_slots; k++)
+        for (int l = 0; l < m->n_layers; l++, next += E) {
+            int first, last;
+            GPTLayerActs *L = &m->slots[k].layers[l];
+            L->moe.counts = gpt_layer_recomputed(m, l, &first, &last) ? m->rc[l - first].moe.counts : next;
+        }
+}
+
+void gpt_moe_destroy(GPT *m) {
+    struct GPTMoE *s = m->moe;
+    if (!s) return;
+    Backend *be = m->be;
+    void *dev[] = {s->row_group, s->loss, s->dlogits, s->dlogits_act, s->dprobs, s->deo, s->dxp,
+                   s->dfch, s->dact, s->dx};
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) be->ops->free(be, dev[i]);
+    free(s->h_idx), free(s->h_perm), free(s->h_slot), free(s->h_probs), free(s->h_pprobs);
+    free(s->h_coef), free(s->counts), free(s->lb_loss), free(s->z_loss), free(s->tokens);
+    free(s);
+    m->moe = NULL;
+}
+
+void gpt_moe_stats_reset(GPT *m) {
+    struct GPTMoE *s = m->moe;
+    if (!s) return;
+    memset(s->lb_loss, 0, (size_t)m->n_layers * sizeof(double));
+    memset(s->z_loss, 0, (size_t)m->n_layers * sizeof(double));
+    memset(s->tokens, 0, (size_t)m->n_layers * m->cfg.num_experts * sizeof(double));
+}
+
+// The routing of n tokens (their K choices in h_idx, weights in h_probs) in expert order:
+// counts per expert; the expert-ordered rows sorted by (expert, token, choice): perm (token of
+// each row), pprobs (its weight), slot (row of each (token, choice)). Pure host arithmetic.
+static void route(struct GPTMoE *s, int *counts, int n, int K, int E) {
+    memset(counts, 0, (size_t)E * sizeof(int));
+    for (int i = 0; i < n * K; i++) counts[s->h_idx[i]]++;
+    int *fill = s->h_perm + 0;  // reuse nothing: positions via running offsets
+    (void)fill;
+    int off[GPT_MOE_MAX_EXPERTS + 1];
+    off[0] = 0;
+    for (int e = 0; e < E; e++) off[e + 1] = off[e] + counts[e];
+    for (int t = 0; t < n; t++)  // token order within each expert: stable, layout-free
+        for (int k = 0; k < K; k++) {
+            int e = s->h_idx[t * K + k], row = off[e]++;
+            s->h_perm[row] = t;
+            s->h_pprobs[row] = s->h_probs[t * K + k];
+            s->h_slot[t * K + k] = row;
+        }
+}
+
+void gpt_moe_forward(GPT *m, const GPTBlockW *w, GPTLayerActs *a, void *out, int n) {
+    Backend *be = m->be;
+    const GPTConfig *c = &m->cfg;
+    struct GPTMoE *s = m->moe;
+    GPTMoEActs *x = &a->moe;
+    BackendMoERouter r = router_of(c);
+    BackendAct act = c->activation;
+    int E = c->num_experts, K = c->moe_topk, C = c->hidden_size, Fe = gpt_moe_ffn(c);
+    int F2 = (backend_act_gated(act) ? 2 : 1) * Fe;
+    size_t M = (size_t)n * K;
+    // router: logits (n, E) = ln2 Wr^T, in fp32; the choice and its weights
+    be->ops->matmul_forward(be, s->dlogits_act, a->ln2, w->routerw, NULL, n, C, E);
+    be->ops->cast(be, x->logits, BACKEND_F32, s->dlogits_act, be->act, (size_t)n * E);
+    be->ops->moe_router_forward(be, x->idx, x->probs, x->logits, n, &r);
+    be->ops->copy(be, s->h_idx, x->idx, M * sizeof(int), BACKEND_D2H);
+    be->ops->copy(be, s->h_probs, x->probs, M * sizeof(float), BACKEND_D2H);
+    route(s, x->counts, n, K, E);
+    be->ops->copy(be, x->perm, s->h_perm, M * sizeof(int), BACKEND_H2D);
+    be->ops->copy(be, x->slot, s->h_slot, M * sizeof(int), BACKEND_H2D);
+    be->ops->copy(be, x->pprobs, s->h_pprobs, M * sizeof(float), BACKEND_H2D);
+    // the experts, each on its contiguous rows, in expert order
+    be->ops->rows_gather(be, x->xp, a->ln2, x->perm, NULL, (int)M, C);  // xp (M, C)
+    for (int e = 0, off = 0; e < E; off += x->counts[e++]) {
+        int cnt = x->counts[e];
+        if (!cnt) continue;
+        const void *b1 = w->fcb ? at(m, w->fcb, (size_t)e * F2) : NULL;
+        const void *b2 = w->fcprojb ? at(m, w->fcprojb, (size_t)e * C) : NULL;
+        void *h = at(m, x->fch, (size_t)off * F2), *ha = at(m, x->fch_act, (size_t)off * Fe);
+        if (backend_act_gated(act)) {
+            be->ops->matmul_forward(be, h, at(m, x->xp, (size_t)off * C),
+                                    at(m, w->fcw, (size_t)e * F2 * C), b1, cnt, C, F2);
+            be->ops->act_forward(be, ha, h, cnt, Fe, act);
+        } else {
+            be->ops->matmul_act_forward(be, ha, h, at(m, x->xp, (size_t)off * C),
+                                        at(m, w->fcw, (size_t)e * F2 * C), b1, cnt, C, F2, act);
+        }
+        be->ops->matmul_forward(be, at(m, x->eo, (size_t)off * C), ha,
+                                at(m, w->fcprojw, (size_t)e * C * Fe), b2, cnt, Fe, C);
+    }
+    be->ops->rows_combine(be, out, x->eo, x->slot, x->probs, n, K, C);  // out (n, C)
+}
+
+// The load-balancing coefficients of the micro-batch into x->coef (moe_router_loss's coef),
+// from the token counts of each group (the micro-batch, or each sequence) summed over the
+// ranks that share the micro-batch's rows; adds the counts to the step's statistics.
+static void lb_coef(GPT *m, Comm *sum, const GPTMoEActs *x, int n, int l) {
+    Backend *be = m->be;
+    const GPTConfig *c = &m->cfg;
+    struct GPTMoE *s = m->moe;
+    int E = c->num_experts, K = c->moe_topk, G = lb_groups(m);
+    memset(s->h_coef, 0, (size_t)G * E * sizeof(float));
+    int *rg = core_calloc((size_t)n, sizeof(int));  // (the staging holds the last forward's)
+    be->ops->copy(be, rg, s->row_group, (size_t)n * sizeof(int), BACKEND_D2H);
+    be->ops->copy(be, s->h_idx, x->idx, (size_t)n * K * sizeof(int), BACKEND_D2H);
+    for (int t = 0; t < n; t++)
+        for (int k = 0; k < K; k++) s->h_coef[(G > 1 ? rg[t] : 0) * E + s->h_idx[t * K + k]] += 1.0f;
+    free(rg);
+    be->ops->copy(be, x->coef, s->h_coef, (size_t)G * E * sizeof(float), BACKEND_H2D);
+    if (sum) comm_all_reduce(sum, x->coef, (size_t)G * E, COMM_F32, COMM_SUM);
+    if (m->cp_comm) comm_all_reduce(m->cp_comm, x->coef, (size_t)G * E, COMM_F32, COMM_SUM);
+    be->ops->copy(be, s->h_coef, x->coef, (size_t)G * E * sizeof(float), BACKEND_D2H);
+    for (int i = 0; i < G * E; i++) s->tokens[(size_t)l * E + i % E] += s->h_coef[i];
+    double Tg = G > 1 ? m->T_seq : (double)m->B * m->T_seq;  // tokens of a group
+    double k = c->moe_load_balancing == GPT_MOE_LB_NONE ? 0.0
+             : (double)E * c->moe_aux_coeff / ((double)K * Tg * Tg * G);
+    for (int i = 0; i < G * E; i++) s->h_coef[i] = (float)(s->h_coef[i] * k);
+    be->ops->copy(be, x->coef, s->h_coef, (size_t)G * E * sizeof(float), BACKEND_H2D);
+}
+
+void gpt_moe_backward(GPT *m, Comm *sum, const GPTBlockW *w, GPTBlockW *g,
+                      const GPTLayerActs *a, const void *dout, void *dln, int n, int l,
+                      float aux_scale) {
+    Backend *be = m->be;
+    const GPTConfig *c = &m->cfg;
+    struct GPTMoE *s = m->moe;
+    const GPTMoEActs *x = &a->moe;
+    BackendMoERouter r = router_of(c);
+    BackendAct act = c->activation;
+    int E = c->num_experts, K = c->moe_topk, C = c->hidden_size, Fe = gpt_moe_ffn(c);
+    int F2 = (backend_act_gated(act) ? 2 : 1) * Fe, gated = backend_act_gated(act);
+    size_t M = (size_t)n * K;
+    // the combine: d(expert outputs) and d(weights), both read dout (dln may alias it)
+    be->ops->rows_gather(be, s->deo, dout, x->perm, x->pprobs, (int)M, C);
+    be->ops->rows_dot(be, s->dprobs, dout, x->eo, x->slot, n, K, C);
+    for (int e = 0, off = 0; e < E; off += x->counts[e++]) {
+        int cnt = x->counts[e];
+        if (!cnt) continue;
+        float *db1 = g->fcb ? (float *)g->fcb + (size_t)e * F2 : NULL;
+        float *db2 = g->fcprojb ? (float *)g->fcprojb + (size_t)e * C : NULL;
+        const void *h = at(m, x->fch, (size_t)off * F2), *ha = at(m, x->fch_act, (size_t)off * Fe);
+        void *dh = at(m, s->dfch, (size_t)off * F2);
+        const void *W2 = at(m, w->fcprojw, (size_t)e * C * Fe);
+        float *dW2 = (float *)g->fcprojw + (size_t)e * C * Fe;
+        if (gated) {
+            void *da = at(m, s->dact, (size_t)off * Fe);
+            be->ops->matmul_backward(be, da, dW2, db2, at(m, s->deo, (size_t)off * C), ha, W2,
+                                     cnt, Fe, C);
+            be->ops->act_backward(be, dh, h, da, cnt, Fe, act);
+        } else {
+            be->ops->matmul_act_backward(be, dh, dW2, db2, at(m, s->deo, (size_t)off * C), ha,
+                                         W2, h, cnt, Fe, C, act);
+        }
+        be->ops->matmul_backward(be, at(m, s->dxp, (size_t)off * C),
+                                 (float *)g->fcw + (size_t)e * F2 * C, db1, dh,
+                                 at(m, x->xp, (size_t)off * C), at(m, w->fcw, (size_t)e * F2 * C),
+                                 cnt, C, F2);
+    }
+    be->ops->rows_combine(be, dln, s->dxp, x->slot, NULL, n, K, C);  // un-permute: d(ln2)
+    // router: through the weights, plus the load-balancing and z losses
+    be->ops->moe_router_backward(be, s->dlogits, s->dprobs, x->logits, x->idx, n, &r);
+    lb_coef(m, sum, x, n, l);
+    float zc = (float)(c->moe_z_coeff / ((double)m->B * m->T_seq));
+    be->ops->moe_router_loss(be, s->dlogits, s->loss, x->logits, x->coef,
+                             lb_groups(m) > 1 ? s->row_group : NULL, zc, aux_scale, n, &r);
+    if (sum) comm_all_reduce(sum, s->loss, 2, COMM_F32, COMM_SUM);
+    if (m->cp_comm) comm_all_reduce(m->cp_comm, s->loss, 2, COMM_F32, COMM_SUM);
+    float loss[2];
+    be->ops->copy(be, loss, s->loss, sizeof loss, BACKEND_D2H);
+    s->lb_loss[l] += loss[0];
+    s->z_loss[l] += loss[1];
+    be->ops->cast(be, s->dlogits_act, be->act, s->dlogits, BACKEND_F32, (size_t)n * E);
+    be->ops->matmul_backward(be, s->dx, (float *)g->routerw, NULL, s->dlogits_act, a->ln2,
+                             w->routerw, n, C, E);
+    be->ops->add(be, dln, dln, s->dx, (size_t)n * C);
+}

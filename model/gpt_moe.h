@@ -1,0 +1,75 @@
+// model/gpt_moe.h: mixture-of-experts layers (Megatron-Core's MoELayer), the MLP of the
+// layers --moe-layer-freq names when --num-experts E > 0.
+//
+// A router (an (E, C) linear, scores in fp32) picks K experts per token (moe_router_forward:
+// softmax or sigmoid, ties to the lowest index); the token rows are permuted into expert
+// order (rows_gather), each expert's MLP (the model's activation, its own F) runs on its
+// contiguous rows, one GEMM pair per expert in expert order, and the outputs are combined
+// with the routing weights (rows_combine). Dropless: every (token, choice) gets its row.
+//
+// Layout: the experts are replicated over tensor parallelism (expert-tensor-parallel 1) and
+// each rank routes the rows it holds: all of the micro-batch's, or its N/tp rows with
+// sequence parallelism (their gradients then summed over tp like the norms'), this rank's
+// positions with context parallelism. Routing is per token, so it does not depend on the
+// layout. The load-balancing loss uses the token counts of the whole micro-batch (summed
+// over the sequence-parallel and context-parallel ranks).
+//
+// The routing is built on the host: the chosen experts come back from the backend, the
+// permutation is made in (expert, token, choice) order and sent back. One sync per layer,
+// as Megatron's dispatcher has.
+#pragma once
+#include "gpt.h"
+
+// The host side of a stage's MoE layers (GPT.moe; NULL without experts).
+struct GPTMoE {
+    int *h_idx, *h_perm, *h_slot;  // (n K) host staging
+    float *h_probs, *h_pprobs;     // (n K)
+    float *h_coef;                 // (groups E)
+    int *row_group;                // (n) backend: the sequence of each local row (seq_aux_loss)
+    float *loss;                   // (2) backend: moe_router_loss's output
+    float *dlogits;                // (n, E) backward workspace (shared by the layers)
+    void *dlogits_act;             // (n, E) be->act
+    float *dprobs;                 // (n K)
+    void *deo, *dxp;               // (M, C) each
+    void *dfch, *dact;             // (M, F2e), (M, Fe)
+    void *dx;                      // (n, C) the router's input gradient
+    int *counts;                   // host (n_slots, n_layers, E): GPTMoEActs.counts
+    double *lb_loss, *z_loss;      // (n_layers) host: this step's sums over micro-batches
+    double *tokens;                // (n_layers, E) host: this step's tokens per expert
+    float aux_scale;               // the losses' gradient weight in the current backward
+                                   // (gpt_backward: the loss gradient's scale x the micro-
+                                   // batch's tokens, so a micro-batch's loss weighs as its
+                                   // mean language-model loss does)
+};
+
+enum { GPT_MOE_MAX_EXPERTS = 256 };  // the router ops' bound
+
+// 1 if global layer `layer` is a mixture-of-experts layer (no experts: 0). Call after
+// gpt_moe_check. Pure.
+int gpt_moe_layer(const GPTConfig *c, int layer);
+// Each expert's F: moe_ffn_hidden_size, or ffn_hidden_size when 0. Pure.
+int gpt_moe_ffn(const GPTConfig *c);
+// Checks the MoE fields (E > 0 only): 1 <= K <= E, E <= 256, --moe-layer-freq (an int >= 1,
+// or a list of 0/1 with one entry per layer that names some layer). Returns 0, or -1 with
+// one line naming the numbers in err.
+int gpt_moe_check(const GPTConfig *c, char *err, size_t errlen);
+
+// Allocates m->moe (host staging, backward workspace, per-layer statistics) when the stage
+// holds an MoE layer; m's sizes, slots and table must be set. Never fails (aborts).
+void gpt_moe_create(GPT *m);
+// Frees m->moe. NULL is fine.
+void gpt_moe_destroy(GPT *m);
+// Zeroes the per-step statistics (lb_loss, z_loss, tokens). Never fails.
+void gpt_moe_stats_reset(GPT *m);
+
+// Forward of the MoE layer for the n rows of a->ln2 into out (n, C) (the MLP's output,
+// before dropout and the residual add). Records the routing in a->moe.
+void gpt_moe_forward(GPT *m, const GPTBlockW *w, GPTLayerActs *a, void *out, int n);
+// Backward: dout (n, C) the gradient of out (read before dln is written; they may alias);
+// dln (n, C) OVERWRITTEN with d(ln2); expert and router gradients accumulate into g. The
+// load-balancing and z losses of the micro-batch (token counts summed over `sum` (the
+// sequence-parallel tp group, or NULL) and the context-parallel group) join the gradient
+// with weight aux_scale and are added to the step's statistics of local layer l.
+void gpt_moe_backward(GPT *m, Comm *sum, const GPTBlockW *w, GPTBlockW *g,
+                      const GPTLayerActs *a, const void *dout, void *dln, int n, int l,
+                      float aux_scale);

@@ -1,0 +1,77 @@
+// model/gpt_moe_flags.c: the mixture-of-experts flags (Megatron-LM's names and defaults), a
+// part of the model's shared flag table (gpt_flags.h).
+#include "gpt_flags.h"
+#include "core/check.h"  // defines: core_usage_error
+
+#include <stdio.h>
+#include <string.h>
+
+void gpt_moe_flags_init(GPTConfig *m, GPTFlagText *t) {
+    m->moe_topk = 2;  // Megatron's defaults
+    m->moe_load_balancing = GPT_MOE_LB_AUX;
+    t->moe_score = "softmax";
+    t->moe_lb = "aux_loss";
+    t->moe_dispatcher = "allgather";
+    t->moe_layer_freq = "1";
+    t->moe_bias_rate = 1e-3;
+    t->moe_drop_policy = "probs";
+    t->ep = t->etp = 1;
+}
+
+int gpt_moe_flags_specs(ArgSpec *specs, GPTConfig *m, GPTFlagText *t) {
+    const ArgSpec table[GPT_MOE_FLAGS_N] = {
+        {"--num-experts", ARG_INT, &m->num_experts, "mixture of experts: E experts in the layers --moe-layer-freq names (0: dense MLPs)"},
+        {"--moe-router-topk", ARG_INT, &m->moe_topk, "experts per token K (2)"},
+        {"--moe-ffn-hidden-size", ARG_INT, &m->moe_ffn_hidden_size, "each expert's MLP hidden size (0: --ffn-hidden-size)"},
+        {"--moe-layer-freq", ARG_STR, &t->moe_layer_freq, "which layers are MoE: an int N (every N-th, from layer 0) or a list of 0/1 per layer such as '([1]*3+[0])*2' (1: all)"},
+        {"--moe-router-score-function", ARG_STR, &t->moe_score, "softmax (default) | sigmoid"},
+        {"--moe-router-pre-softmax", ARG_BOOL, &m->moe_pre_softmax, "softmax over all experts before the top-k (default: softmax over the K chosen logits)"},
+        {"--moe-router-topk-scaling-factor", ARG_FLOAT, &m->moe_topk_scaling, "scale the routing weights by this (0: none)"},
+        {"--moe-router-load-balancing-type", ARG_STR, &t->moe_lb, "aux_loss (default, per micro-batch) | seq_aux_loss (per sequence) | none"},
+        {"--moe-aux-loss-coeff", ARG_FLOAT, &m->moe_aux_coeff, "weight of the load-balancing loss (0)"},
+        {"--moe-z-loss-coeff", ARG_FLOAT, &m->moe_z_coeff, "weight of the router z-loss (0: none)"},
+        {"--moe-token-dispatcher-type", ARG_STR, &t->moe_dispatcher, "allgather (default) | alltoall: the same result in megac (expert-parallel 1: tokens stay on their rank)"},
+        {"--moe-grouped-gemm", ARG_BOOL, &t->moe_grouped_gemm, "accepted, no effect: megac always runs the local experts as one GEMM pair per expert, in expert order"},
+        {"--moe-shared-expert-intermediate-size", ARG_INT, &m->moe_shared_ffn, "a shared expert of this hidden size (not implemented yet: refused)"},
+        {"--moe-router-enable-expert-bias", ARG_BOOL, &t->moe_expert_bias, "aux-loss-free balancing with an expert bias (not implemented yet: refused)"},
+        {"--moe-router-bias-update-rate", ARG_FLOAT, &t->moe_bias_rate, "with --moe-router-enable-expert-bias: the bias step (1e-3)"},
+        {"--moe-expert-capacity-factor", ARG_FLOAT, &t->moe_capacity, "token capacity per expert (not implemented yet: refused; megac is dropless)"},
+        {"--moe-token-drop-policy", ARG_STR, &t->moe_drop_policy, "with a capacity factor: probs | position"},
+        {"--moe-pad-expert-input-to-capacity", ARG_BOOL, &t->moe_pad, "with a capacity factor: pad each expert's rows (refused with it)"},
+        {"--expert-model-parallel-size", ARG_INT, &t->ep, "EP: ranks sharing the experts (1; larger is not implemented yet)"},
+        {"--expert-tensor-parallel-size", ARG_INT, &t->etp, "expert tensor parallelism (1: experts replicated over TP; megac's default, Megatron's is TP)"},
+    };
+    memcpy(specs, table, sizeof table);
+    return GPT_MOE_FLAGS_N;
+}
+
+void gpt_moe_flags_finish(GPTConfig *m, const GPTFlagText *t) {
+    const char *sc = t->moe_score, *lb = t->moe_lb, *d = t->moe_dispatcher;
+    if (strcmp(sc, "softmax") && strcmp(sc, "sigmoid"))
+        core_usage_error("--moe-router-score-function must be softmax or sigmoid, got '%s'", sc);
+    m->moe_sigmoid = !strcmp(sc, "sigmoid");
+    if (m->moe_sigmoid && m->moe_pre_softmax)
+        core_usage_error("--moe-router-pre-softmax is for --moe-router-score-function softmax");
+    if (!strcmp(lb, "aux_loss")) m->moe_load_balancing = GPT_MOE_LB_AUX;
+    else if (!strcmp(lb, "seq_aux_loss")) m->moe_load_balancing = GPT_MOE_LB_SEQ_AUX;
+    else if (!strcmp(lb, "none")) m->moe_load_balancing = GPT_MOE_LB_NONE;
+    else core_usage_error("--moe-router-load-balancing-type must be aux_loss, seq_aux_loss or none, got '%s'", lb);
+    if (strcmp(d, "allgather") && strcmp(d, "alltoall"))
+        core_usage_error("--moe-token-dispatcher-type must be allgather or alltoall, got '%s'", d);
+    if (strlen(t->moe_layer_freq) >= sizeof m->moe_layer_freq)
+        core_usage_error("--moe-layer-freq is longer than %zu characters", sizeof m->moe_layer_freq - 1);
+    snprintf(m->moe_layer_freq, sizeof m->moe_layer_freq, "%s", t->moe_layer_freq);
+    if (m->num_experts == 0) return;
+    if (m->moe_shared_ffn)
+        core_usage_error("--moe-shared-expert-intermediate-size: shared experts are not implemented yet");
+    if (t->moe_expert_bias)
+        core_usage_error("--moe-router-enable-expert-bias: aux-loss-free balancing is not implemented yet");
+    if (t->moe_capacity < 0) core_usage_error("--moe-expert-capacity-factor must be > 0, got %g", t->moe_capacity);
+    if (t->moe_capacity > 0 || t->moe_pad)
+        core_usage_error("--moe-expert-capacity-factor %g: token dropping is not implemented yet "
+                         "(megac's experts are dropless, Megatron's default)", t->moe_capacity);
+    if (t->ep != 1)
+        core_usage_error("--expert-model-parallel-size %d: expert parallelism is not implemented yet "
+                         "(1: every data-parallel rank holds all experts)", t->ep);
+    if (t->etp < 1) core_usage_error("--expert-tensor-parallel-size must be >= 1, got %d", t->etp);
+}

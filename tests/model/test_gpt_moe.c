@@ -1,0 +1,179 @@
+// tests/model/test_gpt_moe.c: mixture-of-experts layers (model/gpt_moe.h) on one rank.
+// --moe-layer-freq's forms (an int, Megatron's list expressions) and their refusals; the
+// parameter table of a mixed model (dense and MoE layers, stacked experts, the tensor ids of
+// dense tensors unchanged); and the gradient of the whole objective (mean language-model loss
+// + load-balancing loss + z-loss, softmax and sigmoid routers, GELU and SwiGLU experts,
+// aux_loss and seq_aux_loss) against central finite differences of the same objective, for a
+// few elements of every tensor. Finite differences that change a token's choice of experts
+// are not differentiable points: elements whose two probes route differently are skipped
+// and counted (few, and never most of a tensor).
+#include "model/gpt.h"
+#include "model/gpt_moe.h"
+#include "core/check.h"
+#include "tests/testing.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static void layer_freq(void) {
+    GPTConfig c = {.num_layers = 8, .num_experts = 4, .moe_topk = 2};
+    struct { const char *f; const char *want; } ok[] = {
+        {"1", "11111111"}, {"2", "10101010"}, {"3", "10010010"}, {"", "11111111"},
+        {"[0,1,0,1,1,1,0,0]", "01011100"}, {"([1]*3+[0])*2", "11101110"},
+        {"[1]*2 + [0]*6", "11000000"}, {"([0]+[1])*4", "01010101"},
+    };
+    for (size_t k = 0; k < sizeof ok / sizeof ok[0]; k++) {
+        snprintf(c.moe_layer_freq, sizeof c.moe_layer_freq, "%s", ok[k].f);
+        char err[200] = "", got[9] = {0};
+        EXPECT(gpt_moe_check(&c, err, sizeof err) == 0, "'%s' refused: %s", ok[k].f, err);
+        for (int l = 0; l < 8; l++) got[l] = (char)('0' + gpt_moe_layer(&c, l));
+        EXPECT(!strcmp(got, ok[k].want), "'%s': layers %s, want %s", ok[k].f, got, ok[k].want);
+    }
+    struct { const char *f; const char *msg; } bad[] = {
+        {"[1,0]", "has 2 entries, num-layers is 8"}, {"[0]*8", "names no layer"},
+        {"0", "an interval must be >= 1"}, {"[1,2]*4", "not an int or a list"},
+        {"([1]*3", "not an int or a list"}, {"[1]*x", "not an int or a list"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        snprintf(c.moe_layer_freq, sizeof c.moe_layer_freq, "%s", bad[k].f);
+        char err[200] = "";
+        EXPECT(gpt_moe_check(&c, err, sizeof err) == -1 && strstr(err, bad[k].msg),
+               "'%s': %s (want '%s')", bad[k].f, err, bad[k].msg);
+    }
+    c.moe_topk = 5;
+    snprintf(c.moe_layer_freq, sizeof c.moe_layer_freq, "1");
+    char err[200] = "";
+    EXPECT(gpt_moe_check(&c, err, sizeof err) == -1 && strstr(err, "topk 5"), "top-k > E: %s", err);
+}
+
+static const GPTConfig BASE = {.num_layers = 2, .hidden_size = 16, .num_heads = 2,
+                               .ffn_hidden_size = 32, .seq_length = 8,
+                               .max_position_embeddings = 8, .vocab_size = 50,
+                               .vocab_divisible_by = 16, .num_experts = 4, .moe_topk = 2,
+                               .moe_ffn_hidden_size = 24, .moe_layer_freq = "[0,1]"};
+
+// Layer 0 dense, layer 1 MoE: the dense tensors keep their names and ids; the MoE layer has
+// the router (E, C) and stacked experts, no dense MLP.
+static void table(Backend *be) {
+    GPTConfig dense = BASE;
+    dense.num_experts = 0;
+    GPT *d = gpt_create(&dense, be, 1, 0, 1, 0, 1, 1, 5, 16, 0, NULL);
+    GPT *m = gpt_create(&BASE, be, 1, 0, 1, 0, 1, 1, 5, 16, 0, NULL);
+    int r = gpt_param_index(m, "layers.1.mlp.router.weight");
+    int fc = gpt_param_index(m, "layers.1.mlp.experts.fc.weight");
+    int pr = gpt_param_index(m, "layers.1.mlp.experts.proj.weight");
+    EXPECT(r >= 0 && m->params[r].rows == 4 && m->params[r].cols == 16, "router (4, 16)");
+    EXPECT(fc >= 0 && m->params[fc].rows == 4 * 24 && m->params[fc].cols == 16, "experts fc (96, 16)");
+    EXPECT(pr >= 0 && m->params[pr].rows == 4 * 16 && m->params[pr].cols == 24, "experts proj (64, 24)");
+    EXPECT(gpt_param_index(m, "layers.1.mlp.fc.weight") < 0 && gpt_param_index(m, "layers.0.mlp.fc.weight") >= 0,
+           "the dense MLP only in layer 0");
+    EXPECT(m->w.blocks[1].routerw && !m->w.blocks[0].routerw, "router view in the MoE layer only");
+    EXPECT(m->block_param[2] - m->block_param[1] == 13 && m->block_param[1] - m->block_param[0] == 12,
+           "tensors per layer: 12 dense, 13 MoE (got %d, %d)", m->block_param[1] - m->block_param[0],
+           m->block_param[2] - m->block_param[1]);
+    for (int i = 0; i < d->n_params; i++) {  // the tensors both have: same id, same values
+        int j = gpt_param_index(m, d->params[i].name);
+        if (j < 0) continue;
+        EXPECT(d->params[i].tensor_id == m->params[j].tensor_id, "%s: id", d->params[i].name);
+        EXPECT(!memcmp(d->param_mem + d->params[i].offset, m->param_mem + m->params[j].offset,
+                       d->params[i].numel * sizeof(float)), "%s: values", d->params[i].name);
+    }
+    gpt_destroy(d);
+    gpt_destroy(m);
+}
+
+// The objective: mean lm loss + the MoE layers' load-balancing and z losses (read from the
+// step statistics after a backward with loss scale 1/N, so aux_scale = 1).
+static double objective(GPT *m, Comm *tp, const int *tok, const int *tgt, unsigned *route_sig) {
+    gpt_moe_stats_reset(m);
+    gpt_zero_grads(m);
+    gpt_forward(m, tp, 0, tok, tgt);
+    double lm = gpt_loss_sum(m, 0) / m->N;
+    gpt_backward(m, tp, 0, NULL, 1.0f / m->N);
+    struct GPTMoE *s = m->moe;
+    double extra = 0;
+    for (int l = 0; l < m->n_layers; l++) extra += s->lb_loss[l] + s->z_loss[l];
+    unsigned h = 2166136261u;  // the routing (chosen experts) of every MoE layer
+    for (int l = 0; l < m->n_layers; l++) {
+        const GPTMoEActs *x = &m->slots[0].layers[l].moe;
+        for (int i = 0; x->idx && i < m->N * m->cfg.moe_topk; i++) h = (h ^ (unsigned)x->idx[i]) * 16777619u;
+    }
+    *route_sig = h;
+    return lm + extra;
+}
+
+static void gradcheck(Backend *be, Comm *tp, GPTConfig cfg, const char *what) {
+    GPT *m = gpt_create(&cfg, be, 1, 0, 1, 0, 2, 1, 42, 16, 0, NULL);
+    int tok[16], tgt[16];
+    for (int i = 0; i < 16; i++) { tok[i] = (i * 7 + 3) % 50; tgt[i] = (i * 11 + 5) % 50; }
+    for (int i = 0; i < m->n_params; i++)  // non-trivial biases and norms
+        if (m->params[i].norm_param || m->params[i].init == INIT_ZERO)
+            for (size_t j = 0; j < m->params[i].numel; j++)
+                m->param_mem[m->params[i].offset + j] += 0.05f * (float)((int)(j * 37 % 11) - 5);
+    int r = gpt_param_index(m, "layers.1.mlp.router.weight");  // a router that matters
+    for (size_t j = 0; j < m->params[r].numel; j++) m->param_mem[m->params[r].offset + j] *= 20.0f;
+    unsigned sig0, sp, sm;
+    objective(m, tp, tok, tgt, &sig0);
+    float *an = malloc(m->n_floats * sizeof(float));
+    memcpy(an, m->grad_mem, m->n_floats * sizeof(float));
+    double worst = 0;
+    int checked = 0, skipped = 0;
+    for (int i = 0; i < m->n_params; i++) {
+        const ParamInfo *p = &m->params[i];
+        for (int k = 0; k < 4; k++) {
+            size_t j = p->offset + (size_t)((k * 7919u + 13u * k) % p->numel);
+            if (p->shard == SHARD_VOCAB) j = p->offset + (size_t)(tok[k] * cfg.hidden_size + k);
+            float keep = m->param_mem[j];
+            const float h = 1e-2f;
+            m->param_mem[j] = keep + h;
+            double lp = objective(m, tp, tok, tgt, &sp);
+            m->param_mem[j] = keep - h;
+            double lm = objective(m, tp, tok, tgt, &sm);
+            m->param_mem[j] = keep;
+            if (sp != sig0 || sm != sig0) {  // a choice flipped: not differentiable here
+                skipped++;
+                continue;
+            }
+            double fd = (lp - lm) / (2.0 * h), g = an[j];
+            double err = fabs(fd - g) / fmax(2e-3, fabs(fd) + fabs(g));
+            if (err > worst) worst = err;
+            EXPECT(err < 5e-2, "%s %s[%zu]: analytic %.6g, finite difference %.6g", what, p->name,
+                   j - p->offset, g, fd);
+            checked++;
+        }
+    }
+    EXPECT(checked > 3 * skipped, "%s: %d checked, %d skipped", what, checked, skipped);
+    printf("moe gradcheck (%s): %d elements of %d tensors (%d skipped: routing flips), worst relative error %.3g\n",
+           what, checked, m->n_params, skipped, worst);
+    free(an);
+    gpt_destroy(m);
+}
+
+int main(int argc, char **argv) {
+    MPI_CHECK(MPI_Init(&argc, &argv));
+    int self = 0;
+    Comm *one = comm_mpi_create(MPI_COMM_SELF, "tp", &self, 60);
+    Backend *be = backend_cpu_create(1, BACKEND_F32);
+    layer_freq();
+    table(be);
+    GPTConfig c = BASE;
+    gradcheck(be, one, c, "softmax, no balancing loss");
+    c.moe_aux_coeff = 0.3;
+    c.moe_z_coeff = 0.05;
+    gradcheck(be, one, c, "softmax, aux_loss + z-loss");
+    c.moe_load_balancing = GPT_MOE_LB_SEQ_AUX;
+    c.moe_pre_softmax = 1;
+    gradcheck(be, one, c, "pre-softmax, seq_aux_loss + z-loss");
+    c = BASE;
+    c.moe_sigmoid = 1;
+    c.moe_topk_scaling = 2.0;
+    c.moe_aux_coeff = 0.3;
+    c.activation = BACKEND_ACT_SWIGLU;
+    c.disable_bias_linear = 1;
+    snprintf(c.moe_layer_freq, sizeof c.moe_layer_freq, "1");
+    gradcheck(be, one, c, "sigmoid, scaling 2, SwiGLU experts, every layer");
+    backend_destroy(be);
+    comm_destroy(one);
+    MPI_CHECK(MPI_Finalize());
+    return test_result("test_gpt_moe");
+}
