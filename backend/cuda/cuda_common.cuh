@@ -10,13 +10,15 @@
 // only through <mma.h>'s nvcuda::wmma 16x16x16 (emulated: emu/include/mma.h); ints use
 // ternaries, not min/max (the host compiler has no device overloads); shared memory beyond
 // 48 KB needs cudaFuncSetAttribute (none here so far); bf16/fp16 values only through
-// load_f32 / store_from_f32 (the emulator's __nv_bfloat16 and __half have no operators or
-// conversions from float: emu/include/cuda_bf16.h, cuda_fp16.h).
+// load_f32 / store_from_f32 or vec16_f32 / vec16_set (the emulator's __nv_bfloat16 and
+// __half have no operators or conversions from float: emu/include/cuda_bf16.h, cuda_fp16.h);
+// 16-byte accesses only through vec16_load / vec16_store (they fall back to scalars).
 #pragma once
 #include "backend/cuda/cuda_internal.h"
 
 #include <cuda_bf16.h>  // defines: __nv_bfloat16, __float2bfloat16_rn, __bfloat162float
 #include <cuda_fp16.h>  // defines: __half, __float2half_rn, __half2float
+#include <string.h>     // defines: memcpy (the 16-byte word into Vec16 and back)
 
 #ifdef MEGAC_CUDA_EMU
 #include "backend/cuda/emu/emu_kernel.h"  // defines: threadIdx, __syncthreads, emu_launch
@@ -49,6 +51,79 @@ static __device__ __forceinline__ float load_f32(const __half *p) { return __hal
 static __device__ __forceinline__ void store_from_f32(float *p, float v) { *p = v; }
 static __device__ __forceinline__ void store_from_f32(__nv_bfloat16 *p, float v) { *p = __float2bfloat16_rn(v); }
 static __device__ __forceinline__ void store_from_f32(__half *p, float v) { *p = __float2half_rn(v); }
+
+// A fully unrolled loop (nvcc: per-thread arrays indexed by the loop stay in registers); the
+// emulator's host compiler gets nothing (it would warn about an unknown pragma).
+#ifdef MEGAC_CUDA_EMU
+#define CUDA_UNROLL
+#else
+#define CUDA_UNROLL _Pragma("unroll")
+#endif
+
+// --- 16-byte access (128-bit loads and stores) -------------------------------------------------
+// Vec16<T> is 16 bytes of T: 8 bf16/fp16 or 4 fp32 (Vec16<T>::N). vec16_load / vec16_store move
+// the first n (0 <= n <= N) elements at p: one 16-byte access when n == N and p is 16-byte
+// aligned, else n scalar accesses (the tail of a row or array, or a misaligned pointer: a
+// row-major (rows, C) buffer has 16-byte aligned rows only when C * sizeof(T) % 16 == 0);
+// elements past n load as zero and are not stored. The 16-byte word is the CUDA vector type
+// uint4 on the GPU (ld/st.global.v4) and a 16-byte aligned struct under the emulator.
+// vec16_f32 / vec16_set read and write element i in fp32 (load_f32 / store_from_f32).
+#ifdef MEGAC_CUDA_EMU
+struct __align__(16) vec16_word { unsigned int x, y, z, w; };
+#else
+typedef uint4 vec16_word;
+#endif
+template <typename T>
+struct __align__(16) Vec16 {
+    static constexpr int N = 16 / (int)sizeof(T);
+    T v[16 / sizeof(T)];
+};
+
+template <typename T>
+static __device__ __forceinline__ bool vec16_aligned(const T *p) {
+    return ((unsigned long long)(size_t)p & 15ull) == 0;
+}
+
+template <typename T>
+static __device__ __forceinline__ Vec16<T> vec16_load(const T *p, int n) {
+    Vec16<T> r;
+    if (n == Vec16<T>::N && vec16_aligned(p)) {
+        vec16_word w = *reinterpret_cast<const vec16_word *>(p);
+        memcpy(&r, &w, sizeof w);
+    } else {
+CUDA_UNROLL
+        for (int i = 0; i < Vec16<T>::N; i++) {
+            if (i < n) r.v[i] = p[i];
+            else store_from_f32(&r.v[i], 0.0f);
+        }
+    }
+    return r;
+}
+
+template <typename T>
+static __device__ __forceinline__ void vec16_store(T *p, const Vec16<T> &r, int n) {
+    if (n == Vec16<T>::N && vec16_aligned(p)) {
+        vec16_word w;
+        memcpy(&w, &r, sizeof w);
+        *reinterpret_cast<vec16_word *>(p) = w;
+    } else {
+CUDA_UNROLL
+        for (int i = 0; i < Vec16<T>::N; i++)
+            if (i < n) p[i] = r.v[i];
+    }
+}
+
+template <typename T>
+static __device__ __forceinline__ float vec16_f32(const Vec16<T> &r, int i) { return load_f32(&r.v[i]); }
+template <typename T>
+static __device__ __forceinline__ void vec16_set(Vec16<T> &r, int i, float v) { store_from_f32(&r.v[i], v); }
+
+// Elements of chunk k of a length-n array in chunks of N: N, fewer for the last, 0 past it.
+// Pure.
+static __device__ __forceinline__ int vec16_count(size_t n, size_t k, int N) {
+    size_t at = k * (size_t)N;
+    return at >= n ? 0 : n - at < (size_t)N ? (int)(n - at) : N;
+}
 
 // Calls fn<T>(...) with T the storage type of `act` (a BackendDType): how every launcher
 // picks the kernel instantiation for the backend's activations.
