@@ -44,7 +44,7 @@ typedef struct {
 
 #define CUDA_GEMM_CACHE 256              // distinct GEMM keys: ~20 shapes x pointer alignments
 #define CUDA_WORKSPACE_BYTES (32u << 20)  // cuBLASLt workspace (Hopper wants 32 MiB)
-#define CUDA_PARTIALS 65536              // doubles of reduction scratch (partial sums)
+#define CUDA_PARTIALS (1 << 20)          // doubles of reduction scratch (partial sums; 8 MiB)
 #define CUDA_STAGING_BYTES (1u << 20)    // pinned host staging for small host->device copies
 
 typedef struct {

@@ -1,11 +1,15 @@
 // backend/cuda/cuda_norm.cu: launchers of LayerNorm, RMSNorm, add and the column sums
-// (bias gradients), kernels in norm.cuh. Contracts: backend/backend.h, cuda_internal.h.
+// (bias gradients), kernels in norm.cuh and norm_row.cuh. Contracts: backend/backend.h,
+// cuda_internal.h.
 //
-// Column sums (colsum_acc, layernorm's dweight/dbias) take two passes when there are enough
-// rows: per-chunk partials into the backend's reduction scratch (cuda_state()->partials,
-// seen as floats), then an ordered sum over chunks. The scratch is reused by later ops; the
-// single stream orders them.
-#include "backend/cuda/norm.cuh"  // defines: the kernels, NORM_THREADS, NORM_ROWLANES
+// Norms run norm_row.cuh's block-per-row kernels (16-byte accesses; the backward one kernel
+// plus norm_finish_kernel) when a row fits NORM_ROW_MAX_ELEMS elements per thread of at most
+// NORM_ROW_MAX_THREADS threads (C <= 8192), else norm.cuh's per-warp
+// kernels and column sums. Column sums (colsum_acc, parameter gradients) take two passes
+// when there are enough rows: per-chunk partials into the backend's reduction scratch
+// (cuda_state()->partials, seen as floats), then an ordered sum over chunks. The scratch is
+// reused by later ops; the single stream orders them.
+#include "backend/cuda/norm_row.cuh"  // defines: the kernels, NORM_THREADS, NORM_ROWLANES
 
 #define NORM_SCRATCH_FLOATS (2 * (long long)CUDA_PARTIALS)  // partials (doubles) as floats
 #define NORM_MIN_ROWS 64      // rows per chunk at least (fewer chunks: less second pass)
@@ -47,11 +51,9 @@ static void norm_colsum(Backend *be, float *acc_b, float *acc_w, const void *dy,
     float *part_w = acc_w ? scratch + (acc_b ? (size_t)nchunk * C : 0) : (float *)NULL;
     CUDA_LAUNCH(colsum_partial_kernel<T>, grid, NORM_THREADS, 0, st, part_b, part_w, y, x, mean,
                 rstd, N, C, rows_per, 0);
-    unsigned blocks = cuda_blocks((size_t)C, NORM_THREADS, NORM_GRID_CAP);
-    if (acc_b) CUDA_LAUNCH(colsum_finish_kernel, blocks, NORM_THREADS, 0, st, acc_b,
-                           (const float *)part_b, nchunk, C);
-    if (acc_w) CUDA_LAUNCH(colsum_finish_kernel, blocks, NORM_THREADS, 0, st, acc_w,
-                           (const float *)part_w, nchunk, C);
+    CUDA_LAUNCH(norm_finish_kernel, cuda_blocks((size_t)C, NORM_THREADS, NORM_GRID_CAP),
+                NORM_THREADS, 0, st, acc_b, (const float *)part_b, acc_w, (const float *)part_w,
+                nchunk, C);
 }
 
 // acc (C, fp32) += column sums of x (N, C, be->act); each column in a fixed order for a shape.
@@ -61,9 +63,82 @@ void cuda_colsum_acc(Backend *be, float *acc, const void *x, int N, int C) {
                  N, C);
 }
 
+// --- block-per-row kernels (norm_row.cuh) ---------------------------------------------------
+// Chunks per thread (1 or norm_row_vpt<T>) and threads per block of a row of C elements of T,
+// or 0 when the row is too long for norm_row.cuh. Depend only on (C, T). Pure.
+template <typename T>
+static constexpr int norm_row_vpt() { return NORM_ROW_MAX_ELEMS / Vec16<T>::N; }
+template <typename T>
+static int norm_row_shape(int C, int *threads) {
+    long long chunks = (C + Vec16<T>::N - 1) / Vec16<T>::N;
+    int vpt = chunks <= NORM_ROW_MAX_THREADS ? 1
+              : chunks <= (long long)norm_row_vpt<T>() * NORM_ROW_MAX_THREADS ? norm_row_vpt<T>() : 0;
+    if (vpt == 0) return 0;
+    long long t = (chunks + vpt - 1) / vpt;
+    *threads = (int)((t + WARP - 1) / WARP * WARP);
+    return vpt;
+}
+
+// LayerNorm (rms 0) or RMSNorm (rms 1) forward of N rows by norm_row_forward_kernel; 0 when
+// the row is too long for it (nothing launched).
+template <typename T, bool RMS>
+static int norm_row_forward(Backend *be, void *out, float *mean, float *rstd, const void *inp,
+                            const void *weight, const void *bias, int N, int C, float w0) {
+    int threads = 0, vpt = norm_row_shape<T>(C, &threads);
+    if (vpt == 0) return 0;
+    unsigned blocks = cuda_blocks((size_t)N, 1, NORM_GRID_CAP);  // a block per row
+    cudaStream_t st = cuda_stream(be);
+    if (vpt == 1)
+        CUDA_LAUNCH((norm_row_forward_kernel<T, 1, RMS>), blocks, threads, 0, st, (T *)out, mean,
+                    rstd, (const T *)inp, (const T *)weight, (const T *)bias, N, C, w0);
+    else
+        CUDA_LAUNCH((norm_row_forward_kernel<T, norm_row_vpt<T>(), RMS>), blocks, threads, 0, st,
+                    (T *)out, mean, rstd, (const T *)inp, (const T *)weight, (const T *)bias, N,
+                    C, w0);
+    return 1;
+}
+
+// Backward of norm_row_forward: one norm_row_backward_kernel launch (dinp, per-block column
+// partials), then norm_finish_kernel adds the blocks' partials in order (skipped with one
+// block, which adds into dweight/dbias itself). The block count depends only on (N, C): at
+// least NORM_ROW_MIN_ROWS rows a block, at most NORM_MAX_CHUNKS blocks and as many as the
+// scratch holds partials for. 0 when the row is too long (nothing launched).
+#define NORM_ROW_MIN_ROWS 16
+template <typename T, bool RMS>
+static int norm_row_backward(Backend *be, void *dinp, float *dweight, float *dbias,
+                             const void *dout, const void *inp, const void *weight,
+                             const float *mean, const float *rstd, int N, int C, float w0) {
+    int threads = 0, vpt = norm_row_shape<T>(C, &threads);
+    if (vpt == 0) return 0;
+    int nout = (dweight != NULL) + (dbias != NULL);
+    long long cap = nout ? NORM_SCRATCH_FLOATS / ((long long)nout * C) : NORM_GRID_CAP;
+    cap = cap > NORM_MAX_CHUNKS ? NORM_MAX_CHUNKS : cap < 1 ? 1 : cap;
+    unsigned blocks = cuda_blocks((size_t)N, NORM_ROW_MIN_ROWS, (unsigned)cap);
+    int add = blocks == 1;
+    float *scratch = (float *)cuda_state(be)->partials;  // (nout, blocks, C)
+    float *part_b = !dbias ? (float *)NULL : add ? dbias : scratch;
+    float *part_w = !dweight ? (float *)NULL : add ? dweight
+                    : scratch + (dbias ? (size_t)blocks * C : 0);
+    cudaStream_t st = cuda_stream(be);
+    if (vpt == 1)
+        CUDA_LAUNCH((norm_row_backward_kernel<T, 1, RMS>), blocks, threads, 0, st, (T *)dinp,
+                    part_b, part_w, (const T *)dout, (const T *)inp, (const T *)weight, mean,
+                    rstd, N, C, w0, add);
+    else
+        CUDA_LAUNCH((norm_row_backward_kernel<T, norm_row_vpt<T>(), RMS>), blocks, threads, 0, st,
+                    (T *)dinp, part_b, part_w, (const T *)dout, (const T *)inp,
+                    (const T *)weight, mean, rstd, N, C, w0, add);
+    if (nout && !add)
+        CUDA_LAUNCH(norm_finish_kernel, cuda_blocks((size_t)C, NORM_THREADS, NORM_GRID_CAP),
+                    NORM_THREADS, 0, st, dbias, (const float *)part_b, dweight,
+                    (const float *)part_w, (int)blocks, C);
+    return 1;
+}
+
 template <typename T>
 static void layernorm_forward_t(Backend *be, void *out, float *mean, float *rstd, const void *inp,
                                 const void *weight, const void *bias, int N, int C, float w0) {
+    if (norm_row_forward<T, false>(be, out, mean, rstd, inp, weight, bias, N, C, w0)) return;
     unsigned blocks = cuda_blocks((size_t)N, NORM_ROWLANES, NORM_GRID_CAP);  // warp per row
     CUDA_LAUNCH(layernorm_forward_kernel<T>, blocks, NORM_THREADS, 0, cuda_stream(be), (T *)out,
                 mean, rstd, (const T *)inp, (const T *)weight, (const T *)bias, N, C, w0);
@@ -73,6 +148,9 @@ template <typename T>
 static void layernorm_backward_t(Backend *be, void *dinp, float *dweight, float *dbias,
                                  const void *dout, const void *inp, const void *weight,
                                  const float *mean, const float *rstd, int N, int C, float w0) {
+    if (norm_row_backward<T, false>(be, dinp, dweight, dbias, dout, inp, weight, mean, rstd, N,
+                                    C, w0))
+        return;
     if (dinp) {
         unsigned blocks = cuda_blocks((size_t)N, NORM_ROWLANES, NORM_GRID_CAP);
         CUDA_LAUNCH(layernorm_dinp_kernel<T>, blocks, NORM_THREADS, 0, cuda_stream(be), (T *)dinp,
@@ -98,13 +176,15 @@ static void rmsnorm_dweight(Backend *be, float *dweight, const void *dout, const
     CUDA_LAUNCH(rmsnorm_dweight_partial_kernel<T>, grid, NORM_THREADS, 0, st, part,
                 (const T *)dout, (const T *)inp, rstd, N, C, rows_per, nchunk == 1);
     if (nchunk > 1)
-        CUDA_LAUNCH(rmsnorm_dweight_finish_kernel, cuda_blocks((size_t)C, NORM_THREADS, NORM_GRID_CAP),
-                    NORM_THREADS, 0, st, dweight, (const float *)part, nchunk, C);
+        CUDA_LAUNCH(norm_finish_kernel, cuda_blocks((size_t)C, NORM_THREADS, NORM_GRID_CAP),
+                    NORM_THREADS, 0, st, (float *)NULL, (const float *)NULL, dweight,
+                    (const float *)part, nchunk, C);
 }
 
 template <typename T>
 static void rmsnorm_forward_t(Backend *be, void *out, float *rstd, const void *inp,
                               const void *weight, int N, int C, float w0) {
+    if (norm_row_forward<T, true>(be, out, NULL, rstd, inp, weight, NULL, N, C, w0)) return;
     unsigned blocks = cuda_blocks((size_t)N, NORM_ROWLANES, NORM_GRID_CAP);  // warp per row
     CUDA_LAUNCH(rmsnorm_forward_kernel<T>, blocks, NORM_THREADS, 0, cuda_stream(be), (T *)out,
                 rstd, (const T *)inp, (const T *)weight, N, C, w0);
@@ -115,6 +195,9 @@ template <typename T>
 static void rmsnorm_backward_t(Backend *be, void *dinp, float *dweight, const void *dout,
                                const void *inp, const void *weight, const float *rstd, int N,
                                int C, float w0) {
+    if (norm_row_backward<T, true>(be, dinp, dweight, NULL, dout, inp, weight, NULL, rstd, N, C,
+                                   w0))
+        return;
     cudaStream_t st = cuda_stream(be);
     if (dinp) {
         unsigned blocks = cuda_blocks((size_t)N, NORM_ROWLANES, NORM_GRID_CAP);

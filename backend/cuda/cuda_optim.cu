@@ -8,7 +8,7 @@
 
 #define OPT_MULTI_X_CAP 512     // adamw_multi: blocks per segment at most
 #define OPT_REDUCE_BLOCKS 1024  // reductions: partials per range at most
-#define OPT_REDUCE_SEGS 64      // sum_squares_multi: grid.y at most (64 * 1024 = CUDA_PARTIALS)
+#define OPT_REDUCE_SEGS 64      // sum_squares_multi: grid.y at most (64 * 1024 <= CUDA_PARTIALS)
 #define OPT_Y_CAP 65535u        // CUDA's grid.y limit
 
 // 1 - beta^step in double, cast to float (as the CPU backend). Pure.

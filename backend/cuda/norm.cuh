@@ -4,8 +4,9 @@
 //
 // Reductions over rows are deterministic without atomics: a first pass sums fixed chunks of
 // rows into per-chunk partials (scratch), a second pass adds the chunks in order. The chunk
-// count depends only on the shape, so the bits are the same on every run. Layernorm rows are
-// independent: one warp per row, the row's sums by warp shuffles (warp_sum's fixed order).
+// count depends only on the shape, so the bits are the same on every run. The LayerNorm and
+// RMSNorm kernels here (one warp per row, the row's sums by warp_sum's fixed order) serve rows
+// too long for norm_row.cuh's block-per-row 16-byte kernels, which serve the rest.
 // Activation-typed buffers are of the template type T (float, __nv_bfloat16, __half: see
 // load_f32 / store_from_f32); statistics, partial sums and parameter gradients are fp32.
 #pragma once
@@ -53,16 +54,23 @@ static __global__ void colsum_partial_kernel(float *out_b, float *out_w, const T
     if (out_w) out_w[at] = add ? out_w[at] + tw : tw;
 }
 
-// acc (C) += sum over k of part (nchunk, C), k in order; one thread per column (grid-stride).
-static __global__ void colsum_finish_kernel(float *acc, const float *part, int nchunk, int C) {
+// acc_b (C) += sum over k of part_b (nchunk, C), k in order, and the same for acc_w/part_w
+// (either pair skipped when its acc is NULL); one thread per column (grid-stride). The second
+// pass of every column sum here and of norm_row.cuh's backward.
+static __global__ void norm_finish_kernel(float *acc_b, const float *part_b, float *acc_w,
+                                          const float *part_w, int nchunk, int C) {
     for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < C; c += gridDim.x * blockDim.x) {
-        float s = 0.0f;
-        for (int k = 0; k < nchunk; k++) s += part[(size_t)k * C + c];
-        acc[c] += s;
+        float sb = 0.0f, sw = 0.0f;
+        for (int k = 0; k < nchunk; k++) {
+            if (acc_b) sb += part_b[(size_t)k * C + c];
+            if (acc_w) sw += part_w[(size_t)k * C + c];
+        }
+        if (acc_b) acc_b[c] += sb;
+        if (acc_w) acc_w[c] += sw;
     }
 }
 
-// --- layernorm -----------------------------------------------------------------------------
+// --- layernorm (rows longer than norm_row.cuh's kernels take) -------------------------------
 // One warp per row (grid-stride over rows; the loop bound is warp-uniform, so every lane
 // reaches each shuffle). out (N, C), mean (N) and rstd (N) (each may be NULL), inp (N, C),
 // weight (C), bias (C); out, inp, weight, bias of type T; the gamma is w0 + weight (w0 1 with
@@ -118,7 +126,7 @@ static __global__ void layernorm_dinp_kernel(T *dinp, const T *dout, const T *in
     }
 }
 
-// --- RMSNorm: one warp per row (grid-stride; the loop bound is warp-uniform) ----------------
+// --- RMSNorm: one warp per row (grid-stride; the loop bound is warp-uniform; long rows) -----
 // out (N, C) = inp * rstd * weight, rstd (N) = 1 / sqrt(mean(inp^2) + eps) saved when not NULL.
 template <typename T>
 static __global__ void rmsnorm_forward_kernel(T *out, float *rstd, const T *inp, const T *weight,
@@ -159,7 +167,8 @@ static __global__ void rmsnorm_dinp_kernel(T *dinp, const T *dout, const T *inp,
 // Sums over rows of dout * inp * rstd (RMSNorm's dweight), in two passes as norm.cuh's
 // column sums: block = 32 columns x 8 row lanes, grid.x = column tiles, grid.y = chunks of
 // rows_per rows; lane y sums rows r0+y, r0+y+8, ... in order, lane 0 adds the 8 lane sums in
-// order into out (nchunk, C) partials, or with `add` (one chunk) into dweight itself.
+// order into out (nchunk, C) partials, or with `add` (one chunk) into dweight itself; the
+// partials' second pass is norm_finish_kernel.
 template <typename T>
 static __global__ void rmsnorm_dweight_partial_kernel(float *out, const T *dout, const T *inp,
                                                       const float *rstd, int N, int C,
@@ -178,16 +187,6 @@ static __global__ void rmsnorm_dweight_partial_kernel(float *out, const T *dout,
     for (int k = 0; k < NORM_ROWLANES; k++) t += sh[k][col];
     size_t at = add ? (size_t)c : (size_t)blockIdx.y * C + c;
     out[at] = add ? out[at] + t : t;
-}
-
-// dweight (C) += sum over k of part (nchunk, C), k in order; one thread per column.
-static __global__ void rmsnorm_dweight_finish_kernel(float *dweight, const float *part, int nchunk,
-                                                     int C) {
-    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < C; c += gridDim.x * blockDim.x) {
-        float s = 0.0f;
-        for (int k = 0; k < nchunk; k++) s += part[(size_t)k * C + c];
-        dweight[c] += s;
-    }
 }
 
 // --- pointwise (grid-stride over n; buffers of type T) -------------------------------------------

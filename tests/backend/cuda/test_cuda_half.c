@@ -296,6 +296,8 @@ int main(int argc, char **argv) {
         check_matmul(&h, 37, quick ? 40 : 100, 67);
         if (!quick) check_matmul(&h, 130, 100, 67);  // two-pass column sums for dbias
         check_layernorm(&h, quick ? 37 : 130, quick ? 40 : 100);  // 130 rows: two-pass colsums
+        if (!quick) check_layernorm(&h, 67, 256);  // 16-byte aligned rows: 16-byte accesses
+        if (!quick) check_layernorm(&h, 5, 4200);  // 2 chunks of 8 a thread (norm_row.cuh)
         check_pointwise(&h, quick ? 1000 : 3000);
         check_adamw_copy(&h);
         test_failures_ += cuda_half_attn(&h);

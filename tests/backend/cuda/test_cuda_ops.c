@@ -276,6 +276,8 @@ int main(int argc, char **argv) {
     check_attention(&t, 2, quick ? 17 : 65, 3, 24);
     if (!quick) check_matmul(&t, 130, 100, 67);  // enough rows for two-pass column sums
     check_layernorm(&t, quick ? 70 : 130, quick ? 40 : 768);  // two-pass dweight/dbias
+    if (!quick) check_layernorm(&t, 5, 2500);  // 4 chunks of 16 bytes a thread (norm_row.cuh)
+    if (!quick) check_layernorm(&t, 3, 8200);  // too long a row for it: the per-warp kernels
     test_failures_ += cuda_ops_vocab(&t);
     test_failures_ += cuda_ops_optim(&t);
     test_failures_ += cuda_ops_flash(&t);
