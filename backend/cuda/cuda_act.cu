@@ -5,13 +5,21 @@
 
 #define ACT_GRID_CAP 4096  // grid-stride kernels: at most this many blocks
 
+// Threads: one per 16-byte chunk of the output (act.cuh): ceil(F / N) chunks a row when
+// gated, ceil(N * F / N) otherwise. Pure.
+template <typename T>
+static size_t act_chunks(int N, int F, BackendAct act) {
+    size_t V = (size_t)Vec16<T>::N;
+    return backend_act_gated(act) ? (size_t)N * ((F + V - 1) / V) : ((size_t)N * F + V - 1) / V;
+}
+
 template <typename T>
 static void act_forward_t(Backend *be, void *out, const void *inp, int N, int F, BackendAct act) {
     size_t n = (size_t)N * F;
-    unsigned blocks = cuda_blocks(n, ACT_THREADS, ACT_GRID_CAP);
+    unsigned blocks = cuda_blocks(act_chunks<T>(N, F, act), ACT_THREADS, ACT_GRID_CAP);
     if (backend_act_gated(act))
         CUDA_LAUNCH(swiglu_forward_kernel<T>, blocks, ACT_THREADS, 0, cuda_stream(be), (T *)out,
-                    (const T *)inp, n, F);
+                    (const T *)inp, N, F);
     else
         CUDA_LAUNCH(act_forward_kernel<T>, blocks, ACT_THREADS, 0, cuda_stream(be), (T *)out,
                     (const T *)inp, n, (int)act);
@@ -27,10 +35,10 @@ template <typename T>
 static void act_backward_t(Backend *be, void *dinp, const void *inp, const void *dout, int N,
                            int F, BackendAct act) {
     size_t n = (size_t)N * F;
-    unsigned blocks = cuda_blocks(n, ACT_THREADS, ACT_GRID_CAP);
+    unsigned blocks = cuda_blocks(act_chunks<T>(N, F, act), ACT_THREADS, ACT_GRID_CAP);
     if (backend_act_gated(act))
         CUDA_LAUNCH(swiglu_backward_kernel<T>, blocks, ACT_THREADS, 0, cuda_stream(be),
-                    (T *)dinp, (const T *)inp, (const T *)dout, n, F);
+                    (T *)dinp, (const T *)inp, (const T *)dout, N, F);
     else
         CUDA_LAUNCH(act_backward_kernel<T>, blocks, ACT_THREADS, 0, cuda_stream(be), (T *)dinp,
                     (const T *)inp, (const T *)dout, n, (int)act);

@@ -234,7 +234,8 @@ void cuda_norm_backward(Backend *be, void *dinp, float *dweight, float *dbias, c
 
 template <typename T>
 static void add_t(Backend *be, void *out, const void *a, const void *b, size_t n) {
-    CUDA_LAUNCH(add_kernel<T>, cuda_blocks(n, NORM_THREADS, NORM_GRID_CAP), NORM_THREADS, 0,
+    size_t chunks = (n + Vec16<T>::N - 1) / Vec16<T>::N;  // a thread per 16-byte chunk
+    CUDA_LAUNCH(add_kernel<T>, cuda_blocks(chunks, NORM_THREADS, NORM_GRID_CAP), NORM_THREADS, 0,
                 cuda_stream(be), (T *)out, (const T *)a, (const T *)b, n);
 }
 

@@ -189,11 +189,18 @@ static __global__ void rmsnorm_dweight_partial_kernel(float *out, const T *dout,
     out[at] = add ? out[at] + t : t;
 }
 
-// --- pointwise (grid-stride over n; buffers of type T) -------------------------------------------
-// out (n) = a + b; out may alias a or b.
+// --- pointwise (grid-stride over the 16-byte chunks of n; buffers of type T) ---------------
+// out (n) = a + b; out may alias a or b (each chunk is read before the same thread writes it).
 template <typename T>
 static __global__ void add_kernel(T *out, const T *a, const T *b, size_t n) {
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x)
-        store_from_f32(out + i, load_f32(a + i) + load_f32(b + i));
+    constexpr int V = Vec16<T>::N;
+    size_t nk = (n + V - 1) / V;
+    for (size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x; k < nk;
+         k += (size_t)gridDim.x * blockDim.x) {
+        int cnt = vec16_count(n, k, V);
+        Vec16<T> x = vec16_load(a + k * V, cnt), y = vec16_load(b + k * V, cnt);
+        CUDA_UNROLL
+        for (int e = 0; e < V; e++) vec16_set(x, e, vec16_f32(x, e) + vec16_f32(y, e));
+        vec16_store(out + k * V, x, cnt);
+    }
 }

@@ -181,6 +181,7 @@ int cuda_half_rest(Half *h) {
     int before = test_failures_;
     check_fused(h, 37, 40, 48);
     check_llama(h, 19, 24);
+    check_llama(h, 7, 20);  // F % 8 != 0: short last chunks, the up half misaligned (scalars)
     check_dropout(h, 2, 20, 2, 16);
     check_window(h, 2, 24, 2, 16);
     return test_failures_ - before;
