@@ -81,7 +81,8 @@ template <typename T>
 static __global__ void swiglu_forward_kernel(T *out, const T *inp, int N, int F) {
     constexpr int V = Vec16<T>::N;
     size_t cpr = (size_t)(F + V - 1) / V, nk = (size_t)N * cpr;
-    for (size_t k = blockIdx.x * (size_t)blockDim.x + threadIdx.x; k < nk; k += (size_t)gridDim.x * blockDim.x) {
+    for (size_t k = blockIdx.x * (size_t)blockDim.x + threadIdx.x; k < nk;
+         k += (size_t)gridDim.x * blockDim.x) {
         size_t r = k / cpr, j0 = (k % cpr) * V;
         int cnt = vec16_count((size_t)F, k % cpr, V);
         const T *gate = inp + r * 2 * F + j0;
@@ -100,7 +101,8 @@ template <typename T>
 static __global__ void swiglu_backward_kernel(T *dinp, const T *inp, const T *dout, int N, int F) {
     constexpr int V = Vec16<T>::N;
     size_t cpr = (size_t)(F + V - 1) / V, nk = (size_t)N * cpr;
-    for (size_t k = blockIdx.x * (size_t)blockDim.x + threadIdx.x; k < nk; k += (size_t)gridDim.x * blockDim.x) {
+    for (size_t k = blockIdx.x * (size_t)blockDim.x + threadIdx.x; k < nk;
+         k += (size_t)gridDim.x * blockDim.x) {
         size_t r = k / cpr, j0 = (k % cpr) * V;
         int cnt = vec16_count((size_t)F, k % cpr, V);
         const T *gate = inp + r * 2 * F + j0;

@@ -114,9 +114,13 @@ CUDA_UNROLL
 }
 
 template <typename T>
-static __device__ __forceinline__ float vec16_f32(const Vec16<T> &r, int i) { return load_f32(&r.v[i]); }
+static __device__ __forceinline__ float vec16_f32(const Vec16<T> &r, int i) {
+    return load_f32(&r.v[i]);
+}
 template <typename T>
-static __device__ __forceinline__ void vec16_set(Vec16<T> &r, int i, float v) { store_from_f32(&r.v[i], v); }
+static __device__ __forceinline__ void vec16_set(Vec16<T> &r, int i, float v) {
+    store_from_f32(&r.v[i], v);
+}
 
 // Elements of chunk k of a length-n array in chunks of N: N, fewer for the last, 0 past it.
 // Pure.

@@ -70,9 +70,9 @@ template <typename T>
 static constexpr int norm_row_vpt() { return NORM_ROW_MAX_ELEMS / Vec16<T>::N; }
 template <typename T>
 static int norm_row_shape(int C, int *threads) {
-    long long chunks = (C + Vec16<T>::N - 1) / Vec16<T>::N;
+    long long chunks = (C + Vec16<T>::N - 1) / Vec16<T>::N, most = norm_row_vpt<T>();
     int vpt = chunks <= NORM_ROW_MAX_THREADS ? 1
-              : chunks <= (long long)norm_row_vpt<T>() * NORM_ROW_MAX_THREADS ? norm_row_vpt<T>() : 0;
+              : chunks <= most * NORM_ROW_MAX_THREADS ? (int)most : 0;
     if (vpt == 0) return 0;
     long long t = (chunks + vpt - 1) / vpt;
     *threads = (int)((t + WARP - 1) / WARP * WARP);
