@@ -142,6 +142,12 @@ static const BackendOps CUDA_OPS = {
     .sum = cuda_sum,
     .rope_gqa_forward = cuda_rope_gqa_forward,
     .rope_gqa_backward = cuda_rope_gqa_backward,
+    .moe_router_forward = cuda_moe_router_forward,
+    .moe_router_backward = cuda_moe_router_backward,
+    .moe_router_loss = cuda_moe_router_loss,
+    .rows_gather = cuda_rows_gather,
+    .rows_combine = cuda_rows_combine,
+    .rows_dot = cuda_rows_dot,
 };
 
 extern "C" int backend_cuda_available(void) {

@@ -171,6 +171,22 @@ void cuda_rope_gqa_forward(Backend *be, void *out, const void *inp, int B, int T
 void cuda_rope_gqa_backward(Backend *be, void *dinp, const void *dout, int B, int T, int NH,
                             int G, int hs, int rot, float base, int pos0, const int *pos);
 
+// cuda_moe.cu: the mixture-of-experts router and token rows (moe.cuh) ----------------------
+void cuda_moe_router_forward(Backend *be, int *idx, float *probs, const float *logits, int N,
+                             const BackendMoERouter *r);
+void cuda_moe_router_backward(Backend *be, float *dlogits, const float *dprobs,
+                              const float *logits, const int *idx, int N,
+                              const BackendMoERouter *r);
+void cuda_moe_router_loss(Backend *be, float *dlogits, float *loss, const float *logits,
+                          const float *coef, const int *row_group, float z_coef,
+                          float grad_scale, int N, const BackendMoERouter *r);
+void cuda_rows_gather(Backend *be, void *out, const void *in, const int *idx, const float *scale,
+                      int M, int C);
+void cuda_rows_combine(Backend *be, void *out, const void *in, const int *slot, const float *w,
+                       int N, int K, int C);
+void cuda_rows_dot(Backend *be, float *dw, const void *dy, const void *in, const int *slot,
+                   int N, int K, int C);
+
 // cuda_fused.cu: the fused ops (fused.cuh) -------------------------------------------------
 void cuda_residual_layernorm_forward(Backend *be, void *res, void *ln, float *mean, float *rstd,
                                      const void *a, const void *b, const void *weight,

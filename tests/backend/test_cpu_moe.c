@@ -336,7 +336,20 @@ static void test_threads(TestRng *rng) {
     free(l), free(g), free(coef), free(in);
 }
 
-int main(void) {
+// `--experts E`: one router forward at E experts (top-2) and exit 0; above
+// BACKEND_MOE_MAX_EXPERTS the op must bring the job down (test cpu_moe_too_many_experts).
+static int route_once(int E) {
+    Backend *be = backend_cpu_create(1, BACKEND_F32);
+    BackendMoERouter r = {.E = E, .K = 2, .score = BACKEND_MOE_SOFTMAX};
+    float *l = test_floats(E), p[2];
+    int idx[2];
+    be->ops->moe_router_forward(be, idx, p, l, 1, &r);
+    free(l), backend_destroy(be);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc == 3 && strcmp(argv[1], "--experts") == 0) return route_once(atoi(argv[2]));
     Backend *be = backend_cpu_create(2, BACKEND_F32);
     TestRng rng = {.s = 28};
     test_router_forward(be, &rng);

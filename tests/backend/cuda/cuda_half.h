@@ -145,4 +145,5 @@ static inline void half_close_at(const char *file, int line, const Half *h, cons
 // The parts of the test (each returns its number of failed checks).
 int cuda_half_attn(Half *h);  // cuda_half_attn.c: attention, flash attention, embeddings, xent
 int cuda_fused_xent(Half *h);
+int cuda_half_moe(Half *h);   // cuda_half_moe.c: the mixture-of-experts token rows
 int cuda_half_rest(Half *h);  // cuda_half_rest.c: fused pairs, Llama ops, dropout, a flash window  // cuda_fused_xent.c (of test_cuda_fused): xent_stats, xent_rescale

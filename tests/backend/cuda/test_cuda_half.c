@@ -3,8 +3,9 @@
 // (bit-exact against the CPU cast on every 16-bit pattern, on fp32 edge values with their
 // expected bits written out, and random values), the backend's name, linear, layernorm,
 // the pointwise ops, adamw_multi's weight-copy output and main; attention, flash attention,
-// embeddings and cross-entropy are in cuda_half_attn.c, the rest in cuda_half_rest.c. Exit 77
-// (meson: skipped) without a usable device. `--quick`: smaller sizes. `--device cpu`: the CPU
+// embeddings and cross-entropy are in cuda_half_attn.c, the MoE token rows in
+// cuda_half_moe.c, the rest in cuda_half_rest.c. Exit 77 (meson: skipped) without a usable
+// device. `--quick`: smaller sizes. `--device cpu`: the CPU
 // backend's 16-bit ops are under test instead (test cpu_half).
 #include "tests/backend/backend_ref_ops.h"  // defines: ref_gelu_backward
 #include "tests/backend/cuda/cuda_half.h"
@@ -302,6 +303,7 @@ int main(int argc, char **argv) {
         check_adamw_copy(&h);
         test_failures_ += cuda_half_attn(&h);
         test_failures_ += cuda_half_rest(&h);
+        test_failures_ += cuda_half_moe(&h);
         backend_destroy(h.be);
     }
     backend_destroy(h.cpu);
