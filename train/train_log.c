@@ -247,6 +247,43 @@ static void json_traffic(FILE *f, const ProcessGrid *g) {
                 (unsigned long long)g->tp->stats.bytes[COMM_ALL_REDUCE]);
 }
 
+// Mixture of experts: Megatron's load_balancing_loss and z_loss (null when not in the
+// objective) and the tokens per expert of each MoE layer (train_moe.c).
+static void json_moe(FILE *f, const StepResult *r, int E) {
+    if (!r->moe_layers) return;
+    fprintf(f, ",\"load_balancing_loss\":");
+    json_number(f, r->moe_lb_loss);
+    fprintf(f, ",\"z_loss\":");
+    json_number(f, r->moe_z_loss);
+    fprintf(f, ",\"moe_tokens_per_expert\":[");
+    for (int l = 0; l < r->moe_layers; l++) {
+        fprintf(f, "%s[", l ? "," : "");
+        for (int e = 0; e < E; e++) fprintf(f, "%s%.0f", e ? "," : "", r->moe_tokens[(size_t)l * E + e]);
+        fprintf(f, "]");
+    }
+    fprintf(f, "]");
+}
+
+// " load_balancing_loss: X | tokens per expert min/mean/max: a/b/c |" over every MoE layer
+// and expert (the line's MoE part, after Megatron's fields), into out.
+static int moe_text(char *out, size_t n, const StepResult *r, int E) {
+    if (!r->moe_layers || n == 0) return 0;
+    double lo = INFINITY, hi = 0, sum = 0;
+    for (size_t i = 0; i < (size_t)r->moe_layers * E; i++) {
+        double v = r->moe_tokens[i];
+        lo = v < lo ? v : lo;
+        hi = v > hi ? v : hi;
+        sum += v;
+    }
+    int o = 0;
+    if (isfinite(r->moe_lb_loss)) o += snprintf(out, n, " load_balancing_loss: %.6E |", r->moe_lb_loss);
+    if (isfinite(r->moe_z_loss) && o < (int)n) o += snprintf(out + o, n - (size_t)o, " z_loss: %.6E |", r->moe_z_loss);
+    if (o < (int)n)
+        o += snprintf(out + o, n - (size_t)o, " tokens per expert min/mean/max: %.0f/%.1f/%.0f |", lo,
+                      sum / ((double)r->moe_layers * E), hi);
+    return o;
+}
+
 void train_log_iteration(Trainer *t, const StepResult *r, double ms, int64_t it) {
     const TrainArgs *a = &t->args;
     double tokens = (double)r->global_batch * a->model.seq_length;  // this step's (JSON)
@@ -267,6 +304,7 @@ void train_log_iteration(Trainer *t, const StepResult *r, double ms, int64_t it)
         fprintf(f, ",\"grad_sync_exposed_ms\":%.3f,\"param_gather_exposed_ms\":%.3f",
                 r->grad_sync_exposed_ms, r->param_gather_exposed_ms);
         json_traffic(f, t->grid);
+        json_moe(f, r, a->model.num_experts);
         size_t pmem = 0, gmem = 0, gbuf = 0, ostate = 0;  // every model chunk (interleaved)
         for (int c = 0; c < t->n_chunks; c++) {
             pmem += optim_param_memory_bytes(t->opts[c]);
@@ -284,11 +322,12 @@ void train_log_iteration(Trainer *t, const StepResult *r, double ms, int64_t it)
         rec_commit(t, &rec);  // whole, at once: a killed run keeps every record it logged
     }
     // megac's fields after Megatron's: bytes moved by rank 0 and exposed sync times (this step's)
-    char extra[320];
+    char extra[480];
     const char *names[N_TRAFFIC] = {"tp", "pp", "dp", "emb", "cp"};
     uint64_t bytes[N_TRAFFIC];
     group_traffic(t->grid, bytes);
-    int o = snprintf(extra, sizeof extra, " MB moved by rank 0:");
+    int o = moe_text(extra, sizeof extra, r, a->model.num_experts);
+    o += snprintf(extra + o, sizeof extra - (size_t)o, " MB moved by rank 0:");
     for (int i = 0; i < N_TRAFFIC && o > 0 && o < (int)sizeof extra; i++)
         o += snprintf(extra + o, sizeof extra - (size_t)o, " %s %.2f", names[i], bytes[i] / 1e6);
     if (o > 0 && o < (int)sizeof extra)

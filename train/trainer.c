@@ -168,6 +168,7 @@ void trainer_destroy(Trainer *t) {
     }
     free(t->opts);
     free(t->chunks);
+    free(t->moe_sums);
     pgrid_destroy(t->grid);
     backend_destroy(t->be);
     batches_destroy(t->data);
@@ -224,6 +225,7 @@ StepResult trainer_step(Trainer *t) {
     t->step.loss_scale = (float)(t->dscale_base * S);
     for (int c = 0; c < t->n_chunks; c++) gpt_dropout_step(t->chunks[c], it, 1);
     for (int c = 0; c < t->n_chunks; c++) dist_sync_begin_step(t->opts[c]->sync, t->step.n_micro);
+    train_moe_begin_step(t);
     double loss_sum = pp_forward_backward(&t->step);
     r.param_gather_exposed_ms = trainer_take_gathers(t);  // the last update's, waited in the forward
     for (int c = 0; c < t->n_chunks; c++) gpt_dropout_step(t->chunks[c], it, 0);  // eval: none
@@ -236,6 +238,7 @@ StepResult trainer_step(Trainer *t) {
     for (int c = 0; c < t->n_chunks; c++) sq += optim_local_grad_sq(t->opts[c]);
     if (core_fault_nan_at(&t->faults, it)) sq = NAN;  // test hook MEGAC_TEST_NAN_AT_ITER
     trainer_global_sums(t, &sq, &loss_sum);
+    train_moe_step_stats(t, &r);  // (no-op without experts)
     pp_trace_end(t->trace, PP_EV_GRAD_SYNC, -1, t0);
     r.grad_norm = sqrt(sq) / S;
     r.loss = loss_sum / ((double)G * t->args.model.seq_length);

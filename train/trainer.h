@@ -28,6 +28,14 @@ typedef struct {
                         // what --overlap-grad-reduce leaves exposed
     double param_gather_exposed_ms;  // --overlap-param-gather (ZeRO-1): time this step's
                         // forward waited for the previous update's parameter gathers
+    // Mixture of experts (train/train_moe.c; moe_layers 0 without experts): the step's mean
+    // over the global batch's micro-batches and the MoE layers of the load-balancing loss
+    // and of the z-loss, each without its coefficient (Megatron's load_balancing_loss,
+    // z_loss; NAN when the coefficient is 0), and the tokens routed to each expert of each
+    // MoE layer over the global batch (moe_tokens: (moe_layers, E), the trainer's buffer).
+    int moe_layers;
+    double moe_lb_loss, moe_z_loss;
+    const double *moe_tokens;
 } StepResult;
 
 typedef struct {
@@ -63,12 +71,19 @@ typedef struct {
     int64_t log_first_iteration;  // this run's first iteration: Megatron logs it too
     double t_launch;            // core_now() at set-up: the clock of --exit-duration-in-mins
     int64_t last_saved;         // iteration of this run's last checkpoint, -1 before one
+    double *moe_sums;           // (num_layers * (E + 2)) the MoE statistics' reduction buffer
+                                // (train_moe.c), NULL without experts
 } Trainer;
 
 // Sets up everything from the parsed flags (MPI initialised). Bad layouts, flags or data:
 // one line and exit 2 on every rank, before any work. Never returns NULL.
 Trainer *trainer_create(const TrainArgs *args);
 void trainer_destroy(Trainer *t);
+// Mixture of experts (train_moe.c): zero the chunks' per-step statistics (before a step);
+// after it, their sums over the whole job into r (StepResult's moe_* fields). Collective
+// over the world (no-op without experts).
+void train_moe_begin_step(Trainer *t);
+void train_moe_step_stats(Trainer *t, StepResult *r);
 // --overlap-param-gather: waits for the parameter gathers in flight, so that the parameters
 // can be read outside a forward (checkpoint save, evaluation). Collective over DP.
 void trainer_settle_params(Trainer *t);
