@@ -50,7 +50,8 @@ typedef struct {
     float *logits;         // (n, E) router logits, fp32
     int *idx;              // (n, K) chosen experts
     float *probs;          // (n, K) their combine weights
-    int *perm;             // (M) the token row of each expert-ordered row
+    int *perm;             // (M) the token row of each expert-ordered row (M = n K, or the
+                           // padded capacity rows: gpt_moe_rows)
     int *slot;             // (n, K) the expert-ordered row of each (token, choice)
     float *pprobs;         // (M) probs in expert order (the combine's backward)
     float *coef;           // (groups, E) the aux loss's coefficients (moe_router_loss)
@@ -58,6 +59,7 @@ typedef struct {
     void *fch, *fch_act;   // (M, F2e) expert fc outputs; (M, Fe) after the activation
     void *eo;              // (M, C) expert outputs
     int *counts;           // host (E): rows routed to each expert here
+    int dropped;           // (token, choice)s dropped by the capacity (host)
 } GPTMoEActs;
 
 // Activations: `void *` buffers hold be->act elements (fp32, bf16 or fp16); `float *` are fp32.

@@ -28,14 +28,14 @@ static void *carve(Carver *cv, size_t bytes) {
 // host counts are set by gpt_moe_create and kept.
 static void carve_moe(GPT *m, Carver *cv, GPTMoEActs *x) {
     const GPTConfig *c = &m->cfg;
-    size_t n = (size_t)m->N_sp, E = (size_t)c->num_experts, K = (size_t)c->moe_topk, M = n * K;
-    size_t C = (size_t)c->hidden_size, Fe = (size_t)gpt_moe_ffn(c);
+    size_t n = (size_t)m->N_sp, E = (size_t)c->num_experts, K = (size_t)c->moe_topk, NK = n * K;
+    size_t M = gpt_moe_rows(m), C = (size_t)c->hidden_size, Fe = (size_t)gpt_moe_ffn(c);
     size_t G = c->moe_load_balancing == GPT_MOE_LB_SEQ_AUX ? (size_t)m->B : 1;
     x->logits = CARVE_F(cv, n * E);
-    x->idx = carve(cv, M * sizeof(int));
-    x->probs = CARVE_F(cv, M);
+    x->idx = carve(cv, NK * sizeof(int));
+    x->probs = CARVE_F(cv, NK);
     x->perm = carve(cv, M * sizeof(int));
-    x->slot = carve(cv, M * sizeof(int));
+    x->slot = carve(cv, NK * sizeof(int));
     x->pprobs = CARVE_F(cv, M);
     x->coef = CARVE_F(cv, G * E);
     x->xp = CARVE_A(cv, M * C);

@@ -55,6 +55,9 @@ typedef struct {
     int moe_load_balancing;       // GPT_MOE_LB_*: --moe-router-load-balancing-type
     double moe_aux_coeff;         // --moe-aux-loss-coeff (0)
     double moe_z_coeff;           // --moe-z-loss-coeff (0: none)
+    double moe_capacity;          // --moe-expert-capacity-factor (0: dropless, Megatron's default)
+    int moe_drop_position;        // --moe-token-drop-policy position (else probs)
+    int moe_pad_capacity;         // --moe-pad-expert-input-to-capacity
     char moe_layer_freq[64];      // --moe-layer-freq: "1" every layer, an int N every N-th
                                   // (layer % N == 0), or Megatron's list ("[1,0,1,0]",
                                   // "([1]*3+[0])*2"), one entry per layer

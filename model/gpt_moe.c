@@ -2,8 +2,15 @@
 #include "gpt_moe.h"
 #include "core/check.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+// One (token, choice) entry of an expert: its weight and index t K + k (route's sort).
+typedef struct {
+    float p;
+    int i;
+} Ranked;
 
 // The router settings of c (bias: none yet).
 static BackendMoERouter router_of(const GPTConfig *c) {
@@ -30,15 +37,20 @@ void gpt_moe_create(GPT *m) {
     if (!any) return;
     Backend *be = m->be;
     struct GPTMoE *s = core_calloc(1, sizeof *s);
-    size_t n = (size_t)m->N_sp, E = (size_t)c->num_experts, K = (size_t)c->moe_topk, M = n * K;
-    size_t C = (size_t)c->hidden_size, Fe = (size_t)gpt_moe_ffn(c);
+    size_t n = (size_t)m->N_sp, E = (size_t)c->num_experts, K = (size_t)c->moe_topk, NK = n * K;
+    size_t M = gpt_moe_rows(m), C = (size_t)c->hidden_size, Fe = (size_t)gpt_moe_ffn(c);
     size_t F2 = (backend_act_gated(c->activation) ? 2 : 1) * Fe, G = (size_t)lb_groups(m);
     size_t act = backend_dtype_size(be->act);
-    s->h_idx = core_calloc(M, sizeof(int));
+    if (c->moe_capacity > 0 && (m->sp || m->cp > 1))
+        core_usage_error("--moe-expert-capacity-factor with --sequence-parallel or "
+                         "--context-parallel-size > 1 is not implemented yet (the capacity is per "
+                         "micro-batch: its rows would have to be routed together)");
+    s->h_idx = core_calloc(NK, sizeof(int));
     s->h_perm = core_calloc(M, sizeof(int));
-    s->h_slot = core_calloc(M, sizeof(int));
-    s->h_probs = core_calloc(M, sizeof(float));
+    s->h_slot = core_calloc(NK, sizeof(int));
+    s->h_probs = core_calloc(NK, sizeof(float));
     s->h_pprobs = core_calloc(M, sizeof(float));
+    s->h_rank = core_calloc(NK, sizeof(Ranked));
     s->h_coef = core_calloc(G * E, sizeof(float));
     s->row_group = be->ops->alloc(be, n * sizeof(int));
     int *rg = core_calloc(n, sizeof(int));  // local row -> its sequence
@@ -51,7 +63,7 @@ void gpt_moe_create(GPT *m) {
     s->loss = be->ops->alloc(be, 2 * sizeof(float));
     s->dlogits = be->ops->alloc(be, n * E * sizeof(float));
     s->dlogits_act = be->ops->alloc(be, n * E * act);
-    s->dprobs = be->ops->alloc(be, M * sizeof(float));
+    s->dprobs = be->ops->alloc(be, NK * sizeof(float));
     s->deo = be->ops->alloc(be, M * C * act);
     s->dxp = be->ops->alloc(be, M * C * act);
     s->dfch = be->ops->alloc(be, M * F2 * act);
@@ -62,6 +74,7 @@ void gpt_moe_create(GPT *m) {
     s->lb_loss = core_calloc((size_t)m->n_layers, sizeof(double));
     s->z_loss = core_calloc((size_t)m->n_layers, sizeof(double));
     s->tokens = core_calloc((size_t)m->n_layers * E, sizeof(double));
+    s->dropped = core_calloc((size_t)m->n_layers, sizeof(double));
     m->moe = s;
     int *next = s->counts;  // recomputed layers share their chunk's (m->rc) host counts too
     for (int i = 0; i < m->n_rc; i++, next += E) m->rc[i].moe.counts = next;
@@ -81,7 +94,8 @@ void gpt_moe_destroy(GPT *m) {
                    s->dfch, s->dact, s->dx};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) be->ops->free(be, dev[i]);
     free(s->h_idx), free(s->h_perm), free(s->h_slot), free(s->h_probs), free(s->h_pprobs);
-    free(s->h_coef), free(s->counts), free(s->lb_loss), free(s->z_loss), free(s->tokens);
+    free(s->h_coef), free(s->h_rank), free(s->dropped), free(s->counts), free(s->lb_loss);
+    free(s->z_loss), free(s->tokens);
     free(s);
     m->moe = NULL;
 }
@@ -92,26 +106,74 @@ void gpt_moe_stats_reset(GPT *m) {
     memset(s->lb_loss, 0, (size_t)m->n_layers * sizeof(double));
     memset(s->z_loss, 0, (size_t)m->n_layers * sizeof(double));
     memset(s->tokens, 0, (size_t)m->n_layers * m->cfg.num_experts * sizeof(double));
+    memset(s->dropped, 0, (size_t)m->n_layers * sizeof(double));
 }
 
-// The routing of n tokens (their K choices in h_idx, weights in h_probs) in expert order:
-// counts per expert; the expert-ordered rows sorted by (expert, token, choice): perm (token of
-// each row), pprobs (its weight), slot (row of each (token, choice)). Pure host arithmetic.
-static void route(struct GPTMoE *s, int *counts, int n, int K, int E) {
+int gpt_moe_capacity(const GPTConfig *c, int n) {
+    if (c->moe_capacity <= 0) return 0;
+    return (int)ceil((double)n * c->moe_topk / c->num_experts * c->moe_capacity);
+}
+
+size_t gpt_moe_rows(const GPT *m) {
+    const GPTConfig *c = &m->cfg;
+    size_t nk = (size_t)m->N_sp * c->moe_topk;
+    size_t pad = c->moe_pad_capacity ? (size_t)c->num_experts * gpt_moe_capacity(c, m->N_sp) : 0;
+    return pad > nk ? pad : nk;
+}
+
+// Higher weight first, then the earlier (token, choice): a total, layout-free order.
+static int by_prob(const void *a, const void *b) {
+    const Ranked *x = a, *y = b;
+    if (x->p != y->p) return x->p > y->p ? -1 : 1;
+    return (x->i > y->i) - (x->i < y->i);
+}
+static int by_index(const void *a, const void *b) {
+    const Ranked *x = a, *y = b;
+    return (x->i > y->i) - (x->i < y->i);
+}
+
+// The routing of n tokens (their K choices in h_idx, weights in h_probs) in expert order: the
+// expert-ordered rows sorted by (expert, token, choice): perm (token of each row), pprobs (its
+// weight), slot (row of each (token, choice), -1 when dropped); counts = rows per expert.
+// With a capacity (gpt_moe_capacity), an expert keeps at most that many of its (token,
+// choice) entries, the highest weights (ties: the earlier) or the earliest (position), and
+// with padding runs exactly that many rows (padding rows: token 0, weight 0, in no slot).
+// Returns the entries dropped. Pure host arithmetic.
+static int route(const GPT *m, struct GPTMoE *s, int *counts, int n, int K, int E) {
+    const GPTConfig *c = &m->cfg;
+    int cap = gpt_moe_capacity(c, n), dropped = 0, off[GPT_MOE_MAX_EXPERTS + 1];
+    Ranked *rank = s->h_rank;
     memset(counts, 0, (size_t)E * sizeof(int));
     for (int i = 0; i < n * K; i++) counts[s->h_idx[i]]++;
-    int *fill = s->h_perm + 0;  // reuse nothing: positions via running offsets
-    (void)fill;
-    int off[GPT_MOE_MAX_EXPERTS + 1];
     off[0] = 0;
     for (int e = 0; e < E; e++) off[e + 1] = off[e] + counts[e];
-    for (int t = 0; t < n; t++)  // token order within each expert: stable, layout-free
-        for (int k = 0; k < K; k++) {
-            int e = s->h_idx[t * K + k], row = off[e]++;
-            s->h_perm[row] = t;
-            s->h_pprobs[row] = s->h_probs[t * K + k];
-            s->h_slot[t * K + k] = row;
+    for (int i = 0; i < n * K; i++) {  // entries grouped by expert, token order inside
+        int e = s->h_idx[i];
+        rank[off[e]++] = (Ranked){s->h_probs[i], i};
+    }
+    for (int i = 0; i < n * K; i++) s->h_slot[i] = -1;
+    for (int e = 0, begin = 0, row = 0; e < E; e++) {
+        Ranked *list = rank + begin;
+        int keep = counts[e];
+        begin += keep;  // (counts[e] becomes the expert's rows below)
+        if (cap && keep > cap) {
+            if (!c->moe_drop_position) {  // the highest weights, back in token order
+                qsort(list, (size_t)keep, sizeof *list, by_prob);
+                qsort(list, (size_t)cap, sizeof *list, by_index);
+            }
+            dropped += keep - cap;
+            keep = cap;
         }
+        for (int j = 0; j < keep; j++, row++) {
+            s->h_perm[row] = list[j].i / K;
+            s->h_pprobs[row] = list[j].p;
+            s->h_slot[list[j].i] = row;
+        }
+        int rows = c->moe_pad_capacity ? cap : keep;
+        for (int j = keep; j < rows; j++, row++) s->h_perm[row] = 0, s->h_pprobs[row] = 0.0f;
+        counts[e] = rows;
+    }
+    return dropped;
 }
 
 void gpt_moe_forward(GPT *m, const GPTBlockW *w, GPTLayerActs *a, void *out, int n) {
@@ -130,12 +192,14 @@ void gpt_moe_forward(GPT *m, const GPTBlockW *w, GPTLayerActs *a, void *out, int
     be->ops->moe_router_forward(be, x->idx, x->probs, x->logits, n, &r);
     be->ops->copy(be, s->h_idx, x->idx, M * sizeof(int), BACKEND_D2H);
     be->ops->copy(be, s->h_probs, x->probs, M * sizeof(float), BACKEND_D2H);
-    route(s, x->counts, n, K, E);
-    be->ops->copy(be, x->perm, s->h_perm, M * sizeof(int), BACKEND_H2D);
+    x->dropped = route(m, s, x->counts, n, K, E);
+    size_t rows = 0;  // expert-ordered rows (M = n K when dropless)
+    for (int e = 0; e < E; e++) rows += (size_t)x->counts[e];
+    be->ops->copy(be, x->perm, s->h_perm, rows * sizeof(int), BACKEND_H2D);
     be->ops->copy(be, x->slot, s->h_slot, M * sizeof(int), BACKEND_H2D);
-    be->ops->copy(be, x->pprobs, s->h_pprobs, M * sizeof(float), BACKEND_H2D);
+    be->ops->copy(be, x->pprobs, s->h_pprobs, rows * sizeof(float), BACKEND_H2D);
     // the experts, each on its contiguous rows, in expert order
-    be->ops->rows_gather(be, x->xp, a->ln2, x->perm, NULL, (int)M, C);  // xp (M, C)
+    be->ops->rows_gather(be, x->xp, a->ln2, x->perm, NULL, (int)rows, C);  // xp (rows, C)
     for (int e = 0, off = 0; e < E; off += x->counts[e++]) {
         int cnt = x->counts[e];
         if (!cnt) continue;
@@ -194,9 +258,10 @@ void gpt_moe_backward(GPT *m, Comm *sum, const GPTBlockW *w, GPTBlockW *g,
     BackendAct act = c->activation;
     int E = c->num_experts, K = c->moe_topk, C = c->hidden_size, Fe = gpt_moe_ffn(c);
     int F2 = (backend_act_gated(act) ? 2 : 1) * Fe, gated = backend_act_gated(act);
-    size_t M = (size_t)n * K;
+    size_t rows = 0;  // expert-ordered rows
+    for (int e = 0; e < E; e++) rows += (size_t)x->counts[e];
     // the combine: d(expert outputs) and d(weights), both read dout (dln may alias it)
-    be->ops->rows_gather(be, s->deo, dout, x->perm, x->pprobs, (int)M, C);
+    be->ops->rows_gather(be, s->deo, dout, x->perm, x->pprobs, (int)rows, C);
     be->ops->rows_dot(be, s->dprobs, dout, x->eo, x->slot, n, K, C);
     for (int e = 0, off = 0; e < E; off += x->counts[e++]) {
         int cnt = x->counts[e];
@@ -233,6 +298,7 @@ void gpt_moe_backward(GPT *m, Comm *sum, const GPTBlockW *w, GPTBlockW *g,
     float loss[2];
     be->ops->copy(be, loss, s->loss, sizeof loss, BACKEND_D2H);
     s->lb_loss[l] += loss[0];
+    s->dropped[l] += x->dropped;
     s->z_loss[l] += loss[1];
     be->ops->cast(be, s->dlogits_act, be->act, s->dlogits, BACKEND_F32, (size_t)n * E);
     be->ops->matmul_backward(be, s->dx, (float *)g->routerw, NULL, s->dlogits_act, a->ln2,

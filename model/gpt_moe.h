@@ -25,6 +25,7 @@ struct GPTMoE {
     int *h_idx, *h_perm, *h_slot;  // (n K) host staging
     float *h_probs, *h_pprobs;     // (n K)
     float *h_coef;                 // (groups E)
+    void *h_rank;                  // (n K) routing's sort buffer (gpt_moe.c)
     int *row_group;                // (n) backend: the sequence of each local row (seq_aux_loss)
     float *loss;                   // (2) backend: moe_router_loss's output
     float *dlogits;                // (n, E) backward workspace (shared by the layers)
@@ -36,6 +37,7 @@ struct GPTMoE {
     int *counts;                   // host (n_slots, n_layers, E): GPTMoEActs.counts
     double *lb_loss, *z_loss;      // (n_layers) host: this step's sums over micro-batches
     double *tokens;                // (n_layers, E) host: this step's tokens per expert
+    double *dropped;               // (n_layers) host: this step's dropped (token, choice)s
     float aux_scale;               // the losses' gradient weight in the current backward
                                    // (gpt_backward: the loss gradient's scale x the micro-
                                    // batch's tokens, so a micro-batch's loss weighs as its
@@ -49,6 +51,11 @@ enum { GPT_MOE_MAX_EXPERTS = 256 };  // the router ops' bound
 int gpt_moe_layer(const GPTConfig *c, int layer);
 // Each expert's F: moe_ffn_hidden_size, or ffn_hidden_size when 0. Pure.
 int gpt_moe_ffn(const GPTConfig *c);
+// --moe-expert-capacity-factor: the rows an expert takes of n tokens' n K choices,
+// ceil(n K / E x factor) (Megatron's get_capacity); 0 without a factor (dropless). Pure.
+int gpt_moe_capacity(const GPTConfig *c, int n);
+// Expert-ordered rows the buffers hold: n K, or E x capacity when padding needs more. Pure.
+size_t gpt_moe_rows(const GPT *m);
 // Checks the MoE fields (E > 0 only): 1 <= K <= E, E <= 256, --moe-layer-freq (an int >= 1,
 // or a list of 0/1 with one entry per layer that names some layer). Returns 0, or -1 with
 // one line naming the numbers in err.

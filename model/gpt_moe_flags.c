@@ -35,9 +35,9 @@ int gpt_moe_flags_specs(ArgSpec *specs, GPTConfig *m, GPTFlagText *t) {
         {"--moe-shared-expert-intermediate-size", ARG_INT, &m->moe_shared_ffn, "a shared expert of this hidden size (not implemented yet: refused)"},
         {"--moe-router-enable-expert-bias", ARG_BOOL, &t->moe_expert_bias, "aux-loss-free balancing with an expert bias (not implemented yet: refused)"},
         {"--moe-router-bias-update-rate", ARG_FLOAT, &t->moe_bias_rate, "with --moe-router-enable-expert-bias: the bias step (1e-3)"},
-        {"--moe-expert-capacity-factor", ARG_FLOAT, &t->moe_capacity, "token capacity per expert (not implemented yet: refused; megac is dropless)"},
+        {"--moe-expert-capacity-factor", ARG_FLOAT, &t->moe_capacity, "each expert takes at most ceil(factor x tokens x K / E) of a micro-batch's (token, choice) rows, the rest dropped (0: dropless, the default); not with --sequence-parallel or CP > 1 yet"},
         {"--moe-token-drop-policy", ARG_STR, &t->moe_drop_policy, "with a capacity factor: probs | position"},
-        {"--moe-pad-expert-input-to-capacity", ARG_BOOL, &t->moe_pad, "with a capacity factor: pad each expert's rows (refused with it)"},
+        {"--moe-pad-expert-input-to-capacity", ARG_BOOL, &t->moe_pad, "with a capacity factor: every expert runs exactly its capacity of rows (padding rows weigh 0)"},
         {"--expert-model-parallel-size", ARG_INT, &t->ep, "EP: ranks sharing the experts (1; larger is not implemented yet)"},
         {"--expert-tensor-parallel-size", ARG_INT, &t->etp, "expert tensor parallelism (1: experts replicated over TP; megac's default, Megatron's is TP)"},
     };
@@ -67,9 +67,14 @@ void gpt_moe_flags_finish(GPTConfig *m, const GPTFlagText *t) {
     if (t->moe_expert_bias)
         core_usage_error("--moe-router-enable-expert-bias: aux-loss-free balancing is not implemented yet");
     if (t->moe_capacity < 0) core_usage_error("--moe-expert-capacity-factor must be > 0, got %g", t->moe_capacity);
-    if (t->moe_capacity > 0 || t->moe_pad)
-        core_usage_error("--moe-expert-capacity-factor %g: token dropping is not implemented yet "
-                         "(megac's experts are dropless, Megatron's default)", t->moe_capacity);
+    const char *dp = t->moe_drop_policy;
+    if (strcmp(dp, "probs") && strcmp(dp, "position"))
+        core_usage_error("--moe-token-drop-policy must be probs or position, got '%s'", dp);
+    if (t->moe_pad && t->moe_capacity <= 0)
+        core_usage_error("--moe-pad-expert-input-to-capacity needs --moe-expert-capacity-factor");
+    m->moe_capacity = t->moe_capacity;
+    m->moe_drop_position = !strcmp(dp, "position");
+    m->moe_pad_capacity = t->moe_pad;
     if (t->ep != 1)
         core_usage_error("--expert-model-parallel-size %d: expert parallelism is not implemented yet "
                          "(1: every data-parallel rank holds all experts)", t->ep);

@@ -249,8 +249,9 @@ static void json_traffic(FILE *f, const ProcessGrid *g) {
 
 // Mixture of experts: Megatron's load_balancing_loss and z_loss (null when not in the
 // objective) and the tokens per expert of each MoE layer (train_moe.c).
-static void json_moe(FILE *f, const StepResult *r, int E) {
+static void json_moe(FILE *f, const StepResult *r, int E, int capacity) {
     if (!r->moe_layers) return;
+    if (capacity) fprintf(f, ",\"moe_dropped_tokens\":%.0f", r->moe_dropped);
     fprintf(f, ",\"load_balancing_loss\":");
     json_number(f, r->moe_lb_loss);
     fprintf(f, ",\"z_loss\":");
@@ -266,7 +267,7 @@ static void json_moe(FILE *f, const StepResult *r, int E) {
 
 // " load_balancing_loss: X | tokens per expert min/mean/max: a/b/c |" over every MoE layer
 // and expert (the line's MoE part, after Megatron's fields), into out.
-static int moe_text(char *out, size_t n, const StepResult *r, int E) {
+static int moe_text(char *out, size_t n, const StepResult *r, int E, int capacity) {
     if (!r->moe_layers || n == 0) return 0;
     double lo = INFINITY, hi = 0, sum = 0;
     for (size_t i = 0; i < (size_t)r->moe_layers * E; i++) {
@@ -281,6 +282,7 @@ static int moe_text(char *out, size_t n, const StepResult *r, int E) {
     if (o < (int)n)
         o += snprintf(out + o, n - (size_t)o, " tokens per expert min/mean/max: %.0f/%.1f/%.0f |", lo,
                       sum / ((double)r->moe_layers * E), hi);
+    if (capacity && o < (int)n) o += snprintf(out + o, n - (size_t)o, " dropped tokens: %.0f |", r->moe_dropped);
     return o;
 }
 
@@ -304,7 +306,7 @@ void train_log_iteration(Trainer *t, const StepResult *r, double ms, int64_t it)
         fprintf(f, ",\"grad_sync_exposed_ms\":%.3f,\"param_gather_exposed_ms\":%.3f",
                 r->grad_sync_exposed_ms, r->param_gather_exposed_ms);
         json_traffic(f, t->grid);
-        json_moe(f, r, a->model.num_experts);
+        json_moe(f, r, a->model.num_experts, a->model.moe_capacity > 0);
         size_t pmem = 0, gmem = 0, gbuf = 0, ostate = 0;  // every model chunk (interleaved)
         for (int c = 0; c < t->n_chunks; c++) {
             pmem += optim_param_memory_bytes(t->opts[c]);
@@ -326,7 +328,7 @@ void train_log_iteration(Trainer *t, const StepResult *r, double ms, int64_t it)
     const char *names[N_TRAFFIC] = {"tp", "pp", "dp", "emb", "cp"};
     uint64_t bytes[N_TRAFFIC];
     group_traffic(t->grid, bytes);
-    int o = moe_text(extra, sizeof extra, r, a->model.num_experts);
+    int o = moe_text(extra, sizeof extra, r, a->model.num_experts, a->model.moe_capacity > 0);
     o += snprintf(extra + o, sizeof extra - (size_t)o, " MB moved by rank 0:");
     for (int i = 0; i < N_TRAFFIC && o > 0 && o < (int)sizeof extra; i++)
         o += snprintf(extra + o, sizeof extra - (size_t)o, " %s %.2f", names[i], bytes[i] / 1e6);

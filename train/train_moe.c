@@ -16,7 +16,7 @@ void train_moe_step_stats(Trainer *t, StepResult *r) {
     r->moe_layers = 0;
     if (c->num_experts <= 0) return;
     int L = c->num_layers, E = c->num_experts;
-    size_t row = (size_t)E + 2;  // per global layer: lb, z, tokens (E)
+    size_t row = (size_t)E + 3;  // per global layer: lb, z, dropped, tokens (E)
     if (!t->moe_sums) t->moe_sums = calloc((size_t)L * row, sizeof(double));
     double *v = t->moe_sums;
     memset(v, 0, (size_t)L * row * sizeof(double));
@@ -30,21 +30,24 @@ void train_moe_step_stats(Trainer *t, StepResult *r) {
                 double *d = v + (size_t)(m->layer0 + l) * row;
                 d[0] += m->moe->lb_loss[l];
                 d[1] += m->moe->z_loss[l];
-                for (int e = 0; e < E; e++) d[2 + e] += m->moe->tokens[(size_t)l * E + e];
+                d[2] += m->moe->dropped[l];
+                for (int e = 0; e < E; e++) d[3 + e] += m->moe->tokens[(size_t)l * E + e];
             }
         }
     comm_all_reduce(g->world, v, (size_t)L * row, COMM_F64, COMM_SUM);
     int n = 0;
-    double lb = 0, z = 0, micro = (double)t->step.n_micro * t->dp;  // the global batch's micro-batches
+    double lb = 0, z = 0, dropped = 0, micro = (double)t->step.n_micro * t->dp;  // the global batch's micro-batches
     for (int l = 0; l < L; l++) {
         if (!gpt_moe_layer(c, l)) continue;
         lb += v[(size_t)l * row];
         z += v[(size_t)l * row + 1];
-        memmove(v + (size_t)n * E, v + (size_t)l * row + 2, (size_t)E * sizeof(double));  // packed
+        dropped += v[(size_t)l * row + 2];
+        memmove(v + (size_t)n * E, v + (size_t)l * row + 3, (size_t)E * sizeof(double));  // packed
         n++;
     }
     r->moe_layers = n;
     r->moe_tokens = v;
+    r->moe_dropped = dropped;
     r->moe_lb_loss = c->moe_aux_coeff > 0 && c->moe_load_balancing != GPT_MOE_LB_NONE
                          ? lb / c->moe_aux_coeff / (n * micro) : NAN;
     r->moe_z_loss = c->moe_z_coeff > 0 ? z / c->moe_z_coeff / (n * micro) : NAN;

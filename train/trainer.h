@@ -32,9 +32,10 @@ typedef struct {
     // over the global batch's micro-batches and the MoE layers of the load-balancing loss
     // and of the z-loss, each without its coefficient (Megatron's load_balancing_loss,
     // z_loss; NAN when the coefficient is 0), and the tokens routed to each expert of each
-    // MoE layer over the global batch (moe_tokens: (moe_layers, E), the trainer's buffer).
+    // MoE layer over the global batch (moe_tokens: (moe_layers, E), the trainer's buffer),
+    // and the (token, choice)s the capacity dropped (--moe-expert-capacity-factor).
     int moe_layers;
-    double moe_lb_loss, moe_z_loss;
+    double moe_lb_loss, moe_z_loss, moe_dropped;
     const double *moe_tokens;
 } StepResult;
 
@@ -71,7 +72,7 @@ typedef struct {
     int64_t log_first_iteration;  // this run's first iteration: Megatron logs it too
     double t_launch;            // core_now() at set-up: the clock of --exit-duration-in-mins
     int64_t last_saved;         // iteration of this run's last checkpoint, -1 before one
-    double *moe_sums;           // (num_layers * (E + 2)) the MoE statistics' reduction buffer
+    double *moe_sums;           // (num_layers * (E + 3)) the MoE statistics' reduction buffer
                                 // (train_moe.c), NULL without experts
 } Trainer;
 

@@ -12,6 +12,7 @@
 #include "core/check.h"
 #include "tests/testing.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -96,7 +97,8 @@ static double objective(GPT *m, Comm *tp, const int *tok, const int *tgt, unsign
     unsigned h = 2166136261u;  // the routing (chosen experts) of every MoE layer
     for (int l = 0; l < m->n_layers; l++) {
         const GPTMoEActs *x = &m->slots[0].layers[l].moe;
-        for (int i = 0; x->idx && i < m->N * m->cfg.moe_topk; i++) h = (h ^ (unsigned)x->idx[i]) * 16777619u;
+        for (int i = 0; x->idx && i < m->N * m->cfg.moe_topk; i++)  // experts and kept slots
+            h = (((h ^ (unsigned)x->idx[i]) * 16777619u) ^ (unsigned)(x->slot[i] >= 0)) * 16777619u;
     }
     *route_sig = h;
     return lm + extra;
@@ -149,6 +151,58 @@ static void gradcheck(Backend *be, Comm *tp, GPTConfig cfg, const char *what) {
     gpt_destroy(m);
 }
 
+// --moe-expert-capacity-factor: every expert keeps at most ceil(n K / E x factor) entries;
+// by probs the kept ones outweigh the dropped ones (ties: the earlier kept), by position the
+// earliest are kept; a dropped (token, choice) has slot -1 and counts in x->dropped; with
+// padding every expert runs exactly its capacity and the loss equals the unpadded one.
+static double capacity_run(Backend *be, Comm *tp, int position, int pad, int *dropped_out) {
+    GPTConfig c = BASE;
+    c.moe_capacity = 0.5;
+    c.moe_drop_position = position;
+    c.moe_pad_capacity = pad;
+    GPT *m = gpt_create(&c, be, 1, 0, 1, 0, 2, 1, 42, 16, 0, NULL);
+    int tok[16], tgt[16];
+    for (int i = 0; i < 16; i++) { tok[i] = (i * 7 + 3) % 50; tgt[i] = (i * 11 + 5) % 50; }
+    int r = gpt_param_index(m, "layers.1.mlp.router.weight");
+    for (size_t j = 0; j < m->params[r].numel; j++) m->param_mem[m->params[r].offset + j] *= 20.0f;
+    gpt_forward(m, tp, 0, tok, tgt);
+    const GPTMoEActs *x = &m->slots[0].layers[1].moe;
+    int n = m->N, K = c.moe_topk, E = c.num_experts, cap = gpt_moe_capacity(&c, n), kept = 0;
+    EXPECT(cap == 4, "capacity ceil(16 x 2 / 4 x 0.5) = 4, got %d", cap);
+    for (int e = 0; e < E; e++) {
+        EXPECT(pad ? x->counts[e] == cap : x->counts[e] <= cap, "expert %d: %d rows", e, x->counts[e]);
+        float min_kept = 2.0f, max_dropped = -1.0f;
+        int last_kept = -1, first_dropped = n * K;
+        for (int i = 0; i < n * K; i++) {
+            if (x->idx[i] != e) continue;
+            if (x->slot[i] >= 0) {
+                kept++;
+                min_kept = fminf(min_kept, x->probs[i]);
+                last_kept = i;
+            } else {
+                max_dropped = fmaxf(max_dropped, x->probs[i]);
+                if (i < first_dropped) first_dropped = i;
+            }
+        }
+        if (position) EXPECT(max_dropped < 0 || last_kept < first_dropped, "expert %d: position order", e);
+        else EXPECT(min_kept >= max_dropped, "expert %d: kept %g < dropped %g", e, min_kept, max_dropped);
+    }
+    EXPECT(kept + x->dropped == n * K && x->dropped > 0, "kept %d + dropped %d = %d", kept, x->dropped, n * K);
+    *dropped_out = x->dropped;
+    double loss = gpt_loss_sum(m, 0) / m->N;
+    gpt_destroy(m);
+    return loss;
+}
+
+static void capacity(Backend *be, Comm *tp) {
+    int d0, d1, d2;
+    double probs = capacity_run(be, tp, 0, 0, &d0), padded = capacity_run(be, tp, 0, 1, &d1);
+    double position = capacity_run(be, tp, 1, 0, &d2);
+    EXPECT(fabs(probs - padded) <= 1e-6 * fabs(probs) && d0 == d1, "padded loss %.9g vs %.9g", padded, probs);
+    EXPECT(probs != position, "the drop policies keep other entries");
+    printf("capacity 0.5: %d of 32 entries dropped (probs), %d (position); padded loss equal\n", d0, d2);
+}
+
 int main(int argc, char **argv) {
     MPI_CHECK(MPI_Init(&argc, &argv));
     int self = 0;
@@ -156,6 +210,7 @@ int main(int argc, char **argv) {
     Backend *be = backend_cpu_create(1, BACKEND_F32);
     layer_freq();
     table(be);
+    capacity(be, one);
     GPTConfig c = BASE;
     gradcheck(be, one, c, "softmax, no balancing loss");
     c.moe_aux_coeff = 0.3;
@@ -172,6 +227,10 @@ int main(int argc, char **argv) {
     c.disable_bias_linear = 1;
     snprintf(c.moe_layer_freq, sizeof c.moe_layer_freq, "1");
     gradcheck(be, one, c, "sigmoid, scaling 2, SwiGLU experts, every layer");
+    c = BASE;
+    c.moe_capacity = 0.75;
+    c.moe_aux_coeff = 0.3;
+    gradcheck(be, one, c, "capacity 0.75 (drops), aux_loss");
     backend_destroy(be);
     comm_destroy(one);
     MPI_CHECK(MPI_Finalize());

@@ -75,6 +75,9 @@ expect2 1 "moe-layer-freq '\[0,0\]' names no layer of 2" --num-experts 4 --moe-l
 expect2 1 "moe-layer-freq '\[1,0,1\]' has 3 entries, num-layers is 2" --num-experts 4 --moe-layer-freq "[1,0,1]"
 expect2 1 "moe-layer-freq '\[1,2\]': not an int or a list" --num-experts 4 --moe-layer-freq "[1,2]"
 expect2 1 "moe-expert-capacity-factor must be > 0, got -1" --num-experts 4 --moe-expert-capacity-factor -1
+expect2 2 "moe-expert-capacity-factor with --sequence-parallel or --context-parallel-size > 1 is not implemented yet" \
+  --num-experts 4 --moe-expert-capacity-factor 1 --tensor-model-parallel-size 2 --sequence-parallel
+expect2 1 "moe-pad-expert-input-to-capacity needs --moe-expert-capacity-factor" --num-experts 4 --moe-pad-expert-input-to-capacity
 expect2 1 "expert-model-parallel-size 2: expert parallelism is not implemented yet" --num-experts 4 --expert-model-parallel-size 2
 [[ $fail -eq 0 ]] && echo "train_bad_input: ok"
 exit $fail
