@@ -40,6 +40,7 @@ EXTERNAL = {
 ALLOW = {
     "--signal": "sbatch/srun: Slurm's signal before the time limit (--signal=USR1@180)",
     "--array": "sbatch: the job array of `megac ablate --launcher slurm` (--array=...%K)",
+    "--resource-usage": "nvcc: the register and spill report of each kernel (docs/gpu.md)",
 }
 
 FLAG = re.compile(r"(?<![\w-])--[a-z0-9][a-z0-9-]*")
