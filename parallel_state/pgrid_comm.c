@@ -76,8 +76,16 @@ ProcessGrid *pgrid_create_moe(int tp, int cp, int pp, int ep, int etp, PGridComm
     for (int i = 0; i < world; i++) all[i] = i;
     g->world = comm_mpi_create(MPI_COMM_WORLD, "world", all, timeout_s);
     free(all);
+    int experts = pgrid_dims_has_experts(&g->dims);
     for (PGridKind k = 0; k < PGRID_NKINDS; k++)
-        *field(g, k) = make_group(&g->dims, k, rank, kind, cuda_stream, timeout_s);
+        if (experts || !pgrid_kind_is_expert(k) || k == PGRID_EP)
+            *field(g, k) = make_group(&g->dims, k, rank, kind, cuda_stream, timeout_s);
+    if (!experts) {  // the expert groups are dense ones: the same Comm (no extra NCCL comms)
+        g->etp = g->tp;
+        g->etp_ep = g->tp;
+        g->edp = g->dp_cp;
+        g->etp_ep_pp = g->model;
+    }
     g->tp_host = make_group(&g->dims, PGRID_TP, rank, PGRID_COMM_MPI, NULL, timeout_s);
     return g;
 }
@@ -94,7 +102,13 @@ ProcessGrid *pgrid_create(int tp, int pp, PGridCommKind kind, void *cuda_stream,
 void pgrid_destroy(ProcessGrid *g) {
     if (!g) return;
     comm_destroy(g->world);
-    for (PGridKind k = 0; k < PGRID_NKINDS; k++) comm_destroy(*field(g, k));
+    for (PGridKind k = 0; k < PGRID_NKINDS; k++) {
+        Comm *c = *field(g, k);
+        int alias = 0;  // an expert kind without experts points at a dense kind's Comm
+        for (PGridKind j = 0; j < PGRID_NKINDS && !alias; j++)
+            alias = pgrid_kind_is_expert(k) && !pgrid_kind_is_expert(j) && *field(g, j) == c;
+        if (!alias) comm_destroy(c);
+    }
     comm_destroy(g->tp_host);
     free(g);
 }

@@ -22,8 +22,9 @@ typedef struct {
     Comm *cp, *dp_cp, *tp_cp;  // the groups spanning context parallelism; with CP = 1, cp is
                                // one rank and dp_cp, tp_cp hold dp's and tp's ranks in order
     Comm *ep, *etp, *etp_ep, *edp, *etp_ep_pp;  // the expert groups (pgrid.h's second
-                           // decomposition); without experts ep is one rank, etp is tp,
-                           // etp_ep is tp, edp holds dp_cp's ranks and etp_ep_pp model's
+                           // decomposition); without experts (pgrid_dims_has_experts 0) ep
+                           // is one rank and the others ARE the dense Comms (etp, etp_ep: tp;
+                           // edp: dp_cp; etp_ep_pp: model), so no extra NCCL communicators
     Comm *tp_host;         // the tensor-parallel group over MPI (host memory, e.g. input
                            // batches), whatever the kind of the others
 } ProcessGrid;
