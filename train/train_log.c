@@ -4,6 +4,7 @@
 #include "train_log.h"
 #include "core/check.h"
 
+#include "model/gpt_params.h"  // defines: gpt_params_build
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -153,11 +154,20 @@ static const char *recompute_label(const GPTConfig *c, char *buf, size_t n) {
 
 // Parameters of the whole GPT-2 model (real vocabulary; the output layer is the tied
 // embedding; attention on NH hs channels, --kv-channels). Pure.
-static double model_params(const GPTConfig *c) {
-    double C = c->hidden_size, F = c->ffn_hidden_size, V = c->vocab_size;
-    double A = (double)c->num_heads * gpt_head_size(c), QKV = A + 2.0 * gpt_kv_heads(c) * gpt_head_size(c);
-    double per_layer = 4 * C + (QKV * C + QKV) + (A * C + C) + (F * C + F) + (C * F + C);
-    return V * C + (double)c->max_position_embeddings * C + c->num_layers * per_layer + 2 * C;
+// Parameters of the whole model from its one-stage, one-rank table (vocabulary unpadded, the
+// tied embedding once); *active: those a token uses (an MoE layer's K of E experts).
+static double model_params(const GPTConfig *c, double *active) {
+    int n = 0;
+    size_t total = 0;
+    ParamInfo *t = gpt_params_build(c, 1, c->vocab_size, 0, c->num_layers, 1, 1, &n, &total);
+    double all = 0, experts = 0;
+    for (int i = 0; i < n; i++) {
+        all += (double)t[i].numel;
+        if (strstr(t[i].name, ".mlp.experts.")) experts += (double)t[i].numel;
+    }
+    free(t);
+    *active = c->num_experts > 0 ? all - experts * (1.0 - (double)c->moe_topk / c->num_experts) : all;
+    return all;
 }
 
 void train_log_startup(const Trainer *t) {
@@ -187,8 +197,11 @@ void train_log_startup(const Trainer *t) {
                    "iteration and global indices)\n", a->hidden_dropout, a->attention_dropout);
         size_t mine_floats = 0;
         for (int c = 0; c < t->n_chunks; c++) mine_floats += t->chunks[c]->n_floats;
-        printf("parameters: %.6g M in the whole model (tied embedding counted once, vocabulary "
-               "unpadded); %zu on rank 0's stage slice\n", model_params(&a->model) / 1e6, mine_floats);
+        double active, params = model_params(&a->model, &active);
+        char act_s[64] = "";
+        if (a->model.num_experts > 0) snprintf(act_s, sizeof act_s, ", %.6g M active per token", active / 1e6);
+        printf("parameters: %.6g M in the whole model%s (tied embedding counted once, vocabulary "
+               "unpadded); %zu on rank 0's stage slice\n", params / 1e6, act_s, mine_floats);
         if (t->n_chunks > 1)
             printf("interleaved 1F1B: %d model chunks per pipeline rank of %d layers each (chunk c of "
                    "pipeline rank r: layers of virtual stage c*%d + r)\n", t->n_chunks,
