@@ -2,6 +2,7 @@
 // run by hand, e.g.
 //     build/bench/bench_train                      (the CPU configs, all cores)
 //     build/bench/bench_train --config medium --steps 5 --threads 2
+//     build/bench/bench_train --config medium --steps 5 --threads 1 --dropout 0.1
 //     build/bench/bench_train --device cuda --config gpt2-124m --seq-length 1024 --micro-batch 16
 // Prints, per config: ms per step, tokens/s, achieved FLOP/s (Megatron's FLOPs formula,
 // forward + backward, padded vocabulary) and
@@ -10,7 +11,9 @@
 //         right after every timed step (outside its time) and each step is compared with its
 //         own ceiling: on a shared host the clock and the neighbours' load drift by tens of
 //         percent within seconds, which made a ceiling taken once swing the fraction 50-75 %.
-//         ms/step, ceiling and fraction are medians over the steps;
+//         ms/step, ceiling and fraction are medians over the steps; so is "cpu ms", the
+//         process's CPU time per step (with --threads 1 the figure a loaded host disturbs least:
+//         what paired runs with and without --dropout compare);
 //   CUDA: model TFLOP/s and MFU against --peak-tflops (default 989: H100/H200 dense bf16),
 //         timed between backend syncs; TF32 GEMMs unless --no-tf32; --bf16 / --fp16 mixed
 //         precision; --use-flash-attn fused attention. Also the memory megac allocated.
@@ -28,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>  // defines: clock_gettime, CLOCK_PROCESS_CPUTIME_ID
 
 typedef struct {
     const char *name;
@@ -83,6 +87,13 @@ static double ceiling_gflops(Backend *be, const BenchConfig *bc, int Vp, int rep
     return own > square ? own : square;
 }
 
+// CPU seconds of the whole process (all threads). Never fails.
+static double cpu_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
@@ -95,17 +106,22 @@ static double median(double *v, int n) {
 }
 
 // Times `steps` steps (after one warm-up): forward, backward, AdamW, between backend syncs
-// (CUDA queues its work; the CPU sync is a no-op). Returns ms per step (mean).
-// step_ms / ceil (NULL, or `steps` entries each; CPU): each step's ms, and the ceiling
-// measured right after it (ceiling_gflops, outside the step's time).
+// (CUDA queues its work; the CPU sync is a no-op); drop: hidden and attention dropout
+// probability (0: none). Returns ms per step (mean).
+// step_ms / ceil / cpu_ms (NULL, or `steps` entries each; CPU): each step's ms, the ceiling
+// measured right after it (ceiling_gflops, outside the step's time), and the step's CPU ms
+// (all threads: with --threads 1 a figure that a busy shared host inflates little); ceil
+// NULL: no ceilings (step_ms and cpu_ms still filled).
 // *mem: bytes megac allocated for the model (weights, copies, grads, activations, workspace)
 // and the optimizer (moments).
 static double time_steps(const BenchConfig *bc, Backend *be, Comm *one, int steps, int flash,
-                         int *Vp, double *mem, double *step_ms, double *ceil) {
+                         double drop, int *Vp, double *mem, double *step_ms, double *ceil,
+                         double *cpu_ms) {
     GPTConfig cfg = gpt_config_of(bc, flash);
     char err[512];
     if (gpt_config_check(&cfg, 1, 1, err, sizeof err) != 0) core_usage_error("%s: %s", bc->name, err);
     GPT *m = gpt_create(&cfg, be, 1, 0, 1, 0, bc->B, 1, 1234, dist_pad_multiple(1), 0, NULL);
+    gpt_set_dropout(m, (float)drop, (float)drop, 1234);  // drop 0: none
     Optimizer *o = optim_create(be, one, 1, m, 0, 0, NULL);
     optim_set_weight_copies(o, m);  // bf16/fp16: AdamW writes the copies (as train does)
     AdamWConfig ac = {0.9, 0.95, 1e-8, 0.1, 1.0};
@@ -118,7 +134,8 @@ static double time_steps(const BenchConfig *bc, Backend *be, Comm *one, int step
             be->ops->sync(be);
             t0 = core_now();
         }
-        double ts = core_now();
+        double ts = core_now(), cs = cpu_seconds();
+        gpt_dropout_step(m, s, drop > 0);  // a new mask every step, as train draws them
         gpt_zero_grads(m);
         gpt_forward(m, one, 0, tok, tgt);
         gpt_backward(m, one, 0, NULL, 1.0f / N);
@@ -127,7 +144,8 @@ static double time_steps(const BenchConfig *bc, Backend *be, Comm *one, int step
             be->ops->sync(be);
             double tc = core_now();
             step_ms[s - 1] = (tc - ts) * 1e3;
-            ceil[s - 1] = ceiling_gflops(be, bc, m->Vp, 4);
+            cpu_ms[s - 1] = (cpu_seconds() - cs) * 1e3;
+            if (ceil) ceil[s - 1] = ceiling_gflops(be, bc, m->Vp, 4);
             paused += core_now() - tc;
         }
     }
@@ -143,28 +161,31 @@ static double time_steps(const BenchConfig *bc, Backend *be, Comm *one, int step
 }
 
 // CPU: the figures against the sgemm ceiling, as before the CUDA path existed.
-static void run_cpu(const BenchConfig *bc, Backend *be, Comm *one, int steps, int flash) {
+static void run_cpu(const BenchConfig *bc, Backend *be, Comm *one, int steps, int flash,
+                    double drop, int no_ceiling) {
     int Vp = 0;
     double mem = 0;
     double *step_ms = calloc((size_t)steps, sizeof(double)), *ceil = calloc((size_t)steps, sizeof(double));
-    double *frac = calloc((size_t)steps, sizeof(double));
-    if (!step_ms || !ceil || !frac) core_fatal("out of memory");
-    time_steps(bc, be, one, steps, flash, &Vp, &mem, step_ms, ceil);
+    double *frac = calloc((size_t)steps, sizeof(double)), *cpu = calloc((size_t)steps, sizeof(double));
+    if (!step_ms || !ceil || !frac || !cpu) core_fatal("out of memory");
+    time_steps(bc, be, one, steps, flash, drop, &Vp, &mem, step_ms, no_ceiling ? NULL : ceil, cpu);
     GPTConfig cfg = gpt_config_of(bc, flash);
     double flops = gpt_flops_per_iteration(&cfg, Vp, bc->B);
-    for (int s = 0; s < steps; s++) frac[s] = flops / (step_ms[s] * 1e-3) * 1e-9 / ceil[s];
+    for (int s = 0; s < steps; s++)
+        frac[s] = no_ceiling ? 0.0 : flops / (step_ms[s] * 1e-3) * 1e-9 / ceil[s];
     double ms = median(step_ms, steps), gflops = flops / (ms * 1e-3) * 1e-9;
-    printf("%-11s %9.1f %10.0f %10.1f %9.1f %8.0f%%\n", bc->name, ms,
-           bc->B * bc->T / (ms * 1e-3), gflops, median(ceil, steps), 100.0 * median(frac, steps));
-    free(step_ms), free(ceil), free(frac);
+    printf("%-11s %9.1f %10.0f %10.1f %9.1f %8.0f%% %9.1f\n", bc->name, ms,
+           bc->B * bc->T / (ms * 1e-3), gflops, median(ceil, steps), 100.0 * median(frac, steps),
+           median(cpu, steps));
+    free(step_ms), free(ceil), free(frac), free(cpu);
 }
 
 // CUDA: model TFLOP/s and MFU against the peak.
 static void run_cuda(const BenchConfig *bc, Backend *be, Comm *one, int steps, double peak,
-                     int flash) {
+                     int flash, double drop) {
     int Vp = 0;
     double mem = 0;
-    double ms = time_steps(bc, be, one, steps, flash, &Vp, &mem, NULL, NULL);
+    double ms = time_steps(bc, be, one, steps, flash, drop, &Vp, &mem, NULL, NULL, NULL);
     GPTConfig cfg = gpt_config_of(bc, flash);
     double tflops = gpt_flops_per_iteration(&cfg, Vp, bc->B) / (ms * 1e-3) * 1e-12;
     double tok_s = bc->B * bc->T / (ms * 1e-3);
@@ -181,8 +202,8 @@ int main(int argc, char **argv) {
     MPI_CHECK(MPI_Init(NULL, NULL));
     const char *only = NULL, *device = "cpu", *split = "rule";
     int steps = 3, threads = 0, T = 0, B = 0, no_tf32 = 0, bf16 = 0, fp16 = 0, flash = 0;
-    double peak = 989.0;
-    int panels = 0;
+    double peak = 989.0, drop = 0.0;
+    int panels = 0, no_ceiling = 0;
     ArgSpec specs[] = {
         {"--config", ARG_STR, &only,
          "small | medium | gpt2-vocab | gpt2-124m | gpt2-350m (default: all but gpt2-350m)"},
@@ -195,19 +216,22 @@ int main(int argc, char **argv) {
         {"--bf16", ARG_BOOL, &bf16, "bf16 activations and weight copies (mixed precision)"},
         {"--fp16", ARG_BOOL, &fp16, "fp16 activations and weight copies (no loss scaling here)"},
         {"--use-flash-attn", ARG_BOOL, &flash, "fused attention: no (T, T) matrix stored"},
+        {"--no-ceiling", ARG_BOOL, &no_ceiling, "CPU: skip the sgemm ceilings (ceiling, fraction print 0)"},
+        {"--dropout", ARG_FLOAT, &drop, "hidden and attention dropout p (Megatron's default: 0.1; here 0)"},
         {"--peak-tflops", ARG_FLOAT, &peak, "CUDA: the GPU's peak TFLOP/s for MFU (H100/H200 dense bf16)"},
         {"--gemm-split", ARG_STR, &split, "CPU: cut GEMMs into panels of rows (m), columns (n), or by the rule"},
         {"--gemm-panels", ARG_INT, &panels, "CPU: GEMM panels per thread (0: the rule)"},
     };
     core_args_parse("usage: bench_train [--config NAME] [--steps N] [--threads N] [--device cpu|cuda] "
                     "[--seq-length T] [--micro-batch B] [--no-tf32] [--bf16|--fp16] [--use-flash-attn] "
-                    "[--peak-tflops X]",
+                    "[--peak-tflops X] [--dropout P] [--no-ceiling]",
                     specs, (int)(sizeof specs / sizeof specs[0]), argc - 1, argv + 1);
     int cuda = !strcmp(device, "cuda");
     if (!cuda && strcmp(device, "cpu")) core_usage_error("--device must be cpu or cuda, got '%s'", device);
     if (strcmp(split, "rule") && strcmp(split, "m") && strcmp(split, "n"))
         core_usage_error("--gemm-split must be rule, m or n, got '%s'", split);
     if (panels < 0) core_usage_error("--gemm-panels must be >= 0");
+    if (drop < 0 || drop >= 1) core_usage_error("--dropout must be in [0, 1), got %g", drop);
     if (steps < 1 || T < 0 || B < 0 || peak <= 0)
         core_usage_error("--steps must be >= 1, --seq-length/--micro-batch >= 0, --peak-tflops > 0");
     int found = !only;
@@ -236,20 +260,21 @@ int main(int argc, char **argv) {
         one = comm_mpi_create(MPI_COMM_SELF, "one", &self, 0);
         be->u.cpu.gemm_split = !strcmp(split, "m") ? CPU_GEMM_SPLIT_M : !strcmp(split, "n") ? CPU_GEMM_SPLIT_N : 0;
         be->u.cpu.gemm_panels = panels;
-        square = sgemm_gflops(be, 2048, 2048, 2048, 8);
+        square = no_ceiling ? 0.0 : sgemm_gflops(be, 2048, 2048, 2048, 8);
         printf("backend: %s\nsgemm ceiling at start: %.1f GFLOP/s (2048^3, best of 8 runs x 2 ways); "
                "each step is compared with the ceiling measured right after it (medians over steps)\n\n",
                be->name, square);
-        printf("%-11s %9s %10s %10s %9s %9s\n", "config", "ms/step", "tokens/s", "GFLOP/s", "ceiling",
-               "fraction");
+        printf("dropout: %g (hidden and attention)\n", drop);
+        printf("%-11s %9s %10s %10s %9s %9s %9s\n", "config", "ms/step", "tokens/s", "GFLOP/s", "ceiling",
+               "fraction", "cpu ms");
     }
     for (int i = 0; i < N_CONFIGS; i++) {
         BenchConfig bc = CONFIGS[i];
         if (only ? strcmp(only, bc.name) != 0 : !bc.in_all) continue;
         if (T) bc.T = T;
         if (B) bc.B = B;
-        if (cuda) run_cuda(&bc, be, one, steps, peak, flash);
-        else run_cpu(&bc, be, one, steps, flash);
+        if (cuda) run_cuda(&bc, be, one, steps, peak, flash, drop);
+        else run_cpu(&bc, be, one, steps, flash, drop, no_ceiling);
         fflush(stdout);
     }
     comm_destroy(one);
