@@ -11,7 +11,9 @@
 // bits as the full product.
 // With dropout (d not NULL): att keeps the probabilities without dropout; the
 // products with v go through (CPU_ATT_QB, CPU_ATT_QB) tiles of dropped probabilities on the
-// stack, the mask regenerated from its hash (dropout.h) in the backward.
+// stack, the mask regenerated from its hash (dropout.h) in the backward, once per tile for
+// both of its uses there, drawn by the vectorised span kernels (cpu_dropout.c) and only on
+// and below the causal diagonal (above it the probabilities are zeros, dropped or not).
 #include "core/check.h"  // defines: core_fatal
 #include "cpu_backend.h"
 #include "cpu_gemm.h"
@@ -53,23 +55,36 @@ CPU_SIMD_CLONES static void cpu_causal_softmax_backward_row(float *dp, const flo
 }
 
 // tile (n, w) (row stride CPU_ATT_QB) = a (n, w) (row stride lda) times the dropout factors,
-// a's element (0, 0) having mask index idx0 (rows Tg apart). Zeros stay zeros.
-static void cpu_att_drop_tile(float *tile, const float *a, int lda, int Tg,
-                              const BackendDropout *d, uint64_t idx0, int n, int w) {
-    for (int i = 0; i < n; i++)
-        for (int j = 0; j < w; j++)
-            tile[i * CPU_ATT_QB + j] =
-                a[(size_t)i * lda + j] * dropout_factor(d, idx0 + (uint64_t)i * Tg + j);
+// a's element (0, 0) having mask index idx0 (rows Tg apart). Row i's elements past column
+// diag + i are zeros of a (above the causal diagonal): written as zeros, no mask drawn (0
+// times a factor is +0 either way: the same bits). f (n, w), row stride CPU_ATT_QB, or NULL:
+// gets the factors drawn (zeros past the diagonal).
+static void cpu_att_drop_tile(float *tile, float *f, const float *a, int lda, int Tg,
+                              const BackendDropout *d, uint64_t idx0, int n, int w, int diag) {
+    for (int i = 0; i < n; i++) {
+        int wi = diag + i + 1 < 0 ? 0 : diag + i + 1 < w ? diag + i + 1 : w;  // drawn columns
+        float *ti = tile + i * CPU_ATT_QB;
+        if (f) {
+            float *fi = f + i * CPU_ATT_QB;
+            cpu_dropout_factors(fi, wi, d, idx0 + (uint64_t)i * Tg);
+            for (int j = 0; j < wi; j++) ti[j] = a[(size_t)i * lda + j] * fi[j];
+            for (int j = wi; j < w; j++) fi[j] = 0.0f;
+        } else {
+            cpu_dropout_span(ti, a + (size_t)i * lda, wi, d, idx0 + (uint64_t)i * Tg);
+        }
+        for (int j = wi; j < w; j++) ti[j] = 0.0f;
+    }
 }
 
-// o (n, hs) (+)= dropped(ab (n, t1), row stride T) @ v (t1, hs), through key tiles.
+// o (n, hs) (+)= dropped(ab (n, t1), row stride T) @ v (t1, hs), through key tiles; ab's
+// row i is zero past key diag + i.
 static void cpu_att_dropped_pv(float *o, const float *ab, const float *v, int n, int t1, int T,
                                int Tg, int hs, int ld, int ldo, const BackendDropout *d,
-                               uint64_t idx0) {
+                               uint64_t idx0, int diag) {
     float tile[CPU_ATT_QB * CPU_ATT_QB];
     for (int u0 = 0; u0 < t1; u0 += CPU_ATT_QB) {
         int w = t1 - u0 < CPU_ATT_QB ? t1 - u0 : CPU_ATT_QB;
-        cpu_att_drop_tile(tile, ab + u0, T, Tg, d, idx0 + (uint64_t)u0, n, w);
+        cpu_att_drop_tile(tile, NULL, ab + u0, T, Tg, d, idx0 + (uint64_t)u0, n, w, diag - u0);
         cpu_sgemm(0, 0, n, hs, w, 1.0f, tile, CPU_ATT_QB, v + (size_t)u0 * ld, ld,
                   u0 ? 1.0f : 0.0f, o, ldo);
     }
@@ -100,7 +115,7 @@ static void cpu_attention_head_forward(float *o, float *a, const float *q, const
         }
         if (d)
             cpu_att_dropped_pv(ob, ab, v, n, kc, Tk, Tg, hs, ld, ldo, d,
-                               base + (uint64_t)t0 * Tg);
+                               base + (uint64_t)t0 * Tg, t0 + off);
         else
             cpu_sgemm(0, 0, n, hs, kc, 1.0f, ab, Tk, v, ld, 0.0f, ob, ldo);
     }
@@ -143,42 +158,48 @@ void cpu_attention_forward(Backend *be, void *out_, void *att_, const void *qkv_
 }
 
 // One head, backward; dq, dk, dv (T, hs) rows of stride ld (overwritten), dy rows of
-// stride ldy; ds (T, T) is scratch: d(att), then d(scores) in place.
+// stride ldy; ds (T, T) is scratch: d(att), then d(scores) in place. With dropout each
+// (query block, key tile) draws its mask once, into f, for both of its uses: d(att) times
+// the mask, and dv += dropped(att)^T @ dy. dv's tiles are summed in the order of increasing
+// query block, each starting at its diagonal block, as a loop over key blocks would.
 static void cpu_attention_head_backward(float *dq, float *dk, float *dv, float *ds,
                                         const float *dy, const float *q, const float *k,
                                         const float *v, const float *a, int T, int hs, int ld,
                                         int ldy, float scale, const BackendDropout *d,
                                         uint64_t base) {
+    float tile[CPU_ATT_QB * CPU_ATT_QB], f[CPU_ATT_QB * CPU_ATT_QB];
     // 1. per query block: datt (n, t1) = dy @ v^T, then the softmax backward of its rows;
     //    dq (n, hs) = scale * dscores @ k
     for (int t0 = 0; t0 < T; t0 += CPU_ATT_QB) {
         int t1 = t0 + CPU_ATT_QB < T ? t0 + CPU_ATT_QB : T, n = t1 - t0;
         float *db = ds + (size_t)t0 * T;
-        cpu_sgemm(0, 1, n, t1, hs, 1.0f, dy + (size_t)t0 * ldy, ldy, v, ld, 0.0f, db, T);
-        for (int t = t0; d && t < t1; t++)  // d(probabilities) = d(dropped) * mask
-            for (int j = 0; j <= t; j++)
-                ds[(size_t)t * T + j] *= dropout_factor(d, base + (uint64_t)t * T + j);
+        const float *dyb = dy + (size_t)t0 * ldy;
+        cpu_sgemm(0, 1, n, t1, hs, 1.0f, dyb, ldy, v, ld, 0.0f, db, T);
+        for (int u0 = 0; d && u0 < t1; u0 += CPU_ATT_QB) {  // key tiles u0..u0+w-1
+            int w = t1 - u0 < CPU_ATT_QB ? t1 - u0 : CPU_ATT_QB;
+            cpu_att_drop_tile(tile, f, a + (size_t)t0 * T + u0, T, T, d,
+                              base + (uint64_t)t0 * T + u0, n, w, t0 - u0);
+            for (int i = 0; i < n; i++) {  // d(probabilities) = d(dropped) * mask, j <= t
+                float *di = db + (size_t)i * T + u0;
+                const float *fi = f + i * CPU_ATT_QB;
+                int wi = t0 + i - u0 + 1 < w ? t0 + i - u0 + 1 : w;
+                for (int j = 0; j < wi; j++) di[j] *= fi[j];
+            }
+            cpu_sgemm(1, 0, w, hs, n, 1.0f, tile, CPU_ATT_QB, dyb, ldy, t0 > u0 ? 1.0f : 0.0f,
+                      dv + (size_t)u0 * ld, ld);
+        }
         for (int t = t0; t < t1; t++)
             cpu_causal_softmax_backward_row(ds + (size_t)t * T, a + (size_t)t * T, t, T);
         cpu_sgemm(0, 0, n, hs, t1, scale, db, T, k, ld, 0.0f, dq + (size_t)t0 * ld, ld);
     }
-    // 2. per key block u0..u1 (queries u0..T-1 see it): dv = att^T @ dy, dk = scale ds^T @ q
+    // 2. per key block u0..u1 (queries u0..T-1 see it): dv = att^T @ dy (without dropout),
+    //    dk = scale ds^T @ q
     for (int u0 = 0; u0 < T; u0 += CPU_ATT_QB) {
         int u1 = u0 + CPU_ATT_QB < T ? u0 + CPU_ATT_QB : T, n = u1 - u0, m = T - u0;
         size_t blk = (size_t)u0 * T + u0;  // element (u0, u0)
-        if (d) {  // dv = dropped(att)^T @ dy, by query tiles
-            float tile[CPU_ATT_QB * CPU_ATT_QB];
-            for (int t0 = u0; t0 < T; t0 += CPU_ATT_QB) {
-                int r = T - t0 < CPU_ATT_QB ? T - t0 : CPU_ATT_QB;
-                cpu_att_drop_tile(tile, a + (size_t)t0 * T + u0, T, T, d,
-                                  base + (uint64_t)t0 * T + u0, r, n);
-                cpu_sgemm(1, 0, n, hs, r, 1.0f, tile, CPU_ATT_QB, dy + (size_t)t0 * ldy, ldy,
-                          t0 > u0 ? 1.0f : 0.0f, dv + (size_t)u0 * ld, ld);
-            }
-        } else {
+        if (!d)
             cpu_sgemm(1, 0, n, hs, m, 1.0f, a + blk, T, dy + (size_t)u0 * ldy, ldy, 0.0f,
                       dv + (size_t)u0 * ld, ld);
-        }
         cpu_sgemm(1, 0, n, hs, m, scale, ds + blk, T, q + (size_t)u0 * ld, ld, 0.0f,
                   dk + (size_t)u0 * ld, ld);
     }

@@ -100,7 +100,9 @@ static void cpu_flash_head_forward(float *o, float *lse, const float *q, const f
                 float corr = cpu_flash_online_row(s + i * CPU_FA_B, lo, cnt, w, &m[i], &l[i]);
                 for (int c = 0; c < hs; c++) ob[(size_t)i * ldo + c] *= corr;
                 uint64_t idx = base + (uint64_t)(t0 + i) * Tg + u0;
-                for (int j = lo; d && j < cnt; j++) s[i * CPU_FA_B + j] *= dropout_factor(d, idx + j);
+                if (d && cnt > lo)  // the mask, vectorised (the same bits as dropout_factor)
+                    cpu_dropout_span(s + i * CPU_FA_B + lo, s + i * CPU_FA_B + lo, cnt - lo, d,
+                                     idx + (uint64_t)lo);
             }
             cpu_sgemm(0, 0, n, hs, w, 1.0f, s, CPU_FA_B, v + (size_t)u0 * ldk, ldk, 1.0f, ob, ldo);
         }
@@ -206,13 +208,15 @@ static void cpu_flash_head_backward(float *dq, float *dk, float *dv, float *D, c
             cpu_flash_probs(p, lse, t0, u0, n, w, off, qs, k0);
             if (d) {  // ds = p (z dp - D_t), then p *= z for dv
                 cpu_sgemm(0, 1, n, w, hs, 1.0f, dyb, ldy, vb, ldk, 0.0f, ds, CPU_FA_B);
-                for (int i = 0; i < n; i++)
+                for (int i = 0; i < n; i++) {
+                    float z[CPU_FA_B];  // the row's mask, vectorised (dropout_factor's bits)
+                    cpu_dropout_factors(z, w, d, base + (uint64_t)(t0 + i) * Tg + u0);
                     for (int j = 0; j < w; j++) {
                         int e = i * CPU_FA_B + j;
-                        float z = dropout_factor(d, base + (uint64_t)(t0 + i) * Tg + u0 + j);
-                        ds[e] = p[e] * (z * ds[e] - D[t0 + i]);
-                        p[e] *= z;
+                        ds[e] = p[e] * (z[j] * ds[e] - D[t0 + i]);
+                        p[e] *= z[j];
                     }
+                }
                 cpu_sgemm(1, 0, w, hs, n, 1.0f, p, CPU_FA_B, dyb, ldy, 1.0f, dvb, ldk);
             } else {
                 cpu_sgemm(1, 0, w, hs, n, 1.0f, p, CPU_FA_B, dyb, ldy, 1.0f, dvb, ldk);

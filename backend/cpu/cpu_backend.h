@@ -117,6 +117,10 @@ void cpu_attention_backward(Backend *be, void *dqkv, float *scratch, const void 
 
 // cpu_dropout.c
 void cpu_dropout(Backend *be, void *out, const void *inp, const BackendDropout *d, int N, int C);
+// f (n) = dropout_factor(d, idx0 + j), j < n, vectorised (the same bits).
+void cpu_dropout_factors(float *f, int n, const BackendDropout *d, uint64_t idx0);
+// y (n) = x (n) * dropout_factor(d, idx0 + j), vectorised (the same bits); y may alias x.
+void cpu_dropout_span(float *y, const float *x, int n, const BackendDropout *d, uint64_t idx0);
 
 // cpu_attention_flash.c (d as in cpu_attention.c)
 void cpu_flash_attention_forward(Backend *be, void *out, float *lse, const void *qkv,

@@ -1,8 +1,55 @@
 // backend/cpu/cpu_dropout.c: dropout of a (rows, C) tensor, the mask a pure function of the
-// element's global index (dropout.h); the backward is the same call on the gradient.
+// element's global index (dropout.h); the backward is the same call on the gradient. Also
+// the span kernels that the attention ops use for their masks.
+//
+// The hash is the cost (two splitmix64 finalizers per element: four 64-bit multiplies), so
+// it runs vectorised: a span's factors are computed in blocks of CPU_DROP_BLOCK consecutive
+// mask indices by a `omp simd` loop in 64-bit lanes (CPU_SIMD_CLONES: GCC synthesises the
+// 64-bit multiplies from 32-bit ones on AVX2 and uses vpmullq on AVX-512), with the key,
+// threshold and scale in locals (a loop that read them through the descriptor reloaded them
+// at every element: a float store may alias d->scale). The keep test compares the whole
+// 64-bit hash with threshold << 32, which is dropout_bits(...) >= threshold exactly, and the
+// factor (0 or scale) multiplies the value as dropout_factor's does: the same bits.
 #include "cpu_backend.h"
+#include "cpu_math.h"  // defines: CPU_SIMD_CLONES
 
 #include <string.h>  // defines: memmove
+
+#define CPU_DROP_BLOCK 64  // factors per block on the stack
+
+// f (n) = the factors (0 or scale) of mask indices idx0 .. idx0 + n - 1 under key. Pure but
+// for f.
+CPU_SIMD_CLONES static void drop_factors_span(float *f, int n, uint64_t key, uint32_t threshold,
+                                              float scale, uint64_t idx0) {
+    uint64_t t64 = (uint64_t)threshold << 32;
+#pragma omp simd
+    for (int j = 0; j < n; j++) {
+        uint64_t z = dropout_mix64(key ^ dropout_mix64(idx0 + (uint64_t)j));
+        f[j] = z >= t64 ? scale : 0.0f;
+    }
+}
+
+// y (n) = x (n) * f (n); y may alias x. Pure but for y.
+CPU_SIMD_CLONES static void drop_mul_span(float *y, const float *x, const float *f, int n) {
+#pragma omp simd
+    for (int j = 0; j < n; j++) y[j] = x[j] * f[j];
+}
+
+void cpu_dropout_factors(float *f, int n, const BackendDropout *d, uint64_t idx0) {
+    drop_factors_span(f, n, d->key, d->threshold, d->scale, idx0);
+}
+
+void cpu_dropout_span(float *y, const float *x, int n, const BackendDropout *d, uint64_t idx0) {
+    float f[CPU_DROP_BLOCK];
+    uint64_t key = d->key;
+    uint32_t threshold = d->threshold;
+    float scale = d->scale;
+    for (int j0 = 0; j0 < n; j0 += CPU_DROP_BLOCK) {
+        int m = n - j0 < CPU_DROP_BLOCK ? n - j0 : CPU_DROP_BLOCK;
+        drop_factors_span(f, m, key, threshold, scale, idx0 + (uint64_t)j0);
+        drop_mul_span(y + j0, x + j0, f, m);
+    }
+}
 
 // out (N, C) = inp * dropout_factor(d, dropout_row(d, r) * C + c); out may alias inp.
 void cpu_dropout(Backend *be, void *out, const void *inp, const BackendDropout *d, int N, int C) {
@@ -13,10 +60,8 @@ void cpu_dropout(Backend *be, void *out, const void *inp, const BackendDropout *
         return;
     }
     int nt = cpu_nt(be);
-#pragma omp parallel for num_threads(nt) schedule(static) if ((size_t)N * C > 65536)
-    for (int r = 0; r < N; r++) {
-        uint64_t idx = (uint64_t)dropout_row(d, r) * (uint64_t)C;
-        for (int c = 0; c < C; c++)
-            y[(size_t)r * C + c] = x[(size_t)r * C + c] * dropout_factor(d, idx + (uint64_t)c);
-    }
+#pragma omp parallel for num_threads(nt) schedule(static) if ((size_t)N * C > 16384)
+    for (int r = 0; r < N; r++)
+        cpu_dropout_span(y + (size_t)r * C, x + (size_t)r * C, C, d,
+                         (uint64_t)dropout_row(d, r) * (uint64_t)C);
 }

@@ -5,8 +5,11 @@
 // materialised and fused: forward against a double-precision reference using the same hash,
 // backward against central finite differences of that reference (mask fixed), fused vs
 // materialised to round-off with T not a multiple of the 64-row tile, a batch split into
-// per-sample calls (sample0) giving the same bits, p = 0 the plain op bitwise.
+// per-sample calls (sample0) giving the same bits, p = 0 the plain op bitwise. The
+// vectorised span kernels (cpu_dropout_factors, cpu_dropout_span) against dropout_factor
+// element for element, bitwise, on ragged lengths, offsets and thresholds.
 #include "backend/backend.h"
+#include "backend/cpu/cpu_backend.h"  // defines: cpu_dropout_factors, cpu_dropout_span
 #include "tests/backend/attention_ref.h"  // defines: AttnRef, attention_ref
 
 #include <math.h>
@@ -58,6 +61,39 @@ static void test_rows(Backend *be, TestRng *r) {
     EXPECT(dropout_key(7, 3, 2, 1) != dropout_key(7, 3, 3, 1), "site");
     EXPECT(dropout_key(7, 3, 2, 1) != dropout_key(7, 3, 2, 2), "layer");
     free(x), free(y), free(g), free(dg), free(z);
+}
+
+// The span kernels against the scalar reference: every length 0..150 (ragged against the
+// 64-factor blocks and any vector width), mask indices near 0, 2^32 and 2^63, p from 2^-32
+// to 1 - 2^-32, values of both signs (0 * negative is -0: the bits must match) and NaN.
+static void test_spans(TestRng *r) {
+    enum { NMAX = 150 };
+    float x[NMAX], y[NMAX], f[NMAX], z[NMAX];
+    rng_fill(r, x, NMAX, -2, 2);
+    x[7] = NAN, x[100] = -0.0f;
+    double ps[] = {0.1, 0.5, 1.0 / 4294967296.0, 0.999999999};
+    uint64_t starts[] = {0, 4294967290ull, 0x7FFFFFFFFFFFFFF0ull, 123456789012345ull};
+    size_t bad = 0, badf = 0, badi = 0;
+    for (int k = 0; k < 4; k++)
+        for (int s = 0; s < 4; s++) {
+            BackendDropout d = make_drop(ps[k], dropout_key(5, k, DROPOUT_SITE_ATTN_PROBS, s));
+            for (int n = 0; n <= NMAX; n++) {
+                cpu_dropout_factors(f, n, &d, starts[s]);
+                cpu_dropout_span(y, x, n, &d, starts[s]);
+                memcpy(z, x, sizeof z);
+                cpu_dropout_span(z, z, n, &d, starts[s]);  // in place
+                for (int j = 0; j < n; j++) {
+                    float want = dropout_factor(&d, starts[s] + (uint64_t)j);
+                    float wy = x[j] * want;
+                    badf += memcmp(&f[j], &want, sizeof want) != 0;
+                    bad += memcmp(&y[j], &wy, sizeof wy) != 0;
+                    badi += memcmp(&z[j], &wy, sizeof wy) != 0;
+                }
+            }
+        }
+    EXPECT_EQ_INT(badf, 0);
+    EXPECT_EQ_INT(bad, 0);
+    EXPECT_EQ_INT(badi, 0);
 }
 
 // Materialised and fused attention with dropout d against the reference; fd: the backward
@@ -118,6 +154,7 @@ int main(void) {
     Backend *be = backend_cpu_create(2, BACKEND_F32);
     TestRng r = {42};
     test_rows(be, &r);
+    test_spans(&r);
     test_attention(be, &r, 1, 9, 2, 4, 1);
     test_attention(be, &r, 2, 70, 2, 8, 0);    // T across the 64-row tiles
     test_attention(be, &r, 2, 130, 1, 16, 0);
