@@ -7,4 +7,5 @@
 // `steps` timed steps after one warm-up, and prints where the time goes. `ceiling` is the
 // measured sgemm GFLOP/s to compare the step's GEMM throughput with.
 // flash != 0 times the fused attention ops (--use-flash-attn) instead of the materialised ones.
-void bench_ops_medium(Backend *be, int steps, double ceiling, int V, int flash);
+// drop > 0: with dropout p = drop on the attention probabilities and at the hidden places.
+void bench_ops_medium(Backend *be, int steps, double ceiling, int V, int flash, double drop);

@@ -123,6 +123,7 @@ int main(int argc, char **argv) {
     backend_cpu_select_blas_kernels(argc, argv);
     int threads = 0, reps = 5, steps = 3, no_ops = 0, no_gemm = 0, vocab = 50257, flash = 0;
     int policies = 0;
+    double drop = 0.0;
     ArgSpec specs[] = {
         {"--threads", ARG_INT, &threads, "OpenMP/BLAS threads (0: OMP_NUM_THREADS or all cores)"},
         {"--reps", ARG_INT, &reps, "timed runs per sgemm shape (best is reported)"},
@@ -132,6 +133,7 @@ int main(int argc, char **argv) {
         {"--vocab", ARG_INT, &vocab, "vocabulary of the op breakdown (bench_train's medium: 256)"},
         {"--flash", ARG_BOOL, &flash, "op breakdown with the fused attention (--use-flash-attn)"},
         {"--policies", ARG_INT, &policies, "also time cpu_gemm's panel policies, median of N runs"},
+        {"--dropout", ARG_FLOAT, &drop, "op breakdown with dropout p (hidden and attention; 0: none)"},
     };
     core_args_parse("bench_gemm [flags]", specs, sizeof specs / sizeof *specs, argc - 1, argv + 1);
     Backend *be = backend_cpu_create(threads, BACKEND_F32);
@@ -141,7 +143,8 @@ int main(int argc, char **argv) {
            wait ? wait : "(unset)");
     double ceiling = no_gemm ? 0 : bench_sgemm(reps, policies, be);
     if (vocab < 1) core_usage_error("--vocab must be >= 1");
-    if (!no_ops) bench_ops_medium(be, steps, ceiling, vocab, flash);
+    if (drop < 0 || drop >= 1) core_usage_error("--dropout must be in [0, 1), got %g", drop);
+    if (!no_ops) bench_ops_medium(be, steps, ceiling, vocab, flash, drop);
     backend_destroy(be);
     return 0;
 }

@@ -2,7 +2,9 @@
 // one forward + backward + optimizer step of the `medium` GPT (L=6, C=384, NH=6, T=256,
 // B=4, V given: 50257 padded to 50304 by default, 256 as bench_train's `medium`; weight-tied
 // LM head) in the model's order, timing each call,
-// so the costs of switching between OpenMP regions and BLAS threads are included.
+// so the costs of switching between OpenMP regions and BLAS threads are included. With
+// dropout p > 0: on the attention probabilities, and the (N, C) op at Megatron's hidden places
+// (embeddings, attention and MLP outputs; forward and backward), as the model runs them.
 #include "bench.h"
 #include "core/check.h"
 #include "core/timer.h"
@@ -15,7 +17,7 @@ enum { L = 6, C = 384, NH = 6, T = 256, B = 4, N = B * T };
 typedef enum {
     OP_MM_FWD, OP_MM_BWD, OP_LM_FWD, OP_LM_BWD, OP_ATT_FWD, OP_ATT_BWD, OP_LN_FWD, OP_LN_BWD,
     OP_GELU_FWD, OP_GELU_BWD, OP_ADD, OP_EMB_FWD, OP_EMB_BWD, OP_XENT_FWD, OP_XENT_BWD,
-    OP_ADAMW, OP_NORM, NOPS
+    OP_ADAMW, OP_NORM, OP_DROP, NOPS
 } OpId;
 
 static const char *OP_NAMES[NOPS] = {
@@ -23,7 +25,8 @@ static const char *OP_NAMES[NOPS] = {
     "attention fwd", "attention bwd", "layernorm fwd", "layernorm bwd", "fc + gelu fwd (fused)",
     "fc-proj bwd + gelu' (fused)",
     "add (residual)", "embedding+position fwd", "embedding+position bwd",
-    "xent stats+loss", "xent bwd", "adamw (all params)", "sum_squares (grad norm)"};
+    "xent stats+loss", "xent bwd", "adamw (all params)", "sum_squares (grad norm)",
+    "dropout (hidden, N x C)"};
 
 typedef struct {
     double secs[NOPS], flops[NOPS];
@@ -65,10 +68,11 @@ static double mm_flops(int oc, int c) { return 2.0 * N * c * oc; }
 
 // One step: embeddings, L layers forward, LM head + cross-entropy, L layers backward,
 // AdamW on every parameter (flat buffers of the medium model's size, one segment: seg).
+// dd: dropout (NULL: none).
 static void run_step(Backend *be, OpStats *st, Layer *w, Layer *g, float **a, float **d,
                      int *tokens, float *wte, float *dwte, float *wpe, float *dwpe,
                      float *logits, float *opt[4], const BackendSegment *seg, size_t nparams,
-                     int V, int VP, int flash) {
+                     int V, int VP, int flash, const BackendDropout *dd) {
     const BackendOps *o = be->ops;
     float *x = a[0], *ln = a[1], *mean = a[2], *rstd = a[3], *qkv = a[4], *att = a[5];
     float *y = a[6], *h = a[7], *hg = a[8], *xent = a[9];
@@ -76,18 +80,21 @@ static void run_step(Backend *be, OpStats *st, Layer *w, Layer *g, float **a, fl
     double attf = 2.0 * 2.0 * B * NH * (double)T * T * (C / NH);
     TIMED(st, OP_EMB_FWD, 0, (o->embedding_forward(be, x, tokens, wte, N, C, 0, VP),
                               o->position_forward(be, x, wpe, B, T, C, 0, NULL)));
+    if (dd) TIMED(st, OP_DROP, 0, o->dropout(be, x, x, dd, N, C));
     for (int l = 0; l < L; l++) {
         TIMED(st, OP_LN_FWD, 0, o->norm_forward(be, ln, mean, rstd, x, w->ln_w, w->ln_b, N, C, BACKEND_LAYERNORM));
         TIMED(st, OP_MM_FWD, mm_flops(3 * C, C), o->matmul_forward(be, qkv, ln, w->qkv_w, w->qkv_b, N, C, 3 * C));
         if (flash)  // lse (B, NH, T) in att's buffer
-            TIMED(st, OP_ATT_FWD, attf, o->flash_attention_forward(be, y, att, qkv, B, T, NH, C / NH, NULL, NULL));
+            TIMED(st, OP_ATT_FWD, attf, o->flash_attention_forward(be, y, att, qkv, B, T, NH, C / NH, dd, NULL));
         else
-            TIMED(st, OP_ATT_FWD, attf, o->attention_forward(be, y, att, qkv, B, T, NH, C / NH, NULL, NULL));
+            TIMED(st, OP_ATT_FWD, attf, o->attention_forward(be, y, att, qkv, B, T, NH, C / NH, dd, NULL));
         TIMED(st, OP_MM_FWD, mm_flops(C, C), o->matmul_forward(be, dy, y, w->proj_w, w->proj_b, N, C, C));
+        if (dd) TIMED(st, OP_DROP, 0, o->dropout(be, dy, dy, dd, N, C));
         TIMED(st, OP_ADD, 0, o->add(be, x, x, dy, (size_t)N * C));
         TIMED(st, OP_LN_FWD, 0, o->norm_forward(be, ln, mean, rstd, x, w->ln_w, w->ln_b, N, C, BACKEND_LAYERNORM));
         TIMED(st, OP_GELU_FWD, mm_flops(4 * C, C), o->matmul_act_forward(be, hg, h, ln, w->fc_w, w->fc_b, N, C, 4 * C, BACKEND_ACT_GELU));
         TIMED(st, OP_MM_FWD, mm_flops(C, 4 * C), o->matmul_forward(be, dy, hg, w->fcp_w, w->fcp_b, N, 4 * C, C));
+        if (dd) TIMED(st, OP_DROP, 0, o->dropout(be, dy, dy, dd, N, C));
         TIMED(st, OP_ADD, 0, o->add(be, x, x, dy, (size_t)N * C));
     }
     float *rowmax = xent, *stats = xent + N, *loss = xent + 3 * N, *dscale = xent + 4 * N;
@@ -99,17 +106,20 @@ static void run_step(Backend *be, OpStats *st, Layer *w, Layer *g, float **a, fl
     TIMED(st, OP_LM_BWD, 2 * mm_flops(VP, C), o->matmul_backward(be, dln, dwte, NULL, logits, ln, wte, N, C, VP));
     TIMED(st, OP_LN_BWD, 0, o->norm_backward(be, dx, g->ln_w, g->ln_b, dln, x, w->ln_w, mean, rstd, N, C, BACKEND_LAYERNORM));
     for (int l = L - 1; l >= 0; l--) {
+        if (dd) TIMED(st, OP_DROP, 0, o->dropout(be, dy, dx, dd, N, C));  // MLP output's
         TIMED(st, OP_GELU_BWD, 2 * mm_flops(C, 4 * C), o->matmul_act_backward(be, dh, g->fcp_w, g->fcp_b, dx, hg, w->fcp_w, h, N, 4 * C, C, BACKEND_ACT_GELU));
         TIMED(st, OP_MM_BWD, 2 * mm_flops(4 * C, C), o->matmul_backward(be, dln, g->fc_w, g->fc_b, dh, ln, w->fc_w, N, C, 4 * C));
         TIMED(st, OP_LN_BWD, 0, o->norm_backward(be, dx, g->ln_w, g->ln_b, dln, x, w->ln_w, mean, rstd, N, C, BACKEND_LAYERNORM));
+        if (dd) TIMED(st, OP_DROP, 0, o->dropout(be, dy, dx, dd, N, C));  // attention output's
         TIMED(st, OP_MM_BWD, 2 * mm_flops(C, C), o->matmul_backward(be, dy, g->proj_w, g->proj_b, dx, y, w->proj_w, N, C, C));
         if (flash)
-            TIMED(st, OP_ATT_BWD, 2 * attf, o->flash_attention_backward(be, dqkv, datt, dy, qkv, y, att, B, T, NH, C / NH, NULL, NULL));
+            TIMED(st, OP_ATT_BWD, 2 * attf, o->flash_attention_backward(be, dqkv, datt, dy, qkv, y, att, B, T, NH, C / NH, dd, NULL));
         else
-            TIMED(st, OP_ATT_BWD, 2 * attf, o->attention_backward(be, dqkv, datt, dy, qkv, att, B, T, NH, C / NH, NULL));
+            TIMED(st, OP_ATT_BWD, 2 * attf, o->attention_backward(be, dqkv, datt, dy, qkv, att, B, T, NH, C / NH, dd));
         TIMED(st, OP_MM_BWD, 2 * mm_flops(3 * C, C), o->matmul_backward(be, dln, g->qkv_w, g->qkv_b, dqkv, ln, w->qkv_w, N, C, 3 * C));
         TIMED(st, OP_LN_BWD, 0, o->norm_backward(be, dx, g->ln_w, g->ln_b, dln, x, w->ln_w, mean, rstd, N, C, BACKEND_LAYERNORM));
     }
+    if (dd) TIMED(st, OP_DROP, 0, o->dropout(be, dx, dx, dd, N, C));
     TIMED(st, OP_EMB_BWD, 0, (o->position_backward(be, dwpe, dx, B, T, C, 0, NULL),
                               o->embedding_backward(be, dwte, dx, tokens, N, C, 0, VP)));
     TIMED(st, OP_NORM, 0, o->sum_squares_multi(be, opt[1], seg, 1, nparams));
@@ -130,6 +140,7 @@ static void print_stats(const OpStats *st, int steps, double ceiling) {
     printf("\n%-26s %7s %9s %9s %6s %9s   (best of %d steps)\n", "op (medium, per step)", "calls",
            "ms/call", "ms/step", "%", "GFLOP/s", steps);
     for (int k = 0; k < NOPS; k++) {
+        if (calls[k] == 0) continue;  // dropout off
         printf("%-26s %7d %9.3f %9.2f %5.1f%%", OP_NAMES[k], calls[k], secs[k] / calls[k] * 1e3,
                secs[k] * 1e3, 100 * secs[k] / total);
         if (flops[k] > 0) printf(" %9.1f", flops[k] / secs[k] * 1e-9);
@@ -143,7 +154,7 @@ static void print_stats(const OpStats *st, int steps, double ceiling) {
                gemm_f / total * 1e-9, 100 * gemm_f / total * 1e-9 / ceiling, ceiling);
 }
 
-void bench_ops_medium(Backend *be, int steps, double ceiling, int V, int flash) {
+void bench_ops_medium(Backend *be, int steps, double ceiling, int V, int flash, double drop) {
     int VP = (V + 127) / 128 * 128;  // padded as the model pads it (one rank)
     Layer w, g;
     layer_init(be, &w, 100), layer_init(be, &g, 200);
@@ -164,14 +175,18 @@ void bench_ops_medium(Backend *be, int steps, double ceiling, int V, int flash) 
         opt[k] = k < 2 ? buf(be, nparams, 600 + k) : be->ops->alloc(be, nparams * sizeof(float));
     BackendSegment *seg = be->ops->alloc(be, sizeof *seg);  // host memory (CPU backend)
     *seg = (BackendSegment){0, nparams, 1, 0};
-    printf("\nmedium: L=%d C=%d NH=%d T=%d B=%d V=%d (padded %d), %.2fM parameters, %s, %s attention\n",
-           L, C, NH, T, B, V, VP, nparams / 1e6, be->name, flash ? "fused (flash)" : "materialised");
+    printf("\nmedium: L=%d C=%d NH=%d T=%d B=%d V=%d (padded %d), %.2fM parameters, %s, %s attention, dropout %g\n",
+           L, C, NH, T, B, V, VP, nparams / 1e6, be->name, flash ? "fused (flash)" : "materialised", drop);
 
     if (steps < 1) steps = 1;
     OpStats warm = {0}, *st = core_calloc((size_t)steps, sizeof(OpStats));
-    run_step(be, &warm, &w, &g, a, d, tokens, wte, dwte, wpe, dwpe, logits, opt, seg, nparams, V, VP, flash);
+    BackendDropout dd = {.key = dropout_key(1234, 1, DROPOUT_SITE_ATTN_PROBS, 0),
+                         .threshold = dropout_threshold(drop), .scale = 1.0f / (1.0f - (float)drop),
+                         .NH = NH};
+    const BackendDropout *dp = drop > 0 ? &dd : NULL;
+    run_step(be, &warm, &w, &g, a, d, tokens, wte, dwte, wpe, dwpe, logits, opt, seg, nparams, V, VP, flash, dp);
     for (int s = 0; s < steps; s++)
-        run_step(be, &st[s], &w, &g, a, d, tokens, wte, dwte, wpe, dwpe, logits, opt, seg, nparams, V, VP, flash);
+        run_step(be, &st[s], &w, &g, a, d, tokens, wte, dwte, wpe, dwpe, logits, opt, seg, nparams, V, VP, flash, dp);
     print_stats(st, steps, ceiling);
     free(st);
 
