@@ -28,6 +28,8 @@ static const struct {
     {"moe_ffn_hidden_size", "moe-ffn-hidden-size", offsetof(CkptMeta, moe_ffn_hidden_size)},
     {"moe_router_sigmoid", "moe-router-score-function sigmoid", offsetof(CkptMeta, moe_sigmoid)},
     {"moe_router_pre_softmax", "moe-router-pre-softmax", offsetof(CkptMeta, moe_pre_softmax)},
+    {"moe_shared_expert_intermediate_size", "moe-shared-expert-intermediate-size",
+     offsetof(CkptMeta, moe_shared_ffn)},
 };
 #define N_INTS (sizeof INTS / sizeof INTS[0])
 static const struct {
@@ -66,6 +68,7 @@ void ckpt_arch_from_config(CkptMeta *m, const GPTConfig *c) {
     m->moe_sigmoid = moe ? c->moe_sigmoid : 0;
     m->moe_pre_softmax = moe ? c->moe_pre_softmax : 0;
     m->moe_topk_scaling = moe ? c->moe_topk_scaling : 0.0;
+    m->moe_shared_ffn = moe ? c->moe_shared_ffn : 0;
     snprintf(m->moe_layer_freq, sizeof m->moe_layer_freq, "%s", moe ? c->moe_layer_freq : "");
 }
 
@@ -87,6 +90,7 @@ void ckpt_arch_to_config(const CkptMeta *m, GPTConfig *c) {
     c->moe_sigmoid = (int)m->moe_sigmoid;
     c->moe_pre_softmax = (int)m->moe_pre_softmax;
     c->moe_topk_scaling = m->moe_topk_scaling;
+    c->moe_shared_ffn = (int)m->moe_shared_ffn;
     snprintf(c->moe_layer_freq, sizeof c->moe_layer_freq, "%s", m->moe_layer_freq);
 }
 

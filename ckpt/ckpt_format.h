@@ -63,8 +63,10 @@ typedef struct {
     double decoupled_lr, decoupled_min_lr;
     // Optional, written with --num-experts (absent: a dense model): num_experts, moe_topk,
     // moe_ffn_hidden_size, moe_router_sigmoid, moe_router_pre_softmax (int64),
-    // moe_router_topk_scaling_factor (float64), moe_layer_freq (a string, the flag's text).
+    // moe_router_topk_scaling_factor (float64), moe_layer_freq (a string, the flag's text);
+    // when set, moe_shared_expert_intermediate_size.
     int64_t num_experts, moe_topk, moe_ffn_hidden_size, moe_sigmoid, moe_pre_softmax;
+    int64_t moe_shared_ffn;
     double moe_topk_scaling;
     char moe_layer_freq[64];
 } CkptMeta;

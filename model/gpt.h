@@ -33,6 +33,8 @@ typedef struct {
     void *routerw;        // (E, C) a mixture-of-experts layer's router (else NULL); there fc
                           // and fcproj are the E experts stacked: fcw (E F2e, C), fcb (E F2e),
                           // fcprojw (E C, Fe), fcprojb (E C) (F2e = 2 Fe with SwiGLU)
+    void *sfcw, *sfcb;    // (F2s/tp, C), (F2s/tp) a MoE layer's shared expert (else NULL):
+    void *sfcprojw, *sfcprojb;  // (C, Fs/tp), (C); Fs = moe_shared_ffn, F2s = 2 Fs with SwiGLU
 } GPTBlockW;
 
 typedef struct {
@@ -76,7 +78,8 @@ typedef struct {
     float *ln2_mean, *ln2_rstd;        // (Ns), (Ns)
     void *fch, *fch_act;               // fch (N, F/tp), or gated (--swiglu) (N, 2*F/tp) [gate |
                                        // up]; fch_act = act(fch) (N, F/tp)
-                                       // and (N, F/tp) silu(gate) * up
+                                       // and (N, F/tp) silu(gate) * up; in a MoE layer with a
+                                       // shared expert its (N, F2s/tp), (N, Fs/tp) (else NULL)
     void *res3;                        // (Ns, C) block output
     GPTMoEActs moe;                    // a mixture-of-experts layer's (gpt_moe.h); else NULLs
 } GPTLayerActs;
@@ -187,6 +190,8 @@ typedef struct {
         void *dfch;                    // (N, F/tp) gradient of the MLP's pre-activation
                                        // ((N, 2*F/tp) with a gated act)
         void *dact;                    // (N, F/tp) gated act: gradient of act(fch)
+                                       // (dfch, dact: Fs/tp wide when a shared expert's is wider)
+        void *shared_out;              // (Ns, C) a shared expert's output or d(ln2) (else NULL)
         void *qkv_in;                  // (N, QKV_tp) with remap_qkv: the QKV linear's output
                                        // (forward) or its gradient (backward); else NULL
         float *dscale;                 // (N) loss gradient per token

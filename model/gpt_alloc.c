@@ -50,6 +50,13 @@ enum { GPT_MLP_DENSE = 1, GPT_MLP_MOE = 2 };
 static int layer_kind(const GPT *m, int l) {
     return gpt_moe_layer(&m->cfg, m->layer0 + l) ? GPT_MLP_MOE : GPT_MLP_DENSE;
 }
+// The widest tensor-parallel dense MLP that layers of `kind` run (F/tp, the shared expert's
+// Fs/tp), 0 for none. Pure.
+static size_t mlp_width(const GPT *m, int kind) {
+    size_t F = kind & GPT_MLP_DENSE ? (size_t)m->F_tp : 0;
+    size_t Fs = kind & GPT_MLP_MOE ? (size_t)(m->cfg.moe_shared_ffn / m->tp) : 0;
+    return F > Fs ? F : Fs;
+}
 static void carve_layer(GPT *m, Carver *cv, GPTLayerActs *L, int kind) {
     size_t N = (size_t)m->N, Ns = (size_t)m->N_sp, C = (size_t)m->cfg.hidden_size;
     size_t rows = (size_t)m->B * m->NH_tp * m->T;  // attention rows (b, h, t)
@@ -66,9 +73,10 @@ static void carve_layer(GPT *m, Carver *cv, GPTLayerActs *L, int kind) {
     L->ln2 = CARVE_A(cv, Ns * C);
     L->ln2_mean = CARVE_F(cv, Ns);
     L->ln2_rstd = CARVE_F(cv, Ns);
-    if (kind & GPT_MLP_DENSE) {
-        L->fch = CARVE_A(cv, N * (backend_act_gated(m->cfg.activation) ? 2 : 1) * m->F_tp);
-        L->fch_act = CARVE_A(cv, N * m->F_tp);
+    size_t F = mlp_width(m, kind);  // the dense MLP's, or a shared expert's (gpt_block.c)
+    if (F) {
+        L->fch = CARVE_A(cv, N * (backend_act_gated(m->cfg.activation) ? 2 : 1) * F);
+        L->fch_act = CARVE_A(cv, N * F);
     }
     if (kind & GPT_MLP_MOE) carve_moe(m, cv, &L->moe);
     L->res3 = CARVE_A(cv, Ns * C);
@@ -110,9 +118,12 @@ static void carve_scratch(GPT *m, Carver *cv) {
     size_t rows = (size_t)m->B * m->NH_tp * m->T;  // attention rows (b, h, t)
     m->s.datt = CARVE_F(cv, m->cfg.use_flash_attn ? rows : rows * m->T);
     m->s.datty = CARVE_A(cv, N * m->A_tp);
-    int gated = backend_act_gated(m->cfg.activation);
-    m->s.dfch = CARVE_A(cv, N * (gated ? 2 : 1) * m->F_tp);
-    m->s.dact = gated ? CARVE_A(cv, N * m->F_tp) : NULL;
+    // (from the config, not the stage's layers: interleaved chunks share one layout)
+    int gated = backend_act_gated(m->cfg.activation), moe = m->cfg.num_experts > 0;
+    size_t F = mlp_width(m, GPT_MLP_DENSE | (moe ? GPT_MLP_MOE : 0));
+    m->s.dfch = CARVE_A(cv, N * (gated ? 2 : 1) * F);
+    m->s.dact = gated ? CARVE_A(cv, N * F) : NULL;
+    m->s.shared_out = moe && m->cfg.moe_shared_ffn ? CARVE_A(cv, Ns * C) : NULL;
     m->s.qkv_in = m->remap_qkv ? CARVE_A(cv, N * m->QKV_tp) : NULL;
     m->s.dscale = CARVE_F(cv, N);
     if (m->sp) {
@@ -146,13 +157,17 @@ static void *at(void *mem, size_t off, size_t esize) { return (char *)mem + off 
 void gpt_point_layer_views(const GPT *m, GPTBlockW *b, int l, void *mem, size_t origin, size_t esize) {
     const ParamInfo *t = &m->params[m->block_param[l]];  // the block's tensors
     int nb = m->block_param[l + 1] - m->block_param[l];
-    static const char *const SUFFIX[13] = {".ln1.weight", ".ln1.bias", ".qkv.weight", ".qkv.bias",
+    enum { NV = 17 };  // in the table's order (gpt_params.c's BLOCK)
+    static const char *const SUFFIX[NV] = {".ln1.weight", ".ln1.bias", ".qkv.weight", ".qkv.bias",
                                            ".attn.proj.weight", ".attn.proj.bias", ".ln2.weight",
                                            ".ln2.bias", ".router.weight", ".fc.weight", ".fc.bias",
-                                           ".proj.weight", ".proj.bias"};
-    void **v[13] = {&b->ln1w, &b->ln1b, &b->qkvw, &b->qkvb, &b->projw, &b->projb, &b->ln2w,
-                    &b->ln2b, &b->routerw, &b->fcw, &b->fcb, &b->fcprojw, &b->fcprojb};
-    for (int i = 0, k = 0; i < 13; i++) {  // absent tensors (no biases, dense/MoE): NULL views
+                                           ".proj.weight", ".proj.bias", ".shared.fc.weight",
+                                           ".shared.fc.bias", ".shared.proj.weight",
+                                           ".shared.proj.bias"};
+    void **v[NV] = {&b->ln1w, &b->ln1b, &b->qkvw, &b->qkvb, &b->projw, &b->projb, &b->ln2w,
+                    &b->ln2b, &b->routerw, &b->fcw, &b->fcb, &b->fcprojw, &b->fcprojb,
+                    &b->sfcw, &b->sfcb, &b->sfcprojw, &b->sfcprojb};
+    for (int i = 0, k = 0; i < NV; i++) {  // absent tensors (no biases, dense/MoE): NULL views
         size_t nl = k < nb ? strlen(t[k].name) : 0, ns = strlen(SUFFIX[i]);
         int here = nl > ns && !strcmp(t[k].name + nl - ns, SUFFIX[i]);
         *v[i] = here ? at(mem, t[k++].offset - origin, esize) : NULL;

@@ -79,37 +79,80 @@ void gpt_qkv_backward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTBlockW *g,
                               m->QKV_tp);
 }
 
-void gpt_mlp_forward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTLayerActs *a, int N) {
-    if (w->routerw) {  // a mixture-of-experts layer: the rows here, experts replicated over tp
-        gpt_moe_forward(m, w, a, a->res3, m->sp ? N / m->tp : N);
-        return;
-    }
+// A dense MLP of local hidden size F_tp (the block's MLP, or a MoE layer's shared expert):
+// fc column-parallel, proj row-parallel, with the block's sequence-parallel gathers and
+// reduce-scatters. fch (N, F2_tp), fch_act (N, F_tp) its activations; out (Ns, C).
+typedef struct {
+    const void *fcw, *fcb, *projw, *projb;
+    float *dfcw, *dfcb, *dprojw, *dprojb;  // gradients (backward)
+    int F_tp;
+} DenseMLP;
+
+static void dense_forward(GPT *m, TPGroup *tp, const DenseMLP *d, void *fch, void *fch_act,
+                          const void *ln2, void *out, int N) {
     Backend *be = m->be;
     int C = m->cfg.hidden_size;
     BackendAct act = m->cfg.activation;
-    int F2 = (backend_act_gated(act) ? 2 : 1) * m->F_tp;
-    tp_column_linear_act_forward(be, tp, a->fch_act, a->fch, a->ln2, w->fcw, w->fcb, N, C, F2,
+    int F2 = (backend_act_gated(act) ? 2 : 1) * d->F_tp;
+    tp_column_linear_act_forward(be, tp, fch_act, fch, ln2, d->fcw, d->fcb, N, C, F2,
                                  act);  // fch (N, F2) = ln2 Wfc^T + b; fch_act (N, F/tp) = act(fch)
-    tp_row_linear_forward(be, tp, a->res3, a->fch_act, w->fcprojw, w->fcprojb, N, m->F_tp, C);
+    tp_row_linear_forward(be, tp, out, fch_act, d->projw, d->projb, N, d->F_tp, C);
+}
+
+// dln (Ns, C) OVERWRITTEN with d(ln2); dres is read before dln is written (they may alias).
+static void dense_backward(GPT *m, TPGroup *tp, const DenseMLP *d, const void *fch,
+                           const void *fch_act, const void *ln2, const void *dres, void *dln) {
+    Backend *be = m->be;
+    BackendAct act = m->cfg.activation;
+    int N = m->N, C = m->cfg.hidden_size, F2 = (backend_act_gated(act) ? 2 : 1) * d->F_tp;
+    if (backend_act_gated(act)) {
+        tp_row_linear_backward(be, tp, m->s.dact, d->dprojw, d->dprojb, dres, fch_act, d->projw,
+                               N, d->F_tp, C);
+        be->ops->act_backward(be, m->s.dfch, fch, m->s.dact, N, d->F_tp, act);  // (N, 2F/tp)
+    } else {
+        tp_row_linear_act_backward(be, tp, m->s.dfch, d->dprojw, d->dprojb, dres, fch_act,
+                                   d->projw, fch, N, d->F_tp, C, act);  // through act too
+    }
+    tp_column_linear_backward(be, tp, dln, d->dfcw, d->dfcb, m->s.dfch, ln2, d->fcw, N, C, F2);
+}
+
+// The shared expert of a MoE layer (w->sfcw set), its gradients from g (NULL: forward).
+static DenseMLP shared_mlp(const GPT *m, const GPTBlockW *w, const GPTBlockW *g) {
+    DenseMLP d = {w->sfcw, w->sfcb, w->sfcprojw, w->sfcprojb, NULL, NULL, NULL, NULL,
+                  m->cfg.moe_shared_ffn / m->tp};
+    if (g) d.dfcw = g->sfcw, d.dfcb = g->sfcb, d.dprojw = g->sfcprojw, d.dprojb = g->sfcprojb;
+    return d;
+}
+
+void gpt_mlp_forward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTLayerActs *a, int N) {
+    if (w->routerw) {  // a mixture-of-experts layer: the rows here, experts replicated over tp
+        int n = m->sp ? N / m->tp : N;
+        gpt_moe_forward(m, w, a, a->res3, n);
+        if (w->sfcw) {  // + the shared expert, tensor-parallel like the dense MLP
+            DenseMLP d = shared_mlp(m, w, NULL);
+            dense_forward(m, tp, &d, a->fch, a->fch_act, a->ln2, m->s.shared_out, N);
+            m->be->ops->add(m->be, a->res3, a->res3, m->s.shared_out, (size_t)n * m->cfg.hidden_size);
+        }
+        return;
+    }
+    DenseMLP d = {w->fcw, w->fcb, w->fcprojw, w->fcprojb, NULL, NULL, NULL, NULL, m->F_tp};
+    dense_forward(m, tp, &d, a->fch, a->fch_act, a->ln2, a->res3, N);
 }
 
 void gpt_mlp_backward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTBlockW *g,
                       const GPTLayerActs *a, const void *dres, void *dln, int l) {
     if (w->routerw) {
+        void *dshared = m->s.shared_out;  // the shared expert's d(ln2), while dres is intact
+        if (w->sfcw) {
+            DenseMLP d = shared_mlp(m, w, g);
+            dense_backward(m, tp, &d, a->fch, a->fch_act, a->ln2, dres, dshared);
+        }
         gpt_moe_backward(m, m->sp ? tp->comm : NULL, w, g, a, dres, dln, m->N_sp, l,
                          m->moe->aux_scale);
+        if (w->sfcw) m->be->ops->add(m->be, dln, dln, dshared, (size_t)m->N_sp * m->cfg.hidden_size);
         return;
     }
-    Backend *be = m->be;
-    BackendAct act = m->cfg.activation;
-    int N = m->N, C = m->cfg.hidden_size, F2 = (backend_act_gated(act) ? 2 : 1) * m->F_tp;
-    if (backend_act_gated(act)) {
-        tp_row_linear_backward(be, tp, m->s.dact, g->fcprojw, g->fcprojb, dres, a->fch_act,
-                               w->fcprojw, N, m->F_tp, C);
-        be->ops->act_backward(be, m->s.dfch, a->fch, m->s.dact, N, m->F_tp, act);  // (N, 2F/tp)
-    } else {
-        tp_row_linear_act_backward(be, tp, m->s.dfch, g->fcprojw, g->fcprojb, dres, a->fch_act,
-                                   w->fcprojw, a->fch, N, m->F_tp, C, act);  // through act too
-    }
-    tp_column_linear_backward(be, tp, dln, g->fcw, g->fcb, m->s.dfch, a->ln2, w->fcw, N, C, F2);
+    DenseMLP d = {w->fcw, w->fcb, w->fcprojw, w->fcprojb, (float *)g->fcw, (float *)g->fcb,
+                  (float *)g->fcprojw, (float *)g->fcprojb, m->F_tp};
+    dense_backward(m, tp, &d, a->fch, a->fch_act, a->ln2, dres, dln);
 }

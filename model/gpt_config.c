@@ -68,6 +68,11 @@ int gpt_config_check(const GPTConfig *c, int tp, int pp, char *err, size_t n) {
                  c->ffn_hidden_size);
         return -1;
     }
+    if (c->num_experts > 0 && c->moe_shared_ffn % tp) {
+        snprintf(err, n, "tensor-model-parallel-size %d must divide "
+                 "moe-shared-expert-intermediate-size %d", tp, c->moe_shared_ffn);
+        return -1;
+    }
     if (G % tp) {
         snprintf(err, n, "tensor-model-parallel-size %d must divide num-query-groups %d (each rank "
                  "holds whole key/value groups)", tp, G);

@@ -20,12 +20,12 @@ typedef struct {
     int kv_channels;                    // --kv-channels: 0 (not given), else the head size
     // mixture of experts (gpt_moe_flags.c)
     const char *moe_score, *moe_lb, *moe_dispatcher, *moe_layer_freq, *moe_drop_policy;
-    int moe_grouped_gemm, moe_expert_bias, moe_pad;
+    int moe_grouped_gemm, moe_expert_bias, moe_pad, moe_shared_gate;
     double moe_bias_rate, moe_capacity;
     int ep, etp;                        // --expert-model-parallel-size, --expert-tensor-...
 } GPTFlagText;
 
-enum { GPT_MOE_FLAGS_N = 20 };              // entries gpt_moe_flags_specs writes
+enum { GPT_MOE_FLAGS_N = 21 };              // entries gpt_moe_flags_specs writes
 enum { GPT_FLAGS_N = 27 + GPT_MOE_FLAGS_N };  // entries gpt_flags_specs writes
 
 // Sets megac train's model defaults in *m (L=4, C=128, NH=4, T=128, vocab padded to a

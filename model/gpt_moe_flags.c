@@ -32,7 +32,8 @@ int gpt_moe_flags_specs(ArgSpec *specs, GPTConfig *m, GPTFlagText *t) {
         {"--moe-z-loss-coeff", ARG_FLOAT, &m->moe_z_coeff, "weight of the router z-loss (0: none)"},
         {"--moe-token-dispatcher-type", ARG_STR, &t->moe_dispatcher, "allgather (default) | alltoall: the same result in megac (expert-parallel 1: tokens stay on their rank)"},
         {"--moe-grouped-gemm", ARG_BOOL, &t->moe_grouped_gemm, "accepted, no effect: megac always runs the local experts as one GEMM pair per expert, in expert order"},
-        {"--moe-shared-expert-intermediate-size", ARG_INT, &m->moe_shared_ffn, "a shared expert of this hidden size (not implemented yet: refused)"},
+        {"--moe-shared-expert-intermediate-size", ARG_INT, &m->moe_shared_ffn, "one shared expert per MoE layer: a dense MLP of this hidden size on every token, added to the routed experts' output (0: none)"},
+        {"--moe-shared-expert-gate", ARG_BOOL, &t->moe_shared_gate, "a sigmoid gate on the shared expert (not implemented: refused)"},
         {"--moe-router-enable-expert-bias", ARG_BOOL, &t->moe_expert_bias, "aux-loss-free balancing with an expert bias (not implemented yet: refused)"},
         {"--moe-router-bias-update-rate", ARG_FLOAT, &t->moe_bias_rate, "with --moe-router-enable-expert-bias: the bias step (1e-3)"},
         {"--moe-expert-capacity-factor", ARG_FLOAT, &t->moe_capacity, "each expert takes at most ceil(factor x tokens x K / E) of a micro-batch's (token, choice) rows, the rest dropped (0: dropless, the default); not with --sequence-parallel or CP > 1 yet"},
@@ -61,9 +62,14 @@ void gpt_moe_flags_finish(GPTConfig *m, const GPTFlagText *t) {
     if (strlen(t->moe_layer_freq) >= sizeof m->moe_layer_freq)
         core_usage_error("--moe-layer-freq is longer than %zu characters", sizeof m->moe_layer_freq - 1);
     snprintf(m->moe_layer_freq, sizeof m->moe_layer_freq, "%s", t->moe_layer_freq);
+    if (m->moe_shared_ffn < 0)
+        core_usage_error("--moe-shared-expert-intermediate-size must be >= 0, got %d", m->moe_shared_ffn);
+    if (m->num_experts == 0 && m->moe_shared_ffn)
+        core_usage_error("--moe-shared-expert-intermediate-size %d needs --num-experts", m->moe_shared_ffn);
+    if (t->moe_shared_gate)
+        core_usage_error("--moe-shared-expert-gate: a gated shared expert is not implemented (megac "
+                         "adds the shared expert's output ungated, Megatron's default)");
     if (m->num_experts == 0) return;
-    if (m->moe_shared_ffn)
-        core_usage_error("--moe-shared-expert-intermediate-size: shared experts are not implemented yet");
     if (t->moe_expert_bias)
         core_usage_error("--moe-router-enable-expert-bias: aux-loss-free balancing is not implemented yet");
     if (t->moe_capacity < 0) core_usage_error("--moe-expert-capacity-factor must be > 0, got %g", t->moe_capacity);

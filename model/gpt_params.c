@@ -11,13 +11,15 @@
 // Per-block parameters, in the order they are laid out in the flat buffer. `id` numbers the
 // tensor's RNG stream (64 + 64*layer + id): fixed per tensor, so adding kinds changes no
 // existing initialisation. Dimensions are symbolic: resolved against the config in dim().
-typedef enum { D1, DC, DQKV, DA, DFC, DF, DE, DEFC, DEC, DFE } Dim;  // DA: attention NH hs;
-                                    // DE experts E, DEFC E F2e, DEC E C, DFE an expert's F
+typedef enum { D1, DC, DQKV, DA, DFC, DF, DE, DEFC, DEC, DFE, DSFC, DS } Dim;  // DA: attention
+                                    // NH hs; DE experts E, DEFC E F2e, DEC E C, DFE an
+                                    // expert's F; DSFC, DS the shared expert's F2s, Fs
 typedef enum {                       // when a tensor exists (bits)
     NORM_BIAS = 1,                   // not with RMSNorm
     LINEAR_BIAS = 2,                 // not with --disable-bias-linear
     DENSE = 4,                       // in a dense layer only (the MLP)
     MOE = 8,                         // in a mixture-of-experts layer only (router, experts)
+    SHARED = 16,                     // in a MoE layer with a shared expert only
 } Presence;
 typedef struct {
     const char *name;
@@ -48,6 +50,10 @@ static const BlockSpec BLOCK[] = {
     {"mlp.experts.fc.bias", 14, DEFC, D1, SHARD_NONE, INIT_ZERO, 0, 0, MOE | LINEAR_BIAS},
     {"mlp.experts.proj.weight", 15, DEC, DFE, SHARD_NONE, INIT_NORMAL_OUT, 1, 0, MOE},
     {"mlp.experts.proj.bias", 16, DEC, D1, SHARD_NONE, INIT_ZERO, 0, 0, MOE | LINEAR_BIAS},
+    {"mlp.shared.fc.weight", 17, DSFC, DC, SHARD_COLUMN, INIT_NORMAL, 1, 0, SHARED},
+    {"mlp.shared.fc.bias", 18, DSFC, D1, SHARD_COLUMN, INIT_ZERO, 0, 0, SHARED | LINEAR_BIAS},
+    {"mlp.shared.proj.weight", 19, DC, DS, SHARD_ROW, INIT_NORMAL_OUT, 1, 0, SHARED},
+    {"mlp.shared.proj.bias", 20, DC, D1, SHARD_NONE, INIT_ZERO, 0, 0, SHARED | LINEAR_BIAS},
 };
 #define N_BLOCK (int)(sizeof BLOCK / sizeof BLOCK[0])
 
@@ -58,7 +64,8 @@ enum { TID_WTE = 1, TID_WPE = 2, TID_LNF_W = 3, TID_LNF_B = 4, TID_OUTPUT = 5 };
 static int present(const BlockSpec *b, const GPTConfig *c, int moe) {
     return !((b->present & NORM_BIAS) && c->rmsnorm) &&
            !((b->present & LINEAR_BIAS) && c->disable_bias_linear) &&
-           !((b->present & DENSE) && moe) && !((b->present & MOE) && !moe);
+           !((b->present & DENSE) && moe) && !((b->present & MOE) && !moe) &&
+           !((b->present & SHARED) && !(moe && c->moe_shared_ffn > 0));
 }
 
 static int dim(Dim d, const GPTConfig *c) {
@@ -74,6 +81,8 @@ static int dim(Dim d, const GPTConfig *c) {
     case DEFC: return c->num_experts * (backend_act_gated(c->activation) ? 2 : 1) * gpt_moe_ffn(c);
     case DEC: return c->num_experts * c->hidden_size;
     case DFE: return gpt_moe_ffn(c);
+    case DSFC: return (backend_act_gated(c->activation) ? 2 : 1) * c->moe_shared_ffn;
+    case DS: return c->moe_shared_ffn;
     }
     return 0;
 }
@@ -84,9 +93,11 @@ static void set_sections(ParamInfo *p, const GPTConfig *c) {
     if (p->shard == SHARD_QKV) {
         p->sections[0] = c->num_heads * hs;
         p->sections[1] = p->sections[2] = G * hs;
-    } else if (p->shard == SHARD_COLUMN && backend_act_gated(c->activation) && strstr(p->name, "mlp.fc.")) {
+    } else if (p->shard == SHARD_COLUMN && backend_act_gated(c->activation)) {
+        int shared = strstr(p->name, "mlp.shared.fc.") != NULL;  // a MoE layer's shared expert
+        if (!shared && !strstr(p->name, "mlp.fc.")) return;
         p->shard = SHARD_GLU;
-        p->sections[0] = p->sections[1] = c->ffn_hidden_size;
+        p->sections[0] = p->sections[1] = shared ? c->moe_shared_ffn : c->ffn_hidden_size;
     }
 }
 

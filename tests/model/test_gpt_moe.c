@@ -4,9 +4,9 @@
 // dense tensors unchanged); and the gradient of the whole objective (mean language-model loss
 // + load-balancing loss + z-loss, softmax and sigmoid routers, GELU and SwiGLU experts,
 // aux_loss and seq_aux_loss) against central finite differences of the same objective, for a
-// few elements of every tensor. Finite differences that change a token's choice of experts
-// are not differentiable points: elements whose two probes route differently are skipped
-// and counted (few, and never most of a tensor).
+// few elements of every tensor, with and without a shared expert. Finite differences that
+// change a token's choice of experts are not differentiable points: elements whose two
+// probes route differently are skipped and counted (few, and never most of a tensor).
 #include "model/gpt.h"
 #include "model/gpt_moe.h"
 #include "core/check.h"
@@ -80,6 +80,30 @@ static void table(Backend *be) {
                        d->params[i].numel * sizeof(float)), "%s: values", d->params[i].name);
     }
     gpt_destroy(d);
+    gpt_destroy(m);
+    GPTConfig sc = BASE;  // a shared expert: 4 more tensors (ids 17..20) in the MoE layer only
+    sc.moe_shared_ffn = 20;
+    sc.activation = BACKEND_ACT_SWIGLU;
+    m = gpt_create(&sc, be, 1, 0, 1, 0, 1, 1, 5, 16, 0, NULL);
+    const char *names[4] = {"fc.weight", "fc.bias", "proj.weight", "proj.bias"};
+    int rows[4] = {40, 40, 16, 16}, cols[4] = {16, 1, 20, 1};
+    for (int k = 0; k < 4; k++) {
+        char name[64];
+        snprintf(name, sizeof name, "layers.1.mlp.shared.%s", names[k]);
+        int i = gpt_param_index(m, name);
+        EXPECT(i >= 0 && m->params[i].rows == rows[k] && m->params[i].cols == cols[k] &&
+               m->params[i].tensor_id == 64u + 64u + 17u + (unsigned)k, "%s (%d, %d), id %u", name,
+               rows[k], cols[k], 64u + 64u + 17u + (unsigned)k);
+        snprintf(name, sizeof name, "layers.0.mlp.shared.%s", names[k]);
+        EXPECT(gpt_param_index(m, name) < 0, "no shared expert in the dense layer 0");
+    }
+    int sf = gpt_param_index(m, "layers.1.mlp.shared.fc.weight");
+    EXPECT(m->params[sf].shard == SHARD_GLU && m->params[sf].sections[0] == 20, "SwiGLU sections of Fs");
+    const GPTBlockW *w = &m->w.blocks[1];
+    EXPECT(w->sfcw && w->sfcb && w->sfcprojw && w->sfcprojb && w->fcw && w->routerw &&
+           !m->w.blocks[0].sfcw, "shared-expert views in the MoE layer only");
+    EXPECT((char *)w->sfcw == (char *)m->param_copy + m->params[sf].offset * sizeof(float),
+           "the shared fc view is its tensor");
     gpt_destroy(m);
 }
 
@@ -231,6 +255,14 @@ int main(int argc, char **argv) {
     c.moe_capacity = 0.75;
     c.moe_aux_coeff = 0.3;
     gradcheck(be, one, c, "capacity 0.75 (drops), aux_loss");
+    c = BASE;  // a shared expert (GELU), and SwiGLU in every layer without biases
+    c.moe_shared_ffn = 20;
+    c.moe_aux_coeff = 0.3;
+    gradcheck(be, one, c, "shared expert, aux_loss");
+    c.activation = BACKEND_ACT_SWIGLU;
+    c.disable_bias_linear = 1;
+    snprintf(c.moe_layer_freq, sizeof c.moe_layer_freq, "1");
+    gradcheck(be, one, c, "shared expert, SwiGLU, every layer");
     backend_destroy(be);
     comm_destroy(one);
     MPI_CHECK(MPI_Finalize());
