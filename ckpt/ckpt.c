@@ -248,6 +248,12 @@ static int write_file(const CkptModel *cm, const CkptRun *r, const char *path, c
         HostState *h = core_calloc((size_t)cm->n_chunks, sizeof *h);  // one per model chunk
         for (int c = 0; c < cm->n_chunks; c++) h[c] = host_state(cm, c, 0);
         if (!any) rc = transfer_all(f, cm, h, 1, 0, step, sizeof step);
+        if (!any) {  // (collective: every rank, whatever its transfer did)
+            char later[CKPT_MSG_MAX];  // (a failure of the transfer is reported first)
+            int rb = ckpt_bias_write(f, cm->config, cm->moe_bias, cm->grid->coord.rank == 0,
+                                     rc ? later : step, sizeof step);
+            if (rc == 0) rc = rb;
+        }
         for (int c = 0; c < cm->n_chunks; c++) host_state_done(cm, c, &h[c], 0);
         free(h);
         const char *what[2] = {"flushing the file", "closing the file"};
@@ -354,6 +360,7 @@ static int read_file(const CkptModel *cm, const char *path, int model_only, char
         HostState *h = core_calloc((size_t)cm->n_chunks, sizeof *h);  // one per model chunk
         for (int c = 0; c < cm->n_chunks; c++) h[c] = host_state(cm, c, 1);
         rc = transfer_all(f, cm, h, 0, model_only, why, sizeof why);
+        if (rc == 0) rc = ckpt_bias_read(f, cm->config, cm->moe_bias, why, sizeof why);
         if (H5Fclose(f) < 0 && rc == 0) rc = -1;
         if (rc != 0) snprintf(err, errlen, "%s: %s", path, why);
         for (int c = 0; c < cm->n_chunks; c++) host_state_done(cm, c, &h[c], rc == 0);

@@ -31,6 +31,9 @@ typedef struct {
     int n_chunks;               // interleaved schedule: model chunks on this rank; else 1
     GPT *const *chunks;         // (n_chunks) the model chunks
     Optimizer *const *opts;     // (n_chunks) chunk c's optimizer (moments, shard segments)
+    float *moe_bias;            // (num_layers, E) host, the same on every rank: the expert
+                                // bias (--moe-router-enable-expert-bias; saved, and loaded
+                                // even with the model only); NULL without it
 } CkptModel;
 
 // The run's state kept in the root attributes beside the tensors: saved from, and (after a

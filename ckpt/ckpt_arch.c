@@ -30,6 +30,8 @@ static const struct {
     {"moe_router_pre_softmax", "moe-router-pre-softmax", offsetof(CkptMeta, moe_pre_softmax)},
     {"moe_shared_expert_intermediate_size", "moe-shared-expert-intermediate-size",
      offsetof(CkptMeta, moe_shared_ffn)},
+    {"moe_router_enable_expert_bias", "moe-router-enable-expert-bias",
+     offsetof(CkptMeta, moe_expert_bias)},
 };
 #define N_INTS (sizeof INTS / sizeof INTS[0])
 static const struct {
@@ -69,6 +71,7 @@ void ckpt_arch_from_config(CkptMeta *m, const GPTConfig *c) {
     m->moe_pre_softmax = moe ? c->moe_pre_softmax : 0;
     m->moe_topk_scaling = moe ? c->moe_topk_scaling : 0.0;
     m->moe_shared_ffn = moe ? c->moe_shared_ffn : 0;
+    m->moe_expert_bias = moe ? c->moe_expert_bias : 0;
     snprintf(m->moe_layer_freq, sizeof m->moe_layer_freq, "%s", moe ? c->moe_layer_freq : "");
 }
 
@@ -91,6 +94,7 @@ void ckpt_arch_to_config(const CkptMeta *m, GPTConfig *c) {
     c->moe_pre_softmax = (int)m->moe_pre_softmax;
     c->moe_topk_scaling = m->moe_topk_scaling;
     c->moe_shared_ffn = (int)m->moe_shared_ffn;
+    c->moe_expert_bias = (int)m->moe_expert_bias;
     snprintf(c->moe_layer_freq, sizeof c->moe_layer_freq, "%s", m->moe_layer_freq);
 }
 

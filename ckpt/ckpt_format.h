@@ -64,9 +64,10 @@ typedef struct {
     // Optional, written with --num-experts (absent: a dense model): num_experts, moe_topk,
     // moe_ffn_hidden_size, moe_router_sigmoid, moe_router_pre_softmax (int64),
     // moe_router_topk_scaling_factor (float64), moe_layer_freq (a string, the flag's text);
-    // when set, moe_shared_expert_intermediate_size.
+    // when set, moe_shared_expert_intermediate_size and moe_router_enable_expert_bias (the
+    // expert bias itself: the /state group, ckpt_bias.c).
     int64_t num_experts, moe_topk, moe_ffn_hidden_size, moe_sigmoid, moe_pre_softmax;
-    int64_t moe_shared_ffn;
+    int64_t moe_shared_ffn, moe_expert_bias;
     double moe_topk_scaling;
     char moe_layer_freq[64];
 } CkptMeta;
@@ -116,6 +117,17 @@ int ckpt_h5_read_meta(hid_t f, CkptMeta *m, char *err, size_t errlen);
 // after a failure of its own. Returns 0, or -1 with the first failure in err (a full disk
 // can fail a metadata write); aborts on any other HDF5 failure.
 int ckpt_h5_create_datasets(hid_t f, const ParamInfo *full, int n, char *err, size_t errlen);
+
+// The expert bias of --moe-router-enable-expert-bias (ckpt_bias.c): bias (num_layers, E)
+// host, the same on every rank, as one float32 dataset (E) per MoE layer L,
+// CKPT_STATE_GROUP/layers.L.mlp.router.expert_bias (no-ops when bias is NULL). Write:
+// collective (every rank creates, rank0 writes), every call made even after a failure.
+// Read: the rows of the MoE layers, every rank on its own file handle. Both return 0, or -1
+// with one line in err naming the dataset (read: missing, wrong shape or not finite).
+#define CKPT_STATE_GROUP "/state"
+int ckpt_bias_write(hid_t f, const GPTConfig *c, const float *bias, int rank0, char *err,
+                    size_t errlen);
+int ckpt_bias_read(hid_t f, const GPTConfig *c, float *bias, char *err, size_t errlen);
 
 // Moves local elements [e0, e1) of parameter p, as held by tp_rank of tp, between the host
 // buffer buf (buf[0] is element e0) and dataset ds (full shape): write = 1 stores buf into

@@ -98,7 +98,7 @@ static void block_forward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTLayerActs 
     gpt_hidden_dropout(m, a->res2, r, DROPOUT_SITE_ATTN_OUT, lg);  // before the residual add
     gpt_residual_norm_forward(m, a->res2, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, x, w->ln2w,
                               w->ln2b, Ns);  // res2 += x; ln2 = LN(res2)
-    gpt_mlp_forward(m, tp, w, a, N);  // res3 = MLP(ln2)
+    gpt_mlp_forward(m, tp, w, a, N, l);  // res3 = MLP(ln2)
     gpt_hidden_dropout(m, a->res3, r, DROPOUT_SITE_MLP_OUT, lg);
     be->ops->add(be, a->res3, a->res3, a->res2, (size_t)Ns * C);
 }

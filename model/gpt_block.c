@@ -124,10 +124,10 @@ static DenseMLP shared_mlp(const GPT *m, const GPTBlockW *w, const GPTBlockW *g)
     return d;
 }
 
-void gpt_mlp_forward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTLayerActs *a, int N) {
+void gpt_mlp_forward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTLayerActs *a, int N, int l) {
     if (w->routerw) {  // a mixture-of-experts layer: the rows here, experts replicated over tp
         int n = m->sp ? N / m->tp : N;
-        gpt_moe_forward(m, w, a, a->res3, n);
+        gpt_moe_forward(m, w, a, a->res3, n, l);
         if (w->sfcw) {  // + the shared expert, tensor-parallel like the dense MLP
             DenseMLP d = shared_mlp(m, w, NULL);
             dense_forward(m, tp, &d, a->fch, a->fch_act, a->ln2, m->s.shared_out, N);

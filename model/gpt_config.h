@@ -58,6 +58,8 @@ typedef struct {
     double moe_capacity;          // --moe-expert-capacity-factor (0: dropless, Megatron's default)
     int moe_drop_position;        // --moe-token-drop-policy position (else probs)
     int moe_pad_capacity;         // --moe-pad-expert-input-to-capacity
+    int moe_expert_bias;          // --moe-router-enable-expert-bias (aux-loss-free balancing)
+    double moe_bias_rate;         // --moe-router-bias-update-rate (1e-3)
     char moe_layer_freq[64];      // --moe-layer-freq: "1" every layer, an int N every N-th
                                   // (layer % N == 0), or Megatron's list ("[1,0,1,0]",
                                   // "([1]*3+[0])*2"), one entry per layer

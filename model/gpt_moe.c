@@ -12,11 +12,13 @@ typedef struct {
     int i;
 } Ranked;
 
-// The router settings of c (bias: none yet).
-static BackendMoERouter router_of(const GPTConfig *c) {
+// The router settings of local layer l (its expert bias with --moe-router-enable-expert-bias).
+static BackendMoERouter router_of(const GPT *m, int l) {
+    const GPTConfig *c = &m->cfg;
+    const float *bias = m->moe->bias ? m->moe->bias + (size_t)l * c->num_experts : NULL;
     BackendMoERouter r = {c->num_experts, c->moe_topk,
                           c->moe_sigmoid ? BACKEND_MOE_SIGMOID : BACKEND_MOE_SOFTMAX,
-                          c->moe_pre_softmax, (float)c->moe_topk_scaling, NULL};
+                          c->moe_pre_softmax, (float)c->moe_topk_scaling, bias};
     return r;
 }
 
@@ -69,6 +71,10 @@ void gpt_moe_create(GPT *m) {
     s->dfch = be->ops->alloc(be, M * F2 * act);
     s->dact = be->ops->alloc(be, M * Fe * act);
     s->dx = be->ops->alloc(be, n * C * act);
+    if (c->moe_expert_bias) {  // zero until gpt_moe_set_bias (gpt_moe_bias.c)
+        s->bias = be->ops->alloc(be, (size_t)m->n_layers * E * sizeof(float));
+        be->ops->zero(be, s->bias, (size_t)m->n_layers * E * sizeof(float));
+    }
     size_t units = (size_t)m->n_slots * m->n_layers + (size_t)m->n_rc;
     s->counts = core_calloc(units * E, sizeof(int));
     s->lb_loss = core_calloc((size_t)m->n_layers, sizeof(double));
@@ -91,7 +97,7 @@ void gpt_moe_destroy(GPT *m) {
     if (!s) return;
     Backend *be = m->be;
     void *dev[] = {s->row_group, s->loss, s->dlogits, s->dlogits_act, s->dprobs, s->deo, s->dxp,
-                   s->dfch, s->dact, s->dx};
+                   s->dfch, s->dact, s->dx, s->bias};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) be->ops->free(be, dev[i]);
     free(s->h_idx), free(s->h_perm), free(s->h_slot), free(s->h_probs), free(s->h_pprobs);
     free(s->h_coef), free(s->h_rank), free(s->dropped), free(s->counts), free(s->lb_loss);
@@ -176,12 +182,12 @@ static int route(const GPT *m, struct GPTMoE *s, int *counts, int n, int K, int 
     return dropped;
 }
 
-void gpt_moe_forward(GPT *m, const GPTBlockW *w, GPTLayerActs *a, void *out, int n) {
+void gpt_moe_forward(GPT *m, const GPTBlockW *w, GPTLayerActs *a, void *out, int n, int l) {
     Backend *be = m->be;
     const GPTConfig *c = &m->cfg;
     struct GPTMoE *s = m->moe;
     GPTMoEActs *x = &a->moe;
-    BackendMoERouter r = router_of(c);
+    BackendMoERouter r = router_of(m, l);
     BackendAct act = c->activation;
     int E = c->num_experts, K = c->moe_topk, C = c->hidden_size, Fe = gpt_moe_ffn(c);
     int F2 = (backend_act_gated(act) ? 2 : 1) * Fe;
@@ -254,7 +260,7 @@ void gpt_moe_backward(GPT *m, Comm *sum, const GPTBlockW *w, GPTBlockW *g,
     const GPTConfig *c = &m->cfg;
     struct GPTMoE *s = m->moe;
     const GPTMoEActs *x = &a->moe;
-    BackendMoERouter r = router_of(c);
+    BackendMoERouter r = router_of(m, l);
     BackendAct act = c->activation;
     int E = c->num_experts, K = c->moe_topk, C = c->hidden_size, Fe = gpt_moe_ffn(c);
     int F2 = (backend_act_gated(act) ? 2 : 1) * Fe, gated = backend_act_gated(act);

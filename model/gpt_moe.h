@@ -38,6 +38,8 @@ struct GPTMoE {
     double *lb_loss, *z_loss;      // (n_layers) host: this step's sums over micro-batches
     double *tokens;                // (n_layers, E) host: this step's tokens per expert
     double *dropped;               // (n_layers) host: this step's dropped (token, choice)s
+    float *bias;                   // (n_layers, E) backend: the layers' expert bias
+                                   // (--moe-router-enable-expert-bias; else NULL)
     float aux_scale;               // the losses' gradient weight in the current backward
                                    // (gpt_backward: the loss gradient's scale x the micro-
                                    // batch's tokens, so a micro-batch's loss weighs as its
@@ -69,9 +71,18 @@ void gpt_moe_destroy(GPT *m);
 // Zeroes the per-step statistics (lb_loss, z_loss, tokens). Never fails.
 void gpt_moe_stats_reset(GPT *m);
 
-// Forward of the MoE layer for the n rows of a->ln2 into out (n, C) (the MLP's output,
-// before dropout and the residual add). Records the routing in a->moe.
-void gpt_moe_forward(GPT *m, const GPTBlockW *w, GPTLayerActs *a, void *out, int n);
+// Aux-loss-free balancing (gpt_moe_bias.c; Megatron's get_updated_expert_bias): one
+// layer's bias (E) += rate x sign(mean - tokens[e]), tokens (E) the step's tokens routed
+// to each expert over the whole global batch (their mean over the experts: sign 0 at it).
+// In fp32, so every rank holding the same table gets the same bits. Pure.
+void gpt_moe_bias_step(float *bias, const double *tokens, int E, double rate);
+// Copies the stage's layers' rows of all (num_layers, E) host, the whole model's expert
+// bias, into the router's (no-op without --moe-router-enable-expert-bias). Never fails.
+void gpt_moe_set_bias(GPT *m, const float *all);
+
+// Forward of the MoE layer (local layer l) for the n rows of a->ln2 into out (n, C) (the
+// routed experts' output, before dropout and the residual add). Records the routing in a->moe.
+void gpt_moe_forward(GPT *m, const GPTBlockW *w, GPTLayerActs *a, void *out, int n, int l);
 // Backward: dout (n, C) the gradient of out (read before dln is written; they may alias);
 // dln (n, C) OVERWRITTEN with d(ln2); expert and router gradients accumulate into g. The
 // load-balancing and z losses of the micro-batch (token counts summed over `sum` (the

@@ -34,8 +34,8 @@ int gpt_moe_flags_specs(ArgSpec *specs, GPTConfig *m, GPTFlagText *t) {
         {"--moe-grouped-gemm", ARG_BOOL, &t->moe_grouped_gemm, "accepted, no effect: megac always runs the local experts as one GEMM pair per expert, in expert order"},
         {"--moe-shared-expert-intermediate-size", ARG_INT, &m->moe_shared_ffn, "one shared expert per MoE layer: a dense MLP of this hidden size on every token, added to the routed experts' output (0: none)"},
         {"--moe-shared-expert-gate", ARG_BOOL, &t->moe_shared_gate, "a sigmoid gate on the shared expert (not implemented: refused)"},
-        {"--moe-router-enable-expert-bias", ARG_BOOL, &t->moe_expert_bias, "aux-loss-free balancing with an expert bias (not implemented yet: refused)"},
-        {"--moe-router-bias-update-rate", ARG_FLOAT, &t->moe_bias_rate, "with --moe-router-enable-expert-bias: the bias step (1e-3)"},
+        {"--moe-router-enable-expert-bias", ARG_BOOL, &t->moe_expert_bias, "aux-loss-free balancing (DeepSeek-V3): a per-layer expert bias added to the scores for the choice only, moved after each step by the bias update rate towards balance (sigmoid score function only)"},
+        {"--moe-router-bias-update-rate", ARG_FLOAT, &t->moe_bias_rate, "with --moe-router-enable-expert-bias: bias += rate x sign(mean - tokens) per expert after each step (1e-3)"},
         {"--moe-expert-capacity-factor", ARG_FLOAT, &t->moe_capacity, "each expert takes at most ceil(factor x tokens x K / E) of a micro-batch's (token, choice) rows, the rest dropped (0: dropless, the default); not with --sequence-parallel or CP > 1 yet"},
         {"--moe-token-drop-policy", ARG_STR, &t->moe_drop_policy, "with a capacity factor: probs | position"},
         {"--moe-pad-expert-input-to-capacity", ARG_BOOL, &t->moe_pad, "with a capacity factor: every expert runs exactly its capacity of rows (padding rows weigh 0)"},
@@ -70,8 +70,12 @@ void gpt_moe_flags_finish(GPTConfig *m, const GPTFlagText *t) {
         core_usage_error("--moe-shared-expert-gate: a gated shared expert is not implemented (megac "
                          "adds the shared expert's output ungated, Megatron's default)");
     if (m->num_experts == 0) return;
-    if (t->moe_expert_bias)
-        core_usage_error("--moe-router-enable-expert-bias: aux-loss-free balancing is not implemented yet");
+    if (t->moe_expert_bias && !m->moe_sigmoid)  // (Megatron refuses it too)
+        core_usage_error("--moe-router-enable-expert-bias needs --moe-router-score-function sigmoid");
+    if (t->moe_expert_bias && !(t->moe_bias_rate > 0))
+        core_usage_error("--moe-router-bias-update-rate must be > 0, got %g", t->moe_bias_rate);
+    m->moe_expert_bias = t->moe_expert_bias;
+    m->moe_bias_rate = t->moe_expert_bias ? t->moe_bias_rate : 0.0;
     if (t->moe_capacity < 0) core_usage_error("--moe-expert-capacity-factor must be > 0, got %g", t->moe_capacity);
     const char *dp = t->moe_drop_policy;
     if (strcmp(dp, "probs") && strcmp(dp, "position"))

@@ -35,7 +35,8 @@ static void report_pipeline(Trainer *t) {
 
 // The trainer's tensors as a checkpoint sees them (ckpt/ckpt.h): borrowed pointers.
 static CkptModel ckpt_model_of(const Trainer *t) {
-    return (CkptModel){t->grid, t->be, &t->args.model, t->n_chunks, t->chunks, t->opts};
+    return (CkptModel){t->grid, t->be, &t->args.model, t->n_chunks, t->chunks, t->opts,
+                       t->moe_bias};
 }
 
 // The trainer's counters a checkpoint keeps, by value (restored by load_checkpoint).
@@ -60,6 +61,7 @@ static void load_checkpoint(Trainer *t) {
     t->skipped_total = r.skipped_total;
     t->skipped_samples = r.skipped_samples;
     t->scaler = r.scaler;
+    train_moe_push_bias(t);  // the loaded expert bias, into the routers
 }
 
 // --load of a directory that does not exist or holds nothing yet (Megatron's first run of

@@ -1,11 +1,24 @@
 // train/train_moe.c: the mixture-of-experts statistics of a training step (trainer.h): the
-// load-balancing and z losses as Megatron logs them, and the tokens routed to each expert.
+// load-balancing and z losses as Megatron logs them, and the tokens routed to each expert;
+// the expert bias of aux-loss-free balancing, which those tokens move.
 #include "trainer.h"
 #include "model/gpt_moe.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+float *train_moe_bias(Trainer *t) {
+    const GPTConfig *c = &t->args.model;
+    if (c->num_experts <= 0 || !c->moe_expert_bias) return NULL;
+    if (!t->moe_bias) t->moe_bias = calloc((size_t)c->num_layers * c->num_experts, sizeof(float));
+    return t->moe_bias;
+}
+
+void train_moe_push_bias(Trainer *t) {
+    const float *b = train_moe_bias(t);
+    for (int k = 0; b && k < t->n_chunks; k++) gpt_moe_set_bias(t->chunks[k], b);
+}
 
 void train_moe_begin_step(Trainer *t) {
     for (int c = 0; c < t->n_chunks; c++) gpt_moe_stats_reset(t->chunks[c]);
@@ -35,6 +48,13 @@ void train_moe_step_stats(Trainer *t, StepResult *r) {
             }
         }
     comm_all_reduce(g->world, v, (size_t)L * row, COMM_F64, COMM_SUM);
+    if (c->moe_expert_bias) {  // aux-loss-free balancing: after every step, skipped or not
+        for (int l = 0; l < L; l++)  // (Megatron updates it before the optimizer step)
+            if (gpt_moe_layer(c, l))
+                gpt_moe_bias_step(train_moe_bias(t) + (size_t)l * E, v + (size_t)l * row + 3, E,
+                                  c->moe_bias_rate);
+        train_moe_push_bias(t);
+    }
     int n = 0;
     double lb = 0, z = 0, dropped = 0, micro = (double)t->step.n_micro * t->dp;  // the global batch's micro-batches
     for (int l = 0; l < L; l++) {

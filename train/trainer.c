@@ -88,6 +88,7 @@ static void create_model_chunks(Trainer *t, PPScheduleKind kind) {
     if (v > 1) gpt_share_workspace(t->chunks, v);  // one chunk computes at a time
     t->model = t->chunks[0];
     t->opt = t->opts[0];
+    train_moe_bias(t);  // --moe-router-enable-expert-bias: zero, until a checkpoint or a step
 }
 
 Trainer *trainer_create(const TrainArgs *args) {
@@ -169,6 +170,7 @@ void trainer_destroy(Trainer *t) {
     free(t->opts);
     free(t->chunks);
     free(t->moe_sums);
+    free(t->moe_bias);
     pgrid_destroy(t->grid);
     backend_destroy(t->be);
     batches_destroy(t->data);

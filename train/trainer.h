@@ -74,6 +74,8 @@ typedef struct {
     int64_t last_saved;         // iteration of this run's last checkpoint, -1 before one
     double *moe_sums;           // (num_layers * (E + 3)) the MoE statistics' reduction buffer
                                 // (train_moe.c), NULL without experts
+    float *moe_bias;            // (num_layers, E) host: the expert bias of every MoE layer,
+                                // the same on every rank (train_moe_bias); NULL until then
 } Trainer;
 
 // Sets up everything from the parsed flags (MPI initialised). Bad layouts, flags or data:
@@ -85,6 +87,12 @@ void trainer_destroy(Trainer *t);
 // over the world (no-op without experts).
 void train_moe_begin_step(Trainer *t);
 void train_moe_step_stats(Trainer *t, StepResult *r);
+// --moe-router-enable-expert-bias: the whole model's expert bias (num_layers, E), zero at
+// first (allocated on the first call), the same on every rank; NULL without it. After the
+// step's statistics it moves (gpt_moe_bias_step) and the chunks get it. Never fails.
+float *train_moe_bias(Trainer *t);
+// Copies train_moe_bias into the chunks' routers (after a checkpoint load). Never fails.
+void train_moe_push_bias(Trainer *t);
 // --overlap-param-gather: waits for the parameter gathers in flight, so that the parameters
 // can be read outside a forward (checkpoint save, evaluation). Collective over DP.
 void trainer_settle_params(Trainer *t);

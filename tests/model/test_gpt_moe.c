@@ -4,9 +4,10 @@
 // dense tensors unchanged); and the gradient of the whole objective (mean language-model loss
 // + load-balancing loss + z-loss, softmax and sigmoid routers, GELU and SwiGLU experts,
 // aux_loss and seq_aux_loss) against central finite differences of the same objective, for a
-// few elements of every tensor, with and without a shared expert. Finite differences that
-// change a token's choice of experts are not differentiable points: elements whose two
-// probes route differently are skipped and counted (few, and never most of a tensor).
+// few elements of every tensor, with and without a shared expert and an expert bias. Finite
+// differences that change a token's choice of experts are not differentiable points:
+// elements whose two probes route differently are skipped and counted (few, and never most
+// of a tensor).
 #include "model/gpt.h"
 #include "model/gpt_moe.h"
 #include "core/check.h"
@@ -128,8 +129,10 @@ static double objective(GPT *m, Comm *tp, const int *tok, const int *tgt, unsign
     return lm + extra;
 }
 
-static void gradcheck(Backend *be, Comm *tp, GPTConfig cfg, const char *what) {
+// bias: (num_layers, E) expert bias to route with (cfg.moe_expert_bias), or NULL.
+static void gradcheck(Backend *be, Comm *tp, GPTConfig cfg, const char *what, const float *bias) {
     GPT *m = gpt_create(&cfg, be, 1, 0, 1, 0, 2, 1, 42, 16, 0, NULL);
+    if (bias) gpt_moe_set_bias(m, bias);
     int tok[16], tgt[16];
     for (int i = 0; i < 16; i++) { tok[i] = (i * 7 + 3) % 50; tgt[i] = (i * 11 + 5) % 50; }
     for (int i = 0; i < m->n_params; i++)  // non-trivial biases and norms
@@ -227,6 +230,46 @@ static void capacity(Backend *be, Comm *tp) {
     printf("capacity 0.5: %d of 32 entries dropped (probs), %d (position); padded loss equal\n", d0, d2);
 }
 
+// --moe-router-enable-expert-bias: the update rule (sign of mean - tokens, 0 at the mean);
+// a bias moves the choice (a large one on expert 3 draws every token to it) while the
+// weights keep their formula, the chosen sigmoids over their sum without the bias.
+static void expert_bias(Backend *be, Comm *tp) {
+    float b[4] = {0.5f, 0.0f, 0.0f, 0.0f};
+    double tokens[4] = {5, 1, 3, 3};
+    gpt_moe_bias_step(b, tokens, 4, 1e-3);
+    EXPECT(b[0] == 0.5f - 1e-3f && b[1] == 1e-3f && b[2] == 0.0f && b[3] == 0.0f,
+           "bias step: %g %g %g %g", b[0], b[1], b[2], b[3]);
+    GPTConfig c = BASE;
+    c.moe_sigmoid = 1;
+    c.moe_expert_bias = 1;
+    c.moe_bias_rate = 1e-3;
+    GPT *m = gpt_create(&c, be, 1, 0, 1, 0, 2, 1, 42, 16, 0, NULL);
+    int tok[16], tgt[16], n = m->N, K = c.moe_topk;
+    for (int i = 0; i < 16; i++) { tok[i] = (i * 7 + 3) % 50; tgt[i] = (i * 11 + 5) % 50; }
+    float bias[2 * 4] = {0};
+    bias[4 + 3] = 10.0f;  // layer 1, expert 3
+    gpt_forward(m, tp, 0, tok, tgt);
+    const GPTMoEActs *x = &m->slots[0].layers[1].moe;
+    int before = 0;
+    for (int t = 0; t < n; t++) before += x->idx[t * K] == 3 || x->idx[t * K + 1] == 3;
+    gpt_moe_set_bias(m, bias);
+    gpt_forward(m, tp, 0, tok, tgt);
+    int on3 = 0;
+    double worst = 0;
+    for (int t = 0; t < n; t++) {
+        on3 += x->idx[t * K] == 3;  // first choice: the biased expert
+        double s0 = 1 / (1 + exp(-x->logits[t * 4 + x->idx[t * K]]));
+        double s1 = 1 / (1 + exp(-x->logits[t * 4 + x->idx[t * K + 1]]));
+        worst = fmax(worst, fabs(x->probs[t * K] - s0 / (s0 + s1)));
+        worst = fmax(worst, fabs(x->probs[t * K + 1] - s1 / (s0 + s1)));
+    }
+    EXPECT(on3 == n && before < n, "expert 3 first for %d of %d tokens (without the bias: %d)", on3, n, before);
+    EXPECT(worst < 1e-6, "weights without the bias: worst difference %g", worst);
+    printf("expert bias: expert 3 chosen by %d of %d tokens without it, %d with it; weights' formula "
+           "unchanged (worst %.2g)\n", before, n, on3, worst);
+    gpt_destroy(m);
+}
+
 int main(int argc, char **argv) {
     MPI_CHECK(MPI_Init(&argc, &argv));
     int self = 0;
@@ -236,13 +279,13 @@ int main(int argc, char **argv) {
     table(be);
     capacity(be, one);
     GPTConfig c = BASE;
-    gradcheck(be, one, c, "softmax, no balancing loss");
+    gradcheck(be, one, c, "softmax, no balancing loss", NULL);
     c.moe_aux_coeff = 0.3;
     c.moe_z_coeff = 0.05;
-    gradcheck(be, one, c, "softmax, aux_loss + z-loss");
+    gradcheck(be, one, c, "softmax, aux_loss + z-loss", NULL);
     c.moe_load_balancing = GPT_MOE_LB_SEQ_AUX;
     c.moe_pre_softmax = 1;
-    gradcheck(be, one, c, "pre-softmax, seq_aux_loss + z-loss");
+    gradcheck(be, one, c, "pre-softmax, seq_aux_loss + z-loss", NULL);
     c = BASE;
     c.moe_sigmoid = 1;
     c.moe_topk_scaling = 2.0;
@@ -250,19 +293,26 @@ int main(int argc, char **argv) {
     c.activation = BACKEND_ACT_SWIGLU;
     c.disable_bias_linear = 1;
     snprintf(c.moe_layer_freq, sizeof c.moe_layer_freq, "1");
-    gradcheck(be, one, c, "sigmoid, scaling 2, SwiGLU experts, every layer");
+    gradcheck(be, one, c, "sigmoid, scaling 2, SwiGLU experts, every layer", NULL);
     c = BASE;
     c.moe_capacity = 0.75;
     c.moe_aux_coeff = 0.3;
-    gradcheck(be, one, c, "capacity 0.75 (drops), aux_loss");
+    gradcheck(be, one, c, "capacity 0.75 (drops), aux_loss", NULL);
     c = BASE;  // a shared expert (GELU), and SwiGLU in every layer without biases
     c.moe_shared_ffn = 20;
     c.moe_aux_coeff = 0.3;
-    gradcheck(be, one, c, "shared expert, aux_loss");
+    gradcheck(be, one, c, "shared expert, aux_loss", NULL);
     c.activation = BACKEND_ACT_SWIGLU;
     c.disable_bias_linear = 1;
     snprintf(c.moe_layer_freq, sizeof c.moe_layer_freq, "1");
-    gradcheck(be, one, c, "shared expert, SwiGLU, every layer");
+    gradcheck(be, one, c, "shared expert, SwiGLU, every layer", NULL);
+    expert_bias(be, one);
+    c = BASE;  // routing with an expert bias: the gradient follows the biased choice
+    c.moe_sigmoid = 1;
+    c.moe_expert_bias = 1;
+    c.moe_aux_coeff = 0.3;
+    float bias[2 * 4] = {0.0f, 0.0f, 0.0f, 0.0f, 0.02f, -0.01f, 0.0f, 0.03f};
+    gradcheck(be, one, c, "sigmoid with an expert bias, aux_loss", bias);
     backend_destroy(be);
     comm_destroy(one);
     MPI_CHECK(MPI_Finalize());
