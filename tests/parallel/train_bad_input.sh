@@ -79,5 +79,12 @@ expect2 2 "moe-expert-capacity-factor with --sequence-parallel or --context-para
   --num-experts 4 --moe-expert-capacity-factor 1 --tensor-model-parallel-size 2 --sequence-parallel
 expect2 1 "moe-pad-expert-input-to-capacity needs --moe-expert-capacity-factor" --num-experts 4 --moe-pad-expert-input-to-capacity
 expect2 1 "expert-model-parallel-size 2: expert parallelism is not implemented yet" --num-experts 4 --expert-model-parallel-size 2
+expect2 2 "tensor-model-parallel-size 2 must divide moe-shared-expert-intermediate-size 33" \
+  --num-experts 4 --moe-shared-expert-intermediate-size 33 --tensor-model-parallel-size 2
+expect2 1 "moe-shared-expert-gate: a gated shared expert is not implemented" \
+  --num-experts 4 --moe-shared-expert-intermediate-size 32 --moe-shared-expert-gate
+expect2 1 "moe-router-enable-expert-bias needs --moe-router-score-function sigmoid" --num-experts 4 --moe-router-enable-expert-bias
+expect2 1 "moe-router-bias-update-rate must be > 0, got 0" \
+  --num-experts 4 --moe-router-score-function sigmoid --moe-router-enable-expert-bias --moe-router-bias-update-rate 0
 [[ $fail -eq 0 ]] && echo "train_bad_input: ok"
 exit $fail
