@@ -1,5 +1,6 @@
 // megac/cmd_export.c: `megac export`: a checkpoint as a Hugging Face model folder
-// (config.json for GPT2LMHeadModel or LlamaForCausalLM, model.safetensors, tokenizer.json
+// (config.json for GPT2LMHeadModel, LlamaForCausalLM or MixtralForCausalLM, model.safetensors,
+// tokenizer.json
 // where expressible).
 #include "commands.h"
 #include "core/args.h"
@@ -7,6 +8,7 @@
 #include "hf/hf_gpt2.h"
 #include "hf/hf_llama.h"
 #include "hf/hf_tokenizer.h"
+#include "model/gpt_moe.h"     // defines: gpt_moe_ffn
 #include "core/outpath.h"        // defines: core_out_check_dir
 #include "ckpt/ckpt_fs.h"        // defines: ckpt_fs_mkdirs
 
@@ -16,7 +18,8 @@
 
 static const char *USAGE =
     "usage: megac export --load CKPT --output DIR [--iteration N] [--tokenizer byte|tok.json|data.h5]\n"
-    "  Writes DIR/config.json (GPT2LMHeadModel, or LlamaForCausalLM for a Llama-style model),\n"
+    "  Writes DIR/config.json (GPT2LMHeadModel, or LlamaForCausalLM for a Llama-style model,\n"
+    "  MixtralForCausalLM for a Llama-style mixture of experts),\n"
     "  DIR/model.safetensors (fp32) and, given a\n"
     "  tokenizer (or CKPT/megac-tokenizer.json), DIR/tokenizer.json + tokenizer_config.json.";
 
@@ -38,9 +41,6 @@ int cmd_export(int argc, char **argv) {
         core_usage_error("%s", err);
     HfCkpt *c = hf_ckpt_read(load, iteration, err, sizeof err);
     if (!c) core_usage_error("%s", err);
-    if (c->cfg.num_experts > 0)
-        core_usage_error("%s: a mixture-of-experts model (--num-experts %d): export to Hugging "
-                         "Face (Mixtral) is not implemented yet", c->path, c->cfg.num_experts);
     if (c->cfg.layernorm_1p) {  // --apply-layernorm-1p: Hugging Face's norms take 1 + w itself
         for (int i = 0; i < c->n; i++) {
             const ParamInfo *p = &c->table[i];
@@ -50,7 +50,8 @@ int cmd_export(int argc, char **argv) {
         }
         c->cfg.layernorm_1p = 0;
     }
-    int llama = gpt_is_llama_style(&c->cfg);
+    int moe = c->cfg.num_experts > 0;  // Mixtral, or refused by the Llama check
+    int llama = gpt_is_llama_style(&c->cfg) || moe;
     if (llama && hf_llama_check_exportable(&c->cfg, err, sizeof err) != 0)
         core_usage_error("%s: %s", c->path, err);
     if (!llama && c->cfg.kv_channels)
@@ -79,10 +80,13 @@ int cmd_export(int argc, char **argv) {
         tok_note = tok->kind == TOK_BYTE ? "tokenizer.json: byte-level, 257 ids"
                                          : "tokenizer.json: byte-level BPE";
     }
-    printf("exported %s (iteration %lld): %s L=%d C=%d NH=%d F=%d V=%d positions=%d "
+    char experts[64] = "";
+    if (moe) snprintf(experts, sizeof experts, " E=%d K=%d", c->cfg.num_experts, c->cfg.moe_topk);
+    printf("exported %s (iteration %lld): %s L=%d C=%d NH=%d F=%d%s V=%d positions=%d "
            "-> %s; %s\n", c->path, (long long)c->meta.iteration,
-           llama ? "LlamaForCausalLM" : "GPT2LMHeadModel", c->cfg.num_layers,
-           c->cfg.hidden_size, c->cfg.num_heads, c->cfg.ffn_hidden_size, c->cfg.vocab_size,
+           moe ? "MixtralForCausalLM" : llama ? "LlamaForCausalLM" : "GPT2LMHeadModel",
+           c->cfg.num_layers, c->cfg.hidden_size, c->cfg.num_heads,
+           moe ? gpt_moe_ffn(&c->cfg) : c->cfg.ffn_hidden_size, experts, c->cfg.vocab_size,
            c->cfg.max_position_embeddings, output, tok_note);
     tok_free(tok);
     hf_ckpt_free(c);

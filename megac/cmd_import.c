@@ -1,5 +1,5 @@
-// megac/cmd_import.c: `megac import`: a Hugging Face GPT2LMHeadModel or LlamaForCausalLM
-// folder as a megac
+// megac/cmd_import.c: `megac import`: a Hugging Face GPT2LMHeadModel, LlamaForCausalLM or
+// MixtralForCausalLM folder as a megac
 // checkpoint at iteration 0 with fresh (zero) AdamW state, which `megac train --load`
 // continues at any layout.
 #include "commands.h"
@@ -38,7 +38,7 @@ int cmd_import(int argc, char **argv) {
     if (seq < 0 || global_batch < 1) core_usage_error("--seq-length must be >= 0 and --global-batch-size >= 1");
     char err[2048];
     GPTConfig cfg;
-    int llama = hf_llama_is_config(hf);  // model_type llama, else GPT-2's reader (or its refusal)
+    int llama = hf_llama_is_config(hf);  // llama or mixtral, else GPT-2's reader (or its refusal)
     if ((llama ? hf_llama_read_config(hf, &cfg, err, sizeof err)
                : hf_gpt2_read_config(hf, &cfg, err, sizeof err)) != 0)
         core_usage_error("%s", err);
@@ -78,11 +78,13 @@ int cmd_import(int argc, char **argv) {
         snprintf(path, sizeof path, "%s/%s", output, HF_TOK_CKPT_FILE);
         if (tok_save(tok, path, err, sizeof err) != 0) core_usage_error("%s", err);
     }
-    printf("imported %s: %s L=%d C=%d NH=%d F=%d V=%d positions=%d -> %s (iteration 0, "
-           "seq-length %d, global-batch-size %d); %s\n", hf, llama ? "Llama" : "GPT-2",
-           cfg.num_layers, cfg.hidden_size,
-           cfg.num_heads, cfg.ffn_hidden_size, cfg.vocab_size, cfg.max_position_embeddings, output,
-           cfg.seq_length, global_batch, tok_note);
+    char experts[64] = "";
+    if (cfg.num_experts > 0) snprintf(experts, sizeof experts, " E=%d K=%d", cfg.num_experts, cfg.moe_topk);
+    printf("imported %s: %s L=%d C=%d NH=%d F=%d%s V=%d positions=%d -> %s (iteration 0, "
+           "seq-length %d, global-batch-size %d); %s\n", hf,
+           cfg.num_experts > 0 ? "Mixtral" : llama ? "Llama" : "GPT-2", cfg.num_layers,
+           cfg.hidden_size, cfg.num_heads, cfg.ffn_hidden_size, experts, cfg.vocab_size,
+           cfg.max_position_embeddings, output, cfg.seq_length, global_batch, tok_note);
     tok_free(tok);
     hf_ckpt_free(c);
     return 0;

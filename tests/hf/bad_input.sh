@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/hf/bad_input.sh MEGAC: export, import and generate refuse bad input with one line
 # naming the problem and exit 2: missing files, truncated or malformed safetensors, an
-# unsupported dtype, another architecture, settings GPT-2 or Llama in megac cannot represent, shapes
+# unsupported dtype, another architecture, settings GPT-2, Llama or Mixtral in megac cannot represent, shapes
 # that disagree with config.json, an existing checkpoint, a missing or wrong tokenizer, NaN or
 # Inf weights, a tensor missing from the header (named).
 set -uo pipefail
@@ -156,4 +156,38 @@ fresh; mv "$st" "$wd/h/pytorch_model.bin"
 expect "import: Llama, a pickle only" "pytorch_model.bin (a pickle) is not read" imp
 fresh; rm "$st"; echo '{"weight_map": {}}' > "$wd/h/model.safetensors.index.json"
 expect "import: Llama, sharded" "a sharded model.safetensors.index.json is not read" imp
+
+# Mixtral: the MoE settings MixtralForCausalLM cannot hold (export names the flag), and Mixtral
+# configs megac cannot represent
+moe_gpt2=(--mock-data --mock-vocab-size 300 --num-layers 2 --hidden-size 16 --num-attention-heads 2
+          --seq-length 8 --micro-batch-size 1 --global-batch-size 1 --train-iters 1 --num-threads 1
+          --ffn-hidden-size 16 --num-experts 4 --moe-router-topk 2)
+moe=("${moe_gpt2[@]}" --normalization RMSNorm --swiglu --position-embedding-type rope --disable-bias-linear)
+# moe_refused NAME PATTERN FLAGS...: a checkpoint trained with FLAGS, whose export is refused
+moe_refused() {
+  local name="$1" pat="$2"; shift 2
+  "$megac" train "$@" --save "$wd/ck_$name" > /dev/null 2>&1 || { echo "FAIL: train $name"; n_bad=$((n_bad + 1)); return; }
+  expect "export: Mixtral $name" "$pat" "$megac" export --load "$wd/ck_$name" --output "$wd/x"
+}
+moe_refused pre_softmax "--moe-router-pre-softmax (Mixtral renormalises" "${moe[@]}" --moe-router-pre-softmax
+moe_refused sigmoid "--moe-router-score-function sigmoid (Mixtral's router is a softmax) has no MixtralForCausalLM" \
+  "${moe[@]}" --moe-router-score-function sigmoid
+moe_refused scaling "--moe-router-topk-scaling-factor 2.5 (Mixtral does not scale)" "${moe[@]}" --moe-router-topk-scaling-factor 2.5
+moe_refused freq "--moe-layer-freq '2' (layer 1 is dense" "${moe[@]}" --moe-layer-freq 2
+moe_refused kv_channels "--kv-channels (MixtralForCausalLM's head size is hidden_size / num_attention_heads)" \
+  "${moe[@]}" --kv-channels 4
+moe_refused gpt2 "cannot be represented as MixtralForCausalLM (.* this one has LayerNorm GELU learned positions biases)" \
+  "${moe_gpt2[@]}"
+"$megac" train "${moe[@]}" --save "$wd/ckm" > /dev/null 2>&1 || { echo "FAIL: train mixtral"; exit 1; }
+rm -rf "$wd/hf"; "$megac" export --load "$wd/ckm" --output "$wd/hf" > /dev/null || { echo "FAIL: export mixtral"; exit 1; }
+fresh; edit "$wd/h/config.json" "c['sliding_window']=4"
+expect "import: Mixtral sliding window" "sliding_window 4 (megac attends to every earlier position) cannot be represented" imp
+fresh; edit "$wd/h/config.json" "c['num_experts_per_tok']=5"
+expect "import: Mixtral top 5 of 4" "config.json: .*5.*4" imp
+fresh; edit "$wd/h/config.json" "c['num_local_experts']=3"
+expect "import: Mixtral 3 experts, 4 in the file" "block_sparse_moe.gate.weight has shape (4, 16), config.json makes it (3, 16)" imp
+fresh; st_edit "$st" "t = dict(head['model.layers.0.block_sparse_moe.experts.3.w1.weight']); b, e = t['data_offsets']; t['data_offsets'] = [len(data), len(data) + e - b]; data += data[b:e]; head['model.layers.0.block_sparse_moe.experts.4.w1.weight'] = t"
+expect "import: a fifth expert in the file" "tensor model.layers.0.block_sparse_moe.experts.4.w1.weight is not part of Mixtral" imp
+fresh; st_edit "$st" "del head['model.layers.1.block_sparse_moe.experts.2.w3.weight']"
+expect "import: an expert's w3 missing" "tensor model.layers.1.block_sparse_moe.experts.2.w3.weight is missing" imp
 [[ $n_bad -eq 0 ]] && echo "bad_input: ok" || { echo "bad_input: $n_bad failed"; exit 1; }

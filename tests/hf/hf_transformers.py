@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""tests/hf/hf_transformers.py MEGAC [--tokenizer | --llama]: megac's export read by Hugging Face
+"""tests/hf/hf_transformers.py MEGAC [--tokenizer | --llama | --mixtral MPIEXEC]: megac's export read by Hugging Face
 transformers (run by the venv of tests/hf/setup_venv.sh; exit 77 when it is missing).
 
 Default (mock data, V = 300, so the vocabulary is padded to 384 inside megac):
@@ -12,15 +12,19 @@ Default (mock data, V = 300, so the vocabulary is padded to 384 inside megac):
 --llama: 1-3 for a Llama-style model (RMSNorm, SwiGLU, rope, 4 heads in 2 kv groups, no
 biases, untied) exported as LlamaForCausalLM, and a Llama built by transformers (tied, GQA),
 imported: the same logits.
+--mixtral MPIEXEC: a Llama-style mixture of experts (4 experts, top 2, every layer) trained at
+TP 2 x PP 2 (4 ranks), exported as MixtralForCausalLM: the same logits (1e-5 relative) and
+greedy tokens; a Mixtral built by transformers (tied, GQA) imported: the same logits, and the
+imported checkpoint trains on at DP 2.
 --tokenizer (Debian's fortunes): a BPE tokenizer trained by megac, exported as
 tokenizer.json: transformers' tokenizer encodes text to megac's ids, greedy text equals, and
 import brings the tokenizer back (also for the byte tokenizer).
 """
-import copy, os, subprocess, sys, tempfile
+import copy, os, re, subprocess, sys, tempfile
 
 import numpy as np
 import torch
-from transformers import GPT2LMHeadModel, LlamaForCausalLM, PreTrainedTokenizerFast
+from transformers import GPT2LMHeadModel, LlamaForCausalLM, MixtralForCausalLM, PreTrainedTokenizerFast
 
 MEGAC = sys.argv[1]
 TRAIN = ["--num-layers", "2", "--hidden-size", "32", "--num-attention-heads", "4",
@@ -156,6 +160,63 @@ def llama_test(wd):
     hf_made_llama_test(wd)
 
 
+MIXTRAL = [*LLAMA[:-2], "--num-experts", 4, "--moe-router-topk", 2, "--ffn-hidden-size", 48,
+           "--moe-ffn-hidden-size", 48]
+
+
+def mpirun(mpiexec, n, *args):
+    r = subprocess.run([mpiexec, "-n", str(n), MEGAC, *map(str, args)], capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"FAIL: mpiexec -n {n} megac {' '.join(map(str, args))}: exit {r.returncode}\n"
+                 f"{r.stdout[-3000:]}{r.stderr[-3000:]}")
+    return r.stdout
+
+
+def hf_made_mixtral_test(wd, mpiexec):
+    """A Mixtral transformers built (random init, tied, 2 kv heads) imported, then trained on."""
+    from transformers import MixtralConfig
+    cfg = MixtralConfig(num_hidden_layers=2, hidden_size=48, num_attention_heads=4,
+                        num_key_value_heads=2, intermediate_size=40, vocab_size=270,
+                        max_position_embeddings=32, rope_theta=500.0, num_local_experts=4,
+                        num_experts_per_tok=2, tie_word_embeddings=True)
+    model = MixtralForCausalLM(cfg).eval()
+    model.save_pretrained(f"{wd}/hfx", safe_serialization=True)
+    run("import", "--hf", f"{wd}/hfx", "--output", f"{wd}/ckx", "--seq-length", 16,
+        "--global-batch-size", 4)
+    ids = [int(x) for x in np.random.default_rng(3).integers(0, 270, 16)]  # the context
+    ours = megac_logits(f"{wd}/ckx", ids, f"{wd}/lx.bin", 270)
+    with torch.no_grad():
+        theirs = model(torch.tensor([ids])).logits[0].double().numpy()
+    rel = np.abs(ours - theirs).max() / np.abs(theirs).max()
+    print(f"a transformers-made Mixtral (4 experts, top 2, tied, GQA) imported: logits relative "
+          f"difference {rel:.2e}")
+    assert rel < 1e-5, "imported Mixtral's logits differ"
+    out = mpirun(mpiexec, 2, "train", "--mock-data", "--mock-vocab-size", 270, "--num-layers", 2,
+                 "--hidden-size", 48, "--num-attention-heads", 4, "--seq-length", 16,
+                 "--max-position-embeddings", 32, "--micro-batch-size", 1, "--global-batch-size", 4,
+                 "--lr", "1e-3", "--num-threads", 1, *LLAMA[:-3], "--rotary-base", 500,
+                 "--num-experts", 4, "--moe-router-topk", 2, "--ffn-hidden-size", 40,
+                 "--moe-ffn-hidden-size", 40, "--train-iters", 3, "--load", f"{wd}/ckx",
+                 "--save", f"{wd}/ckx")
+    assert "iteration        3/       3" in out, out[-2000:]
+    losses = re.findall(r"lm loss: ([0-9.E+-]+)", out)
+    print(f"the imported Mixtral trains on at DP 2: lm loss {' '.join(losses)}")
+
+
+def mixtral_test(wd, mpiexec):
+    ck, hf = f"{wd}/ck", f"{wd}/hf"
+    mpirun(mpiexec, 4, "train", "--mock-data", "--mock-vocab-size", 300, *TRAIN, *MIXTRAL,
+           "--tensor-model-parallel-size", 2, "--pipeline-model-parallel-size", 2,
+           "--train-iters", 3, "--save", ck)
+    out = run("export", "--load", ck, "--output", hf)
+    assert "MixtralForCausalLM" in out, out
+    model = check_logits(ck, hf, wd, 300, 16, MixtralForCausalLM)
+    prompt = [5, 17, 260, 3]
+    seq = check_greedy(ck, model, prompt, 10, 300)
+    check_argmax(ck, seq, len(prompt), wd, 300)
+    hf_made_mixtral_test(wd, mpiexec)
+
+
 def byte_tokenizer_test(wd):
     ck, hf = f"{wd}/ckb", f"{wd}/hfb"
     run("train", "--mock-data", *TRAIN, "--train-iters", 1, "--save", ck)  # V = 257: bytes + EOD
@@ -220,6 +281,8 @@ def tokenizer_test(wd):
 with tempfile.TemporaryDirectory() as wd:
     if "--tokenizer" in sys.argv:
         tokenizer_test(wd)
+    elif "--mixtral" in sys.argv:
+        mixtral_test(wd, sys.argv[sys.argv.index("--mixtral") + 1])
     elif "--llama" in sys.argv:
         llama_test(wd)
     else:
