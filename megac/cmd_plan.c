@@ -168,9 +168,6 @@ int cmd_plan(int argc, char **argv) {
     int n_specs = N_OWN + gpt_flags_specs(specs + N_OWN, m, &mt);  // train's model flags
     core_args_parse(USAGE, specs, n_specs, argc, argv);
     gpt_flags_finish(m, &mt);
-    if (m->num_experts > 0)
-        core_usage_error("megac plan does not model mixture-of-experts layers yet (--num-experts %d)",
-                         m->num_experts);
     if (*pf.schedule && strcmp(pf.schedule, "1f1b") && strcmp(pf.schedule, "gpipe"))
         core_usage_error("--pipeline-schedule must be 1f1b or gpipe, got '%s'", pf.schedule);
     f.gpipe = *pf.schedule ? !strcmp(pf.schedule, "gpipe") : -1;

@@ -122,14 +122,21 @@ void gpt_stage_layers(const GPTConfig *c, int pp, int stage, int *layer0, int *n
 // 6C^2 becomes 2C^2 (1 + 2G/NH); SwiGLU: fc has 2F rows, so the MLP's 4CF becomes 6CF.
 // --kv-channels: the attention terms (QKV, projection, QK^T, AV) scale by NH hs / C
 // (Megatron's query_projection_to_hidden_size_ratio).
+// Mixture of experts (Megatron's MoE term): a MoE layer's MLP is K experts' MLPs of F_e per
+// token (4 C F_e K, 6 C F_e K gated, forward) plus the router's (C, E) GEMM, 2 C E forward,
+// which Megatron's standard count leaves out (its MLA count had it): 12 B T C^2 E / (2C) more.
 double gpt_flops_per_iteration(const GPTConfig *c, int padded_vocab, long long samples) {
     double C = c->hidden_size, T = c->seq_length, L = c->num_layers;
     double qkv = (1.0 + 2.0 * gpt_kv_heads(c) / c->num_heads) / 3.0;  // 1 without GQA
     double ratio = (double)c->num_heads * gpt_head_size(c) / C;
     double attention = (1.5 * qkv + 0.5 + T / C) * ratio;
-    double mlp = (double)c->ffn_hidden_size / C * (backend_act_gated(c->activation) ? 1.5 : 1.0);
+    double gated = backend_act_gated(c->activation) ? 1.5 : 1.0, moe = 0;  // moe: MoE layers
+    for (int l = 0; c->num_experts > 0 && l < c->num_layers; l++) moe += gpt_moe_layer(c, l);
+    double dense = (L - moe) * c->ffn_hidden_size / C * gated;
+    double experts = moe * ((double)c->moe_topk * gpt_moe_ffn(c) / C * gated + c->num_experts / (2.0 * C));
     double logits = padded_vocab / (2.0 * L * C);
-    return 12.0 * (double)samples * T * L * C * C * (attention + mlp + logits);
+    return 12.0 * (double)samples * T * L * C * C * (attention + logits) +
+           12.0 * (double)samples * T * C * C * (dense + experts);
 }
 
 int gpt_kv_heads(const GPTConfig *c) {

@@ -41,7 +41,12 @@ PLAN_FLAGS = {"--num-layers": 1, "--hidden-size": 1, "--num-attention-heads": 1,
               "--global-batch-size": 1, "--ddp-bucket-size": 1, "--device": 1, "--use-flash-attn": 0,
               "--bf16": 0, "--fp16": 0, "--no-tf32": 0, "--init-method-std": 1, "--recompute-granularity": 1,
               "--recompute-method": 1, "--recompute-num-layers": 1, "--recompute-activations": 0,
-              "--cp-comm-type": 1}
+              "--cp-comm-type": 1,
+              # mixture of experts (megac plan models expert-parallel 1: docs/plan.md)
+              "--num-experts": 1, "--moe-router-topk": 1, "--moe-ffn-hidden-size": 1, "--moe-layer-freq": 1,
+              "--moe-router-load-balancing-type": 1, "--moe-expert-capacity-factor": 1,
+              "--moe-pad-expert-input-to-capacity": 0, "--moe-token-drop-policy": 1,
+              "--expert-model-parallel-size": 1, "--expert-tensor-parallel-size": 1}
 # flags the grid owns: given after --, they would contradict it
 GRID_FLAGS = {"--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--micro-batch-size",
               "--pipeline-schedule", "--sequence-parallel", "--no-distributed-optimizer",

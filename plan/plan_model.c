@@ -2,6 +2,7 @@
 // megac allocates and what its communicators count (see plan_model.h).
 #include "plan_model.h"
 #include "plan_kernels.h"           // defines: plan_kernel_bytes
+#include "model/gpt_moe.h"       // defines: gpt_moe_layer
 #include "model/gpt_params.h"    // defines: gpt_params_build
 #include "distributed/dist_geometry.h"  // defines: dist_padded_size, dist_bucket
 #include "pipeline/pp_interleaved.h"  // defines: PP_ILV_MAX_CHUNKS
@@ -125,9 +126,13 @@ static void tp_traffic(const PlanSpec *s, const PlanLayout *l, const PlanStage *
     uint64_t N = rows_of(s, l), NC = N * C, L = (uint64_t)st->n_layers;
     uint64_t M = (uint64_t)m, shard = NC / (uint64_t)n;  // (N/tp, C) with SP
     uint64_t R = (uint64_t)st->n_recomputed;             // layers whose forward runs twice
+    // an MoE layer's MLP moves nothing over tp (experts replicated, its rows routed here):
+    // its attention's half only (Lm of the L layers, Rm of the R recomputed: the first R)
+    uint64_t Lm = (uint64_t)st->n_moe, Rm = (uint64_t)plan_moe_layers(&s->model, st->layer0, st->n_recomputed);
+    L -= Lm, R -= Rm;
     if (!l->sp) {
         if (st->first) all_reduce(t, n, NC, e, M);          // vocab embedding: token from one rank
-        all_reduce(t, n, NC, e, (4 * L + 2 * R) * M);       // g forward x2, f backward x2
+        all_reduce(t, n, NC, e, (4 * L + 2 * R + 2 * Lm + Rm) * M);  // g forward x2, f backward x2
         if (st->last) {
             if (n > 1) {                                    // (one shard: no reduction at all)
                 all_reduce(t, n, N, 4, M);                  // cross-entropy row max
@@ -141,8 +146,9 @@ static void tp_traffic(const PlanSpec *s, const PlanLayout *l, const PlanStage *
         reduce_scatter(t, n, shard, e, M);                  // embedding forward
         all_gather(t, n, shard, e, M);                      // embedding backward
     }
-    all_gather(t, n, shard, e, (6 * L + 2 * R) * M);        // per layer: 2 fwd, 2 row bwd, 2 col bwd
-    reduce_scatter(t, n, shard, e, (4 * L + 2 * R) * M);    // per layer: 2 fwd, 2 col bwd
+    all_gather(t, n, shard, e, (6 * L + 2 * R + 3 * Lm + Rm) * M);  // per layer: 2 fwd, 2 row bwd, 2 col bwd
+    reduce_scatter(t, n, shard, e, (4 * L + 2 * R + 2 * Lm + Rm) * M);  // per layer: 2 fwd, 2 col bwd
+    L += Lm;
     if (st->last) {
         all_gather(t, n, shard, e, 2 * M);                  // output layer forward + backward
         reduce_scatter(t, n, shard, e, M);                  // output layer backward
@@ -198,8 +204,10 @@ static void dp_traffic(const PlanSpec *s, const PlanLayout *l, PlanStage *st, Pl
 static size_t piece(size_t bytes) { return (bytes + 63) / 64 * 64; }
 
 // One layer's activations (carve_layer); `shared_att`: selective recomputation, the
-// attention probabilities live in the workspace, once.
-static size_t layer_bytes(const PlanSpec *s, const PlanLayout *l, int shared_att) {
+// attention probabilities live in the workspace, once. kind: the MLPs the buffers serve,
+// MLP_DENSE and/or MLP_MOE (a recomputation chunk's, either).
+enum { MLP_DENSE = 1, MLP_MOE = 2 };
+static size_t layer_bytes(const PlanSpec *s, const PlanLayout *l, int shared_att, int kind) {
     const GPTConfig *c = &s->model;
     size_t e = (size_t)act_bytes(s->precision), N = rows_of(s, l);
     size_t Ns = l->sp ? N / (size_t)l->tp : N, C = (size_t)c->hidden_size, tp = (size_t)l->tp;
@@ -208,8 +216,9 @@ static size_t layer_bytes(const PlanSpec *s, const PlanLayout *l, int shared_att
     size_t rows = N * (size_t)(c->num_heads / l->tp);  // (b, h, t)
     size_t att = c->use_flash_attn ? piece(rows * 4) : shared_att ? 0 : piece(rows * c->seq_length * e);
     size_t glu = backend_act_gated(c->activation) ? 2 : 1;  // gated: fch holds [gate | up]
-    return piece(Ns * C * e) * 4 + piece(Ns * 4) * 4 + piece(N * 3 * A_tp * e) + att +
-           piece(N * A_tp * e) + piece(glu * N * F_tp * e) + piece(N * F_tp * e);
+    return piece(Ns * C * e) * 4 + piece(Ns * 4) * 4 + piece(N * 3 * A_tp * e) + att + piece(N * A_tp * e) +
+           (kind & MLP_DENSE ? piece(glu * N * F_tp * e) + piece(N * F_tp * e) : 0) +
+           (kind & MLP_MOE ? plan_moe_layer_bytes(s, l) : 0);
 }
 
 // Full recomputation (gpt_layer_recomputed): uniform re-runs every layer of the stage in
@@ -229,9 +238,11 @@ static size_t slot_bytes(const PlanSpec *s, const PlanLayout *l, const PlanStage
     const GPTConfig *c = &s->model;
     size_t e = (size_t)act_bytes(s->precision), N = rows_of(s, l);
     size_t Ns = l->sp ? N / (size_t)l->tp : N, C = (size_t)c->hidden_size;
-    size_t layer = layer_bytes(s, l, c->recompute == GPT_RECOMPUTE_SELECTIVE);
-    size_t b = 2 * piece(N * 4) + piece(Ns * C * e) +
-               (size_t)(st->n_layers - st->n_recomputed) * layer + (size_t)st->n_chunk_outputs * piece(Ns * C * e);
+    int shared = c->recompute == GPT_RECOMPUTE_SELECTIVE;  // the layers kept: the last n - R
+    size_t kept = (size_t)(st->n_layers - st->n_recomputed);
+    size_t moe = (size_t)plan_moe_layers(c, st->layer0 + st->n_recomputed, (int)kept);
+    size_t b = 2 * piece(N * 4) + piece(Ns * C * e) + (kept - moe) * layer_bytes(s, l, shared, MLP_DENSE) +
+               moe * layer_bytes(s, l, shared, MLP_MOE) + (size_t)st->n_chunk_outputs * piece(Ns * C * e);
     if (st->last) {
         int Vp = gpt_padded_vocab(c, l->tp);
         b += piece(Ns * C * e) + 2 * piece(Ns * 4) + piece(N * (size_t)(Vp / l->tp) * e) +
@@ -260,7 +271,8 @@ static size_t scratch_bytes(const PlanSpec *s, const PlanLayout *l, const PlanSt
     size_t cp = (size_t)plan_cp(l);
     if (cp > 1)  // cp_buf: the gathered qkv rows, or the ring's packed K/V rows (2*G_tp*hs)
         b += piece((l->cp_all_gather ? (2 * cp + 1) * 3 * NH_tp * hs : 4 * 2 * G_tp * hs) * N * e);
-    return b + (size_t)st->n_workspace_layers * layer_bytes(s, l, 0);
+    int kinds = (st->n_moe < st->n_layers ? MLP_DENSE : 0) | (st->n_moe ? MLP_MOE : 0);
+    return b + (size_t)st->n_workspace_layers * layer_bytes(s, l, 0, kinds);
 }
 
 // Floats of the stage's table (gpt_params_build's total) without naming each of its
@@ -270,9 +282,10 @@ static size_t scratch_bytes(const PlanSpec *s, const PlanLayout *l, const PlanSt
 static size_t stage_floats(const GPTConfig *c, int tp, int Vp, const PlanStage *st) {
     size_t f[4] = {0}, all = 0;
     int n = 0;
-    for (int k = 1; k <= 3 && st->n_layers > 3; k++)
+    int alike = st->n_moe == 0 || st->n_moe == st->n_layers;  // else: mixed dense and MoE
+    for (int k = 1; k <= 3 && st->n_layers > 3 && alike; k++)
         free(gpt_params_build(c, tp, Vp, st->layer0, k, st->first, st->last, &n, &f[k]));
-    if (st->n_layers > 3 && f[3] - f[2] == f[2] - f[1]) return f[1] + (size_t)(st->n_layers - 1) * (f[2] - f[1]);
+    if (st->n_layers > 3 && alike && f[3] - f[2] == f[2] - f[1]) return f[1] + (size_t)(st->n_layers - 1) * (f[2] - f[1]);
     free(gpt_params_build(c, tp, Vp, st->layer0, st->n_layers, st->first, st->last, &n, &all));
     return all;
 }
@@ -284,6 +297,7 @@ static void chunk_counts(const PlanSpec *s, const PlanLayout *l, int P, int stag
     const GPTConfig *c = &s->model;
     *st = (PlanStage){.first = stage == 0, .last = stage == P - 1};
     gpt_stage_layers(c, P, stage, &st->layer0, &st->n_layers);
+    st->n_moe = plan_moe_layers(c, st->layer0, st->n_layers);
     int Vp = gpt_padded_vocab(c, l->tp), n_params = 0, built = st->n_layers > 2 ? 2 : st->n_layers;
     size_t built_floats = 0;  // ZeRO-2/3: the edge and two layers stand for the stage (plan_zero.c)
     ParamInfo *table = l->zero >= 2 ? gpt_params_build(c, l->tp, Vp, st->layer0, built, st->first,
@@ -304,11 +318,13 @@ static void chunk_counts(const PlanSpec *s, const PlanLayout *l, int P, int stag
     st->mem_optim_unsharded = 8.0 * st->n_alloc;
     st->slot_bytes = slot_bytes(s, l, st);
     st->mem[PLAN_MEM_ACTIVATIONS] = (double)st->slot_bytes * st->n_slots;
-    st->mem[PLAN_MEM_WORKSPACE] = (double)scratch_bytes(s, l, st);
+    st->moe_workspace = st->n_moe ? (double)plan_moe_workspace_bytes(s, l) : 0.0;
+    st->mem[PLAN_MEM_WORKSPACE] = (double)scratch_bytes(s, l, st) + st->moe_workspace;
 
     // traffic of one step on one rank of this stage
     tp_traffic(s, l, st, n_micro, &st->traffic[PLAN_G_TP]);
     cp_traffic(s, l, st, n_micro, &st->traffic[PLAN_G_CP]);
+    plan_moe_traffic(s, l, st, n_micro, &st->traffic[PLAN_G_TP], &st->traffic[PLAN_G_CP]);
     uint64_t sends = (uint64_t)(stage > 0) + (uint64_t)(stage < P - 1), m = (uint64_t)n_micro;
     count(&st->traffic[PLAN_G_PP], COMM_SEND, io * (uint64_t)e, 1, 1, sends * m);  // activation
     count(&st->traffic[PLAN_G_PP], COMM_RECV, io * (uint64_t)e, 1, 1, sends * m);  // and gradient
@@ -335,13 +351,23 @@ static void chunk_counts(const PlanSpec *s, const PlanLayout *l, int P, int stag
     // hardware also re-runs the forward of recomputed layers (1/3 of a layer's forward +
     // backward: 4/3 with every layer recomputed) or, selective, the attention forward
     // (q k^T and the probabilities times v: 4 B T^2 C per layer, as Megatron counts them)
+    // (an MoE layer: K experts' MLPs and the router per token, replicated over TP at
+    // expert-tensor-parallel 1 but counted as Megatron does, divided over TP)
     GPTConfig one = *c;
     one.num_layers = 1;
-    double layer = gpt_flops_per_iteration(&one, 0, l->micro_batch);
+    one.num_experts = 0;  // a dense layer
+    double layer = gpt_flops_per_iteration(&one, 0, l->micro_batch), moe_layer = layer;
     double logits = gpt_flops_per_iteration(&one, Vp, l->micro_batch) - layer;
+    if (st->n_moe) {  // an MoE layer
+        one.num_experts = c->num_experts;
+        snprintf(one.moe_layer_freq, sizeof one.moe_layer_freq, "1");
+        moe_layer = gpt_flops_per_iteration(&one, 0, l->micro_batch);
+    }
+    int moe_rc = plan_moe_layers(c, st->layer0, st->n_recomputed);  // recomputed: the first R
     // (CP: each rank does 1/CP of the micro-batch, the causal work balanced by the chunks)
-    st->model_flops_mb = (st->n_layers * layer + (st->last ? logits : 0.0)) / (l->tp * plan_cp(l));
-    double extra = st->n_recomputed * layer / 3.0;
+    st->model_flops_mb = ((st->n_layers - st->n_moe) * layer + st->n_moe * moe_layer +
+                          (st->last ? logits : 0.0)) / (l->tp * plan_cp(l));
+    double extra = ((st->n_recomputed - moe_rc) * layer + moe_rc * moe_layer) / 3.0;
     if (c->recompute == GPT_RECOMPUTE_SELECTIVE && !c->use_flash_attn)
         extra = st->n_layers * 4.0 * l->micro_batch * (double)c->seq_length * c->seq_length * c->hidden_size;
     st->flops_mb = st->model_flops_mb + extra / (l->tp * plan_cp(l));
@@ -360,6 +386,8 @@ static void interleaved_counts(const PlanSpec *s, const PlanLayout *l, int stage
     if (!s->memo) plan_memo_init(&own);
     plan_ilv_slots(s->memo, l->pp, v, n_micro, stage, slots, grad_slots);
     // virtual stages 1 .. P - 2 differ only in layer0 and slots: their counts are computed once
+    // (with MoE layers in some layers only, the virtual stages may differ: each is counted)
+    int alike = plan_moe_layers(&s->model, 0, s->model.num_layers) % s->model.num_layers == 0;
     if (!memo->have_chunks || memo->n_micro != n_micro || memcmp(&memo->layout, l, sizeof *l)) {
         for (int k = 0; k < 3; k++) chunk_counts(s, l, P, k == 0 ? 0 : k == 1 ? 1 : P - 1, 1, n_micro, &memo->chunks[k]);
         memo->layout = *l;
@@ -373,6 +401,7 @@ static void interleaved_counts(const PlanSpec *s, const PlanLayout *l, int stage
     for (int c = 0; c < v; c++) {
         int vs = c * l->pp + stage, n;
         PlanStage k = memo->chunks[vs == 0 ? 0 : vs == P - 1 ? 2 : 1];
+        if (!alike) chunk_counts(s, l, P, vs, 1, n_micro, &k);
         gpt_stage_layers(&s->model, P, vs, &k.layer0, &n);
         k.n_slots = slots[c];
         k.mem[PLAN_MEM_ACTIVATIONS] = (double)k.slot_bytes * k.n_slots;
@@ -386,10 +415,13 @@ static void interleaved_counts(const PlanSpec *s, const PlanLayout *l, int stage
         st->n_alloc += k.n_alloc;
         st->shard_len += k.shard_len;
         for (int i = 0; i < PLAN_NMEM; i++)
-            if (i == PLAN_MEM_WORKSPACE) st->mem[i] = k.mem[i] > st->mem[i] ? k.mem[i] : st->mem[i];
+            if (i == PLAN_MEM_WORKSPACE)  // shared, but each chunk's MoE buffers its own
+                st->mem[i] = k.mem[i] - k.moe_workspace > st->mem[i] ? k.mem[i] - k.moe_workspace : st->mem[i];
             else if (i == PLAN_MEM_COMM) st->mem[i] += k.mem[i] - io + io * grad_slots[c];
             else st->mem[i] += k.mem[i];
         st->mem_optim_unsharded += k.mem_optim_unsharded;
+        st->moe_workspace += k.moe_workspace;
+        st->n_moe += k.n_moe;
         for (int g = 0; g < PLAN_NGROUPS; g++)
             for (int i = 0; i < COMM_NKINDS; i++) {
                 st->traffic[g].bytes[i] += k.traffic[g].bytes[i];
@@ -399,6 +431,7 @@ static void interleaved_counts(const PlanSpec *s, const PlanLayout *l, int stage
         st->model_flops_mb += k.model_flops_mb;
         st->kernel_bytes_mb += k.kernel_bytes_mb;
     }
+    st->mem[PLAN_MEM_WORKSPACE] += st->moe_workspace;
 }
 
 int plan_stage_like(const PlanSpec *s, const PlanLayout *l, int stage, int n_micro, PlanStage *st) {
@@ -406,6 +439,8 @@ int plan_stage_like(const PlanSpec *s, const PlanLayout *l, int stage, int n_mic
     if (l->vpp > 1 || st->n_layers <= 0 || stage <= 0 || stage >= l->pp) return 0;
     gpt_stage_layers(&s->model, l->pp, stage, &layer0, &n);
     if (n != st->n_layers || st->first || (stage == l->pp - 1) != st->last) return 0;
+    for (int k = 0; s->model.num_experts > 0 && k < n; k++)  // the same MoE layers too
+        if (gpt_moe_layer(&s->model, layer0 + k) != gpt_moe_layer(&s->model, st->layer0 + k)) return 0;
     st->layer0 = layer0;
     st->n_slots = pp_schedule_slots(l->gpipe ? PP_SCHEDULE_GPIPE : PP_SCHEDULE_1F1B, l->pp, stage, n_micro);
     st->mem[PLAN_MEM_ACTIVATIONS] = (double)st->slot_bytes * st->n_slots;

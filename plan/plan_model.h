@@ -90,6 +90,9 @@ typedef struct {
                                        // backward (their forward collectives repeat)
     int n_chunk_outputs;               // of those, layers that keep their output per slot
     int n_workspace_layers;            // layers' activations in the workspace (one chunk)
+    int n_moe;                         // mixture-of-experts layers among them (plan_moe.c)
+    double moe_workspace;              // of mem[WORKSPACE]: the MoE backward buffers
+                                       // (gpt_moe_create: per model chunk, not shared)
     size_t slot_bytes;                 // one activation slot: mem[ACTIVATIONS] = slot_bytes x
                                        // n_slots (interleaved: 0, the chunks differ)
     size_t n_floats, n_alloc;          // parameter floats, padded flat buffer length
@@ -194,6 +197,20 @@ void plan_count(PlanTraffic *t, CommKind k, uint64_t bytes, uint64_t num, uint64
 // differ: then pass the whole table.
 int plan_zero_counts(const PlanSpec *s, const PlanLayout *l, const ParamInfo *p, int n_params,
                      int n_micro, PlanStage *st);
+
+// Mixture-of-experts layers at expert-parallel 1 (plan_moe.c, model/gpt_moe.h). All pure.
+// The MoE layers among global layers [layer0, layer0 + n).
+int plan_moe_layers(const GPTConfig *c, int layer0, int n);
+// One MoE layer's routing and expert activations per micro-batch (gpt_alloc.c's carve_moe,
+// 64-byte pieces), in place of the dense fch and fch_act.
+size_t plan_moe_layer_bytes(const PlanSpec *s, const PlanLayout *l);
+// The backward buffers gpt_moe_create allocates once per model chunk holding an MoE layer.
+size_t plan_moe_workspace_bytes(const PlanSpec *s, const PlanLayout *l);
+// Adds one step's MoE traffic of stage st on one rank: the token-count and loss sums per
+// layer and micro-batch (tp with sequence parallelism, cp) and, with sequence parallelism
+// below ZeRO-2, the router and expert gradient sums over tp.
+void plan_moe_traffic(const PlanSpec *s, const PlanLayout *l, const PlanStage *st, int n_micro,
+                      PlanTraffic *tp, PlanTraffic *cp);
 
 // Bytes per rank that a ring all-reduce of `bytes` over n ranks moves: 2(n-1)/n x bytes. Pure.
 double plan_all_reduce_bytes(double bytes, int n);
