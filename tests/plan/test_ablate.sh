@@ -5,7 +5,7 @@
 # point runs); `megac ablate report DIR` rebuilds the report; a point that dies is recorded
 # as failed with its reason and the sweep goes on; a recompute=none,full,selective sweep; a
 # zero=0,1,2,3 sweep (DDP, ZeRO-1, 2, 3); a vpp=1,2 sweep (interleaved 1F1B); cp=1,2 sweeps
-# (context parallelism, both comm types);
+# (context parallelism, both comm types); a mixture-of-experts sweep;
 # bad grids exit 2 before anything runs.
 set -u
 megac="$1"
@@ -159,6 +159,23 @@ report = open(os.path.join(d, "REPORT.md")).read()
 assert "| TP | CP | PP |" in report and "all agree within" in report, report
 PY
 done
+
+# mixture of experts (--num-experts after -- reaches plan and train): TP 1 x DP 2, TP 2 and
+# TP 2 with SP on 2 ranks; bytes equal the plan's, activations within 1 % of it
+"$megac" ablate --grid "tp=1,2 sp=0,1 mbs=1" --world-size 2 --output "$tmp/moe" -- "${train[@]}" \
+  --num-experts 4 --moe-router-topk 2 --moe-ffn-hidden-size 32 > "$tmp/log8" 2>&1 || fail "moe sweep exit $?"
+python3 - "$tmp/moe" <<'PY' && echo "ok   MoE tp=1,2 sp=0,1: bytes equal the plan's, activations as predicted" \
+  || { fail "moe sweep"; cat "$tmp/log8"; }
+import json, os, sys
+recs = [json.loads(l) for l in open(os.path.join(sys.argv[1], "records.jsonl"))]
+ok = [r for r in recs if r["status"] == "ok"]
+assert len(ok) == 3, [(r["id"], r["status"], r.get("reason")) for r in recs]
+for r in ok:
+    m, p = r["measured"], r["predicted"]
+    assert m["bytes"] == p["bytes"], (r["id"], m["bytes"], p["bytes"])
+    a_m, a_p = m["memory"]["activations"], p["memory"]["activations"]
+    assert abs(a_m - a_p) <= 0.01 * a_p + 0.01 * 2**20, (r["id"], a_m, a_p)
+PY
 
 bad() {  # bad NAME PATTERN GRID [WORLD]: exit 2, PATTERN on stderr, nothing written
   "$megac" ablate --grid "$3" --world-size "${4:-8}" --output "$tmp/bad" -- "${train[@]}" > /dev/null 2> "$tmp/err"
