@@ -93,6 +93,7 @@ static const char *moe_unexportable(const GPTConfig *c, char *buf, size_t len) {
         return buf;
     }
     if (c->moe_shared_ffn > 0) return "--moe-shared-expert-intermediate-size (Mixtral has no shared expert)";
+    if (c->moe_expert_bias) return "--moe-router-enable-expert-bias (Mixtral routes without an expert bias)";
     for (int l = 0; l < c->num_layers; l++)
         if (!gpt_moe_layer(c, l)) {
             snprintf(buf, len, "--moe-layer-freq '%s' (layer %d is dense; every Mixtral layer is "
