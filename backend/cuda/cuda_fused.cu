@@ -1,9 +1,11 @@
 // backend/cuda/cuda_fused.cu: the fused ops (contracts: backend/backend.h).
 //
-//   residual_layernorm_forward: one kernel (fused.cuh) instead of add + layernorm_forward.
+//   residual_layernorm_forward: one kernel instead of add + layernorm_forward: norm_row.cuh's
+//     block-per-row LayerNorm with the add fused in (16-byte accesses, the row in registers;
+//     bitwise add + layernorm_forward), or for rows longer than it takes (C > 8192) fused.cuh's
+//     per-warp kernel (bitwise add + norm.cuh's per-warp LayerNorm, which serves those rows).
 //     Per element of the (N, C) residual stream, the pair reads a, b, writes res (add), then
-//     reads res and writes ln (LN; its re-reads of a row hit the cache): 3 reads + 2 writes;
-//     fused: 2 reads + 2 writes, and one launch fewer.
+//     reads res and writes ln: 3 reads + 2 writes; fused: 2 reads + 2 writes, one launch fewer.
 //   matmul_act_forward, act GELU: one cuBLASLt GEMM with the GELU_AUX_BIAS epilogue (GELU_AUX without
 //     bias): out = gelu(inp W^T + b), the pre-activation written as the aux output. Saves the
 //     GELU kernel's read of pre and write of out: 2 of the 3 passes over (N, OC) that follow
@@ -38,6 +40,7 @@ void cuda_residual_layernorm_forward(Backend *be, void *res, void *ln, float *me
                                      const void *a, const void *b, const void *weight,
                                      const void *bias, int N, int C) {
     if (N <= 0 || C <= 0) return;
+    if (cuda_residual_layernorm_row(be, res, ln, mean, rstd, a, b, weight, bias, N, C)) return;
     ACT_DISPATCH(be->act, residual_layernorm_t, be, res, ln, mean, rstd, a, b, weight, bias, N, C);
 }
 

@@ -156,6 +156,11 @@ void cuda_norm_forward(Backend *be, void *out, float *mean, float *rstd, const v
 void cuda_norm_backward(Backend *be, void *dinp, float *dweight, float *dbias, const void *dout,
                         const void *inp, const void *weight, const float *mean, const float *rstd,
                         int N, int C, BackendNorm kind);
+// res (N, C) = a + b and ln = layernorm(res) by the block-per-row kernel (bitwise cuda_add then
+// cuda_norm_forward); 0 when C is too long for that kernel (nothing done), else 1.
+int cuda_residual_layernorm_row(Backend *be, void *res, void *ln, float *mean, float *rstd,
+                                const void *a, const void *b, const void *weight,
+                                const void *bias, int N, int C);
 void cuda_add(Backend *be, void *out, const void *a, const void *b, size_t n);
 void cuda_add_f32(Backend *be, float *out, const float *a, const float *b, size_t n);
 

@@ -79,23 +79,45 @@ static int norm_row_shape(int C, int *threads) {
     return vpt;
 }
 
-// LayerNorm (rms 0) or RMSNorm (rms 1) forward of N rows by norm_row_forward_kernel; 0 when
-// the row is too long for it (nothing launched).
-template <typename T, bool RMS>
+// LayerNorm (RMS false) or RMSNorm (RMS true) forward of N rows by norm_row_forward_kernel;
+// with res and inp2 (RES true) the rows normalised are res = inp + inp2 (written). 0 when the
+// row is too long for it (nothing launched).
+template <typename T, bool RMS, bool RES>
 static int norm_row_forward(Backend *be, void *out, float *mean, float *rstd, const void *inp,
-                            const void *weight, const void *bias, int N, int C, float w0) {
+                            const void *weight, const void *bias, int N, int C, float w0,
+                            void *res, const void *inp2) {
     int threads = 0, vpt = norm_row_shape<T>(C, &threads);
     if (vpt == 0) return 0;
     unsigned blocks = cuda_blocks((size_t)N, 1, NORM_GRID_CAP);  // a block per row
     cudaStream_t st = cuda_stream(be);
     if (vpt == 1)
-        CUDA_LAUNCH((norm_row_forward_kernel<T, 1, RMS>), blocks, threads, 0, st, (T *)out, mean,
-                    rstd, (const T *)inp, (const T *)weight, (const T *)bias, N, C, w0);
+        CUDA_LAUNCH((norm_row_forward_kernel<T, 1, RMS, RES>), blocks, threads, 0, st, (T *)out,
+                    mean, rstd, (const T *)inp, (const T *)weight, (const T *)bias, N, C, w0,
+                    (T *)res, (const T *)inp2);
     else
-        CUDA_LAUNCH((norm_row_forward_kernel<T, norm_row_vpt<T>(), RMS>), blocks, threads, 0, st,
-                    (T *)out, mean, rstd, (const T *)inp, (const T *)weight, (const T *)bias, N,
-                    C, w0);
+        CUDA_LAUNCH((norm_row_forward_kernel<T, norm_row_vpt<T>(), RMS, RES>), blocks, threads, 0,
+                    st, (T *)out, mean, rstd, (const T *)inp, (const T *)weight,
+                    (const T *)bias, N, C, w0, (T *)res, (const T *)inp2);
     return 1;
+}
+
+template <typename T>
+static void residual_layernorm_row_t(Backend *be, int *done, void *res, void *ln, float *mean,
+                                     float *rstd, const void *a, const void *b,
+                                     const void *weight, const void *bias, int N, int C) {
+    *done = norm_row_forward<T, false, true>(be, ln, mean, rstd, a, weight, bias, N, C, 0.0f,
+                                             res, b);
+}
+
+// res (N, C) = a + b, ln = layernorm(res) by the block-per-row kernel (the bits of cuda_add
+// then cuda_norm_forward); 0 when C is too long for it (nothing launched), else 1.
+int cuda_residual_layernorm_row(Backend *be, void *res, void *ln, float *mean, float *rstd,
+                                const void *a, const void *b, const void *weight,
+                                const void *bias, int N, int C) {
+    int done = 0;
+    ACT_DISPATCH(be->act, residual_layernorm_row_t, be, &done, res, ln, mean, rstd, a, b, weight,
+                 bias, N, C);
+    return done;
 }
 
 // Backward of norm_row_forward: one norm_row_backward_kernel launch (dinp, per-block column
@@ -138,7 +160,9 @@ static int norm_row_backward(Backend *be, void *dinp, float *dweight, float *dbi
 template <typename T>
 static void layernorm_forward_t(Backend *be, void *out, float *mean, float *rstd, const void *inp,
                                 const void *weight, const void *bias, int N, int C, float w0) {
-    if (norm_row_forward<T, false>(be, out, mean, rstd, inp, weight, bias, N, C, w0)) return;
+    if (norm_row_forward<T, false, false>(be, out, mean, rstd, inp, weight, bias, N, C, w0, NULL,
+                                          NULL))
+        return;
     unsigned blocks = cuda_blocks((size_t)N, NORM_ROWLANES, NORM_GRID_CAP);  // warp per row
     CUDA_LAUNCH(layernorm_forward_kernel<T>, blocks, NORM_THREADS, 0, cuda_stream(be), (T *)out,
                 mean, rstd, (const T *)inp, (const T *)weight, (const T *)bias, N, C, w0);
@@ -184,7 +208,9 @@ static void rmsnorm_dweight(Backend *be, float *dweight, const void *dout, const
 template <typename T>
 static void rmsnorm_forward_t(Backend *be, void *out, float *rstd, const void *inp,
                               const void *weight, int N, int C, float w0) {
-    if (norm_row_forward<T, true>(be, out, NULL, rstd, inp, weight, NULL, N, C, w0)) return;
+    if (norm_row_forward<T, true, false>(be, out, NULL, rstd, inp, weight, NULL, N, C, w0, NULL,
+                                         NULL))
+        return;
     unsigned blocks = cuda_blocks((size_t)N, NORM_ROWLANES, NORM_GRID_CAP);  // warp per row
     CUDA_LAUNCH(rmsnorm_forward_kernel<T>, blocks, NORM_THREADS, 0, cuda_stream(be), (T *)out,
                 rstd, (const T *)inp, (const T *)weight, N, C, w0);

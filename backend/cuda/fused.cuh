@@ -13,8 +13,9 @@
 // see the rounded residual, as layernorm_forward reading res would); the variance and output
 // sweeps re-read the lane's own res elements, which it just wrote (L1/L2 hits, no other
 // thread's writes involved). res may alias a or b (each element is read before the same lane
-// writes it). The sums have the order of norm.cuh's per-warp layernorm_forward_kernel, not of
-// norm_row.cuh's (which norm_forward runs up to C = 8192): close to add + LN, not bitwise.
+// writes it). The sums have the order of norm.cuh's per-warp layernorm_forward_kernel, which
+// norm_forward runs for the rows this kernel gets (C > 8192; shorter rows take norm_row.cuh's
+// kernel with the add fused in): bitwise add + LN.
 template <typename T>
 static __global__ void residual_layernorm_forward_kernel(T *res, T *ln, float *mean, float *rstd,
                                                          const T *a, const T *b,

@@ -26,10 +26,13 @@
 // not be NULL), or x * rstd * (w0 + weight) (RMS, mean and bias unused); mean (N) and rstd (N)
 // saved when not NULL. inp, out, weight, bias of type T. Two sums per LayerNorm row (mean,
 // then the variance about it, as the CPU reference), one per RMS row.
-template <typename T, int VPT, bool RMS>
+// RES (the residual add fused in): x = inp + inp2 rounded to T, stored to res (N, C), and the
+// row normalised is that rounded sum: the bits of add_kernel then this kernel on res. res may
+// alias inp or inp2 (a thread reads its chunks before it writes them). Else res, inp2 unused.
+template <typename T, int VPT, bool RMS, bool RES>
 static __global__ void __launch_bounds__(NORM_ROW_MAX_THREADS)
 norm_row_forward_kernel(T *out, float *mean, float *rstd, const T *inp, const T *weight,
-                        const T *bias, int N, int C, float w0) {
+                        const T *bias, int N, int C, float w0, T *res, const T *inp2) {
     constexpr int V = Vec16<T>::N;
     __shared__ float buf[WARP];
     for (int row = blockIdx.x; row < N; row += gridDim.x) {
@@ -41,6 +44,13 @@ CUDA_UNROLL
             size_t k = threadIdx.x + (size_t)i * blockDim.x;
             int n = vec16_count((size_t)C, k, V);
             xv[i] = vec16_load(x + k * V, n);
+            if (RES) {  // add_kernel's expression, rounded to T; zeros past n stay zero
+                Vec16<T> bv = vec16_load(inp2 + (size_t)row * C + k * V, n);
+CUDA_UNROLL
+                for (int e = 0; e < V; e++)
+                    vec16_set(xv[i], e, vec16_f32(xv[i], e) + vec16_f32(bv, e));
+                vec16_store(res + (size_t)row * C + k * V, xv[i], n);
+            }
 CUDA_UNROLL
             for (int e = 0; e < V; e++) {
                 float f = vec16_f32(xv[i], e);

@@ -29,8 +29,41 @@ static double fz_tol(const Half *h) {
     return h->dt == BACKEND_F32 ? 1e-5 : half_tol(h, TOL_STORE);
 }
 
+// The device's residual_layernorm_forward (res aliasing b) against its own add + norm_forward
+// (BACKEND_LAYERNORM): the same bits in res, ln, mean and rstd (inputs a, b, w, bias (N, C)).
+static void check_residual_ln_bits(Half *h, const float *a, const float *b, const float *w,
+                                   const float *bias, int N, int C) {
+    size_t nc = (size_t)N * C, esz = backend_dtype_size(h->dt);
+    Backend *be = h->be;
+    void *d_a = half_up(h, a, nc), *d_w = half_up(h, w, C), *d_bias = half_up(h, bias, C);
+    void *f_res = half_up(h, b, nc), *f_ln = half_poisoned(h, nc, h->dt);
+    void *u_res = half_poisoned(h, nc, h->dt), *u_ln = half_poisoned(h, nc, h->dt);
+    float *f_st = half_poisoned(h, 2 * (size_t)N, BACKEND_F32);
+    float *u_st = half_poisoned(h, 2 * (size_t)N, BACKEND_F32);
+    be->ops->add(be, u_res, d_a, f_res, nc);
+    be->ops->norm_forward(be, u_ln, u_st, u_st + N, u_res, d_w, d_bias, N, C, BACKEND_LAYERNORM);
+    be->ops->residual_layernorm_forward(be, f_res, f_ln, f_st, f_st + N, d_a, f_res, d_w, d_bias,
+                                        N, C);
+    size_t bytes = nc * esz;
+    char *hb = malloc(4 * bytes + 32 * (size_t)N);
+    be->ops->copy(be, hb, f_res, bytes, BACKEND_D2H), be->ops->copy(be, hb + bytes, u_res, bytes, BACKEND_D2H);
+    be->ops->copy(be, hb + 2 * bytes, f_ln, bytes, BACKEND_D2H);
+    be->ops->copy(be, hb + 3 * bytes, u_ln, bytes, BACKEND_D2H);
+    be->ops->copy(be, hb + 4 * bytes, f_st, 8 * (size_t)N, BACKEND_D2H);
+    be->ops->copy(be, hb + 4 * bytes + 8 * (size_t)N, u_st, 8 * (size_t)N, BACKEND_D2H);
+    be->ops->sync(be);
+    half_release(h);
+    char what[200];
+    snprintf(what, sizeof what, "%s residual_layernorm_forward is not bitwise add + layernorm_forward "
+             "(N %d, C %d)", be->name, N, C);
+    EXPECT(!memcmp(hb, hb + bytes, bytes) && !memcmp(hb + 2 * bytes, hb + 3 * bytes, bytes) &&
+           !memcmp(hb + 4 * bytes, hb + 4 * bytes + 8 * (size_t)N, 8 * (size_t)N), what);
+    free(hb);
+}
+
 // residual_layernorm_forward (res aliasing a, as the model calls it) against the CPU, and the
-// CPU's fused op against its add + norm_forward(same bits, BACKEND_LAYERNORM).
+// CPU's fused op against its add + norm_forward(same bits, BACKEND_LAYERNORM); the device's
+// fused op against its own add + norm_forward (same bits).
 static void check_residual_ln(Half *h, int N, int C) {
     size_t nc = (size_t)N * C;
     float *a = fz_rand(h, nc, -2, 3), *b = fz_rand(h, nc, -1, 1);
@@ -50,6 +83,7 @@ static void check_residual_ln(Half *h, int N, int C) {
                                         half_up(h, w, C), half_up(h, bias, C), N, C);
     half_down(h, ures, d_res, nc), half_down(h, uln, d_ln, nc), half_down_f32(h, ust, d_st, 2 * (size_t)N);
     half_release(h);
+    check_residual_ln_bits(h, a, b, w, bias, N, C);
     HALF_CLOSE(h, ures, rres, nc, fz_tol(h), "residual_layernorm_forward res (res == a)");
     HALF_CLOSE(h, uln, rln, nc, fz_tol(h), "residual_layernorm_forward ln");
     // statistics of the rounded residual (device) vs the exact one (CPU): a store's error
@@ -174,6 +208,11 @@ int main(int argc, char **argv) {
         h.be = h.dev[h.dt] = backend_cuda_create(0, BACKEND_MATH_FP32, h.dt);
         printf("cuda_fused: %s against %s%s\n", h.be->name, h.cpu->name, quick ? " (quick)" : "");
         check_residual_ln(&h, quick ? 37 : 130, quick ? 40 : 100);
+        if (!quick) {
+            check_residual_ln(&h, 9, 1024);  // aligned rows in every type: 16-byte accesses
+            check_residual_ln(&h, 5, 4200);  // several chunks a thread (norm_row.cuh)
+            check_residual_ln(&h, 3, 8200);  // longer than norm_row.cuh takes: per-warp kernels
+        }
         check_linear_gelu(&h, 37, 40, 64, 0);      // the cuBLASLt epilogues
         check_linear_gelu(&h, 37, 40, 64, 1);      // unaligned: the fallback
         if (!quick) check_linear_gelu(&h, 45, 36, 67, 0);  // ld not a multiple of 8: fallback
