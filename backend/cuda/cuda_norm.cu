@@ -28,8 +28,18 @@ static int norm_rows_per_chunk(int N, int C, int nout) {
     return (int)((N + k - 1) / k);
 }
 
+// acc_b (C) += sum over k of part_b (nchunk, C), k in order; acc_w, part_w the same (either
+// pair skipped when its acc is NULL): norm_finish_kernel, a thread per 4 columns.
+static void norm_finish(Backend *be, float *acc_b, const float *part_b, float *acc_w,
+                        const float *part_w, int nchunk, int C) {
+    size_t chunks = ((size_t)C + Vec16<float>::N - 1) / Vec16<float>::N;
+    CUDA_LAUNCH(norm_finish_kernel, cuda_blocks(chunks, NORM_THREADS, NORM_GRID_CAP),
+                NORM_THREADS, 0, cuda_stream(be), acc_b, part_b, acc_w, part_w, nchunk, C);
+}
+
 // acc_b (C) += sum over rows of dy (N, C); acc_w (C) += sum over rows of dy * (inp - mean)
-// * rstd (layernorm's dweight; inp (N, C), mean (N), rstd (N)). Either acc may be NULL.
+// * rstd (layernorm's dweight; inp (N, C), mean (N) or NULL for 0 (RMSNorm's), rstd (N)).
+// Either acc may be NULL.
 // dy and inp of type T; everything else fp32.
 template <typename T>
 static void norm_colsum(Backend *be, float *acc_b, float *acc_w, const void *dy,
@@ -38,7 +48,8 @@ static void norm_colsum(Backend *be, float *acc_b, float *acc_w, const void *dy,
     if (nout == 0 || N <= 0 || C <= 0) return;
     int rows_per = norm_rows_per_chunk(N, C, nout);
     int nchunk = (N + rows_per - 1) / rows_per;
-    dim3 grid((unsigned)((C + WARP - 1) / WARP), (unsigned)nchunk);
+    long long col_chunks = (C + Vec16<T>::N - 1) / Vec16<T>::N;  // 16 bytes of columns each
+    dim3 grid((unsigned)((col_chunks + WARP - 1) / WARP), (unsigned)nchunk);
     cudaStream_t st = cuda_stream(be);
     const T *y = (const T *)dy, *x = (const T *)inp;
     if (nchunk == 1) {  // one chunk: add straight into the gradients
@@ -51,9 +62,7 @@ static void norm_colsum(Backend *be, float *acc_b, float *acc_w, const void *dy,
     float *part_w = acc_w ? scratch + (acc_b ? (size_t)nchunk * C : 0) : (float *)NULL;
     CUDA_LAUNCH(colsum_partial_kernel<T>, grid, NORM_THREADS, 0, st, part_b, part_w, y, x, mean,
                 rstd, N, C, rows_per, 0);
-    CUDA_LAUNCH(norm_finish_kernel, cuda_blocks((size_t)C, NORM_THREADS, NORM_GRID_CAP),
-                NORM_THREADS, 0, st, acc_b, (const float *)part_b, acc_w, (const float *)part_w,
-                nchunk, C);
+    norm_finish(be, acc_b, part_b, acc_w, part_w, nchunk, C);
 }
 
 // acc (C, fp32) += column sums of x (N, C, be->act); each column in a fixed order for a shape.
@@ -150,10 +159,7 @@ static int norm_row_backward(Backend *be, void *dinp, float *dweight, float *dbi
         CUDA_LAUNCH((norm_row_backward_kernel<T, norm_row_vpt<T>(), RMS>), blocks, threads, 0, st,
                     (T *)dinp, part_b, part_w, (const T *)dout, (const T *)inp,
                     (const T *)weight, mean, rstd, N, C, w0, add);
-    if (nout && !add)
-        CUDA_LAUNCH(norm_finish_kernel, cuda_blocks((size_t)C, NORM_THREADS, NORM_GRID_CAP),
-                    NORM_THREADS, 0, st, dbias, (const float *)part_b, dweight,
-                    (const float *)part_w, (int)blocks, C);
+    if (nout && !add) norm_finish(be, dbias, part_b, dweight, part_w, (int)blocks, C);
     return 1;
 }
 
@@ -184,27 +190,6 @@ static void layernorm_backward_t(Backend *be, void *dinp, float *dweight, float 
 }
 
 // --- RMSNorm ---------------------------------------------------------------------------
-// dweight (C) += sum over rows of dout * inp * rstd: chunks of rows into the backend's
-// reduction scratch, then an ordered sum over chunks (one chunk: straight into dweight). The
-// chunking depends only on (N, C), so the bits do too.
-template <typename T>
-static void rmsnorm_dweight(Backend *be, float *dweight, const void *dout, const void *inp,
-                            const float *rstd, int N, int C) {
-    long long k = (N + NORM_MIN_ROWS - 1) / NORM_MIN_ROWS, cap = 2LL * CUDA_PARTIALS / C;
-    k = k > cap ? cap : k > NORM_MAX_CHUNKS ? NORM_MAX_CHUNKS : k;
-    k = k < 1 ? 1 : k;
-    int rows_per = (int)((N + k - 1) / k), nchunk = (N + rows_per - 1) / rows_per;
-    dim3 grid((unsigned)((C + WARP - 1) / WARP), (unsigned)nchunk);
-    cudaStream_t st = cuda_stream(be);
-    float *part = nchunk == 1 ? dweight : (float *)cuda_state(be)->partials;  // (nchunk, C)
-    CUDA_LAUNCH(rmsnorm_dweight_partial_kernel<T>, grid, NORM_THREADS, 0, st, part,
-                (const T *)dout, (const T *)inp, rstd, N, C, rows_per, nchunk == 1);
-    if (nchunk > 1)
-        CUDA_LAUNCH(norm_finish_kernel, cuda_blocks((size_t)C, NORM_THREADS, NORM_GRID_CAP),
-                    NORM_THREADS, 0, st, (float *)NULL, (const float *)NULL, dweight,
-                    (const float *)part, nchunk, C);
-}
-
 template <typename T>
 static void rmsnorm_forward_t(Backend *be, void *out, float *rstd, const void *inp,
                               const void *weight, int N, int C, float w0) {
@@ -230,7 +215,7 @@ static void rmsnorm_backward_t(Backend *be, void *dinp, float *dweight, const vo
         CUDA_LAUNCH(rmsnorm_dinp_kernel<T>, blocks, NORM_THREADS, 0, st, (T *)dinp,
                     (const T *)dout, (const T *)inp, (const T *)weight, rstd, N, C, w0);
     }
-    if (dweight) rmsnorm_dweight<T>(be, dweight, dout, inp, rstd, N, C);
+    norm_colsum<T>(be, NULL, dweight, dout, inp, NULL, rstd, N, C);  // sum dout * inp * rstd
 }
 
 // LayerNorm or RMSNorm of every row (contract: BackendOps.norm_forward).

@@ -1,6 +1,6 @@
-// backend/cuda/norm.cuh: kernels of cuda_norm.cu: column sums over rows (bias gradients,
-// layernorm parameter gradients), layernorm forward/backward, RMSNorm (forward, input
-// gradient, weight gradient), add.
+// backend/cuda/norm.cuh: kernels of cuda_norm.cu: column sums over rows at 16-byte width (bias
+// gradients, LayerNorm and RMSNorm parameter gradients), layernorm forward/backward, RMSNorm
+// (forward, input gradient), add.
 //
 // Reductions over rows are deterministic without atomics: a first pass sums fixed chunks of
 // rows into per-chunk partials (scratch), a second pass adds the chunks in order. The chunk
@@ -18,55 +18,99 @@
 #define NORM_RMS_EPS 1e-5f
 
 // --- column sums over rows ---------------------------------------------------------------
-// Block = 32 columns x 8 row lanes (threadIdx.x % 32 = column, / 32 = row lane); grid.x =
-// column tiles, grid.y = chunks of `rows_per` rows. Lane y sums rows r0+y, r0+y+8, ... in
-// order, then lane 0 of each column adds the 8 lane sums in order. Per column and chunk it
-// writes sb = sum dy and, when sw is wanted, sw = sum dy * (x - mean) * rstd (layernorm's
-// dweight). out_b/out_w: (nchunk, C) partials, or with `add` (one chunk) the gradient itself
-// to += into; either may be NULL (skipped). inp/mean/rstd are only read when out_w is set.
-// dy and inp (N, C) are of type T.
+// Block = 32 column chunks x 8 row lanes (threadIdx.x % 32 = chunk, / 32 = row lane); a chunk
+// is V = Vec16<T>::N columns (8 bf16/fp16, 4 fp32: one 16-byte load per row, scalar for a
+// short last chunk or rows not 16-byte aligned); grid.x = tiles of 32 chunks, grid.y = chunks
+// of `rows_per` rows. Lane y sums rows r0+y, r0+y+8, ... in order, then lane 0 adds the 8 lane
+// sums in order: per column the order of the scalar kernel this replaced (same bits). Per
+// column and row chunk it writes sb = sum dy and, when sw is wanted, sw = sum dy * (x - mean) *
+// rstd (layernorm's dweight; mean NULL: x * rstd, RMSNorm's, the same bits as dy * x * rstd).
+// out_b/out_w: (nchunk, C) partials, or with `add` (one chunk) the gradient itself to += into;
+// either may be NULL (skipped). inp/mean/rstd are only read when out_w is set. dy and inp
+// (N, C) are of type T. Shared: 2 x 8 x 32 x V floats (16 KB for 16-bit T).
 template <typename T>
-static __global__ void colsum_partial_kernel(float *out_b, float *out_w, const T *dy,
-                                             const T *inp, const float *mean,
-                                             const float *rstd, int N, int C, int rows_per,
-                                             int add) {
-    __shared__ float sh_b[NORM_ROWLANES][WARP];
-    __shared__ float sh_w[NORM_ROWLANES][WARP];
+static __global__ void __launch_bounds__(NORM_THREADS)
+colsum_partial_kernel(float *out_b, float *out_w, const T *dy, const T *inp, const float *mean,
+                      const float *rstd, int N, int C, int rows_per, int add) {
+    constexpr int V = Vec16<T>::N;
+    __shared__ float sh_b[NORM_ROWLANES][V * WARP];  // [lane][e * 32 + chunk]: no bank conflicts
+    __shared__ float sh_w[NORM_ROWLANES][V * WARP];
     int col = threadIdx.x % WARP, lane = threadIdx.x / WARP;
-    int c = blockIdx.x * WARP + col;
+    size_t kc = (size_t)blockIdx.x * WARP + col;  // this thread's chunk of columns
+    int n = vec16_count((size_t)C, kc, V);
     int r0 = blockIdx.y * rows_per, r1 = r0 + rows_per < N ? r0 + rows_per : N;
-    float sb = 0.0f, sw = 0.0f;
-    if (c < C) {
+    float sb[V], sw[V];
+CUDA_UNROLL
+    for (int e = 0; e < V; e++) sb[e] = 0.0f, sw[e] = 0.0f;
+    if (n > 0) {
         for (int r = r0 + lane; r < r1; r += NORM_ROWLANES) {
-            float g = load_f32(dy + (size_t)r * C + c);
-            sb += g;
-            if (out_w) sw += g * (load_f32(inp + (size_t)r * C + c) - mean[r]) * rstd[r];
+            Vec16<T> g = vec16_load(dy + (size_t)r * C + kc * V, n);
+            if (out_w) {
+                Vec16<T> x = vec16_load(inp + (size_t)r * C + kc * V, n);
+                float m = mean ? mean[r] : 0.0f, s = rstd[r];
+CUDA_UNROLL
+                for (int e = 0; e < V; e++)
+                    sw[e] += vec16_f32(g, e) * (vec16_f32(x, e) - m) * s;
+            }
+CUDA_UNROLL
+            for (int e = 0; e < V; e++) sb[e] += vec16_f32(g, e);
         }
     }
-    sh_b[lane][col] = sb;
-    sh_w[lane][col] = sw;
+CUDA_UNROLL
+    for (int e = 0; e < V; e++) sh_b[lane][e * WARP + col] = sb[e], sh_w[lane][e * WARP + col] = sw[e];
     __syncthreads();
-    if (lane != 0 || c >= C) return;
-    float tb = 0.0f, tw = 0.0f;
-    for (int k = 0; k < NORM_ROWLANES; k++) tb += sh_b[k][col], tw += sh_w[k][col];
-    size_t at = add ? (size_t)c : (size_t)blockIdx.y * C + c;
-    if (out_b) out_b[at] = add ? out_b[at] + tb : tb;
-    if (out_w) out_w[at] = add ? out_w[at] + tw : tw;
+    if (lane != 0 || n == 0) return;
+    size_t at = (add ? 0 : (size_t)blockIdx.y * C) + kc * V;
+CUDA_UNROLL
+    for (int e = 0; e < V; e++) {
+        if (e >= n) continue;
+        float tb = 0.0f, tw = 0.0f;
+        for (int k = 0; k < NORM_ROWLANES; k++) tb += sh_b[k][e * WARP + col], tw += sh_w[k][e * WARP + col];
+        if (out_b) out_b[at + e] = add ? out_b[at + e] + tb : tb;
+        if (out_w) out_w[at + e] = add ? out_w[at + e] + tw : tw;
+    }
 }
 
 // acc_b (C) += sum over k of part_b (nchunk, C), k in order, and the same for acc_w/part_w
-// (either pair skipped when its acc is NULL); one thread per column (grid-stride). The second
-// pass of every column sum here and of norm_row.cuh's backward.
-static __global__ void norm_finish_kernel(float *acc_b, const float *part_b, float *acc_w,
-                                          const float *part_w, int nchunk, int C) {
-    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < C; c += gridDim.x * blockDim.x) {
-        float sb = 0.0f, sw = 0.0f;
+// (either pair skipped when its acc is NULL); a thread per chunk of 4 columns (16-byte loads
+// when C % 4 == 0; grid-stride). The second pass of every column sum here and of
+// norm_row.cuh's backward; per column the order of one thread per column (same bits).
+static __global__ void __launch_bounds__(NORM_THREADS)
+norm_finish_kernel(float *acc_b, const float *part_b, float *acc_w, const float *part_w,
+                   int nchunk, int C) {
+    constexpr int V = Vec16<float>::N;
+    size_t nk = ((size_t)C + V - 1) / V;
+    for (size_t kc = (size_t)blockIdx.x * blockDim.x + threadIdx.x; kc < nk;
+         kc += (size_t)gridDim.x * blockDim.x) {
+        int n = vec16_count((size_t)C, kc, V);
+        Vec16<float> sb, sw;
+CUDA_UNROLL
+        for (int e = 0; e < V; e++) sb.v[e] = 0.0f, sw.v[e] = 0.0f;
         for (int k = 0; k < nchunk; k++) {
-            if (acc_b) sb += part_b[(size_t)k * C + c];
-            if (acc_w) sw += part_w[(size_t)k * C + c];
+            size_t at = (size_t)k * C + kc * V;
+            if (acc_b) {
+                Vec16<float> p = vec16_load(part_b + at, n);
+CUDA_UNROLL
+                for (int e = 0; e < V; e++) sb.v[e] += p.v[e];
+            }
+            if (acc_w) {
+                Vec16<float> p = vec16_load(part_w + at, n);
+CUDA_UNROLL
+                for (int e = 0; e < V; e++) sw.v[e] += p.v[e];
+            }
         }
-        if (acc_b) acc_b[c] += sb;
-        if (acc_w) acc_w[c] += sw;
+        if (acc_b) {
+            Vec16<float> a = vec16_load(acc_b + kc * V, n);
+CUDA_UNROLL
+            for (int e = 0; e < V; e++) a.v[e] += sb.v[e];
+            vec16_store(acc_b + kc * V, a, n);
+        }
+        if (acc_w) {
+            Vec16<float> a = vec16_load(acc_w + kc * V, n);
+CUDA_UNROLL
+            for (int e = 0; e < V; e++) a.v[e] += sw.v[e];
+            vec16_store(acc_w + kc * V, a, n);
+        }
     }
 }
 
@@ -127,6 +171,7 @@ static __global__ void layernorm_dinp_kernel(T *dinp, const T *dout, const T *in
 }
 
 // --- RMSNorm: one warp per row (grid-stride; the loop bound is warp-uniform; long rows) -----
+// (RMSNorm's dweight for these rows: colsum_partial_kernel with mean NULL.)
 // out (N, C) = inp * rstd * weight, rstd (N) = 1 / sqrt(mean(inp^2) + eps) saved when not NULL.
 template <typename T>
 static __global__ void rmsnorm_forward_kernel(T *out, float *rstd, const T *inp, const T *weight,
@@ -162,31 +207,6 @@ static __global__ void rmsnorm_dinp_kernel(T *dinp, const T *dout, const T *inp,
             store_from_f32(dx + j, load_f32(dx + j) + g);
         }
     }
-}
-
-// Sums over rows of dout * inp * rstd (RMSNorm's dweight), in two passes as norm.cuh's
-// column sums: block = 32 columns x 8 row lanes, grid.x = column tiles, grid.y = chunks of
-// rows_per rows; lane y sums rows r0+y, r0+y+8, ... in order, lane 0 adds the 8 lane sums in
-// order into out (nchunk, C) partials, or with `add` (one chunk) into dweight itself; the
-// partials' second pass is norm_finish_kernel.
-template <typename T>
-static __global__ void rmsnorm_dweight_partial_kernel(float *out, const T *dout, const T *inp,
-                                                      const float *rstd, int N, int C,
-                                                      int rows_per, int add) {
-    __shared__ float sh[NORM_ROWLANES][WARP];
-    int col = threadIdx.x % WARP, lane = threadIdx.x / WARP, c = blockIdx.x * WARP + col;
-    int r0 = blockIdx.y * rows_per, r1 = r0 + rows_per < N ? r0 + rows_per : N;
-    float s = 0.0f;
-    if (c < C)
-        for (int r = r0 + lane; r < r1; r += NORM_ROWLANES)
-            s += load_f32(dout + (size_t)r * C + c) * load_f32(inp + (size_t)r * C + c) * rstd[r];
-    sh[lane][col] = s;
-    __syncthreads();
-    if (lane != 0 || c >= C) return;
-    float t = 0.0f;
-    for (int k = 0; k < NORM_ROWLANES; k++) t += sh[k][col];
-    size_t at = add ? (size_t)c : (size_t)blockIdx.y * C + c;
-    out[at] = add ? out[at] + t : t;
 }
 
 // --- pointwise (grid-stride over the 16-byte chunks of n; buffers of type T) ---------------

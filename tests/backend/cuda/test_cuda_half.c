@@ -296,6 +296,7 @@ int main(int argc, char **argv) {
         if (i == 0) check_cast(&h);
         check_matmul(&h, 37, quick ? 40 : 100, 67);
         if (!quick) check_matmul(&h, 130, 100, 67);  // two-pass column sums for dbias
+        if (!quick) check_matmul(&h, 130, 40, 96);  // aligned dout rows: 16-byte column sums
         check_layernorm(&h, quick ? 37 : 130, quick ? 40 : 100);  // 130 rows: two-pass colsums
         if (!quick) check_layernorm(&h, 67, 256);  // 16-byte aligned rows: 16-byte accesses
         if (!quick) check_layernorm(&h, 5, 4200);  // 2 chunks of 8 a thread (norm_row.cuh)

@@ -110,6 +110,7 @@ int main(int argc, char **argv) {
     check_rmsnorm(&t, quick ? 70 : 300, quick ? 40 : 256);
     if (!quick) check_rmsnorm(&t, 5, 2500);  // 4 chunks of 16 bytes a thread (norm_row.cuh)
     if (!quick) check_rmsnorm(&t, 3, 8200);  // too long a row for it: the per-warp kernels
+    if (!quick) check_rmsnorm(&t, 130, 8200);  // and two-pass dweight (the column sums)
     check_swiglu(&t, 37, quick ? 50 : 300);
     check_rope(&t, 2, 9, 4, 2, 16, 16, 10000.0f);
     check_rope(&t, 1, 13, 6, 3, 8, 4, 500.0f);

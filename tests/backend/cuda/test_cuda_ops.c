@@ -275,6 +275,7 @@ int main(int argc, char **argv) {
     check_pointwise(&t, quick ? 1000 : 3700);
     check_attention(&t, 2, quick ? 17 : 65, 3, 24);
     if (!quick) check_matmul(&t, 130, 100, 67);  // enough rows for two-pass column sums
+    if (!quick) check_matmul(&t, 130, 36, 96);  // dbias rows 16-byte aligned: 16-byte loads
     check_layernorm(&t, quick ? 70 : 130, quick ? 40 : 768);  // two-pass dweight/dbias
     if (!quick) check_layernorm(&t, 5, 2500);  // 4 chunks of 16 bytes a thread (norm_row.cuh)
     if (!quick) check_layernorm(&t, 3, 8200);  // too long a row for it: the per-warp kernels
