@@ -66,7 +66,8 @@ static __device__ __forceinline__ void store_from_f32(__half *p, float v) { *p =
 // aligned, else n scalar accesses (the tail of a row or array, or a misaligned pointer: a
 // row-major (rows, C) buffer has 16-byte aligned rows only when C * sizeof(T) % 16 == 0);
 // elements past n load as zero and are not stored. The 16-byte word is the CUDA vector type
-// uint4 on the GPU (ld/st.global.v4) and a 16-byte aligned struct under the emulator.
+// uint4 on the GPU (ld/st.global.v4); under the emulator a 16-byte memcpy (GCC 12 merged the
+// scalar branch's loads with the aligned-struct load into one movaps at a misaligned address).
 // vec16_f32 / vec16_set read and write element i in fp32 (load_f32 / store_from_f32).
 #ifdef MEGAC_CUDA_EMU
 struct __align__(16) vec16_word { unsigned int x, y, z, w; };
@@ -88,8 +89,12 @@ template <typename T>
 static __device__ __forceinline__ Vec16<T> vec16_load(const T *p, int n) {
     Vec16<T> r;
     if (n == Vec16<T>::N && vec16_aligned(p)) {
+#ifdef MEGAC_CUDA_EMU  // a byte copy: the host compiler may merge the two branches' loads
+        memcpy(&r, p, sizeof r);  // into one, and must not make it an aligned (movaps) one
+#else
         vec16_word w = *reinterpret_cast<const vec16_word *>(p);
         memcpy(&r, &w, sizeof w);
+#endif
     } else {
 CUDA_UNROLL
         for (int i = 0; i < Vec16<T>::N; i++) {
@@ -103,9 +108,13 @@ CUDA_UNROLL
 template <typename T>
 static __device__ __forceinline__ void vec16_store(T *p, const Vec16<T> &r, int n) {
     if (n == Vec16<T>::N && vec16_aligned(p)) {
+#ifdef MEGAC_CUDA_EMU
+        memcpy(p, &r, sizeof r);
+#else
         vec16_word w;
         memcpy(&w, &r, sizeof w);
         *reinterpret_cast<vec16_word *>(p) = w;
+#endif
     } else {
 CUDA_UNROLL
         for (int i = 0; i < Vec16<T>::N; i++)

@@ -25,7 +25,8 @@ static void embedding_backward_t(Backend *be, float *dtable, const void *dout, c
                                  int N, int C, int vocab_start, int V_local) {
     int rows_per = (V_local + EX_EMB_RANGES - 1) / EX_EMB_RANGES;
     int ranges = (V_local + rows_per - 1) / rows_per;
-    dim3 grid((unsigned)((C + EX_THREADS - 1) / EX_THREADS), (unsigned)ranges);
+    size_t chunks = ((size_t)C + Vec16<T>::N - 1) / Vec16<T>::N;  // a thread per 16 bytes of dout
+    dim3 grid((unsigned)((chunks + EX_THREADS - 1) / EX_THREADS), (unsigned)ranges);
     CUDA_LAUNCH(embedding_backward_kernel<T>, grid, EX_THREADS, 0, cuda_stream(be), dtable,
                 (const T *)dout, tokens, N, C, vocab_start, V_local, rows_per);
 }
@@ -41,7 +42,8 @@ void cuda_embedding_backward(Backend *be, float *dtable, const void *dout, const
 
 template <typename T>
 static void position_forward_t(Backend *be, void *out, const void *wpe, size_t n, size_t tc) {
-    CUDA_LAUNCH(position_forward_kernel<T>, cuda_blocks(n, EX_THREADS, EX_GRID_CAP), EX_THREADS,
+    size_t chunks = (n + Vec16<T>::N - 1) / Vec16<T>::N;
+    CUDA_LAUNCH(position_forward_kernel<T>, cuda_blocks(chunks, EX_THREADS, EX_GRID_CAP), EX_THREADS,
                 0, cuda_stream(be), (T *)out, (const T *)wpe, n, tc);
 }
 
@@ -67,7 +69,8 @@ void cuda_position_forward(Backend *be, void *out, const void *wpe, int B, int T
 
 template <typename T>
 static void position_backward_t(Backend *be, float *dwpe, const void *dout, int B, size_t tc) {
-    CUDA_LAUNCH(position_backward_kernel<T>, cuda_blocks(tc, EX_THREADS, EX_GRID_CAP),
+    size_t chunks = (tc + Vec16<T>::N - 1) / Vec16<T>::N;
+    CUDA_LAUNCH(position_backward_kernel<T>, cuda_blocks(chunks, EX_THREADS, EX_GRID_CAP),
                 EX_THREADS, 0, cuda_stream(be), dwpe, (const T *)dout, B, tc);
 }
 

@@ -42,7 +42,8 @@ void cuda_adamw_multi(Backend *be, float *param, void *copy, const float *grad, 
                       float beta1, float beta2, float eps, float wd, float grad_scale, int step) {
     if (nseg <= 0 || max_len == 0) return;
     float bc1 = opt_bias_correction(beta1, step), bc2 = opt_bias_correction(beta2, step);
-    dim3 grid(cuda_blocks(max_len, OPT_THREADS, OPT_MULTI_X_CAP),
+    size_t chunks = max_len / Vec16<float>::N + 2;  // a segment's chunks at most (of 4 or 8)
+    dim3 grid(cuda_blocks(chunks, OPT_THREADS, OPT_MULTI_X_CAP),
               (unsigned)nseg < OPT_Y_CAP ? (unsigned)nseg : OPT_Y_CAP);
     ACT_DISPATCH(be->act, opt_adamw_multi_t, be, grid, param, copy, grad, m, v, segs, nseg, lr,
                  beta1, beta2, eps, wd, grad_scale, bc1, bc2);

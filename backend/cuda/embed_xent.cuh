@@ -19,47 +19,84 @@
 #define EX_THREADS 256  // every kernel here
 
 // out (N, C) = table (V_local, C)[tok - vocab_start], zero rows for tokens outside the shard.
-// One block per row (grid-stride over rows), threads over channels.
+// One block per row (grid-stride over rows), threads over the row's 16-byte chunks (a copy:
+// the bits of the table).
 template <typename T>
 static __global__ void embedding_forward_kernel(T *out, const int *tokens,
                                                 const T *table, int N, int C,
                                                 int vocab_start, int V_local) {
+    constexpr int V = Vec16<T>::N;
+    size_t nk = ((size_t)C + V - 1) / V;
     for (int i = blockIdx.x; i < N; i += gridDim.x) {
         int r = tokens[i] - vocab_start;
         int in = r >= 0 && r < V_local;
         T *y = out + (size_t)i * C;
         const T *src = table + (size_t)(in ? r : 0) * C;
-        for (int c = threadIdx.x; c < C; c += blockDim.x)
-            store_from_f32(y + c, in ? load_f32(src + c) : 0.0f);
+        for (size_t k = threadIdx.x; k < nk; k += blockDim.x) {
+            int n = vec16_count((size_t)C, k, V);
+            Vec16<T> v = vec16_load(src + k * V, in ? n : 0);  // n = 0: zeros
+            vec16_store(y + k * V, v, n);
+        }
     }
 }
 
-// dtable (V_local, C) += dout (N, C) rows of the tokens in the shard. Thread (channel c,
-// vocabulary range blockIdx.y of rows_per rows) walks all N tokens in order and adds the
-// rows of tokens in its range: each dtable element has one owner, so no atomics, and a
-// repeated token's rows add in token order (the CPU order). Cost: every thread reads all N
-// token ids (broadcast loads, cached) for its share of the N*C adds: grid.y ranges multiply
-// the parallelism (C * ranges threads) at the price of re-reading the ids; fine for
+// dtable (V_local, C) += dout (N, C) rows of the tokens in the shard. Thread (16-byte chunk of
+// V = Vec16<T>::N channels, vocabulary range blockIdx.y of rows_per rows) walks all N tokens
+// in order and adds the rows of tokens in its range: each dtable element has one owner, so no
+// atomics, and a repeated token's rows add in token order (the CPU order). dout is read a
+// chunk at a time, dtable (fp32) V / 4 chunks of 4. Cost: every thread reads all N token ids
+// (broadcast loads, cached) for its share of the N*C adds: grid.y ranges multiply the
+// parallelism (C / V * ranges threads) at the price of re-reading the ids; fine for
 // N * ranges in the millions. A sort of the tokens would scale better; not needed yet.
 template <typename T>
 static __global__ void embedding_backward_kernel(float *dtable, const T *dout,
                                                  const int *tokens, int N, int C,
                                                  int vocab_start, int V_local, int rows_per) {
-    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    constexpr int V = Vec16<T>::N, F = Vec16<float>::N;
+    size_t kc = (size_t)blockIdx.x * blockDim.x + threadIdx.x;  // this thread's chunk
+    int n = vec16_count((size_t)C, kc, V);
     int lo = blockIdx.y * rows_per, hi = lo + rows_per < V_local ? lo + rows_per : V_local;
-    if (c >= C) return;
+    if (n == 0) return;
     for (int i = 0; i < N; i++) {
         int r = tokens[i] - vocab_start;
-        if (r >= lo && r < hi) dtable[(size_t)r * C + c] += load_f32(dout + (size_t)i * C + c);
+        if (r < lo || r >= hi) continue;
+        Vec16<T> g = vec16_load(dout + (size_t)i * C + kc * V, n);
+        float *d = dtable + (size_t)r * C + kc * V;
+CUDA_UNROLL
+        for (int q = 0; q < V / F; q++) {  // fp32 sub-chunks of 4
+            int m = n - q * F < F ? n - q * F : F;
+            if (m <= 0) break;
+            Vec16<float> t = vec16_load(d + q * F, m);
+CUDA_UNROLL
+            for (int e = 0; e < F; e++) t.v[e] += vec16_f32(g, q * F + e);
+            vec16_store(d + q * F, t, m);
+        }
     }
 }
 
-// out (B, T, C) += wpe (T, C); n = B*T*C, tc = T*C. Grid-stride over out.
+// out (B, T, C) += wpe (T, C); n = B*T*C, tc = T*C. Grid-stride over the 16-byte chunks of
+// out; a chunk's wpe elements are one 16-byte load when they do not wrap around tc (always
+// when tc is a multiple of Vec16<T>::N), else element by element. Same bits per element.
 template <typename T>
 static __global__ void position_forward_kernel(T *out, const T *wpe, size_t n, size_t tc) {
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x)
-        store_from_f32(out + i, load_f32(out + i) + load_f32(wpe + i % tc));
+    constexpr int V = Vec16<T>::N;
+    size_t nk = (n + V - 1) / V;
+    for (size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x; k < nk;
+         k += (size_t)gridDim.x * blockDim.x) {
+        int cnt = vec16_count(n, k, V);
+        size_t j = k * V % tc;
+        Vec16<T> x = vec16_load(out + k * V, cnt), w;
+        if (j + cnt <= tc) {
+            w = vec16_load(wpe + j, cnt);
+        } else {
+CUDA_UNROLL
+            for (int e = 0; e < V; e++)
+                vec16_set(w, e, e < cnt ? load_f32(wpe + (k * V + e) % tc) : 0.0f);
+        }
+CUDA_UNROLL
+        for (int e = 0; e < V; e++) vec16_set(x, e, vec16_f32(x, e) + vec16_f32(w, e));
+        vec16_store(out + k * V, x, cnt);
+    }
 }
 
 // out (N, C) += wpe rows pos[r] (--reset-position-ids); n = N*C. Grid-stride over out.
@@ -82,41 +119,73 @@ static __global__ void position_rows_backward_kernel(float *dwpe, const T *dout,
 }
 
 // dwpe (T, C) += sum over b of dout (B, T, C), b in order (the CPU's order: same bits).
-// One thread per element of dwpe (grid-stride over tc = T*C).
+// A thread per 16-byte chunk of dout's (T, C) block (grid-stride over the chunks of tc =
+// T*C), dwpe (fp32) in chunks of 4.
 template <typename T>
 static __global__ void position_backward_kernel(float *dwpe, const T *dout, int B,
                                                 size_t tc) {
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < tc;
-         i += (size_t)gridDim.x * blockDim.x) {
-        float s = dwpe[i];
-        for (int b = 0; b < B; b++) s += load_f32(dout + (size_t)b * tc + i);
-        dwpe[i] = s;
+    constexpr int V = Vec16<T>::N, F = Vec16<float>::N;
+    size_t nk = (tc + V - 1) / V;
+    for (size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x; k < nk;
+         k += (size_t)gridDim.x * blockDim.x) {
+        int cnt = vec16_count(tc, k, V);
+        float s[V];
+CUDA_UNROLL
+        for (int q = 0; q < V / F; q++) {
+            int c = cnt - q * F;  // elements of fp32 sub-chunk q
+            Vec16<float> d = vec16_load(dwpe + k * V + q * F, c < 0 ? 0 : c > F ? F : c);
+CUDA_UNROLL
+            for (int e = 0; e < F; e++) s[q * F + e] = d.v[e];
+        }
+        for (int b = 0; b < B; b++) {
+            Vec16<T> g = vec16_load(dout + (size_t)b * tc + k * V, cnt);
+CUDA_UNROLL
+            for (int e = 0; e < V; e++) s[e] += vec16_f32(g, e);
+        }
+CUDA_UNROLL
+        for (int q = 0; q < V / F; q++) {
+            Vec16<float> d;
+CUDA_UNROLL
+            for (int e = 0; e < F; e++) d.v[e] = s[q * F + e];
+            int c = cnt - q * F;
+            vec16_store(dwpe + k * V + q * F, d, c < 0 ? 0 : c > F ? F : c);
+        }
     }
 }
 
 // rowmax (N) = max of logits (N, V_local) over columns [0, V_valid) (-FLT_MAX when none),
 // sumexp (N) = sum of exp(l - rowmax) over them, tgt (N) = l[target - vocab_start] for
-// targets in the shard, else 0: one pass over the logits (online softmax). Each thread keeps
-// a running max m and the sum s of exp(x - m) over its columns, rescaling s when m grows; the
-// block then takes the max M of the m's and sums s * exp(m - M). Each logit is read once; the
-// result equals the two-pass max-then-sum to fp32 round-off (not bitwise), in a fixed order
-// for a given shape. One block per row (grid-stride over rows; the bound is block-uniform, so
+// targets in the shard, else 0: one pass over the logits (online softmax). Thread t takes the
+// row's 16-byte chunks t, t + blockDim.x, ... (V = Vec16<T>::N columns each; one 16-byte load
+// when the row is aligned, V_local * sizeof(T) % 16 == 0) and keeps a running max m and the
+// sum s of exp(x - m) over its columns in order, rescaling s when m grows; the block then
+// takes the max M of the m's and sums s * exp(m - M). Each logit is read once; the result
+// equals the two-pass max-then-sum to fp32 round-off (not bitwise), in a fixed order for a
+// given shape. One block per row (grid-stride over rows; the bound is block-uniform, so
 // every thread reaches block_max's barriers).
 template <typename T>
 static __global__ void xent_stats_kernel(float *rowmax, float *sumexp, float *tgt,
                                          const T *logits, const int *targets, int N,
                                          int V_local, int V_valid, int vocab_start) {
+    constexpr int V = Vec16<T>::N;
     __shared__ float buf[WARP];
+    size_t nk = ((size_t)V_valid + V - 1) / V;
     for (int i = blockIdx.x; i < N; i += gridDim.x) {
         const T *l = logits + (size_t)i * V_local;
         float m = -FLT_MAX, s = 0.0f;
-        for (int j = threadIdx.x; j < V_valid; j += blockDim.x) {
-            float x = load_f32(l + j);
-            if (x > m) {
-                s = s * expf(m - x) + 1.0f;
-                m = x;
-            } else {
-                s += expf(x - m);
+        for (size_t k = threadIdx.x; k < nk; k += blockDim.x) {
+            int n = vec16_count((size_t)V_valid, k, V);
+            Vec16<T> xv = vec16_load(l + k * V, n);
+CUDA_UNROLL
+            for (int e = 0; e < V; e++) {
+                if (e >= n) break;
+                float x = vec16_f32(xv, e);
+                if (x > m) {
+                    s = s * expf(m - x) + 1.0f;
+                    m = x;
+                } else {
+                    s += expf(x - m);
+                }
             }
         }
         float M = block_max(m, buf);
@@ -146,24 +215,34 @@ static __global__ void xent_loss_kernel(float *loss, const float *sumexp, const 
 
 // dlogits (N, V_local) = dscale * (softmax - onehot) over valid columns, 0 at padding. Each
 // element is read and written by the same thread (the target's "- 1" included), so dlogits
-// may alias logits. One block per row, threads over columns.
+// may alias logits. One block per row, threads over the row's 16-byte chunks (as
+// xent_stats_kernel); per element the same expression as one thread per column (same bits).
 template <typename T>
 static __global__ void xent_backward_kernel(T *dlogits, const T *logits,
                                             const float *rowmax, const float *sumexp,
                                             const int *targets, const float *dscale, int N,
                                             int V_local, int V_valid, int vocab_start) {
+    constexpr int V = Vec16<T>::N;
+    size_t nk = ((size_t)V_local + V - 1) / V;
     for (int i = blockIdx.x; i < N; i += gridDim.x) {
         const T *l = logits + (size_t)i * V_local;
         T *dl = dlogits + (size_t)i * V_local;
         float m = rowmax[i], inv = 1.0f / sumexp[i], d = dscale[i];
         int t = targets[i] - vocab_start;  // matches a column j only when in the shard
-        for (int j = threadIdx.x; j < V_local; j += blockDim.x) {
-            float g = 0.0f;
-            if (j < V_valid) {
-                float p = expf(load_f32(l + j) - m) * inv;
-                g = d * (j == t ? p - 1.0f : p);
+        for (size_t k = threadIdx.x; k < nk; k += blockDim.x) {
+            int n = vec16_count((size_t)V_local, k, V);
+            Vec16<T> xv = vec16_load(l + k * V, n);
+CUDA_UNROLL
+            for (int e = 0; e < V; e++) {
+                long long j = (long long)k * V + e;
+                float g = 0.0f;
+                if (j < V_valid) {
+                    float p = expf(vec16_f32(xv, e) - m) * inv;
+                    g = d * (j == t ? p - 1.0f : p);
+                }
+                vec16_set(xv, e, g);
             }
-            store_from_f32(dl + j, g);
+            vec16_store(dl + k * V, xv, n);
         }
     }
 }

@@ -24,22 +24,47 @@ static __device__ __forceinline__ void adamw_element(float *param, const float *
     param[i] -= lr * (mhat / (sqrtf(vhat) + eps) + wd * param[i]);
 }
 
-// AdamW on every segment of segs (nseg): grid.y walks the segments, grid.x (grid-stride)
-// the elements of one; weight decay wd where the segment asks for it, else 0. copy (NULL or
-// indexed as param): each updated parameter rounded to E, in the same pass.
+// AdamW on every segment of segs (nseg): grid.y walks the segments, grid.x (grid-stride) the
+// chunks of one; weight decay wd where the segment asks for it, else 0. copy (NULL or indexed
+// as param): each updated parameter rounded to E, in the same pass. Chunks are W = Vec16<E>::N
+// elements (8 for bf16/fp16 copies, 4 for fp32) at multiples of W of the flat index, a
+// segment's first and last chunks cut to it: a thread moves param, grad, m, v 16 bytes at a
+// time and its chunk of copy in one 16-byte store (scalar at a misaligned segment end).
+// Per element the arithmetic of adamw_element (same bits).
 template <typename E>
 static __global__ void adamw_multi_kernel(float *param, E *copy, const float *grad, float *m,
                                           float *v, const BackendSegment *segs, int nseg,
                                           float lr, float beta1, float beta2, float eps, float wd,
                                           float grad_scale, float bc1, float bc2) {
+    constexpr int W = Vec16<E>::N, F = Vec16<float>::N;
     for (int s = blockIdx.y; s < nseg; s += gridDim.y) {
-        size_t begin = segs[s].begin, len = segs[s].len;
+        size_t begin = segs[s].begin, end = begin + segs[s].len;
         float w = segs[s].weight_decay ? wd : 0.0f;
-        for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < len;
-             i += (size_t)gridDim.x * blockDim.x) {
-            adamw_element(param, grad, m, v, begin + i, lr, beta1, beta2, eps, w, grad_scale,
-                          bc1, bc2);
-            if (copy) store_from_f32(copy + begin + i, param[begin + i]);
+        size_t first = begin / W, nk = end > begin ? (end + W - 1) / W - first : 0;
+        for (size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x; k < nk;
+             k += (size_t)gridDim.x * blockDim.x) {
+            size_t lo = (first + k) * W, hi = lo + W;
+            lo = lo < begin ? begin : lo;
+            hi = hi > end ? end : hi;
+            int n = (int)(hi - lo);
+            Vec16<E> cv;
+CUDA_UNROLL
+            for (int q = 0; q < W / F; q++) {  // fp32 sub-chunks of 4
+                int c = n - q * F < F ? n - q * F : F;
+                if (c <= 0) break;
+                size_t at = lo + (size_t)q * F;
+                Vec16<float> p = vec16_load(param + at, c), g = vec16_load(grad + at, c);
+                Vec16<float> mv = vec16_load(m + at, c), vv = vec16_load(v + at, c);
+CUDA_UNROLL
+                for (int e = 0; e < F; e++) {
+                    adamw_element(p.v, g.v, mv.v, vv.v, e, lr, beta1, beta2, eps, w, grad_scale,
+                                  bc1, bc2);
+                    vec16_set(cv, q * F + e, p.v[e]);
+                }
+                vec16_store(param + at, p, c), vec16_store(m + at, mv, c);
+                vec16_store(v + at, vv, c);
+            }
+            if (copy) vec16_store(copy + lo, cv, n);
         }
     }
 }
