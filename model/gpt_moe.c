@@ -55,13 +55,13 @@ void gpt_moe_create(GPT *m) {
     s->h_rank = core_calloc(NK, sizeof(Ranked));
     s->h_coef = core_calloc(G * E, sizeof(float));
     s->row_group = be->ops->alloc(be, n * sizeof(int));
-    int *rg = core_calloc(n, sizeof(int));  // local row -> its sequence
+    s->h_row_group = core_calloc(n, sizeof(int));  // local row -> its sequence
     for (size_t i = 0; i < n; i++) {
         size_t gi = (m->sp ? (size_t)m->tp_rank * n : 0) + i;  // row of the micro-batch here
-        rg[i] = m->cp > 1 ? (int)((gi % ((size_t)m->N / 2)) / ((size_t)m->T / 2)) : (int)(gi / (size_t)m->T);
+        s->h_row_group[i] = m->cp > 1 ? (int)((gi % ((size_t)m->N / 2)) / ((size_t)m->T / 2))
+                                      : (int)(gi / (size_t)m->T);
     }
-    be->ops->copy(be, s->row_group, rg, n * sizeof(int), BACKEND_H2D);
-    free(rg);
+    be->ops->copy(be, s->row_group, s->h_row_group, n * sizeof(int), BACKEND_H2D);
     s->loss = be->ops->alloc(be, 2 * sizeof(float));
     s->dlogits = be->ops->alloc(be, n * E * sizeof(float));
     s->dlogits_act = be->ops->alloc(be, n * E * act);
@@ -101,7 +101,7 @@ void gpt_moe_destroy(GPT *m) {
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) be->ops->free(be, dev[i]);
     free(s->h_idx), free(s->h_perm), free(s->h_slot), free(s->h_probs), free(s->h_pprobs);
     free(s->h_coef), free(s->h_rank), free(s->dropped), free(s->counts), free(s->lb_loss);
-    free(s->z_loss), free(s->tokens);
+    free(s->z_loss), free(s->tokens), free(s->h_row_group);
     free(s);
     m->moe = NULL;
 }
@@ -235,16 +235,17 @@ static void lb_coef(GPT *m, Comm *sum, const GPTMoEActs *x, int n, int l) {
     struct GPTMoE *s = m->moe;
     int E = c->num_experts, K = c->moe_topk, G = lb_groups(m);
     memset(s->h_coef, 0, (size_t)G * E * sizeof(float));
-    int *rg = core_calloc((size_t)n, sizeof(int));  // (the staging holds the last forward's)
-    be->ops->copy(be, rg, s->row_group, (size_t)n * sizeof(int), BACKEND_D2H);
+    // (h_idx holds the last forward's: this slot's choices again)
     be->ops->copy(be, s->h_idx, x->idx, (size_t)n * K * sizeof(int), BACKEND_D2H);
     for (int t = 0; t < n; t++)
-        for (int k = 0; k < K; k++) s->h_coef[(G > 1 ? rg[t] : 0) * E + s->h_idx[t * K + k]] += 1.0f;
-    free(rg);
-    be->ops->copy(be, x->coef, s->h_coef, (size_t)G * E * sizeof(float), BACKEND_H2D);
-    if (sum) comm_all_reduce(sum, x->coef, (size_t)G * E, COMM_F32, COMM_SUM);
-    if (m->cp_comm) comm_all_reduce(m->cp_comm, x->coef, (size_t)G * E, COMM_F32, COMM_SUM);
-    be->ops->copy(be, s->h_coef, x->coef, (size_t)G * E * sizeof(float), BACKEND_D2H);
+        for (int k = 0; k < K; k++)
+            s->h_coef[(G > 1 ? s->h_row_group[t] : 0) * E + s->h_idx[t * K + k]] += 1.0f;
+    if (sum || m->cp_comm) {  // the counts of the rows other ranks hold (device Comms)
+        be->ops->copy(be, x->coef, s->h_coef, (size_t)G * E * sizeof(float), BACKEND_H2D);
+        if (sum) comm_all_reduce(sum, x->coef, (size_t)G * E, COMM_F32, COMM_SUM);
+        if (m->cp_comm) comm_all_reduce(m->cp_comm, x->coef, (size_t)G * E, COMM_F32, COMM_SUM);
+        be->ops->copy(be, s->h_coef, x->coef, (size_t)G * E * sizeof(float), BACKEND_D2H);
+    }
     for (int i = 0; i < G * E; i++) s->tokens[(size_t)l * E + i % E] += s->h_coef[i];
     double Tg = G > 1 ? m->T_seq : (double)m->B * m->T_seq;  // tokens of a group
     double k = c->moe_load_balancing == GPT_MOE_LB_NONE ? 0.0

@@ -27,6 +27,7 @@ struct GPTMoE {
     float *h_coef;                 // (groups E)
     void *h_rank;                  // (n K) routing's sort buffer (gpt_moe.c)
     int *row_group;                // (n) backend: the sequence of each local row (seq_aux_loss)
+    int *h_row_group;              // (n) host: the same
     float *loss;                   // (2) backend: moe_router_loss's output
     float *dlogits;                // (n, E) backward workspace (shared by the layers)
     void *dlogits_act;             // (n, E) be->act
