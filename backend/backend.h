@@ -181,6 +181,8 @@ typedef struct {
     void (*add)(Backend *be, void *out, const void *a, const void *b, size_t n);
     // out (n) = a + b, all fp32 whatever be->act (out may alias a or b)
     void (*add_f32)(Backend *be, float *out, const float *a, const float *b, size_t n);
+    // x (n) *= alpha, fp32 whatever be->act (the expert gradients' data-parallel scale)
+    void (*scale_f32)(Backend *be, float *x, float alpha, size_t n);
     // dst (n, type dt) = src (n, type st) converted, round to nearest even; dst and src do
     // not overlap unless dt == st and dst == src (a no-op). Any pair of BackendDType.
     void (*cast)(Backend *be, void *dst, BackendDType dt, const void *src, BackendDType st, size_t n);

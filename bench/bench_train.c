@@ -122,7 +122,7 @@ static double time_steps(const BenchConfig *bc, Backend *be, Comm *one, int step
     if (gpt_config_check(&cfg, 1, 1, err, sizeof err) != 0) core_usage_error("%s: %s", bc->name, err);
     GPT *m = gpt_create(&cfg, be, 1, 0, 1, 0, bc->B, 1, 1234, dist_pad_multiple(1), 0, NULL);
     gpt_set_dropout(m, (float)drop, (float)drop, 1234);  // drop 0: none
-    Optimizer *o = optim_create(be, one, 1, m, 0, 0, NULL);
+    Optimizer *o = optim_create(be, one, NULL, 1, m, 0, 0, NULL);
     optim_set_weight_copies(o, m);  // bf16/fp16: AdamW writes the copies (as train does)
     AdamWConfig ac = {0.9, 0.95, 1e-8, 0.1, 1.0};
     int N = bc->B * bc->T, *tok = calloc((size_t)N, sizeof(int)), *tgt = calloc((size_t)N, sizeof(int));

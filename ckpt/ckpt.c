@@ -88,28 +88,31 @@ static void host_state_done(const CkptModel *cm, int c, HostState *h, int loaded
 
 // The ranges of group g of model chunk c this rank writes (saving = 1) or reads (0);
 // returns their count.
-// Parameters are written by dp rank 0 (every rank reads all its own); moments follow the
-// optimizer's segments, written by every dp rank under ZeRO-1/2/3, by dp rank 0 otherwise.
+// Parameters are written by rank 0 of the group that reduces them (dp x cp, or expert data
+// parallelism for the experts: dist_sync_param_comm; every rank reads all its own); moments
+// follow the optimizer's segments, written by every rank under ZeRO-1/2/3, by that rank 0
+// otherwise.
 // ZeRO-3 (o->master): the parameters too follow the segments (each rank holds only its shard).
 static int plan(const CkptModel *cm, int c, CkptGroup g, int saving, const HostState *h,
                 CkptRange *out) {
     const GPT *m = cm->chunks[c];
     const Optimizer *o = cm->opts[c];
     // the data-parallel rank over every copy of the weights (dp x cp: the sync group's)
-    int tp_rank = cm->grid->coord.tp_rank, dp_rank = o->sync->comm->rank, n = 0;
+    int tp_rank = cm->grid->coord.tp_rank, n = 0;
     if (g == CKPT_MODEL && !o->master) {
         for (int i = 0; i < m->n_params; i++) {
             const ParamInfo *p = &m->params[i];
+            int dp_rank = dist_sync_param_comm(o->sync, p)->rank;
             if (saving && (dp_rank != 0 || !gpt_param_is_owner(p, tp_rank))) continue;
             out[n++] = (CkptRange){i, 0, p->numel, h->params + p->offset};
         }
         return n;
     }
-    if (saving && !o->sync->sharded && dp_rank != 0) return 0;
     float *base = g == CKPT_MODEL ? h->params : g == CKPT_EXP_AVG ? h->m : h->v;
     for (int i = 0; i < o->n_segs; i++) {
         const OptSegment *s = &o->segs[i];
         const ParamInfo *p = &m->params[s->param];
+        if (saving && !o->sync->sharded && dist_sync_param_comm(o->sync, p)->rank != 0) continue;
         if (saving && !gpt_param_is_owner(p, tp_rank)) continue;
         size_t e0 = s->begin - p->offset;
         out[n++] = (CkptRange){s->param, e0, e0 + s->len, base + s->at};

@@ -8,33 +8,60 @@
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
-DistSync *dist_sync_create(Backend *be, Comm *comm, GPT *m, int stage, size_t bucket_size,
-                           Comm *tp_sp) {
+// The buckets of region [start, start + len) of the flat buffer over group c (averages
+// times scale), this rank's pieces from `at` in the shard: appended to s->buckets.
+static void add_region(DistSync *s, Comm *c, size_t start, size_t len, size_t at,
+                       size_t bucket_size, float scale) {
+    size_t per = s->sharded ? len / (size_t)c->size : len;
+    size_t bucket = dist_bucket_floats(per, bucket_size, c->size, s->sharded);
+    int n = dist_num_buckets(per, bucket);
+    if (bucket > s->bucket) s->bucket = bucket;
+    s->buckets = realloc(s->buckets, ((size_t)s->n_buckets + (size_t)n + 1) * sizeof *s->buckets);
+    if (!s->buckets) core_fatal("out of host memory for %d buckets", s->n_buckets + n);
+    for (int k = 0; k < n; k++) {
+        DistBucket g = dist_bucket(per, bucket, c->size, s->sharded, k);
+        s->buckets[s->n_buckets++] = (DistSyncBucket){.start = start + g.start, .len = g.len,
+                                                      .per = g.per, .at = at + g.at, .own = g.per,
+                                                      .comm = c, .scale = scale};
+    }
+    memset(&s->buckets[s->n_buckets], 0, sizeof *s->buckets);
+}
+
+Comm *dist_sync_param_comm(const DistSync *s, const ParamInfo *p) {
+    return s->ecomm && p->offset >= s->m->expert_offset ? s->ecomm : s->comm;
+}
+
+DistSync *dist_sync_create(Backend *be, Comm *comm, Comm *ecomm, GPT *m, int stage,
+                           size_t bucket_size, Comm *tp_sp) {
     DistSync *s = core_calloc(1, sizeof *s);
     s->be = be;
     s->comm = comm;
+    s->ecomm = m->expert_offset < m->n_alloc ? ecomm : NULL;
+    if (s->ecomm && stage >= 2) core_fatal("expert parallelism with ZeRO-%d: not implemented", stage);
     s->tp_sp = m->sp ? tp_sp : NULL;
     s->m = m;
     s->stage = stage == 1 && comm->size == 1 ? 0 : stage;
     s->sharded = s->stage > 0;
     if (s->stage >= 2) {
         dist_sync_units_init(s);
-    } else {
+    } else {  // the dense region [0, e0) over comm, the expert region [e0, n_padded) over ecomm
         s->n_padded = dist_padded_size(m->n_floats, comm->size);
-        s->shard_len = s->sharded ? s->n_padded / (size_t)comm->size : s->n_padded;
+        size_t e0 = s->ecomm ? m->expert_offset : s->n_padded;
+        size_t d_shard = s->sharded ? e0 / (size_t)comm->size : e0;
+        s->shard_len = d_shard + (s->sharded && s->ecomm ? (s->n_padded - e0) / (size_t)s->ecomm->size
+                                                          : s->n_padded - e0);
         if (s->sharded) {
             s->grad_shard = be->ops->alloc(be, s->shard_len * sizeof(float));
             s->param_shard = be->ops->alloc(be, s->shard_len * sizeof(float));
         }
-        s->bucket = dist_bucket_floats(s->shard_len, bucket_size, comm->size, s->sharded);
-        if (comm->size > 1) s->n_buckets = dist_num_buckets(s->shard_len, s->bucket);
-        s->buckets = core_calloc((size_t)s->n_buckets + 1, sizeof *s->buckets);
-        for (int k = 0; k < s->n_buckets; k++) {
-            DistBucket g = dist_bucket(s->shard_len, s->bucket, comm->size, s->sharded, k);
-            s->buckets[k] = (DistSyncBucket){.start = g.start, .len = g.len, .per = g.per, .at = g.at,
-                                             .own = g.per};
-        }
+        s->buckets = core_calloc(1, sizeof *s->buckets);
+        s->bucket = dist_bucket_floats(d_shard, bucket_size, comm->size, s->sharded);
+        if (comm->size > 1) add_region(s, comm, 0, e0, 0, bucket_size, 1.0f);
+        if (s->ecomm)
+            add_region(s, s->ecomm, e0, s->n_padded - e0, d_shard, bucket_size,
+                       (float)s->ecomm->size / (float)comm->size);
     }
     dist_sync_hook_init(s);
     return s;
@@ -61,7 +88,7 @@ void dist_sync_destroy(DistSync *s) {
 
 void dist_sync_set_reduce_bf16(DistSync *s) {
     Backend *be = s->be;
-    if (s->comm->size == 1) return;  // nothing is reduced
+    if (s->comm->size == 1 && !s->ecomm) return;  // nothing is reduced
     s->reduce_bf16 = 1;
     if (s->stage >= 2) {  // the largest unit (bucket = its per)
         s->lp = be->ops->alloc(be, (size_t)s->comm->size * s->bucket * 2);
@@ -81,9 +108,11 @@ static void grad_done(DistSync *s, DistSyncBucket *b) {
     Backend *be = s->be;
     b->done = 1;
     b->t1 = core_now();
-    if (!s->reduce_bf16) return;
-    if (s->sharded) be->ops->cast(be, s->grad_shard + b->at, BACKEND_F32, lp_out(s, b), BACKEND_BF16, b->per);
-    else be->ops->cast(be, s->m->grad_mem + b->start, BACKEND_F32, lp_in(s, b), BACKEND_BF16, b->len);
+    float *g = s->sharded ? s->grad_shard + b->at : s->m->grad_mem + b->start;
+    size_t n = s->sharded ? b->per : b->len;
+    if (s->reduce_bf16 && s->sharded) be->ops->cast(be, g, BACKEND_F32, lp_out(s, b), BACKEND_BF16, n);
+    else if (s->reduce_bf16) be->ops->cast(be, g, BACKEND_F32, lp_in(s, b), BACKEND_BF16, n);
+    if (b->scale != 1.0f) be->ops->scale_f32(be, g, b->scale, n);
 }
 
 void dist_sync_start_grad_sync(DistSync *s, int k) {
@@ -99,10 +128,10 @@ void dist_sync_start_grad_sync(DistSync *s, int k) {
     b->t0 = core_now();
     s->order[s->n_started++] = k;
     if (bf) be->ops->cast(be, lp_in(s, b), BACKEND_BF16, grads + b->start, BACKEND_F32, b->len);
-    if (ov && s->sharded) comm_ireduce_scatter(s->comm, in, out, b->per, t, COMM_AVG, &b->req);
-    else if (ov) comm_iall_reduce(s->comm, in, b->len, t, COMM_AVG, &b->req);
-    else if (s->sharded) comm_reduce_scatter(s->comm, in, out, b->per, t, COMM_AVG);
-    else comm_all_reduce(s->comm, in, b->len, t, COMM_AVG);
+    if (ov && s->sharded) comm_ireduce_scatter(b->comm, in, out, b->per, t, COMM_AVG, &b->req);
+    else if (ov) comm_iall_reduce(b->comm, in, b->len, t, COMM_AVG, &b->req);
+    else if (s->sharded) comm_reduce_scatter(b->comm, in, out, b->per, t, COMM_AVG);
+    else comm_all_reduce(b->comm, in, b->len, t, COMM_AVG);
     if (!ov) grad_done(s, b);
 }
 
@@ -111,7 +140,7 @@ void dist_sync_start_grad_sync(DistSync *s, int k) {
 void dist_sync_poll_grads(DistSync *s) {
     for (int i = 0; i < s->n_started; i++) {
         DistSyncBucket *b = &s->buckets[s->order[i]];
-        if (!b->done && comm_test(s->comm, &b->req)) grad_done(s, b);
+        if (!b->done && comm_test(b->comm, &b->req)) grad_done(s, b);
     }
 }
 
@@ -126,7 +155,7 @@ void dist_sync_finish_grad_sync(DistSync *s) {
     for (int i = 0; i < s->n_started; i++) {
         DistSyncBucket *b = &s->buckets[s->order[i]];
         if (b->done) continue;
-        comm_wait(s->comm, &b->req);
+        comm_wait(b->comm, &b->req);
         grad_done(s, b);
     }
 }
@@ -142,9 +171,9 @@ float *dist_sync_shard_params(DistSync *s) {
         return NULL;
     }
     if (!s->sharded) return s->m->param_mem;
-    size_t r = (size_t)s->comm->rank;
     for (int k = 0; k < s->n_buckets; k++) {  // this rank's pieces, packed
         const DistSyncBucket *b = &s->buckets[k];
+        size_t r = (size_t)b->comm->rank;
         be->ops->copy(be, s->param_shard + b->at, s->m->param_mem + b->start + r * b->per,
                       b->per * sizeof(float), BACKEND_D2D);
     }
@@ -166,13 +195,13 @@ int dist_sync_start_param_sync(DistSync *s) {
         DistSyncBucket *b = &s->buckets[k];
         float *dst = s->m->param_mem + b->start;
         if (!s->overlap_param) {
-            comm_all_gather(s->comm, s->param_shard + b->at, dst, b->per, COMM_F32);
+            comm_all_gather(b->comm, s->param_shard + b->at, dst, b->per, COMM_F32);
             continue;
         }
         b->gather = 1;
         b->g0 = core_now();
         s->n_flight++;
-        comm_iall_gather(s->comm, s->param_shard + b->at, dst, b->per, COMM_F32, &b->greq);
+        comm_iall_gather(b->comm, s->param_shard + b->at, dst, b->per, COMM_F32, &b->greq);
     }
     return s->overlap_param;
 }

@@ -30,6 +30,9 @@ typedef struct {
                         // (DDP: per = len, at = start)
     size_t own;         // floats of the piece inside the range (ZeRO-2/3 may own less; else per)
     size_t buf;         // ZeRO-2/3 edge units: offset of its DP*per floats in the edge buffers
+    Comm *comm;         // the group it is reduced and gathered over (stages 0-1: the dense
+                        // group, or the expert-data-parallel one for the expert region)
+    float scale;        // applied to the averaged gradients (the expert region: EDP / DP)
     CommRequest req;    // the gradient reduction in flight
     CommRequest greq;   // the parameter gather in flight (--overlap-param-gather, ZeRO-1)
     int started, done;  // the reduction, this step (stages 0-1)
@@ -63,7 +66,8 @@ typedef struct {
 
 typedef struct {
     Backend *be;
-    Comm *comm;                 // the group reduced over (data parallel; later dp x cp)
+    Comm *comm;                 // the group reduced over (data parallel x context parallel)
+    Comm *ecomm;                // the expert region's (expert data parallel), or NULL
     Comm *tp_sp;                // sequence parallelism: the TP group (LayerNorm sums), else NULL
     GPT *m;                     // the model chunk whose gradients and parameters are synced
     int stage;                  // 0 DDP, 1 ZeRO-1, 2 ZeRO-2, 3 ZeRO-3 (ZeRO-1 only at size > 1)
@@ -79,7 +83,8 @@ typedef struct {
     int reduce_bf16;            // --grad-reduce-in-bf16: reductions move bf16
     void *lp, *lp_out;          // bf16 staging: (n_padded), (shard_len); ZeRO-2/3 (DP*bucket), (bucket)
     int overlap_grad, overlap_param;
-    int *first, *last;          // (n_layers) the buckets layer l's tensors touch (-1: none)
+    int *first, *last;          // (2, n_layers) the buckets layer l's tensors touch (-1: none),
+                                // in the dense region, then in the expert region
     int *pending0;              // (n_buckets) covered units (layers, +1 for edge / padding)
     int *edge;                  // (n_buckets) the bucket holds tensors outside the layers
     int *sp_done;               // (n_layers) LayerNorm gradients summed over TP this step
@@ -120,10 +125,17 @@ typedef struct {
 
 // The engine for model m over group `comm`: stage 0-3 (above), --ddp-bucket-size bucket_size
 // (0: one bucket; stages 0-1); tp_sp: the TP group (used when m has sequence parallelism).
-// ZeRO-2/3 free the model's flat gradient buffer (ZeRO-3: also the parameter buffer, after
-// keeping this rank's parts as masters) and install the hook. Never fails.
-DistSync *dist_sync_create(Backend *be, Comm *comm, GPT *m, int stage, size_t bucket_size,
-                           Comm *tp_sp);
+// With expert parallelism (m->expert_offset < m->n_alloc) the expert region is a second set
+// of buckets over `ecomm` (the expert-data-parallel group, whose ranks hold the same experts),
+// its averages scaled by ecomm's size / comm's size (the experts saw the tokens of ep times
+// more ranks: Megatron's expert gradient scaling); stages 0-1 only. ZeRO-2/3 free the model's
+// flat gradient buffer (ZeRO-3: also the parameter buffer, after keeping this rank's parts as
+// masters) and install the hook. Never fails.
+DistSync *dist_sync_create(Backend *be, Comm *comm, Comm *ecomm, GPT *m, int stage,
+                           size_t bucket_size, Comm *tp_sp);
+// The group that reduces parameter p of the engine's model (ecomm in the expert region, else
+// comm). Pure.
+Comm *dist_sync_param_comm(const DistSync *s, const ParamInfo *p);
 // Waits for ZeRO-1's parameter gathers in flight and frees everything (the model's buffers
 // stay the model's). NULL is fine.
 void dist_sync_destroy(DistSync *s);

@@ -10,12 +10,14 @@
 
 #include <stdlib.h>
 
-// The range [lo, hi) of the flat buffer that layer l's tensors occupy.
-static void layer_range(const GPT *m, int l, size_t *lo, size_t *hi) {
+// The range [lo, hi) of the flat buffer that layer l's tensors occupy in region r (0: before
+// m->expert_offset, 1: the expert region); lo >= hi when none.
+static void layer_range(const GPT *m, int l, int r, size_t *lo, size_t *hi) {
     const ParamInfo *p = &m->params[m->block_param[l]];
     *lo = (size_t)-1;
     *hi = 0;
     for (int j = 0; j < m->block_param[l + 1] - m->block_param[l]; j++) {
+        if ((p[j].offset >= m->expert_offset) != r) continue;
         if (p[j].offset < *lo) *lo = p[j].offset;
         if (p[j].offset + p[j].numel > *hi) *hi = p[j].offset + p[j].numel;
     }
@@ -28,25 +30,26 @@ static void hook(void *ctx, GPTHookEvent ev, int unit);
 void dist_sync_hook_init(DistSync *s) {
     GPT *m = s->m;
     size_t L = m->n_layers > 0 ? (size_t)m->n_layers : 1, K = (size_t)s->n_buckets + 1;
-    s->first = core_calloc(L, sizeof(int));
-    s->last = core_calloc(L, sizeof(int));
+    s->first = core_calloc(2 * L, sizeof(int));
+    s->last = core_calloc(2 * L, sizeof(int));
     s->sp_done = core_calloc(L, sizeof(int));
     s->pending0 = core_calloc(K, sizeof(int));
     s->edge = core_calloc(K, sizeof(int));
     s->order = core_calloc(K, sizeof(int));
-    for (int l = 0; l < m->n_layers; l++) s->first[l] = s->last[l] = -1;
+    for (size_t l = 0; l < 2 * L; l++) s->first[l] = s->last[l] = -1;
     for (int k = 0; k < s->n_buckets; k++) {
         const DistSyncBucket *b = &s->buckets[k];
         size_t covered = 0;
+        int r = b->start >= m->expert_offset;  // the bucket's region
         for (int l = 0; l < m->n_layers; l++) {
-            size_t lo, hi;
-            layer_range(m, l, &lo, &hi);
+            size_t lo, hi, i = (size_t)r * L + (size_t)l;
+            layer_range(m, l, r, &lo, &hi);
             size_t a = lo > b->start ? lo : b->start, e = hi < b->start + b->len ? hi : b->start + b->len;
             if (a >= e) continue;
             s->pending0[k]++;
             covered += e - a;
-            if (s->first[l] < 0) s->first[l] = k;
-            s->last[l] = k;
+            if (s->first[i] < 0) s->first[i] = k;
+            s->last[i] = k;
         }
         s->edge[k] = covered < b->len;
         s->pending0[k] += s->edge[k];
@@ -116,7 +119,7 @@ static void wait_gather(DistSync *s, int k) {
     DistSyncBucket *b = &s->buckets[k];
     if (b->gather != 1) return;
     double t0 = core_now();
-    comm_wait(s->comm, &b->greq);
+    comm_wait(b->comm, &b->greq);
     gather_done(s, b);
     s->exposed_s += core_now() - t0;
 }
@@ -128,6 +131,11 @@ void dist_sync_finish_param_sync(DistSync *s) {
     s->exposed_s = e;  // not a forward's wait
 }
 
+// Whether bucket k is among entry i's of first/last.
+static int in_range(const DistSync *s, int i, int k) {
+    return s->first[i] >= 0 && k >= s->first[i] && k <= s->last[i];
+}
+
 // The model hook: a unit's forward waits for its buckets' gathers; the last micro-batch's
 // backward of layer l sums its LayerNorm gradients and starts every bucket whose covered
 // layers are all final; every event polls what is in flight.
@@ -137,19 +145,22 @@ static void hook(void *ctx, GPTHookEvent ev, int unit) {
         dist_sync_unit_hook(s, ev, unit);
         return;
     }
+    int L = s->m->n_layers > 0 ? s->m->n_layers : 1;  // layer l's buckets: [first, last] at l, L + l
     if (s->n_flight > 0) {
         for (int k = 0; ev == GPT_HOOK_FORWARD && k < s->n_buckets; k++)
-            if (unit >= 0 ? k >= s->first[unit] && s->first[unit] >= 0 && k <= s->last[unit] : s->edge[k])
+            if (unit >= 0 ? in_range(s, unit, k) || in_range(s, L + unit, k) : s->edge[k])
                 wait_gather(s, k);
         for (int k = 0; k < s->n_buckets && s->n_flight > 0; k++)
-            if (s->buckets[k].gather == 1 && comm_test(s->comm, &s->buckets[k].greq)) gather_done(s, &s->buckets[k]);
+            if (s->buckets[k].gather == 1 && comm_test(s->buckets[k].comm, &s->buckets[k].greq))
+                gather_done(s, &s->buckets[k]);
     }
     if (!s->overlap_grad) return;
     if (ev == GPT_HOOK_BACKWARD_BEGIN && unit == GPT_UNIT_EDGE) s->armed = ++s->seen == s->n_micro;
     if (ev == GPT_HOOK_BACKWARD_END && unit >= 0 && s->armed) {
         dist_sync_sum_norm_grads(s, unit);
-        for (int k = s->first[unit]; k >= 0 && k <= s->last[unit]; k++)
-            if (--s->buckets[k].pending == 0) dist_sync_start_grad_sync(s, k);
+        for (int r = 0; r < 2; r++)
+            for (int k = s->first[r * L + unit]; k >= 0 && k <= s->last[r * L + unit]; k++)
+                if (--s->buckets[k].pending == 0) dist_sync_start_grad_sync(s, k);
     }
     if (s->n_started) dist_sync_poll_grads(s);
 }
@@ -160,7 +171,7 @@ void dist_sync_enable_overlap(DistSync *s, int grad, int param, int n_micro) {
         s->prefetch = param && s->stage == 3;
         return;
     }
-    if (s->comm->size == 1 || s->n_buckets == 0) return;
+    if ((s->comm->size == 1 && !s->ecomm) || s->n_buckets == 0) return;
     if (param && !s->sharded) core_fatal("--overlap-param-gather: ZeRO-1 only here (ZeRO-3 prefetches)");
     s->overlap_grad = grad;
     s->overlap_param = param;

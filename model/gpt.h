@@ -168,6 +168,9 @@ typedef struct {
     size_t n_floats;                   // floats used by the table
     size_t n_alloc;                    // floats allocated (padded), >= n_floats: the optimizer
                                        // reduces and gathers all n_alloc (zero tail)
+    size_t expert_offset;              // start of the expert tensors' region [expert_offset,
+                                       // n_alloc), reduced over expert data parallelism;
+                                       // n_alloc when the stage has none
     float *param_mem, *grad_mem;       // (n_alloc) each: fp32 master weights, fp32 main grads
     void *param_copy;                  // (n_alloc) be->act copies of the weights, which the ops
                                        // read; == param_mem when be->act is fp32

@@ -238,6 +238,7 @@ GPT *gpt_create(const GPTConfig *cfg, Backend *be, int tp, int tp_rank, int pp, 
     m->block_param = core_calloc((size_t)m->n_layers + 1, sizeof(int));
     gpt_params_block_index(m->params, m->n_params, m->layer0, m->n_layers, m->block_param);
     m->n_alloc = (m->n_floats + pad_multiple - 1) / pad_multiple * pad_multiple;
+    m->expert_offset = m->n_alloc;  // (no expert region)
     m->param_mem = be->ops->alloc(be, m->n_alloc * sizeof(float));
     m->grad_mem = be->ops->alloc(be, m->n_alloc * sizeof(float));
     size_t act = backend_dtype_size(be->act);

@@ -18,9 +18,12 @@ const char *optim_sharding_name(OptimSharding s) { return SHARDING[s][0]; }
 const char *optim_sharding_label(OptimSharding s) { return SHARDING[s][1]; }
 
 
-// Parameter parts inside [lo, lo + len) of the flat buffer, kept at `at` in the slice.
+// Parameter parts inside [lo, lo + len) of the flat buffer, kept at `at` in the slice. A part
+// counts in the gradient norm on its owner (gpt_param_is_owner) and, without sharding, on
+// rank 0 of the group that reduces it (DDP: every rank holds the same).
 static void add_segments(Optimizer *o, const ParamInfo *params, int n_params, int tp_rank,
                          size_t lo, size_t len, size_t at) {
+    const DistSync *sync = o->sync;
     size_t hi = lo + len;
     for (int i = 0; i < n_params; i++) {
         size_t b = params[i].offset, e = b + params[i].numel;
@@ -31,7 +34,8 @@ static void add_segments(Optimizer *o, const ParamInfo *params, int n_params, in
         s->param = i;
         s->weight_decay = params[i].weight_decay;
         s->decoupled = params[i].embedding_or_output;
-        s->count_in_norm = gpt_param_is_owner(&params[i], tp_rank);
+        s->count_in_norm = gpt_param_is_owner(&params[i], tp_rank) &&
+                           (sync->sharded || dist_sync_param_comm(sync, &params[i])->rank == 0);
         s->at = at + (s->begin - lo);
     }
 }
@@ -49,18 +53,17 @@ static void build_segments(Optimizer *o, const GPT *m, int tp_rank) {
     for (int k = 0; k < s->n_buckets; k++) {
         const DistSyncBucket *b = &s->buckets[k];
         if (o->unit_seg) o->unit_seg[k] = o->n_segs;
-        if (b->own) add_segments(o, m->params, m->n_params, tp_rank, b->start + (size_t)s->comm->rank * b->per, b->own, b->at);
+        Comm *c = b->comm ? b->comm : s->comm;  // (ZeRO-2/3 units: the engine's group)
+        if (b->own) add_segments(o, m->params, m->n_params, tp_rank, b->start + (size_t)c->rank * b->per, b->own, b->at);
     }
     if (o->unit_seg) o->unit_seg[s->n_buckets] = o->n_segs;
 }
 
 // Uploads the segment tables for the multi-tensor ops: ranges relative to the slice start
-// (ZeRO-2/3 update table: to the start of each unit's piece). Only DDP's dp rank 0 counts
-// in the norm.
+// (ZeRO-2/3 update table: to the start of each unit's piece).
 static void build_tables(Optimizer *o) {
     Backend *be = o->be;
     const DistSync *s = o->sync;
-    int counts = s->sharded || s->comm->rank == 0;
     BackendSegment *upd = core_calloc((size_t)o->n_segs + 1, sizeof *upd);
     BackendSegment *nrm = core_calloc((size_t)o->n_segs + 1, sizeof *nrm);
     int units = o->unit_seg ? s->n_buckets : 1;
@@ -73,7 +76,7 @@ static void build_tables(Optimizer *o) {
             const OptSegment *g = &o->segs[i];
             upd[g->decoupled ? dec++ : plain++] =
                 (BackendSegment){g->at - (o->unit_seg ? s->buckets[k].at : 0), g->len, g->weight_decay, 0};
-            if (g->count_in_norm && counts) nrm[o->n_norm++] = (BackendSegment){g->at, g->len, o->unit_seg ? 0 : g->weight_decay, 0};
+            if (g->count_in_norm) nrm[o->n_norm++] = (BackendSegment){g->at, g->len, o->unit_seg ? 0 : g->weight_decay, 0};
             if (g->len > o->max_seg_len) o->max_seg_len = g->len;
         }
     }
@@ -86,11 +89,11 @@ static void build_tables(Optimizer *o) {
     free(nrm);
 }
 
-Optimizer *optim_create(Backend *be, Comm *group, OptimSharding sh, GPT *m, int tp_rank, size_t bucket_size,
-                        Comm *tp_sp) {
+Optimizer *optim_create(Backend *be, Comm *group, Comm *egroup, OptimSharding sh, GPT *m, int tp_rank,
+                        size_t bucket_size, Comm *tp_sp) {
     Optimizer *o = core_calloc(1, sizeof *o);
     o->be = be;
-    o->sync = dist_sync_create(be, group, m, (int)sh, bucket_size, tp_sp);
+    o->sync = dist_sync_create(be, group, egroup, m, (int)sh, bucket_size, tp_sp);
     o->sharding = sh >= OPTIM_SHARD_GRADS ? sh : o->sync->sharded ? OPTIM_SHARD_OPTIM : OPTIM_NO_SHARD;
     o->master = o->sync->master;
     o->n_padded = o->sync->n_padded;

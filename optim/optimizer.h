@@ -66,12 +66,13 @@ typedef struct {
     void *copy;                 // (n_padded, be->act) weight copies AdamW writes, or NULL
 } Optimizer;
 
-// Builds the optimizer of model m for strategy s over `group` (the data-parallel one), with its
-// sync engine (--ddp-bucket-size bucket_size, 0: one bucket; tp_sp: the TP group, summing the
+// Builds the optimizer of model m for strategy s over `group` (the data-parallel one) and
+// `egroup` (the expert-data-parallel one: used for m's expert region, if any), with its sync
+// engine (--ddp-bucket-size bucket_size, 0: one bucket; tp_sp: the TP group, summing the
 // sequence-parallel LayerNorm gradients; ZeRO-2/3: see dist_sync_create for the buffers it
 // frees). tp_rank decides which replicated tensors count in the gradient norm. Never fails.
-Optimizer *optim_create(Backend *be, Comm *group, OptimSharding s, GPT *m, int tp_rank, size_t bucket_size,
-                        Comm *tp_sp);
+Optimizer *optim_create(Backend *be, Comm *group, Comm *egroup, OptimSharding s, GPT *m, int tp_rank,
+                        size_t bucket_size, Comm *tp_sp);
 // Megatron's --grad-reduce-in-bf16: the data-parallel reduction of the fp32 gradients moves
 // bf16 (half the bytes; each bucket rounded to bf16 before, summed in fp32 per addition and
 // rounded, widened back to fp32 after). Call right after optim_create. Never fails.

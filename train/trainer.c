@@ -72,7 +72,8 @@ static void create_model_chunks(Trainer *t, PPScheduleKind kind) {
         OptimSharding sh = a->sharding >= OPTIM_SHARD_GRADS ? (OptimSharding)a->sharding
                          : a->zero1 ? OPTIM_SHARD_OPTIM : OPTIM_NO_SHARD;
         // the ranks holding the same weights: dp x cp (each CP rank saw other tokens)
-        Optimizer *o = optim_create(t->be, g->dp_cp, sh, m, g->coord.tp_rank, (size_t)a->ddp_bucket_size, g->tp);
+        Optimizer *o = optim_create(t->be, g->dp_cp, g->edp, sh, m, g->coord.tp_rank,  // (edp: the
+                                    (size_t)a->ddp_bucket_size, g->tp);  // experts' copies)
         if (a->grad_reduce_in_bf16) optim_set_reduce_bf16(o);
         dist_sync_enable_overlap(o->sync, a->overlap_grad_reduce, a->overlap_param_gather,  // one hook
                                  t->n_micro);  // (train_args.c checks what each strategy supports)

@@ -90,6 +90,7 @@ void cpu_residual_layernorm_forward(Backend *be, void *res, void *ln, float *mea
                                     const void *a, const void *b, const void *weight,
                                     const void *bias, int N, int C);
 void cpu_add(Backend *be, float *out, const float *a, const float *b, size_t n);
+void cpu_scale(Backend *be, float *x, float alpha, size_t n);
 
 // cpu_act.c: the activations (pointwise and gated)
 void cpu_act_forward(Backend *be, void *out, const void *inp, int N, int F, BackendAct act);

@@ -357,6 +357,7 @@ static const BackendOps CPU_HALF_OPS = {
     .act_backward = h_act_backward,
     .add = h_add,
     .add_f32 = cpu_add,
+    .scale_f32 = cpu_scale,
     .cast = cpu_cast,
     .copy_row_blocks = cpu_copy_row_blocks,
     .dropout = h_dropout,

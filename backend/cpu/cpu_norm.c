@@ -217,6 +217,13 @@ void cpu_norm_backward(Backend *be, void *dinp, float *dweight, float *dbias, co
     free(owned);
 }
 
+// x (n) *= alpha.
+void cpu_scale(Backend *be, float *x, float alpha, size_t n) {
+    int nt = cpu_nt(be);
+#pragma omp parallel for simd num_threads(nt) schedule(static) if (n > CPU_PAR_MIN)
+    for (size_t i = 0; i < n; i++) x[i] *= alpha;
+}
+
 // out (n) = a + b; out may alias a or b.
 void cpu_add(Backend *be, float *out, const float *a, const float *b, size_t n) {
     int nt = cpu_nt(be);

@@ -28,6 +28,7 @@ static const BackendOps CPU_OPS = {
     .act_backward = cpu_act_backward,
     .add = op_add,
     .add_f32 = cpu_add,
+    .scale_f32 = cpu_scale,
     .cast = cpu_cast,
     .copy_row_blocks = cpu_copy_row_blocks,
     .dropout = cpu_dropout,

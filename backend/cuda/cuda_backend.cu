@@ -122,6 +122,7 @@ static const BackendOps CUDA_OPS = {
     .act_backward = cuda_act_backward,
     .add = cuda_add,
     .add_f32 = cuda_add_f32,
+    .scale_f32 = cuda_scale_f32,
     .cast = cuda_cast,
     .copy_row_blocks = cuda_copy_row_blocks,
     .dropout = cuda_dropout,

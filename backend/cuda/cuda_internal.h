@@ -163,6 +163,7 @@ int cuda_residual_layernorm_row(Backend *be, void *res, void *ln, float *mean, f
                                 const void *bias, int N, int C);
 void cuda_add(Backend *be, void *out, const void *a, const void *b, size_t n);
 void cuda_add_f32(Backend *be, float *out, const float *a, const float *b, size_t n);
+void cuda_scale_f32(Backend *be, float *x, float alpha, size_t n);
 
 // cuda_act.cu: the activations (act.cuh) ---------------------------------------------------
 void cuda_act_forward(Backend *be, void *out, const void *inp, int N, int F, BackendAct act);

@@ -256,6 +256,14 @@ void cuda_add(Backend *be, void *out, const void *a, const void *b, size_t n) {
     ACT_DISPATCH(be->act, add_t, be, out, a, b, n);
 }
 
+// x (n) *= alpha in fp32 whatever be->act.
+void cuda_scale_f32(Backend *be, float *x, float alpha, size_t n) {
+    if (n == 0) return;
+    size_t chunks = (n + Vec16<float>::N - 1) / Vec16<float>::N;
+    CUDA_LAUNCH(scale_f32_kernel, cuda_blocks(chunks, NORM_THREADS, NORM_GRID_CAP), NORM_THREADS, 0,
+                cuda_stream(be), x, alpha, n);
+}
+
 // out (n) = a + b in fp32 whatever be->act; out may alias a or b.
 void cuda_add_f32(Backend *be, float *out, const float *a, const float *b, size_t n) {
     if (n == 0) return;

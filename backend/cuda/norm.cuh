@@ -224,3 +224,17 @@ static __global__ void add_kernel(T *out, const T *a, const T *b, size_t n) {
         vec16_store(out + k * V, x, cnt);
     }
 }
+
+// x (n) *= alpha, fp32; a thread per 16-byte chunk (grid-stride).
+static __global__ void scale_f32_kernel(float *x, float alpha, size_t n) {
+    constexpr int V = Vec16<float>::N;
+    size_t nk = (n + V - 1) / V;
+    for (size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x; k < nk;
+         k += (size_t)gridDim.x * blockDim.x) {
+        int cnt = vec16_count(n, k, V);
+        Vec16<float> v = vec16_load(x + k * V, cnt);
+        CUDA_UNROLL
+        for (int e = 0; e < V; e++) vec16_set(v, e, vec16_f32(v, e) * alpha);
+        vec16_store(x + k * V, v, cnt);
+    }
+}

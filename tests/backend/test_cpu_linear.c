@@ -244,6 +244,11 @@ static void test_add_scale(Backend *be, TestRng *r) {
     be->ops->add(be, a, a, b, n);  // out aliases a
     bad += memcmp(a, o, n * sizeof(float)) != 0;
     EXPECT(bad == 0, "add/add_f32: %d mismatches", bad);
+    memcpy(f, o, n * sizeof(float));
+    be->ops->scale_f32(be, f, 0.375f, n);  // the expert gradients' scale
+    bad = 0;
+    for (size_t i = 0; i < n; i++) bad += f[i] != o[i] * 0.375f;
+    EXPECT(bad == 0, "scale_f32: %d mismatches", bad);
     free(a), free(b), free(o), free(f);
 }
 

@@ -41,7 +41,7 @@ static void play_backward(GPT *m) {
 
 static void check(Backend *be, Comm *dp, int sharded, size_t bucket_size, int overlap) {
     GPT *m = gpt_create(&CFG, be, 1, 0, 1, 0, 1, 1, 7, dist_pad_multiple(dp->size), 0, NULL);
-    DistSync *s = dist_sync_create(be, dp, m, sharded, bucket_size, NULL);
+    DistSync *s = dist_sync_create(be, dp, NULL, m, sharded, bucket_size, NULL);
     dist_sync_enable_overlap(s, overlap, overlap && sharded, 2);
     int r = dp->rank, n_micro = 2;
     size_t n = s->n_padded;
@@ -111,7 +111,7 @@ static void units_backward(DistSync *s, int r) {
 
 static void check_units(Backend *be, Comm *dp, int stage, int overlap) {
     GPT *m = gpt_create(&CFG, be, 1, 0, 1, 0, 1, 1, 7, dist_pad_multiple(dp->size), 0, NULL);
-    DistSync *s = dist_sync_create(be, dp, m, stage, 0, NULL);
+    DistSync *s = dist_sync_create(be, dp, NULL, m, stage, 0, NULL);
     dist_sync_enable_overlap(s, overlap && stage == 2, overlap && stage == 3, 2);
     int r = dp->rank, n_micro = 2;
     EXPECT_EQ_INT(s->n_buckets, s->n_edge + m->n_layers);

@@ -20,7 +20,7 @@ static void one_step(Backend *be, Comm *one, int sharding, int untie) {
                      .seq_length = 8, .max_position_embeddings = 8, .vocab_size = 50,
                      .vocab_divisible_by = 16, .untie_embeddings = untie};
     GPT *m = gpt_create(&cfg, be, 1, 0, 1, 0, 2, 1, 42, dist_pad_multiple(1), 0, NULL);
-    Optimizer *o = optim_create(be, one, (OptimSharding)sharding, m, 0, 0, NULL);
+    Optimizer *o = optim_create(be, one, NULL, (OptimSharding)sharding, m, 0, 0, NULL);
     float *before = malloc(m->n_alloc * sizeof(float));
     memcpy(before, m->param_mem, m->n_alloc * sizeof(float));
     float *g = dist_sync_shard_grads(o->sync);

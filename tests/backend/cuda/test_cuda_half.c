@@ -213,6 +213,13 @@ static void check_pointwise(Half *h, size_t n) {
     half_release(h);
     cpu->ops->add(cpu, ref, x, y, n);
     EXPECT_SAME_BITS(got, ref, n, "add_f32 on a 16-bit backend, out == a");
+    // scale_f32: fp32 whatever be->act (the expert region's average), in place
+    d_a = half_up_f32(h, x, n);
+    be->ops->scale_f32(be, d_a, 0.375f, n);
+    half_down_f32(h, got, d_a, n);
+    half_release(h);
+    for (size_t i = 0; i < n; i++) ref[i] = x[i] * 0.375f;
+    EXPECT_SAME_BITS(got, ref, n, "scale_f32 on a 16-bit backend");
     free(x), free(y), free(ref), free(got);
 }
 
