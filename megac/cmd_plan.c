@@ -168,6 +168,8 @@ int cmd_plan(int argc, char **argv) {
     int n_specs = N_OWN + gpt_flags_specs(specs + N_OWN, m, &mt);  // train's model flags
     core_args_parse(USAGE, specs, n_specs, argc, argv);
     gpt_flags_finish(m, &mt);
+    if (mt.ep > 1)  // (megac train runs it; plan's memory and traffic are EP 1's)
+        core_usage_error("megac plan: --expert-model-parallel-size %d is not modelled yet (EP 1 is)", mt.ep);
     if (*pf.schedule && strcmp(pf.schedule, "1f1b") && strcmp(pf.schedule, "gpipe"))
         core_usage_error("--pipeline-schedule must be 1f1b or gpipe, got '%s'", pf.schedule);
     f.gpipe = *pf.schedule ? !strcmp(pf.schedule, "gpipe") : -1;

@@ -57,10 +57,12 @@ typedef struct {
     int *slot;             // (n, K) the expert-ordered row of each (token, choice)
     float *pprobs;         // (M) probs in expert order (the combine's backward)
     float *coef;           // (groups, E) the aux loss's coefficients (moe_router_loss)
-    void *xp;              // (M, C) token rows in expert order
-    void *fch, *fch_act;   // (M, F2e) expert fc outputs; (M, Fe) after the activation
-    void *eo;              // (M, C) expert outputs
+    void *xp;              // (R, C) the local experts' input rows: in expert order (R = M), or
+                           // with expert parallelism as received (R = M ep: gpt_moe_recv_rows)
+    void *fch, *fch_act;   // (R, F2e) expert fc outputs; (R, Fe) after the activation
+    void *eo;              // (M, C) expert outputs, in expert order (back from their ranks)
     int *counts;           // host (E): rows routed to each expert here
+    int *rcounts;          // host (E): ep > 1, rows received: [source ep rank][local expert]
     int dropped;           // (token, choice)s dropped by the capacity (host)
 } GPTMoEActs;
 
@@ -150,6 +152,8 @@ typedef struct {
                                        // positions of each sequence, two chunks (gpt_cp.h);
                                        // cp 1: T = T_seq, the whole sequence
     Comm *cp_comm;                     // the context-parallel group (NULL: cp 1)
+    int ep, ep_rank;                   // expert parallelism: this rank holds experts
+    Comm *ep_comm;                     // [ep_rank E/ep, +E/ep) of each MoE layer (ep 1: NULL)
     int cp_all_gather;                 // --cp-comm-type all_gather (else the p2p ring)
     int sp;                            // sequence parallelism on
     int N_sp;                          // rows of the residual stream here: N/tp with SP, else N
@@ -168,9 +172,9 @@ typedef struct {
     size_t n_floats;                   // floats used by the table
     size_t n_alloc;                    // floats allocated (padded), >= n_floats: the optimizer
                                        // reduces and gathers all n_alloc (zero tail)
-    size_t expert_offset;              // start of the expert tensors' region [expert_offset,
-                                       // n_alloc), reduced over expert data parallelism;
-                                       // n_alloc when the stage has none
+    size_t expert_offset;              // ep > 1: start of the expert tensors' region [expert_
+                                       // offset, n_alloc), reduced over expert data
+                                       // parallelism; n_alloc when the stage has none
     float *param_mem, *grad_mem;       // (n_alloc) each: fp32 master weights, fp32 main grads
     void *param_copy;                  // (n_alloc) be->act copies of the weights, which the ops
                                        // read; == param_mem when be->act is fp32
@@ -228,12 +232,16 @@ typedef struct {
     } docs;
 } GPT;
 
-// Context parallelism of a stage (model/gpt_cp.h): `size` ranks of the group `comm` share
-// each sequence, this one at `rank`; all_gather 1: --cp-comm-type all_gather, 0: the ring.
+// The stage's groups beyond tensor parallelism. Context parallelism (model/gpt_cp.h): `size`
+// ranks of the group `comm` share each sequence, this one at `rank`; all_gather 1:
+// --cp-comm-type all_gather, 0: the ring. Expert parallelism (model/gpt_moe.h): `ep` ranks of
+// `ep_comm` split the experts, this one at `ep_rank` (ep 0 or 1: every rank holds all).
 typedef struct {
     int size, rank, all_gather;
     Comm *comm;
-} GPTContextParallel;
+    int ep, ep_rank;
+    Comm *ep_comm;
+} GPTGroups;
 
 // Builds the stage (call gpt_config_check first; a sequence-parallel micro-batch that tp
 // does not divide is a usage error), allocates everything on
@@ -243,10 +251,12 @@ typedef struct {
 // the residual stream, LayerNorms and the stage's input/output hold N/tp rows. With context
 // parallelism (cp > 1; gpt_cp.h: 2*cp must divide the sequence length and flash attention
 // is needed, usage errors otherwise) the stage holds seq_length/cp positions of each
-// sequence, rank cp->rank's two chunks (cp NULL: none). Never returns NULL.
+// sequence, rank cp->rank's two chunks (cp NULL: none). With expert parallelism (cp->ep > 1)
+// the stage holds E/ep experts of each MoE layer, placed after every other tensor from a
+// multiple of pad_multiple (expert_offset). Never returns NULL.
 GPT *gpt_create(const GPTConfig *cfg, Backend *be, int tp, int tp_rank, int pp, int pp_rank,
                 int micro_batch, int n_slots, uint64_t seed, size_t pad_multiple,
-                int sequence_parallel, const GPTContextParallel *cp);
+                int sequence_parallel, const GPTGroups *cp);
 void gpt_destroy(GPT *m);
 
 // Forward of one micro-batch into `slot`. tokens (B, T) are read on the first stage (on

@@ -30,6 +30,7 @@ static void carve_moe(GPT *m, Carver *cv, GPTMoEActs *x) {
     const GPTConfig *c = &m->cfg;
     size_t n = (size_t)m->N_sp, E = (size_t)c->num_experts, K = (size_t)c->moe_topk, NK = n * K;
     size_t M = gpt_moe_rows(m), C = (size_t)c->hidden_size, Fe = (size_t)gpt_moe_ffn(c);
+    size_t R = gpt_moe_recv_rows(m);  // the local experts' rows (M without expert parallelism)
     size_t G = c->moe_load_balancing == GPT_MOE_LB_SEQ_AUX ? (size_t)m->B : 1;
     x->logits = CARVE_F(cv, n * E);
     x->idx = carve(cv, NK * sizeof(int));
@@ -38,9 +39,9 @@ static void carve_moe(GPT *m, Carver *cv, GPTMoEActs *x) {
     x->slot = carve(cv, NK * sizeof(int));
     x->pprobs = CARVE_F(cv, M);
     x->coef = CARVE_F(cv, G * E);
-    x->xp = CARVE_A(cv, M * C);
-    x->fch = CARVE_A(cv, M * (backend_act_gated(c->activation) ? 2 : 1) * Fe);
-    x->fch_act = CARVE_A(cv, M * Fe);
+    x->xp = CARVE_A(cv, R * C);
+    x->fch = CARVE_A(cv, R * (backend_act_gated(c->activation) ? 2 : 1) * Fe);
+    x->fch_act = CARVE_A(cv, R * Fe);
     x->eo = CARVE_A(cv, M * C);
 }
 
@@ -199,7 +200,7 @@ static void init_params(GPT *m, uint64_t seed) {
 
 GPT *gpt_create(const GPTConfig *cfg, Backend *be, int tp, int tp_rank, int pp, int pp_rank,
                 int micro_batch, int n_slots, uint64_t seed, size_t pad_multiple,
-                int sequence_parallel, const GPTContextParallel *cp) {
+                int sequence_parallel, const GPTGroups *cp) {
     GPT *m = core_calloc(1, sizeof *m);
     m->cfg = *cfg;
     m->be = be;
@@ -213,6 +214,12 @@ GPT *gpt_create(const GPTConfig *cfg, Backend *be, int tp, int tp_rank, int pp, 
     m->cp_rank = m->cp > 1 ? cp->rank : 0;
     m->cp_comm = m->cp > 1 ? cp->comm : NULL;
     m->cp_all_gather = m->cp > 1 && cp->all_gather;
+    m->ep = cp && cp->ep > 1 ? cp->ep : 1;
+    m->ep_rank = m->ep > 1 ? cp->ep_rank : 0;
+    m->ep_comm = m->ep > 1 ? cp->ep_comm : NULL;
+    if (cfg->num_experts > 0 && cfg->num_experts % m->ep)
+        core_usage_error("--num-experts %d is not divisible by --expert-model-parallel-size %d",
+                         cfg->num_experts, m->ep);
     m->T_seq = cfg->seq_length;
     char err[256];
     if (gpt_cp_check(cfg, m->cp, err, sizeof err)) core_usage_error("%s", err);
@@ -233,12 +240,14 @@ GPT *gpt_create(const GPTConfig *cfg, Backend *be, int tp, int tp_rank, int pp, 
     m->remap_qkv = cfg->rope || m->G_tp != m->NH_tp;
     m->Vp = gpt_padded_vocab(cfg, tp);
     m->vocab = tp_vocab_split(cfg->vocab_size, m->Vp, tp, tp_rank);
-    m->params = gpt_params_build(cfg, tp, m->Vp, m->layer0, m->n_layers, m->first, m->last,
-                                 &m->n_params, &m->n_floats);
+    m->params = gpt_params_build_ep(cfg, tp, m->ep, m->ep_rank, m->Vp, m->layer0, m->n_layers,
+                                    m->first, m->last, &m->n_params, &m->n_floats);
+    size_t experts = m->ep > 1 ? gpt_params_place_experts(m->params, m->n_params, pad_multiple,
+                                                          &m->n_floats) : 0;
     m->block_param = core_calloc((size_t)m->n_layers + 1, sizeof(int));
     gpt_params_block_index(m->params, m->n_params, m->layer0, m->n_layers, m->block_param);
     m->n_alloc = (m->n_floats + pad_multiple - 1) / pad_multiple * pad_multiple;
-    m->expert_offset = m->n_alloc;  // (no expert region)
+    m->expert_offset = m->ep > 1 && experts < m->n_floats ? experts : m->n_alloc;
     m->param_mem = be->ops->alloc(be, m->n_alloc * sizeof(float));
     m->grad_mem = be->ops->alloc(be, m->n_alloc * sizeof(float));
     size_t act = backend_dtype_size(be->act);

@@ -68,27 +68,35 @@ void gpt_moe_create(GPT *m) {
     s->dprobs = be->ops->alloc(be, NK * sizeof(float));
     s->deo = be->ops->alloc(be, M * C * act);
     s->dxp = be->ops->alloc(be, M * C * act);
-    s->dfch = be->ops->alloc(be, M * F2 * act);
-    s->dact = be->ops->alloc(be, M * Fe * act);
+    size_t R = gpt_moe_recv_rows(m);
+    s->dfch = be->ops->alloc(be, R * F2 * act);
+    s->dact = be->ops->alloc(be, R * Fe * act);
+    if (m->ep > 1) {
+        s->xr = be->ops->alloc(be, R * C * act);
+        s->xr2 = be->ops->alloc(be, R * C * act);
+        s->cnt = be->ops->alloc(be, 2 * E * sizeof(int));
+    }
     s->dx = be->ops->alloc(be, n * C * act);
     if (c->moe_expert_bias) {  // zero until gpt_moe_set_bias (gpt_moe_bias.c)
         s->bias = be->ops->alloc(be, (size_t)m->n_layers * E * sizeof(float));
         be->ops->zero(be, s->bias, (size_t)m->n_layers * E * sizeof(float));
     }
     size_t units = (size_t)m->n_slots * m->n_layers + (size_t)m->n_rc;
-    s->counts = core_calloc(units * E, sizeof(int));
+    s->counts = core_calloc(units * 2 * E, sizeof(int));
     s->lb_loss = core_calloc((size_t)m->n_layers, sizeof(double));
     s->z_loss = core_calloc((size_t)m->n_layers, sizeof(double));
     s->tokens = core_calloc((size_t)m->n_layers * E, sizeof(double));
     s->dropped = core_calloc((size_t)m->n_layers, sizeof(double));
     m->moe = s;
     int *next = s->counts;  // recomputed layers share their chunk's (m->rc) host counts too
-    for (int i = 0; i < m->n_rc; i++, next += E) m->rc[i].moe.counts = next;
+    for (int i = 0; i < m->n_rc; i++, next += 2 * E) m->rc[i].moe.counts = next, m->rc[i].moe.rcounts = next + E;
     for (int k = 0; k < m->n_slots; k++)
-        for (int l = 0; l < m->n_layers; l++, next += E) {
+        for (int l = 0; l < m->n_layers; l++, next += 2 * E) {
             int first, last;
             GPTLayerActs *L = &m->slots[k].layers[l];
-            L->moe.counts = gpt_layer_recomputed(m, l, &first, &last) ? m->rc[l - first].moe.counts : next;
+            int rc = gpt_layer_recomputed(m, l, &first, &last);
+            L->moe.counts = rc ? m->rc[l - first].moe.counts : next;
+            L->moe.rcounts = rc ? m->rc[l - first].moe.rcounts : next + E;
         }
 }
 
@@ -97,7 +105,7 @@ void gpt_moe_destroy(GPT *m) {
     if (!s) return;
     Backend *be = m->be;
     void *dev[] = {s->row_group, s->loss, s->dlogits, s->dlogits_act, s->dprobs, s->deo, s->dxp,
-                   s->dfch, s->dact, s->dx, s->bias};
+                   s->dfch, s->dact, s->dx, s->bias, s->xr, s->xr2, s->cnt};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) be->ops->free(be, dev[i]);
     free(s->h_idx), free(s->h_perm), free(s->h_slot), free(s->h_probs), free(s->h_pprobs);
     free(s->h_coef), free(s->h_rank), free(s->dropped), free(s->counts), free(s->lb_loss);
@@ -126,6 +134,8 @@ size_t gpt_moe_rows(const GPT *m) {
     size_t pad = c->moe_pad_capacity ? (size_t)c->num_experts * gpt_moe_capacity(c, m->N_sp) : 0;
     return pad > nk ? pad : nk;
 }
+
+size_t gpt_moe_recv_rows(const GPT *m) { return gpt_moe_rows(m) * (size_t)m->ep; }
 
 // Higher weight first, then the earlier (token, choice): a total, layout-free order.
 static int by_prob(const void *a, const void *b) {
@@ -182,15 +192,103 @@ static int route(const GPT *m, struct GPTMoE *s, int *counts, int n, int K, int 
     return dropped;
 }
 
+// The experts' MLPs on expert-grouped rows: n_chunks chunks of cnt[c] contiguous rows of
+// x->xp, chunk c for local expert c % El (ep 1: one chunk per expert; ep > 1: [source rank]
+// [local expert]), fc and the activation into x->fch / x->fch_act, the output into eo.
+static void experts_forward(GPT *m, const GPTBlockW *w, GPTMoEActs *x, void *eo, const int *cnt,
+                            int n_chunks, int El) {
+    Backend *be = m->be;
+    const GPTConfig *c = &m->cfg;
+    BackendAct act = c->activation;
+    int C = c->hidden_size, Fe = gpt_moe_ffn(c), F2 = (backend_act_gated(act) ? 2 : 1) * Fe;
+    for (int k = 0, off = 0; k < n_chunks; off += cnt[k++]) {
+        int rows = cnt[k], e = k % El;
+        if (!rows) continue;
+        const void *b1 = w->fcb ? at(m, w->fcb, (size_t)e * F2) : NULL;
+        const void *b2 = w->fcprojb ? at(m, w->fcprojb, (size_t)e * C) : NULL;
+        void *h = at(m, x->fch, (size_t)off * F2), *ha = at(m, x->fch_act, (size_t)off * Fe);
+        if (backend_act_gated(act)) {
+            be->ops->matmul_forward(be, h, at(m, x->xp, (size_t)off * C),
+                                    at(m, w->fcw, (size_t)e * F2 * C), b1, rows, C, F2);
+            be->ops->act_forward(be, ha, h, rows, Fe, act);
+        } else {
+            be->ops->matmul_act_forward(be, ha, h, at(m, x->xp, (size_t)off * C),
+                                        at(m, w->fcw, (size_t)e * F2 * C), b1, rows, C, F2, act);
+        }
+        be->ops->matmul_forward(be, at(m, eo, (size_t)off * C), ha,
+                                at(m, w->fcprojw, (size_t)e * C * Fe), b2, rows, Fe, C);
+    }
+}
+
+// Backward of experts_forward (same chunks): deo the gradient of its output rows, dxp
+// (written) that of x->xp; the experts' gradients accumulate into g.
+static void experts_backward(GPT *m, const GPTBlockW *w, GPTBlockW *g, const GPTMoEActs *x,
+                             const void *deo, void *dxp, const int *cnt, int n_chunks, int El) {
+    Backend *be = m->be;
+    struct GPTMoE *s = m->moe;
+    const GPTConfig *c = &m->cfg;
+    BackendAct act = c->activation;
+    int C = c->hidden_size, Fe = gpt_moe_ffn(c), gated = backend_act_gated(act);
+    int F2 = (gated ? 2 : 1) * Fe;
+    for (int k = 0, off = 0; k < n_chunks; off += cnt[k++]) {
+        int rows = cnt[k], e = k % El;
+        if (!rows) continue;
+        float *db1 = g->fcb ? (float *)g->fcb + (size_t)e * F2 : NULL;
+        float *db2 = g->fcprojb ? (float *)g->fcprojb + (size_t)e * C : NULL;
+        const void *h = at(m, x->fch, (size_t)off * F2), *ha = at(m, x->fch_act, (size_t)off * Fe);
+        void *dh = at(m, s->dfch, (size_t)off * F2);
+        const void *W2 = at(m, w->fcprojw, (size_t)e * C * Fe);
+        float *dW2 = (float *)g->fcprojw + (size_t)e * C * Fe;
+        if (gated) {
+            void *da = at(m, s->dact, (size_t)off * Fe);
+            be->ops->matmul_backward(be, da, dW2, db2, at(m, deo, (size_t)off * C), ha, W2, rows, Fe, C);
+            be->ops->act_backward(be, dh, h, da, rows, Fe, act);
+        } else {
+            be->ops->matmul_act_backward(be, dh, dW2, db2, at(m, deo, (size_t)off * C), ha, W2, h,
+                                         rows, Fe, C, act);
+        }
+        be->ops->matmul_backward(be, at(m, dxp, (size_t)off * C), (float *)g->fcw + (size_t)e * F2 * C,
+                                 db1, dh, at(m, x->xp, (size_t)off * C),
+                                 at(m, w->fcw, (size_t)e * F2 * C), rows, C, F2);
+    }
+}
+
+// Expert parallelism: x->rcounts[i El + e] = the rows rank i of the ep group sends for this
+// rank's local expert e, from every rank's x->counts (one all-to-all of El ints per pair).
+static void exchange_counts(GPT *m, GPTMoEActs *x) {
+    Backend *be = m->be;
+    struct GPTMoE *s = m->moe;
+    int E = m->cfg.num_experts, P = m->ep;
+    size_t per[GPT_MOE_MAX_EXPERTS];
+    for (int i = 0; i < P; i++) per[i] = (size_t)(E / P);
+    be->ops->copy(be, s->cnt, x->counts, (size_t)E * sizeof(int), BACKEND_H2D);
+    comm_all_to_all_v(m->ep_comm, s->cnt, per, s->cnt + E, per, COMM_I32);
+    be->ops->copy(be, x->rcounts, s->cnt + E, (size_t)E * sizeof(int), BACKEND_D2H);
+}
+
+// Expert parallelism: rows (C wide, be->act) from `in` to `out` over the ep group, in blocks
+// of El = E/ep counts per peer: send[j El + e] rows go to rank j, recv[i El + e] come from
+// rank i. To the experts: send = x->counts (rows grouped by global expert: rank j's experts
+// are the j-th block), recv = x->rcounts ([source][local expert]); back: the two swapped.
+static void dispatch(GPT *m, const void *in, void *out, const int *send, const int *recv) {
+    int E = m->cfg.num_experts, P = m->ep, El = E / P, C = m->cfg.hidden_size;
+    size_t sc[GPT_MOE_MAX_EXPERTS], rc[GPT_MOE_MAX_EXPERTS];
+    for (int i = 0; i < P; i++) {
+        sc[i] = rc[i] = 0;
+        for (int e = 0; e < El; e++) sc[i] += (size_t)send[i * El + e] * C, rc[i] += (size_t)recv[i * El + e] * C;
+    }
+    BackendDType a = m->be->act;
+    CommDtype t = a == BACKEND_BF16 ? COMM_BF16 : a == BACKEND_F16 ? COMM_F16 : COMM_F32;
+    comm_all_to_all_v(m->ep_comm, in, sc, out, rc, t);
+}
+
 void gpt_moe_forward(GPT *m, const GPTBlockW *w, GPTLayerActs *a, void *out, int n, int l) {
     Backend *be = m->be;
     const GPTConfig *c = &m->cfg;
     struct GPTMoE *s = m->moe;
     GPTMoEActs *x = &a->moe;
     BackendMoERouter r = router_of(m, l);
-    BackendAct act = c->activation;
-    int E = c->num_experts, K = c->moe_topk, C = c->hidden_size, Fe = gpt_moe_ffn(c);
-    int F2 = (backend_act_gated(act) ? 2 : 1) * Fe;
+    int E = c->num_experts, K = c->moe_topk, C = c->hidden_size, ep = m->ep > 1;
     size_t M = (size_t)n * K;
     // router: logits (n, E) = ln2 Wr^T, in fp32; the choice and its weights
     be->ops->matmul_forward(be, s->dlogits_act, a->ln2, w->routerw, NULL, n, C, E);
@@ -204,24 +302,14 @@ void gpt_moe_forward(GPT *m, const GPTBlockW *w, GPTLayerActs *a, void *out, int
     be->ops->copy(be, x->perm, s->h_perm, rows * sizeof(int), BACKEND_H2D);
     be->ops->copy(be, x->slot, s->h_slot, M * sizeof(int), BACKEND_H2D);
     be->ops->copy(be, x->pprobs, s->h_pprobs, rows * sizeof(float), BACKEND_H2D);
-    // the experts, each on its contiguous rows, in expert order
-    be->ops->rows_gather(be, x->xp, a->ln2, x->perm, NULL, (int)rows, C);  // xp (rows, C)
-    for (int e = 0, off = 0; e < E; off += x->counts[e++]) {
-        int cnt = x->counts[e];
-        if (!cnt) continue;
-        const void *b1 = w->fcb ? at(m, w->fcb, (size_t)e * F2) : NULL;
-        const void *b2 = w->fcprojb ? at(m, w->fcprojb, (size_t)e * C) : NULL;
-        void *h = at(m, x->fch, (size_t)off * F2), *ha = at(m, x->fch_act, (size_t)off * Fe);
-        if (backend_act_gated(act)) {
-            be->ops->matmul_forward(be, h, at(m, x->xp, (size_t)off * C),
-                                    at(m, w->fcw, (size_t)e * F2 * C), b1, cnt, C, F2);
-            be->ops->act_forward(be, ha, h, cnt, Fe, act);
-        } else {
-            be->ops->matmul_act_forward(be, ha, h, at(m, x->xp, (size_t)off * C),
-                                        at(m, w->fcw, (size_t)e * F2 * C), b1, cnt, C, F2, act);
-        }
-        be->ops->matmul_forward(be, at(m, x->eo, (size_t)off * C), ha,
-                                at(m, w->fcprojw, (size_t)e * C * Fe), b2, cnt, Fe, C);
+    be->ops->rows_gather(be, ep ? s->deo : x->xp, a->ln2, x->perm, NULL, (int)rows, C);  // (rows, C)
+    if (!ep) {  // the experts, each on its contiguous rows, in expert order
+        experts_forward(m, w, x, x->eo, x->counts, E, E);
+    } else {  // rows to the ranks holding their experts, the experts, the outputs back
+        exchange_counts(m, x);
+        dispatch(m, s->deo, x->xp, x->counts, x->rcounts);
+        experts_forward(m, w, x, s->xr, x->rcounts, E, E / m->ep);
+        dispatch(m, s->xr, x->eo, x->rcounts, x->counts);
     }
     be->ops->rows_combine(be, out, x->eo, x->slot, x->probs, n, K, C);  // out (n, C)
 }
@@ -262,36 +350,18 @@ void gpt_moe_backward(GPT *m, Comm *sum, const GPTBlockW *w, GPTBlockW *g,
     struct GPTMoE *s = m->moe;
     const GPTMoEActs *x = &a->moe;
     BackendMoERouter r = router_of(m, l);
-    BackendAct act = c->activation;
-    int E = c->num_experts, K = c->moe_topk, C = c->hidden_size, Fe = gpt_moe_ffn(c);
-    int F2 = (backend_act_gated(act) ? 2 : 1) * Fe, gated = backend_act_gated(act);
+    int E = c->num_experts, K = c->moe_topk, C = c->hidden_size;
     size_t rows = 0;  // expert-ordered rows
     for (int e = 0; e < E; e++) rows += (size_t)x->counts[e];
     // the combine: d(expert outputs) and d(weights), both read dout (dln may alias it)
     be->ops->rows_gather(be, s->deo, dout, x->perm, x->pprobs, (int)rows, C);
     be->ops->rows_dot(be, s->dprobs, dout, x->eo, x->slot, n, K, C);
-    for (int e = 0, off = 0; e < E; off += x->counts[e++]) {
-        int cnt = x->counts[e];
-        if (!cnt) continue;
-        float *db1 = g->fcb ? (float *)g->fcb + (size_t)e * F2 : NULL;
-        float *db2 = g->fcprojb ? (float *)g->fcprojb + (size_t)e * C : NULL;
-        const void *h = at(m, x->fch, (size_t)off * F2), *ha = at(m, x->fch_act, (size_t)off * Fe);
-        void *dh = at(m, s->dfch, (size_t)off * F2);
-        const void *W2 = at(m, w->fcprojw, (size_t)e * C * Fe);
-        float *dW2 = (float *)g->fcprojw + (size_t)e * C * Fe;
-        if (gated) {
-            void *da = at(m, s->dact, (size_t)off * Fe);
-            be->ops->matmul_backward(be, da, dW2, db2, at(m, s->deo, (size_t)off * C), ha, W2,
-                                     cnt, Fe, C);
-            be->ops->act_backward(be, dh, h, da, cnt, Fe, act);
-        } else {
-            be->ops->matmul_act_backward(be, dh, dW2, db2, at(m, s->deo, (size_t)off * C), ha,
-                                         W2, h, cnt, Fe, C, act);
-        }
-        be->ops->matmul_backward(be, at(m, s->dxp, (size_t)off * C),
-                                 (float *)g->fcw + (size_t)e * F2 * C, db1, dh,
-                                 at(m, x->xp, (size_t)off * C), at(m, w->fcw, (size_t)e * F2 * C),
-                                 cnt, C, F2);
+    if (m->ep == 1) {
+        experts_backward(m, w, g, x, s->deo, s->dxp, x->counts, E, E);
+    } else {  // d(outputs) to the experts' ranks, their backward, d(inputs) back
+        dispatch(m, s->deo, s->xr, x->counts, x->rcounts);
+        experts_backward(m, w, g, x, s->xr, s->xr2, x->rcounts, E, E / m->ep);
+        dispatch(m, s->xr2, s->dxp, x->rcounts, x->counts);
     }
     be->ops->rows_combine(be, dln, s->dxp, x->slot, NULL, n, K, C);  // un-permute: d(ln2)
     // router: through the weights, plus the load-balancing and z losses

@@ -7,11 +7,14 @@
 // contiguous rows, one GEMM pair per expert in expert order, and the outputs are combined
 // with the routing weights (rows_combine). Dropless: every (token, choice) gets its row.
 //
-// Layout: the experts are replicated over tensor parallelism (expert-tensor-parallel 1) and
-// each rank routes the rows it holds: all of the micro-batch's, or its N/tp rows with
-// sequence parallelism (their gradients then summed over tp like the norms'), this rank's
-// positions with context parallelism. Routing is per token, so it does not depend on the
-// layout. The load-balancing loss uses the token counts of the whole micro-batch (summed
+// Layout: the experts are replicated over tensor parallelism and each rank routes the rows it
+// holds: all of the micro-batch's, or its N/tp rows with sequence parallelism (their
+// gradients then summed over tp like the norms'), this rank's positions with context
+// parallelism. Routing is per token, so it does not depend on the layout. With expert
+// parallelism (ep > 1) a rank holds E/ep experts; the expert-ordered rows go to the ranks
+// holding their experts with an all-to-all over the ep group (counts exchanged first), each
+// local expert runs on the rows it received, [source rank][local expert] chunks in order,
+// and the outputs come back the same way (Megatron's alltoall dispatcher, without the sort). The load-balancing loss uses the token counts of the whole micro-batch (summed
 // over the sequence-parallel and context-parallel ranks).
 //
 // The routing is built on the host: the chosen experts come back from the backend, the
@@ -33,9 +36,12 @@ struct GPTMoE {
     void *dlogits_act;             // (n, E) be->act
     float *dprobs;                 // (n K)
     void *deo, *dxp;               // (M, C) each
-    void *dfch, *dact;             // (M, F2e), (M, Fe)
+    void *dfch, *dact;             // (R, F2e), (R, Fe); R = gpt_moe_recv_rows
+    void *xr, *xr2;                // ep > 1: (R, C) each, rows in the received layout (the
+                                   // experts' outputs, their gradients and inputs'); else NULL
+    int *cnt;                      // ep > 1: (2 E) backend: the counts' all-to-all
     void *dx;                      // (n, C) the router's input gradient
-    int *counts;                   // host (n_slots, n_layers, E): GPTMoEActs.counts
+    int *counts;                   // host (n_slots, n_layers, 2 E): GPTMoEActs.counts, rcounts
     double *lb_loss, *z_loss;      // (n_layers) host: this step's sums over micro-batches
     double *tokens;                // (n_layers, E) host: this step's tokens per expert
     double *dropped;               // (n_layers) host: this step's dropped (token, choice)s
@@ -59,6 +65,9 @@ int gpt_moe_ffn(const GPTConfig *c);
 int gpt_moe_capacity(const GPTConfig *c, int n);
 // Expert-ordered rows the buffers hold: n K, or E x capacity when padding needs more. Pure.
 size_t gpt_moe_rows(const GPT *m);
+// Rows the local experts may receive: gpt_moe_rows times ep (every rank of the ep group may
+// send all its rows here). Pure.
+size_t gpt_moe_recv_rows(const GPT *m);
 // Checks the MoE fields (E > 0 only): 1 <= K <= E, E <= 256, --moe-layer-freq (an int >= 1,
 // or a list of 0/1 with one entry per layer that names some layer). Returns 0, or -1 with
 // one line naming the numbers in err.

@@ -39,8 +39,8 @@ int gpt_moe_flags_specs(ArgSpec *specs, GPTConfig *m, GPTFlagText *t) {
         {"--moe-expert-capacity-factor", ARG_FLOAT, &t->moe_capacity, "each expert takes at most ceil(factor x tokens x K / E) of a micro-batch's (token, choice) rows, the rest dropped (0: dropless, the default); not with --sequence-parallel or CP > 1 yet"},
         {"--moe-token-drop-policy", ARG_STR, &t->moe_drop_policy, "with a capacity factor: probs | position"},
         {"--moe-pad-expert-input-to-capacity", ARG_BOOL, &t->moe_pad, "with a capacity factor: every expert runs exactly its capacity of rows (padding rows weigh 0)"},
-        {"--expert-model-parallel-size", ARG_INT, &t->ep, "EP: ranks sharing the experts (1; larger is not implemented yet)"},
-        {"--expert-tensor-parallel-size", ARG_INT, &t->etp, "expert tensor parallelism (1: experts replicated over TP; megac's default, Megatron's is TP)"},
+        {"--expert-model-parallel-size", ARG_INT, &t->ep, "EP: the data-parallel ranks that split each MoE layer's experts, E/EP each; tokens reach them by all-to-all (1: every rank holds all)"},
+        {"--expert-tensor-parallel-size", ARG_INT, &t->etp, "accepted; megac replicates the experts over TP whatever its value (the expert groups are Megatron's with ETP = TP: an EP group holds ranks of one TP rank)"},
     };
     memcpy(specs, table, sizeof table);
     return GPT_MOE_FLAGS_N;
@@ -85,8 +85,9 @@ void gpt_moe_flags_finish(GPTConfig *m, const GPTFlagText *t) {
     m->moe_capacity = t->moe_capacity;
     m->moe_drop_position = !strcmp(dp, "position");
     m->moe_pad_capacity = t->moe_pad;
-    if (t->ep != 1)
-        core_usage_error("--expert-model-parallel-size %d: expert parallelism is not implemented yet "
-                         "(1: every data-parallel rank holds all experts)", t->ep);
+    if (t->ep < 1) core_usage_error("--expert-model-parallel-size must be >= 1, got %d", t->ep);
+    if (t->ep > 1 && m->num_experts % t->ep)
+        core_usage_error("--num-experts %d is not divisible by --expert-model-parallel-size %d",
+                         m->num_experts, t->ep);
     if (t->etp < 1) core_usage_error("--expert-tensor-parallel-size must be >= 1, got %d", t->etp);
 }

@@ -108,7 +108,7 @@ static void set_local_shape(ParamInfo *p, int tp, int padded_vocab) {
         p->local_rows = p->rows / tp;
     if (p->shard == SHARD_ROW) p->local_cols = p->cols / tp;
     if (p->shard == SHARD_VOCAB) p->local_rows = padded_vocab / tp;
-    p->tp_replicated = (p->shard == SHARD_NONE);
+    p->tp_replicated = (p->shard == SHARD_NONE || p->shard == SHARD_EXPERT);
     p->numel = (size_t)p->local_rows * p->local_cols;
 }
 
@@ -128,6 +128,13 @@ static ParamInfo make(const char *name, uint32_t id, int rows, int cols, ShardKi
 
 ParamInfo *gpt_params_build(const GPTConfig *c, int tp, int padded_vocab, int layer0,
                             int n_layers, int first_stage, int last_stage, int *n, size_t *total) {
+    return gpt_params_build_ep(c, tp, 1, 0, padded_vocab, layer0, n_layers, first_stage,
+                               last_stage, n, total);
+}
+
+ParamInfo *gpt_params_build_ep(const GPTConfig *c, int tp, int ep, int ep_rank, int padded_vocab,
+                               int layer0, int n_layers, int first_stage, int last_stage, int *n,
+                               size_t *total) {
     int cap = 5 + 2 + n_layers * N_BLOCK;
     ParamInfo *t = core_calloc((size_t)cap, sizeof *t);
     int k = 0, C = c->hidden_size;
@@ -146,6 +153,11 @@ ParamInfo *gpt_params_build(const GPTConfig *c, int tp, int padded_vocab, int la
                           dim(BLOCK[s].cols, c), BLOCK[s].shard, BLOCK[s].init, BLOCK[s].wd);
             t[k - 1].norm_param = BLOCK[s].norm;
             t[k - 1].sp_sum = BLOCK[s].norm || (BLOCK[s].present & MOE);
+            if (strstr(BLOCK[s].name, "experts.")) {  // whole experts: rows/ep per rank
+                t[k - 1].shard = SHARD_EXPERT;
+                t[k - 1].expert = 1;
+                t[k - 1].expert_row0 = ep_rank * (t[k - 1].rows / ep);
+            }
             set_sections(&t[k - 1], c);
         }
     }
@@ -170,12 +182,34 @@ ParamInfo *gpt_params_build(const GPTConfig *c, int tp, int padded_vocab, int la
         if (c->layernorm_1p && t[i].init == INIT_ONE) t[i].init = INIT_ZERO;  // 1 + w, w = 0
         t[i].embedding_or_output = t[i].tensor_id == TID_WTE || t[i].tensor_id == TID_OUTPUT;
         set_local_shape(&t[i], tp, padded_vocab);
+        if (t[i].expert) t[i].local_rows = t[i].rows / ep, t[i].numel = (size_t)t[i].local_rows * t[i].cols;
         t[i].offset = off;
         off += (t[i].numel + 15) / 16 * 16;  // 64-byte aligned views
     }
     *n = k;
     *total = off;
     return t;
+}
+
+size_t gpt_params_place_experts(ParamInfo *t, int n, size_t align, size_t *total) {
+    size_t off = 0, start;
+    for (int i = 0; i < n; i++)
+        if (!t[i].expert) {
+            t[i].offset = off;
+            off += (t[i].numel + 15) / 16 * 16;
+        }
+    start = (off + align - 1) / align * align;
+    int any = 0;
+    off = start;
+    for (int i = 0; i < n; i++)
+        if (t[i].expert) {
+            t[i].offset = off;
+            off += (t[i].numel + 15) / 16 * 16;
+            any = 1;
+        }
+    if (!any) return *total;
+    *total = off;
+    return start;
 }
 
 void gpt_params_block_index(const ParamInfo *t, int n, int layer0, int n_layers, int *first) {
@@ -219,6 +253,9 @@ int gpt_param_slices(const ParamInfo *p, int tp, int tp_rank, ParamSlice out[3])
         }
         return ns;
     }
+    case SHARD_EXPERT:
+        out[0] = (ParamSlice){p->expert_row0, 0, p->local_rows, 0, p->cols};
+        return 1;
     case SHARD_VOCAB: {
         int start = tp_rank * p->local_rows, valid = p->rows - start;
         if (valid > p->local_rows) valid = p->local_rows;

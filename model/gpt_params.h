@@ -18,6 +18,8 @@ typedef enum {
     SHARD_GLU,     // SwiGLU's fc: each of the gate and up row sections split
     SHARD_ROW,     // row-parallel weight: columns (input features) split
     SHARD_VOCAB,   // vocab-parallel: rows split over the padded vocabulary; rows >= V padding
+    SHARD_EXPERT,  // a mixture-of-experts layer's stacked experts: replicated over tp, rows
+                   // (whole experts) split in ep blocks over expert parallelism
 } ShardKind;
 
 typedef enum { INIT_NORMAL, INIT_NORMAL_OUT, INIT_ZERO, INIT_ONE } InitKind;
@@ -38,6 +40,9 @@ typedef struct {
     int sp_sum;           // replicated over tp, and with sequence parallelism each tp rank's
                           // gradient covers its own rows only (summed over tp each step): the
                           // norms, and a mixture-of-experts layer's router and experts
+    int expert;           // an expert tensor (SHARD_EXPERT): its gradient is reduced over the
+                          // expert-data-parallel group; expert_row0: the first full row held
+    int expert_row0;
     int sections[3];      // SHARD_QKV / SHARD_GLU: full rows of each section (q, k, v or
                           // gate, up), each split over tp; 0 past the last
     size_t offset;        // in floats, into the flat parameter/gradient buffers
@@ -63,9 +68,20 @@ void gpt_params_block_index(const ParamInfo *t, int n, int layer0, int n_layers,
 // embeddings on the first stage (no wpe with rope) and, on the last, the final norm (no bias
 // with RMSNorm) and the output layer: wte (a tied copy unless the stage is also the first),
 // or output_layer when untied. A block's tensors are consecutive, in the order of GPTBlockW.
-// Returns the table (caller frees) and its length in *n; *total = floats in all.
+// The experts are whole (expert parallelism 1). Returns the table (caller frees) and its
+// length in *n; *total = floats in all.
 ParamInfo *gpt_params_build(const GPTConfig *c, int tp, int padded_vocab, int layer0,
                             int n_layers, int first_stage, int last_stage, int *n, size_t *total);
+// gpt_params_build with the experts split over ep expert-parallel ranks (E/ep experts each;
+// E divisible by ep), those of rank ep_rank held here.
+ParamInfo *gpt_params_build_ep(const GPTConfig *c, int tp, int ep, int ep_rank, int padded_vocab,
+                               int layer0, int n_layers, int first_stage, int last_stage, int *n,
+                               size_t *total);
+// Places the expert tensors of table t (n entries) after all others, from the first multiple
+// of `align` floats past them (so the two regions pad separately); the others keep their
+// offsets. Returns that start (the total when the table has no expert tensor); *total
+// becomes the end of the last expert tensor (64-byte aligned views, as before).
+size_t gpt_params_place_experts(ParamInfo *t, int n, size_t align, size_t *total);
 
 // Whether tp rank tp_rank's copy of p is the one that counts among the tensor-parallel
 // ranks and pipeline stages holding it: not a replicated tensor on tp rank > 0, not the last

@@ -269,6 +269,7 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
     train_log_flags_check(&a->logf);
     if (core_world_rank() <= 0) core_compat_notice(&a->compat, "megac train: ", stdout);
     gpt_flags_finish(m, &mt);  // F, max positions, recomputation (bad values: exit 2)
+    a->ep = mt.ep;
     check_tensor_sizes(m, a->micro_batch);
     if (optim_lr_style_parse(style, &a->lr.style) != 0)
         core_usage_error("--lr-decay-style must be constant, linear or cosine, got '%s'", style);
@@ -395,11 +396,28 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
                          gpt_head_size(m), m->hidden_size, m->num_heads);
 }
 
+// Expert parallelism's layout: EP divides the data-parallel x context-parallel ranks (the
+// expert decomposition with ETP = TP: the experts are replicated over TP), and the parts not
+// implemented yet refused.
+static void train_args_check_ep(const TrainArgs *a, const PGridDims *d) {
+    char err[512];
+    PGridDims e;
+    if (a->model.num_experts == 0)
+        core_usage_error("--expert-model-parallel-size %d needs --num-experts", a->ep);
+    if (pgrid_dims_init_moe(&e, d->world_size, a->tp, a->cp, a->pp, a->ep, a->tp, err, sizeof err))
+        core_usage_error("%s", err);
+    if (a->sharding >= OPTIM_SHARD_GRADS)
+        core_usage_error("--expert-model-parallel-size %d with --data-parallel-sharding-strategy %s: "
+                         "not implemented yet (DDP and ZeRO-1 are)", a->ep,
+                         optim_sharding_name((OptimSharding)a->sharding));
+}
+
 void train_args_check_layout(const TrainArgs *a, int world) {
     PGridDims d;
     char err[512];
     if (pgrid_dims_init_cp(&d, world, a->tp, a->cp, a->pp, err, sizeof err) != 0) core_usage_error("%s", err);
     int dp = d.dp;
+    if (a->ep > 1) train_args_check_ep(a, &d);
     if (a->global_batch % (a->micro_batch * dp))
         core_usage_error("--global-batch-size %d is not divisible by --micro-batch-size %d x "
                          "data-parallel size %d (world %d / TP %d / CP %d / PP %d)", a->global_batch,

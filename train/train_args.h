@@ -13,6 +13,7 @@ typedef struct {
     GPTConfig model;
     int tp, pp;
     int cp;                         // --context-parallel-size (model/gpt_cp.h)
+    int ep;                         // --expert-model-parallel-size (model/gpt_moe.h)
     const char *cp_comm_type;       // --cp-comm-type: "p2p" (the ring) or "all_gather"
     int micro_batch, global_batch;
     int64_t train_iters;            // with --train-samples: the iterations they take

@@ -236,10 +236,15 @@ static void json_number(FILE *f, double x) {
 }
 
 // Bytes this rank moved during the last step in each group: tp, pp, dp (the gradient
-// reduction's group, dp x cp), embedding, cp (context parallelism's K/V exchange).
-enum { N_TRAFFIC = 5 };
+// reduction's group, dp x cp), embedding, cp (context parallelism's K/V exchange), and with
+// expert parallelism ep (the tokens' all-to-all) and edp (the experts' gradient reduction);
+// N_DENSE_TRAFFIC without it.
+enum { N_TRAFFIC = 7, N_DENSE_TRAFFIC = 5 };
+static int n_traffic(const ProcessGrid *g) {
+    return pgrid_dims_has_experts(&g->dims) ? N_TRAFFIC : N_DENSE_TRAFFIC;
+}
 static void group_traffic(const ProcessGrid *g, uint64_t bytes[N_TRAFFIC]) {
-    const Comm *groups[N_TRAFFIC] = {g->tp, g->pp, g->dp_cp, g->embedding, g->cp};
+    const Comm *groups[N_TRAFFIC] = {g->tp, g->pp, g->dp_cp, g->embedding, g->cp, g->ep, g->edp};
     for (int i = 0; i < N_TRAFFIC; i++) {
         bytes[i] = 0;
         if (groups[i])
@@ -249,10 +254,10 @@ static void group_traffic(const ProcessGrid *g, uint64_t bytes[N_TRAFFIC]) {
 
 // The last step's traffic per group, as JSON members.
 static void json_traffic(FILE *f, const ProcessGrid *g) {
-    const char *names[N_TRAFFIC] = {"tp", "pp", "dp", "embedding", "cp"};
+    const char *names[N_TRAFFIC] = {"tp", "pp", "dp", "embedding", "cp", "ep", "edp"};
     uint64_t bytes[N_TRAFFIC];
     group_traffic(g, bytes);
-    for (int i = 0; i < N_TRAFFIC; i++)
+    for (int i = 0; i < n_traffic(g); i++)
         fprintf(f, ",\"%s_bytes\":%llu", names[i], (unsigned long long)bytes[i]);
     if (g->tp)
         fprintf(f, ",\"tp_all_reduce_calls\":%llu,\"tp_all_reduce_bytes\":%llu",
@@ -338,12 +343,12 @@ void train_log_iteration(Trainer *t, const StepResult *r, double ms, int64_t it)
     }
     // megac's fields after Megatron's: bytes moved by rank 0 and exposed sync times (this step's)
     char extra[480];
-    const char *names[N_TRAFFIC] = {"tp", "pp", "dp", "emb", "cp"};
+    const char *names[N_TRAFFIC] = {"tp", "pp", "dp", "emb", "cp", "ep", "edp"};
     uint64_t bytes[N_TRAFFIC];
     group_traffic(t->grid, bytes);
     int o = moe_text(extra, sizeof extra, r, a->model.num_experts, a->model.moe_capacity > 0);
     o += snprintf(extra + o, sizeof extra - (size_t)o, " MB moved by rank 0:");
-    for (int i = 0; i < N_TRAFFIC && o > 0 && o < (int)sizeof extra; i++)
+    for (int i = 0; i < n_traffic(t->grid) && o > 0 && o < (int)sizeof extra; i++)
         o += snprintf(extra + o, sizeof extra - (size_t)o, " %s %.2f", names[i], bytes[i] / 1e6);
     if (o > 0 && o < (int)sizeof extra)
         o += snprintf(extra + o, sizeof extra - (size_t)o, " | grad-sync exposed (ms): %.2f |", r->grad_sync_exposed_ms);

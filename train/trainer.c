@@ -64,7 +64,8 @@ static void create_model_chunks(Trainer *t, PPScheduleKind kind) {
     t->chunks = core_calloc((size_t)v, sizeof *t->chunks);
     t->opts = core_calloc((size_t)v, sizeof *t->opts);
     t->wte_chunk = t->wte_param = -1;
-    GPTContextParallel cp = {a->cp, g->coord.cp_rank, !strcmp(a->cp_comm_type, "all_gather"), g->cp};
+    GPTGroups cp = {a->cp, g->coord.cp_rank, !strcmp(a->cp_comm_type, "all_gather"), g->cp,
+                    a->ep, g->coord.ep_rank, g->ep};
     for (int c = 0; c < v; c++) {
         GPT *m = gpt_create(&a->model, t->be, a->tp, g->coord.tp_rank, a->pp * v, c * a->pp + r,
                             a->micro_batch, slots[c], a->seed, dist_pad_multiple(t->dp * a->cp),
@@ -119,8 +120,8 @@ Trainer *trainer_create(const TrainArgs *args) {
     t->be = make_backend(a);
     PGridCommKind ck = !cuda ? PGRID_COMM_MPI
                      : !strcmp(a->dist_backend, "staged") ? PGRID_COMM_STAGED : PGRID_COMM_NCCL;
-    t->grid = pgrid_create_cp(a->tp, a->cp, a->pp, ck, cuda ? t->be->u.cuda.stream : NULL,
-                              a->timeout_minutes * 60.0);
+    t->grid = pgrid_create_moe(a->tp, a->cp, a->pp, a->ep, a->tp, ck,  // (experts replicated over
+                               cuda ? t->be->u.cuda.stream : NULL, a->timeout_minutes * 60.0);  // TP)
     ProcessGrid *g = t->grid;
     t->dp = g->dims.dp;
     t->n_micro = a->global_batch / (a->micro_batch * t->dp);
@@ -219,8 +220,9 @@ StepResult trainer_step(Trainer *t) {
     // per-token loss gradient: 1 / (tokens of this rank's micro-batches); the DP x CP
     // reduction averages
     t->dscale_base = 1.0 / ((double)t->step.n_micro * t->args.micro_batch * t->args.model.seq_length / t->args.cp);
-    Comm *groups[] = {t->grid->tp, t->grid->pp, t->grid->dp_cp, t->grid->embedding, t->grid->cp};
-    for (int i = 0; i < 5; i++)
+    Comm *groups[] = {t->grid->tp, t->grid->pp, t->grid->dp_cp, t->grid->embedding, t->grid->cp,
+                      t->grid->ep, t->grid->edp};  // (without experts: one rank, and dp_cp again)
+    for (int i = 0; i < 7; i++)
         if (groups[i]) comm_stats_reset(groups[i]);  // the log reports one step's traffic
     core_fault_die_at(&t->faults, it);  // test hook MEGAC_TEST_DIE_AT_ITER
     for (int c = 0; c < t->n_chunks; c++) gpt_zero_grads(t->chunks[c]);

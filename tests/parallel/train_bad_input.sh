@@ -78,7 +78,15 @@ expect2 1 "moe-expert-capacity-factor must be > 0, got -1" --num-experts 4 --moe
 expect2 2 "moe-expert-capacity-factor with --sequence-parallel or --context-parallel-size > 1 is not implemented yet" \
   --num-experts 4 --moe-expert-capacity-factor 1 --tensor-model-parallel-size 2 --sequence-parallel
 expect2 1 "moe-pad-expert-input-to-capacity needs --moe-expert-capacity-factor" --num-experts 4 --moe-pad-expert-input-to-capacity
-expect2 1 "expert-model-parallel-size 2: expert parallelism is not implemented yet" --num-experts 4 --expert-model-parallel-size 2
+expect2 1 "world size 1 is not divisible by expert-tensor-parallel-size 1 x expert-model-parallel-size 2 x pipeline-model-parallel-size 1 = 2" \
+  --num-experts 4 --expert-model-parallel-size 2
+expect2 1 "num-experts 6 is not divisible by --expert-model-parallel-size 4" --num-experts 6 --expert-model-parallel-size 4
+expect2 1 "expert-model-parallel-size must be >= 1, got 0" --num-experts 4 --expert-model-parallel-size 0
+expect2 2 "expert-model-parallel-size 2 needs --num-experts" --expert-model-parallel-size 2
+expect2 2 "expert-model-parallel-size 2 with --data-parallel-sharding-strategy optim_grads: not implemented yet" \
+  --num-experts 4 --expert-model-parallel-size 2 --data-parallel-sharding-strategy optim_grads
+expect2 4 "world size 4 is not divisible by expert-tensor-parallel-size 1 x expert-model-parallel-size 3" \
+  --num-experts 6 --expert-model-parallel-size 3
 expect2 2 "tensor-model-parallel-size 2 must divide moe-shared-expert-intermediate-size 33" \
   --num-experts 4 --moe-shared-expert-intermediate-size 33 --tensor-model-parallel-size 2
 expect2 1 "moe-shared-expert-gate: a gated shared expert is not implemented" \

@@ -34,13 +34,16 @@ def layout(s):
 
 
 def megac(args, lay, flags, timeout=120):
-    """Runs megac train at layout (tp, pp, dp[, cp]); returns (exit code, combined output)."""
+    """Runs megac train at layout (tp, pp, dp[, cp[, ep]]); returns (exit code, combined output)."""
     tp, pp, dp = lay[:3]
     cp = lay[3] if len(lay) > 3 else 1
+    ep = lay[4] if len(lay) > 4 else 1
     cmd = [args.mpiexec, "-n", str(tp * pp * dp * cp), args.megac, "train",
            "--tensor-model-parallel-size", str(tp), "--pipeline-model-parallel-size", str(pp)]
     if cp > 1:
         cmd += ["--context-parallel-size", str(cp)]
+    if ep > 1:
+        cmd += ["--expert-model-parallel-size", str(ep)]
     model = TINY + ["--num-layers", str(args.num_layers)] + args.model.split()  # a later flag wins
     p = subprocess.run(cmd + model + flags, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        text=True, timeout=timeout)

@@ -6,7 +6,8 @@ above --tol.
 
 usage: parity.py --megac BIN --mpiexec MPIEXEC --layouts 1,1,1 2,1,1 ... [--tol 1e-4]
                  [--extra '--sequence-parallel'] -- <megac train flags>
-A layout is TP,PP,DP or TP,PP,DP,CP (context parallelism); the job runs TP*PP*DP*CP ranks.
+A layout is TP,PP,DP or TP,PP,DP,CP (context parallelism) or TP,PP,DP,CP,EP (expert
+parallelism, over the DP x CP ranks); the job runs TP*PP*DP*CP ranks.
 """
 import argparse, json, os, subprocess, sys, tempfile
 
@@ -14,12 +15,14 @@ import argparse, json, os, subprocess, sys, tempfile
 def run(args, layout, extra, workdir):
     tp, pp, dp = layout[:3]
     cp = layout[3] if len(layout) > 3 else 1
+    ep = layout[4] if len(layout) > 4 else 1
     n = tp * pp * dp * cp
     run.count = getattr(run, "count", 0) + 1  # a fresh log per run (--log-json appends)
-    log = os.path.join(workdir, f"log{run.count}_{tp}_{pp}_{dp}_{cp}.jsonl")
+    log = os.path.join(workdir, f"log{run.count}_{tp}_{pp}_{dp}_{cp}_{ep}.jsonl")
     cmd = [args.mpiexec, "-n", str(n), args.megac, "train",
            "--tensor-model-parallel-size", str(tp), "--pipeline-model-parallel-size", str(pp),
            "--log-json", log, "--num-threads", "1"] + (["--context-parallel-size", str(cp)] if cp > 1 else []) \
+          + (["--expert-model-parallel-size", str(ep)] if ep > 1 else []) \
           + args.train + extra
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=args.timeout)
     if p.returncode != 0:
