@@ -39,7 +39,6 @@ DistSync *dist_sync_create(Backend *be, Comm *comm, Comm *ecomm, GPT *m, int sta
     s->be = be;
     s->comm = comm;
     s->ecomm = m->expert_offset < m->n_alloc ? ecomm : NULL;
-    if (s->ecomm && stage >= 2) core_fatal("expert parallelism with ZeRO-%d: not implemented", stage);
     s->tp_sp = m->sp ? tp_sp : NULL;
     s->m = m;
     s->stage = stage == 1 && comm->size == 1 ? 0 : stage;
@@ -182,7 +181,7 @@ float *dist_sync_shard_params(DistSync *s) {
 
 float *dist_sync_unit_params(DistSync *s, int k) {
     const DistSyncBucket *u = &s->buckets[k];
-    return s->master ? s->master + u->at : s->m->param_mem + u->start + (size_t)s->comm->rank * u->per;
+    return s->master ? s->master + u->at : s->m->param_mem + u->start + (size_t)u->comm->rank * u->per;
 }
 
 int dist_sync_start_param_sync(DistSync *s) {

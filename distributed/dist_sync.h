@@ -29,7 +29,11 @@ typedef struct {
     size_t per, at;     // this rank's piece [start + r*per, + per), kept at `at` in the shard
                         // (DDP: per = len, at = start)
     size_t own;         // floats of the piece inside the range (ZeRO-2/3 may own less; else per)
-    size_t buf;         // ZeRO-2/3 edge units: offset of its DP*per floats in the edge buffers
+    size_t buf;         // ZeRO-2/3 edge units: offset of its DP*per floats in the edge buffers;
+                        // a layer's expert unit: of its EDP*per in the layer buffers (after
+                        // the dense part's DP*per)
+    size_t out_at;      // ZeRO-2/3: offset of its output piece in its buffer's outputs (edge
+                        // units buf / DP, a layer's expert unit its dense unit's per; else 0)
     Comm *comm;         // the group it is reduced and gathered over (stages 0-1: the dense
                         // group, or the expert-data-parallel one for the expert region)
     float scale;        // applied to the averaged gradients (the expert region: EDP / DP)
@@ -92,7 +96,8 @@ typedef struct {
     int n_micro, seen, armed;   // backward passes per step, seen, in the last one
     int n_flight;               // gathers in flight (ZeRO-1)
     double exposed_s;           // time the forward waited for gathers since the last take
-    // ZeRO-2/3 (dist_sync_units.c): the units are the n_edge edge tensors, then one per layer
+    // ZeRO-2/3 (dist_sync_units.c): the units are the n_edge edge tensors, then one per layer,
+    // then with an expert region one per layer for its expert tensors (over ecomm)
     int n_edge, wte_unit;       // wte's unit, or -1
     size_t edge_len, layer_len; // floats: all edge units (DP*per each), the largest layer's DP*per
     float *edge_grads;          // (edge_len) transient: the edge's full gradients, one micro-batch
@@ -109,7 +114,7 @@ typedef struct {
     int prefetch;               // ZeRO-3 --overlap-param-gather: gather the next layer early
     int pending, prefetched;    // the layer whose gather is in flight (req) / held; or -1
     int n_prefetched;           // this step's gathers served by a prefetch (log, tests)
-    CommRequest req;
+    CommRequest req, ereq;      // the prefetch in flight: the layer's dense and expert units
     int in_backward;            // between the edge's BACKWARD_BEGIN and the next FORWARD
     double hook_wait_s;         // this step: host time the hook waited for reduce-scatters
     // ZeRO-2 --overlap-grad-reduce: reductions in flight, a FIFO of len entries from q[head]

@@ -10,9 +10,7 @@
 
 #include <stdlib.h>
 
-// The range [lo, hi) of the flat buffer that layer l's tensors occupy in region r (0: before
-// m->expert_offset, 1: the expert region); lo >= hi when none.
-static void layer_range(const GPT *m, int l, int r, size_t *lo, size_t *hi) {
+void dist_sync_layer_range(const GPT *m, int l, int r, size_t *lo, size_t *hi) {
     const ParamInfo *p = &m->params[m->block_param[l]];
     *lo = (size_t)-1;
     *hi = 0;
@@ -43,7 +41,7 @@ void dist_sync_hook_init(DistSync *s) {
         int r = b->start >= m->expert_offset;  // the bucket's region
         for (int l = 0; l < m->n_layers; l++) {
             size_t lo, hi, i = (size_t)r * L + (size_t)l;
-            layer_range(m, l, r, &lo, &hi);
+            dist_sync_layer_range(m, l, r, &lo, &hi);
             size_t a = lo > b->start ? lo : b->start, e = hi < b->start + b->len ? hi : b->start + b->len;
             if (a >= e) continue;
             s->pending0[k]++;
@@ -67,7 +65,7 @@ static float *held_grad(DistSync *s, int i, int k, size_t *len) {
         return s->m->grad_mem + p->offset;
     }
     const DistSyncBucket *u = &s->buckets[k];
-    size_t lo = u->start + (size_t)s->comm->rank * u->per, hi = lo + u->own;
+    size_t lo = u->start + (size_t)u->comm->rank * u->per, hi = lo + u->own;
     size_t b = p->offset > lo ? p->offset : lo, e = p->offset + p->numel < hi ? p->offset + p->numel : hi;
     *len = e > b ? e - b : 0;
     return s->grad_shard + u->at + (b - lo);

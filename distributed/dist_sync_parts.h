@@ -25,6 +25,10 @@ void dist_sync_queue_release(DistSync *s, const float *base);
 float *dist_sync_queue_layer_buffer(DistSync *s);
 void dist_sync_queue_drain(DistSync *s);
 
+// The range [lo, hi) of the flat buffer that layer l's tensors occupy in region r (0: before
+// m->expert_offset, 1: the expert region); lo >= hi when none (dist_sync_hook.c).
+void dist_sync_layer_range(const GPT *m, int l, int r, size_t *lo, size_t *hi);
+
 // dist_sync_hook.c and dist_sync.c: the hook's set-up (installs it for ZeRO-2/3), polling the
 // buckets in flight, the LayerNorm sums of one layer (or all: -1).
 void dist_sync_hook_init(DistSync *s);

@@ -32,7 +32,7 @@ static DistSyncReduce *entry(DistSync *s, int i) { return &s->q[(s->head + i) % 
 static void finish_oldest(DistSync *s, int exposed) {
     DistSyncReduce *r = entry(s, 0);
     double t = core_now();
-    comm_wait(s->comm, &r->req);  // (no-op when a test has seen it complete)
+    comm_wait(s->buckets[r->unit].comm, &r->req);  // (no-op when a test has seen it complete)
     double t1 = core_now();
     if (exposed) s->hook_wait_s += t1 - t;
     dist_sync_reduce_finish(s, r);
@@ -46,22 +46,21 @@ static void finish_oldest(DistSync *s, int exposed) {
 void dist_sync_queue_start(DistSync *s, int k, const float *base, const float *src) {
     if (s->len == s->cap) finish_oldest(s, 1);
     DistSyncReduce *r = entry(s, s->len++);
-    size_t at = 0;  // the piece's place in the buffer's output: an edge unit's (DP*per) / DP
+    const DistSyncBucket *u = &s->buckets[k];  // its piece's places in the buffer's outputs
     const DistSyncOut *dst = &s->edge_out;
     for (int j = 0; j < RING; j++)
         if (base == s->ring[j]) dst = &s->ring_out[j];
-    if (dst == &s->edge_out) at = s->buckets[k].buf / (size_t)s->comm->size;
     r->unit = k;
     r->base = base;
-    r->out = dst->out + at;
-    r->lp = dst->lp ? (uint16_t *)dst->lp + at * (size_t)s->comm->size : NULL;
-    r->lp_out = dst->lp_out ? (uint16_t *)dst->lp_out + at : NULL;
+    r->out = dst->out + u->out_at;
+    r->lp = dst->lp ? (uint16_t *)dst->lp + u->buf : NULL;
+    r->lp_out = dst->lp_out ? (uint16_t *)dst->lp_out + u->out_at : NULL;
     dist_sync_reduce_start(s, r, src);
 }
 
 // Finishes, in start order, the queued reductions that have completed (explicit progress).
 void dist_sync_queue_poll(DistSync *s) {
-    while (s->len && comm_test(s->comm, &entry(s, 0)->req)) finish_oldest(s, 0);
+    while (s->len && comm_test(s->buckets[entry(s, 0)->unit].comm, &entry(s, 0)->req)) finish_oldest(s, 0);
 }
 
 // Waits (in start order) until no queued reduction reads buffer base (exposed time).
@@ -98,15 +97,16 @@ void dist_sync_queue_enable(DistSync *s, int n_micro) {
     dist_sync_split_transient(s);  // the edge's and the layers' buffers apart
     s->ring[0] = s->layer_grads;  // (the units', freed there)
     for (int j = 1; j < RING; j++) s->ring[j] = alloc(s, s->layer_len * f);
-    s->cap = s->n_edge + RING;  // every edge unit and the ring's layers may be in flight at once
+    s->cap = s->n_edge + RING * (s->ecomm ? 2 : 1);  // every edge unit and the ring's layers' units
+                                                     // may be in flight at once
     s->q = core_calloc((size_t)s->cap, sizeof *s->q);
     s->ring_out[0] = (DistSyncOut){s->tmp, s->lp, s->lp_out};  // the blocking path's, unused now
     for (int j = 1; j <= RING; j++) {  // the other ring outputs, then the edge's
         DistSyncOut *d = j < RING ? &s->ring_out[j] : &s->edge_out;
         size_t n = j < RING ? per : s->edge_len / dp;  // floats of output
         d->out = alloc(s, n * f);
-        if (s->reduce_bf16) {
-            d->lp = alloc(s, dp * n * 2);
+        if (s->reduce_bf16) {  // (a ring buffer's: at least a layer's dense + expert parts)
+            d->lp = alloc(s, (j < RING && s->layer_len > dp * n ? s->layer_len : dp * n) * 2);
             d->lp_out = alloc(s, n * 2);
         }
     }

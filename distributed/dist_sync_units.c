@@ -38,50 +38,81 @@ static void **edge_view(GPTWeights *w, const char *name) {
     return NULL;
 }
 
-// Unit u over the flat range [begin, begin + len).
-static void unit_shape(DistSyncBucket *u, size_t begin, size_t len, int dp, int dp_rank) {
-    DistUnitPiece p = dist_unit_piece(len, dp, dp_rank);
+// Unit u over the flat range [begin, begin + len), sharded over group c (averages x scale).
+static void unit_shape(DistSyncBucket *u, size_t begin, size_t len, Comm *c, float scale) {
+    DistUnitPiece p = dist_unit_piece(len, c->size, c->rank);
     u->start = begin;
     u->len = len;
     u->per = p.per;
     u->own = p.own;
+    u->comm = c;
+    u->scale = scale;
 }
 
-// The units of stage m: edge tensors first (in table order), then one per local layer.
+// The units of stage m: edge tensors first (in table order), then one per local layer (its
+// tensors outside the expert region), then with an expert region one per local layer for its
+// expert tensors (sharded over ecomm; empty in a dense layer).
 static void build_units(DistSync *s) {
     const GPT *m = s->m;
-    int dp = s->comm->size, r = s->comm->rank;
-    s->buckets = core_calloc((size_t)m->n_params + 1, sizeof(DistSyncBucket));
+    s->buckets = core_calloc((size_t)m->n_params + (size_t)m->n_layers + 1, sizeof(DistSyncBucket));
     s->wte_unit = -1;
     int b0 = m->block_param[0], b1 = m->block_param[m->n_layers];  // [wte, wpe] layers [lnf, wte]
     for (int i = 0; i < m->n_params; i++) {
         if (i >= b0 && i < b1) continue;
         if (!strcmp(m->params[i].name, "wte")) s->wte_unit = s->n_buckets;
-        unit_shape(&s->buckets[s->n_buckets++], m->params[i].offset, m->params[i].numel, dp, r);
+        unit_shape(&s->buckets[s->n_buckets++], m->params[i].offset, m->params[i].numel, s->comm, 1.0f);
     }
     s->n_edge = s->n_buckets;
-    for (int l = 0; l < m->n_layers; l++) {
-        const ParamInfo *t = &m->params[m->block_param[l]];
-        int nb = m->block_param[l + 1] - m->block_param[l];
-        size_t end = t[nb - 1].offset + t[nb - 1].numel;
-        unit_shape(&s->buckets[s->n_buckets++], t[0].offset, end - t[0].offset, dp, r);
-    }
+    for (int r = 0; r < (s->ecomm ? 2 : 1); r++)
+        for (int l = 0; l < m->n_layers; l++) {
+            size_t lo, hi;
+            dist_sync_layer_range(m, l, r, &lo, &hi);
+            if (lo >= hi) lo = hi = r ? m->n_alloc : 0;  // (a dense layer's empty expert unit)
+            unit_shape(&s->buckets[s->n_buckets++], lo, hi - lo, r ? s->ecomm : s->comm,
+                       r ? (float)s->ecomm->size / (float)s->comm->size : 1.0f);
+        }
     size_t at = 0, buf = 0;
     for (int k = 0; k < s->n_buckets; k++) {
         DistSyncBucket *u = &s->buckets[k];
         u->at = at;
         at += u->per;
         if (u->per > s->bucket) s->bucket = u->per;
-        size_t full = (size_t)dp * u->per;
+        size_t full = (size_t)u->comm->size * u->per;
         if (k < s->n_edge) {
             u->buf = buf;
+            u->out_at = buf / (size_t)u->comm->size;
             buf += full;
+        } else if (k >= s->n_edge + m->n_layers) {  // after its layer's dense part in the buffers
+            const DistSyncBucket *d = &s->buckets[k - m->n_layers];
+            u->buf = (size_t)d->comm->size * d->per;
+            u->out_at = d->per;
+            if (u->buf + full > s->layer_len) s->layer_len = u->buf + full;
+            if (d->per + u->per > s->bucket) s->bucket = d->per + u->per;
         } else if (full > s->layer_len) {
             s->layer_len = full;
         }
     }
     s->edge_len = buf;
     s->shard_len = at;
+}
+
+// Layer l's expert unit (NULL without an expert region).
+static const DistSyncBucket *expert_unit(const DistSync *s, int l) {
+    return s->ecomm ? &s->buckets[s->n_edge + s->m->n_layers + l] : NULL;
+}
+
+// Points layer l's views of `which` (weights or gradients) into buf, laid out as the layer's
+// units: its dense part at 0, its expert part at the expert unit's buf; elements of esize bytes.
+static void point_layer(DistSync *s, GPTBlockW *which, int l, void *buf, size_t esize) {
+    const DistSyncBucket *d = &s->buckets[s->n_edge + l], *e = expert_unit(s, l);
+    gpt_point_layer_views(s->m, which, l, buf, d->start,
+                          e ? (char *)buf + e->buf * esize : buf, e ? e->start : d->start, esize);
+}
+
+// Floats of layer l's transient gradients (its dense and expert parts).
+static size_t layer_extent(const DistSync *s, int l) {
+    const DistSyncBucket *d = &s->buckets[s->n_edge + l], *e = expert_unit(s, l);
+    return e ? e->buf + (size_t)e->comm->size * e->per : (size_t)d->comm->size * d->per;
 }
 
 // The edge tensors' gradient views into edge_grads, for good (until it is reallocated).
@@ -101,7 +132,7 @@ static void shard_params(DistSync *s) {
     s->master = be->ops->alloc(be, s->shard_len * sizeof(float));
     for (int k = 0; k < s->n_buckets; k++) {
         const DistSyncBucket *u = &s->buckets[k];
-        be->ops->copy(be, s->master + u->at, m->param_mem + u->start + (size_t)s->comm->rank * u->per,
+        be->ops->copy(be, s->master + u->at, m->param_mem + u->start + (size_t)u->comm->rank * u->per,
                       u->own * sizeof(float), BACKEND_D2D);
     }
     s->edge_params = be->ops->alloc(be, (s->edge_len ? s->edge_len : 1) * s->esize);
@@ -113,8 +144,7 @@ static void shard_params(DistSync *s) {
             if (m->params[i].offset == s->buckets[k].start && edge_view(&m->w, m->params[i].name))
                 *edge_view(&m->w, m->params[i].name) = (char *)s->edge_params + s->buckets[k].buf * s->esize;
     for (int l = 0; l < m->n_layers; l++)  // until their first gather
-        gpt_point_layer_views(m, &m->w.blocks[l], l, s->layer_params[l % 2],
-                              s->buckets[s->n_edge + l].start, s->esize);
+        point_layer(s, &m->w.blocks[l], l, s->layer_params[l % 2], s->esize);
     s->edge_stale = 1;
 }
 
@@ -170,16 +200,17 @@ void dist_sync_reduce_start(DistSync *s, DistSyncReduce *r, const float *src) {
     CommDtype t = bf ? COMM_BF16 : COMM_F32;
     r->t0 = core_now();
     r->req = (CommRequest){0};
-    if (bf) s->be->ops->cast(s->be, r->lp, BACKEND_BF16, src, BACKEND_F32, (size_t)s->comm->size * u->per);
-    if (s->q) comm_ireduce_scatter(s->comm, in, out, u->per, t, COMM_AVG, &r->req);
-    else comm_reduce_scatter(s->comm, in, out, u->per, t, COMM_AVG);
+    if (bf) s->be->ops->cast(s->be, r->lp, BACKEND_BF16, src, BACKEND_F32, (size_t)u->comm->size * u->per);
+    if (s->q) comm_ireduce_scatter(u->comm, in, out, u->per, t, COMM_AVG, &r->req);
+    else comm_reduce_scatter(u->comm, in, out, u->per, t, COMM_AVG);
 }
 
 void dist_sync_reduce_finish(DistSync *s, DistSyncReduce *r) {
     Backend *be = s->be;
     const DistSyncBucket *u = &s->buckets[r->unit];
-    comm_wait(s->comm, &r->req);
+    comm_wait(u->comm, &r->req);
     if (s->reduce_bf16) be->ops->cast(be, r->out, BACKEND_F32, r->lp_out, BACKEND_BF16, u->per);
+    if (u->scale != 1.0f) be->ops->scale_f32(be, r->out, u->scale, u->per);
     be->ops->add_f32(be, s->grad_shard + u->at, s->grad_shard + u->at, r->out, u->per);
 }
 
@@ -202,12 +233,14 @@ static void reduce_unit(DistSync *s, int k, const float *base, const float *src)
 // part sent is the fp32 master itself, or cast to be->act in tmp; nonblocking into *req.
 static void gather_unit(DistSync *s, const DistSyncBucket *u, void *dst, CommRequest *req) {
     const void *in = s->master + u->at;
-    if (s->wtype != COMM_F32) {
-        s->be->ops->cast(s->be, s->tmp, s->be->act, s->master + u->at, BACKEND_F32, u->per);
-        in = s->tmp;
+    if (s->wtype != COMM_F32) {  // (a layer's expert part staged after its dense part's)
+        int expert = u >= s->buckets + s->n_edge + s->m->n_layers;
+        void *stage = (char *)s->tmp + (expert ? u->out_at : 0) * s->esize;
+        s->be->ops->cast(s->be, stage, s->be->act, s->master + u->at, BACKEND_F32, u->per);
+        in = stage;
     }
-    if (req) comm_iall_gather(s->comm, in, dst, u->per, s->wtype, req);
-    else comm_all_gather(s->comm, in, dst, u->per, s->wtype);
+    if (req) comm_iall_gather(u->comm, in, dst, u->per, s->wtype, req);
+    else comm_all_gather(u->comm, in, dst, u->per, s->wtype);
 }
 
 // The first weights layer l's backward asks for: its chunk's first layer (the recomputed
@@ -238,9 +271,18 @@ static int next_gather(const DistSync *s, GPTHookEvent ev, int unit) {
     return next >= 0 && next % 2 != unit % 2 ? next : -1;
 }
 
+// ZeRO-3: layer l's weights (its units) gathered into buf; nonblocking into s->req (and
+// s->ereq for the expert part) with `async`.
+static void gather_layer(DistSync *s, int l, void *buf, int async) {
+    const DistSyncBucket *e = expert_unit(s, l);
+    gather_unit(s, &s->buckets[s->n_edge + l], buf, async ? &s->req : NULL);
+    if (e && e->len) gather_unit(s, e, (char *)buf + e->buf * s->esize, async ? &s->ereq : NULL);
+}
+
 void dist_sync_unit_settle(DistSync *s) {
     if (s->pending < 0) return;
-    comm_wait(s->comm, &s->req);
+    comm_wait(s->buckets[s->n_edge + s->pending].comm, &s->req);
+    if (s->ecomm) comm_wait(s->ecomm, &s->ereq);
     s->prefetched = s->pending;  // its buffer holds it until that buffer is gathered into again
     s->pending = -1;
 }
@@ -249,7 +291,7 @@ void dist_sync_unit_settle(DistSync *s) {
 static void prefetch(DistSync *s, int l) {
     if (!s->prefetch || l < 0) return;
     dist_sync_unit_settle(s);
-    gather_unit(s, &s->buckets[s->n_edge + l], s->layer_params[l % 2], &s->req);
+    gather_layer(s, l, s->layer_params[l % 2], 1);
     s->pending = l;
 }
 
@@ -287,22 +329,23 @@ void dist_sync_unit_hook(DistSync *s, GPTHookEvent ev, int unit) {
         if (z3) prefetch(s, next_gather(s, ev, unit));  // the first layer's, early
         return;
     }
-    const DistSyncBucket *u = &s->buckets[s->n_edge + unit];
     if (z3 && ev != GPT_HOOK_BACKWARD_END) {  // forward or backward: gather the weights
         void *buf = s->layer_params[unit % 2];  // (layer l in buffer l % 2)
         dist_sync_unit_settle(s);
-        if (s->prefetched != unit) gather_unit(s, u, buf, NULL);
+        if (s->prefetched != unit) gather_layer(s, unit, buf, 0);
         else s->n_prefetched++;
         if (s->prefetched == unit || s->prefetched % 2 == unit % 2) s->prefetched = -1;  // used, or overwritten
-        gpt_point_layer_views(m, &m->w.blocks[unit], unit, buf, u->start, s->esize);
+        point_layer(s, &m->w.blocks[unit], unit, buf, s->esize);
     }
     if (ev == GPT_HOOK_BACKWARD_BEGIN) {  // gradients into the zeroed transient buffer
         if (m->last && !m->first) reduce_edge(s);  // last stage: the edge's are complete
         if (s->q) s->layer_grads = dist_sync_queue_layer_buffer(s);  // the ring's next, released
-        s->be->ops->zero(s->be, s->layer_grads, (size_t)s->comm->size * u->per * sizeof(float));
-        gpt_point_layer_views(m, &m->g.blocks[unit], unit, s->layer_grads, u->start, sizeof(float));
+        s->be->ops->zero(s->be, s->layer_grads, layer_extent(s, unit) * sizeof(float));
+        point_layer(s, &m->g.blocks[unit], unit, s->layer_grads, sizeof(float));
     } else if (ev == GPT_HOOK_BACKWARD_END) {
+        const DistSyncBucket *e = expert_unit(s, unit);
         reduce_unit(s, s->n_edge + unit, s->layer_grads, s->layer_grads);
+        if (e && e->len) reduce_unit(s, (int)(e - s->buckets), s->layer_grads, s->layer_grads + e->buf);
         if (s->shared && m->first && unit == 0 && s->edge_len)  // first stage: the embedding's
             s->be->ops->zero(s->be, s->edge_grads, s->edge_len * sizeof(float));  // come next
     }
@@ -318,8 +361,9 @@ void dist_sync_units_param_sync(DistSync *s) {
         // transient gradient buffers
         const DistSyncBucket *u = &s->buckets[k];
         float *out = k < s->n_edge ? s->edge_grads + u->buf : s->layer_grads;
+        if (!u->len) continue;
         be->ops->copy(be, s->tmp, dist_sync_unit_params(s, k), u->own * sizeof(float), BACKEND_D2D);
-        comm_all_gather(s->comm, s->tmp, out, u->per, COMM_F32);
+        comm_all_gather(u->comm, s->tmp, out, u->per, COMM_F32);
         be->ops->copy(be, m->param_mem + u->start, out, u->len * sizeof(float), BACKEND_D2D);
     }
     s->edge_stale = 1;

@@ -297,9 +297,12 @@ void gpt_loss_accumulate(GPT *m, int slot, double *acc);
 
 
 // Points the views of local layer l in *b at mem, a buffer of esize-byte elements holding
-// the flat buffers' range that starts at float offset `origin` (ZeRO-2/3 gather and gradient
-// buffers; make_views uses it with origin 0). Never fails.
-void gpt_point_layer_views(const GPT *m, GPTBlockW *b, int l, void *mem, size_t origin, size_t esize);
+// the flat buffers' range that starts at float offset `origin`, and those of its tensors in
+// the expert region (expert_offset on) at emem, holding the range from `eorigin` (ZeRO-2/3
+// gather and gradient buffers; make_views uses it with the flat buffers, origins 0). Never
+// fails.
+void gpt_point_layer_views(const GPT *m, GPTBlockW *b, int l, void *mem, size_t origin,
+                           void *emem, size_t eorigin, size_t esize);
 
 // Frees the flat gradient buffer (grads) and/or the flat parameter buffers (params: the fp32
 // masters and their be->act copies) once a ZeRO-2/3 optimizer holds their shards; the views

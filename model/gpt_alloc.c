@@ -155,7 +155,8 @@ int gpt_layer_recomputed(const GPT *m, int l, int *first, int *last) {
 // Element `off` of a buffer of `esize`-byte elements.
 static void *at(void *mem, size_t off, size_t esize) { return (char *)mem + off * esize; }
 
-void gpt_point_layer_views(const GPT *m, GPTBlockW *b, int l, void *mem, size_t origin, size_t esize) {
+void gpt_point_layer_views(const GPT *m, GPTBlockW *b, int l, void *mem, size_t origin,
+                           void *emem, size_t eorigin, size_t esize) {
     const ParamInfo *t = &m->params[m->block_param[l]];  // the block's tensors
     int nb = m->block_param[l + 1] - m->block_param[l];
     enum { NV = 17 };  // in the table's order (gpt_params.c's BLOCK)
@@ -171,7 +172,8 @@ void gpt_point_layer_views(const GPT *m, GPTBlockW *b, int l, void *mem, size_t 
     for (int i = 0, k = 0; i < NV; i++) {  // absent tensors (no biases, dense/MoE): NULL views
         size_t nl = k < nb ? strlen(t[k].name) : 0, ns = strlen(SUFFIX[i]);
         int here = nl > ns && !strcmp(t[k].name + nl - ns, SUFFIX[i]);
-        *v[i] = here ? at(mem, t[k++].offset - origin, esize) : NULL;
+        int ex = here && t[k].offset >= m->expert_offset;
+        *v[i] = !here ? NULL : ex ? at(emem, t[k++].offset - eorigin, esize) : at(mem, t[k++].offset - origin, esize);
     }
 }
 
@@ -182,7 +184,7 @@ static void make_views(GPT *m, GPTWeights *w, void *mem, size_t esize) {
         if (!strcmp(m->params[i].name, "wte")) w->wte = at(mem, m->params[i].offset, esize);
         else if (!strcmp(m->params[i].name, "output_layer")) w->out = at(mem, m->params[i].offset, esize);
     if (m->first && !m->cfg.rope) w->wpe = at(mem, m->params[gpt_param_index(m, "wpe")].offset, esize);
-    for (int l = 0; l < m->n_layers; l++) gpt_point_layer_views(m, &w->blocks[l], l, mem, 0, esize);
+    for (int l = 0; l < m->n_layers; l++) gpt_point_layer_views(m, &w->blocks[l], l, mem, 0, mem, 0, esize);
     if (m->last) {
         w->lnfw = at(mem, m->params[gpt_param_index(m, "final_ln.weight")].offset, esize);
         int b = gpt_param_index(m, "final_ln.bias");  // none with RMSNorm

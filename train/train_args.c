@@ -397,8 +397,7 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
 }
 
 // Expert parallelism's layout: EP divides the data-parallel x context-parallel ranks (the
-// expert decomposition with ETP = TP: the experts are replicated over TP), and the parts not
-// implemented yet refused.
+// expert decomposition with ETP = TP: the experts are replicated over TP).
 static void train_args_check_ep(const TrainArgs *a, const PGridDims *d) {
     char err[512];
     PGridDims e;
@@ -406,10 +405,6 @@ static void train_args_check_ep(const TrainArgs *a, const PGridDims *d) {
         core_usage_error("--expert-model-parallel-size %d needs --num-experts", a->ep);
     if (pgrid_dims_init_moe(&e, d->world_size, a->tp, a->cp, a->pp, a->ep, a->tp, err, sizeof err))
         core_usage_error("%s", err);
-    if (a->sharding >= OPTIM_SHARD_GRADS)
-        core_usage_error("--expert-model-parallel-size %d with --data-parallel-sharding-strategy %s: "
-                         "not implemented yet (DDP and ZeRO-1 are)", a->ep,
-                         optim_sharding_name((OptimSharding)a->sharding));
 }
 
 void train_args_check_layout(const TrainArgs *a, int world) {
