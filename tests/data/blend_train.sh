@@ -9,17 +9,8 @@
 # usage: blend_train.sh MEGAC MPIEXEC PARITY_PY
 set -uo pipefail
 megac=$1 mpiexec=$2 parity=$3
-tmp=$(mktemp -d /tmp/megac-test-blend-XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
-expect() {  # expect RC NEEDLE CMD...
-  local want=$1 needle=$2; shift 2
-  local out rc
-  out=$("$@" 2>&1); rc=$?
-  [[ $rc -eq $want ]] || { fail "$* -> exit $rc, want $want: ${out: -2000}"; return; }
-  grep -qF -- "$needle" <<<"$out" || fail "$* -> output lacks '$needle': ${out: -2000}"
-}
+source "$(dirname "$0")/../lib.sh"
+lib_tmpdir blend
 
 # Two byte-level corpora that differ (letters vs digits), a third with another vocabulary.
 python3 - "$tmp" <<'PY'
@@ -79,5 +70,4 @@ expect 2 "--valid-data-path / --test-data-path need --train-data-path" "$megac" 
 expect 2 "not both" "$megac" train "${tiny[@]}" --data-path "$tmp/a.h5" --train-data-path "$tmp/b.h5"
 expect 2 "$tmp/missing.h5" "$megac" train "${tiny[@]}" --data-path 0.5 "$tmp/a.h5" 0.5 "$tmp/missing.h5"
 
-if ((fails)); then echo "blend_train: $fails failure(s)"; exit 1; fi
-echo "blend_train: ok"
+lib_done blend_train

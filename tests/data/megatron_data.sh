@@ -10,50 +10,15 @@
 # usage: megatron_data.sh MEGAC MPIEXEC
 set -uo pipefail
 megac=$1 mpiexec=$2
-tmp=$(mktemp -d /tmp/megac-test-mdata-XXXXXX)
-[[ -n "${KEEP:-}" ]] || trap 'rm -rf "$tmp"' EXIT
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
-expect() {  # expect RC NEEDLE CMD...
-  local want=$1 needle=$2; shift 2
-  local out rc
-  out=$("$@" 2>&1); rc=$?
-  [[ $rc -eq $want ]] || { fail "$* -> exit $rc, want $want: ${out: -2000}"; return; }
-  grep -qF -- "$needle" <<<"$out" || fail "$* -> output lacks '$needle': ${out: -2000}"
-}
+source "$(dirname "$0")/../lib.sh"
+lib_tmpdir mdata
 
 # One corpus in two forms: JSON Lines (megac's byte tokenizer: the bytes, then EOD 256) and
 # Megatron prefixes written as Megatron's indexed writer does (uint16, code 8; some documents
 # of two sequences, as --split-sentences makes them): "m" ends documents with 256, "raw" not.
-python3 - "$tmp" <<'PY'
-import json, random, struct, sys
-d = sys.argv[1]
-r = random.Random(7)
-docs = ["".join(r.choice("abcdefgh ") for _ in range(r.randint(20, 90))) for _ in range(200)]
-with open(f"{d}/c.jsonl", "w") as f:
-    for t in docs:
-        f.write(json.dumps({"text": t}) + "\n")
-def write(prefix, eod):
-    sizes, doc_idx, body = [], [0], bytearray()
-    for i, t in enumerate(docs):
-        ids = list(t.encode()) + ([256] if eod else [])
-        parts = [ids[:10], ids[10:]] if i % 3 == 0 else [ids]
-        for p in parts:
-            sizes.append(len(p))
-            body += struct.pack(f"<{len(p)}H", *p)
-        doc_idx.append(len(sizes))
-    ptrs, at = [], 0
-    for s in sizes:
-        ptrs.append(at)
-        at += 2 * s
-    open(f"{prefix}.bin", "wb").write(body)
-    with open(f"{prefix}.idx", "wb") as f:
-        f.write(b"MMIDIDX\x00\x00" + struct.pack("<QBQQ", 1, 8, len(sizes), len(doc_idx)))
-        f.write(struct.pack(f"<{len(sizes)}i", *sizes) + struct.pack(f"<{len(ptrs)}q", *ptrs))
-        f.write(struct.pack(f"<{len(doc_idx)}q", *doc_idx))
-write(f"{d}/m", True)
-write(f"{d}/raw", False)
-PY
+lib_corpus "$tmp" 7 200 20 90 "abcdefgh "
+lib_megatron_prefix "$tmp/c.jsonl" "$tmp/m" eod split
+lib_megatron_prefix "$tmp/c.jsonl" "$tmp/raw" split
 "$megac" preprocess --input "$tmp/c.jsonl" --output "$tmp/c.h5" >/dev/null || fail "preprocess c.jsonl"
 "$megac" preprocess --from-megatron "$tmp/m" --vocab-size 256 --output "$tmp/imp.h5" > "$tmp/imp.txt" ||
   fail "import m"
@@ -100,5 +65,4 @@ expect 2 "$tmp/m.bin: the token at position" "$megac" train "${tiny[@]}" --data-
 expect 2 "$tmp/nope: No such file or directory (neither an HDF5 token file nor a Megatron prefix" \
   "$mpiexec" -n 2 "$megac" train "${tiny[@]}" --data-path "$tmp/nope"
 
-if ((fails)); then echo "megatron_data: $fails failure(s)"; exit 1; fi
-echo "megatron_data: ok"
+lib_done megatron_data

@@ -10,27 +10,11 @@
 # usage: eod_mask_loss.sh MPIEXEC MEGAC PARITY_PY
 set -uo pipefail
 mpiexec=$1 megac=$2 parity=$3
-tmp=$(mktemp -d /tmp/megac-test-eodmask-XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+source "$(dirname "$0")/../lib.sh"
+lib_tmpdir eodmask
 
-python3 - "$tmp" <<'PY'
-import json, random, struct, sys
-d = sys.argv[1]
-r = random.Random(3)
-docs = ["".join(r.choice("abcdef ") for _ in range(r.randint(8, 30))) for _ in range(300)]
-with open(f"{d}/c.jsonl", "w") as f:
-    for t in docs:
-        f.write(json.dumps({"text": t}) + "\n")
-sizes = [len(t) for t in docs]  # a Megatron prefix of the same text, no EOD
-ptrs = [2 * sum(sizes[:i]) for i in range(len(sizes))]
-open(f"{d}/raw.bin", "wb").write(b"".join(struct.pack(f"<{len(t)}H", *t.encode()) for t in docs))
-with open(f"{d}/raw.idx", "wb") as f:
-    f.write(b"MMIDIDX\x00\x00" + struct.pack("<QBQQ", 1, 8, len(sizes), len(sizes) + 1))
-    f.write(struct.pack(f"<{len(sizes)}i", *sizes) + struct.pack(f"<{len(ptrs)}q", *ptrs))
-    f.write(struct.pack(f"<{len(sizes) + 1}q", *range(len(sizes) + 1)))
-PY
+lib_corpus "$tmp" 3 300 8 30 "abcdef "
+lib_megatron_prefix "$tmp/c.jsonl" "$tmp/raw"  # the same text, no EOD
 "$megac" preprocess --input "$tmp/c.jsonl" --output "$tmp/c.h5" >/dev/null || fail "preprocess"
 
 tiny=(--train-iters 6 --num-layers 4 --hidden-size 32 --num-attention-heads 4 --seq-length 32
@@ -97,5 +81,4 @@ out=$("$megac" train --mock-data --train-iters 1 --eod-mask-loss 2>&1); rc=$?
   grep -qF -- "--eod-mask-loss needs --data-path data: --mock-data has no end-of-document id" <<<"$out" ||
   fail "--mock-data --eod-mask-loss: rc $rc: $out"
 
-if ((fails)); then echo "eod_mask_loss: $fails failure(s)"; exit 1; fi
-echo "eod_mask_loss: ok"
+lib_done eod_mask_loss

@@ -16,16 +16,15 @@
 #   each script: trains, validates, saves, and a second run resumes from the checkpoint.
 set -uo pipefail
 mpiexec="$1" megac="$2"
-wd=$(mktemp -d /tmp/megac-test-examples-XXXXXX)
-[[ -n "${KEEP:-}" ]] || trap 'rm -rf "$wd"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=1; }
+source "$(dirname "$0")/../lib.sh"
+lib_tmpdir examples
+wd=$tmp
 
 # --- data: GPT-2's byte-level alphabet as a vocab.json (256 byte tokens, ids = byte values,
 # then <|endoftext|> 256), no merges, and a Megatron prefix of the default corpus's kind of
 # text written as Megatron's indexed writer does (uint16, code 8, every document ends with 256)
 python3 - "$wd" <<'PY'
-import json, random, struct, sys
+import json, random, sys
 d = sys.argv[1]
 bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
 cs, n = bs[:], 0
@@ -40,21 +39,11 @@ json.dump(vocab, open(f"{d}/gpt2-vocab.json", "w"))
 open(f"{d}/gpt2-merges.txt", "w").write("#version: 0.2\n")
 r = random.Random(3)
 words = "the a pipeline of ranks holds layers tensor parallel data gradients sum loss falls".split()
-sizes, body = [], bytearray()
-for _ in range(400):
-    ids = list(" ".join(r.choice(words) for _ in range(r.randint(5, 40))).encode()) + [256]
-    sizes.append(len(ids))
-    body += struct.pack(f"<{len(ids)}H", *ids)
-ptrs, at = [], 0
-for s in sizes:
-    ptrs.append(at)
-    at += 2 * s
-open(f"{d}/corpus_text_document.bin", "wb").write(body)
-with open(f"{d}/corpus_text_document.idx", "wb") as f:
-    f.write(b"MMIDIDX\x00\x00" + struct.pack("<QBQQ", 1, 8, len(sizes), len(sizes) + 1))
-    f.write(struct.pack(f"<{len(sizes)}i", *sizes) + struct.pack(f"<{len(ptrs)}q", *ptrs))
-    f.write(struct.pack(f"<{len(sizes) + 1}q", *range(len(sizes) + 1)))
+with open(f"{d}/corpus.jsonl", "w") as f:
+    for _ in range(400):
+        f.write(json.dumps({"text": " ".join(r.choice(words) for _ in range(r.randint(5, 40)))}) + "\n")
 PY
+lib_megatron_prefix "$wd/corpus.jsonl" "$wd/corpus_text_document" eod
 
 # --- examples/gpt3/train_gpt3_175b_distributed.sh ------------------------------------------
 gpt3() {  # gpt3 TRAIN_ITERS LOG: the script's command line
@@ -267,4 +256,4 @@ assert not any(r["skipped"] for r in a + b), "a bf16 step was skipped"
 print(f"llama example: {len(a)} + {len(b)} iterations at CP 2 x DP 2, loss {a[0]['lm_loss']:.3f} -> "
       f"{b[-1]['lm_loss']:.3f}, validated, saved, resumed")
 PY
-exit $fails
+lib_done megatron_examples

@@ -13,27 +13,11 @@
 # usage: reset_documents.sh MPIEXEC MEGAC PARITY_PY
 set -uo pipefail
 mpiexec=$1 megac=$2 parity=$3
-tmp=$(mktemp -d /tmp/megac-test-resetdocs-XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+source "$(dirname "$0")/../lib.sh"
+lib_tmpdir resetdocs
 
-python3 - "$tmp" <<'PY'
-import json, random, struct, sys
-d = sys.argv[1]
-r = random.Random(5)
-docs = ["".join(r.choice("abcdefgh ") for _ in range(r.randint(8, 30))) for _ in range(300)]
-with open(f"{d}/c.jsonl", "w") as f:
-    for t in docs:
-        f.write(json.dumps({"text": t}) + "\n")
-sizes = [len(t) for t in docs]  # a Megatron prefix of the same text, no EOD
-ptrs = [2 * sum(sizes[:i]) for i in range(len(sizes))]
-open(f"{d}/raw.bin", "wb").write(b"".join(struct.pack(f"<{len(t)}H", *t.encode()) for t in docs))
-with open(f"{d}/raw.idx", "wb") as f:
-    f.write(b"MMIDIDX\x00\x00" + struct.pack("<QBQQ", 1, 8, len(sizes), len(sizes) + 1))
-    f.write(struct.pack(f"<{len(sizes)}i", *sizes) + struct.pack(f"<{len(ptrs)}q", *ptrs))
-    f.write(struct.pack(f"<{len(sizes) + 1}q", *range(len(sizes) + 1)))
-PY
+lib_corpus "$tmp" 5 300 8 30 "abcdefgh "
+lib_megatron_prefix "$tmp/c.jsonl" "$tmp/raw"  # the same text, no EOD
 "$megac" preprocess --input "$tmp/c.jsonl" --output "$tmp/c.h5" >/dev/null || fail "preprocess"
 
 tiny=(--train-iters 5 --num-layers 4 --hidden-size 32 --num-attention-heads 4 --seq-length 32
@@ -79,5 +63,4 @@ refused "--reset-position-ids needs --data-path data: --mock-data has no end-of-
 refused "--reset-position-ids/--reset-attention-mask with --context-parallel-size 2 are not implemented" \
   "${tiny[@]}" --use-flash-attn --context-parallel-size 2 --reset-attention-mask
 
-if ((fails)); then echo "reset_documents: $fails failure(s)"; exit 1; fi
-echo "reset_documents: ok"
+lib_done reset_documents
