@@ -56,7 +56,7 @@ struct GPTMoE {
 enum { GPT_MOE_MAX_EXPERTS = 256 };  // the router ops' bound
 
 // 1 if global layer `layer` is a mixture-of-experts layer (no experts: 0). Call after
-// gpt_moe_check. Pure.
+// gpt_moe_check. Pure; O(the flag's length), not O(num_layers).
 int gpt_moe_layer(const GPTConfig *c, int layer);
 // Each expert's F: moe_ffn_hidden_size, or ffn_hidden_size when 0. Pure.
 int gpt_moe_ffn(const GPTConfig *c);

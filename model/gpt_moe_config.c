@@ -6,37 +6,64 @@
 #include <stdlib.h>
 #include <string.h>
 
-// Megatron's list form of --moe-layer-freq, a Python expression of 0/1 lists: list literals,
-// `+` (concatenation), `* int` (repetition) and parentheses, e.g. "([1]*3+[0])*2". A small
-// recursive-descent parser writing into out[0 .. cap); *n counts the entries (may exceed cap:
-// then only the count is right). Returns 0, or -1 on a syntax error.
+// --moe-layer-freq compiled once per call into a small tree, which answers "is layer l an
+// MoE layer?" in O(depth) without expanding the num_layers entries. The int form N is one
+// node (layer % N == 0); Megatron's list form, a Python expression of 0/1 lists (list
+// literals, `+` concatenation, `* int` repetition, parentheses, e.g. "([1]*3+[0])*2"), is
+// parsed by recursive descent into list, concatenation and repetition nodes. The flag has
+// under 64 characters, so under 64 nodes and 32 entries per literal.
+enum { PAT_LIST, PAT_CAT, PAT_REP, PAT_EVERY };
+enum { PAT_MAX_NODES = 64 };  // >= the characters of GPTConfig.moe_layer_freq
+
 typedef struct {
-    const char *s;
-    unsigned char *out;
-    long cap, n;
+    int kind;              // PAT_*
+    int a, b;              // CAT: the two parts; REP: a, the repeated node
+    long long len;         // entries the node expands to
+    unsigned long long bits;  // LIST: entry i is bit i; EVERY: the interval
+    int any;               // some entry is 1
+} PatNode;
+
+typedef struct {
+    const char *s;         // the parse position
+    PatNode node[PAT_MAX_NODES];
+    int n_nodes;
+    long long n;           // entries so far, the whole expression's (bounds the repetitions)
 } Pattern;
+
+static int node_new(Pattern *p, int kind, long long len) {
+    if (p->n_nodes == PAT_MAX_NODES) return -1;
+    p->node[p->n_nodes] = (PatNode){.kind = kind, .len = len};
+    return p->n_nodes++;
+}
 
 static void skip(Pattern *p) {
     while (*p->s == ' ') p->s++;
 }
 static int expr(Pattern *p);
 
+// Each parse step returns its node's index, or -1 on a syntax error.
 static int factor(Pattern *p) {
     skip(p);
     if (*p->s == '(') {
         p->s++;
-        if (expr(p)) return -1;
+        int e = expr(p);
+        if (e < 0) return -1;
         skip(p);
         if (*p->s != ')') return -1;
         p->s++;
-        return 0;
+        return e;
     }
     if (*p->s != '[') return -1;
     p->s++;
+    int k = node_new(p, PAT_LIST, 0);
+    if (k < 0) return -1;
+    PatNode *l = &p->node[k];
     for (;;) {
         skip(p);
         if (*p->s != '0' && *p->s != '1') return -1;
-        if (p->n < p->cap) p->out[p->n] = (unsigned char)(*p->s - '0');
+        if (l->len == 64) return -1;  // never: 64 entries take 129 characters
+        if (*p->s == '1') l->bits |= 1ull << l->len;
+        l->len++;
         p->n++;
         p->s++;
         skip(p);
@@ -45,44 +72,58 @@ static int factor(Pattern *p) {
         p->s++;
     }
     p->s++;
-    return 0;
+    l->any = l->bits != 0;
+    return k;
 }
 
 static int term(Pattern *p) {
-    long start = p->n;
-    if (factor(p)) return -1;
+    int f = factor(p);
     for (;;) {
+        if (f < 0) return -1;
         skip(p);
-        if (*p->s != '*') return 0;
+        if (*p->s != '*') return f;
         p->s++;
         skip(p);
         char *end;
         long k = strtol(p->s, &end, 10);
         if (end == p->s || k < 0 || k > GPT_MAX_LAYERS) return -1;
         p->s = end;
-        long len = p->n - start;
-        if (k == 0) p->n = start;
-        for (long r = 1; r < k; r++)
-            for (long i = 0; i < len; i++, p->n++) {
-                if (p->n > (long)GPT_MAX_LAYERS) return -1;  // far past any model
-                if (p->n < p->cap && start + i < p->cap) p->out[p->n] = p->out[start + i];
-            }
+        long long len = p->node[f].len, start = p->n - len;
+        p->n = start + len * k;
+        if (k > 1 && len > 0 && p->n - 1 > (long long)GPT_MAX_LAYERS) return -1;  // far past any model
+        int r = node_new(p, PAT_REP, len * k);
+        if (r < 0) return -1;
+        p->node[r].a = f;
+        p->node[r].any = k > 0 && p->node[f].any;
+        f = r;
     }
 }
 
 static int expr(Pattern *p) {
-    if (term(p)) return -1;
+    int t = term(p);
     for (;;) {
+        if (t < 0) return -1;
         skip(p);
-        if (*p->s != '+') return 0;
+        if (*p->s != '+') return t;
         p->s++;
-        if (term(p)) return -1;
+        int u = term(p);
+        if (u < 0) return -1;
+        int c = node_new(p, PAT_CAT, p->node[t].len + p->node[u].len);
+        if (c < 0) return -1;
+        p->node[c].a = t;
+        p->node[c].b = u;
+        p->node[c].any = p->node[t].any || p->node[u].any;
+        t = c;
     }
 }
 
-// The pattern of c into out (num_layers entries): 1 = MoE layer. Returns 0, or -1 with err.
-static int layer_pattern(const GPTConfig *c, unsigned char *out, char *err, size_t errlen) {
+// c's --moe-layer-freq ("1" when empty) into p; returns the root node's index (its len is
+// num_layers), or -1 with err.
+static int pattern_compile(const GPTConfig *c, Pattern *p, char *err, size_t errlen) {
     const char *f = c->moe_layer_freq[0] ? c->moe_layer_freq : "1";
+    p->s = f;  // (node[] is written as nodes are made: no clearing per call)
+    p->n_nodes = 0;
+    p->n = 0;
     char *end;
     long every = strtol(f, &end, 10);
     if (end != f && *end == '\0') {
@@ -90,34 +131,46 @@ static int layer_pattern(const GPTConfig *c, unsigned char *out, char *err, size
             snprintf(err, errlen, "--moe-layer-freq %s: an interval must be >= 1", f);
             return -1;
         }
-        for (int l = 0; l < c->num_layers; l++) out[l] = l % every == 0;
+        p->node[0] = (PatNode){.kind = PAT_EVERY, .len = c->num_layers,
+                               .bits = (unsigned long long)every, .any = c->num_layers > 0};
+        p->n_nodes = 1;
         return 0;
     }
-    Pattern p = {f, out, c->num_layers, 0};
-    if (expr(&p) || (skip(&p), *p.s != '\0')) {
+    int root = expr(p);
+    if (root < 0 || (skip(p), *p->s != '\0')) {
         snprintf(err, errlen, "--moe-layer-freq '%s': not an int or a list of 0/1 such as "
                  "[1,0,1,0] or ([1]*3+[0])*2", f);
         return -1;
     }
-    if (p.n != c->num_layers) {
-        snprintf(err, errlen, "--moe-layer-freq '%s' has %ld entries, num-layers is %d", f, p.n,
-                 c->num_layers);
+    if (p->node[root].len != c->num_layers) {
+        snprintf(err, errlen, "--moe-layer-freq '%s' has %lld entries, num-layers is %d", f,
+                 p->node[root].len, c->num_layers);
         return -1;
     }
-    return 0;
+    return root;
+}
+
+// Entry i (0 <= i < the node's len) of node k's expansion.
+static int pattern_at(const Pattern *p, int k, long long i) {
+    for (;;) {
+        const PatNode *d = &p->node[k];
+        switch (d->kind) {
+        case PAT_LIST: return (int)(d->bits >> i & 1);
+        case PAT_EVERY: return i % (long long)d->bits == 0;
+        case PAT_REP: i %= p->node[d->a].len, k = d->a; break;
+        default:  // PAT_CAT
+            if (i < p->node[d->a].len) k = d->a;
+            else i -= p->node[d->a].len, k = d->b;
+        }
+    }
 }
 
 int gpt_moe_layer(const GPTConfig *c, int layer) {
     if (c->num_experts <= 0 || layer < 0 || layer >= c->num_layers) return 0;
-    const char *f = c->moe_layer_freq[0] ? c->moe_layer_freq : "1";
-    char *end;
-    long every = strtol(f, &end, 10);
-    if (end != f && *end == '\0') return every >= 1 && layer % every == 0;
-    unsigned char *pat = malloc((size_t)c->num_layers);
+    Pattern p;
     char err[160];
-    int moe = pat && !layer_pattern(c, pat, err, sizeof err) && pat[layer];
-    free(pat);
-    return moe;
+    int root = pattern_compile(c, &p, err, sizeof err);
+    return root >= 0 && pattern_at(&p, root, layer);
 }
 
 int gpt_moe_ffn(const GPTConfig *c) {
@@ -146,14 +199,9 @@ int gpt_moe_check(const GPTConfig *c, char *err, size_t n) {
                  c->moe_z_coeff, c->moe_topk_scaling);
         return -1;
     }
-    unsigned char *pat = malloc((size_t)c->num_layers > 0 ? (size_t)c->num_layers : 1);
-    if (!pat) {
-        snprintf(err, n, "out of memory");
-        return -1;
-    }
-    int rc = c->num_layers > 0 ? layer_pattern(c, pat, err, n) : 0, any = 0;
-    for (int l = 0; !rc && l < c->num_layers; l++) any |= pat[l];
-    free(pat);
+    Pattern p;
+    int root = c->num_layers > 0 ? pattern_compile(c, &p, err, n) : 0, rc = root < 0 ? -1 : 0;
+    int any = c->num_layers > 0 && root >= 0 && p.node[root].any;
     if (!rc && !any) {
         snprintf(err, n, "--moe-layer-freq '%s' names no layer of %d", c->moe_layer_freq,
                  c->num_layers);
