@@ -65,6 +65,13 @@ typedef struct {
 static inline int plan_cp(const PlanLayout *l) { return l->cp > 1 ? l->cp : 1; }
 // The ranks that reduce the gradients (and shard ZeRO): DP x CP (the run's "dp" counters).
 static inline int plan_dp_cp(const PlanLayout *l) { return l->dp * plan_cp(l); }
+// Bytes of an activation element: 2 in bf16 and fp16, else 4. Pure.
+static inline int plan_act_bytes(PlanPrecision p) { return p == PLAN_BF16 || p == PLAN_FP16 ? 2 : 4; }
+// Rows of one micro-batch on one rank: B T, or this rank's B T / CP (context parallelism).
+// Pure.
+static inline size_t plan_rows(const PlanSpec *s, const PlanLayout *l) {
+    return (size_t)l->micro_batch * s->model.seq_length / (size_t)plan_cp(l);
+}
 // " x CP n" when CP > 1, else "": layout names read "TP 2 x CP 2 x PP 1 ..." (buf: 32 chars).
 const char *plan_cp_label(const PlanLayout *l, char *buf);
 
@@ -187,6 +194,12 @@ void plan_result_free(PlanResult *r);
 
 // Counts `times` calls of kind k moving bytes x num / den each (Comm's integer arithmetic).
 void plan_count(PlanTraffic *t, CommKind k, uint64_t bytes, uint64_t num, uint64_t den, uint64_t times);
+// Adds one step's traffic on one rank of *st, virtual stage `stage` of P (plan_traffic.c):
+// TP, CP (the MoE layers' too), the PP sends and receives, the tied embedding's gradient sum
+// and, below ZeRO-2, DP (ZeRO-2/3: plan_zero_counts). For plan_stage_counts, after the
+// stage's layers, recompute counts, n_alloc and shard_len are set. Pure.
+void plan_stage_traffic(const PlanSpec *s, const PlanLayout *l, int P, int stage, int n_micro,
+                        PlanStage *st);
 
 // ZeRO-2/3 (plan_zero.c, distributed/dist_sync_units.c): the stage's gradient, optimizer (and ZeRO-3
 // parameter) memory and shard_len from its table (p, n_params); its DP traffic, and the
