@@ -149,7 +149,7 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
     a->train_iters = 100;
     a->seed = 1234;
     a->split = "969,30,1";
-    a->mock_vocab = 257;
+    a->mock_vocab = TRAIN_MOCK_VOCAB_DEFAULT;
     a->log_interval = 10;
     a->eval_interval = 1000;
     a->eval_iters = 10;

@@ -9,6 +9,10 @@
 #include "rampup.h"
 #include "train_logline.h"  // defines: TrainLogFlags
 
+// --mock-vocab-size's default: the byte tokenizer's ids, 256 bytes and the end of document
+// (data/tokenizer.h: TOK_N_BYTES + 1), as preprocessed text has them.
+#define TRAIN_MOCK_VOCAB_DEFAULT 257
+
 typedef struct {
     GPTConfig model;
     int tp, pp;

@@ -9,6 +9,8 @@
 #include <stdint.h>  // defines: INT32_MAX
 #include <string.h>
 
+_Static_assert(TRAIN_MOCK_VOCAB_DEFAULT == TOK_N_BYTES + 1, "the byte tokenizer's vocabulary");
+
 void train_args_check_data(TrainArgs *a) {
     double w[3];
     char msg[512];
@@ -24,7 +26,8 @@ void train_args_check_data(TrainArgs *a) {
                          a->eod_mask_loss ? "eod-mask-loss" : a->reset_position_ids
                          ? "reset-position-ids" : "reset-attention-mask");
     if (a->mock_data && a->data_vocab) {  // Megatron's --mock-data --tokenizer-type NullTokenizer
-        if (a->mock_vocab != 257 && a->mock_vocab != a->data_vocab + 1)
+        // a --mock-vocab-size other than its default must agree with --vocab-size
+        if (a->mock_vocab != TRAIN_MOCK_VOCAB_DEFAULT && a->mock_vocab != a->data_vocab + 1)
             core_usage_error("--vocab-size %lld (%lld ids with the end-of-document id) and "
                              "--mock-vocab-size %d disagree: give one", (long long)a->data_vocab,
                              (long long)a->data_vocab + 1, a->mock_vocab);
