@@ -4,7 +4,7 @@
 // A new pointwise activation is a case in act_value and act_grad. Every kernel moves 16-byte
 // chunks (Vec16, cuda_common.cuh).
 #pragma once
-#include "backend/cuda/cuda_common.cuh"  // defines: CUDA_LAUNCH, load_f32, store_from_f32
+#include "backend/cuda/cuda_common.cuh"  // defines: CUDA_LAUNCH, Vec16, grid_first, vec16_chunks
 
 #define ACT_THREADS 256
 #define ACT_GELU_K 0.7978845608028654f  // sqrt(2/pi), as backend/cpu/cpu_math.h
@@ -42,9 +42,7 @@ static __device__ __forceinline__ float act_grad(int act, float x) {
 template <typename T>
 static __global__ void act_forward_kernel(T *out, const T *inp, size_t n, int act) {
     constexpr int V = Vec16<T>::N;
-    size_t nk = (n + V - 1) / V;
-    for (size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x; k < nk;
-         k += (size_t)gridDim.x * blockDim.x) {
+    for (size_t k = grid_first(), nk = vec16_chunks(n, V); k < nk; k += grid_stride()) {
         int cnt = vec16_count(n, k, V);
         Vec16<T> x = vec16_load(inp + k * V, cnt), y;
         CUDA_UNROLL
@@ -58,9 +56,7 @@ static __global__ void act_forward_kernel(T *out, const T *inp, size_t n, int ac
 template <typename T>
 static __global__ void act_backward_kernel(T *dinp, const T *inp, const T *dout, size_t n, int act) {
     constexpr int V = Vec16<T>::N;
-    size_t nk = (n + V - 1) / V;
-    for (size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x; k < nk;
-         k += (size_t)gridDim.x * blockDim.x) {
+    for (size_t k = grid_first(), nk = vec16_chunks(n, V); k < nk; k += grid_stride()) {
         int cnt = vec16_count(n, k, V);
         Vec16<T> x = vec16_load(inp + k * V, cnt), g = vec16_load(dout + k * V, cnt), y;
         CUDA_UNROLL
@@ -80,9 +76,8 @@ static __device__ __forceinline__ float act_sigmoid(float x) { return 1.0f / (1.
 template <typename T>
 static __global__ void swiglu_forward_kernel(T *out, const T *inp, int N, int F) {
     constexpr int V = Vec16<T>::N;
-    size_t cpr = (size_t)(F + V - 1) / V, nk = (size_t)N * cpr;
-    for (size_t k = blockIdx.x * (size_t)blockDim.x + threadIdx.x; k < nk;
-         k += (size_t)gridDim.x * blockDim.x) {
+    size_t cpr = vec16_chunks((size_t)F, V), nk = (size_t)N * cpr;
+    for (size_t k = grid_first(); k < nk; k += grid_stride()) {
         size_t r = k / cpr, j0 = (k % cpr) * V;
         int cnt = vec16_count((size_t)F, k % cpr, V);
         const T *gate = inp + r * 2 * F + j0;
@@ -100,9 +95,8 @@ static __global__ void swiglu_forward_kernel(T *out, const T *inp, int N, int F)
 template <typename T>
 static __global__ void swiglu_backward_kernel(T *dinp, const T *inp, const T *dout, int N, int F) {
     constexpr int V = Vec16<T>::N;
-    size_t cpr = (size_t)(F + V - 1) / V, nk = (size_t)N * cpr;
-    for (size_t k = blockIdx.x * (size_t)blockDim.x + threadIdx.x; k < nk;
-         k += (size_t)gridDim.x * blockDim.x) {
+    size_t cpr = vec16_chunks((size_t)F, V), nk = (size_t)N * cpr;
+    for (size_t k = grid_first(); k < nk; k += grid_stride()) {
         size_t r = k / cpr, j0 = (k % cpr) * V;
         int cnt = vec16_count((size_t)F, k % cpr, V);
         const T *gate = inp + r * 2 * F + j0;

@@ -138,6 +138,19 @@ static __device__ __forceinline__ int vec16_count(size_t n, size_t k, int N) {
     return at >= n ? 0 : n - at < (size_t)N ? (int)(n - at) : N;
 }
 
+// The grid-stride loop over the chunks of a length-n array, shared by the pointwise kernels:
+//   for (size_t k = grid_first(), nk = vec16_chunks(n, V); k < nk; k += grid_stride()) {
+//       int cnt = vec16_count(n, k, V);  // elements k * V ... k * V + cnt - 1
+// grid_first: this thread's first index (block-major); grid_stride: the threads of the grid;
+// both size_t, so indices past 2^31 do not wrap. vec16_chunks: ceil(n / N). Pure.
+static __device__ __forceinline__ size_t grid_first(void) {
+    return (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+}
+static __device__ __forceinline__ size_t grid_stride(void) {
+    return (size_t)gridDim.x * blockDim.x;
+}
+static __device__ __forceinline__ size_t vec16_chunks(size_t n, int N) { return (n + N - 1) / N; }
+
 // Calls fn<T>(...) with T the storage type of `act` (a BackendDType): how every launcher
 // picks the kernel instantiation for the backend's activations.
 #define ACT_DISPATCH(act, fn, ...)                                                          \

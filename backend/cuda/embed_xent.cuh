@@ -80,9 +80,7 @@ CUDA_UNROLL
 template <typename T>
 static __global__ void position_forward_kernel(T *out, const T *wpe, size_t n, size_t tc) {
     constexpr int V = Vec16<T>::N;
-    size_t nk = (n + V - 1) / V;
-    for (size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x; k < nk;
-         k += (size_t)gridDim.x * blockDim.x) {
+    for (size_t k = grid_first(), nk = vec16_chunks(n, V); k < nk; k += grid_stride()) {
         int cnt = vec16_count(n, k, V);
         size_t j = k * V % tc;
         Vec16<T> x = vec16_load(out + k * V, cnt), w;
@@ -125,9 +123,7 @@ template <typename T>
 static __global__ void position_backward_kernel(float *dwpe, const T *dout, int B,
                                                 size_t tc) {
     constexpr int V = Vec16<T>::N, F = Vec16<float>::N;
-    size_t nk = (tc + V - 1) / V;
-    for (size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x; k < nk;
-         k += (size_t)gridDim.x * blockDim.x) {
+    for (size_t k = grid_first(), nk = vec16_chunks(tc, V); k < nk; k += grid_stride()) {
         int cnt = vec16_count(tc, k, V);
         float s[V];
 CUDA_UNROLL

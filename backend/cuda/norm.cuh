@@ -79,9 +79,8 @@ static __global__ void __launch_bounds__(NORM_THREADS)
 norm_finish_kernel(float *acc_b, const float *part_b, float *acc_w, const float *part_w,
                    int nchunk, int C) {
     constexpr int V = Vec16<float>::N;
-    size_t nk = ((size_t)C + V - 1) / V;
-    for (size_t kc = (size_t)blockIdx.x * blockDim.x + threadIdx.x; kc < nk;
-         kc += (size_t)gridDim.x * blockDim.x) {
+    for (size_t kc = grid_first(), nk = vec16_chunks((size_t)C, V); kc < nk;
+         kc += grid_stride()) {
         int n = vec16_count((size_t)C, kc, V);
         Vec16<float> sb, sw;
 CUDA_UNROLL
@@ -214,9 +213,7 @@ static __global__ void rmsnorm_dinp_kernel(T *dinp, const T *dout, const T *inp,
 template <typename T>
 static __global__ void add_kernel(T *out, const T *a, const T *b, size_t n) {
     constexpr int V = Vec16<T>::N;
-    size_t nk = (n + V - 1) / V;
-    for (size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x; k < nk;
-         k += (size_t)gridDim.x * blockDim.x) {
+    for (size_t k = grid_first(), nk = vec16_chunks(n, V); k < nk; k += grid_stride()) {
         int cnt = vec16_count(n, k, V);
         Vec16<T> x = vec16_load(a + k * V, cnt), y = vec16_load(b + k * V, cnt);
         CUDA_UNROLL
