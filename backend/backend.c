@@ -13,3 +13,14 @@ size_t backend_dtype_size(BackendDType t) { return t == BACKEND_F32 ? 4 : 2; }
 const char *backend_dtype_name(BackendDType t) {
     return t == BACKEND_BF16 ? "bf16" : t == BACKEND_F16 ? "fp16" : "fp32";
 }
+
+int backend_attn_cudnn_case(BackendDType act, int hs, const BackendDropout *d,
+                            const BackendAttnWindow *w, const char **why) {
+    const char *r = act != BACKEND_BF16 && act != BACKEND_F16 ? "fp32 activations (cuDNN: --bf16 or --fp16)"
+                    : hs != 64 && hs != 128 ? "a head size other than 64 or 128"
+                    : d && d->threshold ? "attention dropout (cuDNN's masks are not megac's)"
+                    : w ? "a window of the sequence (cache, documents or context-parallel block)"
+                    : NULL;
+    if (why) *why = r;
+    return r == NULL;
+}

@@ -62,6 +62,13 @@ static inline int backend_act_gated(BackendAct act) { return act == BACKEND_ACT_
 
 typedef struct Backend Backend;
 
+// Which kernels run the fused attention entries (flash_attention_forward/backward), from
+// --attention-backend (values stable). MEGAC: megac's own kernels (a new backend's default;
+// the CPU's only ones). AUTO: cuDNN's fused SDPA for the calls it can run with megac's
+// semantics (backend_attn_cudnn_case) on a CUDA backend built with cuDNN, megac's kernels
+// for the rest. CUDNN: the same, asked for by name: each fallback is printed once.
+typedef enum { BACKEND_ATTN_MEGAC = 0, BACKEND_ATTN_AUTO = 1, BACKEND_ATTN_CUDNN = 2 } BackendAttnKernels;
+
 // The router of a mixture-of-experts layer (the moe_router_* ops; values are stable).
 typedef enum { BACKEND_MOE_SOFTMAX = 0, BACKEND_MOE_SIGMOID = 1 } BackendMoEScore;
 // The largest E the router ops take (both backends abort the job naming E above it).
@@ -375,6 +382,7 @@ struct Backend {
     const BackendOps *ops;
     BackendKind kind;
     BackendDType act;  // activations and weight copies (void * in BackendOps)
+    BackendAttnKernels attn;  // fused attention's kernels: set after creation (0: megac's)
     char name[64];  // e.g. "cpu (2 threads, OpenBLAS SkylakeX)" or "cuda:0 (NVIDIA H100)"
     union {
         struct {
@@ -407,6 +415,13 @@ int backend_cuda_available(void);
 #endif
 // Frees the backend's state. NULL is fine.
 void backend_destroy(Backend *be);
+
+// 1 if cuDNN's fused SDPA computes this fused-attention call as megac defines it: activations
+// bf16 or fp16, head size 64 or 128, no dropout (d NULL or threshold 0: cuDNN's dropout masks
+// are not megac's hash), and the whole sequence (w NULL: no window, key/value cache,
+// documents or ring block). Else 0 and *why (static text) names the first reason. Pure.
+int backend_attn_cudnn_case(BackendDType act, int hs, const BackendDropout *d,
+                            const BackendAttnWindow *w, const char **why);
 
 // Bytes of one element of `t` (4 or 2). Pure.
 size_t backend_dtype_size(BackendDType t);

@@ -24,6 +24,7 @@
 #include "core/check.h"
 #include "core/timer.h"
 #include "model/gpt.h"
+#include "model/gpt_flags.h"  // defines: gpt_attention_backend
 #include "distributed/dist_geometry.h"  // defines: dist_pad_multiple
 #include "optim/optimizer.h"
 
@@ -192,15 +193,15 @@ static void run_cuda(const BenchConfig *bc, Backend *be, Comm *one, int steps, d
     printf("%-11s %5d %4d %9.2f %10.0f %9.1f %7.1f%% %9.0f\n", bc->name, bc->T, bc->B, ms, tok_s,
            tflops, 100.0 * tflops / peak, mem / 1048576.0);
     printf("RESULT config=%s device=cuda act=%s flash=%d T=%d B=%d ms=%.3f tokens_s=%.1f "
-           "tflops=%.3f mfu=%.4f peak_tflops=%.1f mem_mib=%.0f\n", bc->name,
+           "tflops=%.3f mfu=%.4f peak_tflops=%.1f mem_mib=%.0f attn=%s\n", bc->name,
            backend_dtype_name(be->act), flash, bc->T, bc->B, ms, tok_s, tflops, tflops / peak, peak,
-           mem / 1048576.0);
+           mem / 1048576.0, be->attn == BACKEND_ATTN_CUDNN ? "fused" : be->attn == BACKEND_ATTN_AUTO ? "auto" : "megac");
 }
 
 int main(int argc, char **argv) {
     backend_cpu_select_blas_kernels(argc, argv);
     MPI_CHECK(MPI_Init(NULL, NULL));
-    const char *only = NULL, *device = "cpu", *split = "rule";
+    const char *only = NULL, *device = "cpu", *split = "rule", *attn_name = NULL;
     int steps = 3, threads = 0, T = 0, B = 0, no_tf32 = 0, bf16 = 0, fp16 = 0, flash = 0;
     double peak = 989.0, drop = 0.0;
     int panels = 0, no_ceiling = 0;
@@ -216,6 +217,7 @@ int main(int argc, char **argv) {
         {"--bf16", ARG_BOOL, &bf16, "bf16 activations and weight copies (mixed precision)"},
         {"--fp16", ARG_BOOL, &fp16, "fp16 activations and weight copies (no loss scaling here)"},
         {"--use-flash-attn", ARG_BOOL, &flash, "fused attention: no (T, T) matrix stored"},
+        {"--attention-backend", ARG_STR, &attn_name, "auto | fused | flash | unfused | local as megac train's (fused: cuDNN; default: megac's kernels)"},
         {"--no-ceiling", ARG_BOOL, &no_ceiling, "CPU: skip the sgemm ceilings (ceiling, fraction print 0)"},
         {"--dropout", ARG_FLOAT, &drop, "hidden and attention dropout p (Megatron's default: 0.1; here 0)"},
         {"--peak-tflops", ARG_FLOAT, &peak, "CUDA: the GPU's peak TFLOP/s for MFU (H100/H200 dense bf16)"},
@@ -238,6 +240,10 @@ int main(int argc, char **argv) {
     for (int i = 0; i < N_CONFIGS; i++) found |= only && !strcmp(only, CONFIGS[i].name);
     if (!found) core_usage_error("unknown --config '%s'", only);
     if (bf16 && fp16) core_usage_error("--bf16 and --fp16 contradict each other");
+    BackendAttnKernels attn = BACKEND_ATTN_MEGAC;
+    char err[160];
+    if (attn_name && gpt_attention_backend(attn_name, &flash, &attn, err, sizeof err))
+        core_usage_error("%s", err);
 
     Backend *be = NULL;
     BackendDType act = bf16 ? BACKEND_BF16 : fp16 ? BACKEND_F16 : BACKEND_F32;
@@ -248,6 +254,7 @@ int main(int argc, char **argv) {
 #ifdef MEGAC_HAVE_CUDA
         if (!backend_cuda_available()) core_usage_error("--device cuda: no usable CUDA device");
         be = backend_cuda_create(0, no_tf32 ? BACKEND_MATH_FP32 : BACKEND_MATH_TF32, act);
+        be->attn = attn;
         one = comm_nccl_create(MPI_COMM_SELF, "one", &self, be->u.cuda.stream, 0);  // size 1: no NCCL
         printf("backend: %s\npeak: %.1f TFLOP/s (MFU = model TFLOP/s / peak)\n\n", be->name, peak);
         printf("%-11s %5s %4s %9s %10s %9s %8s %9s\n", "config", "T", "B", "ms/step", "tokens/s",

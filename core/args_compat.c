@@ -12,7 +12,6 @@
 static const CoreCompatFlag TABLE[] = {
     // accepted, no effect on the result
     {"--use-mcore-models", 0, NULL, NOEFF, "megac has one model implementation (Megatron: deprecated, ignored)"},
-    {"--attention-backend", 's', "flash|fused|unfused|local|auto", NOEFF, "megac chooses its attention kernel by --use-flash-attn; every kernel gives the same result"},
     {"--manual-gc", 0, NULL, NOEFF, "times Python's garbage collector; megac has none"},
     {"--manual-gc-interval", 'i', NULL, NOEFF, "times Python's garbage collector; megac has none"},
     {"--num-workers", 'i', NULL, NOEFF, "PyTorch data-loader processes; megac reads batches in the rank itself"},

@@ -18,6 +18,8 @@ typedef struct {
     int last_stage_layers;        // --decoder-last-pipeline-num-layers (0: even split)
     int use_flash_attn;           // --use-flash-attn: fused attention, no (T, T) stored; the
                                   // same math (an implementation choice, not in checkpoints)
+    BackendAttnKernels attn_kernels;  // --attention-backend: the fused attention's kernels
+                                      // (gpt_attention_backend; not in checkpoints)
     // Activation recomputation (Megatron's flags; bitwise the same results, less memory):
     int recompute;                // --recompute-granularity: 0 none, GPT_RECOMPUTE_FULL (whole
                                   // layers re-run in the backward), GPT_RECOMPUTE_SELECTIVE

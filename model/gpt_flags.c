@@ -4,6 +4,7 @@
 #include "core/check.h"  // defines: core_usage_error
 
 #include <stdint.h>  // defines: INT32_MAX
+#include <stdio.h>   // defines: snprintf
 #include <string.h>
 
 void gpt_flags_init(GPTConfig *m, GPTFlagText *t) {
@@ -13,7 +14,8 @@ void gpt_flags_init(GPTConfig *m, GPTFlagText *t) {
     m->rotary_base = 10000.0;  // Megatron's defaults
     m->rotary_percent = 1.0;
     *t = (GPTFlagText){.recompute_method = "uniform", .normalization = "LayerNorm",
-                       .position_embedding = "learned_absolute", .num_query_groups = 1};
+                       .position_embedding = "learned_absolute", .num_query_groups = 1,
+                       .attention_backend = "auto"};
     gpt_moe_flags_init(m, t);
 }
 
@@ -31,6 +33,7 @@ int gpt_flags_specs(ArgSpec *specs, GPTConfig *m, GPTFlagText *t) {
         {"--init-method-std", ARG_FLOAT, &m->init_method_std, "std of the normal initialisation (0.02); output layers / sqrt(2 L)"},
         {"--untie-embeddings-and-output-weights", ARG_BOOL, &m->untie_embeddings, "the output layer gets its own (V, C) weight (default: tied to the input embedding, as GPT-2)"},
         {"--use-flash-attn", ARG_BOOL, &m->use_flash_attn, "fused causal attention: no (T, T) probabilities stored, memory linear in T (CUDA: head size <= 128)"},
+        {"--attention-backend", ARG_STR, &t->attention_backend, "auto | fused | flash | unfused | local: fused = cuDNN's fused SDPA (CUDA with --bf16/--fp16, head size 64 or 128, no attention dropout; elsewhere megac's fused kernels, said once), flash = megac's fused kernels (--use-flash-attn), unfused/local = the materialised (T, T) attention, auto = with --use-flash-attn cuDNN where it can run the call, else megac's kernels (docs/gpu.md)"},
         {"--recompute-granularity", ARG_STR, &t->recompute_granularity, "full | selective: re-run layers (or only the attention probabilities) in the backward instead of storing their activations"},
         {"--recompute-method", ARG_STR, &t->recompute_method, "full: uniform (chunks of --recompute-num-layers) | block (the first --recompute-num-layers layers of each stage)"},
         {"--recompute-num-layers", ARG_INT, &m->recompute_num_layers, "full: layers per chunk (uniform) or recomputed layers per stage (block)"},
@@ -52,7 +55,31 @@ int gpt_flags_specs(ArgSpec *specs, GPTConfig *m, GPTFlagText *t) {
     return GPT_FLAGS_N;
 }
 
+int gpt_attention_backend(const char *name, int *use_flash_attn, BackendAttnKernels *k,
+                          char *err, size_t n) {
+    *k = BACKEND_ATTN_MEGAC;
+    if (!strcmp(name, "auto")) {
+        *k = BACKEND_ATTN_AUTO;
+    } else if (!strcmp(name, "fused") || !strcmp(name, "flash")) {
+        *k = name[1] == 'u' ? BACKEND_ATTN_CUDNN : BACKEND_ATTN_MEGAC;
+        *use_flash_attn = 1;
+    } else if (!strcmp(name, "unfused") || !strcmp(name, "local")) {
+        if (*use_flash_attn) {
+            snprintf(err, n, "--attention-backend %s (the materialised attention) contradicts "
+                     "--use-flash-attn (fused): give one", name);
+            return -1;
+        }
+    } else {
+        snprintf(err, n, "--attention-backend must be auto, fused, flash, unfused or local, got '%s'", name);
+        return -1;
+    }
+    return 0;
+}
+
 void gpt_flags_finish(GPTConfig *m, const GPTFlagText *t) {
+    char err[160];
+    if (gpt_attention_backend(t->attention_backend, &m->use_flash_attn, &m->attn_kernels, err, sizeof err))
+        core_usage_error("%s", err);
     if (m->ffn_hidden_size == 0 && m->hidden_size > INT32_MAX / 4)
         core_usage_error("--hidden-size %d is too large: the default --ffn-hidden-size (4 x hidden "
                          "= %lld) does not fit a 32-bit size", m->hidden_size, 4LL * m->hidden_size);

@@ -18,6 +18,8 @@ typedef struct {
                                         // (--swiglu, --squared-relu; GELU, the default,
                                         // has none)
     int kv_channels;                    // --kv-channels: 0 (not given), else the head size
+    const char *attention_backend;      // --attention-backend: auto (default), fused, flash,
+                                        // unfused, local (gpt_attention_backend)
     // mixture of experts (gpt_moe_flags.c)
     const char *moe_score, *moe_lb, *moe_dispatcher, *moe_layer_freq, *moe_drop_policy;
     int moe_grouped_gemm, moe_expert_bias, moe_pad, moe_shared_gate;
@@ -26,7 +28,7 @@ typedef struct {
 } GPTFlagText;
 
 enum { GPT_MOE_FLAGS_N = 21 };              // entries gpt_moe_flags_specs writes
-enum { GPT_FLAGS_N = 27 + GPT_MOE_FLAGS_N };  // entries gpt_flags_specs writes
+enum { GPT_FLAGS_N = 28 + GPT_MOE_FLAGS_N };  // entries gpt_flags_specs writes
 
 // Sets megac train's model defaults in *m (L=4, C=128, NH=4, T=128, vocab padded to a
 // multiple of 128, F and the position table derived later) and *t. Pure.
@@ -42,6 +44,21 @@ int gpt_flags_specs(ArgSpec *specs, GPTConfig *m, GPTFlagText *t);
 void gpt_moe_flags_init(GPTConfig *m, GPTFlagText *t);
 int gpt_moe_flags_specs(ArgSpec *specs, GPTConfig *m, GPTFlagText *t);
 void gpt_moe_flags_finish(GPTConfig *m, const GPTFlagText *t);
+
+// Megatron's --attention-backend NAME applied to the fused-attention flag *use_flash_attn
+// (--use-flash-attn) and the kernels *k (be->attn, set on the backend by the trainer):
+//   auto     kernels AUTO, *use_flash_attn as given: fused attention runs cuDNN's fused SDPA
+//            where it can (a CUDA backend built with cuDNN; bf16/fp16, head size 64 or 128,
+//            no attention dropout, the whole sequence), megac's fused kernels elsewhere
+//   fused    cuDNN's fused SDPA (Megatron: Transformer Engine's cuDNN attention): kernels
+//            CUDNN, *use_flash_attn = 1; where cuDNN cannot run a call, megac's fused kernels
+//            do, said once (the CPU backend, the GPU emulator, dropout, a window)
+//   flash    megac's fused kernels (= --use-flash-attn): kernels MEGAC, *use_flash_attn = 1
+//   unfused, local   the materialised attention ((T, T) probabilities stored): kernels MEGAC;
+//            with --use-flash-attn a contradiction
+// Returns 0, or -1 with one line in err (n bytes): an unknown name, a contradiction. Pure.
+int gpt_attention_backend(const char *name, int *use_flash_attn, BackendAttnKernels *k,
+                          char *err, size_t n);
 
 // After parsing: F = 4 C (with a gated activation Megatron's int(4 C 2/3) rounded down to a
 // multiple of 64) and max positions = T when left at 0, the recomputation, activation and

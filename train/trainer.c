@@ -35,11 +35,17 @@ static Backend *make_backend(const TrainArgs *a) {
         int n_dev = 0;
         if (backend_cuda_available()) CUDA_CHECK(cudaGetDeviceCount(&n_dev));
         int device = core_host_device(host, n_dev, !strcmp(a->dist_backend, "staged"));
-        return backend_cuda_create(device, a->no_tf32 ? BACKEND_MATH_FP32 : BACKEND_MATH_TF32, act);
+        Backend *be = backend_cuda_create(device, a->no_tf32 ? BACKEND_MATH_FP32 : BACKEND_MATH_TF32, act);
+        be->attn = a->model.attn_kernels;  // --attention-backend: cuDNN or megac's kernels
+        return be;
 #else
         core_usage_error("--device cuda: megac was built without CUDA");
 #endif
     }
+    // --attention-backend fused on the CPU: megac's fused kernels, said once
+    if (a->model.attn_kernels == BACKEND_ATTN_CUDNN && core_world_rank() == 0)
+        fprintf(stderr, "attention: --attention-backend fused: cuDNN needs --device cuda; megac's "
+                "fused kernels run instead\n");
     return backend_cpu_create(core_host_threads(a->num_threads, host.local_size), act);
 }
 

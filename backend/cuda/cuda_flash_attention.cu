@@ -13,14 +13,62 @@
 // tile) and the dq kernel (one block per query tile): each element of dqkv written
 // once (with a window: added to once, dk and dv into the window's dkv; packed kv rows of
 // w->kv_heads = G heads: one dk/dv block per kv head's key tile, over its NH/G query heads).
+// cuDNN (be->attn AUTO or CUDNN, --attention-backend): calls cuDNN runs with megac's
+// semantics go to cuda_cudnn_attn.c first (GPU builds with cuDNN); the rest, and anything
+// cuDNN cannot plan, run the kernels below.
 // Dropout on the probabilities (d not NULL): the same kernels with the mask
 // (flash_attention.cuh); the tensor-core path has none, so with attention dropout > 0 the
 // plain kernels run whatever the type and head size.
 #include "backend/cuda/flash_attention.cuh"  // defines: the kernels, FLASH_THREADS
 
-#include <math.h>  // defines: sqrtf
+#include <math.h>   // defines: sqrtf
+#include <stdio.h>  // defines: fprintf
 
 #define FLASH_MAX_HS 128
+
+// The notes printed once per backend (bits of CudaState.attn_noted), on rank 0 (or without MPI).
+enum { NOTE_CASE = 1, NOTE_NO_CUDNN = 2, NOTE_CUDNN_RUNS = 4 };
+static void flash_note(Backend *be, unsigned bit, const char *what, const char *why) {
+    CudaState *st = cuda_state(be);
+    if (st->attn_noted & bit) return;
+    st->attn_noted |= bit;
+    if (core_world_rank() <= 0) fprintf(stderr, "attention: %s%s%s\n", what, why ? ": " : "", why ? why : "");
+}
+
+// 1 when this fused-attention call is to be tried on cuDNN (cuda_cudnn_attn.c): the backend's
+// kernels (be->attn) allow it, the call is one cuDNN runs (backend_attn_cudnn_case) and this
+// build has cuDNN. With --attention-backend fused, a fallback is printed once per reason.
+static int flash_cudnn_wanted(Backend *be, int hs, const BackendDropout *d,
+                              const BackendAttnWindow *w) {
+    const char *why = NULL;
+    if (be->attn == BACKEND_ATTN_MEGAC) return 0;
+    if (!backend_attn_cudnn_case(be->act, hs, d, w, &why)) {
+        if (be->attn == BACKEND_ATTN_CUDNN)
+            flash_note(be, NOTE_CASE, "--attention-backend fused: megac's fused kernels run calls with", why);
+        return 0;
+    }
+#if defined(MEGAC_CUDA_EMU) || !defined(MEGAC_HAVE_CUDNN)
+#ifdef MEGAC_CUDA_EMU
+    why = "the GPU emulator cannot run cuDNN";
+#else
+    why = "megac was built without cuDNN (meson -Dcudnn)";
+#endif
+    if (be->attn == BACKEND_ATTN_CUDNN)
+        flash_note(be, NOTE_NO_CUDNN, "--attention-backend fused: megac's fused kernels run instead", why);
+    return 0;
+#else
+    return 1;
+#endif
+}
+
+#ifdef MEGAC_HAVE_CUDNN
+// After a cuDNN attempt: ran (1) or not, with why. Prints which kernels run, once each.
+static int flash_cudnn_result(Backend *be, int ran, const char *why) {
+    if (ran) flash_note(be, NOTE_CUDNN_RUNS, "cuDNN fused SDPA runs the fused attention", NULL);
+    else flash_note(be, NOTE_NO_CUDNN, "cuDNN cannot run it, megac's fused kernels do", why);
+    return ran;
+}
+#endif
 
 // Tiles of T rows (grid.y has at most 65535 blocks). Aborts when T is too long for that.
 static unsigned flash_tiles(int T, int rows) {
@@ -104,6 +152,14 @@ void cuda_flash_attention_forward(Backend *be, void *out, float *lse, const void
     flash_check_hs(hs);
     flash_check_kv_heads(w, NH, 0);
     BackendDropout dd = flash_dropout_arg(d);
+#ifdef MEGAC_HAVE_CUDNN
+    const char *why = NULL;
+    if (flash_cudnn_wanted(be, hs, d, w) &&
+        flash_cudnn_result(be, cuda_cudnn_attn_forward(be, out, lse, qkv, B, T, NH, hs, &why), why))
+        return;
+#else
+    (void)flash_cudnn_wanted(be, hs, d, w);
+#endif
     if (!dd.threshold && !w && cuda_flash_tc_usable(be, hs)) {  // WMMA path: no dropout, window
         cuda_flash_tc_forward(be, out, lse, qkv, B, T, NH, hs);
         return;
@@ -143,6 +199,15 @@ void cuda_flash_attention_backward(Backend *be, void *dqkv, float *scratch, cons
     if (w && w->kv && !w->dkv)
         core_fatal("flash_attention_backward: a window with kv needs its dkv (Tk %d)", w->Tk);
     flash_check_kv_heads(w, NH, 1);
+#ifdef MEGAC_HAVE_CUDNN
+    const char *why = NULL;
+    if (flash_cudnn_wanted(be, hs, d, w) &&
+        flash_cudnn_result(be, cuda_cudnn_attn_backward(be, dqkv, scratch, dout, qkv, out, lse, B,
+                                                        T, NH, hs, &why), why))
+        return;
+#else
+    (void)flash_cudnn_wanted(be, hs, d, w);
+#endif
     ACT_DISPATCH(be->act, flash_backward_t, be, dqkv, scratch, dout, qkv, out, lse, B, T, NH, hs,
                  flash_dropout_arg(d), w);
 }

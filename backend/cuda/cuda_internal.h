@@ -42,6 +42,8 @@ typedef struct {
     cublasLtMatmulAlgo_t algo;
 } CudaGemmAlgo;
 
+typedef struct CudnnAttn CudnnAttn;  // cuda_cudnn_attn.c: cuDNN's library, handle and plans
+
 #define CUDA_GEMM_CACHE 256              // distinct GEMM keys: ~20 shapes x pointer alignments
 #define CUDA_WORKSPACE_BYTES (32u << 20)  // cuBLASLt workspace (Hopper wants 32 MiB)
 #define CUDA_PARTIALS (1 << 20)          // doubles of reduction scratch (partial sums; 8 MiB)
@@ -62,6 +64,9 @@ typedef struct {
     double *result_host;                 // (1) pinned host: where that value is read
     void *staging;                       // (CUDA_STAGING_BYTES) pinned host staging
     cudaEvent_t staging_free;            // recorded after the copy out of `staging`
+    CudnnAttn *cudnn;                    // cuDNN's fused attention, made on first use (NULL:
+                                         // not yet; GPU builds with cuDNN only)
+    unsigned attn_noted;                 // the fused-attention notes printed once (bits)
 } CudaState;
 
 // The backend's state and stream. Pure.
@@ -147,6 +152,23 @@ void cuda_flash_tc_forward(Backend *be, void *out, float *lse, const void *qkv, 
                            int NH, int hs);
 void cuda_flash_tc_backward(Backend *be, void *dqkv, const float *D, const void *dout,
                             const void *qkv, const float *lse, int B, int T, int NH, int hs);
+
+// cuda_cudnn_attn.c: the same two ops through cuDNN's fused SDPA (MEGAC_HAVE_CUDNN builds),
+// for the whole sequence (no window, no dropout; bf16/fp16). Each returns 1 when cuDNN ran
+// it, or 0 (nothing done) with the reason in *why (the library missing, no plan, alignment).
+#ifdef __cplusplus
+extern "C" {
+#endif
+int cuda_cudnn_attn_forward(Backend *be, void *out, float *lse, const void *qkv, int B, int T,
+                            int NH, int hs, const char **why);
+int cuda_cudnn_attn_backward(Backend *be, void *dqkv, float *scratch, const void *dout,
+                             const void *qkv, const void *out, const float *lse, int B, int T,
+                             int NH, int hs, const char **why);
+// Frees the plans, workspace and handle (at destroy). NULL is fine.
+void cuda_cudnn_attn_free(CudnnAttn *c);
+#ifdef __cplusplus
+}
+#endif
 
 // cuda_norm.cu: LayerNorm, RMSNorm, add, and the column sums used for bias gradients -------
 // acc (C, fp32) += column sums of x (N, C, type be->act), each column summed in a fixed order.

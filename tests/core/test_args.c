@@ -35,7 +35,7 @@ int main(void) {
     EXPECT(core_args_suggest("--qux", specs, n_all) == NULL, "nothing is near --qux");
     EXPECT(core_args_suggest("--xyz-size", specs, n_all) == NULL, "3 edits of 8 letters is too far");
 
-    char *argv[] = {"--hidden-size", "64", "--manual-gc", "--attention-backend", "flash",
+    char *argv[] = {"--hidden-size", "64", "--manual-gc", "--tiktoken-pattern", "v2",
                     "--num-workers=8", "--foo-baz"};
     core_args_parse("usage", specs, n_all, 7, argv);
     EXPECT_EQ_INT(n, 64);
@@ -43,8 +43,8 @@ int main(void) {
     const char *names[CORE_COMPAT_MAX] = {0};
     int k = core_compat_given(&c, names, CORE_COMPAT_MAX);
     EXPECT_EQ_INT(k, 3);
-    EXPECT(k == 3 && !strcmp(names[0], "--attention-backend") && !strcmp(names[1], "--manual-gc") &&
-           !strcmp(names[2], "--num-workers"), "given: %s %s %s", names[0], names[1], names[2]);
+    EXPECT(k == 3 && !strcmp(names[0], "--manual-gc") && !strcmp(names[1], "--num-workers") &&
+           !strcmp(names[2], "--tiktoken-pattern"), "given: %s %s %s", names[0], names[1], names[2]);
     for (int i = 0; i < c.n; i++) {
         if (!strcmp(c.slot[i].flag->name, "--num-workers")) EXPECT(!strcmp(c.slot[i].value, "8"), "value");
         if (!strcmp(c.slot[i].flag->name, "--manual-gc")) EXPECT(!strcmp(c.slot[i].value, ""), "boolean");

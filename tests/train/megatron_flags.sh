@@ -40,7 +40,9 @@ refused "megac: --tokenizer-type GPT2BPETokenizer needs --vocab-file and --merge
 refused "megac: --tokenizer-type BertWordPieceLowerCase is not supported" --tokenizer-type BertWordPieceLowerCase
 refused "megac: --ckpt-format expects one of torch|torch_dist|zarr|torch_dcp|fsdp_dtensor, got 'hdf5'" --ckpt-format hdf5
 refused "megac: --kv-channels must be in [1, 65536], got -3" --kv-channels -3
-refused "megac: --attention-backend expects one of flash|fused|unfused|local|auto, got 'fast'" --attention-backend fast
+refused "megac: --attention-backend must be auto, fused, flash, unfused or local, got 'fast'" --attention-backend fast
+refused "megac: --attention-backend unfused (the materialised attention) contradicts --use-flash-attn (fused): give one" \
+  --attention-backend unfused --use-flash-attn
 refused "megac: --num-workers expects an integer, got 'two'" --num-workers two
 refused "megac: --manual-gc takes no value" --manual-gc=1
 
@@ -53,10 +55,10 @@ run --train-iters 2 --log-json "$wd/noop.jsonl" --use-mcore-models --attention-b
     --data-cache-path "$wd/cache" --cross-entropy-loss-fusion --no-create-attention-mask-in-dataloader \
     --tensorboard-queue-size 10 --profile --profile-step-start 1 --profile-step-end 2 --ckpt-format torch_dist \
     --context-parallel-size 1 --kv-channels 16 || fail "run with no-effect flags"
-[[ $(grep -c "accepted, no effect in megac" "$wd/out.txt") -eq 15 ]] || fail "want 15 notices (rank 0 only)"
+[[ $(grep -c "accepted, no effect in megac" "$wd/out.txt") -eq 14 ]] || fail "want 14 notices (rank 0 only)"
 grep -qF "megac train: --manual-gc: accepted, no effect in megac: times Python's garbage collector" "$wd/out.txt" ||
   fail "--manual-gc notice"
-grep -q '"megatron_flags_no_effect":\["--use-mcore-models","--attention-backend","--manual-gc","--manual-gc-interval","--num-workers","--no-mmap-bin-files","--empty-unused-memory-level","--data-cache-path","--cross-entropy-loss-fusion","--no-create-attention-mask-in-dataloader","--tensorboard-queue-size","--profile","--profile-step-start","--profile-step-end","--ckpt-format"\]' \
+grep -q '"megatron_flags_no_effect":\["--use-mcore-models","--manual-gc","--manual-gc-interval","--num-workers","--no-mmap-bin-files","--empty-unused-memory-level","--data-cache-path","--cross-entropy-loss-fusion","--no-create-attention-mask-in-dataloader","--tensorboard-queue-size","--profile","--profile-step-start","--profile-step-end","--ckpt-format"\]' \
   "$wd/noop.jsonl" || fail "run record: $(grep -o '"megatron_flags_no_effect":[^]]*]' "$wd/noop.jsonl")"
 grep -q '"megatron_flags_no_effect":\[\]' "$wd/plain.jsonl" || fail "run record of the plain run"
 grep "^ \[[^]]*\] iteration" "$wd/out.txt" | sed 's/^ \[[^]]*\]//; s/elapsed.*//' | diff - "$wd/plain.txt" >/dev/null ||
