@@ -2,14 +2,15 @@
 # scripts/gpu/pack.sh [--keep-going | --no-build] [BUILD_DIR]: build megac with CUDA (release, sm_80 + sm_90 code and
 # their PTX) and pack what the lent GPU machine lacks into gpu-pack/ (ignored by git):
 #   gpu-pack/megac-gpu.tar.xz   bin/ (megac, test_cuda_ops, test_cuda_half, test_cuda_fused,
-#                               test_cuda_flash_tc,
+#                               test_cuda_flash_tc, test_cudnn_attn,
 #                               bench_train), lib/ (MPICH, HDF5,
 #                               OpenBLAS, json-c, PCRE2 and their dependencies), env.sh
 #                               (scripts/gpu/env.sh: the library path, found without python)
 #   gpu-pack/MANIFEST.txt       what is inside, with the libraries left to the GPU machine
 #   gpu-pack/xz/                xz and liblzma.so.5, uncompressed: the GPU machine may lack xz
 # The GPU machine has glibc, libstdc++, libgcc and the CUDA libraries (cudart, cuBLAS,
-# cuBLASLt, NCCL: NVIDIA's Python wheels, /usr/local/cuda): those are not packed.
+# cuBLASLt, NCCL, cuDNN: NVIDIA's Python wheels, /usr/local/cuda): those are not packed
+# (cuBLASLt and cuDNN are opened with dlopen: ldd does not list them).
 # scripts/gpu/selfcheck.sh unpacks it there; scripts/gpu/README.md says how to call it.
 #   BUILD_DIR     default build-gpu (its own, release, -Dcuda=enabled)
 #   --keep-going  pack the binaries that did build when others fail (loud warning)
@@ -69,12 +70,13 @@ fi
 declare -A want=([megac]="megac/megac" [test_cuda_ops]="tests/backend/cuda/test_cuda_ops"
                  [test_cuda_half]="tests/backend/cuda/test_cuda_half"
                  [test_cuda_fused]="tests/backend/cuda/test_cuda_fused" [bench_train]="bench/bench_train"
-                 [test_cuda_flash_tc]="tests/backend/cuda/test_cuda_flash_tc")
+                 [test_cuda_flash_tc]="tests/backend/cuda/test_cuda_flash_tc"
+                 [test_cudnn_attn]="tests/backend/cuda/test_cudnn_attn")
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin" "$stage/lib"
 bins=()
-for name in megac test_cuda_ops test_cuda_half test_cuda_fused test_cuda_flash_tc bench_train; do
+for name in megac test_cuda_ops test_cuda_half test_cuda_fused test_cuda_flash_tc test_cudnn_attn bench_train; do
   f="$build/${want[$name]}"
   if [[ -x "$f" ]]; then
     cp "$f" "$stage/bin/$name"
@@ -97,7 +99,7 @@ fi
 # --- shared libraries ------------------------------------------------------------------
 # Left to the GPU machine: the C library and loader, the C++ and GCC runtime (nvcc's host
 # compiler needs them there) and CUDA's libraries (NVIDIA's wheels under PyTorch, the toolkit).
-skip_re='^(linux-vdso|ld-linux|libc|libm|libdl|libpthread|librt|libresolv|libutil|libanl|libstdc\+\+|libgcc_s|libcuda|libcudart|libcublas|libcublasLt|libnccl|libnvidia-[a-z-]*|libnvrtc|libnvJitLink)\.so'
+skip_re='^(linux-vdso|ld-linux|libc|libm|libdl|libpthread|librt|libresolv|libutil|libanl|libstdc\+\+|libgcc_s|libcuda|libcudart|libcublas|libcublasLt|libcudnn[a-z_]*|libnccl|libnvidia-[a-z-]*|libnvrtc|libnvJitLink)\.so'
 declare -A seen=()
 add_lib() {  # $1 = resolved path
   local p=$1 base

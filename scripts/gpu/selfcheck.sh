@@ -8,17 +8,22 @@
 #                noexec): the machine's xz, else the carried gpu-pack/xz/xz, else python3's
 #                tarfile; then a test-run of `megac --help` with the pack's libraries
 #   a probe      nvidia-smi, nvcc, glibc, ldd of the packed binaries (every library resolved?)
-#   b ops        test_cuda_ops, test_cuda_half, test_cuda_fused and the full test_cuda_flash_tc,
-#                each run whatever came before: CUDA vs CPU op by op (fused: cuBLASLt's GELU
-#                epilogues against megac's tanh GELU; flash_tc: the WMMA attention vs the CPU)
+#   b ops        test_cuda_ops, test_cuda_half, test_cuda_fused, the full test_cuda_flash_tc and
+#                test_cudnn_attn --quick, each run whatever came before: CUDA vs CPU op by op
+#                (fused: cuBLASLt's GELU epilogues against megac's tanh GELU; flash_tc: the WMMA
+#                attention vs the CPU; cudnn_attn: cuDNN's fused SDPA vs the CPU and the WMMA)
 #   c train      20 iterations on mock data, CPU vs CUDA fp32 (1e-4 rel.), TF32 (2e-3) and --bf16
 #                (2e-2); at head size 64, --bf16 --use-flash-attn --attention-dropout 0 (the
-#                tensor-core kernels) vs its own CPU run (2e-2), and run twice: bitwise equal
-#                loss and grad norm (determinism); fp32 with MEGAC_CUDA_NO_GELU_EPILOGUE=1 vs
+#                tensor-core kernels, --attention-backend flash) vs its own CPU run (2e-2), and
+#                run twice: bitwise equal loss and grad norm (determinism); the same with
+#                --attention-backend fused (cuDNN's fused SDPA: its log must say cuDNN ran) vs
+#                the CPU and vs the flash run (2e-2), twice: bitwise equal; fp32 with
+#                MEGAC_CUDA_NO_GELU_EPILOGUE=1 vs
 #                CPU (1e-4) when megac reads that variable (backend/cuda: the GELU linears
 #                then run the bias-epilogue GEMM and megac's GELU kernels)
 #   d bench      bf16/TF32 GEMM rate (PyTorch, 8192^3), bench_train gpt2-124m and gpt2-350m
-#                at T=1024, TF32 vs --bf16 (with/without --use-flash-attn), and gpt2-350m at
+#                at T=1024, TF32 vs --bf16 (with/without --use-flash-attn, megac's kernels or
+#                --attention-backend fused: cuDNN), and gpt2-350m at
 #                T=4096: tokens/s, TFLOP/s, MFU vs 989 and vs the measured GEMM rates, MiB
 #   e sanitizer  compute-sanitizer memcheck, synccheck, racecheck on test_cuda_half --quick and
 #                test_cuda_flash_tc --quick first, then test_cuda_ops --quick
@@ -54,7 +59,7 @@ deadline=$((SECONDS + deadline_s))
 bench_steps=${BENCH_STEPS:-5}
 # Seconds each step is planned to take: a step's commands are cut so that the wanted steps
 # after it keep theirs (g only runs with >= 60 s left).
-declare -A budget=([a]=15 [b]=60 [c]=70 [d]=90 [e]=85 [g]=0)
+declare -A budget=([a]=15 [b]=70 [c]=80 [d]=90 [e]=65 [g]=0)
 order="a b c d e g"
 if [[ -n "${SELFCHECK_PYTHON+set}" ]]; then
   py=$SELFCHECK_PYTHON
@@ -233,6 +238,10 @@ step_a() {
       echo "--- cuBLASLt for dlopen"
       cl=$( (IFS=:; for d in $mld; do ls "$d"/libcublasLt.so.13 2>/dev/null; done) | head -1)
       echo "        libcublasLt.so.13 => ${cl:-not found}"
+      # and cuDNN (--attention-backend fused/auto); without it megac's own kernels run
+      cl=$( (IFS=:; for d in $mld; do ls "$d"/libcudnn.so.9 2>/dev/null; done) | head -1)
+      echo "--- cuDNN for dlopen"
+      echo "        libcudnn.so.9 => ${cl:-absent (the fused attention then runs the megac kernels)}"
     fi
   } > "$OUT/probe.txt" 2>&1
   # stdout: all but the ldd lines that resolved into the pack or the C library
@@ -243,7 +252,7 @@ step_a() {
     record a FAIL "$gpu; no pack to check"
   else
     nf=$(grep -E 'not found' "$OUT/probe.txt" | grep -vE '^--- (compute-sanitizer|ncu|python3)' | sort -u)
-    where=$(grep -E '^\s*lib(cublasLt|nccl|cudart)\.so.* => ' "$OUT/probe.txt" | awk '{print $1" -> "$3}' | sort -u |
+    where=$(grep -E '^\s*lib(cublasLt|cudnn|nccl|cudart)\.so.* => ' "$OUT/probe.txt" | awk '{print $1" -> "$3}' | sort -u |
             paste -sd, -)
     if [[ -n "$nf" ]]; then
       record a FAIL "$gpu; NOT FOUND: $(tr '\n' ' ' <<<"$nf" | tr -s ' ')"
@@ -255,18 +264,21 @@ step_a() {
 
 # --- b: op parity ----------------------------------------------------------------------
 step_b() {
-  hdr "b: CUDA vs CPU op by op (test_cuda_ops, _half, _fused, full _flash_tc)"
+  hdr "b: CUDA vs CPU op by op (test_cuda_ops, _half, _fused, full _flash_tc, cudnn_attn)"
   local t rc r=0 figs="" n_run=0 n_skip=0 i=0 last
-  local tests=(test_cuda_ops test_cuda_half test_cuda_fused test_cuda_flash_tc)
-  local maxs=(100 60 45 60)
+  local tests=(test_cuda_ops test_cuda_half test_cuda_fused test_cuda_flash_tc test_cudnn_attn)
+  local maxs=(100 60 45 60 45)
+  local args=("" "" "" "" --quick)  # cudnn_attn: T = 17, 100 (each shape builds two cuDNN plans)
   : > "$OUT/ops.log"
   for t in "${tests[@]}"; do
     if ! have "$t"; then figs+="$t not in the pack; "; i=$((i + 1)); continue; fi
     echo "===== $t" >> "$OUT/ops.log"
     # each runs whatever came before: one fp32 mismatch must not hide the bf16 results
-    m timeout -k 5 "$(tmo "${maxs[$i]}" $((10 * (${#tests[@]} - i - 1))))" "$bin/$t" >> "$OUT/ops.log" 2>&1; rc=$?
+    # shellcheck disable=SC2086
+    m timeout -k 5 "$(tmo "${maxs[$i]}" $((10 * (${#tests[@]} - i - 1))))" "$bin/$t" ${args[$i]} >> "$OUT/ops.log" 2>&1; rc=$?
     echo "===== $t: $(rc_word $rc)" >> "$OUT/ops.log"
-    figs+="${t#test_cuda_} $(rc_word $rc); "
+    local short=${t#test_cuda_}; short=${short#test_}
+    figs+="$short $(rc_word $rc); "
     n_run=$((n_run + 1))
     ((rc == 77)) && n_skip=$((n_skip + 1))
     ((rc != 0 && rc != 77 && r == 0)) && r=$rc
@@ -308,7 +320,7 @@ cmp_tol() {
       exit over }' "$3" "$2"
 }
 step_c() {
-  hdr "c: 20 iterations CPU vs CUDA (fp32, TF32, bf16; bf16 tensor-core attention at head size 64)"
+  hdr "c: 20 iterations CPU vs CUDA (fp32, TF32, bf16; bf16 fused attention at head size 64: megac's tensor cores, cuDNN)"
   if ! have megac; then record c SKIP "megac not in the pack"; return; fi
   local tdir="$work/train" r name dev env_ rc i=0 n
   mkdir -p "$tdir"
@@ -320,10 +332,15 @@ step_c() {
   local nogelu=0
   grep -aq MEGAC_CUDA_NO_GELU_EPILOGUE "$bin/megac" 2>/dev/null && nogelu=1
   # name|shape|device flags|environment
+  # hd64 on CUDA: megac's tensor-core kernels (--attention-backend flash), then cuDNN's fused
+  # SDPA (fused); each twice (determinism)
+  local flash="--attention-backend flash" fused="--attention-backend fused"
   local runs=("cpu|hd16|--device cpu|" "cuda_fp32|hd16|--device cuda --no-tf32|"
               "cuda_tf32|hd16|--device cuda|" "cuda_bf16|hd16|--device cuda --bf16|"
-              "cpu_hd64|hd64|--device cpu|" "cuda_bf16_hd64|hd64|--device cuda --bf16|"
-              "cuda_bf16_hd64_again|hd64|--device cuda --bf16|")
+              "cpu_hd64|hd64|--device cpu|" "cuda_bf16_hd64|hd64|--device cuda --bf16 $flash|"
+              "cuda_bf16_hd64_again|hd64|--device cuda --bf16 $flash|"
+              "cuda_bf16_hd64_fused|hd64|--device cuda --bf16 $fused|"
+              "cuda_bf16_hd64_fused_again|hd64|--device cuda --bf16 $fused|")
   ((nogelu)) && runs+=("cuda_fp32_nogelu|hd16|--device cuda --no-tf32|MEGAC_CUDA_NO_GELU_EPILOGUE=1")
   local status=""
   n=${#runs[@]}
@@ -350,9 +367,11 @@ step_c() {
                  for (k = 1; k < ARGC; k++) printf " %-20s", ((ARGV[k], i) in v) ? v[ARGV[k], i] : "-"
                  printf "\n" } }' $(for r in "${runs[@]}"; do echo "$tdir/${r%%|*}.tsv"; done)
   } > "$OUT/train.txt" 2>&1
-  for r in "cuda_fp32|cpu|1e-4" "cuda_tf32|cpu|2e-3" "cuda_bf16|cpu|2e-2" "cuda_bf16_hd64|cpu_hd64|2e-2"; do
+  for r in "cuda_fp32|cpu|1e-4" "cuda_tf32|cpu|2e-3" "cuda_bf16|cpu|2e-2" "cuda_bf16_hd64|cpu_hd64|2e-2" \
+           "cuda_bf16_hd64_fused|cpu_hd64|2e-2" "cuda_bf16_hd64_fused|cuda_bf16_hd64|2e-2"; do
     IFS='|' read -r name ref tol <<<"$r"
-    line=$(cmp_tol "${name#cuda_}" "$tdir/$name.tsv" "$tdir/$ref.tsv" "$tol") || ok=0
+    local label=${name#cuda_}; [[ $ref == cuda_* ]] && label+="_vs_${ref#cuda_}"
+    line=$(cmp_tol "$label" "$tdir/$name.tsv" "$tdir/$ref.tsv" "$tol") || ok=0
     figs+="$line; "
   done
   if ((nogelu)); then
@@ -362,11 +381,21 @@ step_c() {
     figs+="fp32_nogelu not run (no MEGAC_CUDA_NO_GELU_EPILOGUE in megac); "
   fi
   # determinism: the same bf16 run twice on the same GPU, every printed digit equal (%.17g)
-  if [[ $(wc -l < "$tdir/cuda_bf16_hd64.tsv") -eq 20 ]] && cmp -s "$tdir/cuda_bf16_hd64.tsv" "$tdir/cuda_bf16_hd64_again.tsv"; then
-    figs+="bf16_hd64 run twice: bitwise equal"
+  for name in bf16_hd64 bf16_hd64_fused; do
+    local a="$tdir/cuda_$name.tsv" b="$tdir/cuda_${name}_again.tsv"
+    if [[ $(wc -l < "$a") -eq 20 ]] && cmp -s "$a" "$b"; then
+      figs+="$name run twice: bitwise equal; "
+    else
+      ok=0
+      figs+="$name run twice: DIFFERENT ($(diff "$a" "$b" 2>&1 | grep -c '^<') of $(wc -l < "$a") rows); "
+    fi
+  done
+  # the fused runs must have run cuDNN (megac prints which kernels run the fused attention)
+  if grep -q "cuDNN fused SDPA runs" "$tdir/cuda_bf16_hd64_fused.out"; then
+    figs+="fused: cuDNN ran"
   else
     ok=0
-    figs+="bf16_hd64 run twice: DIFFERENT ($(diff "$tdir/cuda_bf16_hd64.tsv" "$tdir/cuda_bf16_hd64_again.tsv" 2>&1 | grep -c '^<') of $(wc -l < "$tdir/cuda_bf16_hd64.tsv") rows)"
+    figs+="fused: cuDNN DID NOT RUN ($(grep -m1 '^attention:' "$tdir/cuda_bf16_hd64_fused.out" | cut -c1-160))"
   fi
   echo "RESULT $( ((ok)) && echo PASS || echo FAIL) $figs" >> "$OUT/train.txt"
   cat "$OUT/train.txt"
@@ -405,10 +434,12 @@ PY
       # T=4096 with and without the (T, T) matrix (an out-of-memory exit is a result too)
       local runs=(
         "124m-bf16-flash|--config gpt2-124m --seq-length 1024 --micro-batch 16 --bf16 --use-flash-attn"
+        "124m-bf16-fused|--config gpt2-124m --seq-length 1024 --micro-batch 16 --bf16 --attention-backend fused"
         "124m-bf16-flash-plain|PLAIN --config gpt2-124m --seq-length 1024 --micro-batch 16 --bf16 --use-flash-attn"
         "124m-bf16|--config gpt2-124m --seq-length 1024 --micro-batch 16 --bf16"
         "124m-tf32|--config gpt2-124m --seq-length 1024 --micro-batch 16"
         "350m-bf16-flash|--config gpt2-350m --seq-length 1024 --micro-batch 8 --bf16 --use-flash-attn"
+        "350m-bf16-fused|--config gpt2-350m --seq-length 1024 --micro-batch 8 --bf16 --attention-backend fused"
         "350m-tf32|--config gpt2-350m --seq-length 1024 --micro-batch 8"
         "350m-T4096-bf16-flash|--config gpt2-350m --seq-length 4096 --micro-batch 4 --bf16 --use-flash-attn"
         "350m-T4096-bf16|--config gpt2-350m --seq-length 4096 --micro-batch 4 --bf16"
@@ -435,6 +466,7 @@ PY
   local fig="" line cfg tok tfl mem n_ok=0
   while read -r line; do
     cfg=$(sed -n 's/.* config=\([^ ]*\) device=cuda act=\([^ ]*\) flash=\([01]\) T=\([0-9]*\) B=\([0-9]*\).*/\1 \2 flash\3 T\4 B\5/p' <<<"$line")
+    [[ "$line" == *" attn=fused"* ]] && cfg+=" cuDNN"
     tok=$(sed -n 's/.* tokens_s=\([^ ]*\).*/\1/p' <<<"$line")
     tfl=$(sed -n 's/.* tflops=\([^ ]*\).*/\1/p' <<<"$line")
     mem=$(sed -n 's/.* mem_mib=\([^ ]*\).*/\1/p' <<<"$line")
@@ -446,10 +478,10 @@ PY
     n_ok=$((n_ok + 1))
   done < <(grep '^RESULT ' "$OUT/bench.log")
   echo "$fig" | tr ';' '\n' | sed '/^\s*$/d'
-  if ((n_ok >= 6)); then  # the T=4096 materialised run may not fit: that is the point
+  if ((n_ok >= 8)); then  # the T=4096 materialised run may not fit: that is the point
     record d PASS "$fig"
   elif have bench_train; then
-    record d FAIL "${fig}$n_ok of 8 runs finished; bf16 GEMM ${bf16:-?} TFLOP/s"
+    record d FAIL "${fig}$n_ok of 10 runs finished; bf16 GEMM ${bf16:-?} TFLOP/s"
   else
     record d SKIP "bench_train not in the pack; bf16 GEMM ${bf16:-?} TFLOP/s"
   fi

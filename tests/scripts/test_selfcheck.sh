@@ -42,9 +42,10 @@ cat > "$tmp/stage/bin/megac" <<'EOF'
 # (selfcheck.sh looks for the name MEGAC_CUDA_NO_GELU_EPILOGUE in megac: here it is)
 echo "megac $*|$LD_LIBRARY_PATH|no_gelu_epilogue=${MEGAC_CUDA_NO_GELU_EPILOGUE:-}" >> "$STUB_LOG"
 [ "$1" = --help ] && { echo "usage: megac COMMAND"; exit 0; }
-dev=cpu bf16=0 tf32=1 log="" hs=64
+dev=cpu bf16=0 tf32=1 log="" hs=64 attn=auto
 while [ $# -gt 0 ]; do
   case "$1" in --device) dev=$2; shift ;; --bf16) bf16=1 ;; --no-tf32) tf32=0 ;;
+               --attention-backend) attn=$2; shift ;;
                --log-json) log=$2; shift ;; --hidden-size) hs=$2; shift ;; esac
   shift
 done
@@ -54,9 +55,10 @@ awk -v d="$dev" -v b="$bf16" -v t="$tf32" -v hs="$hs" -v z="$noise" 'BEGIN {
     l = 6 - i * 0.01 + hs * 1e-4 + z * 1e-15; g = 1.5 - i * 0.005
     if (d == "cuda") { e = b ? 3e-3 : (t ? 5e-4 : 2e-5); l *= 1 + e; g *= 1 - e }
     printf "{\"iteration\":%d,\"lm_loss\":%.17g,\"grad_norm\":%.17g,\"lr\":1e-4}\n", i, l, g } }' > "$log"
+[ "$dev$attn" = cudafused ] && echo "attention: cuDNN fused SDPA runs the fused attention"
 echo " iteration       20/      20 | lm loss: 5.9"
 EOF
-for t in test_cuda_ops test_cuda_half test_cuda_fused test_cuda_flash_tc; do
+for t in test_cuda_ops test_cuda_half test_cuda_fused test_cuda_flash_tc test_cudnn_attn; do
   rc=0; [[ $t == test_cuda_ops ]] && rc=1
   printf '#!/bin/sh\necho "%s $*|$LD_LIBRARY_PATH" >> "$STUB_LOG"\necho "%s: stand-in, exit %d"\nexit %d\n' \
     "$t" "$t" "$rc" "$rc" > "$tmp/stage/bin/$t"
@@ -64,7 +66,8 @@ done
 cat > "$tmp/stage/bin/bench_train" <<'EOF'
 #!/bin/sh
 echo "bench_train $*|$LD_LIBRARY_PATH" >> "$STUB_LOG"
-echo "RESULT config=gpt2-124m device=cuda act=bf16 flash=1 T=1024 B=16 ms=100.0 tokens_s=163840.0 tflops=200.0 mem_mib=20000"
+attn=megac; case " $* " in *" --attention-backend fused "*) attn=fused ;; esac
+echo "RESULT config=gpt2-124m device=cuda act=bf16 flash=1 T=1024 B=16 ms=100.0 tokens_s=163840.0 tflops=200.0 mem_mib=20000 attn=$attn"
 EOF
 chmod +x "$tmp/stage/bin/"*
 cp "$src/env.sh" "$tmp/stage/env.sh"
@@ -168,7 +171,8 @@ fi
 expect "$out/probe.txt" "libcublasLt.so.13 => $wheels/cu13/lib/libcublasLt.so.13" "run 1: cuBLASLt not found by the glob"
 expect "$out/probe.txt" "^$tmp/odd/deep/nvidia/nccl/lib\$" "run 1: NCCL's folder not found by the bounded find"
 expect "$out/probe.txt" "^$wheels/cudnn/lib\$" "run 1: the other wheel folders are not on the programs' path"
-expect "$sum" '^\| b op parity \| FAIL \| ops exit 1; half ok; fused ok; flash_tc ok' "run 1: b did not run every test after ops failed"
+expect "$sum" '^\| b op parity \| FAIL \| ops exit 1; half ok; fused ok; flash_tc ok; cudnn_attn ok' "run 1: b did not run every test after ops failed"
+expect "$STUB_LOG" '^test_cudnn_attn --quick\|' "run 1: test_cudnn_attn --quick not run in step b"
 expect "$STUB_LOG" '^test_cuda_flash_tc \|' "run 1: test_cuda_flash_tc not run in full in step b"
 expect "$sum" '^\| c train CPU vs CUDA \| PASS \|' "run 1: c not PASS on consistent logs"
 expect "$sum" 'bf16_hd64 max rel loss' "run 1: c lacks the head-size-64 bf16 comparison"
@@ -178,8 +182,14 @@ expect "$sum" 'fp32_nogelu max rel loss [^;]*\(tol 1e-04\)' "run 1: c lacks the 
   fail "run 1: not one fp32 run with MEGAC_CUDA_NO_GELU_EPILOGUE=1"
 expect "$STUB_LOG" '^megac train .*--hidden-size 256 --num-attention-heads 4 --use-flash-attn --attention-dropout 0 --device cuda --bf16' \
   "run 1: no --bf16 --use-flash-attn --attention-dropout 0 run at head size 64"
-[[ $(grep -c -- '--hidden-size 256 .*--device cuda --bf16' "$STUB_LOG") -eq 2 ]] || fail "run 1: the bf16 head-64 run not run twice"
+[[ $(grep -c -- '--hidden-size 256 .*--device cuda --bf16 --attention-backend flash' "$STUB_LOG") -eq 2 ]] ||
+  fail "run 1: the bf16 head-64 run on megac's kernels not run twice"
+[[ $(grep -c -- '--hidden-size 256 .*--device cuda --bf16 --attention-backend fused' "$STUB_LOG") -eq 2 ]] ||
+  fail "run 1: the bf16 head-64 run on cuDNN not run twice"
+expect "$sum" 'bf16_hd64_fused_vs_bf16_hd64 max rel loss' "run 1: c lacks cuDNN vs megac's kernels"
+expect "$sum" 'bf16_hd64_fused run twice: bitwise equal; fused: cuDNN ran' "run 1: c lacks the cuDNN rerun or its check"
 expect "$sum" '^\| d throughput \| (PASS|FAIL) \| gpt2-124m bf16 flash1 T1024 B16 163840 tok/s 200.0 TFLOP/s' "run 1: d did not read bench_train's RESULT lines"
+expect "$sum" '; gpt2-124m bf16 flash1 T1024 B16 cuDNN 163840 tok/s' "run 1: d does not mark the cuDNN runs"
 expect "$sum" '^\| e sanitizer \| FAIL \|' "run 1: e not FAIL (test_cuda_ops fails under it)"
 grep '^compute-sanitizer ' "$STUB_LOG" | cut -d'|' -f1 > "$tmp/cs_order"
 printf 'compute-sanitizer %s\n' "memcheck test_cuda_half" "synccheck test_cuda_half" "racecheck test_cuda_half" \
