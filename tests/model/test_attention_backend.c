@@ -2,8 +2,9 @@
 // (1) gpt_attention_backend: each name's kernels and whether attention is fused, with and
 // without --use-flash-attn, and the refusals; (2) backend_attn_cudnn_case: which fused
 // attention calls cuDNN may run (bf16/fp16, head size 64 or 128, no dropout, no window);
-// (3) the CPU backend ignores the kernels: its fused attention gives the same bits whatever
-// be->attn says (the fallback of --attention-backend fused off the GPU).
+// (3) where cuDNN cannot run (the CPU backend; under the GPU emulator the CUDA backend too)
+// the fused attention gives megac's bits whatever be->attn says (the fallback of
+// --attention-backend fused off the GPU).
 #include "model/gpt_flags.h"
 #include "tests/testing.h"
 
@@ -61,36 +62,64 @@ static void test_cases(void) {
     EXPECT(!backend_attn_cudnn_case(BACKEND_F32, 32, &drop, &w, NULL), "why may be NULL");
 }
 
-// The CPU's fused attention with be->attn MEGAC and CUDNN: the same bits (forward, backward).
-static void test_cpu_ignores(void) {
+// Device buffer of n elements of type t holding x (host fp32), through the backend's copy and cast.
+static void *upload(Backend *be, const float *x, size_t n) {
+    float *tmp = be->ops->alloc(be, n * sizeof(float));
+    void *d = be->ops->alloc(be, n * backend_dtype_size(be->act));
+    be->ops->copy(be, tmp, x, n * sizeof(float), BACKEND_H2D);
+    be->ops->cast(be, d, be->act, tmp, BACKEND_F32, n);
+    be->ops->free(be, tmp);
+    return d;
+}
+
+// Host copy of n bytes of device buffer d (freed).
+static void *download(Backend *be, void *d, size_t bytes) {
+    void *h = malloc(bytes);
+    be->ops->copy(be, h, d, bytes, BACKEND_D2H);
+    be->ops->free(be, d);
+    return h;
+}
+
+// A backend where cuDNN cannot run (make(): the CPU; the CUDA backend under the GPU emulator):
+// its fused attention with be->attn MEGAC and CUDNN gives the same bits (forward, backward).
+static void test_fallback(Backend *(*make)(void), const char *what) {
     int B = 2, T = 9, NH = 2, hs = 64, C = NH * hs;
     size_t nq = (size_t)B * T * 3 * C, no = (size_t)B * T * C, nl = (size_t)B * NH * T;
     float *qkv = malloc(nq * sizeof *qkv), *dout = malloc(no * sizeof *dout);
     for (size_t i = 0; i < nq; i++) qkv[i] = (float)((i * 7919 % 101) - 50) / 50.0f;
     for (size_t i = 0; i < no; i++) dout[i] = (float)((i * 104729 % 37) - 18) / 18.0f;
-    float *out[2], *lse[2], *dqkv[2], *scr = malloc(nl * sizeof *scr);
+    void *out[2], *lse[2], *dqkv[2];
     for (int r = 0; r < 2; r++) {
-        Backend *be = backend_cpu_create(1, BACKEND_BF16);
+        Backend *be = make();
         be->attn = r ? BACKEND_ATTN_CUDNN : BACKEND_ATTN_MEGAC;
         size_t e = backend_dtype_size(be->act);
-        void *q = malloc(nq * e), *d = malloc(no * e);
-        be->ops->cast(be, q, be->act, qkv, BACKEND_F32, nq);
-        be->ops->cast(be, d, be->act, dout, BACKEND_F32, no);
-        out[r] = malloc(no * e), lse[r] = malloc(nl * sizeof(float)), dqkv[r] = malloc(nq * e);
-        be->ops->flash_attention_forward(be, out[r], lse[r], q, B, T, NH, hs, NULL, NULL);
-        be->ops->flash_attention_backward(be, dqkv[r], scr, d, q, out[r], lse[r], B, T, NH, hs, NULL, NULL);
-        free(q), free(d);
+        void *q = upload(be, qkv, nq), *d = upload(be, dout, no);
+        void *o = be->ops->alloc(be, no * e), *dq = be->ops->alloc(be, nq * e);
+        float *l = be->ops->alloc(be, nl * sizeof(float)), *scr = be->ops->alloc(be, nl * sizeof(float));
+        be->ops->flash_attention_forward(be, o, l, q, B, T, NH, hs, NULL, NULL);
+        be->ops->flash_attention_backward(be, dq, scr, d, q, o, l, B, T, NH, hs, NULL, NULL);
+        out[r] = download(be, o, no * 2), lse[r] = download(be, l, nl * 4), dqkv[r] = download(be, dq, nq * 2);
+        be->ops->free(be, q), be->ops->free(be, d), be->ops->free(be, scr);
         backend_destroy(be);
     }
     EXPECT(!memcmp(out[0], out[1], no * 2) && !memcmp(lse[0], lse[1], nl * 4) &&
-           !memcmp(dqkv[0], dqkv[1], nq * 2), "the CPU's fused attention ignores be->attn");
+           !memcmp(dqkv[0], dqkv[1], nq * 2), "%s: fused attention with --attention-backend fused "
+           "gives megac's bits", what);
     for (int r = 0; r < 2; r++) free(out[r]), free(lse[r]), free(dqkv[r]);
-    free(qkv), free(dout), free(scr);
+    free(qkv), free(dout);
 }
+
+static Backend *make_cpu(void) { return backend_cpu_create(1, BACKEND_BF16); }
+#ifdef MEGAC_CUDA_EMU
+static Backend *make_emulated(void) { return backend_cuda_create(0, BACKEND_MATH_TF32, BACKEND_BF16); }
+#endif
 
 int main(void) {
     test_names();
     test_cases();
-    test_cpu_ignores();
+    test_fallback(make_cpu, "cpu");
+#ifdef MEGAC_CUDA_EMU
+    test_fallback(make_emulated, "the GPU emulator");  // prints its one line: no cuDNN there
+#endif
     return test_result("attention_backend");
 }
