@@ -36,7 +36,7 @@ int cudnn_api_open(CudnnApi *api, void **lib, char *why, size_t n);
 
 // A graph under construction: every descriptor made is kept to be destroyed together, the
 // operations in order; the first failing call is remembered (later calls do nothing).
-#define CUDNN_GRAPH_MAX_DESC 96
+#define CUDNN_GRAPH_MAX_DESC 128
 #define CUDNN_GRAPH_MAX_OPS 40
 typedef struct {
     const CudnnApi *api;

@@ -32,6 +32,8 @@ enum { U_Q = 1, U_K, U_V, U_O, U_STATS, U_SCALE, U_NEGINF, U_DO, U_DQ, U_DK, U_D
 typedef struct {
     int used, bwd, B, T, NH, hs, act;
     cudnnBackendDescriptor_t plan;  // NULL: cuDNN has no plan for this case (megac's kernels)
+    CudnnGraph *g;                  // the descriptors the plan was made from, kept as long
+                                    // as it (the backend API does not say it copies them)
     int64_t ws;                     // its workspace bytes
     char why[160];                  // why there is no plan
 } CudnnAttnPlan;
@@ -67,10 +69,17 @@ static CudnnAttn *attn_state(Backend *be) {
     return c;
 }
 
+// Destroys a cached plan and its graph; the slot becomes unused.
+static void plan_drop(CudnnAttn *c, CudnnAttnPlan *p) {
+    if (p->plan) c->api.DestroyDescriptor(p->plan);
+    if (p->g) cudnn_graph_free(p->g);
+    free(p->g);
+    memset(p, 0, sizeof *p);
+}
+
 void cuda_cudnn_attn_free(CudnnAttn *c) {
     if (!c) return;
-    for (int i = 0; i < CUDNN_ATTN_PLANS; i++)
-        if (c->plans[i].plan) c->api.DestroyDescriptor(c->plans[i].plan);
+    for (int i = 0; i < CUDNN_ATTN_PLANS; i++) plan_drop(c, &c->plans[i]);
     if (c->ws) cudaFree(c->ws);
     if (c->usable) c->api.Destroy(c->h);
     free(c);  // the library stays open: cuDNN's own threads may still reference it
@@ -213,9 +222,9 @@ static CudnnAttnPlan *attn_plan(CudnnAttn *c, int bwd, BackendDType act, int B, 
     }
     CudnnAttnPlan *p = &c->plans[c->next];
     c->next = (c->next + 1) % CUDNN_ATTN_PLANS;
-    if (p->plan) c->api.DestroyDescriptor(p->plan);
-    *p = (CudnnAttnPlan){1, bwd, B, T, NH, hs, (int)act, NULL, 0, ""};
-    CudnnGraph *g = core_calloc(1, sizeof *g);  // ~2 KB of descriptors: not on the stack
+    plan_drop(c, p);
+    *p = (CudnnAttnPlan){1, bwd, B, T, NH, hs, (int)act, NULL, NULL, 0, ""};
+    CudnnGraph *g = core_calloc(1, sizeof *g);  // ~1.5 KB of handles: not on the stack
     cudnn_graph_init(g, &c->api, U_VIRTUAL);
     Views v = views(B, T, NH, hs);
     if (bwd) build_backward(g, &v, cudnn_type(act));
@@ -225,8 +234,12 @@ static CudnnAttnPlan *attn_plan(CudnnAttn *c, int bwd, BackendDType act, int B, 
         snprintf(p->why, sizeof p->why, "cuDNN %zu has no %s plan for B %d T %d NH %d hs %d %s (%s)",
                  c->version, bwd ? "backward" : "forward", B, T, NH, hs, backend_dtype_name(act),
                  g->failed);
-    cudnn_graph_free(g);  // the plan keeps what it needs
-    free(g);
+    if (p->plan) {
+        p->g = g;
+    } else {
+        cudnn_graph_free(g);
+        free(g);
+    }
     return p;
 }
 
