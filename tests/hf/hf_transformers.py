@@ -13,9 +13,9 @@ Default (mock data, V = 300, so the vocabulary is padded to 384 inside megac):
 biases, untied) exported as LlamaForCausalLM, and a Llama built by transformers (tied, GQA),
 imported: the same logits.
 --mixtral MPIEXEC: a Llama-style mixture of experts (4 experts, top 2, every layer) trained at
-TP 2 x PP 2 (4 ranks), exported as MixtralForCausalLM: the same logits (1e-5 relative) and
+TP 2 x DP 2 x EP 2 (4 ranks), exported as MixtralForCausalLM: the same logits (1e-5 relative) and
 greedy tokens; a Mixtral built by transformers (tied, GQA) imported: the same logits, and the
-imported checkpoint trains on at DP 2.
+imported checkpoint trains on at DP 2 x EP 2.
 --tokenizer (Debian's fortunes): a BPE tokenizer trained by megac, exported as
 tokenizer.json: transformers' tokenizer encodes text to megac's ids, greedy text equals, and
 import brings the tokenizer back (also for the byte tokenizer).
@@ -197,16 +197,16 @@ def hf_made_mixtral_test(wd, mpiexec):
                  "--lr", "1e-3", "--num-threads", 1, *LLAMA[:-3], "--rotary-base", 500,
                  "--num-experts", 4, "--moe-router-topk", 2, "--ffn-hidden-size", 40,
                  "--moe-ffn-hidden-size", 40, "--train-iters", 3, "--load", f"{wd}/ckx",
-                 "--save", f"{wd}/ckx")
+                 "--save", f"{wd}/ckx", "--expert-model-parallel-size", 2)
     assert "iteration        3/       3" in out, out[-2000:]
     losses = re.findall(r"lm loss: ([0-9.E+-]+)", out)
-    print(f"the imported Mixtral trains on at DP 2: lm loss {' '.join(losses)}")
+    print(f"the imported Mixtral trains on at DP 2 x EP 2: lm loss {' '.join(losses)}")
 
 
 def mixtral_test(wd, mpiexec):
     ck, hf = f"{wd}/ck", f"{wd}/hf"
     mpirun(mpiexec, 4, "train", "--mock-data", "--mock-vocab-size", 300, *TRAIN, *MIXTRAL,
-           "--tensor-model-parallel-size", 2, "--pipeline-model-parallel-size", 2,
+           "--tensor-model-parallel-size", 2, "--expert-model-parallel-size", 2,  # DP 2 x EP 2
            "--train-iters", 3, "--save", ck)
     out = run("export", "--load", ck, "--output", hf)
     assert "MixtralForCausalLM" in out, out
