@@ -20,7 +20,7 @@ static const char *USAGE =
     "usage: megac plan --world-size N [--gpus-per-node G] [--hardware h100|h200|FILE] [--json]\n"
     "                  [--top K] <model and batch flags as for megac train> [layout restrictions]\n"
     "  Predicts every TP x CP x PP x DP layout (micro-batch sizes, 1F1B/GPipe, sequence parallelism,\n"
-    "  ZeRO-1; CP only when asked: --context-parallel-size) and ranks them, fastest first; layouts that do not fit in memory come last.\n"
+    "  ZeRO-1; CP and EP only when asked: --context-parallel-size, --expert-model-parallel-size) and ranks them, fastest first; layouts that do not fit in memory come last.\n"
     "  Layout flags (--tensor-model-parallel-size, --micro-batch-size, --sequence-parallel, ...)\n"
     "  fix that dimension; left out, every value is tried.";
 
@@ -131,7 +131,7 @@ int cmd_plan(int argc, char **argv) {
     GPTFlagText mt;
     gpt_flags_init(m, &mt);  // megac train's defaults, and GPT-2's vocabulary
     m->vocab_size = 50257;
-    PlanFilter f = {0, 0, 0, -1, -1, -1, 0, 0, 0, 1, 0};  // CP 1 unless asked (as vpp)
+    PlanFilter f = {0, 0, 0, -1, -1, -1, 0, 0, 0, 1, 0, 1};  // CP 1 unless asked (as vpp)
     PlanFlags pf = {.top = 20, .hardware = "h100", .schedule = "", .device = "cuda", .cp_comm_type = "p2p"};
     const ArgSpec own[] = {
         {"--world-size", ARG_INT, &s.world_size, "ranks (GPUs) to lay out"},
@@ -168,8 +168,10 @@ int cmd_plan(int argc, char **argv) {
     int n_specs = N_OWN + gpt_flags_specs(specs + N_OWN, m, &mt);  // train's model flags
     core_args_parse(USAGE, specs, n_specs, argc, argv);
     gpt_flags_finish(m, &mt);
-    if (mt.ep > 1)  // (megac train runs it; plan's memory and traffic are EP 1's)
-        core_usage_error("megac plan: --expert-model-parallel-size %d is not modelled yet (EP 1 is)", mt.ep);
+    f.ep = mt.ep;  // every layout splits the experts over EP (plan_ep.c); refused where EP
+                   // does not divide DP x CP
+    if (mt.ep > 1 && m->num_experts == 0)  // as train
+        core_usage_error("--expert-model-parallel-size %d needs --num-experts", mt.ep);
     if (*pf.schedule && strcmp(pf.schedule, "1f1b") && strcmp(pf.schedule, "gpipe"))
         core_usage_error("--pipeline-schedule must be 1f1b or gpipe, got '%s'", pf.schedule);
     f.gpipe = *pf.schedule ? !strcmp(pf.schedule, "gpipe") : -1;

@@ -3,13 +3,14 @@
 // The model follows what megac's step does (train/trainer.c): the pipeline schedule runs m
 // micro-batches; inside a stage, GEMMs, tensor-parallel collectives and the pipeline's
 // point-to-point transfers run one after the other (no overlap); so do the memory-bound
-// kernels (plan_kernels.h), timed at the profile's HBM bandwidth. A micro-batch passes every
+// kernels (plan_kernels.h), timed at the profile's HBM bandwidth, and the experts' all-to-alls. A micro-batch passes every
 // stage once while the pipeline fills and drains, and the slowest stage sets the pace in
 // between: t_pipeline = sum_s t_s + (m - 1) max_s t_s, (m + PP - 1) t_mb for equal stages
 // (1F1B and GPipe alike); interleaved with v chunks per stage, each t_s / v long, the fill
 // and drain pass chunks: sum_s t_s / v + (m - 1/v) max_s t_s, (m + (PP - 1)/v) t_mb for equal
 // stages, a bubble of (PP - 1)/(v m) of the work. Stage s idles 1 - m t_s / t_pipeline of
-// it (its bubble). Then the tied-embedding all-reduce, the data-parallel reduction, the
+// it (its bubble). Then the tied-embedding all-reduce, the data-parallel reductions (the
+// expert region's over the expert-data-parallel group too), the
 // AdamW step (memory-bound) and the ZeRO-1 all-gather. A collective over a group costs bytes / (link bandwidth x link
 // efficiency) + one latency per ring step; the link is NVLink when every member of the
 // group sits on one node (rank r on node r / gpus_per_node), InfiniBand otherwise.
@@ -48,6 +49,8 @@ static int starts_cross(long long width, long long step, long long count, long l
 int plan_group_crosses(const PGridDims *d, PGridKind kind, int gpus_per_node) {
     long long tp = d->tp, dp = d->dp, pp = d->pp, G = gpus_per_node, W = d->world_size;
     long long cp = W / (tp * dp * pp);  // rank = tp_rank + tp (cp_rank + cp (dp_rank + dp pp_rank))
+    // the expert decomposition (ETP = TP): rank = tp_rank + tp (ep_rank + ep (edp_rank + edp pp_rank))
+    long long ep = pgrid_dims_ep(d), edp = W / (tp * ep * pp);
     if (W <= G) return 0;
     switch (kind) {
     case PGRID_TP: return starts_cross(1, tp, cp * dp * pp, tp - 1, G, W);
@@ -56,6 +59,8 @@ int plan_group_crosses(const PGridDims *d, PGridKind kind, int gpus_per_node) {
     case PGRID_DP_CP: return starts_cross(tp, tp * cp * dp, pp, tp * (cp * dp - 1), G, W);
     case PGRID_PP:  // the embedding group is the first and last member of a pipeline group
     case PGRID_EMBEDDING: return starts_cross(tp * cp * dp, 0, 1, tp * cp * dp * (pp - 1), G, W);
+    case PGRID_EP: return starts_cross(tp, tp * ep, edp * pp, tp * (ep - 1), G, W);
+    case PGRID_EDP: return starts_cross(tp * ep, tp * ep * edp, pp, tp * ep * (edp - 1), G, W);
     default: core_fatal("plan_group_crosses: group kind %d is not planned", (int)kind);
     }
     return 0;
@@ -88,7 +93,7 @@ static double adamw_bytes(PlanPrecision p) { return 28.0 + (p == PLAN_BF16 || p 
 // The times of one stage (counted by plan_stage_counts): one micro-batch, and after the pipeline.
 static void stage_times(const PlanSpec *s, const PlanLayout *l, const PlanHardware *hw, const PlanResult *r,
                         int m, PlanStage *p) {
-    int sizes[PLAN_NGROUPS] = {l->tp, l->pp, plan_dp_cp(l), l->pp > 1 ? 2 : 1, plan_cp(l)};
+    int sizes[PLAN_NGROUPS] = {l->tp, l->pp, plan_dp_cp(l), l->pp > 1 ? 2 : 1, plan_cp(l), plan_ep(l), plan_edp(l)};
     double rate = plan_hw_peak_flops(hw, s->precision) * hw->gemm_efficiency;
     PlanTraffic pp_mb = p->traffic[PLAN_G_PP];  // one micro-batch's transfers
     for (int k = 0; k < COMM_NKINDS; k++) {
@@ -98,9 +103,11 @@ static void stage_times(const PlanSpec *s, const PlanLayout *l, const PlanHardwa
     p->t_mb = p->flops_mb / rate + p->kernel_bytes_mb / (hw->hbm_gbps * 1e9) +
               traffic_time(&p->traffic[PLAN_G_TP], l->tp, r->crosses[PLAN_G_TP], hw) / m +
               traffic_time(&p->traffic[PLAN_G_CP], sizes[PLAN_G_CP], r->crosses[PLAN_G_CP], hw) / m +
+              traffic_time(&p->traffic[PLAN_G_EP], sizes[PLAN_G_EP], r->crosses[PLAN_G_EP], hw) / m +
               traffic_time(&pp_mb, l->pp, r->crosses[PLAN_G_PP], hw);
     p->t_after = traffic_time(&p->traffic[PLAN_G_EMB], sizes[PLAN_G_EMB], r->crosses[PLAN_G_EMB], hw) +
                  traffic_time(&p->traffic[PLAN_G_DP], sizes[PLAN_G_DP], r->crosses[PLAN_G_DP], hw) +
+                 traffic_time(&p->traffic[PLAN_G_EDP], sizes[PLAN_G_EDP], r->crosses[PLAN_G_EDP], hw) +
                  (double)p->shard_len * adamw_bytes(s->precision) / (hw->hbm_gbps * 1e9);
 }
 
@@ -110,12 +117,15 @@ static void predict(const PlanSpec *s, const PlanLayout *l, const PlanHardware *
     *r = (PlanResult){.layout = *l};
     r->n_micro = s->global_batch / (l->micro_batch * l->dp);
     int m = r->n_micro, gpn = hw->gpus_per_node;
-    PGridDims d = {.world_size = s->world_size, .tp = l->tp, .pp = l->pp, .dp = l->dp};  // CP: the factor left
+    PGridDims d = {.world_size = s->world_size, .tp = l->tp, .pp = l->pp, .dp = l->dp,  // CP: the factor left
+                   .ep = plan_ep(l)};
     r->crosses[PLAN_G_TP] = plan_group_crosses(&d, PGRID_TP, gpn);
     r->crosses[PLAN_G_PP] = plan_group_crosses(&d, PGRID_PP, gpn);
     r->crosses[PLAN_G_DP] = plan_group_crosses(&d, PGRID_DP_CP, gpn);  // (PGRID_DP when CP is 1)
     r->crosses[PLAN_G_EMB] = l->pp > 1 && plan_group_crosses(&d, PGRID_EMBEDDING, gpn);
     r->crosses[PLAN_G_CP] = plan_cp(l) > 1 && plan_group_crosses(&d, PGRID_CP, gpn);
+    r->crosses[PLAN_G_EP] = plan_ep(l) > 1 && plan_group_crosses(&d, PGRID_EP, gpn);
+    r->crosses[PLAN_G_EDP] = plan_ep(l) > 1 && plan_edp(l) > 1 && plan_group_crosses(&d, PGRID_EDP, gpn);
     if (keep) r->stages = core_calloc((size_t)l->pp, sizeof(PlanStage));
     double t_mb = 0.0, t_sum = 0.0, t_after = 0.0, busy = 0.0;
     r->hardware_flops = 0.0;  // every rank of a stage runs its micro-batches

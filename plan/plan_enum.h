@@ -6,7 +6,8 @@
 // DP rank, the pipeline schedule (1F1B or GPipe, when PP > 1), sequence parallelism (on or
 // off, when TP > 1) and the ZeRO-1 distributed optimizer (on or off, when DP > 1; ZeRO-2 or 3
 // instead of ZeRO-1 when the filter asks). Interleaved 1F1B only when the filter gives v (or
-// layers per virtual stage): then every layout has it, and those that cannot are refused.
+// layers per virtual stage): then every layout has it, and those that cannot are refused;
+// expert parallelism likewise (EP, when given).
 #pragma once
 #include "plan_model.h"
 
@@ -20,6 +21,8 @@ typedef struct {
     int cp;          // --context-parallel-size (megac plan: 1 unless given; 0: every CP the
                      // model allows)
     int cp_all_gather;  // --cp-comm-type all_gather (1) or p2p (0), for the CP > 1 layouts
+    int ep;          // --expert-model-parallel-size (0 or 1: none): every layout has it, those
+                     // whose DP x CP it does not divide are refused
 } PlanFilter;
 
 typedef struct {

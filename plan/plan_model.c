@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *GROUP_NAMES[PLAN_NGROUPS] = {"tp", "pp", "dp", "embedding", "cp"};
+static const char *GROUP_NAMES[PLAN_NGROUPS] = {"tp", "pp", "dp", "embedding", "cp", "ep", "edp"};
 static const char *MEM_NAMES[PLAN_NMEM] = {"parameters", "gradients", "optimizer_state",
                                           "activations", "workspace", "comm_buffers"};
 
@@ -87,6 +87,7 @@ int plan_layout_check(const PlanSpec *s, const PlanLayout *l, char *err, size_t 
         snprintf(err, n, "ZeRO-%d needs DP > 1", l->zero ? l->zero : 1);
         return -1;
     }
+    if (plan_ep(l) > 1 && plan_ep_check(s, l, err, n)) return -1;  // plan_ep.c
     return l->vpp > 1 ? interleaved_check(s, l, err, n) : 0;
 }
 
@@ -196,6 +197,7 @@ static void chunk_counts(const PlanSpec *s, const PlanLayout *l, int P, int stag
     st->n_floats = built == st->n_layers && table ? built_floats : stage_floats(c, l->tp, Vp, st);
     st->n_alloc = dist_padded_size(st->n_floats, plan_dp_cp(l));
     st->shard_len = l->zero1 ? st->n_alloc / (size_t)plan_dp_cp(l) : st->n_alloc;
+    if (plan_ep(l) > 1) plan_ep_params(s, l, st);  // the expert region (plan_ep.c)
     recompute_counts(c, st);
     st->n_slots = n_slots;
     double e = plan_act_bytes(s->precision);

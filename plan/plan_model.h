@@ -59,6 +59,8 @@ typedef struct {
     int cp;          // context parallelism (--context-parallel-size; 0 or 1: none): a rank
                      // holds B T / cp rows of each micro-batch; world = TP x CP x DP x PP
     int cp_all_gather;  // --cp-comm-type all_gather (1) or p2p, the ring (0)
+    int ep;          // expert parallelism (--expert-model-parallel-size; 0 or 1: none): each
+                     // MoE layer's experts split over EP ranks of DP x CP (plan_ep.c)
 } PlanLayout;
 
 // The CP size of a layout (an initialiser without it means 1).
@@ -72,11 +74,18 @@ static inline int plan_act_bytes(PlanPrecision p) { return p == PLAN_BF16 || p =
 static inline size_t plan_rows(const PlanSpec *s, const PlanLayout *l) {
     return (size_t)l->micro_batch * s->model.seq_length / (size_t)plan_cp(l);
 }
+// The EP size of a layout (an initialiser without it means 1), and the expert-data-parallel
+// group that reduces (and ZeRO-1 shards) the expert region: DP x CP / EP.
+static inline int plan_ep(const PlanLayout *l) { return l->ep > 1 ? l->ep : 1; }
+static inline int plan_edp(const PlanLayout *l) { return plan_dp_cp(l) / plan_ep(l); }
 // " x CP n" when CP > 1, else "": layout names read "TP 2 x CP 2 x PP 1 ..." (buf: 32 chars).
 const char *plan_cp_label(const PlanLayout *l, char *buf);
 
-// dp: the gradient group, DP x CP; cp: context parallelism's K/V exchange (model/gpt_cp.c)
-typedef enum { PLAN_G_TP, PLAN_G_PP, PLAN_G_DP, PLAN_G_EMB, PLAN_G_CP, PLAN_NGROUPS } PlanGroup;
+// dp: the gradient group, DP x CP (with EP > 1 the dense region only); cp: context
+// parallelism's K/V exchange (model/gpt_cp.c); ep: the tokens' all-to-all (EP > 1); edp: the
+// expert region's gradient group, DP x CP / EP
+typedef enum { PLAN_G_TP, PLAN_G_PP, PLAN_G_DP, PLAN_G_EMB, PLAN_G_CP, PLAN_G_EP, PLAN_G_EDP,
+               PLAN_NGROUPS } PlanGroup;
 
 typedef enum {
     PLAN_MEM_PARAMS, PLAN_MEM_GRADS, PLAN_MEM_OPTIM, PLAN_MEM_ACTIVATIONS, PLAN_MEM_WORKSPACE,
@@ -103,7 +112,11 @@ typedef struct {
     size_t slot_bytes;                 // one activation slot: mem[ACTIVATIONS] = slot_bytes x
                                        // n_slots (interleaved: 0, the chunks differ)
     size_t n_floats, n_alloc;          // parameter floats, padded flat buffer length
-    size_t shard_len;                  // optimizer slice (n_alloc / DP with ZeRO-1)
+    size_t shard_len;                  // optimizer slice (n_alloc / DP with ZeRO-1; EP > 1:
+                                       // the dense region / (DP x CP) + the expert region / EDP)
+    size_t expert_offset;              // EP > 1: where the expert region starts in the flat
+                                       // buffer (plan_ep.c), n_alloc when the stage has none;
+                                       // 0 at EP 1
     double mem[PLAN_NMEM];             // bytes per rank by category
     double mem_optim_unsharded;        // optimizer state without ZeRO-1
     PlanTraffic traffic[PLAN_NGROUPS]; // one step, one rank of this stage
@@ -211,7 +224,8 @@ void plan_stage_traffic(const PlanSpec *s, const PlanLayout *l, int P, int stage
 int plan_zero_counts(const PlanSpec *s, const PlanLayout *l, const ParamInfo *p, int n_params,
                      int n_micro, PlanStage *st);
 
-// Mixture-of-experts layers at expert-parallel 1 (plan_moe.c, model/gpt_moe.h). All pure.
+// Mixture-of-experts layers (plan_moe.c, model/gpt_moe.h; EP > 1: the received rows' buffers
+// sized for EP times the local rows, the worst case). All pure.
 // The MoE layers among global layers [layer0, layer0 + n).
 int plan_moe_layers(const GPTConfig *c, int layer0, int n);
 // One MoE layer's routing and expert activations per micro-batch (gpt_alloc.c's carve_moe,
@@ -224,6 +238,27 @@ size_t plan_moe_workspace_bytes(const PlanSpec *s, const PlanLayout *l);
 // below ZeRO-2, the router and expert gradient sums over tp.
 void plan_moe_traffic(const PlanSpec *s, const PlanLayout *l, const PlanStage *st, int n_micro,
                       PlanTraffic *tp, PlanTraffic *cp);
+
+// Expert parallelism (l->ep > 1; plan_ep.c, model/gpt_moe.c's dispatch, dist_sync.c's
+// regions). All pure. The stage's flat buffer with the experts split (E/EP of each MoE
+// layer's, after every other tensor from a multiple of 16 DP x CP floats, as
+// gpt_params_place_experts puts them): sets n_floats, n_alloc, expert_offset and shard_len.
+// For plan_stage_counts, after the EP 1 counts of those.
+void plan_ep_params(const PlanSpec *s, const PlanLayout *l, PlanStage *st);
+// The gradient and ZeRO-1 parameter traffic of region [0, len) of a flat buffer over n ranks
+// (optim/optimizer.c's buckets of --ddp-bucket-size: per = len / n with ZeRO-1), added to t.
+void plan_region_traffic(const PlanSpec *s, const PlanLayout *l, size_t len, int n, PlanTraffic *t);
+// Adds one step's data-parallel (dense region over DP x CP), expert-data-parallel (expert
+// region over EDP) and all-to-all (ep) traffic of stage st on one rank. The ep bytes are
+// exact with --moe-pad-expert-input-to-capacity (every expert runs its capacity, so the rows
+// sent to each peer are known); dropless, or a capacity without padding, they are the
+// expectation under uniform routing (every expert gets n K / E rows of each rank).
+void plan_ep_traffic(const PlanSpec *s, const PlanLayout *l, PlanStage *st, int n_micro);
+// plan_layout_check's part for EP > 1: experts, EP dividing E and DP x CP, no ZeRO-2/3
+// (megac train's refusals). Returns 0, or -1 with one line naming the numbers in err.
+int plan_ep_check(const PlanSpec *s, const PlanLayout *l, char *err, size_t errlen);
+// Whether plan_ep_traffic's ep bytes are exact (capacity with padding) for this model.
+int plan_ep_exact(const GPTConfig *c);
 
 // Bytes per rank that a ring all-reduce of `bytes` over n ranks moves: 2(n-1)/n x bytes. Pure.
 double plan_all_reduce_bytes(double bytes, int n);

@@ -1,10 +1,12 @@
 // plan/plan_moe.c: what a stage's mixture-of-experts layers hold and move (plan_model.h),
 // mirroring model/gpt_alloc.c's carve_moe, gpt_moe_create and gpt_moe_backward at
-// expert-parallel 1: every rank holds all experts and routes the rows it holds (n = B T / CP,
-// or n / TP with sequence parallelism).
+// every expert-parallel size: every rank routes the rows it holds (n = B T / CP, or n / TP
+// with sequence parallelism); with EP > 1 its experts' buffers are sized for the rows they
+// may receive, EP times its own expert-ordered rows (gpt_moe_recv_rows: the worst case, every
+// rank of the ep group sending all its rows here), and the dispatch has buffers of its own.
 #include "plan_model.h"
 #include "model/gpt_moe.h"     // defines: gpt_moe_layer, gpt_moe_ffn, gpt_moe_capacity
-#include "model/gpt_params.h"  // defines: gpt_params_build
+#include "model/gpt_params.h"  // defines: gpt_params_build_ep
 
 #include <stdlib.h>
 
@@ -39,8 +41,9 @@ size_t plan_moe_layer_bytes(const PlanSpec *s, const PlanLayout *l) {
     size_t C = (size_t)c->hidden_size, Fe = (size_t)gpt_moe_ffn(c);
     size_t F2 = (backend_act_gated(c->activation) ? 2 : 1) * Fe;
     size_t G = c->moe_load_balancing == GPT_MOE_LB_SEQ_AUX ? (size_t)l->micro_batch : 1;
+    size_t R = M * (size_t)plan_ep(l);  // the rows the local experts may receive
     return piece(n * E * 4) + 3 * piece(NK * 4) + 2 * piece(M * 4) + piece(G * E * 4) +  // routing
-           2 * piece(M * C * e) + piece(M * F2 * e) + piece(M * Fe * e);  // xp, eo, fch, fch_act
+           piece(R * C * e) + piece(M * C * e) + piece(R * F2 * e) + piece(R * Fe * e);  // xp, eo, fch, fch_act
 }
 
 size_t plan_moe_workspace_bytes(const PlanSpec *s, const PlanLayout *l) {
@@ -49,10 +52,11 @@ size_t plan_moe_workspace_bytes(const PlanSpec *s, const PlanLayout *l) {
     moe_rows(s, l, &n, &M);
     size_t C = (size_t)c->hidden_size, Fe = (size_t)gpt_moe_ffn(c);
     size_t F2 = (backend_act_gated(c->activation) ? 2 : 1) * Fe;
-    // row_group, loss, dlogits (fp32 and act), dprobs, deo, dxp, dfch, dact, dx: one
-    // allocation each (not 64-byte pieces)
+    size_t R = M * (size_t)plan_ep(l), ep = plan_ep(l) > 1;
+    // row_group, loss, dlogits (fp32 and act), dprobs, deo, dxp, dfch, dact, dx, and with
+    // EP > 1 xr, xr2 (R, C) and the counts (2 E): one allocation each (not 64-byte pieces)
     return n * 4 + 2 * 4 + n * E * (4 + e) + n * (size_t)c->moe_topk * 4 + 2 * M * C * e +
-           M * F2 * e + M * Fe * e + n * C * e;
+           R * F2 * e + R * Fe * e + n * C * e + (ep ? 2 * R * C * e + 2 * E * 4 : 0);
 }
 
 void plan_moe_traffic(const PlanSpec *s, const PlanLayout *l, const PlanStage *st, int n_micro,
@@ -78,7 +82,8 @@ void plan_moe_traffic(const PlanSpec *s, const PlanLayout *l, const PlanStage *s
     int layer = st->layer0, k = 0;
     while (!gpt_moe_layer(c, layer)) layer++;
     size_t total;
-    ParamInfo *t = gpt_params_build(c, l->tp, gpt_padded_vocab(c, l->tp), layer, 1, 0, 0, &k, &total);
+    ParamInfo *t = gpt_params_build_ep(c, l->tp, plan_ep(l), 0, gpt_padded_vocab(c, l->tp), layer, 1, 0, 0,
+                                       &k, &total);  // (E/EP experts' gradients with EP > 1)
     for (int i = 0; i < k; i++)
         if (t[i].sp_sum && !t[i].norm_param)
             plan_count(tp, COMM_ALL_REDUCE, t[i].numel * 4, 2 * (n - 1), n, L);

@@ -28,6 +28,12 @@ static const char *ASSUMPTIONS[] = {
     "workspace, GEMM FLOPs and kernels / CP) plus the K/V exchange buffer; its K/V traffic "
     "(p2p ring or all_gather, bytes as counted) is timed like the TP collectives, not overlapped; "
     "gradients reduce over DP x CP (the DP column)",
+    "expert parallelism (EP > 1, the EP column; DDP or ZeRO-1): a rank holds E/EP experts of each MoE "
+    "layer, their gradients reduced (and ZeRO-1 sharded) over DP x CP / EP (EDP); its experts' "
+    "activations are sized for EP times its routed rows (the worst case, as megac allocates "
+    "them); the all-to-alls (4 per MoE layer and micro-batch, 2 more when recomputed, plus the "
+    "counts) are timed like the TP collectives; their bytes are exact with a padded capacity, "
+    "else the expectation under uniform routing",
     "AdamW: memory-bound at hbm_gbps (28 bytes per element, +6 for the 16-bit weight copy)",
     "recomputation: full re-runs the recomputed layers' forward (and its tensor-parallel "
     "collectives) in the backward: hardware FLOPs 4/3 of the layers' model FLOPs, timed; "
@@ -93,10 +99,10 @@ static void print_header(FILE *f, const PlanSpec *s, const PlanHardware *hw, con
     fprintf(f, "%d layouts (%d refused by the checks); fastest first, layouts that do not fit last\n\n",
             set->n, set->n_rejected);
     fprintf(f, "%49s memory per rank, %s %32s bytes per rank per step, %s\n", "", mu, "", bu);
-    fprintf(f, "%4s %3s %3s %3s %4s %4s %5s %5s %3s %4s | %7s %7s %7s %7s %7s %7s %4s | %6s %9s %9s %6s | "
-            "%8s %8s %8s %8s %8s %6s\n", "#", "TP", "CP", "PP", "DP", "mbs", "m", "sched", "SP", "ZeRO",
+    fprintf(f, "%4s %3s %3s %3s %4s %3s %4s %5s %5s %3s %4s | %7s %7s %7s %7s %7s %7s %4s | %6s %9s %9s %6s | "
+            "%8s %8s %8s %8s %8s %8s %8s %8s\n", "#", "TP", "CP", "PP", "DP", "EP", "mbs", "m", "sched", "SP", "ZeRO",
             "params", "grads", "optim", "acts", "other", "total", "fit", "bubble", "step ms", "tokens/s",
-            "MFU", "TP", "CP", "PP", "DP", "emb", "links");
+            "MFU", "TP", "CP", "PP", "DP", "emb", "EP", "EDP", "links");
 }
 
 // GB (10^9 bytes) when the largest value reaches 1 GB, else MB.
@@ -121,23 +127,25 @@ void plan_print_table(FILE *f, const PlanSpec *s, const PlanHardware *hw, const 
         const PlanResult *r = &set->results[i];
         const PlanLayout *l = &r->layout;
         const PlanStage *b = busiest(r);
-        char links[6] = "-----";  // in the order of the byte columns: TP, CP, PP, DP, embedding
-        int sizes[PLAN_NGROUPS] = {l->tp, l->pp, plan_dp_cp(l), l->pp > 1 ? 2 : 1, plan_cp(l)};
-        const int col[PLAN_NGROUPS] = {0, 2, 3, 4, 1};
+        char links[8] = "-------";  // in the order of the byte columns: TP, CP, PP, DP, embedding, EP, EDP
+        int sizes[PLAN_NGROUPS] = {l->tp, l->pp, plan_dp_cp(l), l->pp > 1 ? 2 : 1, plan_cp(l), plan_ep(l),
+                                   plan_ep(l) > 1 ? plan_edp(l) : 1};
+        const int col[PLAN_NGROUPS] = {0, 2, 3, 4, 1, 5, 6};
         for (int g = 0; g < PLAN_NGROUPS; g++)
             if (sizes[g] > 1) links[col[g]] = r->crosses[g] ? 'i' : 'n';
         char sched[16];
         snprintf(sched, sizeof sched, "ilv%d", l->vpp);  // interleaved 1F1B, v chunks
-        fprintf(f, "%4d %3d %3d %3d %4d %4d %5d %5s %3s %4s | %7.2f %7.2f %7.2f %7.2f %7.2f %7.2f %4s | "
-                "%6.3f %9.3f %9.0f %5.1f%% | %8.3f %8.3f %8.3f %8.3f %8.3f %6s\n", i + 1, l->tp, plan_cp(l), l->pp, l->dp,
-                l->micro_batch, r->n_micro, l->pp == 1 ? "-" : l->vpp > 1 ? sched : l->gpipe ? "gpipe" : "1f1b",
+        fprintf(f, "%4d %3d %3d %3d %4d %3d %4d %5d %5s %3s %4s | %7.2f %7.2f %7.2f %7.2f %7.2f %7.2f %4s | "
+                "%6.3f %9.3f %9.0f %5.1f%% | %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8s\n", i + 1, l->tp, plan_cp(l),
+                l->pp, l->dp, plan_ep(l), l->micro_batch, r->n_micro, l->pp == 1 ? "-" : l->vpp > 1 ? sched : l->gpipe ? "gpipe" : "1f1b",
                 l->tp == 1 ? "-" : l->sp ? "on" : "off", plan_dp_cp(l) == 1 ? "-" : l->zero == 3 ? "3" : l->zero == 2 ? "2" : l->zero1 ? "on" : "off",
                 b->mem[PLAN_MEM_PARAMS] / ms, b->mem[PLAN_MEM_GRADS] / ms, b->mem[PLAN_MEM_OPTIM] / ms,
                 b->mem[PLAN_MEM_ACTIVATIONS] / ms,
                 (b->mem[PLAN_MEM_WORKSPACE] + b->mem[PLAN_MEM_COMM]) / ms, r->mem_peak / ms,
                 r->fits ? "yes" : "NO", r->bubble, r->t_step * 1e3, r->tokens_per_s, 100.0 * r->mfu,
                 group_bytes(r, PLAN_G_TP) / bs, group_bytes(r, PLAN_G_CP) / bs, group_bytes(r, PLAN_G_PP) / bs,
-                group_bytes(r, PLAN_G_DP) / bs, group_bytes(r, PLAN_G_EMB) / bs, links);
+                group_bytes(r, PLAN_G_DP) / bs, group_bytes(r, PLAN_G_EMB) / bs, group_bytes(r, PLAN_G_EP) / bs,
+                group_bytes(r, PLAN_G_EDP) / bs, links);
     }
     int unfit = 0;
     for (int i = 0; i < set->n; i++) unfit += !set->results[i].fits;
@@ -147,7 +155,9 @@ void plan_print_table(FILE *f, const PlanSpec *s, const PlanHardware *hw, const 
             "workspace + communication buffers); bytes per rank per step of each group on the stage "
             "that moves the most (pipeline: sent); sched ilvN: interleaved 1F1B, N model chunks per "
             "rank; CP: context parallelism (its bytes: the K/V exchange; DP: the gradient group, DP x CP); "
-            "links TP/CP/PP/DP/embedding: n = NVLink, "
+            "EP: expert parallelism (its bytes: the tokens' all-to-all, exact with a padded capacity, else "
+            "expected under uniform routing; EDP: the expert region's gradient group, DP x CP / EP); "
+            "links TP/CP/PP/DP/embedding/EP/EDP: n = NVLink, "
             "i = InfiniBand, - = no group\n");
     fprintf(f, "assumptions:\n");
     for (int i = 0; i < N_ASSUMPTIONS; i++) fprintf(f, "  - %s\n", ASSUMPTIONS[i]);
@@ -182,13 +192,13 @@ static void json_stage(FILE *f, const PlanStage *st, int index) {
 
 static void json_result(FILE *f, const PlanResult *r, int position) {
     const PlanLayout *l = &r->layout;
-    fprintf(f, "{\"position\":%d,\"tp\":%d,\"cp\":%d,\"cp_comm_type\":\"%s\",\"pp\":%d,\"dp\":%d,"
+    fprintf(f, "{\"position\":%d,\"tp\":%d,\"cp\":%d,\"cp_comm_type\":\"%s\",\"pp\":%d,\"dp\":%d,\"ep\":%d,"
             "\"micro_batch\":%d,\"n_micro\":%d,"
             "\"schedule\":\"%s\",\"virtual_pipeline_size\":%d,\"sequence_parallel\":%d,\"zero1\":%d,"
             "\"zero\":%d,\"fits\":%s,"
             "\"memory_peak\":%.0f,\"bubble\":%.6g,\"model_flops\":%.6g,\"hardware_flops\":%.6g,"
             "\"step_s\":%.6g,\"tokens_per_s\":%.6g,\"mfu\":%.6g,\"crosses_nodes\":{", position, l->tp,
-            plan_cp(l), l->cp_all_gather ? "all_gather" : "p2p", l->pp, l->dp, l->micro_batch, r->n_micro, l->gpipe ? "gpipe" : "1f1b", l->vpp > 1 ? l->vpp : 1,
+            plan_cp(l), l->cp_all_gather ? "all_gather" : "p2p", l->pp, l->dp, plan_ep(l), l->micro_batch, r->n_micro, l->gpipe ? "gpipe" : "1f1b", l->vpp > 1 ? l->vpp : 1,
             l->sp, l->zero1,
             l->zero ? l->zero : l->zero1,
             r->fits ? "true" : "false", r->mem_peak, r->bubble, r->model_flops, r->hardware_flops, r->t_step,

@@ -88,23 +88,6 @@ static void cp_traffic(const PlanSpec *s, const PlanLayout *l, const PlanStage *
     count(t, COMM_RECV, nkv * e, 1, 1, hops);
 }
 
-// Data-parallel traffic (optim/optimizer.c): ZeRO-1 reduce-scatter in buckets + parameter
-// all-gather, or DDP all-reduce in buckets; fp32 gradients and master weights. Over DP x CP.
-static void dp_traffic(const PlanSpec *s, const PlanLayout *l, PlanStage *st, PlanTraffic *t) {
-    int n = plan_dp_cp(l);
-    size_t per = l->zero1 ? st->shard_len : st->n_alloc;
-    size_t bucket = dist_bucket_floats(per, (size_t)s->ddp_bucket_size, n, l->zero1);
-    if (n == 1) return;
-    int nb = dist_num_buckets(per, bucket);  // every bucket full but the last: O(1), not O(nb)
-    for (int k = nb > 2 ? nb - 2 : 0; k < nb; k++) {
-        size_t len = dist_bucket(per, bucket, n, l->zero1, k).per;
-        uint64_t times = k == nb - 2 ? (uint64_t)(nb - 1) : 1;
-        if (l->zero1) reduce_scatter(t, n, len, 4, times);
-        else all_reduce(t, n, len, 4, times);
-    }
-    if (l->zero1) all_gather(t, n, st->shard_len, 4, 1);
-}
-
 void plan_stage_traffic(const PlanSpec *s, const PlanLayout *l, int P, int stage, int n_micro,
                         PlanStage *st) {
     const GPTConfig *c = &s->model;
@@ -121,5 +104,6 @@ void plan_stage_traffic(const PlanSpec *s, const PlanLayout *l, int P, int stage
         size_t wte = (size_t)(Vp / l->tp) * c->hidden_size;
         all_reduce(&st->traffic[PLAN_G_EMB], 2, wte, 4, 1);
     }
-    if (l->zero < 2) dp_traffic(s, l, st, &st->traffic[PLAN_G_DP]);
+    if (plan_ep(l) > 1) plan_ep_traffic(s, l, st, n_micro);  // dp, edp and ep (plan_ep.c)
+    else if (l->zero < 2) plan_region_traffic(s, l, st->n_alloc, plan_dp_cp(l), &st->traffic[PLAN_G_DP]);
 }

@@ -11,13 +11,18 @@ compares with the plan's prediction for the same layout:
     included: --data-parallel-sharding-strategy);
   * memory per rank by category (the start-up table, every rank): within 10 % (printed);
     with context parallelism (CP > 1) within 5 %; with experts equal to the table's rounding;
+  * with expert parallelism (EP > 1, --ep-only): ep bytes (the all-to-alls) equal with a padded
+    capacity (the rows per peer are known), else printed next to the plan's expectation
+    (uniform routing) and within EP_DROPLESS_TOL of it; edp bytes (the expert region's
+    gradient group) equal;
   * the pipeline bubble the run measures (PP > 1): printed next to the prediction for the
     8-rank runs (8 ranks on a 2-core box time each other's work, not the schedule).
 With --bubble, instead: the bubble of each stage on 2 ranks (PP 2, m = 16, 1F1B and GPipe, a model
 large enough for compute to dominate) within 0.05 of the plan's. Other jobs on the machine
 stretch the timed spans: when no try comes close and the load average exceeds the cores,
 the test reports SKIP (exit 77), naming the load, instead of a verdict.
-usage: plan_vs_run.py MPIEXEC MEGAC [--bubble | --cp-only | --moe-only]   (the CP or MoE layouts alone)
+usage: plan_vs_run.py MPIEXEC MEGAC [--bubble | --cp-only | --moe-only | --ep-only]   (the CP, MoE or
+EP layouts alone; without --ep-only, every layout but the EP ones: test plan_vs_run_ep runs those)
 """
 import json, math, os, re, subprocess, sys, tempfile
 
@@ -82,6 +87,21 @@ LAYOUTS = [
                             "seq_aux_loss", "--moe-expert-capacity-factor", "1.5",
                             "--moe-pad-expert-input-to-capacity"]),
 ]
+# expert parallelism (plan/plan_ep.c): E/EP experts per rank, the expert region reduced over
+# DP x CP / EP, the received-rows buffers (EP x the local rows), the all-to-alls
+EP2 = ["--expert-model-parallel-size", "2"]
+CAP = ["--moe-expert-capacity-factor", "1.5", "--moe-pad-expert-input-to-capacity"]
+EP_LAYOUTS = [
+    (1, 1, 2, 2, 8, MOE + EP2 + CAP + ["--use-distributed-optimizer"]),
+    (1, 1, 4, 1, 8, MOE + EP2 + CAP + ["--no-distributed-optimizer", "--ddp-bucket-size", "3000"]),
+    (1, 2, 2, 2, 8, MOE + EP2 + CAP + ["--use-distributed-optimizer", "--moe-layer-freq", "2",
+                                       "--recompute-granularity", "full", "--recompute-num-layers", "1"]),
+    (1, 1, 4, 1, 8, MOE + EP2 + CAP + ["--use-distributed-optimizer", "--ddp-bucket-size", "2000"]),
+    (1, 1, 4, 1, 8, MOE + ["--expert-model-parallel-size", "4", "--use-distributed-optimizer"]),  # dropless
+    (1, 1, 1, 2, 8, MOE + EP2 + CP + ["2", "--use-distributed-optimizer"]),
+    (2, 1, 2, 1, 8, MOE + EP2 + ["--sequence-parallel", "--use-distributed-optimizer", "--swiglu"]),
+]
+EP_DROPLESS_TOL = 0.5  # dropless ep bytes: the routing of a tiny untrained model against uniform
 TRAIN_ONLY = {"--no-sequence-parallel"}
 
 
@@ -103,7 +123,10 @@ def moe_workspace(tp, mb, extra, stage_layers):
     if "--moe-pad-expert-input-to-capacity" in extra:
         M = max(M, E * math.ceil(n * K / E * float(flag(extra, "--moe-expert-capacity-factor", 0))))
     F2 = 2 * Fe if "--swiglu" in extra else Fe
-    return 4 * (n + 2 + 2 * n * E + n * K + 2 * M * C + M * F2 + M * Fe + n * C)
+    ep = int(flag(extra, "--expert-model-parallel-size", 1))
+    R = M * ep  # dfch, dact: the rows the local experts may receive; EP > 1: xr, xr2 and the counts
+    return 4 * (n + 2 + 2 * n * E + n * K + 2 * M * C + R * F2 + R * Fe + n * C +
+                (2 * R * C + 2 * E if ep > 1 else 0))
 
 
 def moe_stage_layers(pp, extra):
@@ -152,7 +175,8 @@ fails = 0
 bubble_only = "--bubble" in sys.argv[3:]
 cp_only = "--cp-only" in sys.argv[3:]
 moe_only = "--moe-only" in sys.argv[3:]
-for tp, pp, dp, mb, gb, extra in ([] if bubble_only else LAYOUTS):
+ep_only = "--ep-only" in sys.argv[3:]
+for tp, pp, dp, mb, gb, extra in ([] if bubble_only else EP_LAYOUTS if ep_only else LAYOUTS):
     cp = cp_of(extra)
     if (cp_only and cp == 1) or (moe_only and "--num-experts" not in extra):
         continue
@@ -167,11 +191,22 @@ for tp, pp, dp, mb, gb, extra in ([] if bubble_only else LAYOUTS):
                ("grad_memory_bytes", rec["grad_memory_bytes"], s0["memory"]["gradients"]),
                ("param_memory_bytes", rec["param_memory_bytes"], s0["memory"]["parameters"]),
                ("optimizer_state_bytes", rec["optimizer_state_bytes"], s0["memory"]["optimizer_state"])]
+    ep = int(flag(extra, "--expert-model-parallel-size", 1))
+    exact_ep = "--moe-pad-expert-input-to-capacity" in extra
+    if ep > 1:
+        checks += [("edp_bytes", rec["edp_bytes"], s0["traffic"]["edp"]["bytes"])]
+        checks += [("ep_bytes", rec["ep_bytes"], s0["traffic"]["ep"]["bytes"])] if exact_ep else []
     print(name)
     for key, got, want in checks:
         ok = got == want
         fails += not ok
         print(f"  {key:24s} run {got:>12} plan {want:>12.0f} {'ok' if ok else 'MISMATCH'}")
+    if ep > 1 and not exact_ep:  # dropless: the plan's ep bytes are the uniform routing's
+        got, want = rec["ep_bytes"], s0["traffic"]["ep"]["bytes"]
+        rel = abs(got - want) / max(want, 1)
+        fails += rel > EP_DROPLESS_TOL
+        print(f"  {'ep_bytes (dropless)':24s} run {got:>12} plan {want:>12.0f} (expected, uniform routing: "
+              f"{rel:.1%} off, within {EP_DROPLESS_TOL:.0%}: {'ok' if rel <= EP_DROPLESS_TOL else 'TOO FAR'})")
     worst, exact, tol = 0.0, True, 0.05 if cp > 1 else 0.10
     moe = "--num-experts" in extra
     for rank, cols in sorted(mem.items()):

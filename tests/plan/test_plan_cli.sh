@@ -131,6 +131,36 @@ bad cp_world "--context-parallel-size 3" "$megac" plan --world-size 8 "${model[@
 bad cp_comm_type "--cp-comm-type must be p2p or all_gather, got 'a2a'" "$megac" plan --world-size 8 "${model[@]}" \
   --use-flash-attn --context-parallel-size 2 --cp-comm-type a2a
 
+# expert parallelism: every layout has EP; DP x CP it does not divide (and ZeRO-2/3) refused;
+# the expert region shrinks by EP, the ep and edp groups appear
+moe=(--num-experts 4 --moe-router-topk 2 --moe-ffn-hidden-size 32)
+ok ep_json "$megac" plan --world-size 8 "${model[@]}" "${moe[@]}" --global-batch-size 16 --micro-batch-size 2 --json \
+  --expert-model-parallel-size 2
+cp "$tmp/out" "$tmp/ep2.json"
+"$megac" plan --world-size 8 "${model[@]}" "${moe[@]}" --global-batch-size 16 --micro-batch-size 2 --json > "$tmp/ep1.json"
+python3 - "$tmp/ep2.json" "$tmp/ep1.json" <<'PY' || fails=$((fails + 1))
+import json, sys
+ep2, ep1 = (json.load(open(f))["layouts"] for f in sys.argv[1:])
+assert ep2 and all(l["ep"] == 2 and l["dp"] * l["cp"] % 2 == 0 and l["zero"] < 2 for l in ep2), "EP 2 layouts"
+assert all(l["ep"] == 1 and l["stages"][0]["traffic"]["ep"]["bytes"] == 0 for l in ep1), "EP 1: no ep bytes"
+key = lambda l: (l["tp"], l["pp"], l["dp"], l["micro_batch"], l["schedule"], l["sequence_parallel"], l["zero"])
+one = {key(l): l for l in ep1}
+for l in ep2:
+    a, b = l["stages"][0], one[key(l)]["stages"][0]
+    assert a["parameters"] < b["parameters"] and a["traffic"]["ep"]["all_to_all"]["calls"] > 0, key(l)
+    assert (a["traffic"]["edp"]["bytes"] > 0) == (l["dp"] * l["cp"] > 2), key(l)
+print(f"ok   expert parallelism: {len(ep2)} EP 2 layouts of {len(ep1)}, fewer parameters, ep and edp traffic")
+PY
+"$megac" plan --world-size 8 "${model[@]}" "${moe[@]}" --global-batch-size 16 --expert-model-parallel-size 2 \
+  | grep -q "  DP  EP  mbs" && echo "ok   ep table: EP column" || { echo "FAIL ep table"; fails=$((fails + 1)); }
+bad ep_no_experts "expert-model-parallel-size 2 needs --num-experts" "$megac" plan --world-size 8 "${model[@]}" \
+  --expert-model-parallel-size 2
+bad ep_not_dividing "EP 4 must divide --num-experts 4 and DP x CP = 2 x 1 = 2" "$megac" plan --world-size 8 \
+  "${model[@]}" "${moe[@]}" --expert-model-parallel-size 4 --tensor-model-parallel-size 4 --pipeline-model-parallel-size 1
+bad ep_zero3 "EP 2 with ZeRO-3: not implemented" "$megac" plan --world-size 8 "${model[@]}" "${moe[@]}" \
+  --expert-model-parallel-size 2 --data-parallel-sharding-strategy optim_grads_params --tensor-model-parallel-size 1 \
+  --pipeline-model-parallel-size 1
+
 bad no_world "world-size" "$megac" plan "${model[@]}"
 bad tp_not_dividing "not divisible by --tensor-model-parallel-size 3" "$megac" plan --world-size 8 "${model[@]}" --tensor-model-parallel-size 3
 bad unknown_hardware "not a built-in profile" "$megac" plan --world-size 8 "${model[@]}" --hardware a100

@@ -1,0 +1,101 @@
+// plan/plan_ep.c: what expert parallelism changes in a stage (plan_model.h), mirroring
+// model/gpt_params.c (the experts split over EP, placed after every other tensor),
+// distributed/dist_sync.c (a second set of buckets over the expert-data-parallel group) and
+// model/gpt_moe.c's dispatch (the counts' all-to-all, then the rows' and the outputs').
+#include "plan_model.h"
+#include "distributed/dist_geometry.h"  // defines: dist_bucket, dist_pad_multiple
+#include "model/gpt_moe.h"              // defines: gpt_moe_capacity, gpt_moe_layer
+#include "model/gpt_params.h"           // defines: gpt_params_build_ep
+
+#include <stdio.h>
+#include <stdlib.h>
+
+int plan_ep_check(const PlanSpec *s, const PlanLayout *l, char *err, size_t n) {
+    const GPTConfig *c = &s->model;
+    int ep = plan_ep(l), dpcp = plan_dp_cp(l);
+    if (c->num_experts <= 0 || c->num_experts % ep || dpcp % ep) {  // train_args.c, gpt_alloc.c
+        snprintf(err, n, "EP %d must divide --num-experts %d and DP x CP = %d x %d = %d", ep,
+                 c->num_experts, l->dp, plan_cp(l), dpcp);
+        return -1;
+    }
+    if (l->zero >= 2) {
+        snprintf(err, n, "EP %d with ZeRO-%d: not implemented in megac train yet (DDP and ZeRO-1 are)",
+                 ep, l->zero);
+        return -1;
+    }
+    return 0;
+}
+
+// Floats of the dense and expert tensors of `n` layers from layer0 (each view 64-byte aligned,
+// as gpt_params_build_ep and gpt_params_place_experts lay them out) at the layout's EP.
+static void region_floats(const PlanSpec *s, const PlanLayout *l, const PlanStage *st, int n,
+                          size_t *dense, size_t *experts) {
+    const GPTConfig *c = &s->model;
+    int k = 0;
+    size_t total;
+    ParamInfo *t = gpt_params_build_ep(c, l->tp, plan_ep(l), 0, gpt_padded_vocab(c, l->tp), st->layer0, n,
+                                       st->first, st->last, &k, &total);
+    *dense = *experts = 0;
+    for (int i = 0; i < k; i++) *(t[i].expert ? experts : dense) += (t[i].numel + 15) / 16 * 16;
+    free(t);
+}
+
+void plan_ep_params(const PlanSpec *s, const PlanLayout *l, PlanStage *st) {
+    size_t d[4] = {0}, x[4] = {0}, D, X;
+    int n = st->n_layers, alike = st->n_moe == 0 || st->n_moe == n;
+    // alike layers: both regions affine in the number of layers (as stage_floats), so the
+    // cost stays independent of --num-layers; else the whole table
+    for (int k = 1; k <= 3 && n > 3 && alike; k++) region_floats(s, l, st, k, &d[k], &x[k]);
+    if (n > 3 && alike && d[3] - d[2] == d[2] - d[1] && x[3] - x[2] == x[2] - x[1]) {
+        D = d[1] + (size_t)(n - 1) * (d[2] - d[1]);
+        X = x[1] + (size_t)(n - 1) * (x[2] - x[1]);
+    } else {
+        region_floats(s, l, st, n, &D, &X);
+    }
+    size_t align = dist_pad_multiple(plan_dp_cp(l)), e0 = X ? (D + align - 1) / align * align : D;
+    st->n_floats = e0 + X;
+    st->n_alloc = dist_padded_size(st->n_floats, plan_dp_cp(l));
+    st->expert_offset = X ? e0 : st->n_alloc;
+    st->shard_len = !l->zero1 ? st->n_alloc
+                  : st->expert_offset / (size_t)plan_dp_cp(l) + (st->n_alloc - st->expert_offset) / (size_t)plan_edp(l);
+}
+
+void plan_region_traffic(const PlanSpec *s, const PlanLayout *l, size_t len, int n, PlanTraffic *t) {
+    if (n == 1 || len == 0) return;  // (a stage without experts has no expert buckets)
+    size_t per = l->zero1 ? len / (size_t)n : len;
+    size_t bucket = dist_bucket_floats(per, (size_t)s->ddp_bucket_size, n, l->zero1);
+    uint64_t N = (uint64_t)n;
+    int nb = dist_num_buckets(per, bucket);  // every bucket full but the last: O(1), not O(nb)
+    for (int k = nb > 2 ? nb - 2 : 0; k < nb; k++) {
+        size_t b = dist_bucket(per, bucket, n, l->zero1, k).per;
+        uint64_t times = k == nb - 2 ? (uint64_t)(nb - 1) : 1;
+        if (l->zero1) plan_count(t, COMM_REDUCE_SCATTER, N * b * 4, N - 1, N, times);
+        else plan_count(t, COMM_ALL_REDUCE, b * 4, 2 * (N - 1), N, times);
+    }
+    if (l->zero1) plan_count(t, COMM_ALL_GATHER, N * per * 4, N - 1, N, 1);  // the parameters
+}
+
+int plan_ep_exact(const GPTConfig *c) { return c->moe_capacity > 0 && c->moe_pad_capacity; }
+
+void plan_ep_traffic(const PlanSpec *s, const PlanLayout *l, PlanStage *st, int n_micro) {
+    const GPTConfig *c = &s->model;
+    plan_region_traffic(s, l, st->expert_offset, plan_dp_cp(l), &st->traffic[PLAN_G_DP]);
+    plan_region_traffic(s, l, st->n_alloc - st->expert_offset, plan_edp(l), &st->traffic[PLAN_G_EDP]);
+    uint64_t L = (uint64_t)st->n_moe, M = (uint64_t)n_micro;
+    if (!L) return;
+    // recomputed layers (the first n_recomputed) run the forward's dispatch again
+    uint64_t Rm = (uint64_t)plan_moe_layers(c, st->layer0, st->n_recomputed);
+    uint64_t P = (uint64_t)plan_ep(l), E = (uint64_t)c->num_experts, El = E / P, K = (uint64_t)c->moe_topk;
+    uint64_t e = s->precision == PLAN_BF16 || s->precision == PLAN_FP16 ? 2 : 4;
+    uint64_t n = (uint64_t)l->micro_batch * (uint64_t)c->seq_length / (uint64_t)plan_cp(l);
+    if (l->sp) n /= (uint64_t)l->tp;  // the rows routed here (gpt_moe_forward's n)
+    uint64_t cap = (uint64_t)gpt_moe_capacity(c, (int)n);
+    // rows sent to the other P - 1 ranks per all-to-all: padded to the capacity, each of
+    // their El experts gets exactly cap rows from here; else (expectation) n K / E per expert
+    uint64_t rows = plan_ep_exact(c) ? (P - 1) * El * cap : n * K * (P - 1) / P;
+    if (cap && !plan_ep_exact(c) && rows > (P - 1) * El * cap) rows = (P - 1) * El * cap;
+    PlanTraffic *t = &st->traffic[PLAN_G_EP];
+    plan_count(t, COMM_ALL_TO_ALL, (P - 1) * El * 4, 1, 1, (L + Rm) * M);  // the counts (int32)
+    // forward: rows there, outputs back; backward: their gradients, the same two ways
+    plan_count(t, COMM_ALL_TO_ALL, rows * (uint64_t)c->hidden_size * e, 1, 1, (4 * L + 2 * Rm) * M);
+}
