@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """plan/ablate.py: `megac ablate`: run a sweep of layouts and report it (see docs/ablate.md).
 
-  megac ablate --grid "tp=1,2 cp=1,2 pp=1,2 mbs=1,2 schedule=1f1b,gpipe sp=0,1 zero=0,1,2,3 recompute=none,full,selective vpp=1,2" \\
+  megac ablate --grid "tp=1,2 cp=1,2 ep=1,2 pp=1,2 mbs=1,2 schedule=1f1b,gpipe sp=0,1 zero=0,1,2,3 recompute=none,full,selective vpp=1,2" \\
       --world-size 8 --output DIR [--launcher mpiexec|slurm] [--hardware h100|h200|FILE] \\
       [--vocab-size V] [--slurm-args "..."] [--max-parallel K] [--no-wait] -- <megac train flags>
   megac ablate collect DIR     (--launcher slurm --no-wait: record the finished points, report)
@@ -13,6 +13,8 @@ vpp: model chunks per pipeline rank (interleaved 1F1B, train's --virtual-pipelin
 parallel-size; 1: none); a point the schedule cannot run is skipped with the plan's reason.
 cp: context-parallel size (train's --context-parallel-size; --use-flash-attn is added to a
 cp > 1 point when the train flags lack it; --cp-comm-type after -- reaches plan and train).
+ep: expert-parallel size (train's --expert-model-parallel-size; needs --num-experts after --);
+a point whose DP x CP (or --num-experts) ep does not divide is skipped with the plan's reason.
 Expands the grid; asks `megac plan --json` about each point (an invalid point is skipped
 with the plan's reason, a valid one gets its predictions); runs each valid point through
 megac-mpiexec with --log-json (--launcher slurm: all of them as one Slurm job array,
@@ -29,7 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ablate_report  # noqa: E402
 import ablate_slurm  # noqa: E402
 
-KEYS = {"tp": int, "cp": int, "pp": int, "mbs": int, "schedule": str, "sp": int, "zero1": int, "zero": int, "recompute": str,
+KEYS = {"tp": int, "cp": int, "ep": int, "pp": int, "mbs": int, "schedule": str, "sp": int, "zero1": int, "zero": int, "recompute": str,
         "vpp": int}
 SHARDING = ["no_shard", "optim", "optim_grads", "optim_grads_params"]  # by ZeRO stage
 # grid values of recompute -> the flags of train and plan
@@ -42,17 +44,17 @@ PLAN_FLAGS = {"--num-layers": 1, "--hidden-size": 1, "--num-attention-heads": 1,
               "--bf16": 0, "--fp16": 0, "--no-tf32": 0, "--init-method-std": 1, "--recompute-granularity": 1,
               "--recompute-method": 1, "--recompute-num-layers": 1, "--recompute-activations": 0,
               "--cp-comm-type": 1,
-              # mixture of experts (megac plan models expert-parallel 1: docs/plan.md)
+              # mixture of experts (expert parallelism: the grid's ep)
               "--num-experts": 1, "--moe-router-topk": 1, "--moe-ffn-hidden-size": 1, "--moe-layer-freq": 1,
               "--moe-router-load-balancing-type": 1, "--moe-expert-capacity-factor": 1,
               "--moe-pad-expert-input-to-capacity": 0, "--moe-token-drop-policy": 1,
-              "--expert-model-parallel-size": 1, "--expert-tensor-parallel-size": 1}
+              "--expert-tensor-parallel-size": 1}
 # flags the grid owns: given after --, they would contradict it
 GRID_FLAGS = {"--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--micro-batch-size",
               "--pipeline-schedule", "--sequence-parallel", "--no-distributed-optimizer",
               "--use-distributed-optimizer", "--data-parallel-sharding-strategy", "--log-json",
               "--virtual-pipeline-model-parallel-size", "--num-layers-per-virtual-pipeline-stage",
-              "--context-parallel-size"}
+              "--context-parallel-size", "--expert-model-parallel-size"}
 
 
 def usage_error(msg):
@@ -62,7 +64,7 @@ def usage_error(msg):
 
 def parse_grid(text, world):
     # left out: TP = CP = PP = 1, 1F1B, no SP, ZeRO-1 where DP x CP > 1 (train's defaults)
-    grid = {"tp": [1], "cp": [1], "pp": [1], "mbs": [None], "schedule": ["1f1b"], "sp": [0], "zero1": [None],
+    grid = {"tp": [1], "cp": [1], "ep": [1], "pp": [1], "mbs": [None], "schedule": ["1f1b"], "sp": [0], "zero1": [None],
             "recompute": ["none"], "vpp": [1]}
     for item in text.split():
         key, _, vals = item.partition("=")
@@ -74,7 +76,7 @@ def parse_grid(text, world):
         except ValueError:
             usage_error(f"grid item '{item}': values of {key} must be integers")
         for v in values:
-            if key in ("tp", "cp", "pp") and (v <= 0 or world % v):
+            if key in ("tp", "cp", "ep", "pp") and (v <= 0 or world % v):
                 usage_error(f"grid: {key}={v} does not divide the world size {world}")
             if key == "mbs" and v <= 0:
                 usage_error(f"grid: mbs={v} must be > 0")
@@ -106,6 +108,7 @@ def point_id(p, world):
     rc = "" if p.get("recompute", "none") == "none" else f"_rc{p['recompute']}"  # ids of sweeps without it stay
     v = "" if p.get("vpp", 1) == 1 else f"_v{p['vpp']}"
     cp = "" if p.get("cp", 1) == 1 else f"_cp{p['cp']}"  # (as rc and v: earlier ids stay)
+    cp += "" if p.get("ep", 1) == 1 else f"_ep{p['ep']}"
     return (f"tp{p['tp']}{cp}_pp{p['pp']}_dp{dp}_mbs{p['mbs']}_{p['schedule']}_sp{p['sp']}_zero{p['zero1']}{rc}{v}")
 
 
@@ -118,6 +121,8 @@ def layout_flags(p, for_plan, given=()):
         f += ["--context-parallel-size", str(cp)]
     if cp > 1 and "--use-flash-attn" not in given:  # CP needs it
         f.append("--use-flash-attn")
+    if p.get("ep", 1) > 1:
+        f += ["--expert-model-parallel-size", str(p["ep"])]
     if for_plan or p["pp"] > 1:
         f += ["--pipeline-schedule", p["schedule"]]
     if p["sp"]:

@@ -5,7 +5,8 @@ stacked by category, traffic per group, predicted against measured (time, memory
 import csv, io, json, os, shutil, statistics, subprocess
 
 MEM = ["parameters", "gradients", "optimizer_state", "activations", "workspace"]
-GROUPS = ["tp", "pp", "dp", "embedding", "cp"]  # dp: the gradient group, DP x CP
+GROUPS = ["tp", "pp", "dp", "embedding", "cp", "ep", "edp"]  # dp: the gradient group, DP x CP;
+# ep: the experts' all-to-all, edp: the expert region's gradient group (0 without experts)
 LOSS_RTOL = 1e-4  # layouts of one model on the same data agree to fp32 round-off (~1e-7)
 
 
@@ -125,7 +126,7 @@ plot for [c=4:8] "{data}" using c:xtic(1) title columnheader(c)
 set output "{d}/traffic.png"
 set title "Bytes per step per group, rank 0, measured (MB)"
 set style histogram clustered gap 1
-plot for [c=9:13] "{data}" using c:xtic(1) title columnheader(c)
+plot for [c=9:15] "{data}" using c:xtic(1) title columnheader(c)
 set key top left inside
 set yrange [*:*]
 set bmargin
@@ -139,11 +140,11 @@ set logscale xy
 set xlabel "predicted"
 set ylabel "measured"
 set title "step time (ms)"
-plot "{data}" using 15:14 pt 7 notitle, x notitle lt 2
-set title "memory per rank, largest (MiB)"
 plot "{data}" using 17:16 pt 7 notitle, x notitle lt 2
-set title "bytes per step, rank 0 (MB)"
+set title "memory per rank, largest (MiB)"
 plot "{data}" using 19:18 pt 7 notitle, x notitle lt 2
+set title "bytes per step, rank 0 (MB)"
+plot "{data}" using 21:20 pt 7 notitle, x notitle lt 2
 unset multiplot
 """
     write_whole(os.path.join(d, "plots.gp"), script)
@@ -175,14 +176,14 @@ def write_report(d):
     out += [f"{len(ok)} points ran, {sum(r['status'] == 'failed' for r in rows)} failed, "
             f"{sum(r['status'] == 'skipped' for r in rows)} skipped. Fastest first; "
             "predicted values (megac plan) next to the measured ones.", "",
-            "| point | TP | CP | PP | DP | mbs | sched | v | SP | ZeRO | ms/iter (plan) | tokens/s | TFLOP/s/rank | MFU (plan) "
-            "| peak MiB/rank (plan) | TP/PP/DP/emb/CP MB, rank 0 (plan) | bubble (plan) | final loss |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+            "| point | TP | CP | PP | DP | EP | mbs | sched | v | SP | ZeRO | ms/iter (plan) | tokens/s | TFLOP/s/rank | MFU (plan) "
+            "| peak MiB/rank (plan) | TP/PP/DP/emb/CP/EP/EDP MB, rank 0 (plan) | bubble (plan) | final loss |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in ok:
         meas_b = "/".join(fmt(r[f"measured_{g}_bytes"], 1e6, 2) for g in GROUPS)
         pred_b = "/".join(fmt(r[f"predicted_{g}_bytes"], 1e6, 2) for g in GROUPS)
         flag = " **differs**" if r["id"] in bad_loss else ""
-        out.append(f"| {r['id']} | {r['tp']} | {r.get('cp') or 1} | {r['pp']} | {r['dp']} | {r['mbs']} | {r['schedule']} | "
+        out.append(f"| {r['id']} | {r['tp']} | {r.get('cp') or 1} | {r['pp']} | {r['dp']} | {r.get('ep') or 1} | {r['mbs']} | {r['schedule']} | "
                    f"{r.get('vpp') or 1} | {r['sp']} | "
                    f"{r['zero1']} | {fmt(r['measured_ms_per_iter'])} ({fmt(r['predicted_ms_per_iter'], 1, 3)}) | "
                    f"{fmt(r['measured_tokens_per_s'], 1, 0)} | {fmt(r['measured_tflops_per_rank'], 1, 4)} | "

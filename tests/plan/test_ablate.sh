@@ -5,7 +5,8 @@
 # point runs); `megac ablate report DIR` rebuilds the report; a point that dies is recorded
 # as failed with its reason and the sweep goes on; a recompute=none,full,selective sweep; a
 # zero=0,1,2,3 sweep (DDP, ZeRO-1, 2, 3); a vpp=1,2 sweep (interleaved 1F1B); cp=1,2 sweeps
-# (context parallelism, both comm types); a mixture-of-experts sweep;
+# (context parallelism, both comm types); a mixture-of-experts sweep; an ep=2 sweep (expert
+# parallelism, a point whose DP it does not divide skipped);
 # bad grids exit 2 before anything runs.
 set -u
 megac="$1"
@@ -177,6 +178,23 @@ for r in ok:
     assert abs(a_m - a_p) <= 0.01 * a_p + 0.01 * 2**20, (r["id"], a_m, a_p)
 PY
 
+# expert parallelism (a padded capacity: every byte exact): TP 1 x DP 2 x EP 2 runs, TP 2
+# (DP 1: EP 2 cannot divide it) is skipped with the plan's reason
+"$megac" ablate --grid "tp=1,2 ep=2 mbs=2" --world-size 2 --output "$tmp/ep" -- "${train[@]}" \
+  --num-experts 4 --moe-router-topk 2 --moe-ffn-hidden-size 32 --moe-expert-capacity-factor 1.5 \
+  --moe-pad-expert-input-to-capacity > "$tmp/log9" 2>&1 || fail "ep sweep exit $?"
+python3 - "$tmp/ep" <<'PY' && echo "ok   ep=2: bytes (ep, edp included) equal the plan's, the DP 1 point skipped" \
+  || { fail "ep sweep"; cat "$tmp/log9"; }
+import json, os, sys
+recs = {r["id"]: r for r in map(json.loads, open(os.path.join(sys.argv[1], "records.jsonl")))}
+ok, skip = recs["tp1_ep2_pp1_dp2_mbs2_1f1b_sp0_zero1"], recs["tp2_ep2_pp1_dp1_mbs2_1f1b_sp0_zero0"]
+assert ok["status"] == "ok" and ok["layout"]["ep"] == 2, ok
+assert ok["measured"]["bytes"] == ok["predicted"]["bytes"] and ok["measured"]["bytes"]["ep"] > 0, ok
+assert skip["status"] == "skipped" and "EP 2 must divide" in skip["reason"], skip
+report = open(os.path.join(sys.argv[1], "REPORT.md")).read()
+assert "| DP | EP |" in report and "TP/PP/DP/emb/CP/EP/EDP" in report, report
+PY
+
 bad() {  # bad NAME PATTERN GRID [WORLD]: exit 2, PATTERN on stderr, nothing written
   "$megac" ablate --grid "$3" --world-size "${4:-8}" --output "$tmp/bad" -- "${train[@]}" > /dev/null 2> "$tmp/err"
   local rc=$?
@@ -191,6 +209,7 @@ bad recompute_value "must be none, full or selective" "tp=1 mbs=1 recompute=some
 bad zero_value "must be 0 (DDP), 1, 2 or 3" "tp=1 mbs=1 zero=4"
 bad vpp_value "vpp=0 must be > 0" "pp=2 mbs=1 vpp=0"
 bad cp_not_dividing "cp=3 does not divide the world size 8" "cp=1,3 mbs=1"
+bad ep_not_dividing "ep=3 does not divide the world size 8" "ep=1,3 mbs=1"
 if [[ $fails -gt 0 ]]; then echo "test_ablate: $fails failure(s)"; exit 1; fi
 if [[ $HAVE_GNUPLOT != 1 ]]; then  # the plots were not checked: SKIP, not a pass
   echo "test_ablate: everything but the plots ok; gnuplot is not installed (apt-get install gnuplot-nox)"
