@@ -97,6 +97,7 @@ EP_LAYOUTS = [
     (1, 2, 2, 2, 8, MOE + EP2 + CAP + ["--use-distributed-optimizer", "--moe-layer-freq", "2",
                                        "--recompute-granularity", "full", "--recompute-num-layers", "1"]),
     (1, 1, 4, 1, 8, MOE + EP2 + CAP + ["--use-distributed-optimizer", "--ddp-bucket-size", "2000"]),
+    (1, 2, 2, 1, 16, MOE + EP2 + CAP + ["--no-distributed-optimizer", "--virtual-pipeline-model-parallel-size", "2"]),
     (1, 1, 4, 1, 8, MOE + ["--expert-model-parallel-size", "4", "--use-distributed-optimizer"]),  # dropless
     (1, 1, 1, 2, 8, MOE + EP2 + CP + ["2", "--use-distributed-optimizer"]),
     (2, 1, 2, 1, 8, MOE + EP2 + ["--sequence-parallel", "--use-distributed-optimizer", "--swiglu"]),
@@ -130,11 +131,13 @@ def moe_workspace(tp, mb, extra, stage_layers):
 
 
 def moe_stage_layers(pp, extra):
-    """MoE layers of each stage (--moe-layer-freq as an int)."""
+    """Model chunks holding an MoE layer, of each stage (--moe-layer-freq as an int; interleaved:
+    each of the v chunks has its own MoE buffers)."""
     L, every = int(MODEL[MODEL.index("--num-layers") + 1]), int(flag(extra, "--moe-layer-freq", 1))
-    per = L // pp
-    return [sum(1 for l in range(s * per, (s + 1) * per) if l % every == 0) if "--num-experts" in extra else 0
-            for s in range(pp)]
+    v = int(flag(extra, "--virtual-pipeline-model-parallel-size", 1))
+    per = L // (pp * v)
+    return [sum(any(l % every == 0 for l in range((c * pp + s) * per, (c * pp + s + 1) * per)) for c in range(v))
+            if "--num-experts" in extra else 0 for s in range(pp)]
 
 
 def cp_of(extra):
@@ -217,7 +220,7 @@ for tp, pp, dp, mb, gb, extra in ([] if bubble_only else EP_LAYOUTS if ep_only e
                 continue
             got, want = cols[c] * 2**20, stage["memory"][key]
             if key == "workspace":  # the plan counts the MoE backward buffers, the table not
-                want -= moe_workspace(tp, mb, extra, moe_stage_layers(pp, extra)[si])
+                want -= moe_workspace(tp, mb, extra, 1) * moe_stage_layers(pp, extra)[si]
             rel = abs(got - want) / max(want, 1.0)
             worst = max(worst, rel)
             exact &= abs(got - want) <= 0.005 * 2**20 + 1
