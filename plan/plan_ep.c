@@ -19,7 +19,7 @@ int plan_ep_check(const PlanSpec *s, const PlanLayout *l, char *err, size_t n) {
         return -1;
     }
     if (l->zero >= 2) {
-        snprintf(err, n, "EP %d with ZeRO-%d: not implemented in megac train yet (DDP and ZeRO-1 are)",
+        snprintf(err, n, "EP %d with ZeRO-%d: not modelled by megac plan yet (megac train runs it; DDP and ZeRO-1 are modelled)",
                  ep, l->zero);
         return -1;
     }

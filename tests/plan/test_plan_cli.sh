@@ -157,7 +157,7 @@ bad ep_no_experts "expert-model-parallel-size 2 needs --num-experts" "$megac" pl
   --expert-model-parallel-size 2
 bad ep_not_dividing "EP 4 must divide --num-experts 4 and DP x CP = 2 x 1 = 2" "$megac" plan --world-size 8 \
   "${model[@]}" "${moe[@]}" --expert-model-parallel-size 4 --tensor-model-parallel-size 4 --pipeline-model-parallel-size 1
-bad ep_zero3 "EP 2 with ZeRO-3: not implemented" "$megac" plan --world-size 8 "${model[@]}" "${moe[@]}" \
+bad ep_zero3 "EP 2 with ZeRO-3: not modelled by megac plan yet" "$megac" plan --world-size 8 "${model[@]}" "${moe[@]}" \
   --expert-model-parallel-size 2 --data-parallel-sharding-strategy optim_grads_params --tensor-model-parallel-size 1 \
   --pipeline-model-parallel-size 1
 
