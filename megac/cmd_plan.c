@@ -172,6 +172,9 @@ int cmd_plan(int argc, char **argv) {
                    // does not divide DP x CP
     if (mt.ep > 1 && m->num_experts == 0)  // as train
         core_usage_error("--expert-model-parallel-size %d needs --num-experts", mt.ep);
+    if (mt.ep > 1 && mt.etp == 1)  // plan's expert groups are ETP = TP's (the default)
+        core_usage_error("megac plan: --expert-tensor-parallel-size 1 is not modelled yet (the default, "
+                         "TP, is)");
     if (*pf.schedule && strcmp(pf.schedule, "1f1b") && strcmp(pf.schedule, "gpipe"))
         core_usage_error("--pipeline-schedule must be 1f1b or gpipe, got '%s'", pf.schedule);
     f.gpipe = *pf.schedule ? !strcmp(pf.schedule, "gpipe") : -1;

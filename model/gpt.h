@@ -241,6 +241,9 @@ typedef struct {
     Comm *comm;
     int ep, ep_rank;
     Comm *ep_comm;
+    int ep_over_tp;  // ep > 1 with expert-tensor-parallel 1 at tp > 1: the EP group spans TP
+                     // ranks, so the experts are not replicated over TP (each TP rank holds
+                     // its rows' share of the tokens: sequence parallelism)
 } GPTGroups;
 
 // Builds the stage (call gpt_config_check first; a sequence-parallel micro-batch that tp

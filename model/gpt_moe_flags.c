@@ -15,7 +15,8 @@ void gpt_moe_flags_init(GPTConfig *m, GPTFlagText *t) {
     t->moe_layer_freq = "1";
     t->moe_bias_rate = 1e-3;
     t->moe_drop_policy = "probs";
-    t->ep = t->etp = 1;
+    t->ep = 1;
+    t->etp = 0;  // Megatron's default: TP
 }
 
 int gpt_moe_flags_specs(ArgSpec *specs, GPTConfig *m, GPTFlagText *t) {
@@ -40,7 +41,7 @@ int gpt_moe_flags_specs(ArgSpec *specs, GPTConfig *m, GPTFlagText *t) {
         {"--moe-token-drop-policy", ARG_STR, &t->moe_drop_policy, "with a capacity factor: probs | position"},
         {"--moe-pad-expert-input-to-capacity", ARG_BOOL, &t->moe_pad, "with a capacity factor: every expert runs exactly its capacity of rows (padding rows weigh 0)"},
         {"--expert-model-parallel-size", ARG_INT, &t->ep, "EP: the data-parallel ranks that split each MoE layer's experts, E/EP each; tokens reach them by all-to-all (1: every rank holds all)"},
-        {"--expert-tensor-parallel-size", ARG_INT, &t->etp, "accepted; megac replicates the experts over TP whatever its value (the expert groups are Megatron's with ETP = TP: an EP group holds ranks of one TP rank)"},
+        {"--expert-tensor-parallel-size", ARG_INT, &t->etp, "ETP (default: TP, as Megatron): TP = the experts replicated over TP, each TP rank routing its own rows, EP groups across DP x CP; 1 with EP > 1 and TP > 1 (needs --sequence-parallel): EP groups across TP too, as Megatron's; megac never splits an expert over TP"},
     };
     memcpy(specs, table, sizeof table);
     return GPT_MOE_FLAGS_N;
@@ -89,5 +90,5 @@ void gpt_moe_flags_finish(GPTConfig *m, const GPTFlagText *t) {
     if (t->ep > 1 && m->num_experts % t->ep)
         core_usage_error("--num-experts %d is not divisible by --expert-model-parallel-size %d",
                          m->num_experts, t->ep);
-    if (t->etp < 1) core_usage_error("--expert-tensor-parallel-size must be >= 1, got %d", t->etp);
+    if (t->etp < 0) core_usage_error("--expert-tensor-parallel-size must be >= 1, got %d", t->etp);
 }

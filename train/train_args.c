@@ -270,6 +270,7 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
     if (core_world_rank() <= 0) core_compat_notice(&a->compat, "megac train: ", stdout);
     gpt_flags_finish(m, &mt);  // F, max positions, recomputation (bad values: exit 2)
     a->ep = mt.ep;
+    a->etp = mt.etp;
     check_tensor_sizes(m, a->micro_batch);
     if (optim_lr_style_parse(style, &a->lr.style) != 0)
         core_usage_error("--lr-decay-style must be constant, linear or cosine, got '%s'", style);
@@ -396,15 +397,25 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
                          gpt_head_size(m), m->hidden_size, m->num_heads);
 }
 
-// Expert parallelism's layout: EP divides the data-parallel x context-parallel ranks (the
-// expert decomposition with ETP = TP: the experts are replicated over TP).
+// Expert parallelism's layout (the expert decomposition, pgrid.h): ETP = TP (the default),
+// EP divides DP x CP; ETP 1, EP divides TP x DP x CP, and with TP > 1 each TP rank must hold
+// its own rows (sequence parallelism, as Megatron requires for MoE with TP).
 static void train_args_check_ep(const TrainArgs *a, const PGridDims *d) {
     char err[512];
     PGridDims e;
+    int etp = train_args_etp(a);
     if (a->model.num_experts == 0)
         core_usage_error("--expert-model-parallel-size %d needs --num-experts", a->ep);
-    if (pgrid_dims_init_moe(&e, d->world_size, a->tp, a->cp, a->pp, a->ep, a->tp, err, sizeof err))
+    if (pgrid_dims_init_moe(&e, d->world_size, a->tp, a->cp, a->pp, a->ep, etp, err, sizeof err))
         core_usage_error("%s", err);
+    if (etp == 1 && a->tp > 1 && !a->sequence_parallel)
+        core_usage_error("--expert-tensor-parallel-size 1 with --tensor-model-parallel-size %d and "
+                         "--expert-model-parallel-size %d needs --sequence-parallel (each TP rank "
+                         "must hold its own tokens)", a->tp, a->ep);
+}
+
+int train_args_etp(const TrainArgs *a) {
+    return a->ep > 1 && a->etp > 0 ? a->etp : a->tp;  // (EP 1: the experts are the dense layout's)
 }
 
 void train_args_check_layout(const TrainArgs *a, int world) {

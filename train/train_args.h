@@ -18,6 +18,7 @@ typedef struct {
     int tp, pp;
     int cp;                         // --context-parallel-size (model/gpt_cp.h)
     int ep;                         // --expert-model-parallel-size (model/gpt_moe.h)
+    int etp;                        // --expert-tensor-parallel-size (0: tp)
     const char *cp_comm_type;       // --cp-comm-type: "p2p" (the ring) or "all_gather"
     int micro_batch, global_batch;
     int64_t train_iters;            // with --train-samples: the iterations they take
@@ -97,3 +98,6 @@ void train_args_parse(TrainArgs *a, int argc, char **argv);
 // Checks the flags against the world size (layout divides, batch divides). Every rank
 // calls it with the same values; on failure all exit 2 with the same one-line message.
 void train_args_check_layout(const TrainArgs *a, int world_size);
+// The expert-tensor-parallel size the grid uses: --expert-tensor-parallel-size (default TP)
+// with expert parallelism, TP without (the experts are then laid out as the dense layers). Pure.
+int train_args_etp(const TrainArgs *a);

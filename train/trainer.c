@@ -71,7 +71,7 @@ static void create_model_chunks(Trainer *t, PPScheduleKind kind) {
     t->opts = core_calloc((size_t)v, sizeof *t->opts);
     t->wte_chunk = t->wte_param = -1;
     GPTGroups cp = {a->cp, g->coord.cp_rank, !strcmp(a->cp_comm_type, "all_gather"), g->cp,
-                    a->ep, g->coord.ep_rank, g->ep};
+                    a->ep, g->coord.ep_rank, g->ep, train_args_etp(a) == 1 && a->tp > 1};
     for (int c = 0; c < v; c++) {
         GPT *m = gpt_create(&a->model, t->be, a->tp, g->coord.tp_rank, a->pp * v, c * a->pp + r,
                             a->micro_batch, slots[c], a->seed, dist_pad_multiple(t->dp * a->cp),
@@ -126,8 +126,8 @@ Trainer *trainer_create(const TrainArgs *args) {
     t->be = make_backend(a);
     PGridCommKind ck = !cuda ? PGRID_COMM_MPI
                      : !strcmp(a->dist_backend, "staged") ? PGRID_COMM_STAGED : PGRID_COMM_NCCL;
-    t->grid = pgrid_create_moe(a->tp, a->cp, a->pp, a->ep, a->tp, ck,  // (experts replicated over
-                               cuda ? t->be->u.cuda.stream : NULL, a->timeout_minutes * 60.0);  // TP)
+    t->grid = pgrid_create_moe(a->tp, a->cp, a->pp, a->ep, train_args_etp(a), ck,
+                               cuda ? t->be->u.cuda.stream : NULL, a->timeout_minutes * 60.0);
     ProcessGrid *g = t->grid;
     t->dp = g->dims.dp;
     t->n_micro = a->global_batch / (a->micro_batch * t->dp);

@@ -83,6 +83,10 @@ expect2 1 "world size 1 is not divisible by expert-tensor-parallel-size 1 x expe
 expect2 1 "num-experts 6 is not divisible by --expert-model-parallel-size 4" --num-experts 6 --expert-model-parallel-size 4
 expect2 1 "expert-model-parallel-size must be >= 1, got 0" --num-experts 4 --expert-model-parallel-size 0
 expect2 2 "expert-model-parallel-size 2 needs --num-experts" --expert-model-parallel-size 2
+expect2 4 "expert-tensor-parallel-size 1 with --tensor-model-parallel-size 2 and --expert-model-parallel-size 2 needs --sequence-parallel" \
+  --num-experts 4 --expert-model-parallel-size 2 --expert-tensor-parallel-size 1 --tensor-model-parallel-size 2
+expect2 4 "expert-tensor-parallel-size 3 must be 1 or tensor-model-parallel-size 2" \
+  --num-experts 4 --expert-model-parallel-size 2 --expert-tensor-parallel-size 3 --tensor-model-parallel-size 2
 expect2 4 "world size 4 is not divisible by expert-tensor-parallel-size 1 x expert-model-parallel-size 3" \
   --num-experts 6 --expert-model-parallel-size 3
 expect2 2 "tensor-model-parallel-size 2 must divide moe-shared-expert-intermediate-size 33" \
