@@ -131,7 +131,7 @@ int cmd_plan(int argc, char **argv) {
     GPTFlagText mt;
     gpt_flags_init(m, &mt);  // megac train's defaults, and GPT-2's vocabulary
     m->vocab_size = 50257;
-    PlanFilter f = {0, 0, 0, -1, -1, -1, 0, 0, 0, 1, 0, 1};  // CP 1 unless asked (as vpp)
+    PlanFilter f = {0, 0, 0, -1, -1, -1, 0, 0, 0, 1, 0, 1, 0};  // CP 1 unless asked (as vpp)
     PlanFlags pf = {.top = 20, .hardware = "h100", .schedule = "", .device = "cuda", .cp_comm_type = "p2p"};
     const ArgSpec own[] = {
         {"--world-size", ARG_INT, &s.world_size, "ranks (GPUs) to lay out"},
@@ -172,9 +172,11 @@ int cmd_plan(int argc, char **argv) {
                    // does not divide DP x CP
     if (mt.ep > 1 && m->num_experts == 0)  // as train
         core_usage_error("--expert-model-parallel-size %d needs --num-experts", mt.ep);
-    if (mt.ep > 1 && mt.etp == 1)  // plan's expert groups are ETP = TP's (the default)
-        core_usage_error("megac plan: --expert-tensor-parallel-size 1 is not modelled yet (the default, "
-                         "TP, is)");
+    // ETP 1: the TP > 1 layouts' EP groups span TP (plan_ep.c); else ETP is TP (the default)
+    if (mt.ep > 1 && mt.etp > 1 && mt.etp != f.tp)
+        core_usage_error("--expert-tensor-parallel-size %d must be 1 or TP (fix --tensor-model-parallel-size "
+                         "%d to plan it)", mt.etp, mt.etp);
+    f.etp1 = mt.ep > 1 && mt.etp == 1;
     if (*pf.schedule && strcmp(pf.schedule, "1f1b") && strcmp(pf.schedule, "gpipe"))
         core_usage_error("--pipeline-schedule must be 1f1b or gpipe, got '%s'", pf.schedule);
     f.gpipe = *pf.schedule ? !strcmp(pf.schedule, "gpipe") : -1;

@@ -49,8 +49,9 @@ static int starts_cross(long long width, long long step, long long count, long l
 int plan_group_crosses(const PGridDims *d, PGridKind kind, int gpus_per_node) {
     long long tp = d->tp, dp = d->dp, pp = d->pp, G = gpus_per_node, W = d->world_size;
     long long cp = W / (tp * dp * pp);  // rank = tp_rank + tp (cp_rank + cp (dp_rank + dp pp_rank))
-    // the expert decomposition (ETP = TP): rank = tp_rank + tp (ep_rank + ep (edp_rank + edp pp_rank))
-    long long ep = pgrid_dims_ep(d), edp = W / (tp * ep * pp);
+    // the expert decomposition: rank = etp_rank + etp (ep_rank + ep (edp_rank + edp pp_rank)),
+    // ETP = TP or 1
+    long long ep = pgrid_dims_ep(d), etp = pgrid_dims_etp(d), edp = W / (etp * ep * pp);
     if (W <= G) return 0;
     switch (kind) {
     case PGRID_TP: return starts_cross(1, tp, cp * dp * pp, tp - 1, G, W);
@@ -59,8 +60,8 @@ int plan_group_crosses(const PGridDims *d, PGridKind kind, int gpus_per_node) {
     case PGRID_DP_CP: return starts_cross(tp, tp * cp * dp, pp, tp * (cp * dp - 1), G, W);
     case PGRID_PP:  // the embedding group is the first and last member of a pipeline group
     case PGRID_EMBEDDING: return starts_cross(tp * cp * dp, 0, 1, tp * cp * dp * (pp - 1), G, W);
-    case PGRID_EP: return starts_cross(tp, tp * ep, edp * pp, tp * (ep - 1), G, W);
-    case PGRID_EDP: return starts_cross(tp * ep, tp * ep * edp, pp, tp * ep * (edp - 1), G, W);
+    case PGRID_EP: return starts_cross(etp, etp * ep, edp * pp, etp * (ep - 1), G, W);
+    case PGRID_EDP: return starts_cross(etp * ep, etp * ep * edp, pp, etp * ep * (edp - 1), G, W);
     default: core_fatal("plan_group_crosses: group kind %d is not planned", (int)kind);
     }
     return 0;
@@ -118,7 +119,7 @@ static void predict(const PlanSpec *s, const PlanLayout *l, const PlanHardware *
     r->n_micro = s->global_batch / (l->micro_batch * l->dp);
     int m = r->n_micro, gpn = hw->gpus_per_node;
     PGridDims d = {.world_size = s->world_size, .tp = l->tp, .pp = l->pp, .dp = l->dp,  // CP: the factor left
-                   .ep = plan_ep(l)};
+                   .ep = plan_ep(l), .etp = l->ep_over_tp ? 1 : 0};
     r->crosses[PLAN_G_TP] = plan_group_crosses(&d, PGRID_TP, gpn);
     r->crosses[PLAN_G_PP] = plan_group_crosses(&d, PGRID_PP, gpn);
     r->crosses[PLAN_G_DP] = plan_group_crosses(&d, PGRID_DP_CP, gpn);  // (PGRID_DP when CP is 1)

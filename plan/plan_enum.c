@@ -120,7 +120,7 @@ static void layouts_of(const PlanSpec *s, const PlanFilter *f, const PlanHardwar
         int pp = pps[j];
         if (f->pp && pp != f->pp) continue;
         int dp = W / (tp * cp * pp);
-        PlanLayout dims = {tp, pp, dp, 1, 0, 0, 0, 0, 0, cp, 0, 1};
+        PlanLayout dims = {tp, pp, dp, 1, 0, 0, 0, 0, 0, cp, 0, 1, 0};
         char err[400], cpl[32];
         GPTConfig c = s->model;
         if (gpt_config_check(&c, tp, pp, err, sizeof err) != 0) {
@@ -139,7 +139,8 @@ static void layouts_of(const PlanSpec *s, const PlanFilter *f, const PlanHardwar
             int mb = mbs[k];
             if (f->micro_batch && mb != f->micro_batch) continue;
             any = 1;
-            PlanLayout l = {tp, pp, dp, mb, 0, 0, 0, 0, 0, cp, cp > 1 && f->cp_all_gather, f->ep};
+            PlanLayout l = {tp, pp, dp, mb, 0, 0, 0, 0, 0, cp, cp > 1 && f->cp_all_gather, f->ep,
+                            f->etp1 && f->ep > 1 && tp > 1};
             variants(s, f, hw, keep, l, g, out);
         }
         if (!any) {

@@ -23,6 +23,8 @@ typedef struct {
     int cp_all_gather;  // --cp-comm-type all_gather (1) or p2p (0), for the CP > 1 layouts
     int ep;          // --expert-model-parallel-size (0 or 1: none): every layout has it, those
                      // whose DP x CP it does not divide are refused
+    int etp1;        // --expert-tensor-parallel-size 1 (EP > 1): the TP > 1 layouts' EP groups
+                     // span TP x DP x CP (PlanLayout.ep_over_tp; SP required)
 } PlanFilter;
 
 typedef struct {

@@ -1,6 +1,7 @@
 // plan/plan_ep.c: what expert parallelism changes in a stage (plan_model.h), mirroring
 // model/gpt_params.c (the experts split over EP, placed after every other tensor),
-// distributed/dist_sync.c (a second set of buckets over the expert-data-parallel group) and
+// distributed/dist_sync.c (a second set of buckets over the expert-data-parallel group; ZeRO-2/3:
+// plan_zero.c), model/gpt_alloc.c (ETP 1: the experts neither replicated nor summed over TP) and
 // model/gpt_moe.c's dispatch (the counts' all-to-all, then the rows' and the outputs').
 #include "plan_model.h"
 #include "distributed/dist_geometry.h"  // defines: dist_bucket, dist_pad_multiple
@@ -12,18 +13,35 @@
 
 int plan_ep_check(const PlanSpec *s, const PlanLayout *l, char *err, size_t n) {
     const GPTConfig *c = &s->model;
-    int ep = plan_ep(l), dpcp = plan_dp_cp(l);
-    if (c->num_experts <= 0 || c->num_experts % ep || dpcp % ep) {  // train_args.c, gpt_alloc.c
-        snprintf(err, n, "EP %d must divide --num-experts %d and DP x CP = %d x %d = %d", ep,
-                 c->num_experts, l->dp, plan_cp(l), dpcp);
+    int ep = plan_ep(l), span = plan_dp_cp(l) * (l->ep_over_tp ? l->tp : 1);
+    if (c->num_experts <= 0 || c->num_experts % ep || span % ep) {  // train_args.c, pgrid.c
+        if (l->ep_over_tp)
+            snprintf(err, n, "EP %d must divide --num-experts %d and TP x DP x CP = %d x %d x %d = %d (ETP 1)",
+                     ep, c->num_experts, l->tp, l->dp, plan_cp(l), span);
+        else
+            snprintf(err, n, "EP %d must divide --num-experts %d and DP x CP = %d x %d = %d", ep,
+                     c->num_experts, l->dp, plan_cp(l), span);
         return -1;
     }
-    if (l->zero >= 2) {
-        snprintf(err, n, "EP %d with ZeRO-%d: not modelled by megac plan yet (megac train runs it; DDP and ZeRO-1 are modelled)",
-                 ep, l->zero);
+    if (l->ep_over_tp && !l->sp) {  // train_args_check_ep
+        snprintf(err, n, "--expert-tensor-parallel-size 1 with TP %d and EP %d needs --sequence-parallel "
+                 "(each TP rank must hold its own tokens)", l->tp, ep);
         return -1;
     }
     return 0;
+}
+
+ParamInfo *plan_stage_table(const PlanSpec *s, const PlanLayout *l, const PlanStage *st, int n,
+                            int *n_params, size_t *total) {
+    const GPTConfig *c = &s->model;
+    int Vp = gpt_padded_vocab(c, l->tp);
+    if (plan_ep(l) == 1) return gpt_params_build(c, l->tp, Vp, st->layer0, n, st->first, st->last, n_params, total);
+    ParamInfo *t = gpt_params_build_ep(c, l->tp, plan_ep(l), 0, Vp, st->layer0, n, st->first, st->last,
+                                       n_params, total);
+    gpt_params_place_experts(t, *n_params, dist_pad_multiple(plan_dp_cp(l)), total);
+    for (int i = 0; i < *n_params && l->ep_over_tp; i++)  // (gpt_alloc.c: other experts per TP rank)
+        if (t[i].expert) t[i].tp_replicated = t[i].sp_sum = 0;
+    return t;
 }
 
 // Floats of the dense and expert tensors of `n` layers from layer0 (each view 64-byte aligned,
@@ -79,8 +97,10 @@ int plan_ep_exact(const GPTConfig *c) { return c->moe_capacity > 0 && c->moe_pad
 
 void plan_ep_traffic(const PlanSpec *s, const PlanLayout *l, PlanStage *st, int n_micro) {
     const GPTConfig *c = &s->model;
-    plan_region_traffic(s, l, st->expert_offset, plan_dp_cp(l), &st->traffic[PLAN_G_DP]);
-    plan_region_traffic(s, l, st->n_alloc - st->expert_offset, plan_edp(l), &st->traffic[PLAN_G_EDP]);
+    if (l->zero < 2) {  // (ZeRO-2/3: per layer unit, plan_zero.c)
+        plan_region_traffic(s, l, st->expert_offset, plan_dp_cp(l), &st->traffic[PLAN_G_DP]);
+        plan_region_traffic(s, l, st->n_alloc - st->expert_offset, plan_edp(l), &st->traffic[PLAN_G_EDP]);
+    }
     uint64_t L = (uint64_t)st->n_moe, M = (uint64_t)n_micro;
     if (!L) return;
     // recomputed layers (the first n_recomputed) run the forward's dispatch again

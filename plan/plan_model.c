@@ -191,9 +191,7 @@ static void chunk_counts(const PlanSpec *s, const PlanLayout *l, int P, int stag
     st->n_moe = plan_moe_layers(c, st->layer0, st->n_layers);
     int Vp = gpt_padded_vocab(c, l->tp), n_params = 0, built = st->n_layers > 2 ? 2 : st->n_layers;
     size_t built_floats = 0;  // ZeRO-2/3: the edge and two layers stand for the stage (plan_zero.c)
-    ParamInfo *table = l->zero >= 2 ? gpt_params_build(c, l->tp, Vp, st->layer0, built, st->first,
-                                                       st->last, &n_params, &built_floats)
-                                    : NULL;
+    ParamInfo *table = l->zero >= 2 ? plan_stage_table(s, l, st, built, &n_params, &built_floats) : NULL;
     st->n_floats = built == st->n_layers && table ? built_floats : stage_floats(c, l->tp, Vp, st);
     st->n_alloc = dist_padded_size(st->n_floats, plan_dp_cp(l));
     st->shard_len = l->zero1 ? st->n_alloc / (size_t)plan_dp_cp(l) : st->n_alloc;
@@ -217,8 +215,7 @@ static void chunk_counts(const PlanSpec *s, const PlanLayout *l, int P, int stag
     // ZeRO-2/3: DP traffic, the shard's sums and memory from the table (layers unalike: all)
     if (l->zero >= 2 && plan_zero_counts(s, l, table, n_params, n_micro, st)) {
         free(table);
-        table = gpt_params_build(c, l->tp, Vp, st->layer0, st->n_layers, st->first, st->last, &n_params,
-                                 &built_floats);
+        table = plan_stage_table(s, l, st, st->n_layers, &n_params, &built_floats);
         plan_zero_counts(s, l, table, n_params, n_micro, st);
     }
     free(table);

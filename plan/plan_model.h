@@ -61,6 +61,8 @@ typedef struct {
     int cp_all_gather;  // --cp-comm-type all_gather (1) or p2p, the ring (0)
     int ep;          // expert parallelism (--expert-model-parallel-size; 0 or 1: none): each
                      // MoE layer's experts split over EP ranks of DP x CP (plan_ep.c)
+    int ep_over_tp;  // --expert-tensor-parallel-size 1 at TP > 1 and EP > 1: the EP groups span
+                     // TP x DP x CP, the experts neither replicated nor summed over TP (needs SP)
 } PlanLayout;
 
 // The CP size of a layout (an initialiser without it means 1).
@@ -75,9 +77,12 @@ static inline size_t plan_rows(const PlanSpec *s, const PlanLayout *l) {
     return (size_t)l->micro_batch * s->model.seq_length / (size_t)plan_cp(l);
 }
 // The EP size of a layout (an initialiser without it means 1), and the expert-data-parallel
-// group that reduces (and ZeRO-1 shards) the expert region: DP x CP / EP.
+// group that reduces (and ZeRO shards) the expert region: DP x CP / EP, or with ETP 1
+// (ep_over_tp) TP x DP x CP / EP.
 static inline int plan_ep(const PlanLayout *l) { return l->ep > 1 ? l->ep : 1; }
-static inline int plan_edp(const PlanLayout *l) { return plan_dp_cp(l) / plan_ep(l); }
+static inline int plan_edp(const PlanLayout *l) {
+    return (l->ep_over_tp ? l->tp : 1) * plan_dp_cp(l) / plan_ep(l);
+}
 // " x CP n" when CP > 1, else "": layout names read "TP 2 x CP 2 x PP 1 ..." (buf: 32 chars).
 const char *plan_cp_label(const PlanLayout *l, char *buf);
 
@@ -215,7 +220,8 @@ void plan_stage_traffic(const PlanSpec *s, const PlanLayout *l, int P, int stage
                         PlanStage *st);
 
 // ZeRO-2/3 (plan_zero.c, distributed/dist_sync_units.c): the stage's gradient, optimizer (and ZeRO-3
-// parameter) memory and shard_len from its table (p, n_params); its DP traffic, and the
+// parameter) memory and shard_len from its table (p, n_params: plan_stage_table's); its DP
+// traffic (EP > 1: each layer's expert unit over EDP, its traffic in the edp group), and the
 // sequence-parallel LayerNorm and tied-wte sums over the shard of DP rank 0. For
 // plan_stage_counts, after the recompute counts. The table may hold the stage's edge
 // tensors and only its first k >= 2 of st->n_layers layers: the others count as its last
@@ -235,7 +241,7 @@ size_t plan_moe_layer_bytes(const PlanSpec *s, const PlanLayout *l);
 size_t plan_moe_workspace_bytes(const PlanSpec *s, const PlanLayout *l);
 // Adds one step's MoE traffic of stage st on one rank: the token-count and loss sums per
 // layer and micro-batch (tp with sequence parallelism, cp) and, with sequence parallelism
-// below ZeRO-2, the router and expert gradient sums over tp.
+// below ZeRO-2, the router and expert gradient sums over tp (ETP 1: the router's only).
 void plan_moe_traffic(const PlanSpec *s, const PlanLayout *l, const PlanStage *st, int n_micro,
                       PlanTraffic *tp, PlanTraffic *cp);
 
@@ -249,14 +255,22 @@ void plan_ep_params(const PlanSpec *s, const PlanLayout *l, PlanStage *st);
 // (optim/optimizer.c's buckets of --ddp-bucket-size: per = len / n with ZeRO-1), added to t.
 void plan_region_traffic(const PlanSpec *s, const PlanLayout *l, size_t len, int n, PlanTraffic *t);
 // Adds one step's data-parallel (dense region over DP x CP), expert-data-parallel (expert
-// region over EDP) and all-to-all (ep) traffic of stage st on one rank. The ep bytes are
+// region over EDP; ZeRO-2/3: plan_zero_counts) and all-to-all (ep) traffic of stage st on one
+// rank. The ep bytes are
 // exact with --moe-pad-expert-input-to-capacity (every expert runs its capacity, so the rows
 // sent to each peer are known); dropless, or a capacity without padding, they are the
 // expectation under uniform routing (every expert gets n K / E rows of each rank).
 void plan_ep_traffic(const PlanSpec *s, const PlanLayout *l, PlanStage *st, int n_micro);
-// plan_layout_check's part for EP > 1: experts, EP dividing E and DP x CP, no ZeRO-2/3
-// (megac train's refusals). Returns 0, or -1 with one line naming the numbers in err.
+// plan_layout_check's part for EP > 1: experts, EP dividing E and DP x CP (ETP 1: TP x DP x
+// CP, with sequence parallelism at TP > 1), megac train's refusals. Returns 0, or -1 with one
+// line naming the numbers in err.
 int plan_ep_check(const PlanSpec *s, const PlanLayout *l, char *err, size_t errlen);
+// The parameter table of stage st's first n layers (and its edge tensors) as megac train lays
+// it out (model/gpt_alloc.c): at EP > 1 E/EP experts of each MoE layer, placed after the
+// other tensors, and with ETP 1 (ep_over_tp) neither replicated nor summed over TP. The
+// caller frees it; *total: its floats.
+ParamInfo *plan_stage_table(const PlanSpec *s, const PlanLayout *l, const PlanStage *st, int n,
+                            int *n_params, size_t *total);
 // Whether plan_ep_traffic's ep bytes are exact (capacity with padding) for this model.
 int plan_ep_exact(const GPTConfig *c);
 

@@ -28,8 +28,9 @@ static const char *ASSUMPTIONS[] = {
     "workspace, GEMM FLOPs and kernels / CP) plus the K/V exchange buffer; its K/V traffic "
     "(p2p ring or all_gather, bytes as counted) is timed like the TP collectives, not overlapped; "
     "gradients reduce over DP x CP (the DP column)",
-    "expert parallelism (EP > 1, the EP column; DDP or ZeRO-1): a rank holds E/EP experts of each MoE "
-    "layer, their gradients reduced (and ZeRO-1 sharded) over DP x CP / EP (EDP); its experts' "
+    "expert parallelism (EP > 1, the EP column): a rank holds E/EP experts of each MoE layer, their "
+    "gradients reduced (and ZeRO sharded: ZeRO-2/3 a unit per layer) over DP x CP / EP (EDP; "
+    "--expert-tensor-parallel-size 1: TP x DP x CP / EP, no TP sums of the experts); its experts' "
     "activations are sized for EP times its routed rows (the worst case, as megac allocates "
     "them); the all-to-alls (4 per MoE layer and micro-batch, 2 more when recomputed, plus the "
     "counts) are timed like the TP collectives; their bytes are exact with a padded capacity, "
@@ -192,14 +193,14 @@ static void json_stage(FILE *f, const PlanStage *st, int index) {
 
 static void json_result(FILE *f, const PlanResult *r, int position) {
     const PlanLayout *l = &r->layout;
-    fprintf(f, "{\"position\":%d,\"tp\":%d,\"cp\":%d,\"cp_comm_type\":\"%s\",\"pp\":%d,\"dp\":%d,\"ep\":%d,"
+    fprintf(f, "{\"position\":%d,\"tp\":%d,\"cp\":%d,\"cp_comm_type\":\"%s\",\"pp\":%d,\"dp\":%d,\"ep\":%d,\"etp\":%d,"
             "\"micro_batch\":%d,\"n_micro\":%d,"
             "\"schedule\":\"%s\",\"virtual_pipeline_size\":%d,\"sequence_parallel\":%d,\"zero1\":%d,"
             "\"zero\":%d,\"fits\":%s,"
             "\"memory_peak\":%.0f,\"bubble\":%.6g,\"model_flops\":%.6g,\"hardware_flops\":%.6g,"
             "\"step_s\":%.6g,\"tokens_per_s\":%.6g,\"mfu\":%.6g,\"crosses_nodes\":{", position, l->tp,
-            plan_cp(l), l->cp_all_gather ? "all_gather" : "p2p", l->pp, l->dp, plan_ep(l), l->micro_batch, r->n_micro, l->gpipe ? "gpipe" : "1f1b", l->vpp > 1 ? l->vpp : 1,
-            l->sp, l->zero1,
+            plan_cp(l), l->cp_all_gather ? "all_gather" : "p2p", l->pp, l->dp, plan_ep(l), l->ep_over_tp ? 1 : l->tp, l->micro_batch, r->n_micro,
+            l->gpipe ? "gpipe" : "1f1b", l->vpp > 1 ? l->vpp : 1, l->sp, l->zero1,
             l->zero ? l->zero : l->zero1,
             r->fits ? "true" : "false", r->mem_peak, r->bubble, r->model_flops, r->hardware_flops, r->t_step,
             r->tokens_per_s, r->mfu);

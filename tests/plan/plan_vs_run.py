@@ -88,7 +88,8 @@ LAYOUTS = [
                             "--moe-pad-expert-input-to-capacity"]),
 ]
 # expert parallelism (plan/plan_ep.c): E/EP experts per rank, the expert region reduced over
-# DP x CP / EP, the received-rows buffers (EP x the local rows), the all-to-alls
+# DP x CP / EP (ETP 1: TP x DP x CP / EP), the received-rows buffers (EP x the local rows), the
+# all-to-alls
 EP2 = ["--expert-model-parallel-size", "2"]
 CAP = ["--moe-expert-capacity-factor", "1.5", "--moe-pad-expert-input-to-capacity"]
 EP_LAYOUTS = [
@@ -101,6 +102,18 @@ EP_LAYOUTS = [
     (1, 1, 4, 1, 8, MOE + ["--expert-model-parallel-size", "4", "--use-distributed-optimizer"]),  # dropless
     (1, 1, 1, 2, 8, MOE + EP2 + CP + ["2", "--use-distributed-optimizer"]),
     (2, 1, 2, 1, 8, MOE + EP2 + ["--sequence-parallel", "--use-distributed-optimizer", "--swiglu"]),
+    # ZeRO-2/3 (plan/plan_zero.c): a layer's expert unit over EDP after its dense unit over DP;
+    # dense layers' empty expert units; ZeRO-3's gathers of both, recomputed layers' three
+    (1, 1, 4, 1, 8, MOE + EP2 + CAP + ["--data-parallel-sharding-strategy", "optim_grads"]),
+    (1, 1, 4, 2, 8, MOE + EP2 + CAP + ["--data-parallel-sharding-strategy", "optim_grads_params", "--moe-layer-freq",
+                                       "2", "--recompute-granularity", "full", "--recompute-method", "block",
+                                       "--recompute-num-layers", "1"]),
+    # --expert-tensor-parallel-size 1: EP 2 over TP 2 x DP 2 (EDP 2), the experts not summed over
+    # TP; dropless (ETP 1 needs SP, and train refuses a capacity with SP)
+    (2, 1, 2, 1, 8, MOE + EP2 + ["--sequence-parallel", "--expert-tensor-parallel-size", "1",
+                                 "--use-distributed-optimizer"]),
+    (2, 1, 2, 1, 8, MOE + EP2 + ["--sequence-parallel", "--expert-tensor-parallel-size", "1",
+                                 "--data-parallel-sharding-strategy", "optim_grads"]),
 ]
 EP_DROPLESS_TOL = 0.5  # dropless ep bytes: the routing of a tiny untrained model against uniform
 TRAIN_ONLY = {"--no-sequence-parallel"}

@@ -195,6 +195,20 @@ report = open(os.path.join(sys.argv[1], "REPORT.md")).read()
 assert "| DP | EP |" in report and "TP/PP/DP/emb/CP/EP/EDP" in report, report
 PY
 
+# --expert-tensor-parallel-size 1 after --: it reaches the plan and the run (EP 2 over TP 2 at
+# DP 1, which ETP = TP would refuse); every byte but the dropless ep ones equal the plan's
+"$megac" ablate --grid "tp=2 ep=2 sp=1 mbs=2" --world-size 2 --output "$tmp/etp" -- "${train[@]}" \
+  --num-experts 4 --moe-router-topk 2 --moe-ffn-hidden-size 32 --expert-tensor-parallel-size 1 \
+  > "$tmp/log10" 2>&1 || fail "etp sweep exit $?"
+python3 - "$tmp/etp" <<'PY' && echo "ok   ETP 1 after --: EP 2 over TP 2 planned and run, bytes equal (ep: expected)" \
+  || { fail "etp sweep"; cat "$tmp/log10"; }
+import json, os, sys
+(r,) = map(json.loads, open(os.path.join(sys.argv[1], "records.jsonl")))
+assert r["status"] == "ok", r
+m, p = r["measured"]["bytes"], r["predicted"]["bytes"]
+assert all(m[g] == p[g] for g in m if g != "ep") and m["tp"] > 0 and abs(m["ep"] - p["ep"]) <= 0.5 * p["ep"], (m, p)
+PY
+
 bad() {  # bad NAME PATTERN GRID [WORLD]: exit 2, PATTERN on stderr, nothing written
   "$megac" ablate --grid "$3" --world-size "${4:-8}" --output "$tmp/bad" -- "${train[@]}" > /dev/null 2> "$tmp/err"
   local rc=$?

@@ -131,8 +131,8 @@ bad cp_world "--context-parallel-size 3" "$megac" plan --world-size 8 "${model[@
 bad cp_comm_type "--cp-comm-type must be p2p or all_gather, got 'a2a'" "$megac" plan --world-size 8 "${model[@]}" \
   --use-flash-attn --context-parallel-size 2 --cp-comm-type a2a
 
-# expert parallelism: every layout has EP; DP x CP it does not divide (and ZeRO-2/3) refused;
-# the expert region shrinks by EP, the ep and edp groups appear
+# expert parallelism: every layout has EP; DP x CP it does not divide refused; the expert
+# region shrinks by EP, the ep and edp groups appear (ZeRO-2/3 too: per-layer expert units)
 moe=(--num-experts 4 --moe-router-topk 2 --moe-ffn-hidden-size 32)
 ok ep_json "$megac" plan --world-size 8 "${model[@]}" "${moe[@]}" --global-batch-size 16 --micro-batch-size 2 --json \
   --expert-model-parallel-size 2
@@ -141,7 +141,7 @@ cp "$tmp/out" "$tmp/ep2.json"
 python3 - "$tmp/ep2.json" "$tmp/ep1.json" <<'PY' || fails=$((fails + 1))
 import json, sys
 ep2, ep1 = (json.load(open(f))["layouts"] for f in sys.argv[1:])
-assert ep2 and all(l["ep"] == 2 and l["dp"] * l["cp"] % 2 == 0 and l["zero"] < 2 for l in ep2), "EP 2 layouts"
+assert ep2 and all(l["ep"] == 2 and l["dp"] * l["cp"] % 2 == 0 for l in ep2), "EP 2 layouts"
 assert all(l["ep"] == 1 and l["stages"][0]["traffic"]["ep"]["bytes"] == 0 for l in ep1), "EP 1: no ep bytes"
 key = lambda l: (l["tp"], l["pp"], l["dp"], l["micro_batch"], l["schedule"], l["sequence_parallel"], l["zero"])
 one = {key(l): l for l in ep1}
@@ -157,9 +157,34 @@ bad ep_no_experts "expert-model-parallel-size 2 needs --num-experts" "$megac" pl
   --expert-model-parallel-size 2
 bad ep_not_dividing "EP 4 must divide --num-experts 4 and DP x CP = 2 x 1 = 2" "$megac" plan --world-size 8 \
   "${model[@]}" "${moe[@]}" --expert-model-parallel-size 4 --tensor-model-parallel-size 4 --pipeline-model-parallel-size 1
-bad ep_zero3 "EP 2 with ZeRO-3: not modelled by megac plan yet" "$megac" plan --world-size 8 "${model[@]}" "${moe[@]}" \
+# ZeRO-3 at EP 2: the expert units reduce and gather over EDP (plan_vs_run_ep: exact bytes)
+ok ep_zero3 "$megac" plan --world-size 8 "${model[@]}" "${moe[@]}" --global-batch-size 16 --json \
   --expert-model-parallel-size 2 --data-parallel-sharding-strategy optim_grads_params --tensor-model-parallel-size 1 \
   --pipeline-model-parallel-size 1
+python3 - "$tmp/out" <<'PY' || fails=$((fails + 1))
+import json, sys
+ls = json.load(open(sys.argv[1]))["layouts"]
+assert ls and all(l["zero"] == 3 for l in ls), "ZeRO-3 layouts only"
+t = ls[0]["stages"][0]["traffic"]
+assert t["edp"]["reduce_scatter"]["bytes"] > 0 and t["edp"]["all_gather"]["bytes"] > 0, t["edp"]
+print("ok   ep_zero3: EDP 4 reduce-scatters and gathers the expert units")
+PY
+# --expert-tensor-parallel-size 1: EP over TP x DP x CP (EP 4 at TP 2 x DP 2 here), SP only
+ok ep_etp1 "$megac" plan --world-size 4 "${model[@]}" "${moe[@]}" --global-batch-size 16 --json \
+  --expert-model-parallel-size 4 --expert-tensor-parallel-size 1 --tensor-model-parallel-size 2 \
+  --pipeline-model-parallel-size 1
+python3 - "$tmp/out" <<'PY' || fails=$((fails + 1))
+import json, sys
+ls = json.load(open(sys.argv[1]))["layouts"]
+assert ls and all(l["etp"] == 1 and l["ep"] == 4 and l["sequence_parallel"] for l in ls), "ETP 1 layouts"
+assert all(l["stages"][0]["traffic"]["edp"]["bytes"] == 0 for l in ls), "EDP 1"
+print(f"ok   ep_etp1: {len(ls)} layouts, all with SP, EDP 1")
+PY
+bad ep_etp1_no_sp "needs --sequence-parallel" "$megac" plan --world-size 4 "${model[@]}" "${moe[@]}" \
+  --global-batch-size 16 --expert-model-parallel-size 4 --expert-tensor-parallel-size 1 \
+  --tensor-model-parallel-size 2 --pipeline-model-parallel-size 1 --no-sequence-parallel
+bad ep_etp_not_tp "--expert-tensor-parallel-size 2 must be 1 or TP" "$megac" plan --world-size 8 "${model[@]}" \
+  "${moe[@]}" --expert-model-parallel-size 2 --expert-tensor-parallel-size 2
 
 bad no_world "world-size" "$megac" plan "${model[@]}"
 bad tp_not_dividing "not divisible by --tensor-model-parallel-size 3" "$megac" plan --world-size 8 "${model[@]}" --tensor-model-parallel-size 3

@@ -26,7 +26,7 @@ static PlanSpec moe_spec(int world, int global_batch) {
 // row all-to-alls and the counts per layer and micro-batch. EDP is 1 here: no edp bytes.
 static void test_ep_bytes(void) {
     PlanSpec s = moe_spec(2, 8);
-    PlanLayout l = {1, 1, 2, 2, 0, 0, 1, 0, 0, 1, 0, 2};  // ZeRO-1
+    PlanLayout l = {1, 1, 2, 2, 0, 0, 1, 0, 0, 1, 0, 2, 0};  // ZeRO-1
     PlanStage st;
     char err[256];
     EXPECT(plan_layout_check(&s, &l, err, sizeof err) == 0, "%s", err);
@@ -55,30 +55,36 @@ static void test_ep_bytes(void) {
     EXPECT_EQ_INT((long long)st.traffic[PLAN_G_EP].bytes[COMM_ALL_TO_ALL], 4 * 2 * (6 * 96 * 64 * 4 + 2 * 8));
     // DP 4 x EP 2: EDP 2 reduces the expert region, DP x CP = 4 the rest
     s = moe_spec(4, 8);
-    PlanLayout four = {1, 1, 4, 1, 0, 0, 0, 0, 0, 1, 0, 2};  // DDP
+    PlanLayout four = {1, 1, 4, 1, 0, 0, 0, 0, 0, 1, 0, 2, 0};  // DDP
     plan_stage_counts(&s, &four, 0, 2, &st);
     EXPECT_EQ_INT((long long)st.traffic[PLAN_G_EDP].bytes[COMM_ALL_REDUCE], (long long)(st.n_alloc - st.expert_offset) * 4);
     EXPECT_EQ_INT((long long)st.traffic[PLAN_G_DP].bytes[COMM_ALL_REDUCE], (long long)st.expert_offset * 4 * 3 / 2);
 }
 
-// What megac train refuses: EP not dividing DP x CP or E, no experts, ZeRO-2/3.
+// What megac train refuses: EP not dividing DP x CP (ETP 1: TP x DP x CP) or E, no experts,
+// ETP 1 at TP > 1 without SP; ZeRO-2/3 are planned.
 static void test_ep_refusals(void) {
     PlanSpec s = moe_spec(4, 8);
     char err[256];
-    PlanLayout l = {2, 1, 2, 1, 0, 0, 0, 0, 0, 1, 0, 4};
+    PlanLayout l = {2, 1, 2, 1, 0, 0, 0, 0, 0, 1, 0, 4, 0};
     EXPECT(plan_layout_check(&s, &l, err, sizeof err) != 0 && strstr(err, "EP 4 must divide"), "%s", err);
-    l.ep = 2;
-    l.zero1 = 1;
-    l.zero = 2;
-    EXPECT(plan_layout_check(&s, &l, err, sizeof err) != 0 && strstr(err, "ZeRO-2"), "%s", err);
-    l.zero = 0;
+    l.ep_over_tp = 1;  // ETP 1: EP 4 over TP x DP = 4, with SP
+    EXPECT(plan_layout_check(&s, &l, err, sizeof err) != 0 && strstr(err, "--sequence-parallel"), "%s", err);
+    l.sp = 1;
     EXPECT(plan_layout_check(&s, &l, err, sizeof err) == 0, "%s", err);
+    EXPECT_EQ_INT(plan_edp(&l), 1);
+    l = (PlanLayout){2, 1, 2, 1, 0, 0, 0, 0, 0, 1, 0, 2, 0};
+    l.zero1 = 1;
+    for (l.zero = 3; l.zero >= 0; l.zero -= l.zero == 2 ? 2 : 1)
+        EXPECT(plan_layout_check(&s, &l, err, sizeof err) == 0, "ZeRO %d: %s", l.zero, err);
+    l.zero = 0;
     s.model.num_experts = 0;
     EXPECT(plan_layout_check(&s, &l, err, sizeof err) != 0 && strstr(err, "--num-experts 0"), "%s", err);
 }
 
 // plan_group_crosses for EP and EDP (closed form) against walking every group's members in
-// the expert decomposition (ETP = TP), every layout of worlds up to 32 on nodes of 1 to W + 1.
+// the expert decomposition (ETP = TP, and 1), every layout of worlds up to 32 on nodes of 1 to
+// W + 1.
 static void test_ep_crossing(void) {
     const PGridKind kinds[2] = {PGRID_EP, PGRID_EDP};
     int checked = 0, members[64];
@@ -86,22 +92,23 @@ static void test_ep_crossing(void) {
     for (int w = 1; w <= 32; w++)
         for (int tp = 1; tp <= w; tp++)
             for (int pp = 1; tp * pp <= w; pp++)
-                for (int ep = 1; tp * pp * ep <= w; ep++) {
-                    PGridDims d;
-                    if (w % (tp * pp * ep) || pgrid_dims_init_moe(&d, w, tp, 1, pp, ep, tp, err, sizeof err))
-                        continue;
-                    for (int g = 1; g <= w + 1; g++)
-                        for (int k = 0; k < 2; k++) {
-                            int size = pgrid_group_size(&d, kinds[k]), walked = 0;
-                            for (int i = 0; i < pgrid_num_groups(&d, kinds[k]); i++) {
-                                pgrid_group_members(&d, kinds[k], i, members);
-                                for (int j = 1; j < size; j++) walked |= members[j] / g != members[0] / g;
+                for (int ep = 1; pp * ep <= w; ep++)
+                    for (int etp = tp; etp >= 1; etp = etp > 1 ? 1 : 0) {  // TP, then 1
+                        PGridDims d;
+                        if (w % (etp * pp * ep) || pgrid_dims_init_moe(&d, w, tp, 1, pp, ep, etp, err, sizeof err))
+                            continue;
+                        for (int g = 1; g <= w + 1; g++)
+                            for (int k = 0; k < 2; k++) {
+                                int size = pgrid_group_size(&d, kinds[k]), walked = 0;
+                                for (int i = 0; i < pgrid_num_groups(&d, kinds[k]); i++) {
+                                    pgrid_group_members(&d, kinds[k], i, members);
+                                    for (int j = 1; j < size; j++) walked |= members[j] / g != members[0] / g;
+                                }
+                                EXPECT(plan_group_crosses(&d, kinds[k], g) == walked,
+                                       "W %d TP %d PP %d EP %d ETP %d G %d kind %d", w, tp, pp, ep, etp, g, (int)kinds[k]);
+                                checked++;
                             }
-                            EXPECT(plan_group_crosses(&d, kinds[k], g) == walked, "W %d TP %d PP %d EP %d G %d kind %d",
-                                   w, tp, pp, ep, g, (int)kinds[k]);
-                            checked++;
-                        }
-                }
+                    }
     printf("which EP and EDP groups cross nodes: the closed form agrees with the walk in %d cases\n", checked);
 }
 
