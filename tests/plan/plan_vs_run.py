@@ -114,6 +114,8 @@ EP_LAYOUTS = [
                                  "--use-distributed-optimizer"]),
     (2, 1, 2, 1, 8, MOE + EP2 + ["--sequence-parallel", "--expert-tensor-parallel-size", "1",
                                  "--data-parallel-sharding-strategy", "optim_grads"]),
+    (2, 2, 2, 1, 16, MOE + EP2 + ["--sequence-parallel", "--expert-tensor-parallel-size", "1",
+                                  "--data-parallel-sharding-strategy", "optim_grads_params", "--moe-layer-freq", "2"]),
 ]
 EP_DROPLESS_TOL = 0.5  # dropless ep bytes: the routing of a tiny untrained model against uniform
 TRAIN_ONLY = {"--no-sequence-parallel"}
