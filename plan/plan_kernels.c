@@ -16,7 +16,8 @@
 //   backward's DGELU reads it; ReLU^2 and SwiGLU run kernels (SwiGLU: 2F in, F out).
 //   Bias gradients: one column-sum pass over each linear's output gradient.
 //   Backward residual stream: the gradient of each residual branch is added to the stream.
-//   Cross-entropy: three passes over the logits (statistics, loss, dlogits in place).
+//   Cross-entropy: two passes over the logits (statistics; dlogits in place); the loss reads
+//     only the row statistics and the target logit (xent_loss: 3 floats in, 1 out per row).
 // Not counted: dropout (megac plan has no dropout flag: with --hidden-dropout p > 0 add two
 // passes of (N, C) per layer each way), fused attention (its matrix products are FLOPs),
 // the optimizer (per step, plan_cost.c).
@@ -24,7 +25,7 @@
 
 #include <stddef.h>
 
-typedef enum { W_C, W_Q, W_F, W_F2, W_V, W_A } Width;
+typedef enum { W_C, W_Q, W_F, W_F2, W_V, W_A, W_1 } Width;  // W_1: one value per row
 typedef enum { R_N, R_SP } Rows;
 typedef enum {
     K_ALL, K_LN, K_RMS, K_GELU, K_PLAIN_ACT, K_SWIGLU, K_BIAS, K_ROPE, K_UNFUSED_ATT, K_LEARNED_POS
@@ -73,7 +74,7 @@ static const KernelRow TABLE[] = {
     // last stage: final norm, cross-entropy over the vocabulary-parallel logits
     {"final norm forward", PLAN_KW_LAST_FWD, K_ALL, R_SP, W_C, 2, 0, 2, 8},
     {"cross-entropy statistics", PLAN_KW_LAST_FWD, K_ALL, R_N, W_V, 1, 0, 2, 3},
-    {"cross-entropy loss", PLAN_KW_LAST_FWD, K_ALL, R_N, W_V, 1, 0, 0, 2},
+    {"cross-entropy loss", PLAN_KW_LAST_FWD, K_ALL, R_N, W_1, 0, 0, 4, 4},  // from the statistics
     {"cross-entropy dlogits", PLAN_KW_LAST_BWD, K_ALL, R_N, W_V, 2, 0, 0, 3},
     {"final norm backward", PLAN_KW_LAST_BWD, K_ALL, R_SP, W_C, 4, 0, 2, 14},
 };
@@ -103,7 +104,7 @@ int plan_kernels(const PlanSpec *s, const PlanLayout *l, PlanKernel *out) {
     double width[] = {
         [W_C] = c->hidden_size, [W_Q] = (c->num_heads + 2.0 * gpt_kv_heads(c)) * hs / tp, [W_F] = F,
         [W_F2] = c->activation == BACKEND_ACT_SWIGLU ? 2 * F : F,
-        [W_V] = gpt_padded_vocab(c, l->tp) / tp, [W_A] = c->num_heads / tp * c->seq_length,
+        [W_V] = gpt_padded_vocab(c, l->tp) / tp, [W_A] = c->num_heads / tp * c->seq_length, [W_1] = 1,
     };
     int n = 0;
     for (int i = 0; i < N_TABLE && n < PLAN_KERNELS_MAX; i++) {
