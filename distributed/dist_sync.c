@@ -85,12 +85,17 @@ void dist_sync_destroy(DistSync *s) {
     free(s);
 }
 
+size_t dist_sync_unit_staging(const DistSync *s) {
+    size_t dp = (size_t)s->comm->size * s->bucket;
+    return s->layer_len > dp ? s->layer_len : dp;
+}
+
 void dist_sync_set_reduce_bf16(DistSync *s) {
     Backend *be = s->be;
     if (s->comm->size == 1 && !s->ecomm) return;  // nothing is reduced
     s->reduce_bf16 = 1;
     if (s->stage >= 2) {  // the largest unit (bucket = its per)
-        s->lp = be->ops->alloc(be, (size_t)s->comm->size * s->bucket * 2);
+        s->lp = be->ops->alloc(be, dist_sync_unit_staging(s) * 2);
         s->lp_out = be->ops->alloc(be, s->bucket * 2);
         return;
     }

@@ -15,6 +15,11 @@ void dist_sync_reduce_start(DistSync *s, DistSyncReduce *r, const float *src);
 void dist_sync_reduce_finish(DistSync *s, DistSyncReduce *r);
 void dist_sync_split_transient(DistSync *s);
 
+// ZeRO-2/3: floats one staging buffer must hold for any unit's full gradient: DP * bucket (the
+// largest per), or layer_len when a layer's expert unit reaches past that (its EDP exceeds DP
+// x CP with expert-tensor-parallel 1 at TP > EP). Pure.
+size_t dist_sync_unit_staging(const DistSync *s);
+
 // dist_sync_queue.c: ZeRO-2 --overlap-grad-reduce (enable, free, start a unit's reduction,
 // poll, wait until none reads a buffer, the next ring buffer, finish all).
 void dist_sync_queue_enable(DistSync *s, int n_micro);

@@ -105,8 +105,8 @@ void dist_sync_queue_enable(DistSync *s, int n_micro) {
         DistSyncOut *d = j < RING ? &s->ring_out[j] : &s->edge_out;
         size_t n = j < RING ? per : s->edge_len / dp;  // floats of output
         d->out = alloc(s, n * f);
-        if (s->reduce_bf16) {  // (a ring buffer's: at least a layer's dense + expert parts)
-            d->lp = alloc(s, (j < RING && s->layer_len > dp * n ? s->layer_len : dp * n) * 2);
+        if (s->reduce_bf16) {  // (a ring buffer's: any of its layer's units, dist_sync_unit_staging)
+            d->lp = alloc(s, (j < RING ? dist_sync_unit_staging(s) : dp * n) * 2);
             d->lp_out = alloc(s, n * 2);
         }
     }
