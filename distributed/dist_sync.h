@@ -100,6 +100,7 @@ typedef struct {
     // then with an expert region one per layer for its expert tensors (over ecomm)
     int n_edge, wte_unit;       // wte's unit, or -1
     size_t edge_len, layer_len; // floats: all edge units (DP*per each), the largest layer's DP*per
+                                // (with an expert region: + its expert unit's EDP*per)
     float *edge_grads;          // (edge_len) transient: the edge's full gradients, one micro-batch
     float *layer_grads;         // (layer_len) transient: the layer in backward (== edge_grads
                                 // when shared)
@@ -133,7 +134,8 @@ typedef struct {
 // With expert parallelism (m->expert_offset < m->n_alloc) the expert region is a second set
 // of buckets over `ecomm` (the expert-data-parallel group, whose ranks hold the same experts),
 // its averages scaled by ecomm's size / comm's size (the experts saw the tokens of ep times
-// more ranks: Megatron's expert gradient scaling); stages 0-1 only. ZeRO-2/3 free the model's
+// more ranks: Megatron's expert gradient scaling); ZeRO-2/3 give each layer's expert tensors
+// a unit of their own over ecomm (dist_sync_units.c). ZeRO-2/3 free the model's
 // flat gradient buffer (ZeRO-3: also the parameter buffer, after keeping this rank's parts as
 // masters) and install the hook. Never fails.
 DistSync *dist_sync_create(Backend *be, Comm *comm, Comm *ecomm, GPT *m, int stage,

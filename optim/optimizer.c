@@ -53,8 +53,7 @@ static void build_segments(Optimizer *o, const GPT *m, int tp_rank) {
     for (int k = 0; k < s->n_buckets; k++) {
         const DistSyncBucket *b = &s->buckets[k];
         if (o->unit_seg) o->unit_seg[k] = o->n_segs;
-        Comm *c = b->comm ? b->comm : s->comm;  // (ZeRO-2/3 units: the engine's group)
-        if (b->own) add_segments(o, m->params, m->n_params, tp_rank, b->start + (size_t)c->rank * b->per, b->own, b->at);
+        if (b->own) add_segments(o, m->params, m->n_params, tp_rank, b->start + (size_t)b->comm->rank * b->per, b->own, b->at);
     }
     if (o->unit_seg) o->unit_seg[s->n_buckets] = o->n_segs;
 }
