@@ -5,6 +5,15 @@ static size_t round16(size_t n) { return (n + 15) / 16 * 16; }
 
 size_t dist_pad_multiple(int dp) { return (size_t)dp * 16; }
 
+int dist_pad_ranks(int dp, int edp) {
+    int a = dp, b = edp > 0 ? edp : dp;
+    while (b) {
+        int r = a % b;
+        a = b, b = r;
+    }
+    return dp / a * (edp > 0 ? edp : dp);
+}
+
 size_t dist_padded_size(size_t n, int dp) {
     size_t q = dist_pad_multiple(dp);
     return (n + q - 1) / q * q;

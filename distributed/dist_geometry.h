@@ -42,6 +42,10 @@ typedef struct {
 size_t dist_padded_size(size_t n, int dp);
 // 16 x dp: what the flat buffers' size must be a multiple of. Pure.
 size_t dist_pad_multiple(int dp);
+// The rank count the flat buffer's padding must serve when its dense region is sliced over dp
+// ranks and its expert region over edp (expert parallelism; 0 or dp: none): lcm(dp, edp), so
+// both regions divide evenly (edp need not divide dp: expert-tensor-parallel 1). Pure.
+int dist_pad_ranks(int dp, int edp);
 
 // Floats per bucket (per rank for ZeRO-1) for a rank reducing `per` floats with
 // --ddp-bucket-size `bucket_size` (0: one bucket) over dp ranks; sharded: ZeRO-1. Pure.

@@ -46,7 +46,11 @@ DistSync *dist_sync_create(Backend *be, Comm *comm, Comm *ecomm, GPT *m, int sta
     if (s->stage >= 2) {
         dist_sync_units_init(s);
     } else {  // the dense region [0, e0) over comm, the expert region [e0, n_padded) over ecomm
-        s->n_padded = dist_padded_size(m->n_floats, comm->size);
+        s->n_padded = m->n_alloc;  // (a multiple of 16 x each region's group: gpt_create's pad)
+        if (m->n_alloc % dist_pad_multiple(comm->size) || (s->ecomm && (m->n_alloc - m->expert_offset) %
+                                                           dist_pad_multiple(s->ecomm->size)))
+            core_fatal("flat buffer of %zu floats (experts from %zu) not padded for groups of %d and %d",
+                       m->n_alloc, m->expert_offset, comm->size, s->ecomm ? s->ecomm->size : 0);
         size_t e0 = s->ecomm ? m->expert_offset : s->n_padded;
         size_t d_shard = s->sharded ? e0 / (size_t)comm->size : e0;
         s->shard_len = d_shard + (s->sharded && s->ecomm ? (s->n_padded - e0) / (size_t)s->ecomm->size

@@ -38,7 +38,7 @@ ParamInfo *plan_stage_table(const PlanSpec *s, const PlanLayout *l, const PlanSt
     if (plan_ep(l) == 1) return gpt_params_build(c, l->tp, Vp, st->layer0, n, st->first, st->last, n_params, total);
     ParamInfo *t = gpt_params_build_ep(c, l->tp, plan_ep(l), 0, Vp, st->layer0, n, st->first, st->last,
                                        n_params, total);
-    gpt_params_place_experts(t, *n_params, dist_pad_multiple(plan_dp_cp(l)), total);
+    gpt_params_place_experts(t, *n_params, dist_pad_multiple(plan_pad_ranks(l)), total);
     for (int i = 0; i < *n_params && l->ep_over_tp; i++)  // (gpt_alloc.c: other experts per TP rank)
         if (t[i].expert) t[i].tp_replicated = t[i].sp_sum = 0;
     return t;
@@ -70,9 +70,9 @@ void plan_ep_params(const PlanSpec *s, const PlanLayout *l, PlanStage *st) {
     } else {
         region_floats(s, l, st, n, &D, &X);
     }
-    size_t align = dist_pad_multiple(plan_dp_cp(l)), e0 = X ? (D + align - 1) / align * align : D;
+    size_t align = dist_pad_multiple(plan_pad_ranks(l)), e0 = X ? (D + align - 1) / align * align : D;
     st->n_floats = e0 + X;
-    st->n_alloc = dist_padded_size(st->n_floats, plan_dp_cp(l));
+    st->n_alloc = dist_padded_size(st->n_floats, plan_pad_ranks(l));
     st->expert_offset = X ? e0 : st->n_alloc;
     st->shard_len = !l->zero1 ? st->n_alloc
                   : st->expert_offset / (size_t)plan_dp_cp(l) + (st->n_alloc - st->expert_offset) / (size_t)plan_edp(l);

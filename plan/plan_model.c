@@ -193,7 +193,7 @@ static void chunk_counts(const PlanSpec *s, const PlanLayout *l, int P, int stag
     size_t built_floats = 0;  // ZeRO-2/3: the edge and two layers stand for the stage (plan_zero.c)
     ParamInfo *table = l->zero >= 2 ? plan_stage_table(s, l, st, built, &n_params, &built_floats) : NULL;
     st->n_floats = built == st->n_layers && table ? built_floats : stage_floats(c, l->tp, Vp, st);
-    st->n_alloc = dist_padded_size(st->n_floats, plan_dp_cp(l));
+    st->n_alloc = dist_padded_size(st->n_floats, plan_pad_ranks(l));
     st->shard_len = l->zero1 ? st->n_alloc / (size_t)plan_dp_cp(l) : st->n_alloc;
     if (plan_ep(l) > 1) plan_ep_params(s, l, st);  // the expert region (plan_ep.c)
     recompute_counts(c, st);

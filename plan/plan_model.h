@@ -31,6 +31,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "comm/comm.h"          // defines: CommKind, COMM_NKINDS, comm_kind_name
+#include "distributed/dist_geometry.h"  // defines: dist_pad_ranks
 #include "model/gpt_config.h"   // defines: GPTConfig
 #include "model/gpt_params.h"   // defines: ParamInfo
 #include "parallel_state/pgrid.h"  // defines: PGridDims, PGridKind
@@ -82,6 +83,11 @@ static inline size_t plan_rows(const PlanSpec *s, const PlanLayout *l) {
 static inline int plan_ep(const PlanLayout *l) { return l->ep > 1 ? l->ep : 1; }
 static inline int plan_edp(const PlanLayout *l) {
     return (l->ep_over_tp ? l->tp : 1) * plan_dp_cp(l) / plan_ep(l);
+}
+// The ranks the flat buffer's padding serves, as megac train pads it: lcm(DP x CP, EDP)
+// (dist_pad_ranks). Pure.
+static inline int plan_pad_ranks(const PlanLayout *l) {
+    return dist_pad_ranks(plan_dp_cp(l), plan_ep(l) > 1 ? plan_edp(l) : 0);
 }
 // " x CP n" when CP > 1, else "": layout names read "TP 2 x CP 2 x PP 1 ..." (buf: 32 chars).
 const char *plan_cp_label(const PlanLayout *l, char *buf);

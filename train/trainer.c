@@ -74,7 +74,8 @@ static void create_model_chunks(Trainer *t, PPScheduleKind kind) {
                     a->ep, g->coord.ep_rank, g->ep, train_args_etp(a) == 1 && a->tp > 1};
     for (int c = 0; c < v; c++) {
         GPT *m = gpt_create(&a->model, t->be, a->tp, g->coord.tp_rank, a->pp * v, c * a->pp + r,
-                            a->micro_batch, slots[c], a->seed, dist_pad_multiple(t->dp * a->cp),
+                            a->micro_batch, slots[c], a->seed,  // (both regions' slices even)
+                            dist_pad_multiple(dist_pad_ranks(t->dp * a->cp, g->edp->size)),
                             a->sequence_parallel, &cp);
         OptimSharding sh = a->sharding >= OPTIM_SHARD_GRADS ? (OptimSharding)a->sharding
                          : a->zero1 ? OPTIM_SHARD_OPTIM : OPTIM_NO_SHARD;
