@@ -1,6 +1,7 @@
 // model/gpt_moe.c: the mixture-of-experts layer's forward and backward (gpt_moe.h).
 #include "gpt_moe.h"
 #include "core/check.h"
+#include "layers/tp_linear.h"  // defines: tp_act_dtype (activations' Comm type)
 
 #include <math.h>
 #include <stdlib.h>
@@ -277,9 +278,7 @@ static void dispatch(GPT *m, const void *in, void *out, const int *send, const i
         sc[i] = rc[i] = 0;
         for (int e = 0; e < El; e++) sc[i] += (size_t)send[i * El + e] * C, rc[i] += (size_t)recv[i * El + e] * C;
     }
-    BackendDType a = m->be->act;
-    CommDtype t = a == BACKEND_BF16 ? COMM_BF16 : a == BACKEND_F16 ? COMM_F16 : COMM_F32;
-    comm_all_to_all_v(m->ep_comm, in, sc, out, rc, t);
+    comm_all_to_all_v(m->ep_comm, in, sc, out, rc, tp_act_dtype(m->be));
 }
 
 void gpt_moe_forward(GPT *m, const GPTBlockW *w, GPTLayerActs *a, void *out, int n, int l) {
