@@ -246,8 +246,7 @@ GPT *gpt_create(const GPTConfig *cfg, Backend *be, int tp, int tp_rank, int pp, 
                                     m->first, m->last, &m->n_params, &m->n_floats);
     size_t experts = m->ep > 1 ? gpt_params_place_experts(m->params, m->n_params, pad_multiple,
                                                           &m->n_floats) : 0;
-    for (int i = 0; i < m->n_params && m->ep > 1 && cp->ep_over_tp; i++)  // TP ranks hold other
-        if (m->params[i].expert) m->params[i].tp_replicated = m->params[i].sp_sum = 0;  // experts
+    if (m->ep > 1 && cp->ep_over_tp) gpt_params_experts_over_tp(m->params, m->n_params);
     m->block_param = core_calloc((size_t)m->n_layers + 1, sizeof(int));
     gpt_params_block_index(m->params, m->n_params, m->layer0, m->n_layers, m->block_param);
     m->n_alloc = (m->n_floats + pad_multiple - 1) / pad_multiple * pad_multiple;

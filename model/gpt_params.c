@@ -126,6 +126,17 @@ static ParamInfo make(const char *name, uint32_t id, int rows, int cols, ShardKi
     return p;
 }
 
+// Offsets of the tensors of t (n) that are expert tensors (which 1), the others (0) or all
+// (-1), in table order from `off`, each view 64-byte aligned; returns the end.
+static size_t place(ParamInfo *t, int n, int which, size_t off) {
+    for (int i = 0; i < n; i++)
+        if (which < 0 || t[i].expert == which) {
+            t[i].offset = off;
+            off += (t[i].numel + 15) / 16 * 16;
+        }
+    return off;
+}
+
 ParamInfo *gpt_params_build(const GPTConfig *c, int tp, int padded_vocab, int layer0,
                             int n_layers, int first_stage, int last_stage, int *n, size_t *total) {
     return gpt_params_build_ep(c, tp, 1, 0, padded_vocab, layer0, n_layers, first_stage,
@@ -177,39 +188,29 @@ ParamInfo *gpt_params_build_ep(const GPTConfig *c, int tp, int ep, int ep_rank, 
             t[k++].tied_copy = 1;
         }
     }
-    size_t off = 0;
     for (int i = 0; i < k; i++) {
         if (c->layernorm_1p && t[i].init == INIT_ONE) t[i].init = INIT_ZERO;  // 1 + w, w = 0
         t[i].embedding_or_output = t[i].tensor_id == TID_WTE || t[i].tensor_id == TID_OUTPUT;
         set_local_shape(&t[i], tp, padded_vocab);
         if (t[i].expert) t[i].local_rows = t[i].rows / ep, t[i].numel = (size_t)t[i].local_rows * t[i].cols;
-        t[i].offset = off;
-        off += (t[i].numel + 15) / 16 * 16;  // 64-byte aligned views
     }
+    size_t off = place(t, k, -1, 0);
     *n = k;
     *total = off;
     return t;
 }
 
 size_t gpt_params_place_experts(ParamInfo *t, int n, size_t align, size_t *total) {
-    size_t off = 0, start;
-    for (int i = 0; i < n; i++)
-        if (!t[i].expert) {
-            t[i].offset = off;
-            off += (t[i].numel + 15) / 16 * 16;
-        }
-    start = (off + align - 1) / align * align;
-    int any = 0;
-    off = start;
-    for (int i = 0; i < n; i++)
-        if (t[i].expert) {
-            t[i].offset = off;
-            off += (t[i].numel + 15) / 16 * 16;
-            any = 1;
-        }
-    if (!any) return *total;
-    *total = off;
+    size_t dense = place(t, n, 0, 0), start = (dense + align - 1) / align * align;
+    size_t end = place(t, n, 1, start);
+    if (end == start) return *total;  // no expert tensor: the offsets are as they were
+    *total = end;
     return start;
+}
+
+void gpt_params_experts_over_tp(ParamInfo *t, int n) {
+    for (int i = 0; i < n; i++)
+        if (t[i].expert) t[i].tp_replicated = t[i].sp_sum = 0;
 }
 
 void gpt_params_block_index(const ParamInfo *t, int n, int layer0, int n_layers, int *first) {

@@ -82,6 +82,11 @@ ParamInfo *gpt_params_build_ep(const GPTConfig *c, int tp, int ep, int ep_rank, 
 // offsets. Returns that start (the total when the table has no expert tensor); *total
 // becomes the end of the last expert tensor (64-byte aligned views, as before).
 size_t gpt_params_place_experts(ParamInfo *t, int n, size_t align, size_t *total);
+// Expert-tensor-parallel 1 at tp > 1 (the expert-parallel groups span TP ranks): each TP rank
+// holds other experts, so the expert tensors of t (n) are not tp-replicated (their owner
+// writes them, the norm counts them everywhere) and not summed over TP under sequence
+// parallelism. Pure.
+void gpt_params_experts_over_tp(ParamInfo *t, int n);
 
 // Whether tp rank tp_rank's copy of p is the one that counts among the tensor-parallel
 // ranks and pipeline stages holding it: not a replicated tensor on tp rank > 0, not the last

@@ -39,8 +39,7 @@ ParamInfo *plan_stage_table(const PlanSpec *s, const PlanLayout *l, const PlanSt
     ParamInfo *t = gpt_params_build_ep(c, l->tp, plan_ep(l), 0, Vp, st->layer0, n, st->first, st->last,
                                        n_params, total);
     gpt_params_place_experts(t, *n_params, dist_pad_multiple(plan_pad_ranks(l)), total);
-    for (int i = 0; i < *n_params && l->ep_over_tp; i++)  // (gpt_alloc.c: other experts per TP rank)
-        if (t[i].expert) t[i].tp_replicated = t[i].sp_sum = 0;
+    if (l->ep_over_tp) gpt_params_experts_over_tp(t, *n_params);  // (as gpt_alloc.c)
     return t;
 }
 

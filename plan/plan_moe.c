@@ -84,8 +84,9 @@ void plan_moe_traffic(const PlanSpec *s, const PlanLayout *l, const PlanStage *s
     size_t total;
     ParamInfo *t = gpt_params_build_ep(c, l->tp, plan_ep(l), 0, gpt_padded_vocab(c, l->tp), layer, 1, 0, 0,
                                        &k, &total);  // (E/EP experts' gradients with EP > 1)
+    if (l->ep_over_tp) gpt_params_experts_over_tp(t, k);  // (ETP 1: the experts not summed)
     for (int i = 0; i < k; i++)
-        if (t[i].sp_sum && !t[i].norm_param && !(t[i].expert && l->ep_over_tp))  // (ETP 1: not summed)
+        if (t[i].sp_sum && !t[i].norm_param)
             plan_count(tp, COMM_ALL_REDUCE, t[i].numel * 4, 2 * (n - 1), n, L);
     free(t);
 }
