@@ -126,7 +126,7 @@ static PlanPrecision precision_of(const PlanFlags *pf) {
 }
 
 int cmd_plan(int argc, char **argv) {
-    PlanSpec s = {.global_batch = 8};
+    PlanSpec s = {.global_batch = 8, .attention_dropout = 0.1};  // train's dropout
     GPTConfig *m = &s.model;
     GPTFlagText mt;
     gpt_flags_init(m, &mt);  // megac train's defaults, and GPT-2's vocabulary
@@ -154,6 +154,7 @@ int cmd_plan(int argc, char **argv) {
         {"--use-distributed-optimizer", ARG_BOOL, &pf.zero_on, "only ZeRO-1 layouts"},
         {"--no-distributed-optimizer", ARG_BOOL, &pf.zero_off, "only plain DDP layouts"},
         {"--data-parallel-sharding-strategy", ARG_STR, &pf.sharding, "only these layouts: no_shard | optim | optim_grads (ZeRO-2) | optim_grads_params (ZeRO-3)"},
+        {"--attention-dropout", ARG_FLOAT, &s.attention_dropout, "as megac train's (default 0.1): with it the fused attention runs megac's kernels, without it cuDNN's (--bf16/--fp16, head size 64 or 128)"},
         {"--ddp-bucket-size", ARG_I64, &s.ddp_bucket_size, "gradient elements per DP reduction bucket (0: one)"},
         {"--device", ARG_STR, &pf.device, "cuda (default) | cpu (fp32 GEMMs)"},
         {"--no-tf32", ARG_BOOL, &pf.no_tf32, "fp32 GEMMs instead of TF32 tensor cores"},
@@ -198,6 +199,8 @@ int cmd_plan(int argc, char **argv) {
         f.zero1 = z > 0;
         f.zero = z >= 2 ? z : 0;  // OptimSharding: 2 optim_grads, 3 optim_grads_params
     }
+    if (!(s.attention_dropout >= 0 && s.attention_dropout < 1))
+        core_usage_error("--attention-dropout %g: a dropout probability must be in [0, 1)", s.attention_dropout);
     s.precision = precision_of(&pf);
     PlanHardware hw;
     load_hardware(&pf, &hw);

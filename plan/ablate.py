@@ -43,7 +43,7 @@ PLAN_FLAGS = {"--num-layers": 1, "--hidden-size": 1, "--num-attention-heads": 1,
               "--global-batch-size": 1, "--ddp-bucket-size": 1, "--device": 1, "--use-flash-attn": 0,
               "--bf16": 0, "--fp16": 0, "--no-tf32": 0, "--init-method-std": 1, "--recompute-granularity": 1,
               "--recompute-method": 1, "--recompute-num-layers": 1, "--recompute-activations": 0,
-              "--cp-comm-type": 1,
+              "--cp-comm-type": 1, "--attention-dropout": 1, "--attention-backend": 1,
               # mixture of experts (expert parallelism: the grid's ep)
               "--num-experts": 1, "--moe-router-topk": 1, "--moe-ffn-hidden-size": 1, "--moe-layer-freq": 1,
               "--moe-router-load-balancing-type": 1, "--moe-expert-capacity-factor": 1,

@@ -227,6 +227,8 @@ void plan_calibrate(const PlanHardware *base, int threads, int cuda, PlanHardwar
         measure_gemm(be, &best, &mean, log);
         for (int p = 0; p < PLAN_NPEAK; p++) hw->peak_tflops[p] = best / 1e12;  // one rate on a CPU
         hw->gemm_efficiency = mean / best;
+        // megac's CPU attention kernels, timed as its GEMMs (not measured apart)
+        hw->attn_cudnn_efficiency = hw->attn_megac_efficiency = hw->gemm_efficiency;
         double mem = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
         hw->memory_gb = mem / local / 1e9;
         hw->reserve_gb = 0.1 * hw->memory_gb;  // the OS, MPI buffers, the program itself

@@ -101,7 +101,10 @@ static void stage_times(const PlanSpec *s, const PlanLayout *l, const PlanHardwa
         pp_mb.bytes[k] /= (uint64_t)m;
         pp_mb.calls[k] /= (uint64_t)m;
     }
-    p->t_mb = p->flops_mb / rate + p->kernel_bytes_mb / (hw->hbm_gbps * 1e9) +
+    double attn_rate = plan_hw_peak_flops(hw, s->precision) *
+                       (plan_attn_cudnn(s, l) ? hw->attn_cudnn_efficiency : hw->attn_megac_efficiency);
+    p->t_mb = (p->flops_mb - p->attn_flops_mb) / rate + p->attn_flops_mb / attn_rate +
+              p->kernel_bytes_mb / (hw->hbm_gbps * 1e9) +
               traffic_time(&p->traffic[PLAN_G_TP], l->tp, r->crosses[PLAN_G_TP], hw) / m +
               traffic_time(&p->traffic[PLAN_G_CP], sizes[PLAN_G_CP], r->crosses[PLAN_G_CP], hw) / m +
               traffic_time(&p->traffic[PLAN_G_EP], sizes[PLAN_G_EP], r->crosses[PLAN_G_EP], hw) / m +

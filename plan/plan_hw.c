@@ -8,7 +8,11 @@
 //   InfiniBand NDR: 400 Gb/s per GPU (one ConnectX-7 per GPU, as in DGX H100) = 50 GB/s.
 // Assumed (not datasheet): GEMM efficiency 0.7, link efficiency 0.8, ring-step latency
 // 3 us inside a node and 8 us across nodes, 4 GB of each GPU kept by the CUDA context,
-// cuBLAS/NCCL workspaces and fragmentation.
+// cuBLAS/NCCL workspaces and fragmentation. Fused attention, on Megatron's count of its
+// products (full T x T; a causal kernel does about half of them, plus the backward's
+// recomputation): cuDNN's fused SDPA 0.6 (~600 TFLOP/s counted, ~3 ms per step for
+// gpt2-124m at B 16, T 1024, bf16); megac's own WMMA kernels 0.1 (~100 TFLOP/s counted,
+// ~75 TFLOP/s of products issued: issue 31's kernel audit; both to be measured on a GPU).
 #include "plan_hw.h"
 
 #include <stdlib.h>
@@ -25,7 +29,8 @@ double plan_hw_peak_flops(const PlanHardware *hw, PlanPrecision p) {
 static PlanHardware hopper_node(const char *name, double memory_gb, double hbm_gbps) {
     PlanHardware hw = {.gpus_per_node = 8, .memory_gb = memory_gb, .reserve_gb = 4.0,
                        .hbm_gbps = hbm_gbps, .peak_tflops = {67.0, 494.5, 989.5},
-                       .gemm_efficiency = 0.7, .intra_gbps = 450.0, .inter_gbps = 50.0,
+                       .gemm_efficiency = 0.7, .attn_cudnn_efficiency = 0.6,
+                       .attn_megac_efficiency = 0.1, .intra_gbps = 450.0, .inter_gbps = 50.0,
                        .link_efficiency = 0.8, .intra_latency_us = 3.0, .inter_latency_us = 8.0};
     snprintf(hw.name, sizeof hw.name, "%s", name);
     return hw;
@@ -53,6 +58,7 @@ static const HwKey KEYS[] = {
     HWF("memory_gb", memory_gb), HWF("reserve_gb", reserve_gb), HWF("hbm_gbps", hbm_gbps),
     HWF("peak_tflops_fp32", peak_tflops[PLAN_FP32]), HWF("peak_tflops_tf32", peak_tflops[PLAN_TF32]),
     HWF("peak_tflops_bf16", peak_tflops[PLAN_BF16]), HWF("gemm_efficiency", gemm_efficiency),
+    HWF("attn_cudnn_efficiency", attn_cudnn_efficiency), HWF("attn_megac_efficiency", attn_megac_efficiency),
     HWF("intra_node_gbps", intra_gbps), HWF("inter_node_gbps", inter_gbps),
     HWF("link_efficiency", link_efficiency), HWF("intra_node_latency_us", intra_latency_us),
     HWF("inter_node_latency_us", inter_latency_us),

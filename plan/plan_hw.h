@@ -23,6 +23,10 @@ typedef struct {
     double hbm_gbps;                  // memory bandwidth per GPU, GB/s (optimizer step)
     double peak_tflops[PLAN_NPEAK];   // dense GEMM peak per GPU: fp32, tf32, bf16/fp16
     double gemm_efficiency;           // fraction of the peak a transformer's GEMMs reach (assumed)
+    double attn_cudnn_efficiency;     // fused attention (--use-flash-attn) on cuDNN's fused SDPA,
+                                      // and on megac's own kernels: the fraction of the peak
+    double attn_megac_efficiency;     // reached on Megatron's count of the attention's products
+                                      // (full T x T: 12 B T^2 NH hs per layer; assumed)
     double intra_gbps;                // per GPU, per direction, inside a node (NVLink)
     double inter_gbps;                // per GPU, per direction, between nodes (InfiniBand)
     double link_efficiency;           // fraction of link bandwidth a collective reaches (assumed)

@@ -250,6 +250,10 @@ static void chunk_counts(const PlanSpec *s, const PlanLayout *l, int P, int stag
     if (c->recompute == GPT_RECOMPUTE_SELECTIVE && !c->use_flash_attn)
         extra = st->n_layers * 4.0 * l->micro_batch * (double)c->seq_length * c->seq_length * c->hidden_size;
     st->flops_mb = st->model_flops_mb + extra / (l->tp * plan_cp(l));
+    if (c->use_flash_attn) {  // the fused attention's products in them (each recomputed layer's again)
+        double att = 12.0 * l->micro_batch * (double)c->seq_length * c->seq_length * c->num_heads * gpt_head_size(c);
+        st->attn_flops_mb = (st->n_layers + st->n_recomputed / 3.0) * att / (l->tp * plan_cp(l));
+    }
     st->kernel_bytes_mb = plan_kernel_bytes(s, l, st->n_layers, st->n_recomputed, st->first, st->last);
 }
 
@@ -308,6 +312,7 @@ static void interleaved_counts(const PlanSpec *s, const PlanLayout *l, int stage
             }
         st->flops_mb += k.flops_mb;
         st->model_flops_mb += k.model_flops_mb;
+        st->attn_flops_mb += k.attn_flops_mb;
         st->kernel_bytes_mb += k.kernel_bytes_mb;
     }
     st->mem[PLAN_MEM_WORKSPACE] += st->moe_workspace;
@@ -333,4 +338,13 @@ void plan_stage_counts(const PlanSpec *s, const PlanLayout *l, int stage, int n_
     }
     int slots = pp_schedule_slots(l->gpipe ? PP_SCHEDULE_GPIPE : PP_SCHEDULE_1F1B, l->pp, stage, n_micro);
     chunk_counts(s, l, l->pp, stage, slots, n_micro, st);
+}
+
+int plan_attn_cudnn(const PlanSpec *s, const PlanLayout *l) {
+    const GPTConfig *c = &s->model;
+    BackendDType act = s->precision == PLAN_BF16 ? BACKEND_BF16 : s->precision == PLAN_FP16 ? BACKEND_F16 : BACKEND_F32;
+    BackendDropout d = {.threshold = s->attention_dropout > 0};  // only 0 or not matters here
+    BackendAttnWindow ring = {0};                                 // CP's blocks are windows
+    return c->use_flash_attn && c->attn_kernels != BACKEND_ATTN_MEGAC &&
+           backend_attn_cudnn_case(act, gpt_head_size(c), &d, plan_cp(l) > 1 ? &ring : NULL, NULL);
 }

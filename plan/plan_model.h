@@ -43,6 +43,8 @@ typedef struct {
     int global_batch;
     PlanPrecision precision;
     int64_t ddp_bucket_size;  // --ddp-bucket-size (0: one bucket)
+    double attention_dropout; // --attention-dropout (train's default 0.1): cuDNN's fused
+                              // attention runs only without it (plan_attn_cudnn)
     struct PlanMemo *memo;    // optional (NULL: none): what one enumeration's layouts share
                               // (plan_memo_init); changes no result, only the time
 } PlanSpec;
@@ -65,6 +67,12 @@ typedef struct {
     int ep_over_tp;  // --expert-tensor-parallel-size 1 at TP > 1 and EP > 1: the EP groups span
                      // TP x DP x CP, the experts neither replicated nor summed over TP (needs SP)
 } PlanLayout;
+
+// 1 if megac train runs the fused attention of spec s at layout l on cuDNN's fused SDPA
+// (--attention-backend auto/fused, backend_attn_cudnn_case: 16-bit activations, head size
+// 64 or 128, no attention dropout, no CP window), 0 on megac's own kernels (or unfused).
+// Pure.
+int plan_attn_cudnn(const PlanSpec *s, const PlanLayout *l);
 
 // The CP size of a layout (an initialiser without it means 1).
 static inline int plan_cp(const PlanLayout *l) { return l->cp > 1 ? l->cp : 1; }
@@ -134,6 +142,8 @@ typedef struct {
     double flops_mb;                   // GEMM FLOPs of one micro-batch, forward + backward, per
                                        // rank, as the hardware runs them (with recomputation)
     double model_flops_mb;             // the same without recomputation (Megatron's model FLOPs)
+    double attn_flops_mb;              // of flops_mb: the fused attention's products (timed at
+                                       // attn_*_efficiency, plan_attn_cudnn); 0 unfused
     double kernel_bytes_mb;            // bytes the memory-bound kernels of one micro-batch
                                        // move on one rank (plan_kernels.h; with recomputation)
     double t_mb;                       // seconds per micro-batch: GEMMs + memory-bound

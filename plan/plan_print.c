@@ -2,7 +2,9 @@
 #include "plan_print.h"
 
 static const char *ASSUMPTIONS[] = {
-    "compute: Megatron-LM's GEMM FLOPs (model/gpt_config.c) at peak x gemm_efficiency, plus "
+    "compute: Megatron-LM's GEMM FLOPs (model/gpt_config.c) at peak x gemm_efficiency (the "
+    "fused attention's products at peak x attn_cudnn_efficiency on cuDNN, attn_megac_efficiency "
+    "on megac's kernels, chosen as megac train chooses them), plus "
     "the memory-bound kernels (norms, residual adds, activations, bias gradients, "
     "cross-entropy, embedding; plan/plan_kernels.c: estimated bytes) at hbm_gbps",
     "no overlap: GEMMs, tensor-parallel collectives and pipeline transfers run one after the "
@@ -90,7 +92,8 @@ static void print_header(FILE *f, const PlanSpec *s, const PlanHardware *hw, con
     fprintf(f, "megac plan: world %d (%d GPUs per node) | L=%d C=%d NH=%d F=%d T=%d V=%d | global batch %d"
             " | %s%s%s\n", s->world_size, hw->gpus_per_node, c->num_layers, c->hidden_size, c->num_heads,
             c->ffn_hidden_size, c->seq_length, c->vocab_size, s->global_batch,
-            plan_precision_name(s->precision), c->use_flash_attn ? " | flash attention" : "",
+            plan_precision_name(s->precision), !c->use_flash_attn ? ""
+            : plan_attn_cudnn(s, &(PlanLayout){.cp = 1}) ? " | flash attention (cuDNN)" : " | flash attention (megac's kernels)",
             recompute_label(c, rc, sizeof rc));
     fprintf(f, "hardware: %s | %.3g GB per GPU (%.3g reserved) | peak %.4g TFLOP/s (%s) x %.2f | "
             "links per GPU: %.4g GB/s in a node, %.4g GB/s across nodes, x %.2f\n", hw->name, hw->memory_gb,
@@ -236,10 +239,11 @@ void plan_print_json(FILE *f, const PlanSpec *s, const PlanHardware *hw, const P
             c->recompute == GPT_RECOMPUTE_FULL ? c->recompute_num_layers : 0);
     json_string(f, hw->name);
     fprintf(f, ",\"gpus_per_node\":%d,\"memory_gb\":%g,\"reserve_gb\":%g,\"hbm_gbps\":%g,"
-            "\"peak_tflops\":%g,\"gemm_efficiency\":%g,\"intra_node_gbps\":%g,\"inter_node_gbps\":%g,"
+            "\"peak_tflops\":%g,\"gemm_efficiency\":%g,\"attn_cudnn_efficiency\":%g,"
+            "\"attn_megac_efficiency\":%g,\"intra_node_gbps\":%g,\"inter_node_gbps\":%g,"
             "\"link_efficiency\":%g},\"assumptions\":[", hw->gpus_per_node, hw->memory_gb,
             hw->reserve_gb, hw->hbm_gbps, plan_hw_peak_flops(hw, s->precision) / 1e12,
-            hw->gemm_efficiency, hw->intra_gbps, hw->inter_gbps, hw->link_efficiency);
+            hw->gemm_efficiency, hw->attn_cudnn_efficiency, hw->attn_megac_efficiency, hw->intra_gbps, hw->inter_gbps, hw->link_efficiency);
     for (int i = 0; i < N_ASSUMPTIONS; i++) {
         if (i) fprintf(f, ",");
         json_string(f, ASSUMPTIONS[i]);

@@ -24,6 +24,16 @@ bad() {  # bad NAME PATTERN CMD...: must exit 2 with PATTERN on stderr
 
 ok table "$megac" plan --world-size 8 "${model[@]}" --global-batch-size 16
 grep -q "assumptions:" "$tmp/out" && grep -q "fastest first" "$tmp/out" || { echo "FAIL table text"; fails=$((fails + 1)); }
+# the fused attention's kernels as train picks them: megac's with attention dropout, else cuDNN
+hs64=(--num-layers 2 --hidden-size 256 --num-attention-heads 4 --seq-length 32 --vocab-size 257 --bf16 --use-flash-attn)
+ok attn_megac "$megac" plan --world-size 2 "${hs64[@]}"
+grep -q "flash attention (megac's kernels)" "$tmp/out" || { echo "FAIL attn_megac header: $(head -1 "$tmp/out")"; fails=$((fails + 1)); }
+ok attn_cudnn "$megac" plan --world-size 2 "${hs64[@]}" --attention-dropout 0
+grep -q "flash attention (cuDNN)" "$tmp/out" || { echo "FAIL attn_cudnn header: $(head -1 "$tmp/out")"; fails=$((fails + 1)); }
+ok attn_flash "$megac" plan --world-size 2 "${hs64[@]}" --attention-dropout 0 --attention-backend flash
+grep -q "flash attention (megac's kernels)" "$tmp/out" || { echo "FAIL attn_flash header: $(head -1 "$tmp/out")"; fails=$((fails + 1)); }
+bad attn_dropout_range "--attention-dropout 1: a dropout probability must be in" \
+  "$megac" plan --world-size 2 "${hs64[@]}" --attention-dropout 1
 ok json "$megac" plan --world-size 8 "${model[@]}" --global-batch-size 16 --json --hardware h200
 python3 - "$tmp/out" <<'PY' || fails=$((fails + 1))
 import json, sys
