@@ -33,6 +33,12 @@ static void *at(const GPT *m, const void *p, size_t i) {
     return (char *)p + i * backend_dtype_size(m->be->act);
 }
 
+// bytes of backend memory for the layers' buffers, counted in s->workspace_bytes.
+static void *ws_alloc(Backend *be, struct GPTMoE *s, size_t bytes) {
+    s->workspace_bytes += bytes;
+    return be->ops->alloc(be, bytes);
+}
+
 void gpt_moe_create(GPT *m) {
     const GPTConfig *c = &m->cfg;
     int any = 0;
@@ -55,7 +61,7 @@ void gpt_moe_create(GPT *m) {
     s->h_pprobs = core_calloc(M, sizeof(float));
     s->h_rank = core_calloc(NK, sizeof(Ranked));
     s->h_coef = core_calloc(G * E, sizeof(float));
-    s->row_group = be->ops->alloc(be, n * sizeof(int));
+    s->row_group = ws_alloc(be, s, n * sizeof(int));
     s->h_row_group = core_calloc(n, sizeof(int));  // local row -> its sequence
     for (size_t i = 0; i < n; i++) {
         size_t gi = (m->sp ? (size_t)m->tp_rank * n : 0) + i;  // row of the micro-batch here
@@ -63,21 +69,21 @@ void gpt_moe_create(GPT *m) {
                                       : (int)(gi / (size_t)m->T);
     }
     be->ops->copy(be, s->row_group, s->h_row_group, n * sizeof(int), BACKEND_H2D);
-    s->loss = be->ops->alloc(be, 2 * sizeof(float));
-    s->dlogits = be->ops->alloc(be, n * E * sizeof(float));
-    s->dlogits_act = be->ops->alloc(be, n * E * act);
-    s->dprobs = be->ops->alloc(be, NK * sizeof(float));
-    s->deo = be->ops->alloc(be, M * C * act);
-    s->dxp = be->ops->alloc(be, M * C * act);
+    s->loss = ws_alloc(be, s, 2 * sizeof(float));
+    s->dlogits = ws_alloc(be, s, n * E * sizeof(float));
+    s->dlogits_act = ws_alloc(be, s, n * E * act);
+    s->dprobs = ws_alloc(be, s, NK * sizeof(float));
+    s->deo = ws_alloc(be, s, M * C * act);
+    s->dxp = ws_alloc(be, s, M * C * act);
     size_t R = gpt_moe_recv_rows(m);
-    s->dfch = be->ops->alloc(be, R * F2 * act);
-    s->dact = be->ops->alloc(be, R * Fe * act);
+    s->dfch = ws_alloc(be, s, R * F2 * act);
+    s->dact = ws_alloc(be, s, R * Fe * act);
     if (m->ep > 1) {
-        s->xr = be->ops->alloc(be, R * C * act);
-        s->xr2 = be->ops->alloc(be, R * C * act);
-        s->cnt = be->ops->alloc(be, 2 * E * sizeof(int));
+        s->xr = ws_alloc(be, s, R * C * act);
+        s->xr2 = ws_alloc(be, s, R * C * act);
+        s->cnt = ws_alloc(be, s, 2 * E * sizeof(int));
     }
-    s->dx = be->ops->alloc(be, n * C * act);
+    s->dx = ws_alloc(be, s, n * C * act);
     if (c->moe_expert_bias) {  // zero until gpt_moe_set_bias (gpt_moe_bias.c)
         s->bias = be->ops->alloc(be, (size_t)m->n_layers * E * sizeof(float));
         be->ops->zero(be, s->bias, (size_t)m->n_layers * E * sizeof(float));

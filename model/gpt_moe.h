@@ -47,6 +47,8 @@ struct GPTMoE {
     double *dropped;               // (n_layers) host: this step's dropped (token, choice)s
     float *bias;                   // (n_layers, E) backend: the layers' expert bias
                                    // (--moe-router-enable-expert-bias; else NULL)
+    size_t workspace_bytes;        // backend bytes of the buffers above that serve the layers'
+                                   // forward and backward (not bias): the memory table's
     float aux_scale;               // the losses' gradient weight in the current backward
                                    // (gpt_backward: the loss gradient's scale x the micro-
                                    // batch's tokens, so a micro-batch's loss weighs as its

@@ -4,6 +4,7 @@
 #include "train_log.h"
 #include "core/check.h"
 
+#include "model/gpt_moe.h"     // defines: struct GPTMoE
 #include "model/gpt_params.h"  // defines: gpt_params_build
 #include <math.h>
 #include <stdio.h>
@@ -108,6 +109,7 @@ static void memory_of(const Trainer *t, double out[MEM_N]) {
         out[MEM_OPTIM_UNSHARDED] += 2.0 * o->n_padded * sizeof(float);
         out[MEM_ACTIVATIONS] += (double)m->slot_bytes * m->n_slots;
         out[MEM_WORKSPACE] += (double)m->scratch_bytes;
+        if (m->moe) out[MEM_WORKSPACE] += (double)m->moe->workspace_bytes;  // each chunk's own
     }
 }
 
