@@ -17,7 +17,9 @@
 #                tensor-core kernels, --attention-backend flash) vs its own CPU run (2e-2), and
 #                run twice: bitwise equal loss and grad norm (determinism); the same with
 #                --attention-backend fused (cuDNN's fused SDPA: its log must say cuDNN ran) vs
-#                the CPU and vs the flash run (2e-2), twice: bitwise equal; fp32 with
+#                the CPU and vs the flash run (2e-2), twice: bitwise equal; a bf16
+#                mixture-of-experts model (4 experts, top 2, aux and z losses) vs the CPU
+#                (2e-2); fp32 with
 #                MEGAC_CUDA_NO_GELU_EPILOGUE=1 vs
 #                CPU (1e-4) when megac reads that variable (backend/cuda: the GELU linears
 #                then run the bias-epilogue GEMM and megac's GELU kernels)
@@ -329,6 +331,9 @@ step_c() {
   local hd16=(--hidden-size 64 --num-attention-heads 4)
   # head size 64 with the fused attention and no attention dropout: bf16 runs the WMMA kernels
   local hd64=(--hidden-size 256 --num-attention-heads 4 --use-flash-attn --attention-dropout 0)
+  # mixture of experts at head size 16: the router, permutation and expert kernels in bf16
+  local moe=("${hd16[@]}" --num-experts 4 --moe-router-topk 2 --moe-ffn-hidden-size 128
+             --moe-aux-loss-coeff 1e-2 --moe-z-loss-coeff 1e-3)
   local nogelu=0
   grep -aq MEGAC_CUDA_NO_GELU_EPILOGUE "$bin/megac" 2>/dev/null && nogelu=1
   # name|shape|device flags|environment
@@ -340,13 +345,14 @@ step_c() {
               "cpu_hd64|hd64|--device cpu|" "cuda_bf16_hd64|hd64|--device cuda --bf16 $flash|"
               "cuda_bf16_hd64_again|hd64|--device cuda --bf16 $flash|"
               "cuda_bf16_hd64_fused|hd64|--device cuda --bf16 $fused|"
-              "cuda_bf16_hd64_fused_again|hd64|--device cuda --bf16 $fused|")
+              "cuda_bf16_hd64_fused_again|hd64|--device cuda --bf16 $fused|"
+              "cpu_moe|moe|--device cpu|" "cuda_bf16_moe|moe|--device cuda --bf16|")
   ((nogelu)) && runs+=("cuda_fp32_nogelu|hd16|--device cuda --no-tf32|MEGAC_CUDA_NO_GELU_EPILOGUE=1")
   local status=""
   n=${#runs[@]}
   for r in "${runs[@]}"; do
     IFS='|' read -r name shape dev env_ <<<"$r"
-    local shp=("${hd16[@]}"); [[ $shape == hd64 ]] && shp=("${hd64[@]}")
+    local shp=("${hd16[@]}"); [[ $shape == hd64 ]] && shp=("${hd64[@]}"); [[ $shape == moe ]] && shp=("${moe[@]}")
     # shellcheck disable=SC2086
     m env $env_ timeout -k 5 "$(tmo 40 $((6 * (n - i - 1))))" "$bin/megac" "${base[@]}" "${shp[@]}" $dev \
       --log-json "$tdir/$name.jsonl" > "$tdir/$name.out" 2>&1; rc=$?
@@ -368,7 +374,8 @@ step_c() {
                  printf "\n" } }' $(for r in "${runs[@]}"; do echo "$tdir/${r%%|*}.tsv"; done)
   } > "$OUT/train.txt" 2>&1
   for r in "cuda_fp32|cpu|1e-4" "cuda_tf32|cpu|2e-3" "cuda_bf16|cpu|2e-2" "cuda_bf16_hd64|cpu_hd64|2e-2" \
-           "cuda_bf16_hd64_fused|cpu_hd64|2e-2" "cuda_bf16_hd64_fused|cuda_bf16_hd64|2e-2"; do
+           "cuda_bf16_hd64_fused|cpu_hd64|2e-2" "cuda_bf16_hd64_fused|cuda_bf16_hd64|2e-2" \
+           "cuda_bf16_moe|cpu_moe|2e-2"; do
     IFS='|' read -r name ref tol <<<"$r"
     local label=${name#cuda_}; [[ $ref == cuda_* ]] && label+="_vs_${ref#cuda_}"
     line=$(cmp_tol "$label" "$tdir/$name.tsv" "$tdir/$ref.tsv" "$tol") || ok=0
