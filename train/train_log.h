@@ -6,7 +6,7 @@
 // Start-up summary on rank 0, with every rank's memory. Collective over the world.
 void train_log_startup(const Trainer *t);
 // Every rank's process id (by host), so a launcher message naming a PID names a rank. Collective.
-void train_log_process_ids(const Trainer *t);
+void train_log_process_ids(Trainer *t);
 // Rank 0: the --log-json record of iteration `it` ({"iteration":it,"consumed_samples":...,
 // "lm_loss":...}: this iteration's values), then train_log_line_step.
 void train_log_iteration(Trainer *t, const StepResult *r, double ms, int64_t it);

@@ -66,6 +66,8 @@ typedef struct {
     FILE *log_json;
     long log_json_prior;        // bytes the --log-json file held before this run (appended to)
     int log_errno;              // rank 0: why a --log-json write failed (stops the run), or 0
+    char hosts[1024];           // rank 0: the run's hosts, comma-separated (train_log_process_ids;
+                                // the run record names them)
     struct TbWriter *tb;        // rank 0: --tensorboard-dir's event file (train/tb_events.h), or NULL
     int tb_errno;               // rank 0: why an event write failed (stops the run, as log_errno), or 0
     TrainLogInterval interval;  // rank 0: the log line's sums since the last line (train_logline.h)

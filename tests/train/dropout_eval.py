@@ -13,7 +13,7 @@ schedule of evaluation). Checks:
   * every validation loss is bitwise the same in both runs: evaluation has no dropout.
 usage: dropout_eval.py MEGAC MPIEXEC
 """
-import json, os, subprocess, sys, tempfile
+import json, os, socket, subprocess, sys, tempfile
 
 FLAGS = ["--mock-data", "--num-layers", "2", "--hidden-size", "64", "--num-attention-heads", "4",
          "--seq-length", "32", "--micro-batch-size", "2", "--global-batch-size", "4",
@@ -48,6 +48,9 @@ def main():
             probs = [(r["hidden_dropout"], r["attention_dropout"]) for r in (run_on, run_off)]
             if probs != [(0.1, 0.1), (0, 0)]:
                 bad.append(f"{name}: run records say {probs}, want [(0.1, 0.1), (0, 0)]")
+            host = socket.gethostname()[:31]  # (train_log_process_ids keeps 31 bytes of a name)
+            if run_on["hosts"] != [host]:  # every rank on this one host, named once
+                bad.append(f"{name}: run record hosts {run_on['hosts']}, want [{host!r}]")
             if "dropout: hidden 0.1, attention 0.1" not in out_on or "dropout:" in out_off:
                 bad.append(f"{name}: the start-up banner does not name the dropout (only) when it is on")
             if len(steps_on) != 4 or any(a == b for a, b in zip(steps_on, steps_off)):
