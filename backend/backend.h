@@ -283,16 +283,19 @@ typedef struct {
     //                    all-reduce SUM of sumexp and tgt
     //   xent_loss     -> loss (N) = log(sumexp) + rowmax - tgt
     //   xent_backward -> dlogits (N, V_local) = dscale[i] * (softmax - onehot), 0 at padding;
-    //                    dlogits may alias logits.
+    //                    dlogits may alias logits. loss non-NULL: the fused classifier, in
+    //                    place of xent_loss: also loss (N) as xent_loss (same bits) from tgt,
+    //                    in the same pass (a training forward, the loss scale known before it)
     void (*xent_stats)(Backend *be, float *rowmax, float *sumexp, float *tgt, const void *logits,
                        const int *targets, int N, int V_local, int V_valid, int vocab_start);
     void (*xent_rescale)(Backend *be, float *sumexp, const float *shard_max, const float *rowmax,
                          int N);
     void (*xent_loss)(Backend *be, float *loss, const float *sumexp, const float *rowmax,
                       const float *tgt, int N);
-    void (*xent_backward)(Backend *be, void *dlogits, const void *logits, const float *rowmax,
-                          const float *sumexp, const int *targets, const float *dscale,
-                          int N, int V_local, int V_valid, int vocab_start);
+    void (*xent_backward)(Backend *be, void *dlogits, float *loss, const void *logits,
+                          const float *rowmax, const float *sumexp, const float *tgt,
+                          const int *targets, const float *dscale, int N, int V_local,
+                          int V_valid, int vocab_start);
 
     // --- optimizer and reductions (multi-tensor: one launch each on CUDA) ---------------
     // AdamW (decoupled weight decay, bias-corrected, `step` counts from 1) on elements

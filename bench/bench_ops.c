@@ -102,7 +102,8 @@ static void run_step(Backend *be, OpStats *st, Layer *w, Layer *g, float **a, fl
     TIMED(st, OP_LM_FWD, mm_flops(VP, C), o->matmul_forward(be, logits, ln, wte, NULL, N, C, VP));
     TIMED(st, OP_XENT_FWD, 0, (o->xent_stats(be, rowmax, stats, stats + N, logits, tokens, N, VP, V, 0),
                                o->xent_loss(be, loss, stats, rowmax, stats + N, N)));
-    TIMED(st, OP_XENT_BWD, 0, o->xent_backward(be, logits, logits, rowmax, stats, tokens, dscale, N, VP, V, 0));
+    TIMED(st, OP_XENT_BWD, 0, o->xent_backward(be, logits, NULL, logits, rowmax, stats, NULL, tokens,
+                                               dscale, N, VP, V, 0));
     TIMED(st, OP_LM_BWD, 2 * mm_flops(VP, C), o->matmul_backward(be, dln, dwte, NULL, logits, ln, wte, N, C, VP));
     TIMED(st, OP_LN_BWD, 0, o->norm_backward(be, dx, g->ln_w, g->ln_b, dln, x, w->ln_w, mean, rstd, N, C, BACKEND_LAYERNORM));
     for (int l = L - 1; l >= 0; l--) {

@@ -53,7 +53,7 @@ static double time_micro_batch(PPStep *st, Comm *world) {
     st->get_batch(st->batch_ctx, 0, st->tokens, st->targets);
     for (int c = 0; c < st->n_chunks; c++) {
         GPT *mc = st->n_chunks > 1 ? st->chunks[c] : m;
-        gpt_forward(mc, st->grid->tp, 0, st->tokens, st->targets);
+        gpt_forward(mc, st->grid->tp, 0, st->tokens, st->targets, st->loss_scale);
         gpt_backward(mc, st->grid->tp, 0, mc->last ? NULL : st->dout, st->loss_scale);
     }
     m->be->ops->sync(m->be);

@@ -138,7 +138,7 @@ static double time_steps(const BenchConfig *bc, Backend *be, Comm *one, int step
         double ts = core_now(), cs = cpu_seconds();
         gpt_dropout_step(m, s, drop > 0);  // a new mask every step, as train draws them
         gpt_zero_grads(m);
-        gpt_forward(m, one, 0, tok, tgt);
+        gpt_forward(m, one, 0, tok, tgt, 1.0f / N);
         gpt_backward(m, one, 0, NULL, 1.0f / N);
         optim_update_model(o, &ac, 3e-4, 3e-4, 1.0, m);  // bf16/fp16: and the weight copies
         if (s >= 1 && step_ms) {

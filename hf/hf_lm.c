@@ -36,7 +36,7 @@ const float *hf_lm_forward(HfLm *lm, const int *tokens, int n) {
     if (n < 1 || n > lm->T) core_fatal("hf_lm_forward: %d tokens, context is 1..%d", n, lm->T);
     memset(lm->tokens, 0, (size_t)lm->T * sizeof(int));
     memcpy(lm->tokens, tokens, (size_t)n * sizeof(int));
-    gpt_forward(lm->m, lm->tp, 0, lm->tokens, lm->targets);
+    gpt_forward(lm->m, lm->tp, 0, lm->tokens, lm->targets, 0.0f);  // the logits are read
     // The logits (N, Vp) of the last stage, in be->act (fp32 on the CPU backend).
     lm->be->ops->copy(lm->be, lm->logits, lm->m->slots[0].logits,
                       (size_t)lm->T * lm->Vp * sizeof(float), BACKEND_D2H);

@@ -58,7 +58,7 @@ void tp_vocab_embedding_backward(Backend *be, TPGroup *tp, const TPVocab *v, flo
 }
 
 void tp_vocab_xent_forward(Backend *be, TPGroup *tp, const TPVocab *v, TPXentBuffers *xb,
-                           const void *logits, const int *targets, int N) {
+                           void *logits, const int *targets, const float *dscale, int N) {
     // One read of the logits: this shard's max and sum of exponentials from it; with more
     // than one shard, the sums are moved onto the all-reduced max before they are added.
     float *sumexp = xb->stats, *tgt = xb->stats + N;
@@ -71,12 +71,16 @@ void tp_vocab_xent_forward(Backend *be, TPGroup *tp, const TPVocab *v, TPXentBuf
         be->ops->xent_rescale(be, sumexp, shard_max, xb->rowmax, N);
         comm_all_reduce(tp->comm, xb->stats, 2 * (size_t)N, COMM_F32, COMM_SUM);
     }
-    be->ops->xent_loss(be, xb->loss, sumexp, xb->rowmax, tgt, N);
+    if (dscale)  // the fused classifier: the loss and d(logits) over the logits, one pass
+        be->ops->xent_backward(be, logits, xb->loss, logits, xb->rowmax, sumexp, tgt, targets,
+                               dscale, N, v->V_tp, v->V_valid, v->vocab_start);
+    else
+        be->ops->xent_loss(be, xb->loss, sumexp, xb->rowmax, tgt, N);
 }
 
 void tp_vocab_xent_backward(Backend *be, const TPVocab *v, const TPXentBuffers *xb,
                             void *dlogits, const void *logits, const int *targets,
                             const float *dscale, int N) {
-    be->ops->xent_backward(be, dlogits, logits, xb->rowmax, xb->stats, targets, dscale, N,
-                           v->V_tp, v->V_valid, v->vocab_start);
+    be->ops->xent_backward(be, dlogits, NULL, logits, xb->rowmax, xb->stats, NULL, targets,
+                           dscale, N, v->V_tp, v->V_valid, v->vocab_start);
 }

@@ -48,9 +48,12 @@ typedef struct {
 } TPXentBuffers;
 
 // loss (N) = logsumexp(logits row) - logits[target], computed over the sharded logits
-// (N, V_tp) without gathering them: max and sums are all-reduced over tp.
+// (N, V_tp) without gathering them: max and sums are all-reduced over tp. dscale (N) non-NULL
+// (a training forward whose loss gradient is known: the fused classifier): the logits are
+// overwritten with tp_vocab_xent_backward's dlogits for that dscale (the same bits), written
+// in the pass that writes the loss; NULL: the logits are only read.
 void tp_vocab_xent_forward(Backend *be, TPGroup *tp, const TPVocab *v, TPXentBuffers *xb,
-                           const void *logits, const int *targets, int N);
+                           void *logits, const int *targets, const float *dscale, int N);
 
 // dlogits (N, V_tp) = dscale[i] * (softmax - onehot), zero at padding; may alias logits.
 void tp_vocab_xent_backward(Backend *be, const TPVocab *v, const TPXentBuffers *xb,

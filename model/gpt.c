@@ -5,7 +5,8 @@
 //   res2 = x + y Wproj^T (row, all-reduce) ; ln2 = LN(res2) ; h = ln2 Wfc^T (column) ;
 //   res3 = res2 + gelu(h) Wfcproj^T (row, all-reduce)
 // Last stage: lnf = LN(x); logits = lnf wte^T (column over the vocabulary); vocab-parallel
-// cross-entropy. Llama-style (gpt_block.c): RMSNorm for LN, rotary positions and grouped-
+// cross-entropy (in a training forward with d(logits) written over the logits in the same
+// pass as the loss: the fused classifier; the backward starts from them). Llama-style (gpt_block.c): RMSNorm for LN, rotary positions and grouped-
 // query heads between the QKV linear and attention, SwiGLU for GELU, no biases.
 #include "gpt.h"
 #include "core/check.h"
@@ -148,7 +149,16 @@ static void block_backward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTBlockW *g
                       Ns);  // dres += : now d(x)
 }
 
-void gpt_forward(GPT *m, Comm *tp_comm, int slot, const int *tokens, const int *targets) {
+// the loss gradient per token (N) = v
+static void set_dscale(GPT *m, float v) {
+    if (m->s.dscale_value == v) return;
+    for (int i = 0; i < m->N; i++) m->s.dscale_host[i] = v;
+    m->be->ops->copy(m->be, m->s.dscale, m->s.dscale_host, (size_t)m->N * sizeof(float), BACKEND_H2D);
+    m->s.dscale_value = v;
+}
+
+void gpt_forward(GPT *m, Comm *tp_comm, int slot, const int *tokens, const int *targets,
+                 float loss_scale) {
     Backend *be = m->be;
     GPTActs *a = &m->slots[slot];
     TPGroup tpg = tp_group(m, tp_comm), *tp = &tpg;
@@ -173,8 +183,15 @@ void gpt_forward(GPT *m, Comm *tp_comm, int slot, const int *tokens, const int *
         gpt_norm_forward(m, a->lnf, a->lnf_mean, a->lnf_rstd, x, m->w.lnfw, m->w.lnfb, Ns);
         tp_column_linear_forward(be, tp, a->logits, a->lnf, m->w.out ? m->w.out : m->w.wte, NULL, N, C,
                                  m->vocab.V_tp);
-        tp_vocab_xent_forward(be, tp, &m->vocab, &a->xent, a->logits, a->targets, N);
-        if (m->mask.on) gpt_loss_mask_forward(m, slot, targets);
+        if (m->mask.on) gpt_loss_mask_weights(m, slot, targets);
+        a->dlogits_scale = loss_scale > 0 ? loss_scale : 0.0f;
+        if (a->dlogits_scale > 0) {  // the fused classifier: the loss gradient known now
+            if (m->mask.on) gpt_loss_mask_dscale(m, slot, loss_scale);
+            else set_dscale(m, loss_scale);
+        }
+        tp_vocab_xent_forward(be, tp, &m->vocab, &a->xent, a->logits, a->targets,
+                              a->dlogits_scale > 0 ? m->s.dscale : NULL, N);
+        if (m->mask.on) gpt_loss_mask_forward(m, slot);
     }
 }
 
@@ -218,13 +235,6 @@ void gpt_loss_accumulate(GPT *m, int slot, double *acc) {
     m->be->ops->sum(m->be, acc, m->slots[slot].xent.loss, (size_t)m->N);
 }
 
-static void set_dscale(GPT *m, float v) {
-    if (m->s.dscale_value == v) return;
-    for (int i = 0; i < m->N; i++) m->s.dscale_host[i] = v;
-    m->be->ops->copy(m->be, m->s.dscale, m->s.dscale_host, (size_t)m->N * sizeof(float), BACKEND_H2D);
-    m->s.dscale_value = v;
-}
-
 void gpt_backward(GPT *m, Comm *tp_comm, int slot, const void *dout, float loss_scale) {
     Backend *be = m->be;
     GPTActs *a = &m->slots[slot];
@@ -235,10 +245,16 @@ void gpt_backward(GPT *m, Comm *tp_comm, int slot, const void *dout, float loss_
     hook(m, GPT_HOOK_BACKWARD_BEGIN, GPT_UNIT_EDGE);
     if (m->moe) m->moe->aux_scale = loss_scale * (float)N * (float)m->cp;  // (gpt_moe.h)
     if (m->last) {
-        if (m->mask.on) gpt_loss_mask_dscale(m, slot, loss_scale);
-        else set_dscale(m, loss_scale);
-        tp_vocab_xent_backward(be, &m->vocab, &a->xent, a->logits, a->logits, a->targets,
-                               m->s.dscale, N);  // dlogits in place
+        if (a->dlogits_scale > 0 && a->dlogits_scale != loss_scale)
+            core_fatal("gpt_backward: loss scale %.9g, but slot %d's forward wrote d(logits) "
+                       "for %.9g", (double)loss_scale, slot, (double)a->dlogits_scale);
+        if (a->dlogits_scale == 0.0f) {  // else the forward's fused classifier wrote them
+            if (m->mask.on) gpt_loss_mask_dscale(m, slot, loss_scale);
+            else set_dscale(m, loss_scale);
+            tp_vocab_xent_backward(be, &m->vocab, &a->xent, a->logits, a->logits, a->targets,
+                                   m->s.dscale, N);  // dlogits in place
+        }
+        a->dlogits_scale = 0.0f;
         const void *x = m->n_layers ? a->layers[m->n_layers - 1].res3 : a->x0;
         tp_column_linear_backward(be, tp, m->s.dln, m->g.out ? m->g.out : m->g.wte, NULL, a->logits, a->lnf,
                                   m->w.out ? m->w.out : m->w.wte,

@@ -94,6 +94,8 @@ typedef struct {
     float *lnf_mean, *lnf_rstd;        // (Ns), (Ns)          last stage
     void *logits;                      // (N, Vp/tp)          last stage
     TPXentBuffers xent;                //                     last stage
+    float dlogits_scale;               // > 0: logits hold d(logits) for this loss_scale (the
+                                       // fused classifier, gpt_forward); 0: the logits
     int64_t sample0;                   // global index (in the step's global batch) of the
                                        // micro-batch's first sample: the dropout masks' s
     int *doc_pos, *doc_start;          // (B, T) backend memory, with gpt_set_documents: each
@@ -266,10 +268,15 @@ void gpt_destroy(GPT *m);
 // every stage with gpt_set_documents), targets (B, T) on the last (host pointers; others may
 // be NULL). Other stages must have
 // filled gpt_stage_input(m, slot) first. On the last stage computes per-token losses.
-void gpt_forward(GPT *m, Comm *tp, int slot, const int *tokens, const int *targets);
+// loss_scale > 0: a training forward, gpt_backward follows with this loss_scale: the last
+// stage's cross-entropy pass writes d(logits) over the logits with the loss (the fused
+// classifier; the backward reads no logits). 0: the logits stay (evaluation, tests).
+void gpt_forward(GPT *m, Comm *tp, int slot, const int *tokens, const int *targets,
+                 float loss_scale);
 
 // Backward of the micro-batch in `slot`. dout (N_sp, C, be->act): gradient of the stage output (from the
-// next stage); NULL on the last stage, where the loss gradient is loss_scale per token.
+// next stage); NULL on the last stage, where the loss gradient is loss_scale per token (the
+// forward's, when it was given one: another is fatal).
 // Parameter gradients accumulate; afterwards gpt_stage_input_grad() holds d(stage input).
 void gpt_backward(GPT *m, Comm *tp, int slot, const void *dout, float loss_scale);
 

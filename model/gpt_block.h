@@ -36,9 +36,11 @@ const BackendDropout *gpt_dropout_desc(const GPT *m, const GPTRows *r, int site,
 // dropped in place at `site`, or untouched when that dropout is off; the backward is the
 // same call on the gradient. Never fails.
 void gpt_hidden_dropout(const GPT *m, void *x, const GPTRows *r, int site, int layer);
-// --eod-mask-loss (gpt_loss_mask.c): weighs slot's per-token losses (after the cross-entropy
-// forward) by its targets; the loss gradient per token for the backward of that slot.
-void gpt_loss_mask_forward(GPT *m, int slot, const int *targets /* (N) host */);
+// --eod-mask-loss (gpt_loss_mask.c): the slot's token weights from its targets (before the
+// cross-entropy forward); its per-token losses weighed by them (after it); the loss gradient
+// per token from them (the fused classifier's, or the backward's).
+void gpt_loss_mask_weights(GPT *m, int slot, const int *targets /* (N) host */);
+void gpt_loss_mask_forward(GPT *m, int slot);
 void gpt_loss_mask_dscale(GPT *m, int slot, float loss_scale);
 // --reset-position-ids / --reset-attention-mask (gpt_documents.c): the slot's document
 // positions and starts from its tokens (B, T) (host; NULL is fatal when the flags are on).

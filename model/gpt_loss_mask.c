@@ -26,13 +26,19 @@ void gpt_set_loss_mask(GPT *m, int64_t eod_id) {
 
 void gpt_set_loss_mask_global(GPT *m, double w) { m->mask.global_weight = w; }
 
-void gpt_loss_mask_forward(GPT *m, int slot, const int *targets) {
+void gpt_loss_mask_weights(GPT *m, int slot, const int *targets) {
     int N = m->N, kept = 0;
-    float *w = m->mask.w + (size_t)slot * N, *loss = m->mask.loss_host;
+    float *w = m->mask.w + (size_t)slot * N;
     for (int i = 0; i < N; i++) kept += targets[i] != m->mask.id;
     float weight = m->mask.global_weight > 0 ? (float)m->mask.global_weight  // per token
                  : kept ? (float)N / (float)kept : 0.0f;
     for (int i = 0; i < N; i++) w[i] = targets[i] != m->mask.id ? weight : 0.0f;
+}
+
+void gpt_loss_mask_forward(GPT *m, int slot) {
+    int N = m->N;
+    const float *w = m->mask.w + (size_t)slot * N;
+    float *loss = m->mask.loss_host;
     Backend *be = m->be;
     float *dev = m->slots[slot].xent.loss;  // (N) per-token losses: weighted in place
     be->ops->copy(be, loss, dev, (size_t)N * sizeof(float), BACKEND_D2H);

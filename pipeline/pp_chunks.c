@@ -20,7 +20,8 @@ static void chunk_forward(void *ctx, int micro, int slot) {
     if (m->first || m->last || m->docs.positions || m->docs.attention)  // --reset-*: every stage
         st->get_batch(st->batch_ctx, micro, st->tokens, st->targets);
     gpt_set_micro_sample(m, slot, pp_micro_sample0(st, micro));  // its dropout masks
-    gpt_forward(m, st->grid->tp, slot, st->tokens, st->targets);
+    gpt_forward(m, st->grid->tp, slot, st->tokens, st->targets,
+                st->forward_only ? 0.0f : st->loss_scale);  // training: the fused classifier
     if (m->last) gpt_loss_accumulate(m, slot, st->loss_acc);
 }
 
@@ -86,6 +87,7 @@ void pp_chunks_free(PPStep *st) {
 // One interleaved run (training or forward-only); returns the summed loss on the last rank.
 double pp_chunks_run(PPStep *st, int forward_only) {
     PPIlvPlan *pl = forward_only ? &st->eval_plan : &st->plan;
+    st->forward_only = forward_only;
     if (st->n_micro != pl->m)
         core_fatal("interleaved schedule planned for %d micro-batches, asked for %d", pl->m, st->n_micro);
     Backend *be = st->model->be;

@@ -19,7 +19,8 @@ static void stage_forward(void *ctx, int micro, int slot) {
     if (m->first || m->last || m->docs.positions || m->docs.attention)  // --reset-*: every stage
         st->get_batch(st->batch_ctx, micro, st->tokens, st->targets);
     gpt_set_micro_sample(m, slot, pp_micro_sample0(st, micro));  // its dropout masks
-    gpt_forward(m, st->grid->tp, slot, st->tokens, st->targets);
+    gpt_forward(m, st->grid->tp, slot, st->tokens, st->targets,
+                st->forward_only ? 0.0f : st->loss_scale);  // training: the fused classifier
     if (m->last) gpt_loss_accumulate(m, slot, st->loss_acc);
 }
 
@@ -92,7 +93,9 @@ double pp_forward_only(PPStep *st) {
     if (st->n_chunks > 1) return pp_chunks_run(st, 1);
     Backend *be = st->model->be;
     be->ops->zero(be, st->loss_acc, sizeof(double));
+    st->forward_only = 1;
     pp_schedule_forward_only(&st->stage, &st->link, st->n_micro, st->model->n_slots);
+    st->forward_only = 0;
     return read_loss(st);
 }
 

@@ -25,6 +25,8 @@ typedef struct {
     void *batch_ctx;
     int n_micro;        // micro-batches per step on this data-parallel rank
     float loss_scale;   // gradient of the loss per token: 1 / (tokens per DP rank per step)
+    int forward_only;   // 1 during pp_forward_only: the forwards keep their logits (else the
+                        // last stage's forward writes d(logits) for loss_scale, gpt_forward)
     int *tokens, *targets;  // (B, T) host staging buffers
     void *dout;         // (N_sp, C) gradient of the stage output received from the next stage
     double loss;        // summed per-token loss of the current run (last stage)

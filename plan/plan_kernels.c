@@ -16,8 +16,9 @@
 //   backward's DGELU reads it; ReLU^2 and SwiGLU run kernels (SwiGLU: 2F in, F out).
 //   Bias gradients: one column-sum pass over each linear's output gradient.
 //   Backward residual stream: the gradient of each residual branch is added to the stream.
-//   Cross-entropy: two passes over the logits (statistics; dlogits in place); the loss reads
-//     only the row statistics and the target logit (xent_loss: 3 floats in, 1 out per row).
+//   Cross-entropy: two passes over the logits, both in the training forward: statistics
+//     (read), then the fused classifier (read, write d(logits) in place; the loss per row
+//     from the row statistics and the target logit: 3 floats in, 1 out).
 // Not counted: dropout (megac plan has no dropout flag: with --hidden-dropout p > 0 add two
 // passes of (N, C) per layer each way), fused attention (its matrix products are FLOPs),
 // the optimizer (per step, plan_cost.c).
@@ -74,8 +75,7 @@ static const KernelRow TABLE[] = {
     // last stage: final norm, cross-entropy over the vocabulary-parallel logits
     {"final norm forward", PLAN_KW_LAST_FWD, K_ALL, R_SP, W_C, 2, 0, 2, 8},
     {"cross-entropy statistics", PLAN_KW_LAST_FWD, K_ALL, R_N, W_V, 1, 0, 2, 3},
-    {"cross-entropy loss", PLAN_KW_LAST_FWD, K_ALL, R_N, W_1, 0, 0, 4, 4},  // from the statistics
-    {"cross-entropy dlogits", PLAN_KW_LAST_BWD, K_ALL, R_N, W_V, 2, 0, 0, 3},
+    {"cross-entropy loss + dlogits (fused)", PLAN_KW_LAST_FWD, K_ALL, R_N, W_V, 2, 0, 4, 3},
     {"final norm backward", PLAN_KW_LAST_BWD, K_ALL, R_SP, W_C, 4, 0, 2, 14},
 };
 #define N_TABLE (int)(sizeof TABLE / sizeof TABLE[0])

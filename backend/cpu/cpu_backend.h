@@ -147,9 +147,10 @@ void cpu_xent_rescale(Backend *be, float *sumexp, const float *shard_max, const 
                       int N);
 void cpu_xent_loss(Backend *be, float *loss, const float *sumexp, const float *rowmax,
                    const float *tgt, int N);
-void cpu_xent_backward(Backend *be, void *dlogits, const void *logits, const float *rowmax,
-                       const float *sumexp, const int *targets, const float *dscale,
-                       int N, int V_local, int V_valid, int vocab_start);
+void cpu_xent_backward(Backend *be, void *dlogits, float *loss, const void *logits,
+                       const float *rowmax, const float *sumexp, const float *tgt,
+                       const int *targets, const float *dscale, int N, int V_local, int V_valid,
+                       int vocab_start);
 
 // cpu_optim.c
 double cpu_sum(Backend *be, double *acc, const float *x, size_t n);

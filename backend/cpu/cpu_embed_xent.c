@@ -156,10 +156,14 @@ CPU_SIMD_CLONES static void cpu_softmax_grad_row(float *dl, const float *l, floa
 }
 
 // dlogits (N, V_local) = dscale * (softmax - onehot) over valid columns, 0 at padding.
-// Element j is read before it is written, so dlogits may alias logits.
-void cpu_xent_backward(Backend *be, void *dlogits_, const void *logits_, const float *rowmax,
-                       const float *sumexp, const int *targets, const float *dscale,
-                       int N, int V_local, int V_valid, int vocab_start) {
+// Element j is read before it is written, so dlogits may alias logits. loss non-NULL: also
+// loss (N) from tgt by cpu_xent_loss itself (it reads no logits: the same bits, and on the
+// CPU nothing to fuse).
+void cpu_xent_backward(Backend *be, void *dlogits_, float *loss, const void *logits_,
+                       const float *rowmax, const float *sumexp, const float *tgt,
+                       const int *targets, const float *dscale, int N, int V_local, int V_valid,
+                       int vocab_start) {
+    if (loss) cpu_xent_loss(be, loss, sumexp, rowmax, tgt, N);
     float *dlogits = dlogits_;
     const float *logits = logits_;
     int nt = cpu_nt(be);

@@ -310,12 +310,14 @@ static void h_xent_stats(Backend *be, float *rowmax, float *sumexp, float *tgt,
                    V_valid, vocab_start);
 }
 
-static void h_xent_backward(Backend *be, void *dlogits, const void *logits, const float *rowmax,
-                            const float *sumexp, const int *targets, const float *dscale, int N,
-                            int V_local, int V_valid, int vocab_start) {
+static void h_xent_backward(Backend *be, void *dlogits, float *loss, const void *logits,
+                            const float *rowmax, const float *sumexp, const float *tgt,
+                            const int *targets, const float *dscale, int N, int V_local,
+                            int V_valid, int vocab_start) {
     Arena a = arena(be, pad(N_(N) * V_local));
     float *f = in(&a, logits, N_(N) * V_local);
-    cpu_xent_backward(be, f, f, rowmax, sumexp, targets, dscale, N, V_local, V_valid, vocab_start);
+    cpu_xent_backward(be, f, loss, f, rowmax, sumexp, tgt, targets, dscale, N, V_local, V_valid,
+                      vocab_start);
     out(be, dlogits, f, N_(N) * V_local);
 }
 

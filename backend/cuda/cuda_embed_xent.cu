@@ -127,19 +127,26 @@ void cuda_xent_loss(Backend *be, float *loss, const float *sumexp, const float *
 }
 
 template <typename T>
-static void xent_backward_t(Backend *be, void *dlogits, const void *logits, const float *rowmax,
-                            const float *sumexp, const int *targets, const float *dscale,
-                            int N, int V_local, int V_valid, int vocab_start) {
+static void xent_backward_t(Backend *be, void *dlogits, float *loss, const void *logits,
+                            const float *rowmax, const float *sumexp, const float *tgt,
+                            const int *targets, const float *dscale, int N, int V_local,
+                            int V_valid, int vocab_start) {
     CUDA_LAUNCH(xent_backward_kernel<T>, cuda_blocks((size_t)N, 1, EX_GRID_CAP), EX_THREADS, 0,
-                cuda_stream(be), (T *)dlogits, (const T *)logits, rowmax, sumexp, targets, dscale,
-                N, V_local, V_valid, vocab_start);
+                cuda_stream(be), (T *)dlogits, loss, (const T *)logits, rowmax, sumexp, tgt,
+                targets, dscale, N, V_local, V_valid, vocab_start);
 }
 
 // dlogits (N, V_local) = dscale * (softmax - onehot), 0 at padding; dlogits may alias logits.
-void cuda_xent_backward(Backend *be, void *dlogits, const void *logits, const float *rowmax,
-                        const float *sumexp, const int *targets, const float *dscale,
-                        int N, int V_local, int V_valid, int vocab_start) {
-    if (N <= 0 || V_local <= 0) return;
-    ACT_DISPATCH(be->act, xent_backward_t, be, dlogits, logits, rowmax, sumexp, targets, dscale,
-                 N, V_local, V_valid, vocab_start);
+// loss non-NULL: also loss (N) as cuda_xent_loss, in the same pass (the fused classifier).
+void cuda_xent_backward(Backend *be, void *dlogits, float *loss, const void *logits,
+                        const float *rowmax, const float *sumexp, const float *tgt,
+                        const int *targets, const float *dscale, int N, int V_local,
+                        int V_valid, int vocab_start) {
+    if (N <= 0) return;
+    if (V_local <= 0) {  // no columns: the loss alone
+        if (loss) cuda_xent_loss(be, loss, sumexp, rowmax, tgt, N);
+        return;
+    }
+    ACT_DISPATCH(be->act, xent_backward_t, be, dlogits, loss, logits, rowmax, sumexp, tgt,
+                 targets, dscale, N, V_local, V_valid, vocab_start);
 }

@@ -246,9 +246,10 @@ void cuda_xent_rescale(Backend *be, float *sumexp, const float *shard_max, const
                        int N);
 void cuda_xent_loss(Backend *be, float *loss, const float *sumexp, const float *rowmax,
                     const float *tgt, int N);
-void cuda_xent_backward(Backend *be, void *dlogits, const void *logits, const float *rowmax,
-                        const float *sumexp, const int *targets, const float *dscale,
-                        int N, int V_local, int V_valid, int vocab_start);
+void cuda_xent_backward(Backend *be, void *dlogits, float *loss, const void *logits,
+                        const float *rowmax, const float *sumexp, const float *tgt,
+                        const int *targets, const float *dscale, int N, int V_local, int V_valid,
+                        int vocab_start);
 
 // cuda_optim.cu: multi-tensor AdamW and the double-precision reductions ------------------
 void cuda_adamw_multi(Backend *be, float *param, void *copy, const float *grad, float *m, float *v,

@@ -213,17 +213,21 @@ static __global__ void xent_loss_kernel(float *loss, const float *sumexp, const 
 // element is read and written by the same thread (the target's "- 1" included), so dlogits
 // may alias logits. One block per row, threads over the row's 16-byte chunks (as
 // xent_stats_kernel); per element the same expression as one thread per column (same bits).
+// loss non-NULL (the fused classifier): thread 0 also writes loss[i] = xent_loss_kernel's
+// expression (same bits), so the loss and dlogits come from one pass over the logits.
 template <typename T>
-static __global__ void xent_backward_kernel(T *dlogits, const T *logits,
+static __global__ void xent_backward_kernel(T *dlogits, float *loss, const T *logits,
                                             const float *rowmax, const float *sumexp,
-                                            const int *targets, const float *dscale, int N,
-                                            int V_local, int V_valid, int vocab_start) {
+                                            const float *tgt, const int *targets,
+                                            const float *dscale, int N, int V_local,
+                                            int V_valid, int vocab_start) {
     constexpr int V = Vec16<T>::N;
     size_t nk = ((size_t)V_local + V - 1) / V;
     for (int i = blockIdx.x; i < N; i += gridDim.x) {
         const T *l = logits + (size_t)i * V_local;
         T *dl = dlogits + (size_t)i * V_local;
         float m = rowmax[i], inv = 1.0f / sumexp[i], d = dscale[i];
+        if (loss && threadIdx.x == 0) loss[i] = logf(sumexp[i]) + m - tgt[i];
         int t = targets[i] - vocab_start;  // matches a column j only when in the shard
         for (size_t k = threadIdx.x; k < nk; k += blockDim.x) {
             int n = vec16_count((size_t)V_local, k, V);

@@ -92,9 +92,11 @@ static double xent_loss(void *p) {
 }
 
 // Runs the xent ops on `tp` shards of the (XN, XVP) logits, combining as the TP
-// all-reduces would. loss (XN); dlogits (XN, XVP) reassembled from the shards.
+// all-reduces would. loss (XN); dlogits (XN, XVP) reassembled from the shards. fused: the
+// loss from xent_backward's pass on every shard (the fused classifier: each rank writes its
+// copy, the same bits) instead of xent_loss.
 static void xent_sharded(Backend *be, int tp, int V, const float *logits, const int *targets,
-                         const float *dscale, float *loss, float *dlogits) {
+                         const float *dscale, float *loss, float *dlogits, int fused) {
     enum { TPMAX = 4 };
     int Vtp = XVP / tp;
     float rowmax[XN], m[TPMAX][XN], sumexp[XN], tgt[XN], se[TPMAX][XN], tg[XN], shard[XN * XVP];
@@ -110,12 +112,15 @@ static void xent_sharded(Backend *be, int tp, int V, const float *logits, const 
         if (tp > 1) be->ops->xent_rescale(be, se[k], m[k], rowmax, XN);
         for (int i = 0; i < XN; i++) sumexp[i] += se[k][i];
     }
-    be->ops->xent_loss(be, loss, sumexp, rowmax, tgt, XN);
-    for (int k = 0; k < tp; k++) {  // backward: no communication
+    if (!fused) be->ops->xent_loss(be, loss, sumexp, rowmax, tgt, XN);
+    for (int k = 0; k < tp; k++) {  // backward (or fused): no communication
         int start = k * Vtp, valid = V - start < 0 ? 0 : V - start > Vtp ? Vtp : V - start;
+        float lk[XN];
         for (int i = 0; i < XN; i++) memcpy(shard + i * Vtp, logits + i * XVP + start, Vtp * 4);
-        be->ops->xent_backward(be, shard, shard, rowmax, sumexp, targets, dscale, XN, Vtp, valid,
-                               start);  // in place: dlogits aliases logits
+        be->ops->xent_backward(be, shard, fused ? lk : NULL, shard, rowmax, sumexp, tgt, targets,
+                               dscale, XN, Vtp, valid, start);  // in place: dlogits aliases logits
+        if (fused && k == 0) memcpy(loss, lk, sizeof lk);
+        if (fused && k > 0) EXPECT_SAME_BITS(lk, loss, XN, "fused loss, shard k vs shard 0");
         for (int i = 0; i < XN; i++) memcpy(dlogits + i * XVP + start, shard + i * Vtp, Vtp * 4);
     }
 }
@@ -132,26 +137,36 @@ static void test_xent(Backend *be, TestRng *r, int V) {
     XentCtx c = {V, to_double(logits, XN * XVP), targets, dscale};
 
     // Unsharded: against the double reference and finite differences.
-    xent_sharded(be, 1, V, logits, targets, dscale, loss, dl);
+    xent_sharded(be, 1, V, logits, targets, dscale, loss, dl, 0);
+    float loss_f[XN], dl_f[XN * XVP];  // the fused classifier: loss and dlogits in one pass
+    xent_sharded(be, 1, V, logits, targets, dscale, loss_f, dl_f, 1);
     double want[XN * XVP];
     for (int i = 0; i < XN; i++) want[i] = xent_ref_row(c.logits + i * XVP, V, targets[i]);
     EXPECT_CLOSE(loss, want, XN, 1e-6, "xent loss, unsharded");
+    EXPECT_CLOSE(loss_f, want, XN, 1e-6, "fused xent loss, unsharded");
     for (int i = 0; i < XN * XVP; i++) c.logits[i] = i % XVP < V ? c.logits[i] : 0.0;
     fd_grad(c.logits, XN * XVP, xent_loss, &c, want);
     EXPECT_CLOSE(dl, want, XN * XVP, 2e-6, "xent dlogits vs finite differences (0 at padding)");
+    EXPECT_CLOSE(dl_f, want, XN * XVP, 2e-6, "fused xent dlogits vs finite differences");
+    EXPECT_SAME_BITS(loss_f, loss, XN, "fused loss vs xent_loss");
+    EXPECT_SAME_BITS(dl_f, dl, XN * XVP, "fused dlogits vs xent_backward");
     float rowmax[XN], stats[2 * XN], dl2[XN * XVP];  // out of place == in place, bitwise
     be->ops->xent_stats(be, rowmax, stats, stats + XN, logits, targets, XN, XVP, V, 0);
-    be->ops->xent_backward(be, dl2, logits, rowmax, stats, targets, dscale, XN, XVP, V, 0);
+    be->ops->xent_backward(be, dl2, NULL, logits, rowmax, stats, NULL, targets, dscale, XN, XVP,
+                           V, 0);
     EXPECT_SAME_BITS(dl2, dl, XN * XVP, "xent_backward out of place vs in place");
 
     // TP = 2 and 4: the same loss and gradients from shards.
     for (int tp = 2; tp <= 4; tp *= 2) {
-        xent_sharded(be, tp, V, logits, targets, dscale, loss_tp, dl_tp);
+        xent_sharded(be, tp, V, logits, targets, dscale, loss_tp, dl_tp, 0);
         double l0[XN], d0[XN * XVP];
         for (int i = 0; i < XN; i++) l0[i] = loss[i];
         for (int i = 0; i < XN * XVP; i++) d0[i] = dl[i];
         EXPECT_CLOSE(loss_tp, l0, XN, 1e-6, tp == 2 ? "xent loss, TP=2" : "xent loss, TP=4");
         EXPECT_CLOSE(dl_tp, d0, XN * XVP, 1e-6, tp == 2 ? "xent dlogits, TP=2" : "xent dlogits, TP=4");
+        xent_sharded(be, tp, V, logits, targets, dscale, loss_f, dl_f, 1);
+        EXPECT_SAME_BITS(loss_f, loss_tp, XN, "fused loss vs xent_loss, sharded");
+        EXPECT_SAME_BITS(dl_f, dl_tp, XN * XVP, "fused dlogits vs xent_backward, sharded");
     }
     free(c.logits);
 }
@@ -169,7 +184,8 @@ static void test_xent_deterministic(Backend *be2, Backend *be1, TestRng *r) {
         float *s = stats[k];
         dl[k] = test_floats(N * VL);
         bes[k]->ops->xent_stats(bes[k], s, s + N, s + 2 * N, logits, targets, N, VL, VV, 1000);
-        bes[k]->ops->xent_backward(bes[k], dl[k], logits, s, s + N, targets, dscale, N, VL, VV, 1000);
+        bes[k]->ops->xent_backward(bes[k], dl[k], NULL, logits, s, s + N, NULL, targets, dscale,
+                                   N, VL, VV, 1000);
     }
     EXPECT_SAME_BITS(stats[0], stats[1], 3 * N, "xent max/sumexp/tgt");
     EXPECT_SAME_BITS(stats[0], stats[2], 3 * N, "xent max/sumexp/tgt, 1 vs 2 threads");

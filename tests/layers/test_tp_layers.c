@@ -95,14 +95,21 @@ static void test_vocab(Backend *be, TPGroup *one, TPGroup *tp) {
         memcpy(l1 + (size_t)i * Vp1, logits + (size_t)i * Vp, Vp1 * 4);
         memcpy(ls + (size_t)i * sh.V_tp, logits + (size_t)i * Vp + sh.vocab_start, sh.V_tp * 4);
     }
-    float buf1[4 * 16], bufs[4 * 16], dscale[16];
-    for (int i = 0; i < N; i++) dscale[i] = 1.0f / N;
+    float buf1[4 * 16], bufs[4 * 16], buff[4 * 16], dscale[16];
+    for (int i = 0; i < N; i++) dscale[i] = (1.0f + (float)(i % 3)) / N;
     TPXentBuffers x1 = {buf1, buf1 + N, buf1 + 3 * N}, xs = {bufs, bufs + N, bufs + 3 * N};
-    tp_vocab_xent_forward(be, one, &full, &x1, l1, tgt, N);
-    tp_vocab_xent_forward(be, tp, &sh, &xs, ls, tgt, N);
+    TPXentBuffers xf = {buff, buff + N, buff + 3 * N};
+    float *lf = malloc((size_t)N * sh.V_tp * 4);  // the fused classifier's copy of ls
+    memcpy(lf, ls, (size_t)N * sh.V_tp * 4);
+    tp_vocab_xent_forward(be, one, &full, &x1, l1, tgt, NULL, N);
+    tp_vocab_xent_forward(be, tp, &sh, &xs, ls, tgt, NULL, N);
+    tp_vocab_xent_forward(be, tp, &sh, &xf, lf, tgt, dscale, N);  // loss and dlogits in place
     expect_close(xs.loss, x1.loss, N, "vocab-parallel cross-entropy loss");
     tp_vocab_xent_backward(be, &full, &x1, l1, l1, tgt, dscale, N);
     tp_vocab_xent_backward(be, &sh, &xs, ls, ls, tgt, dscale, N);
+    EXPECT(!memcmp(xf.loss, xs.loss, (size_t)N * 4), "fused classifier loss: not the same bits");
+    EXPECT(!memcmp(lf, ls, (size_t)N * sh.V_tp * 4), "fused classifier dlogits: not the same bits");
+    free(lf);
     int n_cmp = Vp1 - sh.vocab_start < sh.V_tp ? Vp1 - sh.vocab_start : sh.V_tp;
     for (int i = 0; i < N; i++) {
         if (n_cmp > 0)

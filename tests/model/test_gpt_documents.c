@@ -36,7 +36,7 @@ static void run(GPT *m, Comm *tp, const int *tok, const int *tgt, float *loss, f
     int kept = 0;
     for (int i = 0; i < T; i++) kept += tgt[i] != EOD;
     gpt_zero_grads(m);
-    gpt_forward(m, tp, 0, tok, tgt);
+    gpt_forward(m, tp, 0, tok, tgt, 0.0f);
     const float *l = m->slots[0].xent.loss, *w = m->mask.w;  // (T) weighted; (T) weights
     for (int i = 0; i < T; i++) loss[i] = w[i] != 0.0f ? l[i] / w[i] : 0.0f;
     gpt_backward(m, tp, 0, NULL, (float)kept / (float)T);  // weight N/kept times kept/N
@@ -82,7 +82,7 @@ static void check(Backend *be, Comm *tp, GPTConfig cfg, const char *name) {
     snprintf(what, sizeof what, "%s: gradients = sum of the documents alone", name);
     expect_near(gd, g1, n, 1e-5, what);
     int moved = 0;  // the flags matter: without them the second document sees the first
-    gpt_forward(ma, tp, 0, tok, tgt);
+    gpt_forward(ma, tp, 0, tok, tgt, 0.0f);
     for (int i = LA; i < T; i++)
         moved += fabsf(ma->slots[0].xent.loss[i] / ma->mask.w[i] - ld[i]) > 1e-4f * fabsf(ld[i]);
     EXPECT(moved > 0, "%s: the same losses without the flags", name);

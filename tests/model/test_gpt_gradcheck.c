@@ -11,7 +11,9 @@
 // tokens' losses of an unmasked forward, and the gradient check holds for that loss. With
 // --kv-channels (a head size other than C / NH: attention on NH hs channels) the same checks.
 // With --apply-layernorm-1p (zero-centred norm weights): the same checks, and at
-// initialisation (w = 0, so 1 + w = 1) the loss is bitwise the standard model's.
+// initialisation (w = 0, so 1 + w = 1) the loss is bitwise the standard model's. In each
+// check, the fused classifier (the forward given the loss scale) gives the losses and
+// gradients of the unfused forward + backward bitwise.
 #include "model/gpt.h"
 #include "core/check.h"
 #include "tests/testing.h"
@@ -20,7 +22,7 @@
 #include <string.h>
 
 static double loss_of(GPT *m, Comm *tp, const int *tok, const int *tgt) {
-    gpt_forward(m, tp, 0, tok, tgt);
+    gpt_forward(m, tp, 0, tok, tgt, 0.0f);
     return gpt_loss_sum(m, 0) / m->N;
 }
 
@@ -40,13 +42,29 @@ static const GPTConfig LLAMA = {.num_layers = 2, .hidden_size = 32, .num_heads =
 // mean of the other tokens' losses of an unmasked forward.
 static void set_eod_mask(GPT *m, Comm *tp, const int *tok, int *tgt) {
     for (int i = 0; i < 16; i += 4) tgt[i] = 49;
-    gpt_forward(m, tp, 0, tok, tgt);
+    gpt_forward(m, tp, 0, tok, tgt, 0.0f);
     const float *loss = m->slots[0].xent.loss;  // (N) per-token losses (CPU: host memory)
     double kept = 0;
     for (int i = 0; i < 16; i++) kept += tgt[i] != 49 ? loss[i] : 0.0;
     gpt_set_loss_mask(m, 49);
     double masked = loss_of(m, tp, tok, tgt), want = kept / 12;
     EXPECT(fabs(masked - want) < 1e-6 * fabs(want), "masked loss %.9g, mean of the 12 others %.9g", masked, want);
+}
+
+// The fused classifier (gpt_forward given the loss scale: d(logits) written in its pass)
+// gives the losses and gradients of the forward-then-backward path just run, bitwise.
+static void fused_is_same_bits(GPT *m, Comm *tp, const int *tok, const int *tgt) {
+    size_t n = m->n_alloc;
+    float *want = malloc(n * sizeof(float)), loss[16];
+    memcpy(want, m->grad_mem, n * sizeof(float));
+    memcpy(loss, m->slots[0].xent.loss, sizeof loss);  // (N = 16) CPU: host memory
+    gpt_zero_grads(m);
+    gpt_forward(m, tp, 0, tok, tgt, 1.0f / m->N);
+    EXPECT(m->slots[0].dlogits_scale == 1.0f / m->N, "the forward wrote no d(logits)");
+    gpt_backward(m, tp, 0, NULL, 1.0f / m->N);
+    EXPECT(!memcmp(loss, m->slots[0].xent.loss, sizeof loss), "fused classifier: losses differ");
+    EXPECT(!memcmp(want, m->grad_mem, n * sizeof(float)), "fused classifier: gradients differ");
+    free(want);
 }
 
 static void gradcheck(Backend *be, Comm *tp, GPTConfig cfg, float p, int eod_mask) {
@@ -68,8 +86,9 @@ static void gradcheck(Backend *be, Comm *tp, GPTConfig cfg, float p, int eod_mas
         EXPECT(fabs(dropped - plain) > 1e-4, "dropout changes the loss: %.9g vs %.9g", dropped, plain);
     }
     gpt_zero_grads(m);
-    gpt_forward(m, tp, 0, tok, tgt);
+    gpt_forward(m, tp, 0, tok, tgt, 0.0f);
     gpt_backward(m, tp, 0, NULL, 1.0f / m->N);
+    fused_is_same_bits(m, tp, tok, tgt);
     double worst = 0;
     int checked = 0;
     for (int i = 0; i < m->n_params; i++) {

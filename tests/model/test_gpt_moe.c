@@ -113,7 +113,7 @@ static void table(Backend *be) {
 static double objective(GPT *m, Comm *tp, const int *tok, const int *tgt, unsigned *route_sig) {
     gpt_moe_stats_reset(m);
     gpt_zero_grads(m);
-    gpt_forward(m, tp, 0, tok, tgt);
+    gpt_forward(m, tp, 0, tok, tgt, 0.0f);
     double lm = gpt_loss_sum(m, 0) / m->N;
     gpt_backward(m, tp, 0, NULL, 1.0f / m->N);
     struct GPTMoE *s = m->moe;
@@ -192,7 +192,7 @@ static double capacity_run(Backend *be, Comm *tp, int position, int pad, int *dr
     for (int i = 0; i < 16; i++) { tok[i] = (i * 7 + 3) % 50; tgt[i] = (i * 11 + 5) % 50; }
     int r = gpt_param_index(m, "layers.1.mlp.router.weight");
     for (size_t j = 0; j < m->params[r].numel; j++) m->param_mem[m->params[r].offset + j] *= 20.0f;
-    gpt_forward(m, tp, 0, tok, tgt);
+    gpt_forward(m, tp, 0, tok, tgt, 0.0f);
     const GPTMoEActs *x = &m->slots[0].layers[1].moe;
     int n = m->N, K = c.moe_topk, E = c.num_experts, cap = gpt_moe_capacity(&c, n), kept = 0;
     EXPECT(cap == 4, "capacity ceil(16 x 2 / 4 x 0.5) = 4, got %d", cap);
@@ -248,12 +248,12 @@ static void expert_bias(Backend *be, Comm *tp) {
     for (int i = 0; i < 16; i++) { tok[i] = (i * 7 + 3) % 50; tgt[i] = (i * 11 + 5) % 50; }
     float bias[2 * 4] = {0};
     bias[4 + 3] = 10.0f;  // layer 1, expert 3
-    gpt_forward(m, tp, 0, tok, tgt);
+    gpt_forward(m, tp, 0, tok, tgt, 0.0f);
     const GPTMoEActs *x = &m->slots[0].layers[1].moe;
     int before = 0;
     for (int t = 0; t < n; t++) before += x->idx[t * K] == 3 || x->idx[t * K + 1] == 3;
     gpt_moe_set_bias(m, bias);
-    gpt_forward(m, tp, 0, tok, tgt);
+    gpt_forward(m, tp, 0, tok, tgt, 0.0f);
     int on3 = 0;
     double worst = 0;
     for (int t = 0; t < n; t++) {

@@ -109,7 +109,8 @@ static void check_embeddings(Half *h, int B, int T, int C, int V_local, int voca
     free(tok), free(table), free(wpe), free(dout), free(dt0), free(dw0), free(ref), free(got);
 }
 
-// xent_stats (rowmax, sumexp, tgt), xent_loss, xent_backward (also dlogits == logits);
+// xent_stats (rowmax, sumexp, tgt), xent_loss, xent_backward (also dlogits == logits, and
+// the fused classifier: its loss and in-place dlogits the same bits as the two calls');
 // later pieces are fed the reference's earlier results.
 static void check_xent(Half *h, int N, int V_local, int V_valid, int vocab_start) {
     size_t nv = (size_t)N * V_local;
@@ -124,7 +125,8 @@ static void check_xent(Half *h, int N, int V_local, int V_valid, int vocab_start
     Backend *cpu = h->cpu, *be = h->be;
     cpu->ops->xent_stats(cpu, rmax, rsum, rtgt, logits, tgt, N, V_local, V_valid, vocab_start);
     cpu->ops->xent_loss(cpu, rloss, rsum, rmax, rtgt, N);
-    cpu->ops->xent_backward(cpu, rdl, logits, rmax, rsum, tgt, dscale, N, V_local, V_valid, vocab_start);
+    cpu->ops->xent_backward(cpu, rdl, NULL, logits, rmax, rsum, NULL, tgt, dscale, N, V_local,
+                            V_valid, vocab_start);
     void *d_l = half_up(h, logits, nv);
     int *d_tgt = half_up_int(h, tgt, N);
     float *d_max = half_poisoned(h, N, BACKEND_F32), *d_sum = half_poisoned(h, N, BACKEND_F32);
@@ -133,8 +135,8 @@ static void check_xent(Half *h, int N, int V_local, int V_valid, int vocab_start
     be->ops->xent_stats(be, d_max, d_sum, d_t, d_l, d_tgt, N, V_local, V_valid, vocab_start);
     be->ops->xent_loss(be, d_loss, r_sum, r_max, half_up_f32(h, rtgt, N), N);
     void *d_dl = half_poisoned(h, nv, h->dt);
-    be->ops->xent_backward(be, d_dl, d_l, r_max, r_sum, d_tgt, half_up_f32(h, dscale, N), N,
-                           V_local, V_valid, vocab_start);
+    be->ops->xent_backward(be, d_dl, NULL, d_l, r_max, r_sum, NULL, d_tgt,
+                           half_up_f32(h, dscale, N), N, V_local, V_valid, vocab_start);
     half_down_f32(h, got, d_max, N), half_down_f32(h, got + N, d_sum, N);
     half_down_f32(h, got + 2 * N, d_t, N), half_down_f32(h, got + 3 * N, d_loss, N);
     half_down(h, got + 4 * N, d_dl, nv);
@@ -143,11 +145,23 @@ static void check_xent(Half *h, int N, int V_local, int V_valid, int vocab_start
     HALF_CLOSE(h, got + 2 * N, rtgt, N, 0.0, "xent_stats tgt (exact)");
     HALF_CLOSE(h, got + 3 * N, rloss, N, TOL_F32, "xent_loss (fp32)");
     HALF_CLOSE(h, got + 4 * N, rdl, nv, half_tol(h, TOL_STORE), "xent_backward dlogits");
-    be->ops->xent_backward(be, d_l, d_l, r_max, r_sum, d_tgt, half_up_f32(h, dscale, N), N,
-                           V_local, V_valid, vocab_start);  // in place
+    float *r_tgt = half_up_f32(h, rtgt, N), *d_ds = half_up_f32(h, dscale, N);
+    void *d_lf = half_up(h, logits, nv);
+    be->ops->xent_backward(be, d_l, NULL, d_l, r_max, r_sum, NULL, d_tgt, d_ds, N, V_local,
+                           V_valid, vocab_start);  // in place
     half_down(h, got + 4 * N, d_l, nv);
+    float *d_lossf = half_poisoned(h, N, BACKEND_F32), *fl = test_floats(N), *fdl = test_floats(nv);
+    be->ops->xent_backward(be, d_lf, d_lossf, d_lf, r_max, r_sum, r_tgt, d_tgt, d_ds, N, V_local,
+                           V_valid, vocab_start);  // the fused classifier
+    be->ops->xent_loss(be, d_loss, r_sum, r_max, r_tgt, N);
+    half_down_f32(h, got + 3 * N, d_loss, N), half_down_f32(h, fl, d_lossf, N);
+    half_down(h, fdl, d_lf, nv);
     half_release(h);
     HALF_CLOSE(h, got + 4 * N, rdl, nv, half_tol(h, TOL_STORE), "xent_backward dlogits == logits");
+    EXPECT(!memcmp(fl, got + 3 * N, N * sizeof(float)),
+           "fused loss vs xent_loss: not the same bits");
+    EXPECT(!memcmp(fdl, got + 4 * N, nv * sizeof(float)), "fused dlogits: not the same bits");
+    free(fl), free(fdl);
     free(logits), free(dscale), free(tgt), free(ref), free(got);
 }
 

@@ -74,8 +74,9 @@ static void check_position(Parity *t, int B, int T, int C) {
 }
 
 // xent_stats (rowmax, sumexp from it, tgt), xent_loss and xent_backward (also dlogits ==
-// logits), each fed the reference's previous results; padding columns hold large logits that
-// must stay masked.
+// logits, and the fused classifier: with the loss, in place, the same bits as xent_loss and
+// the plain xent_backward on each backend), each fed the reference's previous results;
+// padding columns hold large logits that must stay masked.
 static void check_xent(Parity *t, int N) {
     size_t nv = (size_t)N * VL;
     float *logits = par_rand(t, nv, -4, 4), *dscale = par_rand(t, N, 0.1, 1.0);
@@ -83,7 +84,7 @@ static void check_xent(Parity *t, int N) {
         for (int j = VV; j < VL; j++) logits[(size_t)i * VL + j] = 30.0f;
     int *tgt_ids = vocab_ids(t, N);
     ParOut mx = par_out(N), se = par_out(N), tg = par_out(N), loss = par_out(N);
-    ParOut dl = par_out(nv), dla = par_out(nv);
+    ParOut dl = par_out(nv), dla = par_out(nv), lf = par_out(N), dlf = par_out(nv);
     for (int k = 0; k < 2; k++) {  // max, sumexp + tgt in one pass
         Backend *be = t->be[k];
         float *d_l = par_up(t, k, logits, nv), *d_mx = par_alloc(t, k, N * sizeof(float));
@@ -108,15 +109,27 @@ static void check_xent(Parity *t, int N) {
         par_poison(t, k, d_loss, N), par_poison(t, k, d_dl, nv);
         be->ops->xent_loss(be, d_loss, d_se, d_mx, d_tg, N);
         par_down(t, k, loss.h[k], d_loss, N);
-        be->ops->xent_backward(be, d_dl, d_l, d_mx, d_se, d_t, d_ds, N, VL, VV, VS);
+        be->ops->xent_backward(be, d_dl, NULL, d_l, d_mx, d_se, NULL, d_t, d_ds, N, VL, VV, VS);
         par_down(t, k, dl.h[k], d_dl, nv);
-        be->ops->xent_backward(be, d_l, d_l, d_mx, d_se, d_t, d_ds, N, VL, VV, VS);  // in place
+        be->ops->xent_backward(be, d_l, NULL, d_l, d_mx, d_se, NULL, d_t, d_ds, N, VL, VV,
+                               VS);  // in place
         par_down(t, k, dla.h[k], d_l, nv);
+        float *d_lf = par_up(t, k, logits, nv), *d_lossf = par_alloc(t, k, N * sizeof(float));
+        par_poison(t, k, d_lossf, N);
+        be->ops->xent_backward(be, d_lf, d_lossf, d_lf, d_mx, d_se, d_tg, d_t, d_ds, N, VL, VV,
+                               VS);  // the fused classifier: loss and dlogits in place
+        par_down(t, k, lf.h[k], d_lossf, N), par_down(t, k, dlf.h[k], d_lf, nv);
         par_release(t);
+        EXPECT(!memcmp(lf.h[k], loss.h[k], N * sizeof(float)),
+               "fused loss vs xent_loss: not the same bits (backend %d)", k);
+        EXPECT(!memcmp(dlf.h[k], dla.h[k], nv * sizeof(float)),
+               "fused dlogits vs xent_backward: not the same bits (backend %d)", k);
     }
     PAR_CLOSE_OUT(loss, "xent_loss");
     PAR_CLOSE_OUT(dl, "xent_backward");
     PAR_CLOSE_OUT(dla, "xent_backward, dlogits == logits");
+    PAR_CLOSE_OUT(lf, "xent_backward's fused loss");
+    PAR_CLOSE_OUT(dlf, "xent_backward's fused dlogits");
     // A shard with no real columns: rowmax -FLT_MAX, dlogits all 0.
     for (int k = 0; k < 2; k++) {
         Backend *be = t->be[k];
@@ -127,7 +140,7 @@ static void check_xent(Parity *t, int N) {
         par_poison(t, k, d_mx, N);
         be->ops->xent_stats(be, d_mx, d_s0, d_tg, d_l, d_t, N, VL, 0, VS);
         par_down(t, k, mx.h[k], d_mx, N);
-        be->ops->xent_backward(be, d_l, d_l, d_mx, d_se, d_t, d_ds, N, VL, 0, VS);
+        be->ops->xent_backward(be, d_l, NULL, d_l, d_mx, d_se, NULL, d_t, d_ds, N, VL, 0, VS);
         par_down(t, k, dl.h[k], d_l, nv);
         par_release(t);
     }
@@ -137,7 +150,7 @@ static void check_xent(Parity *t, int N) {
     PAR_CLOSE_OUT(dl, "xent_backward with V_valid = 0");
     free(logits), free(dscale), free(tgt_ids);
     par_out_free(&mx), par_out_free(&se), par_out_free(&tg), par_out_free(&loss);
-    par_out_free(&dl), par_out_free(&dla);
+    par_out_free(&dl), par_out_free(&dla), par_out_free(&lf), par_out_free(&dlf);
 }
 
 int cuda_ops_vocab(Parity *t) {
