@@ -285,7 +285,12 @@ typedef struct {
     //   xent_backward -> dlogits (N, V_local) = dscale[i] * (softmax - onehot), 0 at padding;
     //                    dlogits may alias logits. loss non-NULL: the fused classifier, in
     //                    place of xent_loss: also loss (N) as xent_loss (same bits) from tgt,
-    //                    in the same pass (a training forward, the loss scale known before it)
+    //                    in the same pass (a training forward, the loss scale known before it).
+    //                    rowmax NULL (one shard: the statistics need no all-reduce; sumexp,
+    //                    tgt unused): the whole classifier, xent_stats's rowmax, sumexp and
+    //                    tgt computed per row in this pass (same bits, not stored), then loss
+    //                    (if non-NULL) and dlogits: the logits read once (CUDA: one kernel, a
+    //                    block per row re-reading its row from L2; CPU: the row in cache)
     void (*xent_stats)(Backend *be, float *rowmax, float *sumexp, float *tgt, const void *logits,
                        const int *targets, int N, int V_local, int V_valid, int vocab_start);
     void (*xent_rescale)(Backend *be, float *sumexp, const float *shard_max, const float *rowmax,

@@ -59,6 +59,11 @@ void tp_vocab_embedding_backward(Backend *be, TPGroup *tp, const TPVocab *v, flo
 
 void tp_vocab_xent_forward(Backend *be, TPGroup *tp, const TPVocab *v, TPXentBuffers *xb,
                            void *logits, const int *targets, const float *dscale, int N) {
+    if (dscale && tp->comm->size == 1) {  // one shard: the whole classifier in one pass
+        be->ops->xent_backward(be, logits, xb->loss, logits, NULL, NULL, NULL, targets, dscale, N,
+                               v->V_tp, v->V_valid, v->vocab_start);
+        return;
+    }
     // One read of the logits: this shard's max and sum of exponentials from it; with more
     // than one shard, the sums are moved onto the all-reduced max before they are added.
     float *sumexp = xb->stats, *tgt = xb->stats + N;

@@ -51,7 +51,9 @@ typedef struct {
 // (N, V_tp) without gathering them: max and sums are all-reduced over tp. dscale (N) non-NULL
 // (a training forward whose loss gradient is known: the fused classifier): the logits are
 // overwritten with tp_vocab_xent_backward's dlogits for that dscale (the same bits), written
-// in the pass that writes the loss; NULL: the logits are only read.
+// in the pass that writes the loss; with one shard (tp 1) that pass also computes the row
+// statistics (one read of the logits; xb's rowmax and stats are then not written); NULL: the
+// logits are only read.
 void tp_vocab_xent_forward(Backend *be, TPGroup *tp, const TPVocab *v, TPXentBuffers *xb,
                            void *logits, const int *targets, const float *dscale, int N);
 

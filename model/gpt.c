@@ -6,8 +6,9 @@
 //   res3 = res2 + gelu(h) Wfcproj^T (row, all-reduce)
 // Last stage: lnf = LN(x); logits = lnf wte^T (column over the vocabulary); vocab-parallel
 // cross-entropy (in a training forward with d(logits) written over the logits in the same
-// pass as the loss: the fused classifier; the backward starts from them). Llama-style (gpt_block.c): RMSNorm for LN, rotary positions and grouped-
-// query heads between the QKV linear and attention, SwiGLU for GELU, no biases.
+// pass as the loss: the fused classifier, at TP 1 the row statistics in that pass too; the
+// backward starts from them). Llama-style (gpt_block.c): RMSNorm for LN, rotary positions
+// and grouped-query heads between the QKV linear and attention, SwiGLU for GELU, no biases.
 #include "gpt.h"
 #include "core/check.h"
 #include "gpt_block.h"  // defines: the norm, QKV and MLP of GPT-2 or Llama-style blocks
@@ -184,7 +185,7 @@ void gpt_forward(GPT *m, Comm *tp_comm, int slot, const int *tokens, const int *
         tp_column_linear_forward(be, tp, a->logits, a->lnf, m->w.out ? m->w.out : m->w.wte, NULL, N, C,
                                  m->vocab.V_tp);
         if (m->mask.on) gpt_loss_mask_weights(m, slot, targets);
-        a->dlogits_scale = loss_scale > 0 ? loss_scale : 0.0f;
+        a->dlogits_scale = loss_scale > 0 && m->fused_classifier ? loss_scale : 0.0f;
         if (a->dlogits_scale > 0) {  // the fused classifier: the loss gradient known now
             if (m->mask.on) gpt_loss_mask_dscale(m, slot, loss_scale);
             else set_dscale(m, loss_scale);

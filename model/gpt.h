@@ -169,6 +169,9 @@ typedef struct {
                                        // tensor; [n_layers]: one past the last block tensor
     int Vp;                            // padded vocabulary
     TPVocab vocab;
+    int fused_classifier;              // 1: a training forward (gpt_forward's loss_scale > 0)
+                                       // writes d(logits); 0 (MEGAC_NO_FUSED_CLASSIFIER=1):
+                                       // the backward does, from the kept logits
     ParamInfo *params;                 // (n_params) table; offsets into the flat buffers
     int n_params;
     size_t n_floats;                   // floats used by the table
@@ -270,7 +273,9 @@ void gpt_destroy(GPT *m);
 // filled gpt_stage_input(m, slot) first. On the last stage computes per-token losses.
 // loss_scale > 0: a training forward, gpt_backward follows with this loss_scale: the last
 // stage's cross-entropy pass writes d(logits) over the logits with the loss (the fused
-// classifier; the backward reads no logits). 0: the logits stay (evaluation, tests).
+// classifier; at TP 1 the row statistics in the same pass: one read of the logits; the
+// backward reads no logits; MEGAC_NO_FUSED_CLASSIFIER=1 at gpt_create: not fused, the bits
+// are the same). 0: the logits stay (evaluation, tests).
 void gpt_forward(GPT *m, Comm *tp, int slot, const int *tokens, const int *targets,
                  float loss_scale);
 

@@ -211,6 +211,10 @@ GPT *gpt_create(const GPTConfig *cfg, Backend *be, int tp, int tp_rank, int pp, 
     gpt_stage_layers(cfg, pp, pp_rank, &m->layer0, &m->n_layers);
     m->first = (pp_rank == 0);
     m->last = (pp_rank == pp - 1);
+    // MEGAC_NO_FUSED_CLASSIFIER=1: d(logits) in the backward, as before the fused classifier
+    // (the same bits: a check of the fused path, and a switch for attribution on a GPU)
+    const char *nofuse = getenv("MEGAC_NO_FUSED_CLASSIFIER");
+    m->fused_classifier = !(nofuse && strcmp(nofuse, "1") == 0);
     m->B = micro_batch;
     m->cp = cp && cp->size > 1 ? cp->size : 1;
     m->cp_rank = m->cp > 1 ? cp->rank : 0;

@@ -155,28 +155,46 @@ CPU_SIMD_CLONES static void cpu_softmax_grad_row(float *dl, const float *l, floa
     for (int j = 0; j < n; j++) dl[j] = d * (cpu_expf(l[j] - m) * inv);
 }
 
+// One row of dlogits: dl (V_local) = d * (softmax - onehot) over the valid columns from the
+// row l, its max m and sum of exponentials s; 0 at padding; t: the target's column (in the
+// shard when in [0, V_valid)). Element j is read before it is written: dl may alias l.
+static void cpu_xent_grad_row(float *dl, const float *l, float m, float s, float d, int t,
+                              int V_local, int V_valid) {
+    float inv = 1.0f / s;
+    int in_shard = t >= 0 && t < V_valid;
+    float lt = in_shard ? l[t] : 0.0f;  // kept: the row loop may overwrite it
+    cpu_softmax_grad_row(dl, l, m, inv, d, V_valid);
+    for (int j = V_valid; j < V_local; j++) dl[j] = 0.0f;
+    if (in_shard) dl[t] = d * (cpu_expf(lt - m) * inv - 1.0f);
+}
+
 // dlogits (N, V_local) = dscale * (softmax - onehot) over valid columns, 0 at padding.
 // Element j is read before it is written, so dlogits may alias logits. loss non-NULL: also
-// loss (N) from tgt by cpu_xent_loss itself (it reads no logits: the same bits, and on the
-// CPU nothing to fuse).
+// loss (N) from tgt by cpu_xent_loss itself (it reads no logits: the same bits). rowmax NULL
+// (one vocabulary shard; sumexp and tgt unused): each row's statistics first, as
+// cpu_xent_stats computes them, the loss from them as cpu_xent_loss, then its dlogits while
+// the row is in cache: the same bits as the three calls, one sweep over the logits.
 void cpu_xent_backward(Backend *be, void *dlogits_, float *loss, const void *logits_,
                        const float *rowmax, const float *sumexp, const float *tgt,
                        const int *targets, const float *dscale, int N, int V_local, int V_valid,
                        int vocab_start) {
-    if (loss) cpu_xent_loss(be, loss, sumexp, rowmax, tgt, N);
+    if (loss && rowmax) cpu_xent_loss(be, loss, sumexp, rowmax, tgt, N);
     float *dlogits = dlogits_;
     const float *logits = logits_;
     int nt = cpu_nt(be);
 #pragma omp parallel for num_threads(nt) schedule(static) if ((size_t)N * V_local > CPU_PAR_MIN)
     for (int i = 0; i < N; i++) {
         const float *l = logits + (size_t)i * V_local;
-        float *dl = dlogits + (size_t)i * V_local;
-        float m = rowmax[i], inv = 1.0f / sumexp[i], d = dscale[i];
         int t = targets[i] - vocab_start;
-        int in_shard = t >= 0 && t < V_valid;
-        float lt = in_shard ? l[t] : 0.0f;  // kept: the row loop may overwrite it
-        cpu_softmax_grad_row(dl, l, m, inv, d, V_valid);
-        for (int j = V_valid; j < V_local; j++) dl[j] = 0.0f;
-        if (in_shard) dl[t] = d * (cpu_expf(lt - m) * inv - 1.0f);
+        float m, s;
+        if (rowmax) {
+            m = rowmax[i], s = sumexp[i];
+        } else {  // cpu_xent_stats's row, then cpu_xent_loss's expression
+            m = cpu_max_row(l, V_valid);
+            s = cpu_sumexp_row(l, m, V_valid);
+            float lt = t >= 0 && t < V_valid ? l[t] : 0.0f;
+            if (loss) loss[i] = logf(s) + m - lt;
+        }
+        cpu_xent_grad_row(dlogits + (size_t)i * V_local, l, m, s, dscale[i], t, V_local, V_valid);
     }
 }

@@ -131,19 +131,27 @@ static void xent_backward_t(Backend *be, void *dlogits, float *loss, const void 
                             const float *rowmax, const float *sumexp, const float *tgt,
                             const int *targets, const float *dscale, int N, int V_local,
                             int V_valid, int vocab_start) {
-    CUDA_LAUNCH(xent_backward_kernel<T>, cuda_blocks((size_t)N, 1, EX_GRID_CAP), EX_THREADS, 0,
-                cuda_stream(be), (T *)dlogits, loss, (const T *)logits, rowmax, sumexp, tgt,
-                targets, dscale, N, V_local, V_valid, vocab_start);
+    unsigned grid = cuda_blocks((size_t)N, 1, EX_GRID_CAP);
+    if (!rowmax) {  // one shard: the statistics in the same pass (xent_classifier_kernel)
+        CUDA_LAUNCH(xent_classifier_kernel<T>, grid, EX_THREADS, 0, cuda_stream(be),
+                    (T *)dlogits, loss, (const T *)logits, targets, dscale, N, V_local, V_valid,
+                    vocab_start);
+        return;
+    }
+    CUDA_LAUNCH(xent_backward_kernel<T>, grid, EX_THREADS, 0, cuda_stream(be), (T *)dlogits, loss,
+                (const T *)logits, rowmax, sumexp, tgt, targets, dscale, N, V_local, V_valid,
+                vocab_start);
 }
 
 // dlogits (N, V_local) = dscale * (softmax - onehot), 0 at padding; dlogits may alias logits.
 // loss non-NULL: also loss (N) as cuda_xent_loss, in the same pass (the fused classifier).
+// rowmax NULL (one vocabulary shard): the row statistics too, as cuda_xent_stats (one kernel).
 void cuda_xent_backward(Backend *be, void *dlogits, float *loss, const void *logits,
                         const float *rowmax, const float *sumexp, const float *tgt,
                         const int *targets, const float *dscale, int N, int V_local,
                         int V_valid, int vocab_start) {
     if (N <= 0) return;
-    if (V_local <= 0) {  // no columns: the loss alone
+    if (V_local <= 0 && rowmax) {  // no columns: the loss alone
         if (loss) cuda_xent_loss(be, loss, sumexp, rowmax, tgt, N);
         return;
     }

@@ -149,43 +149,55 @@ CUDA_UNROLL
     }
 }
 
+// The statistics of one row l (V_valid columns read): its max M and the sum s of exp(l - M),
+// returned to every thread of the block, by the whole block (it reaches the barriers of
+// block_max and block_sum: any earlier reads of the row by the block are done when it
+// returns). Thread t takes the row's 16-byte chunks t, t + blockDim.x, ... (V = Vec16<T>::N
+// columns each; one 16-byte load when the row is aligned, V_local * sizeof(T) % 16 == 0) and
+// keeps a running max m and the sum s of exp(x - m) over its columns in order, rescaling s
+// when m grows; the block then takes the max M of the m's and sums s * exp(m - M). Each logit
+// is read once; the result equals the two-pass max-then-sum to fp32 round-off (not bitwise),
+// in a fixed order for a given shape.
+template <typename T>
+static __device__ __forceinline__ void xent_row_stats(const T *l, int V_valid, float *buf,
+                                                      float *M_out, float *s_out) {
+    constexpr int V = Vec16<T>::N;
+    size_t nk = ((size_t)V_valid + V - 1) / V;
+    float m = -FLT_MAX, s = 0.0f;
+    for (size_t k = threadIdx.x; k < nk; k += blockDim.x) {
+        int n = vec16_count((size_t)V_valid, k, V);
+        Vec16<T> xv = vec16_load(l + k * V, n);
+CUDA_UNROLL
+        for (int e = 0; e < V; e++) {
+            if (e >= n) break;
+            float x = vec16_f32(xv, e);
+            if (x > m) {
+                s = s * expf(m - x) + 1.0f;
+                m = x;
+            } else {
+                s += expf(x - m);
+            }
+        }
+    }
+    float M = block_max(m, buf);
+    *s_out = block_sum(s * expf(m - M), buf);  // a thread without columns: 0 * exp(.) = 0
+    *M_out = M;
+}
+
 // rowmax (N) = max of logits (N, V_local) over columns [0, V_valid) (-FLT_MAX when none),
 // sumexp (N) = sum of exp(l - rowmax) over them, tgt (N) = l[target - vocab_start] for
-// targets in the shard, else 0: one pass over the logits (online softmax). Thread t takes the
-// row's 16-byte chunks t, t + blockDim.x, ... (V = Vec16<T>::N columns each; one 16-byte load
-// when the row is aligned, V_local * sizeof(T) % 16 == 0) and keeps a running max m and the
-// sum s of exp(x - m) over its columns in order, rescaling s when m grows; the block then
-// takes the max M of the m's and sums s * exp(m - M). Each logit is read once; the result
-// equals the two-pass max-then-sum to fp32 round-off (not bitwise), in a fixed order for a
-// given shape. One block per row (grid-stride over rows; the bound is block-uniform, so
-// every thread reaches block_max's barriers).
+// targets in the shard, else 0: one pass over the logits (online softmax, xent_row_stats).
+// One block per row (grid-stride over rows; the bound is block-uniform, so every thread
+// reaches block_max's barriers).
 template <typename T>
 static __global__ void xent_stats_kernel(float *rowmax, float *sumexp, float *tgt,
                                          const T *logits, const int *targets, int N,
                                          int V_local, int V_valid, int vocab_start) {
-    constexpr int V = Vec16<T>::N;
     __shared__ float buf[WARP];
-    size_t nk = ((size_t)V_valid + V - 1) / V;
     for (int i = blockIdx.x; i < N; i += gridDim.x) {
         const T *l = logits + (size_t)i * V_local;
-        float m = -FLT_MAX, s = 0.0f;
-        for (size_t k = threadIdx.x; k < nk; k += blockDim.x) {
-            int n = vec16_count((size_t)V_valid, k, V);
-            Vec16<T> xv = vec16_load(l + k * V, n);
-CUDA_UNROLL
-            for (int e = 0; e < V; e++) {
-                if (e >= n) break;
-                float x = vec16_f32(xv, e);
-                if (x > m) {
-                    s = s * expf(m - x) + 1.0f;
-                    m = x;
-                } else {
-                    s += expf(x - m);
-                }
-            }
-        }
-        float M = block_max(m, buf);
-        s = block_sum(s * expf(m - M), buf);  // a thread without columns: 0 * exp(.) = 0
+        float M, s;
+        xent_row_stats(l, V_valid, buf, &M, &s);
         if (threadIdx.x == 0) {
             int t = targets[i] - vocab_start;
             rowmax[i] = M;
@@ -209,40 +221,71 @@ static __global__ void xent_loss_kernel(float *loss, const float *sumexp, const 
         loss[i] = logf(sumexp[i]) + rowmax[i] - tgt[i];
 }
 
-// dlogits (N, V_local) = dscale * (softmax - onehot) over valid columns, 0 at padding. Each
-// element is read and written by the same thread (the target's "- 1" included), so dlogits
-// may alias logits. One block per row, threads over the row's 16-byte chunks (as
-// xent_stats_kernel); per element the same expression as one thread per column (same bits).
-// loss non-NULL (the fused classifier): thread 0 also writes loss[i] = xent_loss_kernel's
-// expression (same bits), so the loss and dlogits come from one pass over the logits.
+// One row of dlogits: dl (V_local) = d * (softmax - onehot) from the row l, its max m and
+// inv = 1 / (sum of exponentials), over the valid columns; 0 at padding; t: the target's
+// column (matches a column only when in the shard). Each element is read and written by the
+// same thread (the target's "- 1" included), so dl may alias l. Threads over the row's 16-byte
+// chunks (as xent_row_stats); per element the same expression as one thread per column.
+template <typename T>
+static __device__ __forceinline__ void xent_grad_row(T *dl, const T *l, float m, float inv,
+                                                     float d, int t, int V_local, int V_valid) {
+    constexpr int V = Vec16<T>::N;
+    size_t nk = ((size_t)V_local + V - 1) / V;
+    for (size_t k = threadIdx.x; k < nk; k += blockDim.x) {
+        int n = vec16_count((size_t)V_local, k, V);
+        Vec16<T> xv = vec16_load(l + k * V, n);
+CUDA_UNROLL
+        for (int e = 0; e < V; e++) {
+            long long j = (long long)k * V + e;
+            float g = 0.0f;
+            if (j < V_valid) {
+                float p = expf(vec16_f32(xv, e) - m) * inv;
+                g = d * (j == t ? p - 1.0f : p);
+            }
+            vec16_set(xv, e, g);
+        }
+        vec16_store(dl + k * V, xv, n);
+    }
+}
+
+// dlogits (N, V_local) = dscale * (softmax - onehot) over valid columns, 0 at padding, from
+// the (reduced) row statistics; dlogits may alias logits. One block per row (xent_grad_row).
+// loss non-NULL (the fused classifier after the statistics): thread 0 also writes loss[i] =
+// xent_loss_kernel's expression (same bits), so the loss and dlogits come from one pass.
 template <typename T>
 static __global__ void xent_backward_kernel(T *dlogits, float *loss, const T *logits,
                                             const float *rowmax, const float *sumexp,
                                             const float *tgt, const int *targets,
                                             const float *dscale, int N, int V_local,
                                             int V_valid, int vocab_start) {
-    constexpr int V = Vec16<T>::N;
-    size_t nk = ((size_t)V_local + V - 1) / V;
     for (int i = blockIdx.x; i < N; i += gridDim.x) {
-        const T *l = logits + (size_t)i * V_local;
-        T *dl = dlogits + (size_t)i * V_local;
         float m = rowmax[i], inv = 1.0f / sumexp[i], d = dscale[i];
         if (loss && threadIdx.x == 0) loss[i] = logf(sumexp[i]) + m - tgt[i];
-        int t = targets[i] - vocab_start;  // matches a column j only when in the shard
-        for (size_t k = threadIdx.x; k < nk; k += blockDim.x) {
-            int n = vec16_count((size_t)V_local, k, V);
-            Vec16<T> xv = vec16_load(l + k * V, n);
-CUDA_UNROLL
-            for (int e = 0; e < V; e++) {
-                long long j = (long long)k * V + e;
-                float g = 0.0f;
-                if (j < V_valid) {
-                    float p = expf(vec16_f32(xv, e) - m) * inv;
-                    g = d * (j == t ? p - 1.0f : p);
-                }
-                vec16_set(xv, e, g);
-            }
-            vec16_store(dl + k * V, xv, n);
-        }
+        xent_grad_row(dlogits + (size_t)i * V_local, logits + (size_t)i * V_local, m, inv, d,
+                      targets[i] - vocab_start, V_local, V_valid);
+    }
+}
+
+// The whole classifier at one vocabulary shard (the statistics are final in it), one block
+// per row: the row's max and sum of exponentials as xent_stats_kernel (xent_row_stats: the
+// same order, the same bits), loss[i] (if loss) as xent_loss_kernel from them and the target
+// logit, then the row read again (from L2 on a GPU: the block has just read it) for dlogits
+// as xent_backward_kernel. The logits leave HBM once instead of twice. Thread 0 reads the
+// target logit before xent_row_stats's barriers, so no thread has overwritten it (dlogits
+// may alias logits); the loop bound is block-uniform.
+template <typename T>
+static __global__ void xent_classifier_kernel(T *dlogits, float *loss, const T *logits,
+                                              const int *targets, const float *dscale, int N,
+                                              int V_local, int V_valid, int vocab_start) {
+    __shared__ float buf[WARP];
+    for (int i = blockIdx.x; i < N; i += gridDim.x) {
+        const T *l = logits + (size_t)i * V_local;
+        int t = targets[i] - vocab_start;
+        float lt = threadIdx.x == 0 && t >= 0 && t < V_valid ? load_f32(l + t) : 0.0f;
+        float M, s;
+        xent_row_stats(l, V_valid, buf, &M, &s);
+        if (loss && threadIdx.x == 0) loss[i] = logf(s) + M - lt;
+        xent_grad_row(dlogits + (size_t)i * V_local, l, M, 1.0f / s, dscale[i], t, V_local,
+                      V_valid);
     }
 }

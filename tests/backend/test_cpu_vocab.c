@@ -94,11 +94,18 @@ static double xent_loss(void *p) {
 // Runs the xent ops on `tp` shards of the (XN, XVP) logits, combining as the TP
 // all-reduces would. loss (XN); dlogits (XN, XVP) reassembled from the shards. fused: the
 // loss from xent_backward's pass on every shard (the fused classifier: each rank writes its
-// copy, the same bits) instead of xent_loss.
+// copy, the same bits) instead of xent_loss; 2 (tp 1): the one-pass classifier (xent_backward
+// with rowmax NULL: the statistics in the same pass, no xent_stats).
 static void xent_sharded(Backend *be, int tp, int V, const float *logits, const int *targets,
                          const float *dscale, float *loss, float *dlogits, int fused) {
     enum { TPMAX = 4 };
     int Vtp = XVP / tp;
+    if (fused == 2) {
+        memcpy(dlogits, logits, sizeof(float) * XN * XVP);
+        be->ops->xent_backward(be, dlogits, loss, dlogits, NULL, NULL, NULL, targets, dscale, XN,
+                               XVP, V, 0);
+        return;
+    }
     float rowmax[XN], m[TPMAX][XN], sumexp[XN], tgt[XN], se[TPMAX][XN], tg[XN], shard[XN * XVP];
     for (int i = 0; i < XN; i++) rowmax[i] = -FLT_MAX, sumexp[i] = 0, tgt[i] = 0;
     for (int k = 0; k < tp; k++) {  // xent_stats from the shard's max, then all-reduce MAX
@@ -150,6 +157,9 @@ static void test_xent(Backend *be, TestRng *r, int V) {
     EXPECT_CLOSE(dl_f, want, XN * XVP, 2e-6, "fused xent dlogits vs finite differences");
     EXPECT_SAME_BITS(loss_f, loss, XN, "fused loss vs xent_loss");
     EXPECT_SAME_BITS(dl_f, dl, XN * XVP, "fused dlogits vs xent_backward");
+    xent_sharded(be, 1, V, logits, targets, dscale, loss_f, dl_f, 2);
+    EXPECT_SAME_BITS(loss_f, loss, XN, "one-pass loss vs xent_stats + xent_loss");
+    EXPECT_SAME_BITS(dl_f, dl, XN * XVP, "one-pass dlogits vs xent_stats + xent_backward");
     float rowmax[XN], stats[2 * XN], dl2[XN * XVP];  // out of place == in place, bitwise
     be->ops->xent_stats(be, rowmax, stats, stats + XN, logits, targets, XN, XVP, V, 0);
     be->ops->xent_backward(be, dl2, NULL, logits, rowmax, stats, NULL, targets, dscale, XN, XVP,
@@ -171,10 +181,11 @@ static void test_xent(Backend *be, TestRng *r, int V) {
     free(c.logits);
 }
 
-// Bigger rows (several exp blocks), twice on 2 threads and once on 1: bitwise equal.
+// Bigger rows (several exp blocks), twice on 2 threads and once on 1: bitwise equal; the
+// one-pass classifier (rowmax NULL, in place) bitwise the three calls, on 2 threads and 1.
 static void test_xent_deterministic(Backend *be2, Backend *be1, TestRng *r) {
     enum { N = 64, VL = 3000, VV = 2950 };
-    float *logits = test_floats(N * VL), *dl[3], stats[3][3 * N];
+    float *logits = test_floats(N * VL), *dl[3], stats[3][3 * N], loss[3][N];
     int targets[N];
     float dscale[N];
     rng_fill(r, logits, N * VL, -10, 10), rng_fill(r, dscale, N, 0, 1);
@@ -191,6 +202,21 @@ static void test_xent_deterministic(Backend *be2, Backend *be1, TestRng *r) {
     EXPECT_SAME_BITS(stats[0], stats[2], 3 * N, "xent max/sumexp/tgt, 1 vs 2 threads");
     EXPECT_SAME_BITS(dl[0], dl[1], (size_t)N * VL, "xent dlogits");
     EXPECT_SAME_BITS(dl[0], dl[2], (size_t)N * VL, "xent dlogits, 1 vs 2 threads");
+    targets[N - 1] = 999;  // outside the shard: tgt 0, no one-hot (both paths)
+    float *s = stats[0];
+    be2->ops->xent_stats(be2, s, s + N, s + 2 * N, logits, targets, N, VL, VV, 1000);
+    be2->ops->xent_loss(be2, loss[0], s + N, s, s + 2 * N, N);
+    be2->ops->xent_backward(be2, dl[0], NULL, logits, s, s + N, NULL, targets, dscale, N, VL, VV,
+                            1000);
+    for (int k = 1; k < 3; k++) {  // one pass, in place over a copy of the logits
+        memcpy(dl[k], logits, sizeof(float) * N * VL);
+        bes[k]->ops->xent_backward(bes[k], dl[k], loss[k], dl[k], NULL, NULL, NULL, targets,
+                                   dscale, N, VL, VV, 1000);
+    }
+    EXPECT_SAME_BITS(loss[1], loss[0], N, "one-pass loss vs the three calls (2 threads)");
+    EXPECT_SAME_BITS(loss[2], loss[0], N, "one-pass loss vs the three calls (1 thread)");
+    EXPECT_SAME_BITS(dl[1], dl[0], (size_t)N * VL, "one-pass dlogits vs the three calls (2 threads)");
+    EXPECT_SAME_BITS(dl[2], dl[0], (size_t)N * VL, "one-pass dlogits vs the three calls (1 thread)");
     for (int k = 0; k < 3; k++) free(dl[k]);
     free(logits);
 }

@@ -101,6 +101,10 @@ static void test_vocab(Backend *be, TPGroup *one, TPGroup *tp) {
     TPXentBuffers xf = {buff, buff + N, buff + 3 * N};
     float *lf = malloc((size_t)N * sh.V_tp * 4);  // the fused classifier's copy of ls
     memcpy(lf, ls, (size_t)N * sh.V_tp * 4);
+    float buf1f[4 * 16], *l1f = malloc((size_t)N * Vp1 * 4);  // one shard: one pass
+    TPXentBuffers x1f = {buf1f, buf1f + N, buf1f + 3 * N};
+    memcpy(l1f, l1, (size_t)N * Vp1 * 4);
+    tp_vocab_xent_forward(be, one, &full, &x1f, l1f, tgt, dscale, N);
     tp_vocab_xent_forward(be, one, &full, &x1, l1, tgt, NULL, N);
     tp_vocab_xent_forward(be, tp, &sh, &xs, ls, tgt, NULL, N);
     tp_vocab_xent_forward(be, tp, &sh, &xf, lf, tgt, dscale, N);  // loss and dlogits in place
@@ -109,7 +113,9 @@ static void test_vocab(Backend *be, TPGroup *one, TPGroup *tp) {
     tp_vocab_xent_backward(be, &sh, &xs, ls, ls, tgt, dscale, N);
     EXPECT(!memcmp(xf.loss, xs.loss, (size_t)N * 4), "fused classifier loss: not the same bits");
     EXPECT(!memcmp(lf, ls, (size_t)N * sh.V_tp * 4), "fused classifier dlogits: not the same bits");
-    free(lf);
+    EXPECT(!memcmp(x1f.loss, x1.loss, (size_t)N * 4), "one-pass classifier loss: not the same bits");
+    EXPECT(!memcmp(l1f, l1, (size_t)N * Vp1 * 4), "one-pass classifier dlogits: not the same bits");
+    free(lf), free(l1f);
     int n_cmp = Vp1 - sh.vocab_start < sh.V_tp ? Vp1 - sh.vocab_start : sh.V_tp;
     for (int i = 0; i < N; i++) {
         if (n_cmp > 0)

@@ -5,7 +5,8 @@
 #   losses and grad norms (parity.py, fp32 round-off) on short documents, where about one
 #   target in 20 is masked; the flag changes the loss; on a Megatron prefix whose documents
 #   hold no EOD, nothing is masked and the losses are bitwise those without the flag;
-#   --mock-data (no end-of-document id) is refused with one line, exit 2.
+#   --mock-data (no end-of-document id) is refused with one line, exit 2. The fused classifier
+#   gives bitwise the losses and grad norms of MEGAC_NO_FUSED_CLASSIFIER=1 (TP 1, TP 2 x PP 2).
 #   --calculate-per-token-loss: see its block below.
 # usage: eod_mask_loss.sh MPIEXEC MEGAC PARITY_PY
 set -uo pipefail
@@ -24,6 +25,10 @@ python3 "$parity" --megac "$megac" --mpiexec "$mpiexec" --tol 1e-5 \
   --layouts 1,1,1 2,1,1 1,1,2 1,2,1 2,2,1 -- "${tiny[@]}" --eod-mask-loss || fail "parity with --eod-mask-loss"
 python3 "$parity" --megac "$megac" --mpiexec "$mpiexec" --tol 1e-5 --extra=--sequence-parallel \
   --layouts 1,1,1 2,2,1 -- "${tiny[@]}" --eod-mask-loss || fail "parity with --eod-mask-loss, sequence parallel"
+# the fused classifier (the weighted dscale in the forward's pass): bitwise the backward's
+python3 "$parity" --megac "$megac" --mpiexec "$mpiexec" --tol 0 --paired \
+  --ref-env MEGAC_NO_FUSED_CLASSIFIER=1 --layouts 1,1,1 2,2,1 -- "${tiny[@]}" --eod-mask-loss ||
+  fail "--eod-mask-loss: the fused classifier is not bitwise the unfused one"
 
 losses() {  # losses NAME ARGS...: the lm_loss values of a one-rank run
   "$megac" train --num-threads 1 "${tiny[@]}" --log-json "$tmp/$1.jsonl" "${@:2}" > "$tmp/$1.out" 2>&1 ||

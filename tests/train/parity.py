@@ -5,14 +5,17 @@ normally one rank). Prints a table and the largest relative difference; exits 1 
 above --tol.
 
 usage: parity.py --megac BIN --mpiexec MPIEXEC --layouts 1,1,1 2,1,1 ... [--tol 1e-4]
-                 [--extra '--sequence-parallel'] -- <megac train flags>
+                 [--extra '--sequence-parallel'] [--ref-env NAME=VALUE --paired]
+                 -- <megac train flags>
 A layout is TP,PP,DP or TP,PP,DP,CP (context parallelism) or TP,PP,DP,CP,EP (expert
-parallelism, over the DP x CP ranks); the job runs TP*PP*DP*CP ranks.
+parallelism, over the DP x CP ranks); the job runs TP*PP*DP*CP ranks. --ref-env sets a
+variable in the reference run's environment only; --paired: every layout against its own
+reference run in that layout (a switch checked layout by layout, normally with --tol 0).
 """
 import argparse, json, os, subprocess, sys, tempfile
 
 
-def run(args, layout, extra, workdir):
+def run(args, layout, extra, workdir, env=None):
     tp, pp, dp = layout[:3]
     cp = layout[3] if len(layout) > 3 else 1
     ep = layout[4] if len(layout) > 4 else 1
@@ -24,7 +27,8 @@ def run(args, layout, extra, workdir):
            "--log-json", log, "--num-threads", "1"] + (["--context-parallel-size", str(cp)] if cp > 1 else []) \
           + (["--expert-model-parallel-size", str(ep)] if ep > 1 else []) \
           + args.train + extra
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=args.timeout)
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=args.timeout,
+                       env=dict(os.environ, **env) if env else None)
     if p.returncode != 0:
         print(p.stdout[-4000:])
         sys.exit(f"FAIL: layout {layout} exited {p.returncode}: {' '.join(cmd)}")
@@ -40,17 +44,24 @@ def main():
     ap.add_argument("--extra", action="append", default=[],
                     help="flags added to every non-reference run (repeatable)")
     ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument("--ref-env", action="append", default=[],
+                    help="NAME=VALUE in the reference run's environment only (repeatable)")
+    ap.add_argument("--paired", action="store_true",
+                    help="every layout against its own reference run in that layout")
     ap.add_argument("train", nargs=argparse.REMAINDER)
     args = ap.parse_args()
     if args.train and args.train[0] == "--":
         args.train = args.train[1:]
     layouts = [tuple(int(x) for x in l.split(",")) for l in args.layouts]
     extra = sum((e.split() for e in args.extra), [])
+    ref_env = dict(e.split("=", 1) for e in args.ref_env)
     worst = 0.0
     with tempfile.TemporaryDirectory() as wd:
-        ref = run(args, layouts[0], [], wd)
+        ref = None if args.paired else run(args, layouts[0], [], wd, ref_env)
         print(f"{'layout (tp,pp,dp[,cp])':>22} {'iters':>5} {'max rel diff loss':>18} {'max rel diff gnorm':>19}")
-        for lay in layouts[1:]:
+        for lay in layouts if args.paired else layouts[1:]:
+            if args.paired:
+                ref = run(args, lay, [], wd, ref_env)
             got = run(args, lay, extra, wd)
             if len(got) != len(ref):
                 sys.exit(f"FAIL: layout {lay}: {len(got)} iterations, reference {len(ref)}")

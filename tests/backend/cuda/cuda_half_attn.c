@@ -111,7 +111,8 @@ static void check_embeddings(Half *h, int B, int T, int C, int V_local, int voca
 
 // xent_stats (rowmax, sumexp, tgt), xent_loss, xent_backward (also dlogits == logits, and
 // the fused classifier: its loss and in-place dlogits the same bits as the two calls');
-// later pieces are fed the reference's earlier results.
+// later pieces are fed the reference's earlier results. The one-pass classifier (rowmax
+// NULL): the same bits as the device's own xent_stats, xent_loss and xent_backward.
 static void check_xent(Half *h, int N, int V_local, int V_valid, int vocab_start) {
     size_t nv = (size_t)N * V_local;
     float *logits = half_rand(h, nv, -4, 4), *dscale = test_floats(N);
@@ -161,6 +162,26 @@ static void check_xent(Half *h, int N, int V_local, int V_valid, int vocab_start
     EXPECT(!memcmp(fl, got + 3 * N, N * sizeof(float)),
            "fused loss vs xent_loss: not the same bits");
     EXPECT(!memcmp(fdl, got + 4 * N, nv * sizeof(float)), "fused dlogits: not the same bits");
+    void *d_l3 = half_up(h, logits, nv), *d_l1 = half_up(h, logits, nv);  // one pass vs three
+    float *d_st = half_poisoned(h, 3 * (size_t)N, BACKEND_F32), *d_loss3 = half_poisoned(h, N, BACKEND_F32);
+    d_lossf = half_poisoned(h, N, BACKEND_F32), d_ds = half_up_f32(h, dscale, N);
+    d_tgt = half_up_int(h, tgt, N);
+    be->ops->xent_stats(be, d_st, d_st + N, d_st + 2 * N, d_l3, d_tgt, N, V_local, V_valid,
+                        vocab_start);
+    be->ops->xent_loss(be, d_loss3, d_st + N, d_st, d_st + 2 * N, N);
+    be->ops->xent_backward(be, d_l3, NULL, d_l3, d_st, d_st + N, NULL, d_tgt, d_ds, N, V_local,
+                           V_valid, vocab_start);
+    be->ops->xent_backward(be, d_l1, d_lossf, d_l1, NULL, NULL, NULL, d_tgt, d_ds, N, V_local,
+                           V_valid, vocab_start);
+    half_down_f32(h, got + 3 * N, d_loss3, N), half_down_f32(h, fl, d_lossf, N);
+    half_down(h, got + 4 * N, d_l3, nv), half_down(h, fdl, d_l1, nv);
+    half_release(h);
+    EXPECT(!memcmp(fl, got + 3 * N, N * sizeof(float)),
+           "one-pass loss vs xent_stats + xent_loss: not the same bits");
+    EXPECT(!memcmp(fdl, got + 4 * N, nv * sizeof(float)),
+           "one-pass dlogits vs xent_stats + xent_backward: not the same bits");
+    HALF_CLOSE(h, fl, rloss, N, TOL_F32, "one-pass classifier loss vs the CPU");
+    HALF_CLOSE(h, fdl, rdl, nv, half_tol(h, TOL_STORE), "one-pass classifier dlogits vs the CPU");
     free(fl), free(fdl);
     free(logits), free(dscale), free(tgt), free(ref), free(got);
 }

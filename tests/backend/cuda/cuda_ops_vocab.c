@@ -76,7 +76,9 @@ static void check_position(Parity *t, int B, int T, int C) {
 // xent_stats (rowmax, sumexp from it, tgt), xent_loss and xent_backward (also dlogits ==
 // logits, and the fused classifier: with the loss, in place, the same bits as xent_loss and
 // the plain xent_backward on each backend), each fed the reference's previous results;
-// padding columns hold large logits that must stay masked.
+// padding columns hold large logits that must stay masked. The one-pass classifier
+// (xent_backward with rowmax NULL: xent_classifier_kernel on the device): on each backend the
+// same bits as its own xent_stats, xent_loss and xent_backward, and close across backends.
 static void check_xent(Parity *t, int N) {
     size_t nv = (size_t)N * VL;
     float *logits = par_rand(t, nv, -4, 4), *dscale = par_rand(t, N, 0.1, 1.0);
@@ -130,6 +132,28 @@ static void check_xent(Parity *t, int N) {
     PAR_CLOSE_OUT(dla, "xent_backward, dlogits == logits");
     PAR_CLOSE_OUT(lf, "xent_backward's fused loss");
     PAR_CLOSE_OUT(dlf, "xent_backward's fused dlogits");
+    for (int k = 0; k < 2; k++) {  // one pass vs this backend's own three calls
+        Backend *be = t->be[k];
+        float *d_l = par_up(t, k, logits, nv), *d_l1 = par_up(t, k, logits, nv);
+        float *d_ds = par_up(t, k, dscale, N), *d_st = par_alloc(t, k, 3 * N * sizeof(float));
+        float *d_loss = par_alloc(t, k, N * sizeof(float)), *d_lossf = par_alloc(t, k, N * sizeof(float));
+        int *d_t = par_up_int(t, k, tgt_ids, N);
+        par_poison(t, k, d_lossf, N);
+        be->ops->xent_stats(be, d_st, d_st + N, d_st + 2 * N, d_l, d_t, N, VL, VV, VS);
+        be->ops->xent_loss(be, d_loss, d_st + N, d_st, d_st + 2 * N, N);
+        be->ops->xent_backward(be, d_l, NULL, d_l, d_st, d_st + N, NULL, d_t, d_ds, N, VL, VV, VS);
+        be->ops->xent_backward(be, d_l1, d_lossf, d_l1, NULL, NULL, NULL, d_t, d_ds, N, VL, VV,
+                               VS);  // one pass, in place
+        par_down(t, k, loss.h[k], d_loss, N), par_down(t, k, dla.h[k], d_l, nv);
+        par_down(t, k, lf.h[k], d_lossf, N), par_down(t, k, dlf.h[k], d_l1, nv);
+        par_release(t);
+        EXPECT(!memcmp(lf.h[k], loss.h[k], N * sizeof(float)),
+               "one-pass loss vs xent_stats + xent_loss: not the same bits (backend %d)", k);
+        EXPECT(!memcmp(dlf.h[k], dla.h[k], nv * sizeof(float)),
+               "one-pass dlogits vs xent_stats + xent_backward: not the same bits (backend %d)", k);
+    }
+    PAR_CLOSE_OUT(lf, "one-pass classifier loss");
+    PAR_CLOSE_OUT(dlf, "one-pass classifier dlogits");
     // A shard with no real columns: rowmax -FLT_MAX, dlogits all 0.
     for (int k = 0; k < 2; k++) {
         Backend *be = t->be[k];
