@@ -16,9 +16,11 @@
 //   backward's DGELU reads it; ReLU^2 and SwiGLU run kernels (SwiGLU: 2F in, F out).
 //   Bias gradients: one column-sum pass over each linear's output gradient.
 //   Backward residual stream: the gradient of each residual branch is added to the stream.
-//   Cross-entropy: two passes over the logits, both in the training forward: statistics
-//     (read), then the fused classifier (read, write d(logits) in place; the loss per row
-//     from the row statistics and the target logit: 3 floats in, 1 out).
+//   Cross-entropy, in the training forward (the fused classifier): at one vocabulary shard
+//     (TP 1) one pass: each row's statistics, its loss and d(logits) in place from one read
+//     of the logits (the row re-read from L2) and one write; with more shards two passes:
+//     statistics (read; then their all-reduces), then loss and d(logits) (read, write in
+//     place; the loss from the row statistics and the target logit: 3 floats in, 1 out).
 // Not counted: dropout (megac plan has no dropout flag: with --hidden-dropout p > 0 add two
 // passes of (N, C) per layer each way), fused attention (its matrix products are FLOPs),
 // the optimizer (per step, plan_cost.c).
@@ -29,7 +31,8 @@
 typedef enum { W_C, W_Q, W_F, W_F2, W_V, W_A, W_1 } Width;  // W_1: one value per row
 typedef enum { R_N, R_SP } Rows;
 typedef enum {
-    K_ALL, K_LN, K_RMS, K_GELU, K_PLAIN_ACT, K_SWIGLU, K_BIAS, K_ROPE, K_UNFUSED_ATT, K_LEARNED_POS
+    K_ALL, K_LN, K_RMS, K_GELU, K_PLAIN_ACT, K_SWIGLU, K_BIAS, K_ROPE, K_UNFUSED_ATT, K_LEARNED_POS,
+    K_VOCAB_ONE, K_VOCAB_SHARDED  // the logits in one vocabulary shard (TP 1), or in several
 } When;
 
 typedef struct {
@@ -74,13 +77,14 @@ static const KernelRow TABLE[] = {
     {"position embedding backward", PLAN_KW_FIRST_BWD, K_LEARNED_POS, R_N, W_C, 1, 0, 0, 1},
     // last stage: final norm, cross-entropy over the vocabulary-parallel logits
     {"final norm forward", PLAN_KW_LAST_FWD, K_ALL, R_SP, W_C, 2, 0, 2, 8},
-    {"cross-entropy statistics", PLAN_KW_LAST_FWD, K_ALL, R_N, W_V, 1, 0, 2, 3},
-    {"cross-entropy loss + dlogits (fused)", PLAN_KW_LAST_FWD, K_ALL, R_N, W_V, 2, 0, 4, 3},
+    {"cross-entropy fused, one pass", PLAN_KW_LAST_FWD, K_VOCAB_ONE, R_N, W_V, 2, 0, 1, 6},
+    {"cross-entropy statistics", PLAN_KW_LAST_FWD, K_VOCAB_SHARDED, R_N, W_V, 1, 0, 2, 3},
+    {"cross-entropy loss + dlogits", PLAN_KW_LAST_FWD, K_VOCAB_SHARDED, R_N, W_V, 2, 0, 4, 3},
     {"final norm backward", PLAN_KW_LAST_BWD, K_ALL, R_SP, W_C, 4, 0, 2, 14},
 };
 #define N_TABLE (int)(sizeof TABLE / sizeof TABLE[0])
 
-static int applies(const GPTConfig *c, When w) {
+static int applies(const GPTConfig *c, int tp, When w) {
     switch (w) {
     case K_ALL: return 1;
     case K_LN: return !c->rmsnorm && !c->layernorm_1p;  // the fused residual + LayerNorm
@@ -92,6 +96,8 @@ static int applies(const GPTConfig *c, When w) {
     case K_ROPE: return c->rope;
     case K_UNFUSED_ATT: return !c->use_flash_attn;
     case K_LEARNED_POS: return !c->rope;
+    case K_VOCAB_ONE: return tp == 1;
+    case K_VOCAB_SHARDED: return tp > 1;
     }
     return 0;
 }
@@ -109,7 +115,7 @@ int plan_kernels(const PlanSpec *s, const PlanLayout *l, PlanKernel *out) {
     int n = 0;
     for (int i = 0; i < N_TABLE && n < PLAN_KERNELS_MAX; i++) {
         const KernelRow *k = &TABLE[i];
-        if (!applies(c, k->when)) continue;
+        if (!applies(c, l->tp, k->when)) continue;
         double rows = k->rows == R_SP && l->sp ? N / tp : N, cols = width[k->width];
         out[n++] = (PlanKernel){.name = k->name, .where = k->where,
                                 .bytes = rows * (cols * (k->act * e + k->f32 * 4.0) + k->row_f32 * 4.0),

@@ -302,18 +302,29 @@ static void test_hardware_files(void) {
 // forward: ln1 33280, softmax 65536, residual + ln2 66048, GELU aux 65536, residual 49152;
 // backward: fcproj bias 16384, DGELU aux 65536, fc bias 65536, ln2 66048, residual 49152,
 // proj bias 16384, softmax 98304, qkv bias 49152, ln1 66048, residual 49152. Embedding
-// 32768 + 16384 + 49152 + 16384; final norm 33280 + 66048, cross-entropy 98816 + 197632
-// (statistics, the fused classifier with the loss from the row statistics). The step time
-// adds them at hbm_gbps; flash attention drops the softmax rows.
+// 32768 + 16384 + 49152 + 16384; final norm 33280 + 66048, cross-entropy at one vocabulary
+// shard 196864 (the one-pass classifier: the logits read and d(logits) written, the loss);
+// at TP 2 (Vp 512: 256 columns per rank) 66048 + 132096 (statistics, then loss and
+// d(logits) with the loss from the row statistics). The step time adds them at hbm_gbps;
+// flash attention drops the softmax rows.
 static void test_kernel_bytes(void) {
     PlanSpec s = tiny_spec(1, 8);
     PlanLayout l = {1, 1, 1, 2, 0, 0, 0, 0, 0, 1, 0, 1, 0};
-    double layer = 279552.0 + 541696.0, ends = 114688.0 + 395776.0;
+    double layer = 279552.0 + 541696.0, ends = 114688.0 + 99328.0 + 196864.0;
     EXPECT_NEAR(plan_kernel_bytes(&s, &l, 2, 0, 1, 1), 2 * layer + ends, 0);
-    EXPECT_NEAR(plan_kernel_bytes(&s, &l, 2, 1, 0, 1), 2 * layer + 279552.0 + 395776.0, 0);
+    EXPECT_NEAR(plan_kernel_bytes(&s, &l, 2, 1, 0, 1), 2 * layer + 279552.0 + 99328.0 + 196864.0, 0);
     PlanKernel k[PLAN_KERNELS_MAX];
     int n = plan_kernels(&s, &l, k);
-    EXPECT_EQ_INT(n, 23);  // no rope, SwiGLU, ReLU^2 or RMSNorm rows
+    EXPECT_EQ_INT(n, 22);  // no rope, SwiGLU, ReLU^2 or RMSNorm rows; one cross-entropy row
+    EXPECT(!strcmp(k[20].name, "cross-entropy fused, one pass") && k[20].bytes == 196864.0,
+           "%s %g", k[20].name, k[20].bytes);
+    PlanLayout l2 = l;
+    l2.tp = 2;
+    PlanKernel k2[PLAN_KERNELS_MAX];
+    EXPECT_EQ_INT(plan_kernels(&s, &l2, k2), 23);  // two cross-entropy passes at TP 2
+    EXPECT(!strcmp(k2[20].name, "cross-entropy statistics") && k2[20].bytes == 66048.0 &&
+           !strcmp(k2[21].name, "cross-entropy loss + dlogits") && k2[21].bytes == 132096.0,
+           "%s %g, %s %g", k2[20].name, k2[20].bytes, k2[21].name, k2[21].bytes);
     EXPECT(!strcmp(k[2].name, "residual add + ln2 forward") && k[2].bytes == 66048.0, "%s %g",
            k[2].name, k[2].bytes);
     PlanHardware hw;
