@@ -46,11 +46,21 @@ static constexpr size_t maxz(size_t a, size_t b) { return a > b ? a : b; }
 }  // namespace ftc
 
 // dst (R, HS + FTC_PAD16) = rows [row0, row0 + R) of src (row t at src + t*ld, hs columns);
-// rows >= T and columns >= hs are 0. All threads of the block.
+// rows >= T and columns >= hs are 0. When hs == HS, ld % 8 == 0 and src is 16-byte aligned
+// (every row then is), each thread moves 8 elements at a time (Vec16: 16-byte accesses); else
+// one element. The same bits either way. All threads of the block.
 template <int R, int HS, typename E>
 static __device__ __forceinline__ void ftc_load_rows(E *dst, const E *src, size_t ld, int row0,
                                                      int T, int hs) {
-    constexpr int LD = HS + FTC_PAD16;
+    constexpr int LD = HS + FTC_PAD16, V = Vec16<E>::N, CH = HS / V;  // CH chunks a row
+    if (hs == HS && ld % V == 0 && vec16_aligned(src)) {
+        for (int i = threadIdx.x; i < R * CH; i += FTC_THREADS) {
+            int r = i / CH, c = (i % CH) * V, t = row0 + r;
+            Vec16<E> x = vec16_load(src + (size_t)(t < T ? t : 0) * ld + c, t < T ? V : 0);
+            vec16_store(dst + r * LD + c, x, V);  // n = 0 above: zeros
+        }
+        return;
+    }
     for (int i = threadIdx.x; i < R * HS; i += FTC_THREADS) {
         int r = i / HS, c = i % HS, t = row0 + r;
         if (t < T && c < hs) dst[r * LD + c] = src[(size_t)t * ld + c];
@@ -120,22 +130,26 @@ FTC_UNROLL
 }
 
 // Rows t0 + r (r < 16, t0 + r < T) of dst (row t at dst + t*ld, hs columns) = mul *
-// rowscale[r] * acc[c] through the warp's scratch. Every lane of the warp.
+// rowscale[r] * acc[c] through the warp's scratch: lane l writes 8 columns of row l / 2 (one
+// 16-byte store where the row is aligned, Vec16). Every lane of the warp.
 template <int HS, typename E>
 static __device__ __forceinline__ void ftc_store_rows(E *dst, size_t ld, int t0, int T, int hs,
                                                       const ftc::FragC *acc, float *scr,
                                                       int sld, const float *rowscale,
                                                       float mul) {
-    int lane = threadIdx.x % WARP;
+    static_assert(Vec16<E>::N == 8, "a 16-column fragment row is two 8-element chunks");
+    int lane = threadIdx.x % WARP, r = lane / 2, j = 8 * (lane % 2), t = t0 + r;
+    float s = mul * (rowscale ? rowscale[r] : 1.0f);
 FTC_UNROLL
     for (int c = 0; c < HS / 16; c++) {
         nvcuda::wmma::store_matrix_sync(scr, acc[c], sld, nvcuda::wmma::mem_row_major);
         __syncwarp();
-        for (int e = lane; e < 256; e += WARP) {
-            int r = e / 16, col = 16 * c + e % 16, t = t0 + r;
-            float s = rowscale ? rowscale[r] : 1.0f;
-            if (t < T && col < hs)
-                store_from_f32(dst + (size_t)t * ld + col, mul * s * scr[r * sld + e % 16]);
+        int col = 16 * c + j, n = t < T && col < hs ? (hs - col < 8 ? hs - col : 8) : 0;
+        if (n > 0) {
+            Vec16<E> y;
+FTC_UNROLL
+            for (int e = 0; e < 8; e++) vec16_set(y, e, s * scr[r * sld + j + e]);
+            vec16_store(dst + (size_t)t * ld + col, y, n);
         }
         __syncwarp();
     }
