@@ -8,10 +8,12 @@
 // block's tile (query rows in the forward and dq kernels, key rows in the dk/dv kernel), so a
 // block covers 64 rows. grid.x = B*NH heads, grid.y = tiles, heaviest causal tile first.
 // Tiles live in shared memory as E (rows padded by FTC_PAD16 elements), zero past T and past
-// hs. The mapping of a fragment's elements to lanes is unspecified, so anything done per row
-// (mask, softmax, rescale, the final 1/l) goes through a per-warp fp32 scratch: fragment
-// stored (store_matrix_sync), __syncwarp, lanes work on the rows, __syncwarp, reloaded. WMMA's
-// rules: every fragment pointer 32-byte aligned (regions at 128-byte offsets, 16-row and
+// hs. The mapping of a fragment's elements to lanes is unspecified, but it is discovered once:
+// the block's index tile (16 r + c at (r, c)) loaded as an accumulator fragment says where each
+// element of this lane's accumulators sits (ftc_index), so element-wise work (the rescale of
+// O, the backward's mask, exp and ds) runs on the fragments in registers. Row reductions (the
+// forward's max and sum) and the final stores go through a per-warp fp32 scratch: fragment
+// stored (store_matrix_sync), __syncwarp, lanes work on the rows, __syncwarp. WMMA's rules: every fragment pointer 32-byte aligned (regions at 128-byte offsets, 16-row and
 // 16-column steps), ldm a multiple of 8 for E and of 4 for float. The probabilities p and
 // ds = p (dout.v - D) are rounded to E before their products (as FlashAttention does); all
 // sums are fp32. Fixed order everywhere: the same bits every run.
@@ -33,6 +35,11 @@
 #else
 #define FTC_UNROLL _Pragma("unroll")
 #endif
+#ifdef MEGAC_CUDA_EMU
+#define FTC_NO_UNROLL
+#else
+#define FTC_NO_UNROLL _Pragma("unroll 1")
+#endif
 
 namespace ftc {
 namespace wmma = nvcuda::wmma;
@@ -43,7 +50,29 @@ using FragC = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
 
 static constexpr size_t up128(size_t b) { return (b + 127) / 128 * 128; }
 static constexpr size_t maxz(size_t a, size_t b) { return a > b ? a : b; }
+static constexpr size_t IDX_BYTES = 16 * 16 * 4;  // the index tile
 }  // namespace ftc
+
+// sidx (16, 16) fp32 = 16 r + c at (r, c): the index tile. All threads of the block (a
+// __syncthreads before its first use).
+static __device__ __forceinline__ void ftc_fill_index(float *sidx) {
+    for (int i = threadIdx.x; i < 256; i += FTC_THREADS) sidx[i] = (float)i;
+}
+
+// idx = the index tile as an accumulator fragment: element i of every accumulator fragment of
+// this lane sits at row (int)idx.x[i] >> 4, column (int)idx.x[i] & 15 of its tile (the same
+// unspecified mapping for every fragment of the type). Every lane of the warp.
+static __device__ __forceinline__ void ftc_index(ftc::FragC &idx, const float *sidx) {
+    nvcuda::wmma::load_matrix_sync(idx, sidx, 16, nvcuda::wmma::mem_row_major);
+}
+
+// Whether this lane writes element i of its accumulator fragments to memory: on a GPU the
+// lanes' elements partition the tile (num_elements * WARP == 256): all of them; where every
+// lane holds the whole tile (the emulator: 256 elements) only i % WARP == lane, as its
+// store_matrix_sync does. Pure.
+static __device__ __forceinline__ bool ftc_owns(int i, int lane) {
+    return ftc::FragC::num_elements * WARP == 256 || i % WARP == lane;
+}
 
 // dst (R, HS + FTC_PAD16) = rows [row0, row0 + R) of src (row t at src + t*ld, hs columns);
 // rows >= T and columns >= hs are 0. When hs == HS, ld % 8 == 0 and src is 16-byte aligned
@@ -112,20 +141,18 @@ FTC_UNROLL
     }
 }
 
-// acc[c] (16 rows) *= rowscale[r] through the warp's scratch (16 x >= 16 floats, ldm ld).
-// Every lane of the warp.
+// acc[c] (16 rows) *= rowscale[r], in registers (the row of each element from the index
+// tile sidx). Every lane of the warp.
 template <int HS>
-static __device__ __forceinline__ void ftc_scale_rows(ftc::FragC *acc, float *scr, int ld,
+static __device__ __forceinline__ void ftc_scale_rows(ftc::FragC *acc, const float *sidx,
                                                       const float *rowscale) {
-    int lane = threadIdx.x % WARP;
+    ftc::FragC idx;
+    ftc_index(idx, sidx);
 FTC_UNROLL
-    for (int c = 0; c < HS / 16; c++) {
-        nvcuda::wmma::store_matrix_sync(scr, acc[c], ld, nvcuda::wmma::mem_row_major);
-        __syncwarp();
-        for (int e = lane; e < 256; e += WARP) scr[(e / 16) * ld + e % 16] *= rowscale[e / 16];
-        __syncwarp();
-        nvcuda::wmma::load_matrix_sync(acc[c], scr, ld, nvcuda::wmma::mem_row_major);
-        __syncwarp();  // every lane has read the scratch before it is written again
+    for (int i = 0; i < ftc::FragC::num_elements; i++) {
+        float a = rowscale[(int)idx.x[i] >> 4];
+FTC_UNROLL
+        for (int c = 0; c < HS / 16; c++) acc[c].x[i] *= a;
     }
 }
 
@@ -157,7 +184,8 @@ FTC_UNROLL
 
 // --- forward ----------------------------------------------------------------------------------
 // Shared memory (bytes): [scratch: the q tile while it is loaded into fragments, then per
-// warp the scores (16, BK + PADF) fp32 and p (16, BK + PAD16) E] [k tile] [v tile] [alpha, l].
+// warp the scores (16, BK + PADF) fp32 and p (16, BK + PAD16) E] [k tile] [v tile] [alpha, l]
+// [index tile].
 template <typename E, int HS, int BK>
 struct FtcFwd {
     static constexpr int LDH = HS + FTC_PAD16, LDS = BK + FTC_PADF, LDP = BK + FTC_PAD16;
@@ -165,7 +193,8 @@ struct FtcFwd {
     static constexpr size_t SCR =
         ftc::maxz(ftc::up128(FTC_ROWS * LDH * sizeof(E)), FTC_WARPS * (SW + PW));
     static constexpr size_t KV = ftc::up128(BK * LDH * sizeof(E));
-    static constexpr size_t BYTES = SCR + 2 * KV + 2 * FTC_ROWS * 4;
+    static constexpr size_t IDX = SCR + 2 * KV + 2 * FTC_ROWS * 4;
+    static constexpr size_t BYTES = IDX + ftc::IDX_BYTES;
     static_assert(BYTES <= FTC_SMEM_MAX, "forward tiles exceed 48 KB of shared memory");
 };
 
@@ -211,6 +240,8 @@ ftc_forward_kernel(E *out, float *lse, const E *qkv, int T, int NH, int hs, floa
     E *pw = (E *)(raw + FTC_WARPS * L::SW + warp * L::PW);              // (16, LDP)
     float *alpha = (float *)(raw + L::SCR + 2 * L::KV) + 16 * warp;     // (16)
     float *lrow = (float *)(raw + L::SCR + 2 * L::KV) + FTC_ROWS + 16 * warp;  // (16)
+    float *sidx = (float *)(raw + L::IDX);                                       // (16, 16)
+    ftc_fill_index(sidx);
     ftc_load_rows<FTC_ROWS, HS>(sq, q, ld, q0, T, hs);
     __syncthreads();
     ftc::FragA<E> qf[HS / 16];
@@ -235,7 +266,7 @@ FTC_UNROLL
             __syncwarp();
             ftc_softmax_rows<E, BK>(sw, L::LDS, pw, L::LDP, alpha, m, l, t0, k0, scale);
             __syncwarp();
-            ftc_scale_rows<HS>(o, sw, L::LDS, alpha);
+            ftc_scale_rows<HS>(o, sidx, alpha);
             ftc_mma_rows<HS, BK>(o, pw, L::LDP, sv, L::LDH);
         }
         __syncthreads();  // k, v read before the next tile overwrites them
@@ -248,18 +279,20 @@ FTC_UNROLL
 }
 
 // --- backward -----------------------------------------------------------------------------
-// Per warp in both kernels: s and dp (16, N + PADF) fp32 and p, ds (16, N + PAD16) E, N the
-// other side's tile (BK in the dq kernel, BQ in the dk/dv kernel).
+// Per warp in both kernels: p, ds (16, N + PAD16) E, N the other side's tile (BK in the dq
+// kernel, BQ in the dk/dv kernel); after the loop the start of it is the fp32 scratch
+// (16, 16 + PADF) of the final stores.
 template <typename E, int N>
 struct FtcBwdWarp {
-    static constexpr int LDS = N + FTC_PADF, LDP = N + FTC_PAD16;
-    static constexpr size_t S = ftc::up128(16 * LDS * 4), P = ftc::up128(16 * LDP * sizeof(E));
-    static constexpr size_t BYTES = 2 * S + 2 * P;  // s, dp, p, ds
+    static constexpr int LDP = N + FTC_PAD16, LDF = 16 + FTC_PADF;
+    static constexpr size_t P = ftc::up128(16 * LDP * sizeof(E));
+    static constexpr size_t BYTES = 2 * P;  // p, ds
+    static_assert(16 * LDF * 4 <= BYTES, "the store scratch fits in p, ds");
 };
 
 // Shared memory of the backward kernels: [tiles: two (NT, LDH) E] [per-warp scratch]
-// [lse, D of the query rows]; the block's own 64 rows of two tensors are staged across
-// [tiles][scratch] first, then live in fragments.
+// [index tile] [lse, D of the query rows]; the block's own 64 rows of two tensors are staged
+// across [tiles][scratch] first, then live in fragments.
 template <typename E, int HS, int NT>
 struct FtcBwd {
     typedef FtcBwdWarp<E, NT> W;
@@ -267,39 +300,43 @@ struct FtcBwd {
     static constexpr size_t TILE = ftc::up128(NT * LDH * sizeof(E));
     static constexpr size_t STAGE = ftc::up128(FTC_ROWS * LDH * sizeof(E));
     static constexpr size_t SCR = FTC_WARPS * W::BYTES;
-    static constexpr size_t BYTES = ftc::maxz(2 * TILE + SCR, 2 * STAGE) + 2 * FTC_ROWS * 4;
+    static constexpr size_t IDX = ftc::maxz(2 * TILE + SCR, 2 * STAGE);
+    static constexpr size_t STAT = IDX + ftc::IDX_BYTES;
+    static constexpr size_t BYTES = STAT + 2 * FTC_ROWS * 4;
     static_assert(BYTES <= FTC_SMEM_MAX, "backward tiles exceed 48 KB of shared memory");
 };
 
-// The warp's s, dp, p, ds (16, N) from fragments a1 (16, HS) against the N rows at p1 and
-// a2 against the N rows at p2: s = a1 p1^T, dp = a2 p2^T, stored fp32; then per element
-// (row r, column j; query t = tq(r, j), key u = tk(r, j)): p = exp(scale s - lse) where
-// t < T and u <= t, else 0; ds = p (dp - D); p, ds stored as E. lse, D indexed by query.
+// The warp's p, ds (16, N) as E from fragments a1 (16, HS) against the N rows at p1 and a2
+// against the N rows at p2, element-wise in registers: per 16 columns, s = a1 p1^T and
+// dp = a2 p2^T (fp32 fragments); the element at (row r, column j) (from the index tile sidx;
+// query t = tq(r, j), key u = tk(r, j)) gives p = exp(scale s - lse) where t < T and u <= t,
+// else 0, and ds = p (dp - D), both stored as E. lse, D indexed by query. Every lane.
 template <typename E, int HS, int N, bool KEY_ROWS>
-static __device__ __forceinline__ void ftc_probs(unsigned char *wscr, const ftc::FragA<E> *a1,
-                                                 const E *p1, const ftc::FragA<E> *a2,
-                                                 const E *p2, int ldh, const float *lse,
-                                                 const float *D, int row0, int col0, int T,
-                                                 float scale) {
+static __device__ __forceinline__ void ftc_probs(unsigned char *wscr, const float *sidx,
+                                                 const ftc::FragA<E> *a1, const E *p1,
+                                                 const ftc::FragA<E> *a2, const E *p2, int ldh,
+                                                 const float *lse, const float *D, int row0,
+                                                 int col0, int T, float scale) {
     typedef FtcBwdWarp<E, N> W;
-    float *s = (float *)wscr, *dp = (float *)(wscr + W::S);
-    E *p = (E *)(wscr + 2 * W::S), *ds = (E *)(wscr + 2 * W::S + W::P);
-FTC_UNROLL
+    E *p = (E *)wscr, *ds = (E *)(wscr + W::P);
+    int lane = threadIdx.x % WARP;
+    ftc::FragC idx;
+    ftc_index(idx, sidx);
+FTC_NO_UNROLL  // one 16-column block's s, dp live at a time (registers)
     for (int n = 0; n < N / 16; n++) {
-        ftc::FragC f;
-        ftc_dot_rows<HS>(f, a1, p1 + 16 * n * ldh, ldh);
-        nvcuda::wmma::store_matrix_sync(s + 16 * n, f, W::LDS, nvcuda::wmma::mem_row_major);
-        ftc_dot_rows<HS>(f, a2, p2 + 16 * n * ldh, ldh);
-        nvcuda::wmma::store_matrix_sync(dp + 16 * n, f, W::LDS, nvcuda::wmma::mem_row_major);
-    }
-    __syncwarp();
-    for (int e = threadIdx.x % WARP; e < 16 * N; e += WARP) {
-        int r = e / N, j = e % N;
-        int qi = KEY_ROWS ? j : r;  // the query's index in the lse/D tile
-        int t = KEY_ROWS ? col0 + j : row0 + r, u = KEY_ROWS ? row0 + r : col0 + j;
-        float pv = t < T && u <= t ? expf(s[r * W::LDS + j] * scale - lse[qi]) : 0.0f;
-        store_from_f32(p + r * W::LDP + j, pv);
-        store_from_f32(ds + r * W::LDP + j, pv * (dp[r * W::LDS + j] - D[qi]));
+        ftc::FragC s, dp;
+        ftc_dot_rows<HS>(s, a1, p1 + 16 * n * ldh, ldh);
+        ftc_dot_rows<HS>(dp, a2, p2 + 16 * n * ldh, ldh);
+FTC_UNROLL
+        for (int i = 0; i < ftc::FragC::num_elements; i++) {
+            if (!ftc_owns(i, lane)) continue;
+            int e = (int)idx.x[i], r = e >> 4, j = 16 * n + (e & 15);
+            int qi = KEY_ROWS ? j : r;  // the query's index in the lse/D tile
+            int t = KEY_ROWS ? col0 + j : row0 + r, u = KEY_ROWS ? row0 + r : col0 + j;
+            float pv = t < T && u <= t ? expf(s.x[i] * scale - lse[qi]) : 0.0f;
+            store_from_f32(p + r * W::LDP + j, pv);
+            store_from_f32(ds + r * W::LDP + j, pv * (dp.x[i] - D[qi]));
+        }
     }
     __syncwarp();
 }
@@ -322,7 +359,8 @@ ftc_backward_dq_kernel(E *dqkv, const E *dout, const E *qkv, const float *lse, c
     const E *dy = dout + row0 * C + (size_t)h * hs;
     E *sk = (E *)raw, *sv = (E *)(raw + L::TILE);
     unsigned char *wscr = raw + 2 * L::TILE + warp * W::BYTES;
-    float *slse = (float *)(raw + L::BYTES - 2 * FTC_ROWS * 4), *sd = slse + FTC_ROWS;
+    float *sidx = (float *)(raw + L::IDX), *slse = (float *)(raw + L::STAT), *sd = slse + FTC_ROWS;
+    ftc_fill_index(sidx);
     ftc_load_rows<FTC_ROWS, HS>((E *)raw, q, ld, q0, T, hs);
     ftc_load_rows<FTC_ROWS, HS>((E *)(raw + L::STAGE), dy, (size_t)C, q0, T, hs);
     ftc_load_stat(slse, lse + (size_t)bh * T, q0, T, FTC_ROWS);
@@ -341,14 +379,14 @@ FTC_UNROLL
         ftc_load_rows<BK, HS>(sv, v, ld, k0, T, hs);
         __syncthreads();
         if (t0 + 15 >= k0 && t0 < T) {
-            ftc_probs<E, HS, BK, false>(wscr, qf, sk, yf, sv, L::LDH, slse + 16 * warp,
+            ftc_probs<E, HS, BK, false>(wscr, sidx, qf, sk, yf, sv, L::LDH, slse + 16 * warp,
                                         sd + 16 * warp, t0, k0, T, scale);
-            ftc_mma_rows<HS, BK>(dq, (E *)(wscr + 2 * W::S + W::P), W::LDP, sk, L::LDH);
+            ftc_mma_rows<HS, BK>(dq, (E *)(wscr + W::P), W::LDP, sk, L::LDH);
         }
         __syncthreads();
     }
     ftc_store_rows<HS>(dqkv + row0 * ld + (size_t)h * hs, ld, t0, T, hs, dq, (float *)wscr,
-                       W::LDS, (const float *)nullptr, scale);
+                       W::LDF, (const float *)nullptr, scale);
 }
 
 // dk, dv of key tile (reversed) blockIdx.y of head blockIdx.x into dqkv (B, T, 3C): each warp
@@ -369,7 +407,8 @@ ftc_backward_dkv_kernel(E *dqkv, const E *dout, const E *qkv, const float *lse,
     const E *dy = dout + row0 * C + (size_t)h * hs;
     E *sq = (E *)raw, *sy = (E *)(raw + L::TILE);
     unsigned char *wscr = raw + 2 * L::TILE + warp * W::BYTES;
-    float *slse = (float *)(raw + L::BYTES - 2 * FTC_ROWS * 4), *sd = slse + FTC_ROWS;
+    float *sidx = (float *)(raw + L::IDX), *slse = (float *)(raw + L::STAT), *sd = slse + FTC_ROWS;
+    ftc_fill_index(sidx);
     ftc_load_rows<FTC_ROWS, HS>((E *)raw, k, ld, k0, T, hs);
     ftc_load_rows<FTC_ROWS, HS>((E *)(raw + L::STAGE), v, ld, k0, T, hs);
     __syncthreads();
@@ -390,14 +429,15 @@ FTC_UNROLL
         ftc_load_stat(sd, D + (size_t)bh * T, qt, T, BQ);
         __syncthreads();
         if (qt + BQ - 1 >= u0 && u0 < T) {  // else every query of the tile is before the keys
-            ftc_probs<E, HS, BQ, true>(wscr, kf, sq, vf, sy, L::LDH, slse, sd, u0, qt, T, scale);
-            ftc_mma_rows<HS, BQ>(dv, (E *)(wscr + 2 * W::S), W::LDP, sy, L::LDH);
-            ftc_mma_rows<HS, BQ>(dk, (E *)(wscr + 2 * W::S + W::P), W::LDP, sq, L::LDH);
+            ftc_probs<E, HS, BQ, true>(wscr, sidx, kf, sq, vf, sy, L::LDH, slse, sd, u0, qt, T,
+                                       scale);
+            ftc_mma_rows<HS, BQ>(dv, (E *)wscr, W::LDP, sy, L::LDH);
+            ftc_mma_rows<HS, BQ>(dk, (E *)(wscr + W::P), W::LDP, sq, L::LDH);
         }
         __syncthreads();
     }
     E *dk_rows = dqkv + row0 * ld + (size_t)h * hs + C;
     const float *none = nullptr;  // no per-row scale
-    ftc_store_rows<HS>(dk_rows, ld, u0, T, hs, dk, (float *)wscr, W::LDS, none, scale);
-    ftc_store_rows<HS>(dk_rows + C, ld, u0, T, hs, dv, (float *)wscr, W::LDS, none, 1.0f);
+    ftc_store_rows<HS>(dk_rows, ld, u0, T, hs, dk, (float *)wscr, W::LDF, none, scale);
+    ftc_store_rows<HS>(dk_rows + C, ld, u0, T, hs, dv, (float *)wscr, W::LDF, none, 1.0f);
 }
