@@ -38,7 +38,7 @@ static void ftc_forward_launch(Backend *be, void *out, float *lse, const void *q
                                int T, int NH, int hs) {
     dim3 grid((unsigned)(B * NH), ftc_tiles(T));
     CUDA_LAUNCH((ftc_forward_kernel<E, HS, BK>), grid, FTC_THREADS, 0, cuda_stream(be),
-                (E *)out, lse, (const E *)qkv, T, NH, hs, 1.0f / sqrtf((float)hs));
+                (E *)out, lse, (const E *)qkv, T, NH, hs, FTC_LOG2E / sqrtf((float)hs));
 }
 
 template <typename E, int HS, int NT>

@@ -13,10 +13,13 @@
 // element of this lane's accumulators sits (ftc_index), so element-wise work (the rescale of
 // O, the backward's mask, exp and ds) runs on the fragments in registers. Row reductions (the
 // forward's max and sum) and the final stores go through a per-warp fp32 scratch: fragment
-// stored (store_matrix_sync), __syncwarp, lanes work on the rows, __syncwarp. WMMA's rules: every fragment pointer 32-byte aligned (regions at 128-byte offsets, 16-row and
-// 16-column steps), ldm a multiple of 8 for E and of 4 for float. The probabilities p and
+// stored (store_matrix_sync), __syncwarp, lanes work on the rows, __syncwarp. WMMA's rules:
+// every fragment pointer 32-byte aligned (regions at 128-byte offsets, 16-row and 16-column
+// steps), ldm a multiple of 8 for E and of 4 for float. The probabilities p and
 // ds = p (dout.v - D) are rounded to E before their products (as FlashAttention does); all
-// sums are fp32. Fixed order everywhere: the same bits every run.
+// sums are fp32. Exponentials are exp2f of the scores times the softmax scale times log2(e)
+// (one multiply); the stored lse stays the natural log (the backward scales it by log2(e)).
+// Fixed order everywhere: the same bits every run.
 #pragma once
 #include "backend/cuda/cuda_common.cuh"  // defines: load_f32, store_from_f32, WARP
 
@@ -28,6 +31,8 @@
 #define FTC_PAD16 8                // E row padding, elements (ldm stays a multiple of 8)
 #define FTC_PADF 4                 // fp32 row padding, elements (ldm a multiple of 4)
 #define FTC_SMEM_MAX 49152         // static shared memory per block
+#define FTC_LOG2E 1.44269504088896341f  // exp(x) = exp2(x log2(e)): scores and lse in base 2
+#define FTC_LN2 0.693147180559945309f
 
 // Unrolled loops keep the fragment arrays in registers (nvcc); the emulator ignores the hint.
 #ifdef MEGAC_CUDA_EMU
@@ -97,11 +102,11 @@ static __device__ __forceinline__ void ftc_load_rows(E *dst, const E *src, size_
     }
 }
 
-// n (<= 64) floats of src from row0 into dst, 0 at or past T. All threads.
-static __device__ __forceinline__ void ftc_load_stat(float *dst, const float *src, int row0,
-                                                     int T, int n) {
+// n (<= 64) floats of src from row0, times mul, into dst, 0 at or past T. All threads.
+static __device__ __forceinline__ void ftc_load_stat(float *dst, const float *src, float mul,
+                                                     int row0, int T, int n) {
     int t = row0 + (int)threadIdx.x;
-    if ((int)threadIdx.x < n) dst[threadIdx.x] = t < T ? src[t] : 0.0f;
+    if ((int)threadIdx.x < n) dst[threadIdx.x] = t < T ? mul * src[t] : 0.0f;
 }
 
 // frag[k] = rows [0, 16) x columns [16k, 16k + 16) of the (16, HS) tile at p (ldm ld).
@@ -199,35 +204,37 @@ struct FtcFwd {
 };
 
 // One lane pair per row r = lane / 2 of the warp's 16 query rows (t = t0 + r): folds the
-// scores sw[r] of the key tile at k0 (masked: key > t) into the running max m and sum l;
-// pw[r] = exp(s - m_new) as E; alpha[r] = exp(m_old - m_new). Key 0 is in the first tile, so
-// m is finite from then on. Every lane of the warp.
+// scores sw[r] of the key tile at k0 (masked: key > t) into the running max m (base 2: of
+// sl2 s, sl2 = the softmax scale times log2(e)) and sum l; pw[r] = exp2(sl2 s - m_new) as E;
+// alpha[r] = exp2(m_old - m_new). Key 0 is in the first tile, so m is finite from then on.
+// Every lane of the warp.
 template <typename E, int BK>
 static __device__ __forceinline__ void ftc_softmax_rows(const float *sw, int lds, E *pw, int ldp,
                                                         float *alpha, float &m, float &l, int t0,
-                                                        int k0, float scale) {
+                                                        int k0, float sl2) {
     int lane = threadIdx.x % WARP, r = lane / 2, half = lane % 2, t = t0 + r;
     float mx = -INFINITY;
     for (int j = half; j < BK; j += 2)
-        if (k0 + j <= t) mx = fmaxf(mx, sw[r * lds + j] * scale);
+        if (k0 + j <= t) mx = fmaxf(mx, sw[r * lds + j] * sl2);
     mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, 1));
     float m_new = fmaxf(m, mx), sum = 0.0f;
     for (int j = half; j < BK; j += 2) {
-        float e = k0 + j <= t ? expf(sw[r * lds + j] * scale - m_new) : 0.0f;
+        float e = k0 + j <= t ? exp2f(sw[r * lds + j] * sl2 - m_new) : 0.0f;
         store_from_f32(pw + r * ldp + j, e);
         sum += e;
     }
     sum += __shfl_xor_sync(FULL_MASK, sum, 1);
-    float a = expf(m - m_new);  // 0 on the first tile (m = -inf)
+    float a = exp2f(m - m_new);  // 0 on the first tile (m = -inf)
     l = l * a + sum;
     m = m_new;
     if (half == 0) alpha[r] = a;
 }
 
-// out (B, T, C), lse (B, NH, T) of query tile (reversed) blockIdx.y of head blockIdx.x.
+// out (B, T, C), lse (B, NH, T; natural log) of query tile (reversed) blockIdx.y of head
+// blockIdx.x; sl2 = the softmax scale times log2(e).
 template <typename E, int HS, int BK>
 static __global__ void __launch_bounds__(FTC_THREADS)
-ftc_forward_kernel(E *out, float *lse, const E *qkv, int T, int NH, int hs, float scale) {
+ftc_forward_kernel(E *out, float *lse, const E *qkv, int T, int NH, int hs, float sl2) {
     typedef FtcFwd<E, HS, BK> L;
     __shared__ __align__(128) unsigned char raw[L::BYTES];
     int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
@@ -264,7 +271,7 @@ FTC_UNROLL
                 nvcuda::wmma::store_matrix_sync(sw + 16 * n, s, L::LDS, nvcuda::wmma::mem_row_major);
             }
             __syncwarp();
-            ftc_softmax_rows<E, BK>(sw, L::LDS, pw, L::LDP, alpha, m, l, t0, k0, scale);
+            ftc_softmax_rows<E, BK>(sw, L::LDS, pw, L::LDP, alpha, m, l, t0, k0, sl2);
             __syncwarp();
             ftc_scale_rows<HS>(o, sidx, alpha);
             ftc_mma_rows<HS, BK>(o, pw, L::LDP, sv, L::LDH);
@@ -275,7 +282,8 @@ FTC_UNROLL
     __syncwarp();
     ftc_store_rows<HS>(out + (size_t)b * T * C + (size_t)h * hs, (size_t)C, t0, T, hs, o, sw,
                        L::LDS, lrow, 1.0f);
-    if (lane % 2 == 0 && t0 + lane / 2 < T) lse[(size_t)bh * T + t0 + lane / 2] = m + logf(l);
+    if (lane % 2 == 0 && t0 + lane / 2 < T)
+        lse[(size_t)bh * T + t0 + lane / 2] = (m + log2f(l)) * FTC_LN2;  // natural log
 }
 
 // --- backward -----------------------------------------------------------------------------
@@ -309,14 +317,15 @@ struct FtcBwd {
 // The warp's p, ds (16, N) as E from fragments a1 (16, HS) against the N rows at p1 and a2
 // against the N rows at p2, element-wise in registers: per 16 columns, s = a1 p1^T and
 // dp = a2 p2^T (fp32 fragments); the element at (row r, column j) (from the index tile sidx;
-// query t = tq(r, j), key u = tk(r, j)) gives p = exp(scale s - lse) where t < T and u <= t,
-// else 0, and ds = p (dp - D), both stored as E. lse, D indexed by query. Every lane.
+// query t = tq(r, j), key u = tk(r, j)) gives p = exp2(sl2 s - lse2) where t < T and u <= t,
+// else 0, and ds = p (dp - D), both stored as E. lse2 (lse times log2(e)), D indexed by
+// query; sl2 = the softmax scale times log2(e). Every lane.
 template <typename E, int HS, int N, bool KEY_ROWS>
 static __device__ __forceinline__ void ftc_probs(unsigned char *wscr, const float *sidx,
                                                  const ftc::FragA<E> *a1, const E *p1,
                                                  const ftc::FragA<E> *a2, const E *p2, int ldh,
-                                                 const float *lse, const float *D, int row0,
-                                                 int col0, int T, float scale) {
+                                                 const float *lse2, const float *D, int row0,
+                                                 int col0, int T, float sl2) {
     typedef FtcBwdWarp<E, N> W;
     E *p = (E *)wscr, *ds = (E *)(wscr + W::P);
     int lane = threadIdx.x % WARP;
@@ -333,7 +342,7 @@ FTC_UNROLL
             int e = (int)idx.x[i], r = e >> 4, j = 16 * n + (e & 15);
             int qi = KEY_ROWS ? j : r;  // the query's index in the lse/D tile
             int t = KEY_ROWS ? col0 + j : row0 + r, u = KEY_ROWS ? row0 + r : col0 + j;
-            float pv = t < T && u <= t ? expf(s.x[i] * scale - lse[qi]) : 0.0f;
+            float pv = t < T && u <= t ? exp2f(s.x[i] * sl2 - lse2[qi]) : 0.0f;
             store_from_f32(p + r * W::LDP + j, pv);
             store_from_f32(ds + r * W::LDP + j, pv * (dp.x[i] - D[qi]));
         }
@@ -352,6 +361,7 @@ ftc_backward_dq_kernel(E *dqkv, const E *dout, const E *qkv, const float *lse, c
     typedef FtcBwdWarp<E, BK> W;
     __shared__ __align__(128) unsigned char raw[L::BYTES];
     int warp = threadIdx.x / WARP;
+    float sl2 = scale * FTC_LOG2E;  // scores in base 2
     int bh = blockIdx.x, b = bh / NH, h = bh % NH, C = NH * hs;
     int q0 = (gridDim.y - 1 - blockIdx.y) * FTC_ROWS, t0 = q0 + 16 * warp;
     size_t ld = 3 * (size_t)C, row0 = (size_t)b * T;
@@ -363,8 +373,8 @@ ftc_backward_dq_kernel(E *dqkv, const E *dout, const E *qkv, const float *lse, c
     ftc_fill_index(sidx);
     ftc_load_rows<FTC_ROWS, HS>((E *)raw, q, ld, q0, T, hs);
     ftc_load_rows<FTC_ROWS, HS>((E *)(raw + L::STAGE), dy, (size_t)C, q0, T, hs);
-    ftc_load_stat(slse, lse + (size_t)bh * T, q0, T, FTC_ROWS);
-    ftc_load_stat(sd, D + (size_t)bh * T, q0, T, FTC_ROWS);
+    ftc_load_stat(slse, lse + (size_t)bh * T, FTC_LOG2E, q0, T, FTC_ROWS);  // lse2
+    ftc_load_stat(sd, D + (size_t)bh * T, 1.0f, q0, T, FTC_ROWS);
     __syncthreads();
     ftc::FragA<E> qf[HS / 16], yf[HS / 16];
     ftc_load_a<HS>(qf, (E *)raw + 16 * warp * L::LDH, L::LDH);
@@ -380,7 +390,7 @@ FTC_UNROLL
         __syncthreads();
         if (t0 + 15 >= k0 && t0 < T) {
             ftc_probs<E, HS, BK, false>(wscr, sidx, qf, sk, yf, sv, L::LDH, slse + 16 * warp,
-                                        sd + 16 * warp, t0, k0, T, scale);
+                                        sd + 16 * warp, t0, k0, T, sl2);
             ftc_mma_rows<HS, BK>(dq, (E *)(wscr + W::P), W::LDP, sk, L::LDH);
         }
         __syncthreads();
@@ -400,6 +410,7 @@ ftc_backward_dkv_kernel(E *dqkv, const E *dout, const E *qkv, const float *lse,
     typedef FtcBwdWarp<E, BQ> W;
     __shared__ __align__(128) unsigned char raw[L::BYTES];
     int warp = threadIdx.x / WARP;
+    float sl2 = scale * FTC_LOG2E;  // scores in base 2
     int bh = blockIdx.x, b = bh / NH, h = bh % NH, C = NH * hs;
     int k0 = (gridDim.y - 1 - blockIdx.y) * FTC_ROWS, u0 = k0 + 16 * warp;
     size_t ld = 3 * (size_t)C, row0 = (size_t)b * T;
@@ -425,12 +436,12 @@ FTC_UNROLL
     for (int qt = k0 / BQ * BQ; qt < T; qt += BQ) {
         ftc_load_rows<BQ, HS>(sq, q, ld, qt, T, hs);
         ftc_load_rows<BQ, HS>(sy, dy, (size_t)C, qt, T, hs);
-        ftc_load_stat(slse, lse + (size_t)bh * T, qt, T, BQ);
-        ftc_load_stat(sd, D + (size_t)bh * T, qt, T, BQ);
+        ftc_load_stat(slse, lse + (size_t)bh * T, FTC_LOG2E, qt, T, BQ);  // lse2
+        ftc_load_stat(sd, D + (size_t)bh * T, 1.0f, qt, T, BQ);
         __syncthreads();
         if (qt + BQ - 1 >= u0 && u0 < T) {  // else every query of the tile is before the keys
             ftc_probs<E, HS, BQ, true>(wscr, sidx, kf, sq, vf, sy, L::LDH, slse, sd, u0, qt, T,
-                                       scale);
+                                       sl2);
             ftc_mma_rows<HS, BQ>(dv, (E *)wscr, W::LDP, sy, L::LDH);
             ftc_mma_rows<HS, BQ>(dk, (E *)(wscr + W::P), W::LDP, sq, L::LDH);
         }
