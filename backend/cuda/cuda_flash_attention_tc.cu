@@ -6,9 +6,9 @@
 // static shared memory (all under 48 KB) by kernel and head size, with sm_90 ptxas registers:
 //   kernel            HS 64: tile, smem bytes, regs     HS 128: tile, smem bytes, regs
 //   forward           64 keys,    46592, 123-138       32 keys,    36352,  128-175
-//   backward dq       32 keys,    20992, 126-128       32 keys,    36352,  220-242
-//   backward dk/dv    32 queries, 20992, 165-168       32 queries, 36352,  255
-// (only the fp16 dk/dv kernel at HS 128 spills: 92 bytes stored, 152 loaded).
+//   backward dq       32 keys,    20992, 126-128       32 keys,    36352,  220-244
+//   backward dk/dv    32 queries, 20992, 166-168       32 queries, 36352,  255
+// (only the fp16 dk/dv kernel at HS 128 spills: 108 bytes stored, 152 loaded).
 // The backward reuses the plain path's D = rowsum(dout * out) (computed by the caller).
 #include "backend/cuda/flash_attention_tc.cuh"  // defines: the kernels, FTC_THREADS, FTC_ROWS
 
