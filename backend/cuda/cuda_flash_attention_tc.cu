@@ -5,7 +5,7 @@
 // two). Every block runs 4 warps over 64 rows of its own tile; the other side's tile and the
 // static shared memory (all under 48 KB) by kernel and head size, with sm_90 ptxas registers:
 //   kernel            HS 64: tile, smem bytes, regs     HS 128: tile, smem bytes, regs
-//   forward           64 keys,    46592, 123-138       32 keys,    36352,  128-175
+//   forward           64 keys,    46592, 115-128       32 keys,    36352,  128-175
 //   backward dq       32 keys,    20992, 126-128       32 keys,    36352,  220-244
 //   backward dk/dv    32 queries, 20992, 166-168       32 queries, 36352,  255
 // (only the fp16 dk/dv kernel at HS 128 spills: 108 bytes stored, 152 loaded).

@@ -274,6 +274,7 @@ FTC_UNROLL
             ftc_softmax_rows<E, BK>(sw, L::LDS, pw, L::LDP, alpha, m, l, t0, k0, sl2);
             __syncwarp();
             ftc_scale_rows<HS>(o, sidx, alpha);
+            __syncwarp();  // a scheduling fence: the p @ v loads after the rescale (registers)
             ftc_mma_rows<HS, BK>(o, pw, L::LDP, sv, L::LDH);
         }
         __syncthreads();  // k, v read before the next tile overwrites them
