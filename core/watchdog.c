@@ -13,6 +13,8 @@
 
 #define DEPTH 4
 
+// Process-wide on purpose: one watchdog thread per process reads these (under `lock`), and
+// it is armed before MPI_Init, when no Trainer exists yet, and from checkpoint I/O.
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static const char *phase[DEPTH];
 static double since[DEPTH];
