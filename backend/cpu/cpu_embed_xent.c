@@ -121,19 +121,23 @@ CPU_SIMD_CLONES static float cpu_sumexp_row(const float *l, float m, int n) {
 // (N) = sum of exp(l - rowmax) over them, tgt (N) = l[target - vocab_start] for targets in
 // this shard, else 0: one sweep over the rows, per row the max loop then the sum loop while
 // the row is in cache.
+// One row's statistics over its V_valid columns: *m its max, *s the sum of exp(l - m), *lt
+// the target's logit (column t, 0 when not in [0, V_valid)). cpu_xent_stats and the one-pass
+// classifier (cpu_xent_backward) both call it: the same bits.
+static void cpu_xent_row_stats(const float *l, int t, int V_valid, float *m, float *s, float *lt) {
+    *m = cpu_max_row(l, V_valid);
+    *s = cpu_sumexp_row(l, *m, V_valid);
+    *lt = t >= 0 && t < V_valid ? l[t] : 0.0f;
+}
+
 void cpu_xent_stats(Backend *be, float *rowmax, float *sumexp, float *tgt, const void *logits_,
                     const int *targets, int N, int V_local, int V_valid, int vocab_start) {
     const float *logits = logits_;
     int nt = cpu_nt(be);
 #pragma omp parallel for num_threads(nt) schedule(static) if ((size_t)N * V_valid > CPU_PAR_MIN)
-    for (int i = 0; i < N; i++) {
-        const float *l = logits + (size_t)i * V_local;
-        int t = targets[i] - vocab_start;
-        float m = cpu_max_row(l, V_valid);
-        rowmax[i] = m;
-        sumexp[i] = cpu_sumexp_row(l, m, V_valid);
-        tgt[i] = t >= 0 && t < V_valid ? l[t] : 0.0f;
-    }
+    for (int i = 0; i < N; i++)
+        cpu_xent_row_stats(logits + (size_t)i * V_local, targets[i] - vocab_start, V_valid,
+                           &rowmax[i], &sumexp[i], &tgt[i]);
 }
 
 // sumexp (N) *= exp(shard_max - rowmax): a shard's sum onto the max over all shards.
@@ -190,9 +194,8 @@ void cpu_xent_backward(Backend *be, void *dlogits_, float *loss, const void *log
         if (rowmax) {
             m = rowmax[i], s = sumexp[i];
         } else {  // cpu_xent_stats's row, then cpu_xent_loss's expression
-            m = cpu_max_row(l, V_valid);
-            s = cpu_sumexp_row(l, m, V_valid);
-            float lt = t >= 0 && t < V_valid ? l[t] : 0.0f;
+            float lt;
+            cpu_xent_row_stats(l, t, V_valid, &m, &s, &lt);
             if (loss) loss[i] = logf(s) + m - lt;
         }
         cpu_xent_grad_row(dlogits + (size_t)i * V_local, l, m, s, dscale[i], t, V_local, V_valid);
