@@ -150,12 +150,17 @@ static void block_backward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTBlockW *g
                       Ns);  // dres += : now d(x)
 }
 
-// the loss gradient per token (N) = v
-static void set_dscale(GPT *m, float v) {
-    if (m->s.dscale_value == v) return;
-    for (int i = 0; i < m->N; i++) m->s.dscale_host[i] = v;
+// m->s.dscale (N) = slot's loss gradient per token for loss_scale: loss_scale everywhere, or
+// with --eod-mask-loss weighed by the slot's token weights (gpt_loss_mask_dscale)
+static void set_dscale(GPT *m, int slot, float loss_scale) {
+    if (m->mask.on) {
+        gpt_loss_mask_dscale(m, slot, loss_scale);
+        return;
+    }
+    if (m->s.dscale_value == loss_scale) return;
+    for (int i = 0; i < m->N; i++) m->s.dscale_host[i] = loss_scale;
     m->be->ops->copy(m->be, m->s.dscale, m->s.dscale_host, (size_t)m->N * sizeof(float), BACKEND_H2D);
-    m->s.dscale_value = v;
+    m->s.dscale_value = loss_scale;
 }
 
 void gpt_forward(GPT *m, Comm *tp_comm, int slot, const int *tokens, const int *targets,
@@ -186,10 +191,7 @@ void gpt_forward(GPT *m, Comm *tp_comm, int slot, const int *tokens, const int *
                                  m->vocab.V_tp);
         if (m->mask.on) gpt_loss_mask_weights(m, slot, targets);
         a->dlogits_scale = loss_scale > 0 && m->fused_classifier ? loss_scale : 0.0f;
-        if (a->dlogits_scale > 0) {  // the fused classifier: the loss gradient known now
-            if (m->mask.on) gpt_loss_mask_dscale(m, slot, loss_scale);
-            else set_dscale(m, loss_scale);
-        }
+        if (a->dlogits_scale > 0) set_dscale(m, slot, loss_scale);  // the fused classifier
         tp_vocab_xent_forward(be, tp, &m->vocab, &a->xent, a->logits, a->targets,
                               a->dlogits_scale > 0 ? m->s.dscale : NULL, N);
         if (m->mask.on) gpt_loss_mask_forward(m, slot);
@@ -250,8 +252,7 @@ void gpt_backward(GPT *m, Comm *tp_comm, int slot, const void *dout, float loss_
             core_fatal("gpt_backward: loss scale %.9g, but slot %d's forward wrote d(logits) "
                        "for %.9g", (double)loss_scale, slot, (double)a->dlogits_scale);
         if (a->dlogits_scale == 0.0f) {  // else the forward's fused classifier wrote them
-            if (m->mask.on) gpt_loss_mask_dscale(m, slot, loss_scale);
-            else set_dscale(m, loss_scale);
+            set_dscale(m, slot, loss_scale);
             tp_vocab_xent_backward(be, &m->vocab, &a->xent, a->logits, a->logits, a->targets,
                                    m->s.dscale, N);  // dlogits in place
         }
