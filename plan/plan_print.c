@@ -85,6 +85,19 @@ static double group_bytes(const PlanResult *r, PlanGroup g) {
     return most;
 }
 
+// " | flash attention (...)": the kernels megac train runs for the set's layouts
+// (plan_attn_cudnn: only CP tells them apart), or "" without --use-flash-attn.
+static const char *attn_label(const PlanSpec *s, const PlanSet *set) {
+    if (!s->model.use_flash_attn) return "";
+    int cudnn = 0, megac = 0;
+    for (int i = 0; i < set->n; i++) {
+        if (plan_attn_cudnn(s, &set->results[i].layout)) cudnn++;
+        else megac++;
+    }
+    return !cudnn ? " | flash attention (megac's kernels)"
+         : megac ? " | flash attention (cuDNN; megac's kernels at CP > 1)" : " | flash attention (cuDNN)";
+}
+
 static void print_header(FILE *f, const PlanSpec *s, const PlanHardware *hw, const PlanSet *set,
                          const char *mu, const char *bu) {
     const GPTConfig *c = &s->model;
@@ -92,8 +105,7 @@ static void print_header(FILE *f, const PlanSpec *s, const PlanHardware *hw, con
     fprintf(f, "megac plan: world %d (%d GPUs per node) | L=%d C=%d NH=%d F=%d T=%d V=%d | global batch %d"
             " | %s%s%s\n", s->world_size, hw->gpus_per_node, c->num_layers, c->hidden_size, c->num_heads,
             c->ffn_hidden_size, c->seq_length, c->vocab_size, s->global_batch,
-            plan_precision_name(s->precision), !c->use_flash_attn ? ""
-            : plan_attn_cudnn(s, &(PlanLayout){.cp = 1}) ? " | flash attention (cuDNN)" : " | flash attention (megac's kernels)",
+            plan_precision_name(s->precision), attn_label(s, set),
             recompute_label(c, rc, sizeof rc));
     fprintf(f, "hardware: %s | %.3g GB per GPU (%.3g reserved) | peak %.4g TFLOP/s (%s) x %.2f | "
             "links per GPU: %.4g GB/s in a node, %.4g GB/s across nodes, x %.2f\n", hw->name, hw->memory_gb,

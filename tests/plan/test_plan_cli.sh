@@ -32,6 +32,8 @@ ok attn_cudnn "$megac" plan --world-size 2 "${hs64[@]}" --attention-dropout 0
 grep -q "flash attention (cuDNN)" "$tmp/out" || { echo "FAIL attn_cudnn header: $(head -1 "$tmp/out")"; fails=$((fails + 1)); }
 ok attn_flash "$megac" plan --world-size 2 "${hs64[@]}" --attention-dropout 0 --attention-backend flash
 grep -q "flash attention (megac's kernels)" "$tmp/out" || { echo "FAIL attn_flash header: $(head -1 "$tmp/out")"; fails=$((fails + 1)); }
+ok attn_cp2 "$megac" plan --world-size 2 "${hs64[@]}" --attention-dropout 0 --context-parallel-size 2
+grep -q "flash attention (megac's kernels)" "$tmp/out" || { echo "FAIL attn_cp2 header (CP's blocks are windows): $(head -1 "$tmp/out")"; fails=$((fails + 1)); }
 bad attn_dropout_range "--attention-dropout 1: a dropout probability must be in" \
   "$megac" plan --world-size 2 "${hs64[@]}" --attention-dropout 1
 ok json "$megac" plan --world-size 8 "${model[@]}" --global-batch-size 16 --json --hardware h200
