@@ -21,14 +21,15 @@
 //     of the logits (the row re-read from L2) and one write; with more shards two passes:
 //     statistics (read; then their all-reduces), then loss and d(logits) (read, write in
 //     place; the loss from the row statistics and the target logit: 3 floats in, 1 out).
-// Not counted: dropout (megac plan has no dropout flag: with --hidden-dropout p > 0 add two
-// passes of (N, C) per layer each way), fused attention (its matrix products are FLOPs),
+// Not counted: dropout (with --hidden-dropout p > 0 add two passes of (N, C) per layer each
+// way; megac plan takes only --attention-dropout, for the choice of attention kernels), fused
+// attention (its matrix products are FLOPs, plan_model.c),
 // the optimizer (per step, plan_cost.c).
 #include "plan_kernels.h"
 
 #include <stddef.h>
 
-typedef enum { W_C, W_Q, W_F, W_F2, W_V, W_A, W_1 } Width;  // W_1: one value per row
+typedef enum { W_C, W_Q, W_F, W_F2, W_V, W_A } Width;
 typedef enum { R_N, R_SP } Rows;
 typedef enum {
     K_ALL, K_LN, K_RMS, K_GELU, K_PLAIN_ACT, K_SWIGLU, K_BIAS, K_ROPE, K_UNFUSED_ATT, K_LEARNED_POS,
@@ -110,7 +111,7 @@ int plan_kernels(const PlanSpec *s, const PlanLayout *l, PlanKernel *out) {
     double width[] = {
         [W_C] = c->hidden_size, [W_Q] = (c->num_heads + 2.0 * gpt_kv_heads(c)) * hs / tp, [W_F] = F,
         [W_F2] = c->activation == BACKEND_ACT_SWIGLU ? 2 * F : F,
-        [W_V] = gpt_padded_vocab(c, l->tp) / tp, [W_A] = c->num_heads / tp * c->seq_length, [W_1] = 1,
+        [W_V] = gpt_padded_vocab(c, l->tp) / tp, [W_A] = c->num_heads / tp * c->seq_length,
     };
     int n = 0;
     for (int i = 0; i < N_TABLE && n < PLAN_KERNELS_MAX; i++) {
