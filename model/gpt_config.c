@@ -148,6 +148,15 @@ int gpt_rotary_dim(const GPTConfig *c) {
     return (int)(gpt_head_size(c) * c->rotary_percent);
 }
 
+const char *gpt_recompute_label(const GPTConfig *c, const char *selective, char *buf, size_t n) {
+    if (c->recompute == GPT_RECOMPUTE_SELECTIVE) return selective;
+    if (c->recompute != GPT_RECOMPUTE_FULL) return "";
+    snprintf(buf, n, " | recompute full (%s, %d layer%s%s)", c->recompute_block ? "block" : "uniform",
+             c->recompute_num_layers, c->recompute_num_layers == 1 ? "" : "s",
+             c->recompute_block ? " per stage" : " per chunk");
+    return buf;
+}
+
 int gpt_is_llama_style(const GPTConfig *c) {
     return c->rmsnorm || c->activation != BACKEND_ACT_GELU || c->rope || c->disable_bias_linear ||
            gpt_kv_heads(c) != c->num_heads;

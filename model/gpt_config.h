@@ -87,6 +87,10 @@ static inline BackendNorm gpt_norm_kind(const GPTConfig *c) {
 int gpt_is_llama_style(const GPTConfig *c);
 
 enum { GPT_RECOMPUTE_NONE = 0, GPT_RECOMPUTE_FULL = 1, GPT_RECOMPUTE_SELECTIVE = 2 };
+// The recomputation for a summary line: " | recompute full (uniform, 2 layers per chunk)"
+// (block: "... per stage") in buf (n bytes), `selective` with selective recomputation, ""
+// without any. Returns the text. Pure.
+const char *gpt_recompute_label(const GPTConfig *c, const char *selective, char *buf, size_t n);
 
 // Padded vocabulary Vp: V rounded up to a multiple of vocab_divisible_by * tp (Megatron). Pure.
 int gpt_padded_vocab(const GPTConfig *c, int tp);

@@ -44,17 +44,6 @@ static const char *ASSUMPTIONS[] = {
 };
 #define N_ASSUMPTIONS (int)(sizeof ASSUMPTIONS / sizeof ASSUMPTIONS[0])
 
-// " | recompute full (uniform, 2 layers per chunk)", " | recompute selective" or "".
-static const char *recompute_label(const GPTConfig *c, char *buf, size_t n) {
-    if (c->recompute == GPT_RECOMPUTE_SELECTIVE) return " | recompute selective";
-    if (c->recompute != GPT_RECOMPUTE_FULL) return "";
-    snprintf(buf, n, " | recompute full (%s, %d layer%s%s)", c->recompute_block ? "block" : "uniform",
-             c->recompute_num_layers, c->recompute_num_layers == 1 ? "" : "s",
-             c->recompute_block ? " per stage" : " per chunk");
-    return buf;
-}
-
-// "none", "full", "selective".
 static const char *recompute_name(const GPTConfig *c) {
     return c->recompute == GPT_RECOMPUTE_FULL ? "full" : c->recompute == GPT_RECOMPUTE_SELECTIVE ? "selective" : "none";
 }
@@ -106,7 +95,7 @@ static void print_header(FILE *f, const PlanSpec *s, const PlanHardware *hw, con
             " | %s%s%s\n", s->world_size, hw->gpus_per_node, c->num_layers, c->hidden_size, c->num_heads,
             c->ffn_hidden_size, c->seq_length, c->vocab_size, s->global_batch,
             plan_precision_name(s->precision), attn_label(s, set),
-            recompute_label(c, rc, sizeof rc));
+            gpt_recompute_label(c, " | recompute selective", rc, sizeof rc));
     fprintf(f, "hardware: %s | %.3g GB per GPU (%.3g reserved) | peak %.4g TFLOP/s (%s) x %.2f | "
             "links per GPU: %.4g GB/s in a node, %.4g GB/s across nodes, x %.2f\n", hw->name, hw->memory_gb,
             hw->reserve_gb, plan_hw_peak_flops(hw, s->precision) / 1e12,

@@ -61,16 +61,6 @@ static void print_memory(const Trainer *t, const double *all, int n) {
     }
 }
 
-// " | recompute full (uniform, 2 layers per chunk)" etc. in buf, or "" without recomputation.
-static const char *recompute_label(const GPTConfig *c, char *buf, size_t n) {
-    if (c->recompute == GPT_RECOMPUTE_SELECTIVE) return " | recompute selective (attention probabilities)";
-    if (c->recompute != GPT_RECOMPUTE_FULL) return "";
-    snprintf(buf, n, " | recompute full (%s, %d layer%s%s)", c->recompute_block ? "block" : "uniform",
-             c->recompute_num_layers, c->recompute_num_layers == 1 ? "" : "s",
-             c->recompute_block ? " per stage" : " per chunk");
-    return buf;
-}
-
 // Parameters of the whole model from its one-stage, one-rank table (vocabulary unpadded, the
 // tied embedding once); *active: those a token uses (an MoE layer's K of E experts).
 static double model_params(const GPTConfig *c, double *active) {
@@ -108,7 +98,8 @@ void train_log_startup(const Trainer *t) {
                a->model.num_heads, a->model.ffn_hidden_size, a->model.seq_length, a->model.vocab_size,
                m->Vp, a->micro_batch, a->global_batch, t->n_micro,
                m->sp ? " | sequence parallel" : "", m->cfg.use_flash_attn ? " | flash attention" : "",
-               recompute_label(&m->cfg, rc, sizeof rc));
+               gpt_recompute_label(&m->cfg, " | recompute selective (attention probabilities)", rc,
+                                   sizeof rc));
         if (a->hidden_dropout > 0 || a->attention_dropout > 0)
             printf("dropout: hidden %g, attention %g (training steps only; masks from --seed, the "
                    "iteration and global indices)\n", a->hidden_dropout, a->attention_dropout);
