@@ -23,12 +23,6 @@ typedef struct {
 static const NamedConfig CONFIGS[] = {{"gpt2-124m", 12, 768, 12, 0.29}, {"gpt2-350m", 24, 1024, 16, 0.30}};
 #define N_CONFIGS (int)(sizeof CONFIGS / sizeof CONFIGS[0])
 
-// plan_predict of s at one rank (the caller frees r).
-static void predict(const PlanSpec *s, const PlanHardware *hw, PlanResult *r) {
-    PlanLayout l = {.tp = 1, .pp = 1, .dp = 1, .micro_batch = s->global_batch};
-    plan_predict(s, &l, hw, r);
-}
-
 static void report(const NamedConfig *nc, int B, int T, PlanPrecision prec, int flash,
                    const char *hwname, const PlanHardware *hw) {
     PlanSpec s = {.world_size = 1, .global_batch = B, .precision = prec};
@@ -53,9 +47,9 @@ static void report(const NamedConfig *nc, int B, int T, PlanPrecision prec, int 
         printf("  %-34s %-9s %10.1f %10.3f %10.1f\n", k[i].name, plan_kernel_where_name(k[i].where),
                k[i].bytes / 1e6, k[i].flops / 1e9, k[i].bytes / bw * 1e6);
     PlanResult r, mine;
-    predict(&s, hw, &r);
+    plan_predict(&s, &l, hw, &r);
     c->attn_kernels = BACKEND_ATTN_MEGAC;  // --attention-backend flash
-    predict(&s, hw, &mine);
+    plan_predict(&s, &l, hw, &mine);
     const PlanStage *st = &r.stages[0];
     double t_gemm = (st->flops_mb - st->attn_flops_mb) / (peak * hw->gemm_efficiency);
     double t_attn = st->attn_flops_mb / (peak * (cudnn ? hw->attn_cudnn_efficiency : hw->attn_megac_efficiency));
