@@ -150,7 +150,8 @@ int main(int argc, char **argv) {
         if (pp_ilv_check(pp, v, ms[i], err, sizeof err)) core_usage_error("--micro %d: %s", ms[i], err);
 
     Backend *be = backend_cpu_create(threads, BACKEND_F32);
-    ProcessGrid *g = pgrid_create(1, pp, PGRID_COMM_MPI, NULL, 600.0);
+    ProcessGrid *g = pgrid_create(&(PGridDims){.tp = 1, .cp = 1, .pp = pp, .ep = 1, .etp = 1},
+                                  PGRID_COMM_MPI, NULL, 600.0);
     int s = g->coord.pp_rank;
     GPT *chunks[PP_ILV_MAX_CHUNKS];  // chunk c: virtual stage c*PP + s of PP*v (v = 1: the stage)
     for (int c = 0; c < v; c++) {
@@ -159,7 +160,9 @@ int main(int argc, char **argv) {
             pp_ilv_slots(pp, v, ms[i], s, sl);
             if (i == 0 || sl[c] > slots) slots = sl[c];
         }
-        chunks[c] = gpt_create(&cfg, be, 1, 0, pp * v, c * pp + s, micro_batch, slots, 1234, 1, 0, NULL);
+        chunks[c] = gpt_create(&cfg, be, NULL,
+                               &(GPTStage){.stage = c * pp + s, .n_stages = pp * v, .micro_batch = micro_batch,
+                                           .n_slots = slots, .seed = 1234, .pad_multiple = 1});
     }
     if (v > 1) gpt_share_workspace(chunks, v);  // one chunk computes at a time
     GPT *m = chunks[0];

@@ -121,7 +121,9 @@ static double time_steps(const BenchConfig *bc, Backend *be, Comm *one, int step
     GPTConfig cfg = gpt_config_of(bc, flash);
     char err[512];
     if (gpt_config_check(&cfg, 1, 1, err, sizeof err) != 0) core_usage_error("%s: %s", bc->name, err);
-    GPT *m = gpt_create(&cfg, be, 1, 0, 1, 0, bc->B, 1, 1234, dist_pad_multiple(1), 0, NULL);
+    GPT *m = gpt_create(&cfg, be, NULL,
+                        &(GPTStage){.n_stages = 1, .micro_batch = bc->B,
+                                    .n_slots = 1, .seed = 1234, .pad_multiple = dist_pad_multiple(1)});
     gpt_set_dropout(m, (float)drop, (float)drop, 1234);  // drop 0: none
     Optimizer *o = optim_create(be, one, NULL, 1, m, 0, 0, NULL);
     optim_set_weight_copies(o, m);  // bf16/fp16: AdamW writes the copies (as train does)

@@ -12,7 +12,9 @@ HfLm *hf_lm_create(const HfCkpt *c, int nthreads) {
     lm->be = backend_cpu_create(nthreads, BACKEND_F32);
     int self = 0;
     lm->tp = comm_mpi_create(MPI_COMM_SELF, "tp", &self, 0);
-    lm->m = gpt_create(&cfg, lm->be, 1, 0, 1, 0, 1, 1, (uint64_t)c->meta.seed, 16, 0, NULL);
+    lm->m = gpt_create(&cfg, lm->be, NULL,
+                       &(GPTStage){.n_stages = 1, .micro_batch = 1,
+                                   .n_slots = 1, .seed = (uint64_t)c->meta.seed, .pad_multiple = 16});
     GPT *m = lm->m;
     for (int i = 0; i < m->n_params; i++) {  // tp = 1: local = full, but wte has Vp rows
         const ParamInfo *p = &m->params[i];

@@ -156,9 +156,9 @@ int cmd_layout(int argc, char **argv) {
                     "[--context-parallel-size C] [--pipeline-model-parallel-size P] "
                     "[--expert-model-parallel-size E] [--expert-tensor-parallel-size 1|T] [--json]",
                     specs, 7, argc, argv);
-    PGridDims d;
+    PGridDims d = {.tp = tp, .cp = cp, .pp = pp, .ep = ep, .etp = etp ? etp : tp};
     char err[256];
-    if (pgrid_dims_init_moe(&d, world, tp, cp, pp, ep, etp ? etp : tp, err, sizeof err) != 0)
+    if (pgrid_dims_init(&d, world, err, sizeof err) != 0)
         core_usage_error("%s", err);
     if (json) print_json(&d);
     else print_text(&d);

@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include "backend/backend.h"
 #include "comm/comm.h"
+#include "parallel_state/pgrid_comm.h"  // defines: ProcessGrid
 #include "layers/tp_vocab.h"
 #include "gpt_config.h"
 #include "gpt_params.h"
@@ -237,34 +238,36 @@ typedef struct {
     } docs;
 } GPT;
 
-// The stage's groups beyond tensor parallelism. Context parallelism (model/gpt_cp.h): `size`
-// ranks of the group `comm` share each sequence, this one at `rank`; all_gather 1:
-// --cp-comm-type all_gather, 0: the ring. Expert parallelism (model/gpt_moe.h): `ep` ranks of
-// `ep_comm` split the experts, this one at `ep_rank` (ep 0 or 1: every rank holds all).
+// What gpt_create needs beyond the model's config and the grid: which (virtual) pipeline
+// stage this is, how it runs (micro-batch, activation slots in flight), how its parameters
+// start (seed) and are padded, and the parallel options the grid's sizes do not say.
+typedef enum { GPT_CP_P2P, GPT_CP_ALL_GATHER } GPTCpComm;  // --cp-comm-type (model/gpt_cp.h)
 typedef struct {
-    int size, rank, all_gather;
-    Comm *comm;
-    int ep, ep_rank;
-    Comm *ep_comm;
-    int ep_over_tp;  // ep > 1 with expert-tensor-parallel 1 at tp > 1: the EP group spans TP
-                     // ranks, so the experts are not replicated over TP (each TP rank holds
-                     // its rows' share of the tokens: sequence parallelism)
-} GPTGroups;
+    int stage, n_stages;    // pipeline stage `stage` of n_stages (interleaved: virtual stage
+                            // c * pp + pp_rank of pp * v); its layers: gpt_stage_layers
+    int micro_batch;        // B sequences per micro-batch
+    int n_slots;            // micro-batches in flight (the schedule's stash)
+    uint64_t seed;          // layout-independent initialisation
+    size_t pad_multiple;    // the flat buffers hold a multiple of it (DP slicing)
+    int sequence_parallel;  // --sequence-parallel (with tp > 1)
+    GPTCpComm cp_comm;      // context parallelism's K/V exchange (cp > 1)
+} GPTStage;
 
 // Builds the stage (call gpt_config_check first; a sequence-parallel micro-batch that tp
-// does not divide is a usage error), allocates everything on
-// `be`, initialises parameters from `seed` (layout-independent). The flat buffers hold
-// n_alloc floats, n_floats rounded up to a multiple of pad_multiple (the optimizer's
-// data-parallel slicing); the tail is zero. With sequence_parallel (B*T divisible by tp)
-// the residual stream, LayerNorms and the stage's input/output hold N/tp rows. With context
-// parallelism (cp > 1; gpt_cp.h: 2*cp must divide the sequence length and flash attention
-// is needed, usage errors otherwise) the stage holds seq_length/cp positions of each
-// sequence, rank cp->rank's two chunks (cp NULL: none). With expert parallelism (cp->ep > 1)
-// the stage holds E/ep experts of each MoE layer, placed after every other tensor from a
-// multiple of pad_multiple (expert_offset). Never returns NULL.
-GPT *gpt_create(const GPTConfig *cfg, Backend *be, int tp, int tp_rank, int pp, int pp_rank,
-                int micro_batch, int n_slots, uint64_t seed, size_t pad_multiple,
-                int sequence_parallel, const GPTGroups *cp);
+// does not divide is a usage error), allocates everything on `be`, initialises parameters
+// from st->seed (layout-independent). `grid` gives the sizes and this rank's coordinates
+// (grid->dims, grid->coord: tp, cp, ep, etp) and the CP and EP groups the stage calls
+// (grid->cp, grid->ep, read when cp or ep > 1); NULL: one rank. The flat buffers hold n_alloc
+// floats, n_floats rounded up to a multiple of st->pad_multiple (the optimizer's data-
+// parallel slicing); the tail is zero. With sequence_parallel (B*T divisible by tp) the
+// residual stream, LayerNorms and the stage's input/output hold N/tp rows. With context
+// parallelism (cp > 1; gpt_cp.h: 2*cp must divide the sequence length and flash attention is
+// needed, usage errors otherwise) the stage holds seq_length/cp positions of each sequence,
+// rank cp_rank's two chunks. With expert parallelism (ep > 1) the stage holds E/ep experts of
+// each MoE layer, placed after every other tensor from a multiple of pad_multiple
+// (expert_offset); with etp 1 at tp > 1 they are not replicated over TP (each TP rank holds
+// its rows' share of the tokens: sequence parallelism). Never returns NULL.
+GPT *gpt_create(const GPTConfig *cfg, Backend *be, const ProcessGrid *grid, const GPTStage *st);
 void gpt_destroy(GPT *m);
 
 // Forward of one micro-batch into `slot`. tokens (B, T) are read on the first stage (on

@@ -200,29 +200,36 @@ static void init_params(GPT *m, uint64_t seed) {
     free(host);
 }
 
-GPT *gpt_create(const GPTConfig *cfg, Backend *be, int tp, int tp_rank, int pp, int pp_rank,
-                int micro_batch, int n_slots, uint64_t seed, size_t pad_multiple,
-                int sequence_parallel, const GPTGroups *cp) {
+// The grid's part of the stage: tensor, context and expert parallelism's sizes, this rank's
+// place in them and the CP and EP groups (grid NULL: one rank).
+static void place_in_grid(GPT *m, const ProcessGrid *grid, const GPTStage *st) {
+    const PGridDims *d = grid ? &grid->dims : NULL;
+    m->tp = d ? d->tp : 1;
+    m->tp_rank = d ? grid->coord.tp_rank : 0;
+    m->cp = d ? pgrid_dims_cp(d) : 1;
+    m->cp_rank = m->cp > 1 ? grid->coord.cp_rank : 0;
+    m->cp_comm = m->cp > 1 ? grid->cp : NULL;
+    m->cp_all_gather = m->cp > 1 && st->cp_comm == GPT_CP_ALL_GATHER;
+    m->ep = d ? pgrid_dims_ep(d) : 1;
+    m->ep_rank = m->ep > 1 ? grid->coord.ep_rank : 0;
+    m->ep_comm = m->ep > 1 ? grid->ep : NULL;
+}
+
+GPT *gpt_create(const GPTConfig *cfg, Backend *be, const ProcessGrid *grid, const GPTStage *st) {
     GPT *m = core_calloc(1, sizeof *m);
     m->cfg = *cfg;
     m->be = be;
-    m->tp = tp;
-    m->tp_rank = tp_rank;
-    gpt_stage_layers(cfg, pp, pp_rank, &m->layer0, &m->n_layers);
-    m->first = (pp_rank == 0);
-    m->last = (pp_rank == pp - 1);
+    place_in_grid(m, grid, st);
+    int tp = m->tp, tp_rank = m->tp_rank, n_slots = st->n_slots;
+    size_t pad_multiple = st->pad_multiple;
+    gpt_stage_layers(cfg, st->n_stages, st->stage, &m->layer0, &m->n_layers);
+    m->first = (st->stage == 0);
+    m->last = (st->stage == st->n_stages - 1);
     // MEGAC_NO_FUSED_CLASSIFIER=1: d(logits) in the backward, as before the fused classifier
     // (the same bits: a check of the fused path, and a switch for attribution on a GPU)
     const char *nofuse = getenv("MEGAC_NO_FUSED_CLASSIFIER");
     m->fused_classifier = !(nofuse && strcmp(nofuse, "1") == 0);
-    m->B = micro_batch;
-    m->cp = cp && cp->size > 1 ? cp->size : 1;
-    m->cp_rank = m->cp > 1 ? cp->rank : 0;
-    m->cp_comm = m->cp > 1 ? cp->comm : NULL;
-    m->cp_all_gather = m->cp > 1 && cp->all_gather;
-    m->ep = cp && cp->ep > 1 ? cp->ep : 1;
-    m->ep_rank = m->ep > 1 ? cp->ep_rank : 0;
-    m->ep_comm = m->ep > 1 ? cp->ep_comm : NULL;
+    m->B = st->micro_batch;
     if (cfg->num_experts > 0 && cfg->num_experts % m->ep)
         core_usage_error("--num-experts %d is not divisible by --expert-model-parallel-size %d",
                          cfg->num_experts, m->ep);
@@ -231,7 +238,7 @@ GPT *gpt_create(const GPTConfig *cfg, Backend *be, int tp, int tp_rank, int pp, 
     if (gpt_cp_check(cfg, m->cp, err, sizeof err)) core_usage_error("%s", err);
     m->T = m->T_seq / m->cp;
     m->N = m->B * m->T;
-    m->sp = sequence_parallel && tp > 1;
+    m->sp = st->sequence_parallel && tp > 1;
     m->N_sp = m->sp ? m->N / tp : m->N;
     if (m->sp && m->N % tp)
         core_usage_error("--sequence-parallel: micro-batch x seq-length = %d is not divisible by "
@@ -250,7 +257,8 @@ GPT *gpt_create(const GPTConfig *cfg, Backend *be, int tp, int tp_rank, int pp, 
                                     m->first, m->last, &m->n_params, &m->n_floats);
     size_t experts = m->ep > 1 ? gpt_params_place_experts(m->params, m->n_params, pad_multiple,
                                                           &m->n_floats) : 0;
-    if (m->ep > 1 && cp->ep_over_tp) gpt_params_experts_over_tp(m->params, m->n_params);
+    if (m->ep > 1 && tp > 1 && pgrid_dims_etp(&grid->dims) == 1)  // not replicated over TP
+        gpt_params_experts_over_tp(m->params, m->n_params);
     m->block_param = core_calloc((size_t)m->n_layers + 1, sizeof(int));
     gpt_params_block_index(m->params, m->n_params, m->layer0, m->n_layers, m->block_param);
     m->n_alloc = (m->n_floats + pad_multiple - 1) / pad_multiple * pad_multiple;
@@ -263,7 +271,7 @@ GPT *gpt_create(const GPTConfig *cfg, Backend *be, int tp, int tp_rank, int pp, 
     m->g.blocks = core_calloc((size_t)m->n_layers, sizeof(GPTBlockW));
     make_views(m, &m->w, m->param_copy, act);
     make_views(m, &m->g, m->grad_mem, sizeof(float));
-    init_params(m, seed);
+    init_params(m, st->seed);
     gpt_refresh_weight_copies(m);
 
     if (cfg->recompute == GPT_RECOMPUTE_FULL) {  // one chunk's layers, shared by the slots

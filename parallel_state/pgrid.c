@@ -6,14 +6,9 @@
 
 // ---- the named sizes ---------------------------------------------------------------------
 
-int pgrid_dims_init_cp(PGridDims *d, int world_size, int tp, int cp, int pp, char *err,
-                       size_t errlen) {
-    return pgrid_dims_init_moe(d, world_size, tp, cp, pp, 1, tp, err, errlen);
-}
-
-// The dense decomposition's checks (world = tp * cp * dp * pp); fills world_size, tp, pp, dp.
-static int init_dense(PGridDims *d, int world_size, int tp, int cp, int pp, char *err,
-                      size_t errlen) {
+// The dense decomposition's checks (world = tp * cp * dp * pp); fills world_size and dp.
+static int init_dense(PGridDims *d, int world_size, char *err, size_t errlen) {
+    int tp = d->tp, cp = d->cp, pp = d->pp;
     char cps[48] = "";  // CP is named when it is not 1
     int bad = world_size <= 0 || tp <= 0 || cp <= 0 || pp <= 0;
     if (cp != 1) snprintf(cps, sizeof cps, "context-parallel-size %d%s", cp, bad ? ", " : " x ");
@@ -29,42 +24,41 @@ static int init_dense(PGridDims *d, int world_size, int tp, int cp, int pp, char
         return -1;
     }
     d->world_size = world_size;
-    d->tp = tp;
-    d->pp = pp;
     d->dp = (int)(world_size / model);
     return 0;
 }
 
-int pgrid_dims_init_moe(PGridDims *d, int world_size, int tp, int cp, int pp, int ep, int etp,
-                        char *err, size_t errlen) {
-    if (init_dense(d, world_size, tp, cp, pp, err, errlen) != 0) return -1;
+// The expert decomposition's checks (world = etp * ep * edp * pp).
+static int check_expert(const PGridDims *d, char *err, size_t errlen) {
+    int ep = d->ep, etp = d->etp;
     if (ep <= 0 || etp <= 0) {
         snprintf(err, errlen, "sizes must be positive: expert-model-parallel-size %d, "
                  "expert-tensor-parallel-size %d", ep, etp);
         return -1;
     }
-    if (etp != 1 && etp != tp) {
+    if (etp != 1 && etp != d->tp) {
         snprintf(err, errlen, "expert-tensor-parallel-size %d must be 1 or "
-                 "tensor-model-parallel-size %d", etp, tp);
+                 "tensor-model-parallel-size %d", etp, d->tp);
         return -1;
     }
-    long long expert_model = (long long)etp * ep * pp;
-    if (world_size % expert_model != 0) {
+    long long expert_model = (long long)etp * ep * d->pp;
+    if (d->world_size % expert_model != 0) {
         snprintf(err, errlen, "world size %d is not divisible by expert-tensor-parallel-size %d x "
                  "expert-model-parallel-size %d x pipeline-model-parallel-size %d = %lld",
-                 world_size, etp, ep, pp, expert_model);
+                 d->world_size, etp, ep, d->pp, expert_model);
         return -1;
     }
-    d->ep = ep;
-    d->etp = etp;
     return 0;
 }
 
-int pgrid_dims_init(PGridDims *d, int world_size, int tp, int pp, char *err, size_t errlen) {
-    return pgrid_dims_init_cp(d, world_size, tp, 1, pp, err, errlen);
+int pgrid_dims_init(PGridDims *d, int world_size, char *err, size_t errlen) {
+    if (init_dense(d, world_size, err, errlen) != 0) return -1;
+    return check_expert(d, err, errlen);
 }
 
-int pgrid_dims_cp(const PGridDims *d) { return d->world_size / (d->tp * d->pp * d->dp); }
+int pgrid_dims_cp(const PGridDims *d) {
+    return d->cp > 0 ? d->cp : d->world_size / (d->tp * d->pp * d->dp);
+}
 
 int pgrid_dims_ep(const PGridDims *d) { return d->ep > 0 ? d->ep : 1; }
 

@@ -74,14 +74,15 @@ typedef enum {
 // A mask over a decomposition's dimensions: bit i set = dimension i varies inside a group.
 #define PGRID_MASK(dim) (1u << (dim))
 
-// The named sizes of both decompositions, validated by pgrid_dims_init(_cp, _moe). The
-// context-parallel size is the factor left, world_size / (tp * pp * dp) (pgrid_dims_cp), so
-// that {world, tp, pp, dp} initialisers (plan/) stay complete and mean CP = 1; ep and etp are
-// 0 there, which means no experts (EP = 1, ETP = TP): read them through pgrid_dims_ep and
-// pgrid_dims_etp.
+// The named sizes of both decompositions: every dimension of the grid has its field. A
+// caller names the sizes of its layout (tp, cp, pp, ep, etp) and pgrid_dims_init checks them
+// against the world size and fills the derived ones (world_size, dp). The readers below
+// (pgrid_dims_cp, _ep, _etp, _edp) also take a {world_size, tp, pp, dp} initialiser (plan/'s
+// and the tests'), where cp, ep and etp left 0 mean the factor left, 1 and tp.
 typedef struct {
-    int world_size, tp, pp, dp;
-    int ep, etp;  // expert-parallel, expert-tensor-parallel sizes; 0: 1 and tp
+    int world_size;
+    int tp, cp, dp, pp;  // dense layers: world = tp * cp * dp * pp (dp derived)
+    int ep, etp;         // expert layers: world = etp * ep * edp * pp (edp derived)
 } PGridDims;
 
 typedef struct {
@@ -113,33 +114,23 @@ typedef enum {
 
 // ---- the named sizes ---------------------------------------------------------------------
 
-// Validates world = tp * cp * dp * pp with dp = world / (tp * cp * pp) and fills *d. Returns 0
-// on success; on failure returns -1, writes one line naming every factor and their product
-// into err (errlen bytes; CP only when it is not 1), e.g. "world size 12 is not divisible by
-// tensor-model-parallel-size 2 x pipeline-model-parallel-size 4 = 8", and leaves *d
-// unspecified.
-int pgrid_dims_init_cp(PGridDims *d, int world_size, int tp, int cp, int pp, char *err,
-                       size_t errlen);
+// The one constructor of the named sizes: checks *d's tp, cp, pp, ep, etp (as the caller
+// named them) against world_size and fills world_size and dp; the dense checks first
+// (world = tp * cp * dp * pp), then the expert decomposition's (Megatron-Core's, and issue
+// 28's ETP rule): ep >= 1; etp is 1 or tp; etp * ep * pp divides the world size (EDP = world /
+// (etp * ep * pp)). Returns 0 on success; on failure -1 with one line in err (errlen bytes)
+// naming every factor and their product (CP only when it is not 1), e.g. "world size 12 is
+// not divisible by tensor-model-parallel-size 2 x pipeline-model-parallel-size 4 = 8", and
+// *d unspecified. Without experts: ep = 1, etp = tp.
+int pgrid_dims_init(PGridDims *d, int world_size, char *err, size_t errlen);
 
-// pgrid_dims_init_cp with cp = 1 (today's grids).
-int pgrid_dims_init(PGridDims *d, int world_size, int tp, int pp, char *err, size_t errlen);
-
-// pgrid_dims_init_cp and the expert decomposition's checks (Megatron-Core's, and issue 28's
-// ETP rule): ep >= 1; etp is 1 or tp; etp * ep * pp divides the world size (EDP = world /
-// (etp * ep * pp)). Returns 0 on success; on failure -1 with one line in err naming the
-// numbers, e.g. "world size 16 is not divisible by expert-tensor-parallel-size 2 x
-// expert-model-parallel-size 3 x pipeline-model-parallel-size 2 = 12". ep = 1, etp = tp is
-// pgrid_dims_init_cp.
-int pgrid_dims_init_moe(PGridDims *d, int world_size, int tp, int cp, int pp, int ep, int etp,
-                        char *err, size_t errlen);
-
-// Context-parallel size: world_size / (tp * pp * dp). Pure.
+// Context-parallel size: cp, or world_size / (tp * pp * dp) when cp is 0. Pure.
 int pgrid_dims_cp(const PGridDims *d);
 
-// Expert-parallel size (1 when d->ep is 0). Pure.
+// Expert-parallel size: ep, or 1 when ep is 0. Pure.
 int pgrid_dims_ep(const PGridDims *d);
 
-// Expert-tensor-parallel size (tp when d->etp is 0). Pure.
+// Expert-tensor-parallel size: etp, or tp when etp is 0. Pure.
 int pgrid_dims_etp(const PGridDims *d);
 
 // Expert-data-parallel size: world_size / (etp * ep * pp). Pure.

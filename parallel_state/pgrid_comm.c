@@ -53,8 +53,8 @@ static Comm *make_group(const PGridDims *d, PGridKind kind, int rank, PGridCommK
     return c;
 }
 
-ProcessGrid *pgrid_create_moe(int tp, int cp, int pp, int ep, int etp, PGridCommKind kind,
-                              void *cuda_stream, double timeout_s) {
+ProcessGrid *pgrid_create(const PGridDims *sizes, PGridCommKind kind, void *cuda_stream,
+                          double timeout_s) {
     int world = 0, rank = 0;
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world));
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
@@ -63,8 +63,9 @@ ProcessGrid *pgrid_create_moe(int tp, int cp, int pp, int ep, int etp, PGridComm
 #endif
     ProcessGrid *g = core_calloc(1, sizeof *g);
     char err[256];
-    if (pgrid_dims_init_moe(&g->dims, world, tp, cp, pp, ep, etp, err, sizeof err) != 0)
-        core_usage_error("%s", err);
+    g->dims = *sizes;
+    if (pgrid_dims_init(&g->dims, world, err, sizeof err) != 0) core_usage_error("%s", err);
+    int pp = g->dims.pp;
     g->coord = pgrid_coord(&g->dims, rank);
     int s = g->coord.pp_rank;
     g->pp_prev = s > 0 ? s - 1 : -1;
@@ -90,24 +91,25 @@ ProcessGrid *pgrid_create_moe(int tp, int cp, int pp, int ep, int etp, PGridComm
     return g;
 }
 
-ProcessGrid *pgrid_create_cp(int tp, int cp, int pp, PGridCommKind kind, void *cuda_stream,
-                             double timeout_s) {
-    return pgrid_create_moe(tp, cp, pp, 1, tp, kind, cuda_stream, timeout_s);
+// 1 if the Comm of `kind` is a dense kind's too (an expert kind without experts).
+static int is_alias(const ProcessGrid *g, PGridKind kind) {
+    int alias = 0;
+    for (PGridKind j = 0; j < PGRID_NKINDS && !alias; j++)
+        alias = pgrid_kind_is_expert(kind) && !pgrid_kind_is_expert(j) && *field(g, j) == *field(g, kind);
+    return alias;
 }
 
-ProcessGrid *pgrid_create(int tp, int pp, PGridCommKind kind, void *cuda_stream, double timeout_s) {
-    return pgrid_create_cp(tp, 1, pp, kind, cuda_stream, timeout_s);
+void pgrid_for_each_comm(const ProcessGrid *g, void (*fn)(Comm *c, void *arg), void *arg) {
+    fn(g->world, arg);
+    for (PGridKind k = 0; k < PGRID_NKINDS; k++)
+        if (*field(g, k) && !is_alias(g, k)) fn(*field(g, k), arg);
 }
 
 void pgrid_destroy(ProcessGrid *g) {
     if (!g) return;
     comm_destroy(g->world);
     for (PGridKind k = 0; k < PGRID_NKINDS; k++) {
-        Comm *c = *field(g, k);
-        int alias = 0;  // an expert kind without experts points at a dense kind's Comm
-        for (PGridKind j = 0; j < PGRID_NKINDS && !alias; j++)
-            alias = pgrid_kind_is_expert(k) && !pgrid_kind_is_expert(j) && *field(g, j) == c;
-        if (!alias) comm_destroy(c);
+        if (!is_alias(g, k)) comm_destroy(*field(g, k));  // (an alias: a dense kind's Comm)
     }
     comm_destroy(g->tp_host);
     free(g);

@@ -29,22 +29,19 @@ typedef struct {
                            // batches), whatever the kind of the others
 } ProcessGrid;
 
-// Builds the grid over MPI_COMM_WORLD (MPI must be initialised), one Comm per group kind of
-// pgrid.h. The layout must divide the world size: otherwise every rank prints the same
-// one-line error and exits with code 2.
+// The one constructor: builds the grid of the layout *sizes names (its tp, cp, pp, ep, etp;
+// pgrid_dims_init derives the rest from the world size) over MPI_COMM_WORLD (MPI must be
+// initialised), one Comm per group kind of pgrid.h. A layout that does not divide the world
+// size: every rank prints the same one-line error and exits with code 2.
 // `kind` picks MPI (host memory), NCCL or STAGED (device memory, ordered on `cuda_stream`)
 // for the group communicators. `timeout_s` bounds every wait (0 = forever).
-ProcessGrid *pgrid_create(int tp, int pp, PGridCommKind kind, void *cuda_stream, double timeout_s);
+ProcessGrid *pgrid_create(const PGridDims *sizes, PGridCommKind kind, void *cuda_stream,
+                          double timeout_s);
 
-// pgrid_create with a context-parallel size: world = tp * cp * dp * pp (pgrid.h's order).
-ProcessGrid *pgrid_create_cp(int tp, int cp, int pp, PGridCommKind kind, void *cuda_stream,
-                             double timeout_s);
-
-// pgrid_create_cp with the expert decomposition's sizes: expert-parallel `ep`, expert-tensor-
-// parallel `etp` (1 or tp), world = etp * ep * edp * pp (pgrid_dims_init_moe's checks; a bad
-// layout is the same one-line error, exit 2). ep = 1, etp = tp is pgrid_create_cp.
-ProcessGrid *pgrid_create_moe(int tp, int cp, int pp, int ep, int etp, PGridCommKind kind,
-                              void *cuda_stream, double timeout_s);
+// Every group kind of the grid, once each: fn(c, arg) for each distinct Comm of this rank
+// (an expert kind that is a dense kind's Comm comes once; kinds this rank is in none of are
+// skipped), the world Comm included. Never fails.
+void pgrid_for_each_comm(const ProcessGrid *g, void (*fn)(Comm *c, void *arg), void *arg);
 
 // The communicator of this rank's group of `kind` (its rank in it = its position in the group,
 // pgrid_group_index); NULL if the rank is in none (embedding on a middle stage). Pure.

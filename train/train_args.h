@@ -4,6 +4,7 @@
 #include "core/args.h"
 #include "core/args_compat.h"
 #include "model/gpt_config.h"
+#include "parallel_state/pgrid.h"  // defines: PGridDims
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
 #include "rampup.h"
@@ -101,3 +102,6 @@ void train_args_check_layout(const TrainArgs *a, int world_size);
 // The expert-tensor-parallel size the grid uses: --expert-tensor-parallel-size (default TP)
 // with expert parallelism, TP without (the experts are then laid out as the dense layers). Pure.
 int train_args_etp(const TrainArgs *a);
+// The layout's named sizes (tp, cp, pp, ep, train_args_etp) for pgrid_dims_init and
+// pgrid_create; the derived ones are 0. Pure.
+PGridDims train_args_dims(const TrainArgs *a);

@@ -2,7 +2,7 @@
 // (train_args.h: train_args_check_layout), expert parallelism's included.
 #include "train_args.h"
 #include "core/check.h"
-#include "parallel_state/pgrid.h"     // defines: pgrid_dims_init_cp, pgrid_dims_init_moe
+#include "parallel_state/pgrid.h"     // defines: pgrid_dims_init, train_args_dims
 #include "model/gpt_config.h"         // defines: gpt_config_check
 #include "pipeline/pp_interleaved.h"  // defines: pp_ilv_check
 
@@ -13,12 +13,11 @@
 // its own rows (sequence parallelism, as Megatron requires for MoE with TP).
 static void train_args_check_ep(const TrainArgs *a, const PGridDims *d) {
     char err[512];
-    PGridDims e;
-    int etp = train_args_etp(a);
+    PGridDims e = train_args_dims(a);
+    int etp = e.etp;
     if (a->model.num_experts == 0)
         core_usage_error("--expert-model-parallel-size %d needs --num-experts", a->ep);
-    if (pgrid_dims_init_moe(&e, d->world_size, a->tp, a->cp, a->pp, a->ep, etp, err, sizeof err))
-        core_usage_error("%s", err);
+    if (pgrid_dims_init(&e, d->world_size, err, sizeof err)) core_usage_error("%s", err);
     if (etp == 1 && a->tp > 1 && !a->sequence_parallel)
         core_usage_error("--expert-tensor-parallel-size 1 with --tensor-model-parallel-size %d and "
                          "--expert-model-parallel-size %d needs --sequence-parallel (each TP rank "
@@ -29,10 +28,14 @@ int train_args_etp(const TrainArgs *a) {
     return a->ep > 1 && a->etp > 0 ? a->etp : a->tp;  // (EP 1: the experts are the dense layout's)
 }
 
+PGridDims train_args_dims(const TrainArgs *a) {
+    return (PGridDims){.tp = a->tp, .cp = a->cp, .pp = a->pp, .ep = a->ep, .etp = train_args_etp(a)};
+}
+
 void train_args_check_layout(const TrainArgs *a, int world) {
-    PGridDims d;
+    PGridDims d = {.tp = a->tp, .cp = a->cp, .pp = a->pp, .ep = 1, .etp = a->tp};  // dense first
     char err[512];
-    if (pgrid_dims_init_cp(&d, world, a->tp, a->cp, a->pp, err, sizeof err) != 0) core_usage_error("%s", err);
+    if (pgrid_dims_init(&d, world, err, sizeof err) != 0) core_usage_error("%s", err);
     int dp = d.dp;
     if (a->ep > 1) train_args_check_ep(a, &d);
     if (a->global_batch % (a->micro_batch * dp))

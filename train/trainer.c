@@ -70,13 +70,12 @@ static void create_model_chunks(Trainer *t, PPScheduleKind kind) {
     t->chunks = core_calloc((size_t)v, sizeof *t->chunks);
     t->opts = core_calloc((size_t)v, sizeof *t->opts);
     t->wte_chunk = t->wte_param = -1;
-    GPTGroups cp = {a->cp, g->coord.cp_rank, !strcmp(a->cp_comm_type, "all_gather"), g->cp,
-                    a->ep, g->coord.ep_rank, g->ep, train_args_etp(a) == 1 && a->tp > 1};
     for (int c = 0; c < v; c++) {
-        GPT *m = gpt_create(&a->model, t->be, a->tp, g->coord.tp_rank, a->pp * v, c * a->pp + r,
-                            a->micro_batch, slots[c], a->seed,  // (both regions' slices even)
-                            dist_pad_multiple(dist_pad_ranks(t->dp * a->cp, g->edp->size)),
-                            a->sequence_parallel, &cp);
+        GPTStage st = {c * a->pp + r, a->pp * v, a->micro_batch, slots[c], a->seed,
+                       dist_pad_multiple(dist_pad_ranks(t->dp * a->cp, g->edp->size)),  // (both
+                       a->sequence_parallel,                              // regions' slices even)
+                       !strcmp(a->cp_comm_type, "all_gather") ? GPT_CP_ALL_GATHER : GPT_CP_P2P};
+        GPT *m = gpt_create(&a->model, t->be, g, &st);
         OptimSharding sh = a->sharding >= OPTIM_SHARD_GRADS ? (OptimSharding)a->sharding
                          : a->zero1 ? OPTIM_SHARD_OPTIM : OPTIM_NO_SHARD;
         // the ranks holding the same weights: dp x cp (each CP rank saw other tokens)
@@ -127,8 +126,8 @@ Trainer *trainer_create(const TrainArgs *args) {
     t->be = make_backend(a);
     PGridCommKind ck = !cuda ? PGRID_COMM_MPI
                      : !strcmp(a->dist_backend, "staged") ? PGRID_COMM_STAGED : PGRID_COMM_NCCL;
-    t->grid = pgrid_create_moe(a->tp, a->cp, a->pp, a->ep, train_args_etp(a), ck,
-                               cuda ? t->be->u.cuda.stream : NULL, a->timeout_minutes * 60.0);
+    PGridDims sizes = train_args_dims(a);
+    t->grid = pgrid_create(&sizes, ck, cuda ? t->be->u.cuda.stream : NULL, a->timeout_minutes * 60.0);
     ProcessGrid *g = t->grid;
     t->dp = g->dims.dp;
     t->n_micro = a->global_batch / (a->micro_batch * t->dp);
@@ -218,6 +217,11 @@ static void trainer_set_batch(Trainer *t, SplitKind split, int64_t start, int G)
     if (t->args.per_token_loss && t->args.eod_mask_loss) per_token_weight(t, G);
 }
 
+static void reset_stats(Comm *c, void *unused) {
+    (void)unused;
+    comm_stats_reset(c);
+}
+
 StepResult trainer_step(Trainer *t) {
     StepResult r = {0};
     int64_t it = t->iteration + 1;
@@ -227,10 +231,7 @@ StepResult trainer_step(Trainer *t) {
     // per-token loss gradient: 1 / (tokens of this rank's micro-batches); the DP x CP
     // reduction averages
     t->dscale_base = 1.0 / ((double)t->step.n_micro * t->args.micro_batch * t->args.model.seq_length / t->args.cp);
-    Comm *groups[] = {t->grid->tp, t->grid->pp, t->grid->dp_cp, t->grid->embedding, t->grid->cp,
-                      t->grid->ep, t->grid->edp};  // (without experts: one rank, and dp_cp again)
-    for (int i = 0; i < 7; i++)
-        if (groups[i]) comm_stats_reset(groups[i]);  // the log reports one step's traffic
+    pgrid_for_each_comm(t->grid, reset_stats, NULL);  // the log reports one step's traffic
     core_fault_die_at(&t->faults, it);  // test hook MEGAC_TEST_DIE_AT_ITER
     for (int c = 0; c < t->n_chunks; c++) gpt_zero_grads(t->chunks[c]);
     double S = t->scaler.scale;  // gradients come out S times too large (fp16), else S = 1

@@ -104,7 +104,9 @@ static void test_pipeline_p2p(const ProcessGrid *g) {
 int main(int argc, char **argv) {
     MPI_CHECK(MPI_Init(&argc, &argv));
     if (argc != 3) core_usage_error("usage: test_comm TP PP");
-    ProcessGrid *g = pgrid_create(atoi(argv[1]), atoi(argv[2]), PGRID_COMM_MPI, NULL, 120.0);
+    int tp = atoi(argv[1]), pp = atoi(argv[2]);
+    ProcessGrid *g = pgrid_create(&(PGridDims){.tp = tp, .cp = 1, .pp = pp, .ep = 1, .etp = tp},
+                                  PGRID_COMM_MPI, NULL, 120.0);
     Comm *groups[] = {g->world, g->tp, g->dp, g->pp, g->model, g->embedding};
     for (size_t i = 0; i < sizeof groups / sizeof groups[0]; i++) test_group(groups[i]);
     test_pipeline_p2p(g);

@@ -109,7 +109,8 @@ int main(int argc, char **argv) {
     void *stream;
     int dev = buf_test_start(&argc, &argv, &kind, &stream);
     PGridCommKind ck = !dev ? PGRID_COMM_MPI : !strcmp(kind, "nccl") ? PGRID_COMM_NCCL : PGRID_COMM_STAGED;
-    ProcessGrid *g = pgrid_create(2, 1, ck, stream, 60.0);  // TP 2 x DP 2 on 4 ranks
+    ProcessGrid *g = pgrid_create(&(PGridDims){.tp = 2, .cp = 1, .pp = 1, .ep = 1, .etp = 2},
+                                  ck, stream, 60.0);  // TP 2 x DP 2 on 4 ranks
     check(g->dp, g->tp);
     check(g->world, NULL);
     int me = g->coord.rank;

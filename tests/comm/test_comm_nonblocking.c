@@ -44,7 +44,8 @@ static void gather_while_busy(Comm *c, Comm *other, CommDtype t) {
 
 int main(int argc, char **argv) {
     MPI_CHECK(MPI_Init(&argc, &argv));
-    ProcessGrid *g = pgrid_create(2, 1, PGRID_COMM_MPI, NULL, 60.0);  // TP 2 x DP 2 on 4 ranks
+    ProcessGrid *g = pgrid_create(&(PGridDims){.tp = 2, .cp = 1, .pp = 1, .ep = 1, .etp = 2},
+                                  PGRID_COMM_MPI, NULL, 60.0);  // TP 2 x DP 2 on 4 ranks
     gather_while_busy(g->dp, g->tp, COMM_F32);
     gather_while_busy(g->dp, g->tp, COMM_BF16);
     gather_while_busy(g->world, NULL, COMM_F16);

@@ -40,7 +40,9 @@ static void play_backward(GPT *m) {
 }
 
 static void check(Backend *be, Comm *dp, int sharded, size_t bucket_size, int overlap) {
-    GPT *m = gpt_create(&CFG, be, 1, 0, 1, 0, 1, 1, 7, dist_pad_multiple(dp->size), 0, NULL);
+    GPT *m = gpt_create(&CFG, be, NULL,
+                        &(GPTStage){.n_stages = 1, .micro_batch = 1,
+                                    .n_slots = 1, .seed = 7, .pad_multiple = dist_pad_multiple(dp->size)});
     DistSync *s = dist_sync_create(be, dp, NULL, m, sharded, bucket_size, NULL);
     dist_sync_enable_overlap(s, overlap, overlap && sharded, 2);
     int r = dp->rank, n_micro = 2;
@@ -110,7 +112,9 @@ static void units_backward(DistSync *s, int r) {
 }
 
 static void check_units(Backend *be, Comm *dp, int stage, int overlap) {
-    GPT *m = gpt_create(&CFG, be, 1, 0, 1, 0, 1, 1, 7, dist_pad_multiple(dp->size), 0, NULL);
+    GPT *m = gpt_create(&CFG, be, NULL,
+                        &(GPTStage){.n_stages = 1, .micro_batch = 1,
+                                    .n_slots = 1, .seed = 7, .pad_multiple = dist_pad_multiple(dp->size)});
     DistSync *s = dist_sync_create(be, dp, NULL, m, stage, 0, NULL);
     dist_sync_enable_overlap(s, overlap && stage == 2, overlap && stage == 3, 2);
     int r = dp->rank, n_micro = 2;
@@ -159,7 +163,8 @@ static void check_units(Backend *be, Comm *dp, int stage, int overlap) {
 
 int main(int argc, char **argv) {
     MPI_CHECK(MPI_Init(&argc, &argv));
-    ProcessGrid *g = pgrid_create(1, 1, PGRID_COMM_MPI, NULL, 60.0);  // DP = the world
+    ProcessGrid *g = pgrid_create(&(PGridDims){.tp = 1, .cp = 1, .pp = 1, .ep = 1, .etp = 1},
+                                  PGRID_COMM_MPI, NULL, 60.0);  // DP = the world
     Backend *be = backend_cpu_create(1, BACKEND_F32);
     for (int sharded = 0; sharded < 2; sharded++)
         for (int overlap = 0; overlap < 2; overlap++) {

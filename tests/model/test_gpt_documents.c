@@ -56,8 +56,12 @@ static void expect_near(const float *got, const float *want, size_t n, double to
 }
 
 static void check(Backend *be, Comm *tp, GPTConfig cfg, const char *name) {
-    GPT *md = gpt_create(&cfg, be, 1, 0, 1, 0, 1, 1, 42, 16, 0, NULL);
-    GPT *ma = gpt_create(&cfg, be, 1, 0, 1, 0, 1, 1, 42, 16, 0, NULL);
+    GPT *md = gpt_create(&cfg, be, NULL,
+                         &(GPTStage){.n_stages = 1, .micro_batch = 1,
+                                     .n_slots = 1, .seed = 42, .pad_multiple = 16});
+    GPT *ma = gpt_create(&cfg, be, NULL,
+                         &(GPTStage){.n_stages = 1, .micro_batch = 1,
+                                     .n_slots = 1, .seed = 42, .pad_multiple = 16});
     gpt_set_documents(md, EOD, 1, 1);
     gpt_set_loss_mask(md, EOD), gpt_set_loss_mask(ma, EOD);
     int tok[T], tgt[T], ta[T], ga[T], tb[T], gb[T];

@@ -68,7 +68,9 @@ static void fused_is_same_bits(GPT *m, Comm *tp, const int *tok, const int *tgt)
 }
 
 static void gradcheck(Backend *be, Comm *tp, GPTConfig cfg, float p, int eod_mask) {
-    GPT *m = gpt_create(&cfg, be, 1, 0, 1, 0, 2, 1, 42, 16, 0, NULL);
+    GPT *m = gpt_create(&cfg, be, NULL,
+                        &(GPTStage){.n_stages = 1, .micro_batch = 2,
+                                    .n_slots = 1, .seed = 42, .pad_multiple = 16});
     int tok[16], tgt[16];
     for (int i = 0; i < 16; i++) { tok[i] = (i * 7 + 3) % 50; tgt[i] = (i * 11 + 5) % 50; }
     if (eod_mask) set_eod_mask(m, tp, tok, tgt);
@@ -122,9 +124,15 @@ static void gradcheck(Backend *be, Comm *tp, GPTConfig cfg, float p, int eod_mas
 
 // Every shard of a TP = 2 model equals the matching slice of the TP = 1 model.
 static void init_is_layout_independent(Backend *be, GPTConfig cfg) {
-    GPT *full = gpt_create(&cfg, be, 1, 0, 1, 0, 1, 1, 7, 16, 0, NULL);
+    GPT *full = gpt_create(&cfg, be, NULL,
+                           &(GPTStage){.n_stages = 1, .micro_batch = 1,
+                                       .n_slots = 1, .seed = 7, .pad_multiple = 16});
     for (int r = 0; r < 2; r++) {
-        GPT *sh = gpt_create(&cfg, be, 2, r, 2, 1, 1, 1, 7, 16, 0, NULL);  // last stage of PP = 2
+        ProcessGrid g = {.dims = {.world_size = 2, .tp = 2, .cp = 1, .dp = 1, .pp = 1, .ep = 1, .etp = 2},
+                         .coord = {.rank = r, .tp_rank = r}};  // TP rank r (no Comms)
+        GPT *sh = gpt_create(&cfg, be, &g,
+                             &(GPTStage){.stage = 1, .n_stages = 2, .micro_batch = 1,
+                                         .n_slots = 1, .seed = 7, .pad_multiple = 16});  // last stage of PP = 2
         for (int i = 0; i < sh->n_params; i++) {
             const ParamInfo *p = &sh->params[i];
             const ParamInfo *q = &full->params[gpt_param_index(full, p->name)];
@@ -148,8 +156,12 @@ static void init_is_layout_independent(Backend *be, GPTConfig cfg) {
 static void layernorm_1p_init(Backend *be, Comm *tp, GPTConfig cfg) {
     GPTConfig one_p = cfg;
     one_p.layernorm_1p = 1;
-    GPT *a = gpt_create(&cfg, be, 1, 0, 1, 0, 2, 1, 42, 16, 0, NULL);
-    GPT *b = gpt_create(&one_p, be, 1, 0, 1, 0, 2, 1, 42, 16, 0, NULL);
+    GPT *a = gpt_create(&cfg, be, NULL,
+                        &(GPTStage){.n_stages = 1, .micro_batch = 2,
+                                    .n_slots = 1, .seed = 42, .pad_multiple = 16});
+    GPT *b = gpt_create(&one_p, be, NULL,
+                        &(GPTStage){.n_stages = 1, .micro_batch = 2,
+                                    .n_slots = 1, .seed = 42, .pad_multiple = 16});
     int tok[16], tgt[16], zeros = 0;
     for (int i = 0; i < 16; i++) { tok[i] = (i * 5 + 1) % 50; tgt[i] = (i * 3 + 2) % 50; }
     for (int i = 0; i < b->n_params; i++)

@@ -59,8 +59,12 @@ static const GPTConfig BASE = {.num_layers = 2, .hidden_size = 16, .num_heads = 
 static void table(Backend *be) {
     GPTConfig dense = BASE;
     dense.num_experts = 0;
-    GPT *d = gpt_create(&dense, be, 1, 0, 1, 0, 1, 1, 5, 16, 0, NULL);
-    GPT *m = gpt_create(&BASE, be, 1, 0, 1, 0, 1, 1, 5, 16, 0, NULL);
+    GPT *d = gpt_create(&dense, be, NULL,
+                        &(GPTStage){.n_stages = 1, .micro_batch = 1,
+                                    .n_slots = 1, .seed = 5, .pad_multiple = 16});
+    GPT *m = gpt_create(&BASE, be, NULL,
+                        &(GPTStage){.n_stages = 1, .micro_batch = 1,
+                                    .n_slots = 1, .seed = 5, .pad_multiple = 16});
     int r = gpt_param_index(m, "layers.1.mlp.router.weight");
     int fc = gpt_param_index(m, "layers.1.mlp.experts.fc.weight");
     int pr = gpt_param_index(m, "layers.1.mlp.experts.proj.weight");
@@ -85,7 +89,9 @@ static void table(Backend *be) {
     GPTConfig sc = BASE;  // a shared expert: 4 more tensors (ids 17..20) in the MoE layer only
     sc.moe_shared_ffn = 20;
     sc.activation = BACKEND_ACT_SWIGLU;
-    m = gpt_create(&sc, be, 1, 0, 1, 0, 1, 1, 5, 16, 0, NULL);
+    m = gpt_create(&sc, be, NULL,
+                   &(GPTStage){.n_stages = 1, .micro_batch = 1,
+                               .n_slots = 1, .seed = 5, .pad_multiple = 16});
     const char *names[4] = {"fc.weight", "fc.bias", "proj.weight", "proj.bias"};
     int rows[4] = {40, 40, 16, 16}, cols[4] = {16, 1, 20, 1};
     for (int k = 0; k < 4; k++) {
@@ -131,7 +137,9 @@ static double objective(GPT *m, Comm *tp, const int *tok, const int *tgt, unsign
 
 // bias: (num_layers, E) expert bias to route with (cfg.moe_expert_bias), or NULL.
 static void gradcheck(Backend *be, Comm *tp, GPTConfig cfg, const char *what, const float *bias) {
-    GPT *m = gpt_create(&cfg, be, 1, 0, 1, 0, 2, 1, 42, 16, 0, NULL);
+    GPT *m = gpt_create(&cfg, be, NULL,
+                        &(GPTStage){.n_stages = 1, .micro_batch = 2,
+                                    .n_slots = 1, .seed = 42, .pad_multiple = 16});
     if (bias) gpt_moe_set_bias(m, bias);
     int tok[16], tgt[16];
     for (int i = 0; i < 16; i++) { tok[i] = (i * 7 + 3) % 50; tgt[i] = (i * 11 + 5) % 50; }
@@ -187,7 +195,9 @@ static double capacity_run(Backend *be, Comm *tp, int position, int pad, int *dr
     c.moe_capacity = 0.5;
     c.moe_drop_position = position;
     c.moe_pad_capacity = pad;
-    GPT *m = gpt_create(&c, be, 1, 0, 1, 0, 2, 1, 42, 16, 0, NULL);
+    GPT *m = gpt_create(&c, be, NULL,
+                        &(GPTStage){.n_stages = 1, .micro_batch = 2,
+                                    .n_slots = 1, .seed = 42, .pad_multiple = 16});
     int tok[16], tgt[16];
     for (int i = 0; i < 16; i++) { tok[i] = (i * 7 + 3) % 50; tgt[i] = (i * 11 + 5) % 50; }
     int r = gpt_param_index(m, "layers.1.mlp.router.weight");
@@ -243,7 +253,9 @@ static void expert_bias(Backend *be, Comm *tp) {
     c.moe_sigmoid = 1;
     c.moe_expert_bias = 1;
     c.moe_bias_rate = 1e-3;
-    GPT *m = gpt_create(&c, be, 1, 0, 1, 0, 2, 1, 42, 16, 0, NULL);
+    GPT *m = gpt_create(&c, be, NULL,
+                        &(GPTStage){.n_stages = 1, .micro_batch = 2,
+                                    .n_slots = 1, .seed = 42, .pad_multiple = 16});
     int tok[16], tgt[16], n = m->N, K = c.moe_topk;
     for (int i = 0; i < 16; i++) { tok[i] = (i * 7 + 3) % 50; tgt[i] = (i * 11 + 5) % 50; }
     float bias[2 * 4] = {0};

@@ -19,7 +19,9 @@ static void one_step(Backend *be, Comm *one, int sharding, int untie) {
     GPTConfig cfg = {.num_layers = 2, .hidden_size = 16, .num_heads = 2, .ffn_hidden_size = 64,
                      .seq_length = 8, .max_position_embeddings = 8, .vocab_size = 50,
                      .vocab_divisible_by = 16, .untie_embeddings = untie};
-    GPT *m = gpt_create(&cfg, be, 1, 0, 1, 0, 2, 1, 42, dist_pad_multiple(1), 0, NULL);
+    GPT *m = gpt_create(&cfg, be, NULL,
+                        &(GPTStage){.n_stages = 1, .micro_batch = 2,
+                                    .n_slots = 1, .seed = 42, .pad_multiple = dist_pad_multiple(1)});
     Optimizer *o = optim_create(be, one, NULL, (OptimSharding)sharding, m, 0, 0, NULL);
     float *before = malloc(m->n_alloc * sizeof(float));
     memcpy(before, m->param_mem, m->n_alloc * sizeof(float));

@@ -1,8 +1,22 @@
 // tests/parallel_state/pgrid_expect.h: one check of a group kind against a golden table, for
-// test_pgrid.c and test_pgrid_golden.c.
+// test_pgrid.c, test_pgrid_golden.c and test_pgrid_expert.c; and the tests' shorthands for
+// pgrid_dims_init of a layout's named sizes.
 #pragma once
 #include "parallel_state/pgrid.h"
 #include "tests/testing.h"  // defines: EXPECT
+
+// pgrid_dims_init of sizes tp, cp, pp, ep, etp (the dense-only shorthands: ep 1, etp tp).
+static inline int dims_moe(PGridDims *d, int world, int tp, int cp, int pp, int ep, int etp,
+                           char *err, size_t errlen) {
+    *d = (PGridDims){.tp = tp, .cp = cp, .pp = pp, .ep = ep, .etp = etp};
+    return pgrid_dims_init(d, world, err, errlen);
+}
+static inline int dims_cp(PGridDims *d, int world, int tp, int cp, int pp, char *err, size_t errlen) {
+    return dims_moe(d, world, tp, cp, pp, 1, tp, err, errlen);
+}
+static inline int dims_dense(PGridDims *d, int world, int tp, int pp, char *err, size_t errlen) {
+    return dims_cp(d, world, tp, 1, pp, err, errlen);
+}
 
 // Groups of `kind` are n groups of s members equal to golden[g * s + i]; every member's
 // pgrid_group_index (and its position) point back to (g, i).

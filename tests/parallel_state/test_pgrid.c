@@ -13,7 +13,7 @@
 static void test_golden_16(void) {
     PGridDims d;
     char err[256];
-    EXPECT_EQ_INT(pgrid_dims_init(&d, 16, 2, 4, err, sizeof err), 0);
+    EXPECT_EQ_INT(dims_dense(&d, 16, 2, 4, err, sizeof err), 0);
     EXPECT_EQ_INT(d.dp, 2);
     int tp[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
     int dp[] = {0, 2, 1, 3, 4, 6, 5, 7, 8, 10, 9, 11, 12, 14, 13, 15};
@@ -31,7 +31,7 @@ static void test_golden_16(void) {
     EXPECT_EQ_INT(pgrid_group_index(&d, PGRID_EMBEDDING, 6, NULL), -1);
 
     // PP = 1: the embedding group is the first stage alone.
-    EXPECT_EQ_INT(pgrid_dims_init(&d, 8, 2, 1, err, sizeof err), 0);
+    EXPECT_EQ_INT(dims_dense(&d, 8, 2, 1, err, sizeof err), 0);
     int emb1[] = {0, 1, 2, 3, 4, 5, 6, 7};
     expect_kind(&d, PGRID_EMBEDDING, 8, 1, emb1);
 }
@@ -39,11 +39,11 @@ static void test_golden_16(void) {
 static void test_bad_layouts(void) {
     PGridDims d;
     char err[256];
-    EXPECT_EQ_INT(pgrid_dims_init(&d, 12, 2, 4, err, sizeof err), -1);
+    EXPECT_EQ_INT(dims_dense(&d, 12, 2, 4, err, sizeof err), -1);
     EXPECT(strstr(err, "12") && strstr(err, "2") && strstr(err, "4"), "message: %s", err);
-    EXPECT_EQ_INT(pgrid_dims_init(&d, 0, 1, 1, err, sizeof err), -1);
-    EXPECT_EQ_INT(pgrid_dims_init(&d, 8, -2, 1, err, sizeof err), -1);
-    EXPECT_EQ_INT(pgrid_dims_init(&d, 8, 1, 0, err, sizeof err), -1);
+    EXPECT_EQ_INT(dims_dense(&d, 0, 1, 1, err, sizeof err), -1);
+    EXPECT_EQ_INT(dims_dense(&d, 8, -2, 1, err, sizeof err), -1);
+    EXPECT_EQ_INT(dims_dense(&d, 8, 1, 0, err, sizeof err), -1);
 }
 
 // Member i of a group of `kind` has the group's coordinates (in the kind's decomposition)
@@ -71,7 +71,7 @@ static void check_member(const PGridDims *d, PGridKind k, int i, int rank, int f
 static void check_layout(int world, int tp, int cp, int pp) {
     PGridDims d;
     char err[256];
-    if (pgrid_dims_init_cp(&d, world, tp, cp, pp, err, sizeof err) != 0) return;
+    if (dims_cp(&d, world, tp, cp, pp, err, sizeof err) != 0) return;
     EXPECT_EQ_INT(pgrid_dims_cp(&d), cp);
     for (int r = 0; r < world; r++) {
         PGridCoord c = pgrid_coord(&d, r);

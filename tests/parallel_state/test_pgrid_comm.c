@@ -56,8 +56,8 @@ int main(int argc, char **argv) {
     PGridCommKind ck = !dev ? PGRID_COMM_MPI : !strcmp(kind, "nccl") ? PGRID_COMM_NCCL : PGRID_COMM_STAGED;
     int tp = atoi(argv[2]), cp = atoi(argv[3]), pp = atoi(argv[4]);
     int ep = argc == 7 ? atoi(argv[5]) : 1, etp = argc == 7 ? atoi(argv[6]) : tp;
-    ProcessGrid *g = argc == 7 ? pgrid_create_moe(tp, cp, pp, ep, etp, ck, stream, 120.0)
-                               : pgrid_create_cp(tp, cp, pp, ck, stream, 120.0);
+    ProcessGrid *g = pgrid_create(&(PGridDims){.tp = tp, .cp = cp, .pp = pp, .ep = ep, .etp = etp},
+                                  ck, stream, 120.0);
     for (int k = 0; k < PGRID_NKINDS; k++) check_kind(g, (PGridKind)k);
     EXPECT(g->tp == pgrid_comm(g, PGRID_TP) && g->dp_cp == pgrid_comm(g, PGRID_DP_CP), "fields");
     EXPECT_EQ_INT(g->coord.cp_rank, (g->coord.rank / g->dims.tp) % cp);

@@ -21,7 +21,7 @@
 static PGridDims dims(int world, int tp, int cp, int pp, int ep, int etp) {
     PGridDims d;
     char err[256];
-    EXPECT(pgrid_dims_init_moe(&d, world, tp, cp, pp, ep, etp, err, sizeof err) == 0, "%s", err);
+    EXPECT(dims_moe(&d, world, tp, cp, pp, ep, etp, err, sizeof err) == 0, "%s", err);
     return d;
 }
 
@@ -90,7 +90,7 @@ static void test_header_example(void) {
 static void check_reshape(int world, int tp, int cp, int pp, int ep, int etp) {
     PGridDims d;
     char err[256];
-    if (pgrid_dims_init_moe(&d, world, tp, cp, pp, ep, etp, err, sizeof err) != 0) {
+    if (dims_moe(&d, world, tp, cp, pp, ep, etp, err, sizeof err) != 0) {
         EXPECT(0, "%s", err);
         return;
     }
@@ -134,7 +134,7 @@ static void test_megatron_layouts(void) {
 static int check_layout(int world, int tp, int cp, int pp, int ep, int etp) {
     PGridDims d;
     char err[256];
-    if (pgrid_dims_init_moe(&d, world, tp, cp, pp, ep, etp, err, sizeof err) != 0) return 0;
+    if (dims_moe(&d, world, tp, cp, pp, ep, etp, err, sizeof err) != 0) return 0;
     PGridDecomp g = pgrid_expert(&d), dense = pgrid_dense(&d);
     EXPECT_EQ_INT(pgrid_decomp_world(&g), world);
     int *seen = calloc((size_t)world, sizeof(int)), *m = calloc((size_t)world, sizeof(int));
@@ -209,19 +209,19 @@ static void test_messages(void) {
                            "pipeline-model-parallel-size 4 = 8"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        EXPECT_EQ_INT(pgrid_dims_init_moe(&d, bad[i].world, bad[i].tp, bad[i].cp, bad[i].pp, bad[i].ep,
+        EXPECT_EQ_INT(dims_moe(&d, bad[i].world, bad[i].tp, bad[i].cp, bad[i].pp, bad[i].ep,
                                           bad[i].etp, err, sizeof err), -1);
         EXPECT(!strcmp(err, bad[i].want), "message %zu: %s", i, err);
     }
     // EP with ETP 1 may exceed DP (Megatron-Core's folding): TP 2 x DP 2 as EP 4.
-    EXPECT_EQ_INT(pgrid_dims_init_moe(&d, 4, 2, 1, 1, 4, 1, err, sizeof err), 0);
+    EXPECT_EQ_INT(dims_moe(&d, 4, 2, 1, 1, 4, 1, err, sizeof err), 0);
     EXPECT_EQ_INT(pgrid_dims_edp(&d), 1);
     // EP and CP together: the expert decomposition folds CP away.
-    EXPECT_EQ_INT(pgrid_dims_init_moe(&d, 8, 1, 2, 1, 4, 1, err, sizeof err), 0);
+    EXPECT_EQ_INT(dims_moe(&d, 8, 1, 2, 1, 4, 1, err, sizeof err), 0);
     EXPECT_EQ_INT(pgrid_dims_edp(&d), 2);
     // {world, tp, pp, dp} initialisers mean no experts, as pgrid_dims_init does.
     PGridDims plain = {.world_size = 16, .tp = 2, .pp = 2, .dp = 4}, init;
-    EXPECT_EQ_INT(pgrid_dims_init(&init, 16, 2, 2, err, sizeof err), 0);
+    EXPECT_EQ_INT(dims_dense(&init, 16, 2, 2, err, sizeof err), 0);
     EXPECT(pgrid_dims_ep(&plain) == 1 && pgrid_dims_etp(&plain) == 2 && pgrid_dims_edp(&plain) == 4,
            "ep %d etp %d edp %d", pgrid_dims_ep(&plain), pgrid_dims_etp(&plain), pgrid_dims_edp(&plain));
     EXPECT(pgrid_dims_ep(&init) == 1 && pgrid_dims_etp(&init) == 2 && !pgrid_dims_has_experts(&init),

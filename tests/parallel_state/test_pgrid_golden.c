@@ -18,7 +18,7 @@
 static PGridDims dims(int world, int tp, int cp, int pp) {
     PGridDims d;
     char err[256];
-    EXPECT(pgrid_dims_init_cp(&d, world, tp, cp, pp, err, sizeof err) == 0, "%s", err);
+    EXPECT(dims_cp(&d, world, tp, cp, pp, err, sizeof err) == 0, "%s", err);
     return d;
 }
 
@@ -97,8 +97,8 @@ static void test_tp2_pp3_cp1(void) {
     PGridDims d = dims(12, 2, 1, 3);
     PGridDims legacy;
     char err[256];
-    EXPECT_EQ_INT(pgrid_dims_init(&legacy, 12, 2, 3, err, sizeof err), 0);
-    EXPECT(memcmp(&d, &legacy, sizeof d) == 0, "pgrid_dims_init != pgrid_dims_init_cp(cp = 1)");
+    EXPECT_EQ_INT(dims_dense(&legacy, 12, 2, 3, err, sizeof err), 0);
+    EXPECT(memcmp(&d, &legacy, sizeof d) == 0, "pgrid_dims_init != dims_cp(cp = 1)");
     EXPECT_EQ_INT(pgrid_dims_cp(&d), 1);
     int tp[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
     int dp[] = {0, 2, 1, 3, 4, 6, 5, 7, 8, 10, 9, 11};
@@ -153,14 +153,14 @@ static void test_second_decomposition(void) {
 static void test_message(void) {
     PGridDims d;
     char err[256];
-    EXPECT_EQ_INT(pgrid_dims_init_cp(&d, 16, 2, 3, 2, err, sizeof err), -1);
+    EXPECT_EQ_INT(dims_cp(&d, 16, 2, 3, 2, err, sizeof err), -1);
     EXPECT(!strcmp(err, "world size 16 is not divisible by tensor-model-parallel-size 2 x "
                    "context-parallel-size 3 x pipeline-model-parallel-size 2 = 12"),
            "message: %s", err);
-    EXPECT_EQ_INT(pgrid_dims_init_cp(&d, 16, 2, 0, 2, err, sizeof err), -1);
+    EXPECT_EQ_INT(dims_cp(&d, 16, 2, 0, 2, err, sizeof err), -1);
     EXPECT(strstr(err, "context-parallel-size 0") != NULL, "message: %s", err);
     // CP = 1 (today's layouts) is not named: megac train cannot set CP yet.
-    EXPECT_EQ_INT(pgrid_dims_init(&d, 12, 2, 4, err, sizeof err), -1);
+    EXPECT_EQ_INT(dims_dense(&d, 12, 2, 4, err, sizeof err), -1);
     EXPECT(!strcmp(err, "world size 12 is not divisible by tensor-model-parallel-size 2 x "
                    "pipeline-model-parallel-size 4 = 8"), "message: %s", err);
 }

@@ -231,7 +231,8 @@ int main(int argc, char **argv) {
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world));
     check_pure();
     if (world >= 2) {
-        ProcessGrid *g = pgrid_create(1, world, PGRID_COMM_MPI, NULL, 30.0);
+        ProcessGrid *g = pgrid_create(&(PGridDims){.tp = 1, .cp = 1, .pp = world, .ep = 1, .etp = 1},
+                                      PGRID_COMM_MPI, NULL, 30.0);
         for (int v = 2; v <= 3; v++)
             for (int k = 1; k <= 2; k++) {
                 run_mpi(g, v, k * world, 0);

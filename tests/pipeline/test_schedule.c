@@ -169,7 +169,8 @@ int main(int argc, char **argv) {
     MPI_CHECK(MPI_Init(&argc, &argv));
     int world = 0;
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world));
-    ProcessGrid *g = pgrid_create(1, world, PGRID_COMM_MPI, NULL, 30.0);
+    ProcessGrid *g = pgrid_create(&(PGridDims){.tp = 1, .cp = 1, .pp = world, .ep = 1, .etp = 1},
+                                  PGRID_COMM_MPI, NULL, 30.0);
     Recorder r = {.stage = g->coord.pp_rank, .stages = world};
     for (int i = 0; i < MAX_SLOTS; i++) {
         r.in[i] = core_calloc(COUNT, sizeof(float));

@@ -95,7 +95,8 @@ static void test_ep_crossing(void) {
                 for (int ep = 1; pp * ep <= w; ep++)
                     for (int etp = tp; etp >= 1; etp = etp > 1 ? 1 : 0) {  // TP, then 1
                         PGridDims d;
-                        if (w % (etp * pp * ep) || pgrid_dims_init_moe(&d, w, tp, 1, pp, ep, etp, err, sizeof err))
+                        if (w % (etp * pp * ep) || (d = (PGridDims){.tp = tp, .cp = 1, .pp = pp, .ep = ep, .etp = etp},
+                                                         pgrid_dims_init(&d, w, err, sizeof err)))
                             continue;
                         for (int g = 1; g <= w + 1; g++)
                             for (int k = 0; k < 2; k++) {
