@@ -215,20 +215,14 @@ static void place_in_grid(GPT *m, const ProcessGrid *grid, const GPTStage *st) {
     m->ep_comm = m->ep > 1 ? grid->ep : NULL;
 }
 
-GPT *gpt_create(const GPTConfig *cfg, Backend *be, const ProcessGrid *grid, const GPTStage *st) {
-    GPT *m = core_calloc(1, sizeof *m);
-    m->cfg = *cfg;
-    m->be = be;
-    place_in_grid(m, grid, st);
-    int tp = m->tp, tp_rank = m->tp_rank, n_slots = st->n_slots;
-    size_t pad_multiple = st->pad_multiple;
+// The stage's sizes: its layers, rows (B, T, N, N_sp; context and sequence parallelism) and
+// tensor-parallel widths. A layout the sizes do not divide is a usage error (exit 2).
+static void set_sizes(GPT *m, const GPTStage *st) {
+    const GPTConfig *cfg = &m->cfg;
+    int tp = m->tp;
     gpt_stage_layers(cfg, st->n_stages, st->stage, &m->layer0, &m->n_layers);
     m->first = (st->stage == 0);
     m->last = (st->stage == st->n_stages - 1);
-    // MEGAC_NO_FUSED_CLASSIFIER=1: d(logits) in the backward, as before the fused classifier
-    // (the same bits: a check of the fused path, and a switch for attribution on a GPU)
-    const char *nofuse = getenv("MEGAC_NO_FUSED_CLASSIFIER");
-    m->fused_classifier = !(nofuse && strcmp(nofuse, "1") == 0);
     m->B = st->micro_batch;
     if (cfg->num_experts > 0 && cfg->num_experts % m->ep)
         core_usage_error("--num-experts %d is not divisible by --expert-model-parallel-size %d",
@@ -252,12 +246,19 @@ GPT *gpt_create(const GPTConfig *cfg, Backend *be, const ProcessGrid *grid, cons
     m->QKV_tp = (m->NH_tp + 2 * m->G_tp) * m->hs;
     m->remap_qkv = cfg->rope || m->G_tp != m->NH_tp;
     m->Vp = gpt_padded_vocab(cfg, tp);
-    m->vocab = tp_vocab_split(cfg->vocab_size, m->Vp, tp, tp_rank);
-    m->params = gpt_params_build_ep(cfg, tp, m->ep, m->ep_rank, m->Vp, m->layer0, m->n_layers,
-                                    m->first, m->last, &m->n_params, &m->n_floats);
+    m->vocab = tp_vocab_split(cfg->vocab_size, m->Vp, tp, m->tp_rank);
+}
+
+// The parameter table, the flat buffers (n_alloc floats, a multiple of st->pad_multiple;
+// the experts' region from expert_offset), their views, and the initial weights.
+static void build_params(GPT *m, const ProcessGrid *grid, const GPTStage *st) {
+    Backend *be = m->be;
+    size_t pad_multiple = st->pad_multiple;
+    m->params = gpt_params_build_ep(&m->cfg, m->tp, m->ep, m->ep_rank, m->Vp, m->layer0,
+                                    m->n_layers, m->first, m->last, &m->n_params, &m->n_floats);
     size_t experts = m->ep > 1 ? gpt_params_place_experts(m->params, m->n_params, pad_multiple,
                                                           &m->n_floats) : 0;
-    if (m->ep > 1 && tp > 1 && pgrid_dims_etp(&grid->dims) == 1)  // not replicated over TP
+    if (m->ep > 1 && m->tp > 1 && pgrid_dims_etp(&grid->dims) == 1)  // not replicated over TP
         gpt_params_experts_over_tp(m->params, m->n_params);
     m->block_param = core_calloc((size_t)m->n_layers + 1, sizeof(int));
     gpt_params_block_index(m->params, m->n_params, m->layer0, m->n_layers, m->block_param);
@@ -273,7 +274,13 @@ GPT *gpt_create(const GPTConfig *cfg, Backend *be, const ProcessGrid *grid, cons
     make_views(m, &m->g, m->grad_mem, sizeof(float));
     init_params(m, st->seed);
     gpt_refresh_weight_copies(m);
+}
 
+// The backward workspace, then n_slots activation slots, each one backend allocation
+// measured by its carver's first pass and carved by the second.
+static void alloc_activations(GPT *m, int n_slots) {
+    Backend *be = m->be;
+    const GPTConfig *cfg = &m->cfg;
     if (cfg->recompute == GPT_RECOMPUTE_FULL) {  // one chunk's layers, shared by the slots
         int k = cfg->recompute_block ? 1 : cfg->recompute_num_layers;
         m->n_rc = k < m->n_layers ? k : m->n_layers;
@@ -299,6 +306,20 @@ GPT *gpt_create(const GPTConfig *cfg, Backend *be, const ProcessGrid *grid, cons
         cv.used = 0;
         carve_slot(m, &cv, a);
     }
+}
+
+GPT *gpt_create(const GPTConfig *cfg, Backend *be, const ProcessGrid *grid, const GPTStage *st) {
+    GPT *m = core_calloc(1, sizeof *m);
+    m->cfg = *cfg;
+    m->be = be;
+    // MEGAC_NO_FUSED_CLASSIFIER=1: d(logits) in the backward, as before the fused classifier
+    // (the same bits: a check of the fused path, and a switch for attribution on a GPU)
+    const char *nofuse = getenv("MEGAC_NO_FUSED_CLASSIFIER");
+    m->fused_classifier = !(nofuse && strcmp(nofuse, "1") == 0);
+    place_in_grid(m, grid, st);
+    set_sizes(m, st);
+    build_params(m, grid, st);
+    alloc_activations(m, st->n_slots);
     m->s.dscale_value = 0.0f;
     m->s.dscale_host = core_calloc((size_t)m->N, sizeof(float));
     gpt_moe_create(m);

@@ -8,7 +8,8 @@ int gpt_padded_vocab(const GPTConfig *c, int tp) {
     return (c->vocab_size + m - 1) / m * m;
 }
 
-int gpt_config_check(const GPTConfig *c, int tp, int pp, char *err, size_t n) {
+// The sizes alone: positive, and small enough that no count wraps. 0 or -1 (err).
+static int check_sizes(const GPTConfig *c, int tp, char *err, size_t n) {
     if (c->num_layers <= 0 || c->hidden_size <= 0 || c->num_heads <= 0 || c->seq_length <= 0 ||
         c->ffn_hidden_size <= 0 || c->vocab_size <= 0 || c->vocab_divisible_by <= 0) {
         snprintf(err, n, "sizes must be positive: num-layers %d, hidden-size %d, num-attention-heads %d, "
@@ -39,6 +40,11 @@ int gpt_config_check(const GPTConfig *c, int tp, int pp, char *err, size_t n) {
                  c->hidden_size, c->ffn_hidden_size);
         return -1;
     }
+    return 0;
+}
+
+// The attention heads: head size, positions, query groups, rotary channels. 0 or -1 (err).
+static int check_heads(const GPTConfig *c, char *err, size_t n) {
     if (c->kv_channels < 0 || (!c->kv_channels && c->hidden_size % c->num_heads)) {
         snprintf(err, n, "hidden-size %d is not divisible by num-attention-heads %d (give "
                  "--kv-channels for another head size; it is %d)", c->hidden_size, c->num_heads,
@@ -62,6 +68,13 @@ int gpt_config_check(const GPTConfig *c, int tp, int pp, char *err, size_t n) {
                  c->rotary_percent, hs, rot, c->rotary_base);
         return -1;
     }
+    return 0;
+}
+
+// The config against tp and pp: tensor-parallel widths, recomputation, the pipeline split.
+// 0 or -1 (err).
+static int check_layout(const GPTConfig *c, int tp, int pp, char *err, size_t n) {
+    int G = gpt_kv_heads(c);
     if (c->num_heads % tp || c->hidden_size % tp || c->ffn_hidden_size % tp) {
         snprintf(err, n, "tensor-model-parallel-size %d must divide num-attention-heads %d, "
                  "hidden-size %d and ffn-hidden-size %d", tp, c->num_heads, c->hidden_size,
@@ -101,6 +114,12 @@ int gpt_config_check(const GPTConfig *c, int tp, int pp, char *err, size_t n) {
                      c->num_layers, pp);
         return -1;
     }
+    return 0;
+}
+
+int gpt_config_check(const GPTConfig *c, int tp, int pp, char *err, size_t n) {
+    if (check_sizes(c, tp, err, n) || check_heads(c, err, n) || check_layout(c, tp, pp, err, n))
+        return -1;
     return gpt_moe_check(c, err, n);  // the mixture-of-experts fields (E > 0)
 }
 

@@ -181,6 +181,39 @@ static size_t stage_floats(const GPTConfig *c, int tp, int Vp, const PlanStage *
     return all;
 }
 
+// GEMM FLOPs of one micro-batch (forward + backward) on one rank: Megatron's count split
+// into layers and the output layer, divided over TP (model FLOPs, for MFU); the hardware
+// also re-runs the forward of recomputed layers (1/3 of a layer's forward + backward: 4/3
+// with every layer recomputed) or, selective, the attention forward (q k^T and the
+// probabilities times v: 4 B T^2 C per layer, as Megatron counts them) (an MoE layer: K
+// experts' MLPs and the router per token, replicated over TP at expert-tensor-parallel 1
+// but counted as Megatron does, divided over TP).
+static void stage_flops(const PlanSpec *s, const PlanLayout *l, int Vp, PlanStage *st) {
+    const GPTConfig *c = &s->model;
+    GPTConfig one = *c;
+    one.num_layers = 1;
+    one.num_experts = 0;  // a dense layer
+    double layer = gpt_flops_per_iteration(&one, 0, l->micro_batch), moe_layer = layer;
+    double logits = gpt_flops_per_iteration(&one, Vp, l->micro_batch) - layer;
+    if (st->n_moe) {  // an MoE layer
+        one.num_experts = c->num_experts;
+        snprintf(one.moe_layer_freq, sizeof one.moe_layer_freq, "1");
+        moe_layer = gpt_flops_per_iteration(&one, 0, l->micro_batch);
+    }
+    int moe_rc = plan_moe_layers(c, st->layer0, st->n_recomputed);  // recomputed: the first R
+    // (CP: each rank does 1/CP of the micro-batch, the causal work balanced by the chunks)
+    st->model_flops_mb = ((st->n_layers - st->n_moe) * layer + st->n_moe * moe_layer +
+                          (st->last ? logits : 0.0)) / (l->tp * plan_cp(l));
+    double extra = ((st->n_recomputed - moe_rc) * layer + moe_rc * moe_layer) / 3.0;
+    if (c->recompute == GPT_RECOMPUTE_SELECTIVE && !c->use_flash_attn)
+        extra = st->n_layers * 4.0 * l->micro_batch * (double)c->seq_length * c->seq_length * c->hidden_size;
+    st->flops_mb = st->model_flops_mb + extra / (l->tp * plan_cp(l));
+    if (c->use_flash_attn) {  // the fused attention's products in them (each recomputed layer's again)
+        double att = 12.0 * l->micro_batch * (double)c->seq_length * c->seq_length * c->num_heads * gpt_head_size(c);
+        st->attn_flops_mb = (st->n_layers + st->n_recomputed / 3.0) * att / (l->tp * plan_cp(l));
+    }
+}
+
 // One model chunk: virtual stage `stage` of P (the pipeline stage itself when P == PP) with
 // n_slots activation slots: every field of *st but the times.
 static void chunk_counts(const PlanSpec *s, const PlanLayout *l, int P, int stage, int n_slots,
@@ -225,35 +258,7 @@ static void chunk_counts(const PlanSpec *s, const PlanLayout *l, int P, int stag
     st->mem[PLAN_MEM_COMM] = e * io;
     if (l->zero1 && l->zero < 2) st->mem[PLAN_MEM_COMM] += 8.0 * st->shard_len;
 
-    // GEMM FLOPs of one micro-batch (forward + backward) on one rank: Megatron's count
-    // split into layers and the output layer, divided over TP (model FLOPs, for MFU); the
-    // hardware also re-runs the forward of recomputed layers (1/3 of a layer's forward +
-    // backward: 4/3 with every layer recomputed) or, selective, the attention forward
-    // (q k^T and the probabilities times v: 4 B T^2 C per layer, as Megatron counts them)
-    // (an MoE layer: K experts' MLPs and the router per token, replicated over TP at
-    // expert-tensor-parallel 1 but counted as Megatron does, divided over TP)
-    GPTConfig one = *c;
-    one.num_layers = 1;
-    one.num_experts = 0;  // a dense layer
-    double layer = gpt_flops_per_iteration(&one, 0, l->micro_batch), moe_layer = layer;
-    double logits = gpt_flops_per_iteration(&one, Vp, l->micro_batch) - layer;
-    if (st->n_moe) {  // an MoE layer
-        one.num_experts = c->num_experts;
-        snprintf(one.moe_layer_freq, sizeof one.moe_layer_freq, "1");
-        moe_layer = gpt_flops_per_iteration(&one, 0, l->micro_batch);
-    }
-    int moe_rc = plan_moe_layers(c, st->layer0, st->n_recomputed);  // recomputed: the first R
-    // (CP: each rank does 1/CP of the micro-batch, the causal work balanced by the chunks)
-    st->model_flops_mb = ((st->n_layers - st->n_moe) * layer + st->n_moe * moe_layer +
-                          (st->last ? logits : 0.0)) / (l->tp * plan_cp(l));
-    double extra = ((st->n_recomputed - moe_rc) * layer + moe_rc * moe_layer) / 3.0;
-    if (c->recompute == GPT_RECOMPUTE_SELECTIVE && !c->use_flash_attn)
-        extra = st->n_layers * 4.0 * l->micro_batch * (double)c->seq_length * c->seq_length * c->hidden_size;
-    st->flops_mb = st->model_flops_mb + extra / (l->tp * plan_cp(l));
-    if (c->use_flash_attn) {  // the fused attention's products in them (each recomputed layer's again)
-        double att = 12.0 * l->micro_batch * (double)c->seq_length * c->seq_length * c->num_heads * gpt_head_size(c);
-        st->attn_flops_mb = (st->n_layers + st->n_recomputed / 3.0) * att / (l->tp * plan_cp(l));
-    }
+    stage_flops(s, l, Vp, st);
     st->kernel_bytes_mb = plan_kernel_bytes(s, l, st->n_layers, st->n_recomputed, st->first, st->last);
 }
 

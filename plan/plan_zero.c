@@ -92,26 +92,23 @@ static int layers_alike(const ParamInfo *p, int n, int a, int b, int split) {
 
 static size_t min_sz(size_t a, size_t b) { return a < b ? a : b; }
 
+// Bytes of a gathered ZeRO-3 weight: 2 in bf16/fp16, else 4.
+static int plan_zero_elem(const PlanSpec *s) {
+    return s->precision == PLAN_BF16 || s->precision == PLAN_FP16 ? 2 : 4;
+}
+
 static int by_offset(const void *x, const void *y) {
     size_t a = ((const ParamInfo *)x)->offset, b = ((const ParamInfo *)y)->offset;
     return a < b ? -1 : a > b;
 }
 
-int plan_zero_counts(const PlanSpec *s, const PlanLayout *l, const ParamInfo *p, int n_params,
-                     int n_micro, PlanStage *st) {
-    int dp = plan_dp_cp(l), e = s->precision == PLAN_BF16 || s->precision == PLAN_FP16 ? 2 : 4;
-    int edp = plan_edp(l), split = plan_ep(l) > 1 && st->n_moe > 0;  // an expert region (dist_sync.c)
-    PlanUnit *u = calloc(2 * (size_t)n_params + 1, sizeof *u);
-    int n_edge, built, first_of[2], n = units_of(p, n_params, dp, edp, split, u, &n_edge, &built, first_of);
-    if (built < st->n_layers) {  // the rest are like the table's last: its units stand for them
-        if (built < 2 || !layers_alike(p, n_params, first_of[0], first_of[1], split)) {
-            free(u);
-            return -1;
-        }
-        u[n_edge + built - 1].mult = st->n_layers - built + 1;
-        if (split) u[n_edge + 2 * built - 1].mult = st->n_layers - built + 1;
-    }
-    size_t S = 0, edge_len = 0, layer_len = 0, max_per = 0, wte_own = 0;
+// The ZeRO memory of the n units u (split: each layer's expert unit comes `built` after
+// its dense one): the shard, the transient gather and
+// gradient buffers, as dist_sync_units.c sizes them.
+static void zero_memory(const PlanSpec *s, const PlanLayout *l, const PlanUnit *u, int n,
+                        int built, int split, PlanStage *st) {
+    int dp = plan_dp_cp(l), edp = plan_edp(l), e = plan_zero_elem(s);
+    size_t S = 0, edge_len = 0, layer_len = 0, max_per = 0;
     for (int k = 0; k < n; k++) {
         S += (size_t)u[k].mult * u[k].per;
         max_per = u[k].per > max_per ? u[k].per : max_per;
@@ -130,7 +127,12 @@ int plan_zero_counts(const PlanSpec *s, const PlanLayout *l, const ParamInfo *p,
     if (l->zero == 3) st->mem[PLAN_MEM_PARAMS] = 4.0 * S + (double)e * (edge_len + 2 * layer_len);
     st->mem[PLAN_MEM_GRADS] = 4.0 * (S + transient + max_per);
     st->mem[PLAN_MEM_OPTIM] = 8.0 * S;
+}
 
+// The DP and EDP traffic of the n units u over n_micro micro-batches.
+static void zero_traffic(const PlanSpec *s, const PlanLayout *l, const PlanUnit *u, int n,
+                         int n_micro, PlanStage *st) {
+    int dp = plan_dp_cp(l), edp = plan_edp(l), e = plan_zero_elem(s);
     // DP (an expert unit: EDP): every unit reduce-scattered after each micro-batch's backward
     // (fp32); ZeRO-2 all-gathers every unit after the update (fp32 masters), ZeRO-3 the edge
     // once per step and each layer before each forward, recomputed forward and backward (e
@@ -152,9 +154,14 @@ int plan_zero_counts(const PlanSpec *s, const PlanLayout *l, const ParamInfo *p,
         if (rerun) plan_count(t, COMM_ALL_GATHER, gather_bytes, g - 1, g, 3 * m * rerun);
         if (mult > rerun) plan_count(t, COMM_ALL_GATHER, gather_bytes, g - 1, g, 2 * m * (mult - rerun));
     }
-    // sequence parallelism's LayerNorm sums and the tied-wte sum cover rank 0's shard only:
-    // the segments of norm tensors inside each unit's owned range [begin, begin + own)
+}
+
+// Sequence parallelism's LayerNorm sums and the tied-wte sum cover rank 0's shard only: the
+// segments of norm tensors inside each unit's owned range [begin, begin + own).
+static void owned_sums(const PlanSpec *s, const PlanLayout *l, const ParamInfo *p, int n_params,
+                       const PlanUnit *u, int n, PlanStage *st) {
     const GPTConfig *c = &s->model;
+    size_t wte_own = 0;
     // (the tensors sorted by offset, the experts placed last: a unit's are found by
     // bisection, not a walk over the table per unit)
     ParamInfo *q = malloc(((size_t)n_params + 1) * sizeof *q);
@@ -181,6 +188,25 @@ int plan_zero_counts(const PlanSpec *s, const PlanLayout *l, const ParamInfo *p,
     free(q);
     if (l->pp > 1 && (st->first || st->last) && !c->untie_embeddings && wte_own)
         plan_count(&st->traffic[PLAN_G_EMB], COMM_ALL_REDUCE, wte_own * 4, 2, 2, 1);
+}
+
+int plan_zero_counts(const PlanSpec *s, const PlanLayout *l, const ParamInfo *p, int n_params,
+                     int n_micro, PlanStage *st) {
+    int dp = plan_dp_cp(l), edp = plan_edp(l);
+    int split = plan_ep(l) > 1 && st->n_moe > 0;  // an expert region (dist_sync.c)
+    PlanUnit *u = calloc(2 * (size_t)n_params + 1, sizeof *u);
+    int n_edge, built, first_of[2], n = units_of(p, n_params, dp, edp, split, u, &n_edge, &built, first_of);
+    if (built < st->n_layers) {  // the rest are like the table's last: its units stand for them
+        if (built < 2 || !layers_alike(p, n_params, first_of[0], first_of[1], split)) {
+            free(u);
+            return -1;
+        }
+        u[n_edge + built - 1].mult = st->n_layers - built + 1;
+        if (split) u[n_edge + 2 * built - 1].mult = st->n_layers - built + 1;
+    }
+    zero_memory(s, l, u, n, built, split, st);
+    zero_traffic(s, l, u, n, n_micro, st);
+    owned_sums(s, l, p, n_params, u, n, st);
     free(u);
     return 0;
 }
