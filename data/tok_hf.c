@@ -69,13 +69,15 @@ static int64_t id_of(json_object *vocab, const char *s) {
 }
 
 // Ids, bytes, specials and merges into a tokenizer (megac's own layout when it is that).
-static Tokenizer *build(const HfParts *p, char *why, size_t wn) {
+// The vocabulary's size V (one past the largest id of the vocabulary and the added
+// tokens), or -1 with the reason in why.
+static int64_t vocab_size(const HfParts *p, char *why, size_t wn) {
     int64_t V = 0;
     json_object_object_foreach(p->vocab, key, val) {
         int64_t id = json_object_is_type(val, json_type_int) ? json_object_get_int64(val) : -1;
         if (id < 0 || id >= TOK_MAX_VOCAB) {
             snprintf(why, wn, "vocabulary entry '%.40s' has no id in [0, %d)", key, TOK_MAX_VOCAB);
-            return NULL;
+            return -1;
         }
         if (id + 1 > V) V = id + 1;
     }
@@ -84,13 +86,18 @@ static Tokenizer *build(const HfParts *p, char *why, size_t wn) {
         int64_t id = json_object_get_int64(get(json_object_array_get_idx(p->added, (size_t)i), "id", json_type_int));
         if (id < 0 || id >= TOK_MAX_VOCAB) {
             snprintf(why, wn, "added token %d has no id in [0, %d)", i, TOK_MAX_VOCAB);
-            return NULL;
+            return -1;
         }
         if (id + 1 > V) V = id + 1;
     }
-    const char **str = core_calloc((size_t)V + 1, sizeof *str);  // id -> its string (or NULL)
-    uint8_t *special = core_calloc((size_t)V + 1, 1);
-    int64_t eod = -1;
+    return V;
+}
+
+// str (V) = each id's string (NULL: none), special (V) = 1 for the added tokens and the
+// end-of-document token, whose id is returned; -1 with the reason in why.
+static int64_t id_strings(const HfParts *p, int64_t V, const char **str, uint8_t *special,
+                          char *why, size_t wn) {
+    int n_added = p->added ? (int)json_object_array_length(p->added) : 0;
     for (int i = 0; i < n_added; i++) {
         json_object *a = json_object_array_get_idx(p->added, (size_t)i);
         int64_t id = json_object_get_int64(get(a, "id", json_type_int));
@@ -98,67 +105,94 @@ static Tokenizer *build(const HfParts *p, char *why, size_t wn) {
         str[id] = c ? json_object_get_string(c) : "";
         special[id] = 1;
     }
-    Tokenizer *t = NULL;
-    uint32_t *m = core_calloc((size_t)json_object_array_length(p->merges) * 3 + 1, sizeof(uint32_t));
-    uint64_t *off = core_calloc((size_t)V + 1, sizeof(uint64_t));
-    TokBytes bytes = {0};
     json_object_object_foreach(p->vocab, k2, v2) {
         int64_t id = json_object_get_int64(v2);
         if (str[id] && !special[id]) {
             snprintf(why, wn, "vocabulary entries '%.40s' and '%.40s' are both id %lld", str[id], k2, (long long)id);
-            goto done;
+            return -1;
         }
         if (!special[id]) str[id] = k2;
     }
     static const char *const EOS[] = {"<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>"};
+    int64_t eod = -1;
     for (int64_t id = 0; id < V && eod < 0; id++)
         for (int j = 0; j < 4 && eod < 0; j++)
             if (str[id] && !strcmp(str[id], p->eos ? p->eos : EOS[j])) eod = id;
     if (eod < 0) {
         snprintf(why, wn, "no end-of-document token (%s%s)", p->eos ? p->eos : "<|endoftext|>, <|end_of_text|>, </s> or <eos>",
                  p->eos ? ", the eos_token of tokenizer_config.json" : "");
-        goto done;
+        return -1;
     }
     special[eod] = 1;
-    for (int64_t id = 0; id < V; id++) {
-        size_t n = str[id] ? strlen(str[id]) : 0;
-        if (special[id]) tok_bytes_append(&bytes, (const uint8_t *)str[id], n);
-        else tok_alpha_decode(str[id] ? str[id] : "", n, &bytes);
-        off[id + 1] = bytes.n;
-    }
-    int n = (int)json_object_array_length(p->merges);
+    return eod;
+}
+
+// m (n, 3) = each merge's (a, b, ab) ids; 0, or -1 with the reason in why.
+static int merge_ids(const HfParts *p, int n, uint32_t *m, char *why, size_t wn) {
     for (int k = 0; k < n; k++) {
         char a[1024], b[1024], ab[2048];
         if (merge_halves(json_object_array_get_idx(p->merges, (size_t)k), a, b) != 0) {
             snprintf(why, wn, "merge %d is not two tokens", k);
-            goto done;
+            return -1;
         }
         snprintf(ab, sizeof ab, "%s%s", a, b);
         int64_t ia = id_of(p->vocab, a), ib = id_of(p->vocab, b), iab = id_of(p->vocab, ab);
         if (ia < 0 || ib < 0 || iab < 0) {
             snprintf(why, wn, "merge %d '%.40s %.40s': a token not in the vocabulary", k, a, b);
-            goto done;
+            return -1;
         }
         m[3 * k] = (uint32_t)ia, m[3 * k + 1] = (uint32_t)ib, m[3 * k + 2] = (uint32_t)iab;
     }
+    return 0;
+}
+
+// t built from layout l is megac's own layout (its export: bytes first, then the merges in
+// order, the end-of-document id TOK_EOD, no other special token): the same tokenizer as
+// megac's, with its piece cut, replaces it. Returns the tokenizer to use.
+static Tokenizer *as_megac_layout(Tokenizer *t, const HfParts *p, const TokLayout *l, char *why,
+                                  size_t wn) {
+    int n = l->n_merges;
+    int64_t V = l->vocab_size;
+    const uint32_t *m = l->merges;
+    int mine = t && V == TOK_FIRST_MERGE + n && l->eod_id == TOK_EOD && !p->n_prefix && !p->n_suffix &&
+               !p->ignore_merges;
+    for (int i = 0; mine && i < TOK_N_BYTES; i++) mine = t->byte_ids[i] == (uint32_t)i;
+    for (int k = 0; mine && k < n; k++) mine = t->merge_ids[k] == (uint32_t)(TOK_FIRST_MERGE + k);
+    for (int64_t id = 0; mine && id < V; id++) mine = !l->special[id] || id == l->eod_id;
+    if (!mine) return t;
+    uint32_t *m2 = core_calloc((size_t)n * 2 + 1, sizeof(uint32_t));
+    for (int k = 0; k < n; k++) m2[2 * k] = m[3 * k], m2[2 * k + 1] = m[3 * k + 1];
+    tok_free(t);
+    t = n ? tok_bpe_new(m2, n, p->pattern, TOK_DEFAULT_MAX_PIECE, why, wn) : tok_byte_new();
+    free(m2);
+    return t;
+}
+
+static Tokenizer *build(const HfParts *p, char *why, size_t wn) {
+    int64_t V = vocab_size(p, why, wn);
+    if (V < 0) return NULL;
+    const char **str = core_calloc((size_t)V + 1, sizeof *str);  // id -> its string (or NULL)
+    uint8_t *special = core_calloc((size_t)V + 1, 1);
+    Tokenizer *t = NULL;
+    int n = (int)json_object_array_length(p->merges);
+    uint32_t *m = core_calloc((size_t)n * 3 + 1, sizeof(uint32_t));
+    uint64_t *off = core_calloc((size_t)V + 1, sizeof(uint64_t));
+    TokBytes bytes = {0};
+    int64_t eod = id_strings(p, V, str, special, why, wn);
+    if (eod < 0) goto done;
+    for (int64_t id = 0; id < V; id++) {
+        size_t len = str[id] ? strlen(str[id]) : 0;
+        if (special[id]) tok_bytes_append(&bytes, (const uint8_t *)str[id], len);
+        else tok_alpha_decode(str[id] ? str[id] : "", len, &bytes);
+        off[id + 1] = bytes.n;
+    }
+    if (merge_ids(p, n, m, why, wn)) goto done;
     TokLayout l = {.vocab_size = (int)V, .eod_id = (int)eod, .tok_off = off,
                    .tok_bytes = bytes.v ? bytes.v : (const uint8_t *)"", .special = special, .merges = m,
                    .n_merges = n, .ignore_merges = p->ignore_merges, .pattern = p->pattern,
                    .max_piece = TOK_MAX_PIECE_LIMIT, .prefix = p->prefix, .suffix = p->suffix,
                    .n_prefix = p->n_prefix, .n_suffix = p->n_suffix};
-    t = tok_bpe_new_layout(&l, why, wn);
-    // megac's own layout (its export): the same tokenizer as megac's, with its piece cut
-    int mine = t && V == TOK_FIRST_MERGE + n && eod == TOK_EOD && !p->n_prefix && !p->n_suffix && !p->ignore_merges;
-    for (int i = 0; mine && i < TOK_N_BYTES; i++) mine = t->byte_ids[i] == (uint32_t)i;
-    for (int k = 0; mine && k < n; k++) mine = t->merge_ids[k] == (uint32_t)(TOK_FIRST_MERGE + k);
-    for (int64_t id = 0; mine && id < V; id++) mine = !special[id] || id == eod;
-    if (mine) {
-        uint32_t *m2 = core_calloc((size_t)n * 2 + 1, sizeof(uint32_t));
-        for (int k = 0; k < n; k++) m2[2 * k] = m[3 * k], m2[2 * k + 1] = m[3 * k + 1];
-        tok_free(t);
-        t = n ? tok_bpe_new(m2, n, p->pattern, TOK_DEFAULT_MAX_PIECE, why, wn) : tok_byte_new();
-        free(m2);
-    }
+    t = as_megac_layout(tok_bpe_new_layout(&l, why, wn), p, &l, why, wn);
 done:
     free(str);
     free(special);
