@@ -106,6 +106,48 @@ static int parse_micros(const CoreStrList *l, int *ms, int cap) {
     return n;
 }
 
+// One row of the table: the step with m micro-batches planned, timed (median of reps), its
+// ideal time and bubble, and each stage's measured bubble (printed by rank 0).
+static void time_row(GPT **chunks, int v, ProcessGrid *g, int kind, int mb, int reps, PPTrace *tr) {
+    GPT *m = chunks[0];
+    int pp = g->dims.pp;
+    PPStep st;  // planned for this m
+    pp_step_init(&st, m, g, (PPScheduleKind)kind, bench_batch, m, mb, 1.0f / ((float)m->N * mb), tr);
+    if (v > 1) pp_step_set_chunks(&st, chunks, v);
+    double t_mb = 0.0, step = 0.0;
+    measure(&st, g->world, reps, &t_mb, &step);
+    pp_step_free(&st);
+    double ideal = t_mb * (mb + (double)(pp - 1) / v);
+    double bubble = tr->sched_s > 0 ? 1.0 - tr->busy_s / tr->sched_s : 0.0;
+    double *all = core_calloc((size_t)pp, sizeof(double));
+    comm_all_gather(g->world, &bubble, all, 1, COMM_F64);
+    if (g->coord.rank == 0) {
+        printf("%4d %10.2f %12.2f %12.2f %8.3f %14.3f ", mb, t_mb * 1e3, step * 1e3,
+               ideal * 1e3, step / ideal, (double)(pp - 1) / ((double)v * mb + pp - 1));
+        for (int r = 0; r < pp; r++) printf(" %.3f", all[r]);
+        printf("\n");
+        fflush(stdout);
+    }
+    free(all);
+}
+
+// Rank s's v model chunks (chunk c: virtual stage c*PP + s of PP*v), each with enough
+// activation slots for every m timed (ms[0 .. n_m)).
+static void create_chunks(GPT **chunks, int v, const GPTConfig *cfg, Backend *be, int pp, int s,
+                          int kind, int micro_batch, const int *ms, int n_m, int max_m) {
+    for (int c = 0; c < v; c++) {
+        int slots = pp_schedule_slots((PPScheduleKind)kind, pp, s, max_m), sl[PP_ILV_MAX_CHUNKS];
+        for (int i = 0; v > 1 && i < n_m; i++) {  // enough for every m timed
+            pp_ilv_slots(pp, v, ms[i], s, sl);
+            if (i == 0 || sl[c] > slots) slots = sl[c];
+        }
+        chunks[c] = gpt_create(cfg, be, NULL,
+                               &(GPTStage){.stage = c * pp + s, .n_stages = pp * v, .micro_batch = micro_batch,
+                                           .n_slots = slots, .seed = 1234, .pad_multiple = 1});
+    }
+    if (v > 1) gpt_share_workspace(chunks, v);  // one chunk computes at a time
+}
+
 int main(int argc, char **argv) {
     backend_cpu_select_blas_kernels(argc, argv);  // before MPI_Init: may re-execute
     MPI_CHECK(MPI_Init(&argc, &argv));
@@ -154,18 +196,7 @@ int main(int argc, char **argv) {
                                   PGRID_COMM_MPI, NULL, 600.0);
     int s = g->coord.pp_rank;
     GPT *chunks[PP_ILV_MAX_CHUNKS];  // chunk c: virtual stage c*PP + s of PP*v (v = 1: the stage)
-    for (int c = 0; c < v; c++) {
-        int slots = pp_schedule_slots((PPScheduleKind)kind, pp, s, max_m), sl[PP_ILV_MAX_CHUNKS];
-        for (int i = 0; v > 1 && i < n_m; i++) {  // enough for every m timed
-            pp_ilv_slots(pp, v, ms[i], s, sl);
-            if (i == 0 || sl[c] > slots) slots = sl[c];
-        }
-        chunks[c] = gpt_create(&cfg, be, NULL,
-                               &(GPTStage){.stage = c * pp + s, .n_stages = pp * v, .micro_batch = micro_batch,
-                                           .n_slots = slots, .seed = 1234, .pad_multiple = 1});
-    }
-    if (v > 1) gpt_share_workspace(chunks, v);  // one chunk computes at a time
-    GPT *m = chunks[0];
+    create_chunks(chunks, v, &cfg, be, pp, s, kind, micro_batch, ms, n_m, max_m);
     PPTrace *tr = pp_trace_create(g->world, 0);
     if (g->coord.rank == 0) {
         printf("bench_pipeline: %s%s, PP = %d, v = %d, %s; L=%d C=%d NH=%d T=%d B=%d V=%d, median of %d\n",
@@ -175,26 +206,7 @@ int main(int argc, char **argv) {
         printf("%4s %10s %12s %12s %8s %14s %s\n", "m", "t_mb (ms)", "step (ms)", "ideal (ms)",
                "ratio", "bubble theory", "bubble measured per stage");
     }
-    for (int i = 0; i < n_m; i++) {
-        PPStep st;  // planned for this m
-        pp_step_init(&st, m, g, (PPScheduleKind)kind, bench_batch, m, ms[i], 1.0f / ((float)m->N * ms[i]), tr);
-        if (v > 1) pp_step_set_chunks(&st, chunks, v);
-        double t_mb = 0.0, step = 0.0;
-        measure(&st, g->world, reps, &t_mb, &step);
-        pp_step_free(&st);
-        double ideal = t_mb * (ms[i] + (double)(pp - 1) / v);
-        double bubble = tr->sched_s > 0 ? 1.0 - tr->busy_s / tr->sched_s : 0.0;
-        double *all = core_calloc((size_t)pp, sizeof(double));
-        comm_all_gather(g->world, &bubble, all, 1, COMM_F64);
-        if (g->coord.rank == 0) {
-            printf("%4d %10.2f %12.2f %12.2f %8.3f %14.3f ", ms[i], t_mb * 1e3, step * 1e3,
-                   ideal * 1e3, step / ideal, (double)(pp - 1) / ((double)v * ms[i] + pp - 1));
-            for (int r = 0; r < pp; r++) printf(" %.3f", all[r]);
-            printf("\n");
-            fflush(stdout);
-        }
-        free(all);
-    }
+    for (int i = 0; i < n_m; i++) time_row(chunks, v, g, kind, ms[i], reps, tr);
     pp_trace_destroy(tr);
     for (int c = 0; c < v; c++) gpt_destroy(chunks[c]);
     pgrid_destroy(g);

@@ -200,90 +200,106 @@ static void run_cuda(const BenchConfig *bc, Backend *be, Comm *one, int steps, d
            mem / 1048576.0, be->attn == BACKEND_ATTN_CUDNN ? "fused" : be->attn == BACKEND_ATTN_AUTO ? "auto" : "megac");
 }
 
-int main(int argc, char **argv) {
-    backend_cpu_select_blas_kernels(argc, argv);
-    MPI_CHECK(MPI_Init(NULL, NULL));
-    const char *only = NULL, *device = "cpu", *split = "rule", *attn_name = NULL;
-    int steps = 3, threads = 0, T = 0, B = 0, no_tf32 = 0, bf16 = 0, fp16 = 0, flash = 0;
-    double peak = 989.0, drop = 0.0;
-    int panels = 0, no_ceiling = 0;
+// bench_train's flags.
+typedef struct {
+    const char *only, *device, *split, *attn_name;
+    int steps, threads, T, B, no_tf32, bf16, fp16, flash, panels, no_ceiling, cuda;
+    double peak, drop;
+    BackendAttnKernels attn;
+} BenchFlags;
+
+// Parses and checks the flags (a bad one: exit 2 with the reason).
+static BenchFlags parse_flags(int argc, char **argv) {
+    BenchFlags f = {.device = "cpu", .split = "rule", .steps = 3, .peak = 989.0,
+                    .attn = BACKEND_ATTN_MEGAC};
     ArgSpec specs[] = {
-        {"--config", ARG_STR, &only,
+        {"--config", ARG_STR, &f.only,
          "small | medium | gpt2-vocab | gpt2-124m | gpt2-350m (default: all but gpt2-350m)"},
-        {"--steps", ARG_INT, &steps, "timed steps per config"},
-        {"--threads", ARG_INT, &threads, "CPU threads (0: all cores)"},
-        {"--device", ARG_STR, &device, "cpu | cuda"},
-        {"--seq-length", ARG_INT, &T, "sequence length T (0: the config's)"},
-        {"--micro-batch", ARG_INT, &B, "sequences per step B (0: the config's)"},
-        {"--no-tf32", ARG_BOOL, &no_tf32, "CUDA: strict fp32 GEMMs (default: TF32 tensor cores)"},
-        {"--bf16", ARG_BOOL, &bf16, "bf16 activations and weight copies (mixed precision)"},
-        {"--fp16", ARG_BOOL, &fp16, "fp16 activations and weight copies (no loss scaling here)"},
-        {"--use-flash-attn", ARG_BOOL, &flash, "fused attention: no (T, T) matrix stored"},
-        {"--attention-backend", ARG_STR, &attn_name, "auto | fused | flash | unfused | local as megac train's (fused: cuDNN; default: megac's kernels)"},
-        {"--no-ceiling", ARG_BOOL, &no_ceiling, "CPU: skip the sgemm ceilings (ceiling, fraction print 0)"},
-        {"--dropout", ARG_FLOAT, &drop, "hidden and attention dropout p (Megatron's default: 0.1; here 0)"},
-        {"--peak-tflops", ARG_FLOAT, &peak, "CUDA: the GPU's peak TFLOP/s for MFU (H100/H200 dense bf16)"},
-        {"--gemm-split", ARG_STR, &split, "CPU: cut GEMMs into panels of rows (m), columns (n), or by the rule"},
-        {"--gemm-panels", ARG_INT, &panels, "CPU: GEMM panels per thread (0: the rule)"},
+        {"--steps", ARG_INT, &f.steps, "timed steps per config"},
+        {"--threads", ARG_INT, &f.threads, "CPU threads (0: all cores)"},
+        {"--device", ARG_STR, &f.device, "cpu | cuda"},
+        {"--seq-length", ARG_INT, &f.T, "sequence length T (0: the config's)"},
+        {"--micro-batch", ARG_INT, &f.B, "sequences per step B (0: the config's)"},
+        {"--no-tf32", ARG_BOOL, &f.no_tf32, "CUDA: strict fp32 GEMMs (default: TF32 tensor cores)"},
+        {"--bf16", ARG_BOOL, &f.bf16, "bf16 activations and weight copies (mixed precision)"},
+        {"--fp16", ARG_BOOL, &f.fp16, "fp16 activations and weight copies (no loss scaling here)"},
+        {"--use-flash-attn", ARG_BOOL, &f.flash, "fused attention: no (T, T) matrix stored"},
+        {"--attention-backend", ARG_STR, &f.attn_name, "auto | fused | flash | unfused | local as megac train's (fused: cuDNN; default: megac's kernels)"},
+        {"--no-ceiling", ARG_BOOL, &f.no_ceiling, "CPU: skip the sgemm ceilings (ceiling, fraction print 0)"},
+        {"--dropout", ARG_FLOAT, &f.drop, "hidden and attention dropout p (Megatron's default: 0.1; here 0)"},
+        {"--peak-tflops", ARG_FLOAT, &f.peak, "CUDA: the GPU's peak TFLOP/s for MFU (H100/H200 dense bf16)"},
+        {"--gemm-split", ARG_STR, &f.split, "CPU: cut GEMMs into panels of rows (m), columns (n), or by the rule"},
+        {"--gemm-panels", ARG_INT, &f.panels, "CPU: GEMM panels per thread (0: the rule)"},
     };
     core_args_parse("usage: bench_train [--config NAME] [--steps N] [--threads N] [--device cpu|cuda] "
                     "[--seq-length T] [--micro-batch B] [--no-tf32] [--bf16|--fp16] [--use-flash-attn] "
                     "[--peak-tflops X] [--dropout P] [--no-ceiling]",
                     specs, (int)(sizeof specs / sizeof specs[0]), argc - 1, argv + 1);
-    int cuda = !strcmp(device, "cuda");
-    if (!cuda && strcmp(device, "cpu")) core_usage_error("--device must be cpu or cuda, got '%s'", device);
-    if (strcmp(split, "rule") && strcmp(split, "m") && strcmp(split, "n"))
-        core_usage_error("--gemm-split must be rule, m or n, got '%s'", split);
-    if (panels < 0) core_usage_error("--gemm-panels must be >= 0");
-    if (drop < 0 || drop >= 1) core_usage_error("--dropout must be in [0, 1), got %g", drop);
-    if (steps < 1 || T < 0 || B < 0 || peak <= 0)
+    f.cuda = !strcmp(f.device, "cuda");
+    if (!f.cuda && strcmp(f.device, "cpu")) core_usage_error("--device must be cpu or cuda, got '%s'", f.device);
+    if (strcmp(f.split, "rule") && strcmp(f.split, "m") && strcmp(f.split, "n"))
+        core_usage_error("--gemm-split must be rule, m or n, got '%s'", f.split);
+    if (f.panels < 0) core_usage_error("--gemm-panels must be >= 0");
+    if (f.drop < 0 || f.drop >= 1) core_usage_error("--dropout must be in [0, 1), got %g", f.drop);
+    if (f.steps < 1 || f.T < 0 || f.B < 0 || f.peak <= 0)
         core_usage_error("--steps must be >= 1, --seq-length/--micro-batch >= 0, --peak-tflops > 0");
-    int found = !only;
-    for (int i = 0; i < N_CONFIGS; i++) found |= only && !strcmp(only, CONFIGS[i].name);
-    if (!found) core_usage_error("unknown --config '%s'", only);
-    if (bf16 && fp16) core_usage_error("--bf16 and --fp16 contradict each other");
-    BackendAttnKernels attn = BACKEND_ATTN_MEGAC;
+    int found = !f.only;
+    for (int i = 0; i < N_CONFIGS; i++) found |= f.only && !strcmp(f.only, CONFIGS[i].name);
+    if (!found) core_usage_error("unknown --config '%s'", f.only);
+    if (f.bf16 && f.fp16) core_usage_error("--bf16 and --fp16 contradict each other");
     char err[160];
-    if (attn_name && gpt_attention_backend(attn_name, &flash, &attn, err, sizeof err))
+    if (f.attn_name && gpt_attention_backend(f.attn_name, &f.flash, &f.attn, err, sizeof err))
         core_usage_error("%s", err);
+    return f;
+}
 
+// The backend of --device and its one-rank Comm (*one); prints the header of the table and,
+// on the CPU, the sgemm ceiling at start (0 with --no-ceiling).
+static Backend *make_backend(const BenchFlags *f, Comm **one) {
     Backend *be = NULL;
-    BackendDType act = bf16 ? BACKEND_BF16 : fp16 ? BACKEND_F16 : BACKEND_F32;
-    Comm *one = NULL;
+    BackendDType act = f->bf16 ? BACKEND_BF16 : f->fp16 ? BACKEND_F16 : BACKEND_F32;
     int self = 0;
-    double square = 0;
-    if (cuda) {
+    if (f->cuda) {
 #ifdef MEGAC_HAVE_CUDA
         if (!backend_cuda_available()) core_usage_error("--device cuda: no usable CUDA device");
-        be = backend_cuda_create(0, no_tf32 ? BACKEND_MATH_FP32 : BACKEND_MATH_TF32, act);
-        be->attn = attn;
-        one = comm_nccl_create(MPI_COMM_SELF, "one", &self, be->u.cuda.stream, 0);  // size 1: no NCCL
-        printf("backend: %s\npeak: %.1f TFLOP/s (MFU = model TFLOP/s / peak)\n\n", be->name, peak);
+        be = backend_cuda_create(0, f->no_tf32 ? BACKEND_MATH_FP32 : BACKEND_MATH_TF32, act);
+        be->attn = f->attn;
+        *one = comm_nccl_create(MPI_COMM_SELF, "one", &self, be->u.cuda.stream, 0);  // size 1: no NCCL
+        printf("backend: %s\npeak: %.1f TFLOP/s (MFU = model TFLOP/s / peak)\n\n", be->name, f->peak);
         printf("%-11s %5s %4s %9s %10s %9s %8s %9s\n", "config", "T", "B", "ms/step", "tokens/s",
                "TFLOP/s", "MFU", "MiB");
 #else
         core_usage_error("--device cuda: bench_train was built without CUDA");
 #endif
-    } else {
-        be = backend_cpu_create(threads, act);
-        one = comm_mpi_create(MPI_COMM_SELF, "one", &self, 0);
-        be->u.cpu.gemm_split = !strcmp(split, "m") ? CPU_GEMM_SPLIT_M : !strcmp(split, "n") ? CPU_GEMM_SPLIT_N : 0;
-        be->u.cpu.gemm_panels = panels;
-        square = no_ceiling ? 0.0 : sgemm_gflops(be, 2048, 2048, 2048, 8);
-        printf("backend: %s\nsgemm ceiling at start: %.1f GFLOP/s (2048^3, best of 8 runs x 2 ways); "
-               "each step is compared with the ceiling measured right after it (medians over steps)\n\n",
-               be->name, square);
-        printf("dropout: %g (hidden and attention)\n", drop);
-        printf("%-11s %9s %10s %10s %9s %9s %9s\n", "config", "ms/step", "tokens/s", "GFLOP/s", "ceiling",
-               "fraction", "cpu ms");
+        return be;
     }
+    be = backend_cpu_create(f->threads, act);
+    *one = comm_mpi_create(MPI_COMM_SELF, "one", &self, 0);
+    be->u.cpu.gemm_split = !strcmp(f->split, "m") ? CPU_GEMM_SPLIT_M : !strcmp(f->split, "n") ? CPU_GEMM_SPLIT_N : 0;
+    be->u.cpu.gemm_panels = f->panels;
+    double square = f->no_ceiling ? 0.0 : sgemm_gflops(be, 2048, 2048, 2048, 8);
+    printf("backend: %s\nsgemm ceiling at start: %.1f GFLOP/s (2048^3, best of 8 runs x 2 ways); "
+           "each step is compared with the ceiling measured right after it (medians over steps)\n\n",
+           be->name, square);
+    printf("dropout: %g (hidden and attention)\n", f->drop);
+    printf("%-11s %9s %10s %10s %9s %9s %9s\n", "config", "ms/step", "tokens/s", "GFLOP/s", "ceiling",
+           "fraction", "cpu ms");
+    return be;
+}
+
+int main(int argc, char **argv) {
+    backend_cpu_select_blas_kernels(argc, argv);
+    MPI_CHECK(MPI_Init(NULL, NULL));
+    BenchFlags f = parse_flags(argc, argv);
+    Comm *one = NULL;
+    Backend *be = make_backend(&f, &one);
     for (int i = 0; i < N_CONFIGS; i++) {
         BenchConfig bc = CONFIGS[i];
-        if (only ? strcmp(only, bc.name) != 0 : !bc.in_all) continue;
-        if (T) bc.T = T;
-        if (B) bc.B = B;
-        if (cuda) run_cuda(&bc, be, one, steps, peak, flash, drop);
-        else run_cpu(&bc, be, one, steps, flash, drop, no_ceiling);
+        if (f.only ? strcmp(f.only, bc.name) != 0 : !bc.in_all) continue;
+        if (f.T) bc.T = f.T;
+        if (f.B) bc.B = f.B;
+        if (f.cuda) run_cuda(&bc, be, one, f.steps, f.peak, f.flash, f.drop);
+        else run_cpu(&bc, be, one, f.steps, f.flash, f.drop, f.no_ceiling);
         fflush(stdout);
     }
     comm_destroy(one);
