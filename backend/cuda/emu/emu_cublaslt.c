@@ -86,11 +86,11 @@ static cublasStatus_t bad(cublasStatus_t s, const char *what) {
 }
 
 // Checks desc and the four layouts against each other; fills g's shape fields.
-static cublasStatus_t validate(const struct emu_lt_matmul_desc *d, const struct emu_lt_layout *a,
-                               const struct emu_lt_layout *b, const struct emu_lt_layout *c,
-                               const struct emu_lt_layout *dl, Gemm *g) {
+// The compute, scale and data types of one GEMM against the table above.
+static cublasStatus_t check_types(const struct emu_lt_matmul_desc *d, const struct emu_lt_layout *a,
+                                  const struct emu_lt_layout *b, const struct emu_lt_layout *c,
+                                  const struct emu_lt_layout *dl) {
     char msg[200];
-    if (!d || !a || !b || !c || !dl) return bad(CUBLAS_STATUS_INVALID_VALUE, "NULL descriptor");
     if (d->compute != CUBLAS_COMPUTE_32F && d->compute != CUBLAS_COMPUTE_32F_FAST_TF32 &&
         d->compute != CUBLAS_COMPUTE_32F_FAST_16BF)
         return bad(CUBLAS_STATUS_NOT_SUPPORTED, "compute type not emulated");
@@ -110,17 +110,32 @@ static cublasStatus_t validate(const struct emu_lt_matmul_desc *d, const struct 
     if ((d->transa != CUBLAS_OP_N && d->transa != CUBLAS_OP_T) ||
         (d->transb != CUBLAS_OP_N && d->transb != CUBLAS_OP_T))
         return bad(CUBLAS_STATUS_NOT_SUPPORTED, "only CUBLAS_OP_N and CUBLAS_OP_T are emulated");
-    int gelu = d->epilogue == CUBLASLT_EPILOGUE_GELU_AUX || d->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS
-                   ? 1 : d->epilogue == CUBLASLT_EPILOGUE_DGELU ? 2 : 0;
-    if (d->epilogue != CUBLASLT_EPILOGUE_DEFAULT && d->epilogue != CUBLASLT_EPILOGUE_BIAS && !gelu)
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+// The epilogue and its aux buffer: *gelu = 1 (GELU_AUX, GELU_AUX_BIAS), 2 (DGELU) or 0.
+static cublasStatus_t check_epilogue(const struct emu_lt_matmul_desc *d,
+                                     const struct emu_lt_layout *dl, int *gelu) {
+    *gelu = d->epilogue == CUBLASLT_EPILOGUE_GELU_AUX || d->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS
+                ? 1 : d->epilogue == CUBLASLT_EPILOGUE_DGELU ? 2 : 0;
+    if (d->epilogue != CUBLASLT_EPILOGUE_DEFAULT && d->epilogue != CUBLASLT_EPILOGUE_BIAS && !*gelu)
         return bad(CUBLAS_STATUS_NOT_SUPPORTED, "only epilogues DEFAULT, BIAS, GELU_AUX, "
                    "GELU_AUX_BIAS and DGELU are emulated");
-    if (gelu && (!d->aux || d->aux_ld < (int64_t)dl->rows || d->aux_ld % 8 ||
-                 (uintptr_t)d->aux % 16 || (d->aux_type != -1 && d->aux_type != (int32_t)dl->type) ||
-                 dl->batch != 1))
+    if (*gelu && (!d->aux || d->aux_ld < (int64_t)dl->rows || d->aux_ld % 8 ||
+                  (uintptr_t)d->aux % 16 || (d->aux_type != -1 && d->aux_type != (int32_t)dl->type) ||
+                  dl->batch != 1))
         return bad(CUBLAS_STATUS_INVALID_VALUE, "GELU epilogue: aux pointer NULL or not 16-byte "
                    "aligned, EPILOGUE_AUX_LD < rows of D or not a multiple of 8, aux type not D's, "
                    "or batch > 1");
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+// The four layouts fit one (m, n, k) product (sets g's transposes and sizes), their leading
+// dimensions hold their rows, and their batch counts agree.
+static cublasStatus_t check_shapes(const struct emu_lt_matmul_desc *d, const struct emu_lt_layout *a,
+                                   const struct emu_lt_layout *b, const struct emu_lt_layout *c,
+                                   const struct emu_lt_layout *dl, Gemm *g) {
+    char msg[200];
     g->ta = d->transa == CUBLAS_OP_T;
     g->tb = d->transb == CUBLAS_OP_T;
     g->m = (int64_t)dl->rows;
@@ -152,6 +167,19 @@ static cublasStatus_t validate(const struct emu_lt_matmul_desc *d, const struct 
             return bad(CUBLAS_STATUS_INVALID_VALUE, msg);
         }
     }
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+static cublasStatus_t validate(const struct emu_lt_matmul_desc *d, const struct emu_lt_layout *a,
+                               const struct emu_lt_layout *b, const struct emu_lt_layout *c,
+                               const struct emu_lt_layout *dl, Gemm *g) {
+    if (!d || !a || !b || !c || !dl) return bad(CUBLAS_STATUS_INVALID_VALUE, "NULL descriptor");
+    int gelu = 0;
+    cublasStatus_t st = check_types(d, a, b, c, dl);
+    if (st == CUBLAS_STATUS_SUCCESS) st = check_epilogue(d, dl, &gelu);
+    if (st == CUBLAS_STATUS_SUCCESS) st = check_shapes(d, a, b, c, dl, g);
+    if (st != CUBLAS_STATUS_SUCCESS) return st;
+    cudaDataType_t tab = a->type, tcd = dl->type;
     int biased = d->epilogue == CUBLASLT_EPILOGUE_BIAS || d->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
     if (biased && (!d->bias || (d->bias_type != -1 && d->bias_type != (int32_t)tcd)))
         return bad(CUBLAS_STATUS_INVALID_VALUE, "BIAS epilogue needs a bias pointer of D's type");
