@@ -43,3 +43,68 @@ DistUnitPiece dist_unit_piece(size_t len, int dp, int dp_rank) {
     p.own = len > p.lo ? (len - p.lo < p.per ? len - p.lo : p.per) : 0;
     return p;
 }
+
+// The range [*lo, *hi) of the tensors t[b0 .. b1) in region r (0: before expert_offset, 1:
+// from it); *lo >= *hi when none.
+static void region_range(const ParamInfo *t, int b0, int b1, size_t expert_offset, int r,
+                         size_t *lo, size_t *hi) {
+    *lo = (size_t)-1;
+    *hi = 0;
+    for (int j = b0; j < b1; j++) {
+        if ((t[j].offset >= expert_offset) != r) continue;
+        if (t[j].offset < *lo) *lo = t[j].offset;
+        if (t[j].offset + t[j].numel > *hi) *hi = t[j].offset + t[j].numel;
+    }
+}
+
+static DistUnit unit_of(size_t start, size_t len, int size, int rank, int param, int expert) {
+    DistUnitPiece p = dist_unit_piece(len, size, rank);
+    return (DistUnit){.start = start, .len = len, .per = p.per, .own = p.own, .param = param,
+                      .expert = expert};
+}
+
+// Places the units in the shard and the transient buffers and sums them up.
+static void place_units(DistUnit *u, int n_edge, int n_layers, int dp, int edp, DistUnitTotals *t) {
+    size_t at = 0, buf = 0;
+    for (int k = 0; k < t->n_units; k++) {
+        u[k].at = at;
+        at += u[k].per;
+        if (u[k].per > t->bucket) t->bucket = u[k].per;
+        size_t full = (size_t)(u[k].expert ? edp : dp) * u[k].per;
+        if (k < n_edge) {
+            u[k].buf = buf;
+            u[k].out_at = buf / (size_t)dp;
+            buf += full;
+        } else if (u[k].expert) {  // after its layer's dense part in the buffers
+            const DistUnit *d = &u[k - n_layers];
+            u[k].buf = (size_t)dp * d->per;
+            u[k].out_at = d->per;
+            if (u[k].buf + full > t->layer_len) t->layer_len = u[k].buf + full;
+            if (d->per + u[k].per > t->bucket) t->bucket = d->per + u[k].per;
+        } else if (full > t->layer_len) {
+            t->layer_len = full;
+        }
+    }
+    t->edge_len = buf;
+    t->shard_len = at;
+}
+
+DistUnitTotals dist_units_layout(const ParamInfo *t, int n, const int *block, int n_layers,
+                                 size_t expert_offset, size_t n_alloc, int dp, int dp_rank,
+                                 int edp, int edp_rank, DistUnit *u) {
+    DistUnitTotals tot = {0};
+    int k = 0;
+    for (int i = 0; i < n; i++)  // the edge: outside [wte, wpe] layers [lnf, wte]
+        if (i < block[0] || i >= block[n_layers]) u[k++] = unit_of(t[i].offset, t[i].numel, dp, dp_rank, i, 0);
+    tot.n_edge = k;
+    for (int r = 0; r < (edp > 0 ? 2 : 1); r++)
+        for (int l = 0; l < n_layers; l++) {
+            size_t lo, hi;
+            region_range(t, block[l], block[l + 1], edp > 0 ? expert_offset : n_alloc, r, &lo, &hi);
+            if (lo >= hi) lo = hi = r ? n_alloc : 0;  // (a dense layer's empty expert unit)
+            u[k++] = r ? unit_of(lo, hi - lo, edp, edp_rank, -1, 1) : unit_of(lo, hi - lo, dp, dp_rank, -1, 0);
+        }
+    tot.n_units = k;
+    place_units(u, tot.n_edge, n_layers, dp, edp, &tot);
+    return tot;
+}

@@ -20,9 +20,16 @@
 // Units (ZeRO-2/3). Each unit (an edge tensor, or one layer's tensors) is a range of len
 // floats reduce-scattered on its own: every rank gets `per` = ceil(len/DP) rounded up to 16
 // floats of it (the last ranks' pieces may be partly or wholly past the unit's end), and owns
-// the part of [r*per, (r+1)*per) inside the unit.
+// the part of [r*per, (r+1)*per) inside the unit. A stage's units (dist_units_layout): its
+// edge tensors one each (table order), then one per local layer (its tensors outside the
+// expert region), then with an expert region (expert parallelism) one per layer for its
+// expert tensors, sharded over the expert-data-parallel group (a dense layer's is empty).
+// The shard keeps every unit's piece, one after the other; the edge units' full gradients
+// sit one after the other in the edge buffer, a layer's dense then expert part in the layer
+// buffer. The sync engine builds its units with it and megac plan counts them with it.
 #pragma once
 #include <stddef.h>
+#include "model/gpt_params.h"  // defines: ParamInfo
 
 // One bucket: a range of the flat buffer and this rank's piece of it in its shard.
 typedef struct {
@@ -57,3 +64,35 @@ DistBucket dist_bucket(size_t per, size_t bucket, int dp, int sharded, int k);
 
 // Rank dp_rank's piece of a ZeRO-2/3 unit of len floats over dp ranks. Pure.
 DistUnitPiece dist_unit_piece(size_t len, int dp, int dp_rank);
+
+// One ZeRO-2/3 unit of a stage as one rank holds it (dist_units_layout).
+typedef struct {
+    size_t start, len;  // the unit's range of the flat buffer
+    size_t per, own;    // the rank's piece: floats per rank, floats of it inside the unit
+    size_t at;          // where the piece sits in the rank's shard
+    size_t buf;         // where the unit's full gradients (group size x per) sit: an edge
+                        // unit in the edge buffer, a layer's expert unit in the layer buffer
+                        // (after its dense part); 0 for a layer's dense unit
+    size_t out_at;      // where its output piece sits in its buffer's outputs (edge units
+                        // buf / group size, a layer's expert unit its dense unit's per)
+    int param;          // an edge unit's tensor (index into the table); -1 for a layer's
+    int expert;         // 1: a layer's expert unit (over the expert-data-parallel group)
+} DistUnit;
+
+// A stage's units together: counts and the buffers they need (floats).
+typedef struct {
+    int n_units, n_edge;  // n_edge edge units, then n_layers dense (and n_layers expert) units
+    size_t shard_len;     // the rank's shard: every unit's per
+    size_t edge_len;      // the edge units' full gradients
+    size_t layer_len;     // the largest layer's full gradients (dense + expert parts)
+    size_t bucket;        // the largest piece (a layer's dense and expert pieces together)
+} DistUnitTotals;
+
+// The units of a stage's parameter table t (n tensors; local layer l's are t[block[l] ..
+// block[l + 1]), block from gpt_params_block_index) as rank dp_rank of dp sees them, with
+// an expert region [expert_offset, n_alloc) sharded over edp ranks (rank edp_rank; edp 0:
+// none, one unit per layer). u holds n + n_layers + 1 entries at least. Returns the totals.
+// Pure.
+DistUnitTotals dist_units_layout(const ParamInfo *t, int n, const int *block, int n_layers,
+                                 size_t expert_offset, size_t n_alloc, int dp, int dp_rank,
+                                 int edp, int edp_rank, DistUnit *u);

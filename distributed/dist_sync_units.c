@@ -26,6 +26,7 @@
 #include "core/check.h"
 #include "core/timer.h"  // defines: core_now
 
+#include <stdlib.h>
 #include <string.h>
 
 // The view of edge tensor `name` in w, or NULL if it is not an edge tensor.
@@ -38,62 +39,34 @@ static void **edge_view(GPTWeights *w, const char *name) {
     return NULL;
 }
 
-// Unit u over the flat range [begin, begin + len), sharded over group c (averages x scale).
-static void unit_shape(DistSyncBucket *u, size_t begin, size_t len, Comm *c, float scale) {
-    DistUnitPiece p = dist_unit_piece(len, c->size, c->rank);
-    u->start = begin;
-    u->len = len;
-    u->per = p.per;
-    u->own = p.own;
-    u->comm = c;
-    u->scale = scale;
-}
-
-// The units of stage m: edge tensors first (in table order), then one per local layer (its
-// tensors outside the expert region), then with an expert region one per local layer for its
-// expert tensors (sharded over ecomm; empty in a dense layer).
+// The units of stage m (dist_geometry.h: dist_units_layout, the layout megac plan counts):
+// edge tensors first (in table order), then one per local layer (its tensors outside the
+// expert region), then with an expert region one per local layer for its expert tensors
+// (sharded over ecomm, averaged x EDP / DP; empty in a dense layer).
 static void build_units(DistSync *s) {
     const GPT *m = s->m;
-    s->buckets = core_calloc((size_t)m->n_params + (size_t)m->n_layers + 1, sizeof(DistSyncBucket));
+    size_t cap = (size_t)m->n_params + (size_t)m->n_layers + 1;
+    s->buckets = core_calloc(cap, sizeof(DistSyncBucket));
+    DistUnit *u = core_calloc(cap, sizeof *u);
+    DistUnitTotals t = dist_units_layout(m->params, m->n_params, m->block_param, m->n_layers,
+                                         m->expert_offset, m->n_alloc, s->comm->size, s->comm->rank,
+                                         s->ecomm ? s->ecomm->size : 0, s->ecomm ? s->ecomm->rank : 0, u);
     s->wte_unit = -1;
-    int b0 = m->block_param[0], b1 = m->block_param[m->n_layers];  // [wte, wpe] layers [lnf, wte]
-    for (int i = 0; i < m->n_params; i++) {
-        if (i >= b0 && i < b1) continue;
-        if (!strcmp(m->params[i].name, "wte")) s->wte_unit = s->n_buckets;
-        unit_shape(&s->buckets[s->n_buckets++], m->params[i].offset, m->params[i].numel, s->comm, 1.0f);
+    for (int k = 0; k < t.n_units; k++) {
+        DistSyncBucket *b = &s->buckets[k];
+        b->start = u[k].start, b->len = u[k].len, b->per = u[k].per, b->own = u[k].own;
+        b->at = u[k].at, b->buf = u[k].buf, b->out_at = u[k].out_at;
+        b->comm = u[k].expert ? s->ecomm : s->comm;
+        b->scale = u[k].expert ? (float)s->ecomm->size / (float)s->comm->size : 1.0f;
+        if (u[k].param >= 0 && !strcmp(m->params[u[k].param].name, "wte")) s->wte_unit = k;
     }
-    s->n_edge = s->n_buckets;
-    for (int r = 0; r < (s->ecomm ? 2 : 1); r++)
-        for (int l = 0; l < m->n_layers; l++) {
-            size_t lo, hi;
-            dist_sync_layer_range(m, l, r, &lo, &hi);
-            if (lo >= hi) lo = hi = r ? m->n_alloc : 0;  // (a dense layer's empty expert unit)
-            unit_shape(&s->buckets[s->n_buckets++], lo, hi - lo, r ? s->ecomm : s->comm,
-                       r ? (float)s->ecomm->size / (float)s->comm->size : 1.0f);
-        }
-    size_t at = 0, buf = 0;
-    for (int k = 0; k < s->n_buckets; k++) {
-        DistSyncBucket *u = &s->buckets[k];
-        u->at = at;
-        at += u->per;
-        if (u->per > s->bucket) s->bucket = u->per;
-        size_t full = (size_t)u->comm->size * u->per;
-        if (k < s->n_edge) {
-            u->buf = buf;
-            u->out_at = buf / (size_t)u->comm->size;
-            buf += full;
-        } else if (k >= s->n_edge + m->n_layers) {  // after its layer's dense part in the buffers
-            const DistSyncBucket *d = &s->buckets[k - m->n_layers];
-            u->buf = (size_t)d->comm->size * d->per;
-            u->out_at = d->per;
-            if (u->buf + full > s->layer_len) s->layer_len = u->buf + full;
-            if (d->per + u->per > s->bucket) s->bucket = d->per + u->per;
-        } else if (full > s->layer_len) {
-            s->layer_len = full;
-        }
-    }
-    s->edge_len = buf;
-    s->shard_len = at;
+    free(u);
+    s->n_buckets = t.n_units;
+    s->n_edge = t.n_edge;
+    s->bucket = t.bucket;
+    s->layer_len = t.layer_len;
+    s->edge_len = t.edge_len;
+    s->shard_len = t.shard_len;
 }
 
 // Layer l's expert unit (NULL without an expert region).

@@ -1,6 +1,7 @@
 // plan/plan_zero.c: ZeRO-2 and ZeRO-3 in the plan (distributed/dist_sync_units.c): a stage's
-// units, the memory they take and the bytes they move, on DP rank 0 (the rank the run logs),
-// with the same integer arithmetic as distributed/dist_sync_units.c and the Comm counters.
+// units, laid out by the sync engine's own function (dist_units_layout), the memory they take
+// and the bytes they move, on DP rank 0 (the rank the run logs), counted as the Comm counters
+// count the engine's calls.
 // With an expert region (EP > 1) each layer has a second unit, its expert tensors over EDP.
 #include "plan_model.h"
 #include "distributed/dist_geometry.h"  // defines: dist_unit_piece
@@ -24,48 +25,40 @@ static int layer_of(const ParamInfo *p) {
 // Whether p goes to its layer's expert unit (split: the stage has an expert region).
 static int in_expert_unit(const ParamInfo *p, int split) { return split && p->expert; }
 
-// The flat range [*lo, *hi) of the tensors p[i..j] of one layer in unit part r (0: outside
-// the expert region, 1: in it); *lo = *hi = 0 when there are none.
-static void layer_range(const ParamInfo *p, int i, int j, int r, int split, size_t *lo, size_t *hi) {
-    *lo = (size_t)-1;
-    *hi = 0;
-    for (int t = i; t <= j; t++) {
-        if (in_expert_unit(&p[t], split) != r) continue;
-        if (p[t].offset < *lo) *lo = p[t].offset;
-        if (p[t].offset + p[t].numel > *hi) *hi = p[t].offset + p[t].numel;
-    }
-    if (*lo >= *hi) *lo = *hi = 0;
-}
-
-// The units of the stage's table, as build_units makes them: edge tensors one each, then one
-// per layer (its tensors outside the expert region, consecutive), then with `split` one per
-// layer for its expert tensors (len 0 in a dense layer); per = ceil(len / n) rounded up to 16
-// over n = dp, or edp for an expert unit. Returns the count; *n_edge, *n_layers: the edge
-// units and the layers in the table; first_of: of p, the first tensors of the last two layers.
+// The units of the stage's table p (n tensors) on DP rank 0, as the sync engine lays them
+// out (distributed/dist_geometry.h: dist_units_layout): edge tensors one each, then one per
+// layer, then with `split` one per layer for its expert tensors (over edp). Returns the
+// count; *n_edge, *n_layers: the edge units and the layers in the table; first_of: of p,
+// the first tensors of the last two layers (-1 when fewer).
 static int units_of(const ParamInfo *p, int n, int dp, int edp, int split, PlanUnit *u, int *n_edge,
                     int *n_layers, int first_of[2]) {
-    int k = 0;
-    for (int i = 0; i < n; i++)
-        if (layer_of(&p[i]) < 0) u[k++] = (PlanUnit){p[i].offset, p[i].numel, 0, 1, 0, 0, 1};
-    *n_edge = k;
-    for (int r = 0; r < (split ? 2 : 1); r++) {
-        int layers = 0;
-        first_of[0] = first_of[1] = -1;
-        for (int i = 0; i < n; i++) {
-            if (layer_of(&p[i]) < 0) continue;
-            int j = i;
-            while (j + 1 < n && layer_of(&p[j + 1]) == layer_of(&p[i])) j++;
-            first_of[0] = first_of[1];
-            first_of[1] = i;
-            size_t lo, hi;
-            layer_range(p, i, j, r, split, &lo, &hi);
-            u[k++] = (PlanUnit){lo, hi - lo, 0, 0, r, layers++, 1};
-            i = j;
-        }
-        *n_layers = layers;
+    int layers = 0, layer0 = 0, last = -1;  // (a table's layers are consecutive, in order)
+    for (int i = 0; i < n; i++) {
+        if (layer_of(&p[i]) < 0 || layer_of(&p[i]) == last) continue;
+        if (layers++ == 0) layer0 = layer_of(&p[i]);
+        last = layer_of(&p[i]);
     }
-    for (int i = 0; i < k; i++) u[i].per = dist_unit_piece(u[i].len, u[i].expert ? edp : dp, 0).per;
-    return k;
+    int *block = calloc((size_t)layers + 1, sizeof *block);
+    gpt_params_block_index(p, n, layer0, layers, block);
+    size_t expert_offset = (size_t)-1, end = 0;
+    for (int i = 0; i < n; i++) {
+        if (in_expert_unit(&p[i], split) && p[i].offset < expert_offset) expert_offset = p[i].offset;
+        if (p[i].offset + p[i].numel > end) end = p[i].offset + p[i].numel;
+    }
+    DistUnit *d = calloc((size_t)n + (size_t)layers + 1, sizeof *d);
+    DistUnitTotals t = dist_units_layout(p, n, block, layers, split ? expert_offset : end + 1, end + 1,
+                                         dp, 0, split ? edp : 0, 0, d);
+    for (int k = 0; k < t.n_units; k++) {
+        int edge = k < t.n_edge, l = edge ? 0 : (k - t.n_edge) % layers;
+        u[k] = (PlanUnit){d[k].start, d[k].len, d[k].per, edge, d[k].expert, l, 1};
+    }
+    first_of[0] = layers >= 2 ? block[layers - 2] : -1;
+    first_of[1] = layers >= 1 ? block[layers - 1] : -1;
+    *n_edge = t.n_edge;
+    *n_layers = layers;
+    free(block);
+    free(d);
+    return t.n_units;
 }
 
 // Whether the layers whose first tensors are p[a] and p[b] (a < b) hold the same tensors
