@@ -126,6 +126,62 @@ static int plan(const CkptModel *cm, int c, CkptGroup g, int saving, const HostS
 // parallel HDF5) and moves its own ranges in between (one collective write per dataset;
 // independent reads, each chunk's Fletcher-32 checksum verified). Returns 0, or -1 with the
 // first failing dataset in err. model_only (reading): the /model group alone.
+// The ranges of every chunk for one group, and the workspace of one dataset's transfer.
+typedef struct {
+    CkptRange *rs;  // (v, most + 1) each chunk's ranges
+    int *ns;        // (v) how many
+    int most;
+    size_t *e0s, *e1s;  // (most + 1) one dataset's ranges
+    float **bufs;       // (most + 1)
+} Plans;
+
+// Dataset `path` of full tensor `name`: written from (write 1) or read into this rank's
+// ranges (collective: every rank calls it for every dataset). 0, or -1 with the reason in err
+// (a NaN or Inf read, a damaged or unreadable dataset) unless *rc already holds one.
+static int transfer_dataset(hid_t f, const CkptModel *cm, const Plans *pl, const ParamInfo *full,
+                            const char *path, int write, char *err, size_t errlen) {
+    int v = cm->n_chunks, c = 0, rc = 0;  // the chunk holding the parameter (at most one on a rank)
+    while (c < v - 1 && gpt_param_index(cm->chunks[c], full->name) < 0) c++;
+    const GPT *m = cm->chunks[c];
+    const CkptRange *r = pl->rs + (size_t)c * (pl->most + 1);
+    int n = pl->ns[c], local = gpt_param_index(m, full->name), bad = 0;
+    hid_t ds = H5Dopen2(f, path, H5P_DEFAULT);
+    if (write) {  // one collective write per dataset, on every rank (ckpt_h5.c)
+        int nk = 0;
+        for (int k = 0; k < n && local >= 0; k++)
+            if (r[k].param == local) {
+                pl->e0s[nk] = r[k].e0;
+                pl->e1s[nk] = r[k].e1;
+                pl->bufs[nk++] = r[k].buf;
+            }
+        bad = ds < 0 || ckpt_h5_write_ranges(ds, local >= 0 ? &m->params[local] : full, m->tp,
+                                             m->tp_rank, pl->e0s, pl->e1s, pl->bufs, nk) != 0;
+    }
+    size_t nonfinite = SIZE_MAX;  // the first NaN or Inf read, as a global element
+    for (int k = 0; k < n && local >= 0 && !bad && !write; k++)
+        if (r[k].param == local) {
+            bad = ds < 0 || ckpt_h5_transfer(ds, &m->params[local], m->tp, m->tp_rank,
+                                             r[k].e0, r[k].e1, r[k].buf, write) != 0;
+            for (size_t e = 0; !bad && e < r[k].e1 - r[k].e0; e++)
+                if (!isfinite(r[k].buf[e])) nonfinite = r[k].e0 + e, bad = 1;
+        }
+    if (nonfinite != SIZE_MAX) {  // never trained on: a NaN spreads everywhere
+        snprintf(err, errlen, "dataset %s holds a NaN or Inf (local element %zu): refusing "
+                 "non-finite values", path, nonfinite);
+        rc = -1;
+    }
+    char h5[512] = "";
+    if (bad) core_hdf5_last_error(h5, sizeof h5);  // before H5Dclose clears the stack
+    if (ds < 0 || H5Dclose(ds) < 0) bad = 1;
+    if (bad && rc == 0 && strstr(h5, "Fletcher32"))  // a chunk's checksum did not match
+        snprintf(err, errlen, "dataset %s: checksum mismatch (Fletcher-32): the file is "
+                 "damaged", path);
+    else if (bad && rc == 0)
+        snprintf(err, errlen, "dataset %s cannot be %s%s%s", path, write ? "written" : "read",
+                 h5[0] ? ": " : "", h5);
+    return bad ? -1 : rc;
+}
+
 static int transfer_all(hid_t f, const CkptModel *cm, const HostState *h, int write, int model_only,
                         char *err, size_t errlen) {
     int n_full = 0, rc = 0, v = cm->n_chunks, most = 0;
@@ -134,63 +190,28 @@ static int transfer_all(hid_t f, const CkptModel *cm, const HostState *h, int wr
         if (cm->chunks[c]->n_params > most) most = cm->chunks[c]->n_params;
         if (cm->opts[c]->n_segs > most) most = cm->opts[c]->n_segs;
     }
-    CkptRange *rs = core_calloc((size_t)v * (most + 1), sizeof *rs);
-    int *ns = core_calloc((size_t)v, sizeof *ns);
-    size_t *e0s = core_calloc((size_t)most + 1, 2 * sizeof *e0s), *e1s = e0s + most + 1;
-    float **bufs = core_calloc((size_t)most + 1, sizeof *bufs);
+    Plans pl = {core_calloc((size_t)v * (most + 1), sizeof *pl.rs), core_calloc((size_t)v, sizeof *pl.ns),
+                most, core_calloc((size_t)most + 1, 2 * sizeof *pl.e0s), NULL,
+                core_calloc((size_t)most + 1, sizeof *pl.bufs)};
+    pl.e1s = pl.e0s + most + 1;
+    char why[1024];
     for (int g = 0; g < (model_only ? CKPT_MODEL + 1 : CKPT_NGROUPS); g++) {  // same on every rank
         for (int c = 0; c < v; c++)
-            ns[c] = plan(cm, c, (CkptGroup)g, write, &h[c], rs + (size_t)c * (most + 1));
+            pl.ns[c] = plan(cm, c, (CkptGroup)g, write, &h[c], pl.rs + (size_t)c * (most + 1));
         for (int i = 0; i < n_full; i++) {
             char path[128];
             snprintf(path, sizeof path, "%s/%s", ckpt_group_path((CkptGroup)g), full[i].name);
-            int c = 0;  // the chunk holding the parameter (at most one on a rank), else chunk 0
-            while (c < v - 1 && gpt_param_index(cm->chunks[c], full[i].name) < 0) c++;
-            const GPT *m = cm->chunks[c];
-            const CkptRange *r = rs + (size_t)c * (most + 1);
-            int n = ns[c], local = gpt_param_index(m, full[i].name), bad = 0;
-            hid_t ds = H5Dopen2(f, path, H5P_DEFAULT);
-            if (write) {  // one collective write per dataset, on every rank (ckpt_h5.c)
-                int nk = 0;
-                for (int k = 0; k < n && local >= 0; k++)
-                    if (r[k].param == local) {
-                        e0s[nk] = r[k].e0;
-                        e1s[nk] = r[k].e1;
-                        bufs[nk++] = r[k].buf;
-                    }
-                bad = ds < 0 || ckpt_h5_write_ranges(ds, local >= 0 ? &m->params[local] : &full[i],
-                                                     m->tp, m->tp_rank, e0s, e1s, bufs, nk) != 0;
-            }
-            size_t nonfinite = SIZE_MAX;  // the first NaN or Inf read, as a global element
-            for (int k = 0; k < n && local >= 0 && !bad && !write; k++)
-                if (r[k].param == local) {
-                    bad = ds < 0 || ckpt_h5_transfer(ds, &m->params[local], m->tp, m->tp_rank,
-                                                     r[k].e0, r[k].e1, r[k].buf, write) != 0;
-                    for (size_t e = 0; !bad && e < r[k].e1 - r[k].e0; e++)
-                        if (!isfinite(r[k].buf[e])) nonfinite = r[k].e0 + e, bad = 1;
-                }
-            if (nonfinite != SIZE_MAX && rc == 0) {  // never trained on: a NaN spreads everywhere
-                snprintf(err, errlen, "dataset %s holds a NaN or Inf (local element %zu): refusing "
-                         "non-finite values", path, nonfinite);
+            if (transfer_dataset(f, cm, &pl, &full[i], path, write, why, sizeof why) && rc == 0) {
+                snprintf(err, errlen, "%s", why);  // the first failure is the one reported
                 rc = -1;
             }
-            char h5[512] = "";
-            if (bad) core_hdf5_last_error(h5, sizeof h5);  // before H5Dclose clears the stack
-            if (ds < 0 || H5Dclose(ds) < 0) bad = 1;
-            if (bad && rc == 0 && strstr(h5, "Fletcher32"))  // a chunk's checksum did not match
-                snprintf(err, errlen, "dataset %s: checksum mismatch (Fletcher-32): the file is "
-                         "damaged", path);
-            else if (bad && rc == 0)
-                snprintf(err, errlen, "dataset %s cannot be %s%s%s", path, write ? "written" : "read",
-                         h5[0] ? ": " : "", h5);
-            if (bad) rc = -1;
             core_watchdog_progress();  // one collective step done
         }
     }
-    free(rs);
-    free(ns);
-    free(e0s);
-    free(bufs);
+    free(pl.rs);
+    free(pl.ns);
+    free(pl.e0s);
+    free(pl.bufs);
     free(full);
     return rc;
 }
