@@ -157,6 +157,25 @@ static int get_ids(json_object *o, const char *key, int max, int64_t V, uint32_t
     return ok ? 0 : -1;
 }
 
+// m (n, 3) = the n merges of `merges`, each [a, b, made] with ids below V; 0, or -1 with
+// the reason in err.
+static int merge_triples(json_object *merges, int n, int64_t V, uint32_t *m, const char *origin,
+                         char *err, size_t errlen) {
+    for (int k = 0; k < n; k++) {
+        int n3 = 0;
+        json_object *e = json_object_array_get_idx(merges, (size_t)k);
+        json_object *wrap = json_object_new_object();
+        json_object_object_add(wrap, "m", json_object_get(e));
+        int bad = get_ids(wrap, "m", 3, V, m + 3 * k, &n3, origin, err, errlen) || n3 != 3;
+        json_object_put(wrap);
+        if (bad) {
+            snprintf(err, errlen, "%s: merge %d is not three token ids [a, b, made]", origin, k);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 // Version 2: any id layout (see the top of this file).
 static Tokenizer *from_layout(json_object *o, const char *origin, char *err, size_t errlen) {
     int64_t V, eod, max_piece;
@@ -196,18 +215,7 @@ static Tokenizer *from_layout(json_object *o, const char *origin, char *err, siz
         else tok_alpha_decode(str, n, &bytes);
         off[id + 1] = bytes.n;
     }
-    for (int k = 0; k < l.n_merges; k++) {
-        int n3 = 0;
-        json_object *e = json_object_array_get_idx(merges, (size_t)k);
-        json_object *wrap = json_object_new_object();
-        json_object_object_add(wrap, "m", json_object_get(e));
-        int bad = get_ids(wrap, "m", 3, V, m + 3 * k, &n3, origin, err, errlen) || n3 != 3;
-        json_object_put(wrap);
-        if (bad) {
-            snprintf(err, errlen, "%s: merge %d is not three token ids [a, b, made]", origin, k);
-            goto done;
-        }
-    }
+    if (merge_triples(merges, l.n_merges, V, m, origin, err, errlen)) goto done;
     l.special = special;
     l.tok_off = off;
     l.tok_bytes = bytes.v ? bytes.v : (const uint8_t *)"";

@@ -136,27 +136,47 @@ static int check_layout(Tokenizer *t, char *err, size_t errlen) {
     return rc;
 }
 
-Tokenizer *tok_bpe_new_layout(const TokLayout *l, char *err, size_t errlen) {
+// The layout's sizes and ids in range: 0, or -1 with the reason in err.
+static int layout_in_range(const TokLayout *l, char *err, size_t errlen) {
     int V = l->vocab_size;
     if (V < 1 || V > TOK_MAX_VOCAB || l->eod_id < 0 || l->eod_id >= V) {
         snprintf(err, errlen, "vocab_size %d / eod_id %d: must be 1..%d / below vocab_size", V, l->eod_id, TOK_MAX_VOCAB);
-        return NULL;
+        return -1;
     }
     if (l->n_merges < 0 || l->n_merges > V || l->n_prefix < 0 || l->n_prefix > TOK_MAX_AFFIX ||
         l->n_suffix < 0 || l->n_suffix > TOK_MAX_AFFIX) {
         snprintf(err, errlen, "%d merges, %d + %d ids around each document: too many", l->n_merges,
                  l->n_prefix, l->n_suffix);
-        return NULL;
+        return -1;
     }
     for (int k = 0; k < 3 * l->n_merges; k++)
         if (l->merges[k] >= (uint32_t)V) {
             snprintf(err, errlen, "merge %d uses id %u >= vocab_size %d", k / 3, l->merges[k], V);
-            return NULL;
+            return -1;
         }
     if (l->max_piece < 1 || l->max_piece > TOK_MAX_PIECE_LIMIT) {
         snprintf(err, errlen, "max_piece %d: must be 1..%d", l->max_piece, TOK_MAX_PIECE_LIMIT);
-        return NULL;
+        return -1;
     }
+    return 0;
+}
+
+// ignore_merges: a piece equal to a whole token is that token (t->whole and whole_id).
+static void index_whole_tokens(Tokenizer *t) {
+    int V = t->vocab_size;
+    t->whole_id = core_calloc((size_t)V + 1, sizeof(uint32_t));
+    for (int id = 0; id < V; id++) {
+        size_t n = t->tok_off[id + 1] - t->tok_off[id];
+        if (is_special(t, (uint32_t)id) || n == 0) continue;
+        int inserted;
+        int64_t k = data_strmap_intern(&t->whole, t->tok_bytes + t->tok_off[id], n, &inserted);
+        if (inserted) t->whole_id[k] = (uint32_t)id;
+    }
+}
+
+Tokenizer *tok_bpe_new_layout(const TokLayout *l, char *err, size_t errlen) {
+    int V = l->vocab_size;
+    if (layout_in_range(l, err, errlen)) return NULL;
     TokPretok *pre = tok_pretok_new(l->pattern, l->max_piece, err, errlen);
     if (!pre) return NULL;
     Tokenizer *t = core_calloc(1, sizeof *t);
@@ -197,16 +217,7 @@ Tokenizer *tok_bpe_new_layout(const TokLayout *l, char *err, size_t errlen) {
             tok_free(t);
             return NULL;
         }
-    if (t->ignore_merges) {  // a piece equal to a whole token is that token
-        t->whole_id = core_calloc((size_t)V + 1, sizeof(uint32_t));
-        for (int id = 0; id < V; id++) {
-            size_t n = t->tok_off[id + 1] - t->tok_off[id];
-            if (is_special(t, (uint32_t)id) || n == 0) continue;
-            int inserted;
-            int64_t k = data_strmap_intern(&t->whole, t->tok_bytes + t->tok_off[id], n, &inserted);
-            if (inserted) t->whole_id[k] = (uint32_t)id;
-        }
-    }
+    if (t->ignore_merges) index_whole_tokens(t);
     return t;
 }
 
