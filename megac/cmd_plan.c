@@ -181,9 +181,10 @@ int cmd_plan(int argc, char **argv) {
     if (*pf.schedule && strcmp(pf.schedule, "1f1b") && strcmp(pf.schedule, "gpipe"))
         core_usage_error("--pipeline-schedule must be 1f1b or gpipe, got '%s'", pf.schedule);
     f.gpipe = *pf.schedule ? !strcmp(pf.schedule, "gpipe") : -1;
-    if (strcmp(pf.cp_comm_type, "p2p") && strcmp(pf.cp_comm_type, "all_gather"))
+    int cp_comm = cp_comm_type_parse(pf.cp_comm_type);
+    if (cp_comm < 0)
         core_usage_error("--cp-comm-type must be p2p or all_gather, got '%s'", pf.cp_comm_type);
-    f.cp_all_gather = !strcmp(pf.cp_comm_type, "all_gather");
+    f.cp_comm = (CPCommType)cp_comm;
     if (f.cp > 1) m->use_flash_attn = 1;  // as train: CP runs the fused attention kernels
     check_virtual_pipeline(&f);
     f.sp = switch_of(pf.sp_on, pf.sp_off, "--sequence-parallel", "--no-sequence-parallel");

@@ -13,7 +13,7 @@
 #include "core/check.h"
 #include "gpt_block.h"  // defines: the norm, QKV and MLP of GPT-2 or Llama-style blocks
 #include "gpt_moe.h"    // defines: struct GPTMoE
-#include "gpt_cp.h"     // defines: gpt_cp_rows, gpt_cp_attention_forward/backward
+#include "gpt_cp.h"     // defines: gpt_cp_rows, gpt_cp_attention (layers/cp_attention.h)
 #include "layers/tp_linear.h"
 
 #include <stdlib.h>
@@ -50,7 +50,8 @@ static void attention_forward(GPT *m, const GPTLayerActs *a, const GPTRows *r,
     BackendAttnWindow docs = {0, 0, r->T, NULL, 0, NULL, 0, r->qstart};  // --reset-attention-mask
     const BackendAttnWindow *w = r->pos0 ? &cache : r->qstart ? &docs : NULL;
     if (m->cp > 1) {  // this rank's two chunks against the whole sequence's keys
-        gpt_cp_attention_forward(m, a, d);
+        CPAttention cp = gpt_cp_attention(m);
+        cp_attention_forward(&cp, a->atty, a->lse, a->qkv, d);
         return;
     }
     if (m->cfg.use_flash_attn)
@@ -66,7 +67,8 @@ static void attention_backward(GPT *m, const GPTLayerActs *a, const GPTRows *r,
     Backend *be = m->be;
     int hs = m->hs;
     if (m->cp > 1) {
-        gpt_cp_attention_backward(m, a, d);
+        CPAttention cp = gpt_cp_attention(m);
+        cp_attention_backward(&cp, m->s.dqkv, m->s.datt, m->s.datty, a->qkv, a->atty, a->lse, d);
     } else if (m->cfg.use_flash_attn && r->qstart) {  // a window adds: dqkv from 0
         BackendAttnWindow docs = {0, 0, m->T, NULL, 0, NULL, 0, r->qstart};
         be->ops->zero(be, m->s.dqkv, (size_t)m->N * 3 * m->A_tp * backend_dtype_size(be->act));

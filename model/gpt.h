@@ -16,6 +16,7 @@
 #include "comm/comm.h"
 #include "parallel_state/pgrid_comm.h"  // defines: ProcessGrid
 #include "layers/tp_vocab.h"
+#include "layers/cp_attention.h"  // defines: CPCommType
 #include "gpt_config.h"
 #include "gpt_params.h"
 
@@ -157,7 +158,7 @@ typedef struct {
     Comm *cp_comm;                     // the context-parallel group (NULL: cp 1)
     int ep, ep_rank;                   // expert parallelism: this rank holds experts
     Comm *ep_comm;                     // [ep_rank E/ep, +E/ep) of each MoE layer (ep 1: NULL)
-    int cp_all_gather;                 // --cp-comm-type all_gather (else the p2p ring)
+    CPCommType cp_comm_type;           // --cp-comm-type (layers/cp_attention.h; cp > 1)
     int sp;                            // sequence parallelism on
     int N_sp;                          // rows of the residual stream here: N/tp with SP, else N
     int A_tp, NH_tp, F_tp;             // tensor-parallel local sizes: attention channels
@@ -211,11 +212,8 @@ typedef struct {
         void *att;                     // (B, NH/tp, T, T) selective recomputation: the
                                        // probabilities, shared by all slots (else NULL)
         void *sp_gather, *sp_full;     // (N, C) each, sequence-parallel workspace (else NULL)
-        void *cp_buf;                  // context parallelism's workspace (gpt_cp.c; else NULL):
-                                       // p2p (4, N, 2*G_tp*hs): two packed K/V blocks (one
-                                       // copy of each kv head), two dK/dV; all_gather
-                                       // (2*cp + 1, N, 3*C/tp): the gathered rows, in sequence
-                                       // order, this rank's dK/dV
+        void *cp_buf;                  // context parallelism's workspace (else NULL), as
+                                       // cp_attention_workspace sizes it (layers/cp_attention.h)
         float dscale_value;
         float *dscale_host;            // (N) host staging for dscale, allocated once
         void *mem;
@@ -241,7 +239,6 @@ typedef struct {
 // What gpt_create needs beyond the model's config and the grid: which (virtual) pipeline
 // stage this is, how it runs (micro-batch, activation slots in flight), how its parameters
 // start (seed) and are padded, and the parallel options the grid's sizes do not say.
-typedef enum { GPT_CP_P2P, GPT_CP_ALL_GATHER } GPTCpComm;  // --cp-comm-type (model/gpt_cp.h)
 typedef struct {
     int stage, n_stages;    // pipeline stage `stage` of n_stages (interleaved: virtual stage
                             // c * pp + pp_rank of pp * v); its layers: gpt_stage_layers
@@ -250,7 +247,7 @@ typedef struct {
     uint64_t seed;          // layout-independent initialisation
     size_t pad_multiple;    // the flat buffers hold a multiple of it (DP slicing)
     int sequence_parallel;  // --sequence-parallel (with tp > 1)
-    GPTCpComm cp_comm;      // context parallelism's K/V exchange (cp > 1)
+    CPCommType cp_comm;     // context parallelism's K/V exchange (cp > 1; 0: the ring)
 } GPTStage;
 
 // Builds the stage (call gpt_config_check first; a sequence-parallel micro-batch that tp

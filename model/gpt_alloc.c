@@ -3,7 +3,7 @@
 // made once at start-up (nothing is allocated in the training step).
 #include "gpt.h"
 #include "core/check.h"
-#include "gpt_cp.h"  // defines: gpt_cp_check
+#include "gpt_cp.h"  // defines: gpt_cp_check, gpt_cp_attention
 #include "gpt_moe.h"
 
 #include <stdlib.h>
@@ -133,9 +133,10 @@ static void carve_scratch(GPT *m, Carver *cv) {
     }
     if (m->cfg.recompute == GPT_RECOMPUTE_SELECTIVE && !m->cfg.use_flash_attn)
         m->s.att = CARVE_A(cv, rows * m->T);
-    if (m->cp > 1)  // (gpt.h)
-        m->s.cp_buf = CARVE_A(cv, m->cp_all_gather ? (size_t)(2 * m->cp + 1) * N * 3 * m->A_tp
-                                                   : 4 * N * 2 * (size_t)m->G_tp * m->hs);
+    if (m->cp > 1) {  // the layer's workspace (layers/cp_attention.h)
+        CPAttention cp = gpt_cp_attention(m);
+        m->s.cp_buf = CARVE_A(cv, cp_attention_workspace(&cp.d));
+    }
     int kinds = 0;  // the recomputation chunk's buffers serve any of the stage's layers
     for (int l = 0; l < m->n_layers; l++) kinds |= layer_kind(m, l);
     for (int i = 0; i < m->n_rc; i++) carve_layer(m, cv, &m->rc[i], kinds);
@@ -209,7 +210,7 @@ static void place_in_grid(GPT *m, const ProcessGrid *grid, const GPTStage *st) {
     m->cp = d ? pgrid_dims_cp(d) : 1;
     m->cp_rank = m->cp > 1 ? grid->coord.cp_rank : 0;
     m->cp_comm = m->cp > 1 ? grid->cp : NULL;
-    m->cp_all_gather = m->cp > 1 && st->cp_comm == GPT_CP_ALL_GATHER;
+    m->cp_comm_type = m->cp > 1 ? st->cp_comm : CP_COMM_P2P;
     m->ep = d ? pgrid_dims_ep(d) : 1;
     m->ep_rank = m->ep > 1 ? grid->coord.ep_rank : 0;
     m->ep_comm = m->ep > 1 ? grid->ep : NULL;
@@ -229,7 +230,7 @@ static void set_sizes(GPT *m, const GPTStage *st) {
                          cfg->num_experts, m->ep);
     m->T_seq = cfg->seq_length;
     char err[256];
-    if (gpt_cp_check(cfg, m->cp, err, sizeof err)) core_usage_error("%s", err);
+    if (gpt_cp_check(cfg, tp, m->cp, m->cp_comm_type, err, sizeof err)) core_usage_error("%s", err);
     m->T = m->T_seq / m->cp;
     m->N = m->B * m->T;
     m->sp = st->sequence_parallel && tp > 1;

@@ -139,7 +139,7 @@ static void layouts_of(const PlanSpec *s, const PlanFilter *f, const PlanHardwar
             int mb = mbs[k];
             if (f->micro_batch && mb != f->micro_batch) continue;
             any = 1;
-            PlanLayout l = {tp, pp, dp, mb, 0, 0, 0, 0, 0, cp, cp > 1 && f->cp_all_gather, f->ep,
+            PlanLayout l = {tp, pp, dp, mb, 0, 0, 0, 0, 0, cp, cp > 1 ? f->cp_comm : CP_COMM_P2P, f->ep,
                             f->etp1 && f->ep > 1 && tp > 1};
             variants(s, f, hw, keep, l, g, out);
         }

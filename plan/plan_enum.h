@@ -20,7 +20,7 @@ typedef struct {
     int vpp_layers;  // --num-layers-per-virtual-pipeline-stage n: v = L / (PP x n) per PP
     int cp;          // --context-parallel-size (megac plan: 1 unless given; 0: every CP the
                      // model allows)
-    int cp_all_gather;  // --cp-comm-type all_gather (1) or p2p (0), for the CP > 1 layouts
+    CPCommType cp_comm;  // --cp-comm-type, for the CP > 1 layouts
     int ep;          // --expert-model-parallel-size (0 or 1: none): every layout has it, those
                      // whose DP x CP it does not divide are refused
     int etp1;        // --expert-tensor-parallel-size 1 (EP > 1): the TP > 1 layouts' EP groups

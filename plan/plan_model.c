@@ -59,6 +59,13 @@ static int interleaved_check(const PlanSpec *s, const PlanLayout *l, char *err, 
     return 0;
 }
 
+CPAttnDims plan_cp_dims(const PlanSpec *s, const PlanLayout *l) {
+    const GPTConfig *c = &s->model;
+    CPAttnDims d = {plan_cp(l) > 1 ? l->cp_comm : CP_COMM_P2P, plan_cp(l), 0, l->micro_batch,
+                    c->seq_length, c->num_heads / l->tp, gpt_kv_heads(c) / l->tp, gpt_head_size(c)};
+    return d;
+}
+
 int plan_layout_check(const PlanSpec *s, const PlanLayout *l, char *err, size_t n) {
     int cp = plan_cp(l);
     char cpl[32];
@@ -78,6 +85,8 @@ int plan_layout_check(const PlanSpec *s, const PlanLayout *l, char *err, size_t 
         return -1;
     }
     if (gpt_config_check(&s->model, l->tp, l->pp, err, n) != 0) return -1;
+    CPAttnDims cpd = plan_cp_dims(s, l);
+    if (cp > 1 && cp_attention_check(&cpd, err, n)) return -1;
     if (l->sp && (l->tp == 1 || (l->micro_batch * s->model.seq_length / cp) % l->tp)) {
         snprintf(err, n, "sequence parallelism needs TP > 1 dividing micro-batch x seq-length / CP "
                  "(%d x %d / %d), TP is %d", l->micro_batch, s->model.seq_length, cp, l->tp);
@@ -159,9 +168,10 @@ static size_t scratch_bytes(const PlanSpec *s, const PlanLayout *l, const PlanSt
     if (backend_act_gated(c->activation))  // dfch holds (N, 2F/tp), and dact (N, F/tp) joins it
         b += piece(2 * N * F_tp * e) - piece(N * F_tp * e) + piece(N * F_tp * e);
     if (c->rope || G_tp != NH_tp) b += piece(N * (NH_tp + 2 * G_tp) * hs * e);  // qkv_in
-    size_t cp = (size_t)plan_cp(l);
-    if (cp > 1)  // cp_buf: the gathered qkv rows, or the ring's packed K/V rows (2*G_tp*hs)
-        b += piece((l->cp_all_gather ? (2 * cp + 1) * 3 * NH_tp * hs : 4 * 2 * G_tp * hs) * N * e);
+    if (plan_cp(l) > 1) {  // cp_buf: the layer's workspace
+        CPAttnDims d = plan_cp_dims(s, l);
+        b += piece(cp_attention_workspace(&d) * e);
+    }
     int kinds = (st->n_moe < st->n_layers ? MLP_DENSE : 0) | (st->n_moe ? MLP_MOE : 0);
     return b + (size_t)st->n_workspace_layers * layer_bytes(s, l, 0, kinds);
 }

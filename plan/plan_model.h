@@ -32,6 +32,7 @@
 #include <stdint.h>
 #include "comm/comm.h"          // defines: CommKind, COMM_NKINDS, comm_kind_name
 #include "distributed/dist_geometry.h"  // defines: dist_pad_ranks
+#include "layers/cp_attention.h"  // defines: CPCommType, CPAttnDims
 #include "model/gpt_config.h"   // defines: GPTConfig
 #include "model/gpt_params.h"   // defines: ParamInfo
 #include "parallel_state/pgrid.h"  // defines: PGridDims, PGridKind
@@ -61,7 +62,7 @@ typedef struct {
                      // (--virtual-pipeline-model-parallel-size); 0 or 1: none
     int cp;          // context parallelism (--context-parallel-size; 0 or 1: none): a rank
                      // holds B T / cp rows of each micro-batch; world = TP x CP x DP x PP
-    int cp_all_gather;  // --cp-comm-type all_gather (1) or p2p, the ring (0)
+    CPCommType cp_comm;  // --cp-comm-type (layers/cp_attention.h), for CP > 1
     int ep;          // expert parallelism (--expert-model-parallel-size; 0 or 1: none): each
                      // MoE layer's experts split over EP ranks of DP x CP (plan_ep.c)
     int ep_over_tp;  // --expert-tensor-parallel-size 1 at TP > 1 and EP > 1: the EP groups span
@@ -77,6 +78,8 @@ int plan_attn_cudnn(const PlanSpec *s, const PlanLayout *l);
 // The CP size of a layout (an initialiser without it means 1).
 static inline int plan_cp(const PlanLayout *l) { return l->cp > 1 ? l->cp : 1; }
 // The ranks that reduce the gradients (and shard ZeRO): DP x CP (the run's "dp" counters).
+// The context-parallel attention layer of a stage of spec s at layout l (CP > 1), rank 0.
+CPAttnDims plan_cp_dims(const PlanSpec *s, const PlanLayout *l);
 static inline int plan_dp_cp(const PlanLayout *l) { return l->dp * plan_cp(l); }
 // Bytes of an activation element: 2 in bf16 and fp16, else 4. Pure.
 static inline int plan_act_bytes(PlanPrecision p) { return p == PLAN_BF16 || p == PLAN_FP16 ? 2 : 4; }

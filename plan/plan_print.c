@@ -203,7 +203,7 @@ static void json_result(FILE *f, const PlanResult *r, int position) {
             "\"zero\":%d,\"fits\":%s,"
             "\"memory_peak\":%.0f,\"bubble\":%.6g,\"model_flops\":%.6g,\"hardware_flops\":%.6g,"
             "\"step_s\":%.6g,\"tokens_per_s\":%.6g,\"mfu\":%.6g,\"crosses_nodes\":{", position, l->tp,
-            plan_cp(l), l->cp_all_gather ? "all_gather" : "p2p", l->pp, l->dp, plan_ep(l), l->ep_over_tp ? 1 : l->tp, l->micro_batch, r->n_micro,
+            plan_cp(l), cp_comm_type_name(l->cp_comm), l->pp, l->dp, plan_ep(l), l->ep_over_tp ? 1 : l->tp, l->micro_batch, r->n_micro,
             l->gpipe ? "gpipe" : "1f1b", l->vpp > 1 ? l->vpp : 1, l->sp, l->zero1,
             l->zero ? l->zero : l->zero1,
             r->fits ? "true" : "false", r->mem_peak, r->bubble, r->model_flops, r->hardware_flops, r->t_step,

@@ -65,27 +65,28 @@ static void tp_traffic(const PlanSpec *s, const PlanLayout *l, const PlanStage *
         all_reduce(t, n, C, 4, 2 * k * L + (st->last ? k : 0));  // norm gradients, once a step
 }
 
-// Context-parallel traffic of one step (model/gpt_cp.c): per layer and micro-batch the
-// rank's qkv-shaped rows (N, 3C/tp) (all_gather) or packed K/V rows (N, 2*G_tp*hs) (the
-// ring) in the activation dtype; recomputed layers' forward again.
+// Context-parallel traffic of one step: per layer and micro-batch the calls of the
+// attention layer's forward and backward (cp_attention_calls, layers/cp_attention.h), in
+// the activation dtype; recomputed layers' forward again.
 static void cp_traffic(const PlanSpec *s, const PlanLayout *l, const PlanStage *st, int m,
                        PlanTraffic *t) {
-    uint64_t P = (uint64_t)plan_cp(l), e = (uint64_t)plan_act_bytes(s->precision);
-    uint64_t hs = (uint64_t)gpt_head_size(&s->model);
-    uint64_t n = plan_rows(s, l) * 3 * (uint64_t)(s->model.num_heads / l->tp) * hs;  // elements
-    uint64_t nkv = plan_rows(s, l) * 2 * (uint64_t)(gpt_kv_heads(&s->model) / l->tp) * hs;
+    int P = plan_cp(l);
+    uint64_t e = (uint64_t)plan_act_bytes(s->precision);
     uint64_t M = (uint64_t)m, L = (uint64_t)st->n_layers, R = (uint64_t)st->n_recomputed;
     if (P == 1) return;
-    if (l->cp_all_gather) {
-        all_gather(t, (int)P, n, e, (2 * L + R) * M);  // forward, backward, recomputed forward
-        reduce_scatter(t, (int)P, n, e, L * M);        // dK/dV of the whole sequence
-        return;
+    CPAttnDims d = plan_cp_dims(s, l);
+    for (int backward = 0; backward < 2; backward++) {
+        CPCommCall calls[CP_MAX_CALLS];
+        int n = cp_attention_calls(&d, backward, calls);
+        uint64_t passes = (backward ? L : L + R) * M;
+        for (int i = 0; i < n; i++) {
+            uint64_t times = (uint64_t)calls[i].times * passes, per = calls[i].count;
+            if (calls[i].kind == COMM_ALL_GATHER) all_gather(t, P, per, e, times);
+            else if (calls[i].kind == COMM_REDUCE_SCATTER) reduce_scatter(t, P, per, e, times);
+            else if (calls[i].kind == COMM_ALL_TO_ALL) count(t, COMM_ALL_TO_ALL, (uint64_t)(P - 1) * per * e, 1, 1, times);
+            else count(t, calls[i].kind, per * e, 1, 1, times);  // send, recv: one message each
+        }
     }
-    // the ring: P - 1 K/V hops per forward (comm_isend_recv), as many in the backward plus P
-    // hops of the dK/dV partial (comm_send_recv); each counts a send and a receive of n
-    uint64_t hops = ((2 * L + R) * (P - 1) + L * P) * M;
-    count(t, COMM_SEND, nkv * e, 1, 1, hops);
-    count(t, COMM_RECV, nkv * e, 1, 1, hops);
 }
 
 void plan_stage_traffic(const PlanSpec *s, const PlanLayout *l, int P, int stage, int n_micro,

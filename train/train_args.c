@@ -368,7 +368,7 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
                          : " (Megatron's a2a and a2a+p2p are not implemented in megac)");
     char cp_err[256];
     if (a->cp > 1) m->use_flash_attn = 1;  // the ring's windows are the fused kernels' (Megatron: TE's)
-    if (gpt_cp_check(m, a->cp, cp_err, sizeof cp_err)) core_usage_error("%s", cp_err);
+    if (gpt_cp_check(m, a->tp, a->cp, (CPCommType)cp_comm_type_parse(a->cp_comm_type), cp_err, sizeof cp_err)) core_usage_error("%s", cp_err);
     if (a->cp > 1 && a->eod_mask_loss)  // each CP rank would count its own chunks' EOD tokens
         core_usage_error("--eod-mask-loss with --context-parallel-size %d is not implemented yet "
                          "(the masked mean needs the CP group's count)", a->cp);

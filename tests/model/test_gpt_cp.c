@@ -10,9 +10,9 @@ static int fails;
 #define EXPECT(cond, ...) do { if (!(cond)) { printf("FAIL: " __VA_ARGS__); printf("\n"); fails++; } } while (0)
 
 int main(void) {
-    EXPECT(gpt_cp_chunk_pos(32, 2, 0, 0) == 0 && gpt_cp_chunk_pos(32, 2, 0, 1) == 24, "CP 2 rank 0: chunks 0 and 3");
-    EXPECT(gpt_cp_chunk_pos(32, 2, 1, 0) == 8 && gpt_cp_chunk_pos(32, 2, 1, 1) == 16, "CP 2 rank 1: chunks 1 and 2");
-    EXPECT(gpt_cp_chunk_pos(24, 3, 2, 0) == 8 && gpt_cp_chunk_pos(24, 3, 2, 1) == 12, "CP 3 rank 2: chunks 2 and 3");
+    EXPECT(cp_chunk_pos(32, 2, 0, 0) == 0 && cp_chunk_pos(32, 2, 0, 1) == 24, "CP 2 rank 0: chunks 0 and 3");
+    EXPECT(cp_chunk_pos(32, 2, 1, 0) == 8 && cp_chunk_pos(32, 2, 1, 1) == 16, "CP 2 rank 1: chunks 1 and 2");
+    EXPECT(cp_chunk_pos(24, 3, 2, 0) == 8 && cp_chunk_pos(24, 3, 2, 1) == 12, "CP 3 rank 2: chunks 2 and 3");
     int sizes[][2] = {{32, 2}, {24, 3}, {64, 4}, {34, 1}};
     for (int k = 0; k < 4; k++) {
         int T = sizes[k][0], cp = sizes[k][1], B = 3, c = T / (2 * cp);
@@ -24,7 +24,7 @@ int main(void) {
             for (int h = 0; h < 2; h++)
                 for (int b = 0; b < B; b++)
                     for (int t = 0; t < c; t++) {
-                        int v = local[(h * B + b) * c + t], pos = gpt_cp_chunk_pos(T, cp, r, h) + t;
+                        int v = local[(h * B + b) * c + t], pos = cp_chunk_pos(T, cp, r, h) + t;
                         EXPECT(v == 1000 * b + pos, "T %d CP %d rank %d half %d sample %d row %d: got %d, want %d",
                                T, cp, r, h, b, t, v, 1000 * b + pos);
                         seen[b * T + pos]++;

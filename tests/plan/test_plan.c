@@ -371,7 +371,7 @@ static void test_context_parallel(void) {
            st.mem[PLAN_MEM_ACTIVATIONS] / st1.mem[PLAN_MEM_ACTIVATIONS]);
     EXPECT_EQ_INT(st1.traffic[PLAN_G_CP].bytes[COMM_SEND], 0);
     s.world_size = 4;
-    l.cp_all_gather = 1;
+    l.cp_comm = CP_COMM_ALL_GATHER;
     plan_stage_counts(&s, &l, 0, (int)m, &st);
     EXPECT_EQ_INT(st.traffic[PLAN_G_CP].calls[COMM_ALL_GATHER], 2 * L * m);
     EXPECT_EQ_INT(st.traffic[PLAN_G_CP].bytes[COMM_REDUCE_SCATTER], L * m * P * n * e / 2);

@@ -1,0 +1,229 @@
+// layers/cp_attention.c: context parallelism's attention (cp_attention.h): the p2p ring
+// (one ring step for the forward and the backward) and the all_gather variant over the CP
+// group, on any backend (flash attention windows); their workspace and calls.
+#include "cp_attention.h"
+#include "core/check.h"
+#include "tp_linear.h"  // defines: tp_act_dtype
+
+#include <stdio.h>
+#include <string.h>
+
+int cp_chunk_pos(int T_seq, int cp, int r, int h) {
+    int c = T_seq / (2 * cp);
+    return (h ? 2 * cp - 1 - r : r) * c;
+}
+
+static const char *const NAMES[CP_COMM_NTYPES] = {"p2p", "all_gather"};
+
+const char *cp_comm_type_name(CPCommType t) {
+    return t >= 0 && t < CP_COMM_NTYPES ? NAMES[t] : "?";
+}
+
+int cp_comm_type_parse(const char *s) {
+    for (int t = 0; t < CP_COMM_NTYPES; t++)
+        if (!strcmp(s, NAMES[t])) return t;
+    return -1;
+}
+
+int cp_attention_check(const CPAttnDims *d, char *err, size_t errlen) {
+    if (d->type < 0 || d->type >= CP_COMM_NTYPES)
+        return snprintf(err, errlen, "--cp-comm-type: unknown exchange %d", (int)d->type), -1;
+    return 0;
+}
+
+// Local rows of the layer of d.
+static size_t rows(const CPAttnDims *d) { return (size_t)d->B * (size_t)(d->T_seq / d->cp); }
+
+size_t cp_attention_workspace(const CPAttnDims *d) {
+    size_t N = rows(d);
+    if (d->type == CP_COMM_ALL_GATHER)  // the gathered rows, in sequence order, this rank's dK/dV
+        return (size_t)(2 * d->cp + 1) * N * 3 * d->NH * d->hs;
+    return 4 * N * 2 * (size_t)d->G * d->hs;  // two packed K/V blocks, two dK/dV partials
+}
+
+int cp_attention_calls(const CPAttnDims *d, int backward, CPCommCall calls[CP_MAX_CALLS]) {
+    size_t N = rows(d), n = N * 3 * d->NH * d->hs, nkv = N * 2 * (size_t)d->G * d->hs;
+    int P = d->cp;
+    if (d->type == CP_COMM_ALL_GATHER) {  // the gather, and the backward's dK/dV home
+        calls[0] = (CPCommCall){COMM_ALL_GATHER, n, 1};
+        calls[1] = (CPCommCall){COMM_REDUCE_SCATTER, n, 1};
+        return backward ? 2 : 1;
+    }
+    // P - 1 K/V hops; the backward's P hops of the dK/dV partial besides
+    int hops = P - 1 + (backward ? P : 0);
+    calls[0] = (CPCommCall){COMM_SEND, nkv, hops};
+    calls[1] = (CPCommCall){COMM_RECV, nkv, hops};
+    return 2;
+}
+
+// The pieces of this rank's buffers one attention call reads or writes: half h of the
+// qkv-shaped rows (B, c, 3*NH*hs), of the ring's packed K/V rows (B, c, 2*G*hs), of atty
+// (B, c, NH*hs) and of lse (B, NH, c).
+typedef struct {
+    const CPAttention *L;
+    Backend *be;
+    int P, i, c, B, T_seq, NH, G, hs, N;
+    size_t esz, qkv_half, kv_half, y_half, lse_half;  // bytes, bytes, bytes, floats
+    size_t n;    // elements of a whole qkv buffer (N, 3*NH*hs)
+    size_t nkv;  // elements of a whole packed K/V buffer (N, 2*G*hs)
+    CommDtype dt;
+} CPCtx;
+
+static CPCtx ctx(const CPAttention *L) {
+    const CPAttnDims *d = &L->d;
+    CPCtx x = {L, L->be, d->cp, d->rank, d->T_seq / (2 * d->cp), d->B, d->T_seq, d->NH, d->G,
+               d->hs, (int)rows(d), backend_dtype_size(L->be->act), 0, 0, 0, 0, 0, 0,
+               tp_act_dtype(L->be)};
+    size_t A = (size_t)d->NH * d->hs;  // attention channels
+    x.qkv_half = (size_t)x.B * x.c * 3 * A * x.esz;
+    x.kv_half = (size_t)x.B * x.c * 2 * x.G * x.hs * x.esz;
+    x.y_half = (size_t)x.B * x.c * A * x.esz;
+    x.lse_half = (size_t)x.B * x.NH * x.c;
+    x.n = (size_t)x.N * 3 * A;
+    x.nkv = (size_t)x.N * 2 * x.G * x.hs;
+    if (!L->comm) core_fatal("context parallelism: no CP group");
+    return x;
+}
+
+// What the attention calls of one pass read and write (the backward's: dqkv non-NULL).
+typedef struct {
+    void *atty;
+    float *lse;
+    const void *qkv;
+    const BackendDropout *d;
+    void *dqkv;
+    float *scratch;
+    const void *datty;
+} CPIO;
+
+// The ring's packing: kv (N, 2*G*hs) = [k | v] of kv heads g = expanded heads g*(NH/G) of
+// the attention-layout rows qkv (N, 3*NH*hs), whose other heads of a group are copies
+// (rope_gqa_forward); without GQA just the k | v parts. back 1: the reverse, ADDING kv's
+// dK/dV into those heads of qkv's rows (the group's other heads untouched: rope_gqa_backward
+// sums the group, so the group's gradient lands in its kv head once).
+static void pack_kv(const CPCtx *x, void *kv, const void *qkv, int back) {
+    int A = x->NH * x->hs, R = x->NH / x->G, nb = R == 1 ? 1 : 2 * x->G, w = R == 1 ? 2 * A : x->hs;
+    size_t kvw = 2 * (size_t)x->G * x->hs, C3 = 3 * (size_t)A, sb = (size_t)R * x->hs;
+    char *kvp = (char *)qkv + (size_t)A * x->esz;  // the k part of row 0
+    if (back) x->be->ops->copy_row_blocks(x->be, kvp, C3, sb, kv, kvw, (size_t)x->hs, x->N, nb, w, 1);
+    else x->be->ops->copy_row_blocks(x->be, kv, kvw, (size_t)x->hs, kvp, C3, sb, x->N, nb, w, 0);
+}
+
+static char *half(const void *p, size_t bytes, int h) { return (char *)p + h * bytes; }
+
+// Rows of `width` elements of every rank, gath (cp, N, width) in rank order, put into seq
+// (B, T_seq, width) in sequence order (to_seq 1), or the reverse (to_seq 0).
+static void reorder(const CPCtx *x, void *gath, void *seq, size_t width, int to_seq) {
+    size_t row = width * x->esz, chunk = (size_t)x->c * row;
+    for (int r = 0; r < x->P; r++)
+        for (int h = 0; h < 2; h++)
+            for (int b = 0; b < x->B; b++) {
+                char *g = (char *)gath + ((size_t)r * x->N + ((size_t)h * x->B + b) * x->c) * row;
+                size_t t = (size_t)b * x->T_seq + cp_chunk_pos(x->T_seq, x->P, r, h);
+                char *s = (char *)seq + t * row;
+                x->be->ops->copy(x->be, to_seq ? s : g, to_seq ? g : s, chunk, BACKEND_D2D);
+            }
+}
+
+// all_gather: seq (B, T_seq, 3*NH*hs) = the whole sequences' qkv rows; gath is workspace.
+static void gather_seq(const CPCtx *x, const void *qkv, void *gath, void *seq) {
+    comm_all_gather(x->L->comm, qkv, gath, x->n, x->dt);
+    reorder(x, gath, seq, 3 * (size_t)x->NH * x->hs, 1);
+}
+
+// One call of query half h against Tk key rows at kpos of kv (G packed kv heads; 0:
+// qkv-layout rows): the forward merges into atty and lse (accumulate: after earlier
+// windows); the backward adds dq of half h and the keys' dK/dV into dkv.
+static void attend(const CPCtx *x, const CPIO *io, int h, int kpos, int Tk, const void *kv,
+                   void *dkv, int G, int accumulate) {
+    Backend *be = x->be;
+    BackendAttnWindow w = {cp_chunk_pos(x->T_seq, x->P, x->i, h), kpos, Tk, kv, accumulate,
+                           io->dqkv ? dkv : NULL, G, NULL};
+    if (!io->dqkv)
+        be->ops->flash_attention_forward(be, half(io->atty, x->y_half, h), io->lse + h * x->lse_half,
+                                         half(io->qkv, x->qkv_half, h), x->B, x->c, x->NH, x->hs,
+                                         io->d, &w);
+    else
+        be->ops->flash_attention_backward(be, half(io->dqkv, x->qkv_half, h), io->scratch,
+                                          half(io->datty, x->y_half, h), half(io->qkv, x->qkv_half, h),
+                                          half(io->atty, x->y_half, h), io->lse + h * x->lse_half,
+                                          x->B, x->c, x->NH, x->hs, io->d, &w);
+}
+
+// The ring's state: kv[s % 2] the packed K/V block held at step s, kv[(s + 1) % 2] the one
+// arriving; in the backward dkv[s % 2] its dK/dV partial.
+typedef struct {
+    char *kv[2], *dkv[2];
+    int started[2];  // forward: query half h has merged a window
+} CPRing;
+
+// Step s of the ring (forward: io->dqkv NULL; backward): the next block starts from rank
+// i-1 while this one, of rank j = i-s, is attended (each output gets its terms in the order
+// of h, of k and of s); in the backward the block's dK/dV partial then hops on to rank i+1.
+static void ring_step(const CPCtx *x, const CPIO *io, CPRing *r, int s) {
+    Comm *comm = x->L->comm;
+    int j = (x->i - s + x->P) % x->P, to = (x->i + 1) % x->P, from = (x->i - 1 + x->P) % x->P;
+    char *cur = r->kv[s % 2], *dcur = r->dkv[s % 2], *dnext = r->dkv[(s + 1) % 2];
+    CommRequest req = {0};
+    if (s < x->P - 1)
+        comm_isend_recv(comm, cur, x->nkv, to, r->kv[(s + 1) % 2], x->nkv, from, x->dt, &req);
+    for (int h = 0; h < 2; h++)
+        for (int k = 0; k < 2; k++) {
+            int kpos = cp_chunk_pos(x->T_seq, x->P, j, k);
+            if (kpos > cp_chunk_pos(x->T_seq, x->P, x->i, h)) continue;  // every key after every query
+            char *kv = half(cur, x->kv_half, k);
+            if (io->dqkv) attend(x, io, h, kpos, x->c, kv, half(dcur, x->kv_half, k), x->G, 0);
+            else attend(x, io, h, kpos, x->c, kv, NULL, x->G, r->started[h]);
+            r->started[h] = 1;
+        }
+    if (io->dqkv)  // the block's partial goes on with it (the last hop takes it home)
+        comm_send_recv(comm, dcur, x->nkv, to, dnext, x->nkv, from, x->dt);
+    comm_wait(comm, &req);
+}
+
+// The whole ring over the P blocks (forward or backward, as ring_step); returns the
+// buffer that holds this rank's block's dK/dV when it has come home (backward).
+static char *ring(const CPCtx *x, const CPIO *io) {
+    char *buf = x->L->work;
+    size_t kvbytes = x->nkv * x->esz;
+    CPRing r = {{buf, buf + kvbytes}, {buf + 2 * kvbytes, buf + 3 * kvbytes}, {0, 0}};
+    pack_kv(x, r.kv[0], io->qkv, 0);
+    if (io->dqkv) x->be->ops->zero(x->be, r.dkv[0], kvbytes);
+    for (int s = 0; s < x->P; s++) ring_step(x, io, &r, s);
+    return r.dkv[x->P % 2];
+}
+
+void cp_attention_forward(const CPAttention *L, void *atty, float *lse, const void *qkv,
+                          const BackendDropout *d) {
+    CPCtx x = ctx(L);
+    CPIO io = {atty, lse, qkv, d, NULL, NULL, NULL};
+    if (L->d.type == CP_COMM_P2P) {
+        ring(&x, &io);
+        return;
+    }
+    char *gath = L->work, *seq = gath + (size_t)x.P * x.n * x.esz;
+    gather_seq(&x, qkv, gath, seq);
+    for (int h = 0; h < 2; h++) attend(&x, &io, h, 0, x.T_seq, seq, NULL, 0, 0);
+}
+
+void cp_attention_backward(const CPAttention *L, void *dqkv, float *scratch, const void *datty,
+                           const void *qkv, const void *atty, const float *lse,
+                           const BackendDropout *d) {
+    CPCtx x = ctx(L);
+    Backend *be = x.be;
+    CPIO io = {(void *)atty, (float *)lse, qkv, d, dqkv, scratch, datty};
+    size_t bytes = x.n * x.esz;
+    be->ops->zero(be, dqkv, bytes);  // dq accumulates; k|v parts come at the end
+    if (L->d.type == CP_COMM_P2P) {
+        pack_kv(&x, ring(&x, &io), dqkv, 1);  // k | v parts of dqkv are 0 until here
+        return;
+    }
+    char *gath = L->work, *seq = gath + (size_t)x.P * bytes, *mine = gath + 2 * (size_t)x.P * bytes;
+    gather_seq(&x, qkv, gath, seq);
+    char *dseq = gath;  // (B, T_seq, 3*NH*hs): dK/dV of the whole sequences
+    be->ops->zero(be, dseq, (size_t)x.P * bytes);
+    for (int h = 0; h < 2; h++) attend(&x, &io, h, 0, x.T_seq, seq, dseq, 0, 0);
+    reorder(&x, seq, dseq, 3 * (size_t)x.NH * x.hs, 0);  // seq now holds them in rank order
+    comm_reduce_scatter(L->comm, seq, mine, x.n, x.dt, COMM_SUM);
+    be->ops->add(be, dqkv, dqkv, mine, x.n);
+}
