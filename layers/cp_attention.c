@@ -49,11 +49,12 @@ int cp_attention_calls(const CPAttnDims *d, int backward, CPCommCall calls[CP_MA
         calls[1] = (CPCommCall){COMM_REDUCE_SCATTER, n, 1};
         return backward ? 2 : 1;
     }
-    // P - 1 K/V hops; the backward's P hops of the dK/dV partial besides
-    int hops = P - 1 + (backward ? P : 0);
-    calls[0] = (CPCommCall){COMM_SEND, nkv, hops};
-    calls[1] = (CPCommCall){COMM_RECV, nkv, hops};
-    return 2;
+    // P - 1 K/V hops; the backward's P hops of each key half's dK/dV partial besides
+    calls[0] = (CPCommCall){COMM_SEND, nkv, P - 1};
+    calls[1] = (CPCommCall){COMM_RECV, nkv, P - 1};
+    calls[2] = (CPCommCall){COMM_SEND, nkv / 2, 2 * P};
+    calls[3] = (CPCommCall){COMM_RECV, nkv / 2, 2 * P};
+    return backward ? 4 : 2;
 }
 
 // The pieces of this rank's buffers one attention call reads or writes: half h of the
@@ -151,33 +152,43 @@ static void attend(const CPCtx *x, const CPIO *io, int h, int kpos, int Tk, cons
 }
 
 // The ring's state: kv[s % 2] the packed K/V block held at step s, kv[(s + 1) % 2] the one
-// arriving; in the backward dkv[s % 2] its dK/dV partial.
+// arriving; in the backward dkv[s % 2] its dK/dV partial, each key half of which hops on to
+// rank i+1 as soon as it is complete (hop[k]: in flight since the previous step).
 typedef struct {
     char *kv[2], *dkv[2];
-    int started[2];  // forward: query half h has merged a window
+    int started[2];      // forward: query half h has merged a window
+    CommRequest hop[2];  // backward: the partial of key half k on its way to rank i+1
 } CPRing;
 
 // Step s of the ring (forward: io->dqkv NULL; backward): the next block starts from rank
-// i-1 while this one, of rank j = i-s, is attended (each output gets its terms in the order
-// of h, of k and of s); in the backward the block's dK/dV partial then hops on to rank i+1.
+// i-1 while this one, of rank j = i-s, is attended, key half by key half (each output gets
+// its terms in the order of h, of k and of s). In the backward, key half k's partial waits
+// for its arrival (the previous step's hop[k]) before this rank adds to it, and leaves for
+// rank i+1 as soon as both query halves have: half 0 travels while half 1 is computed, half
+// 1 while the next step computes half 0. Every wait is for a call started one step earlier
+// on every rank, so no order of ranks deadlocks.
 static void ring_step(const CPCtx *x, const CPIO *io, CPRing *r, int s) {
     Comm *comm = x->L->comm;
     int j = (x->i - s + x->P) % x->P, to = (x->i + 1) % x->P, from = (x->i - 1 + x->P) % x->P;
     char *cur = r->kv[s % 2], *dcur = r->dkv[s % 2], *dnext = r->dkv[(s + 1) % 2];
     CommRequest req = {0};
+    size_t nhalf = x->nkv / 2;
     if (s < x->P - 1)
         comm_isend_recv(comm, cur, x->nkv, to, r->kv[(s + 1) % 2], x->nkv, from, x->dt, &req);
-    for (int h = 0; h < 2; h++)
-        for (int k = 0; k < 2; k++) {
-            int kpos = cp_chunk_pos(x->T_seq, x->P, j, k);
+    for (int k = 0; k < 2; k++) {
+        int kpos = cp_chunk_pos(x->T_seq, x->P, j, k);
+        char *kv = half(cur, x->kv_half, k), *dkv = half(dcur, x->kv_half, k);
+        if (io->dqkv) comm_wait(comm, &r->hop[k]);  // this half's partial has arrived
+        for (int h = 0; h < 2; h++) {
             if (kpos > cp_chunk_pos(x->T_seq, x->P, x->i, h)) continue;  // every key after every query
-            char *kv = half(cur, x->kv_half, k);
-            if (io->dqkv) attend(x, io, h, kpos, x->c, kv, half(dcur, x->kv_half, k), x->G, 0);
+            if (io->dqkv) attend(x, io, h, kpos, x->c, kv, dkv, x->G, 0);
             else attend(x, io, h, kpos, x->c, kv, NULL, x->G, r->started[h]);
             r->started[h] = 1;
         }
-    if (io->dqkv)  // the block's partial goes on with it (the last hop takes it home)
-        comm_send_recv(comm, dcur, x->nkv, to, dnext, x->nkv, from, x->dt);
+        if (io->dqkv)  // the partial goes on with its block (the last hop takes it home)
+            comm_isend_recv(comm, dkv, nhalf, to, half(dnext, x->kv_half, k), nhalf, from, x->dt,
+                            &r->hop[k]);
+    }
     comm_wait(comm, &req);
 }
 
@@ -186,10 +197,11 @@ static void ring_step(const CPCtx *x, const CPIO *io, CPRing *r, int s) {
 static char *ring(const CPCtx *x, const CPIO *io) {
     char *buf = x->L->work;
     size_t kvbytes = x->nkv * x->esz;
-    CPRing r = {{buf, buf + kvbytes}, {buf + 2 * kvbytes, buf + 3 * kvbytes}, {0, 0}};
+    CPRing r = {{buf, buf + kvbytes}, {buf + 2 * kvbytes, buf + 3 * kvbytes}, {0, 0}, {{0}, {0}}};
     pack_kv(x, r.kv[0], io->qkv, 0);
     if (io->dqkv) x->be->ops->zero(x->be, r.dkv[0], kvbytes);
     for (int s = 0; s < x->P; s++) ring_step(x, io, &r, s);
+    for (int k = 0; k < 2; k++) comm_wait(x->L->comm, &r.hop[k]);  // home
     return r.dkv[x->P % 2];
 }
 

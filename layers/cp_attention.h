@@ -17,8 +17,9 @@
 //     softmax (BackendAttnWindow.accumulate), while the next block travels from rank i-1
 //     (comm_isend_recv). One ring step serves the forward and the backward: the backward
 //     runs the ring again with the final out and lse; each block's dK/dV partial travels
-//     with it and takes one more hop home, where it is added into one head of each group of
-//     dqkv's expanded k | v. No (T, T) matrix and no whole-sequence K/V anywhere.
+//     with it, key half by key half as each is complete (overlapped with the next half's
+//     attention), and takes one more hop home, where it is added into one head of each
+//     group of dqkv's expanded k | v. No (T, T) matrix and no whole-sequence K/V anywhere.
 //   all_gather: every rank's qkv rows gathered once per layer (forward and again in the
 //     backward) and put in sequence order; each query chunk attends to it in one call; the
 //     dK/dV of the whole sequence are reduce-scattered back to their ranks.

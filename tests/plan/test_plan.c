@@ -343,9 +343,9 @@ static void test_kernel_bytes(void) {
            2 * layer + ends, 2 * (layer - 65536.0 - 98304.0) + ends);
 }
 
-// Context parallelism (model/gpt_cp.c): the ring sends and receives the rank's packed K/V
-// rows (N, 2 G_tp hs) ((2L) (P - 1) + L P) m times (G = NH: 2/3 of the qkv rows; G = NH/2: a
-// third), all_gather gathers the (N, 3C/tp) qkv rows 2 L m and reduce-scatters L m times; the
+// Context parallelism (layers/cp_attention.c): the ring sends and receives the rank's packed
+// K/V rows (N, 2 G_tp hs) ((2L) (P - 1) + L P) m times (G = NH: 2/3 of the qkv rows; G = NH/2:
+// a third), the backward's dK/dV partials as two key halves (2 L P m messages), all_gather gathers the (N, 3C/tp) qkv rows 2 L m and reduce-scatters L m times; the
 // activations of a slot halve at CP 2; gradients pad and shard over DP x CP; CP needs flash
 // attention and 2P | T.
 static void test_context_parallel(void) {
@@ -358,7 +358,7 @@ static void test_context_parallel(void) {
     long long m = 2, L = 2, P = 2, n = 2 * 32 / 2 * 3 * 64, e = 4;  // n: elements per exchange
     long long nkv = 2 * 32 / 2 * 2 * 64;                              // the ring's, G = NH
     plan_stage_counts(&s, &l, 0, (int)m, &st);
-    EXPECT_EQ_INT(st.traffic[PLAN_G_CP].calls[COMM_SEND], (2 * L * (P - 1) + L * P) * m);
+    EXPECT_EQ_INT(st.traffic[PLAN_G_CP].calls[COMM_SEND], (2 * L * (P - 1) + 2 * L * P) * m);
     EXPECT_EQ_INT(st.traffic[PLAN_G_CP].bytes[COMM_RECV], (2 * L * (P - 1) + L * P) * m * nkv * e);
     s.model.num_query_groups = 2;  // GQA: 2 of the 4 heads' K/V travel
     plan_stage_counts(&s, &l, 0, (int)m, &st1);
