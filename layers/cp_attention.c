@@ -19,9 +19,17 @@ const char *cp_comm_type_name(CPCommType t) {
     return t >= 0 && t < CP_COMM_NTYPES ? NAMES[t] : "?";
 }
 
-int cp_comm_type_parse(const char *s) {
+int cp_comm_type_parse(const char *s, char *err, size_t errlen) {
     for (int t = 0; t < CP_COMM_NTYPES; t++)
         if (!strcmp(s, NAMES[t])) return t;
+    if (!err) return -1;
+    size_t n = (size_t)snprintf(err, errlen, "--cp-comm-type must be ");
+    for (int t = 0; t < CP_COMM_NTYPES && n < errlen; t++)
+        n += (size_t)snprintf(err + n, errlen - n, "%s%s", t == 0 ? "" : t == CP_COMM_NTYPES - 1 ? " or " : ", ",
+                              NAMES[t]);
+    if (n < errlen) n += (size_t)snprintf(err + n, errlen - n, ", got '%s'", s);
+    if (n < errlen && (!strcmp(s, "a2a") || !strcmp(s, "a2a+p2p")))
+        snprintf(err + n, errlen - n, " (Megatron's a2a and a2a+p2p are not implemented in megac)");
     return -1;
 }
 

@@ -60,10 +60,14 @@ enum { CP_MAX_CALLS = 4 };
 // T_seq positions split over cp ranks. Pure.
 int cp_chunk_pos(int T_seq, int cp, int r, int h);
 
+// --cp-comm-type's values, for the help of train and plan (the one list: NAMES in the .c).
+#define CP_COMM_TYPES_HELP "p2p (the ring, overlapped) | all_gather"
+
 // --cp-comm-type's name of t ("p2p", "all_gather"). Pure.
 const char *cp_comm_type_name(CPCommType t);
-// The CPCommType named s, or -1 when s names none. Pure.
-int cp_comm_type_parse(const char *s);
+// The CPCommType named s; or -1 with the flag's one-line message (naming every value) in
+// err (may be NULL) when s names none. Pure.
+int cp_comm_type_parse(const char *s, char *err, size_t errlen);
 
 // 0 if the layer of d can run (type known; the heads it splits divide); else -1 with one
 // line in err. Pure.

@@ -145,7 +145,7 @@ int cmd_plan(int argc, char **argv) {
         {"--tensor-model-parallel-size", ARG_INT, &f.tp, "fix TP (0: every divisor)"},
         {"--pipeline-model-parallel-size", ARG_INT, &f.pp, "fix PP (0: every divisor)"},
         {"--context-parallel-size", ARG_INT, &f.cp, "context parallelism: CP (default 1), or 0: every CP the model allows (flash attention, 2 x CP dividing the sequence)"},
-        {"--cp-comm-type", ARG_STR, &pf.cp_comm_type, "CP's K/V exchange: p2p (the ring, default) | all_gather"},
+        {"--cp-comm-type", ARG_STR, &pf.cp_comm_type, "CP's K/V exchange: " CP_COMM_TYPES_HELP},
         {"--pipeline-schedule", ARG_STR, &pf.schedule, "fix the schedule: 1f1b | gpipe (default: both)"},
         {"--virtual-pipeline-model-parallel-size", ARG_INT, &f.vpp, "interleaved 1F1B with v model chunks per pipeline rank (every layout)"},
         {"--num-layers-per-virtual-pipeline-stage", ARG_INT, &f.vpp_layers, "interleaved 1F1B: v = num-layers / (PP x this)"},
@@ -181,9 +181,9 @@ int cmd_plan(int argc, char **argv) {
     if (*pf.schedule && strcmp(pf.schedule, "1f1b") && strcmp(pf.schedule, "gpipe"))
         core_usage_error("--pipeline-schedule must be 1f1b or gpipe, got '%s'", pf.schedule);
     f.gpipe = *pf.schedule ? !strcmp(pf.schedule, "gpipe") : -1;
-    int cp_comm = cp_comm_type_parse(pf.cp_comm_type);
-    if (cp_comm < 0)
-        core_usage_error("--cp-comm-type must be p2p or all_gather, got '%s'", pf.cp_comm_type);
+    char cp_err[256];
+    int cp_comm = cp_comm_type_parse(pf.cp_comm_type, cp_err, sizeof cp_err);
+    if (cp_comm < 0) core_usage_error("%s", cp_err);
     f.cp_comm = (CPCommType)cp_comm;
     if (f.cp > 1) m->use_flash_attn = 1;  // as train: CP runs the fused attention kernels
     check_virtual_pipeline(&f);

@@ -175,7 +175,7 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
     ArgSpec specs[] = {
         {"--tensor-model-parallel-size", ARG_INT, &a->tp, "TP"},
         {"--context-parallel-size", ARG_INT, &a->cp, "CP: ranks sharing each sequence (2 x CP chunks, ring attention; CP > 1 runs the fused attention of --use-flash-attn)"},
-        {"--cp-comm-type", ARG_STR, &a->cp_comm_type, "CP's K/V exchange: p2p (the ring, overlapped) or all_gather (a2a: not implemented)"},
+        {"--cp-comm-type", ARG_STR, &a->cp_comm_type, "CP's K/V exchange: " CP_COMM_TYPES_HELP},
         {"--pipeline-model-parallel-size", ARG_INT, &a->pp, "PP"},
         {"--micro-batch-size", ARG_INT, &a->micro_batch, "sequences per micro-batch (Megatron: required; megac: 4, for small runs)"},
         {"--global-batch-size", ARG_INT, &a->global_batch, "sequences per iteration (all DP ranks) (Megatron: --micro-batch-size x DP; megac: 8, for small runs)"},
@@ -362,13 +362,11 @@ void train_args_parse(TrainArgs *a, int argc, char **argv) {
         core_usage_error("--pipeline-schedule must be 1f1b or gpipe, got '%s'", a->pipeline_schedule);
     if (a->ddp_bucket_size < 0) core_usage_error("--ddp-bucket-size must be >= 0");
     parse_sharding(a, sharding, argc, argv, no_zero1);
-    if (strcmp(a->cp_comm_type, "p2p") && strcmp(a->cp_comm_type, "all_gather"))
-        core_usage_error("--cp-comm-type must be p2p or all_gather, got '%s'%s", a->cp_comm_type,
-                         strcmp(a->cp_comm_type, "a2a") && strcmp(a->cp_comm_type, "a2a+p2p") ? ""
-                         : " (Megatron's a2a and a2a+p2p are not implemented in megac)");
     char cp_err[256];
+    int cp_comm = cp_comm_type_parse(a->cp_comm_type, cp_err, sizeof cp_err);
+    if (cp_comm < 0) core_usage_error("%s", cp_err);
     if (a->cp > 1) m->use_flash_attn = 1;  // the ring's windows are the fused kernels' (Megatron: TE's)
-    if (gpt_cp_check(m, a->tp, a->cp, (CPCommType)cp_comm_type_parse(a->cp_comm_type), cp_err, sizeof cp_err)) core_usage_error("%s", cp_err);
+    if (gpt_cp_check(m, a->tp, a->cp, (CPCommType)cp_comm, cp_err, sizeof cp_err)) core_usage_error("%s", cp_err);
     if (a->cp > 1 && a->eod_mask_loss)  // each CP rank would count its own chunks' EOD tokens
         core_usage_error("--eod-mask-loss with --context-parallel-size %d is not implemented yet "
                          "(the masked mean needs the CP group's count)", a->cp);

@@ -20,7 +20,7 @@ typedef struct {
     int cp;                         // --context-parallel-size (model/gpt_cp.h)
     int ep;                         // --expert-model-parallel-size (model/gpt_moe.h)
     int etp;                        // --expert-tensor-parallel-size (0: tp)
-    const char *cp_comm_type;       // --cp-comm-type: "p2p" (the ring) or "all_gather"
+    const char *cp_comm_type;       // --cp-comm-type: a name of cp_comm_type_parse
     int micro_batch, global_batch;
     int64_t train_iters;            // with --train-samples: the iterations they take
     int64_t train_samples;          // --train-samples (0: iteration-based run)
