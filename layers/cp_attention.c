@@ -1,11 +1,12 @@
 // layers/cp_attention.c: context parallelism's attention (cp_attention.h): the p2p ring
-// (one ring step for the forward and the backward) and the all_gather variant over the CP
-// group, on any backend (flash attention windows); their workspace and calls.
+// (one ring step for the forward and the backward), the all_gather variant and Ulysses'
+// all-to-all of heads (a2a) over the CP group, on any backend (flash attention windows); their workspace and calls.
 #include "cp_attention.h"
 #include "core/check.h"
 #include "tp_linear.h"  // defines: tp_act_dtype
 
 #include <stdio.h>
+#include <stdlib.h>  // defines: free
 #include <string.h>
 
 int cp_chunk_pos(int T_seq, int cp, int r, int h) {
@@ -13,7 +14,7 @@ int cp_chunk_pos(int T_seq, int cp, int r, int h) {
     return (h ? 2 * cp - 1 - r : r) * c;
 }
 
-static const char *const NAMES[CP_COMM_NTYPES] = {"p2p", "all_gather"};
+static const char *const NAMES[CP_COMM_NTYPES] = {"p2p", "all_gather", "a2a"};
 
 const char *cp_comm_type_name(CPCommType t) {
     return t >= 0 && t < CP_COMM_NTYPES ? NAMES[t] : "?";
@@ -28,14 +29,18 @@ int cp_comm_type_parse(const char *s, char *err, size_t errlen) {
         n += (size_t)snprintf(err + n, errlen - n, "%s%s", t == 0 ? "" : t == CP_COMM_NTYPES - 1 ? " or " : ", ",
                               NAMES[t]);
     if (n < errlen) n += (size_t)snprintf(err + n, errlen - n, ", got '%s'", s);
-    if (n < errlen && (!strcmp(s, "a2a") || !strcmp(s, "a2a+p2p")))
-        snprintf(err + n, errlen - n, " (Megatron's a2a and a2a+p2p are not implemented in megac)");
+    if (n < errlen && !strcmp(s, "a2a+p2p"))
+        snprintf(err + n, errlen - n, " (Megatron's hierarchical a2a+p2p is not implemented in megac)");
     return -1;
 }
 
 int cp_attention_check(const CPAttnDims *d, char *err, size_t errlen) {
     if (d->type < 0 || d->type >= CP_COMM_NTYPES)
         return snprintf(err, errlen, "--cp-comm-type: unknown exchange %d", (int)d->type), -1;
+    if (d->type == CP_COMM_A2A && d->NH % d->cp)
+        return snprintf(err, errlen, "--cp-comm-type a2a: the %d attention heads of each tensor-parallel "
+                        "rank are not divisible by --context-parallel-size %d (each CP rank attends "
+                        "NH/CP heads)", d->NH, d->cp), -1;
     return 0;
 }
 
@@ -46,6 +51,8 @@ size_t cp_attention_workspace(const CPAttnDims *d) {
     size_t N = rows(d);
     if (d->type == CP_COMM_ALL_GATHER)  // the gathered rows, in sequence order, this rank's dK/dV
         return (size_t)(2 * d->cp + 1) * N * 3 * d->NH * d->hs;
+    if (d->type == CP_COMM_A2A)  // (N, NH*hs) parts: qkv 3, out 1, dout 1, dqkv 3, send 3
+        return 11 * N * d->NH * d->hs;
     return 4 * N * 2 * (size_t)d->G * d->hs;  // two packed K/V blocks, two dK/dV partials
 }
 
@@ -56,6 +63,12 @@ int cp_attention_calls(const CPAttnDims *d, int backward, CPCommCall calls[CP_MA
         calls[0] = (CPCommCall){COMM_ALL_GATHER, n, 1};
         calls[1] = (CPCommCall){COMM_REDUCE_SCATTER, n, 1};
         return backward ? 2 : 1;
+    }
+    if (d->type == CP_COMM_A2A) {  // per peer: its rows of this rank's NH/P heads
+        size_t u = N * (size_t)(d->NH / P) * d->hs;
+        calls[0] = (CPCommCall){COMM_ALL_TO_ALL, 3 * u, backward ? 2 : 1};  // qkv (and dqkv)
+        calls[1] = (CPCommCall){COMM_ALL_TO_ALL, u, backward ? 2 : 1};         // out (and dout)
+        return 2;
     }
     // P - 1 K/V hops; the backward's P hops of each key half's dK/dV partial besides
     calls[0] = (CPCommCall){COMM_SEND, nkv, P - 1};
@@ -213,10 +226,76 @@ static char *ring(const CPCtx *x, const CPIO *io) {
     return r.dkv[x->P % 2];
 }
 
+// The all-to-all of heads: to 1, block p of send (N, np*H*hs) = heads p*H.. of rows, sent
+// to rank p, and recv (P, N, np*H*hs) = this rank's heads of each rank's rows; to 0, the
+// reverse (recv's blocks of heads p*H.. from rank p into rows).
+static void exchange_heads(const CPCtx *x, const void *rows, int np, void *send, void *recv, int to) {
+    Backend *be = x->be;
+    size_t A = (size_t)x->NH * x->hs, W = (size_t)(x->NH / x->P) * x->hs, blk = (size_t)x->N * np * W;
+    size_t *counts = core_calloc((size_t)x->P, sizeof *counts);
+    for (int p = 0; p < x->P; p++) counts[p] = blk;
+    for (int p = 0; p < x->P && to; p++)
+        be->ops->copy_row_blocks(be, (char *)send + p * blk * x->esz, np * W, W,
+                                 (const char *)rows + p * W * x->esz, np * A, A, x->N, np, (int)W, 0);
+    comm_all_to_all_v(x->L->comm, send, counts, recv, counts, x->dt);
+    for (int p = 0; p < x->P && !to; p++)
+        be->ops->copy_row_blocks(be, (char *)rows + p * W * x->esz, np * A, A,
+                                 (const char *)recv + p * blk * x->esz, np * W, W, x->N, np, (int)W, 0);
+    free(counts);
+}
+
+// Ulysses (a2a): rank p attends heads p*H.. (H = NH/P) of each of np parts (q | k | v, or
+// one) over the whole sequences. seq (B, T_seq, np*H*hs) = this rank's heads of every rank's
+// rows (N, np*NH*hs); send and recv: workspace of N*np*NH*hs elements each.
+static void to_heads(const CPCtx *x, const void *rows, int np, void *send, void *recv, void *seq) {
+    exchange_heads(x, rows, np, send, recv, 1);
+    reorder(x, recv, seq, (size_t)np * (x->NH / x->P) * x->hs, 1);
+}
+
+// The reverse of to_heads: rows (N, np*NH*hs) [overwritten] from every rank's seq.
+static void from_heads(const CPCtx *x, const void *seq, int np, void *send, void *recv, void *rows) {
+    reorder(x, send, (void *)seq, (size_t)np * (x->NH / x->P) * x->hs, 0);
+    exchange_heads(x, rows, np, send, recv, 0);
+}
+
+// The dropout of this rank's heads: global head h0 + i*H of local head 0.
+static const BackendDropout *heads_dropout(const CPCtx *x, const BackendDropout *d, BackendDropout *own) {
+    if (!d) return NULL;
+    *own = *d;
+    own->h0 += x->i * (x->NH / x->P);
+    return own;
+}
+
+// a2a's forward (io->dqkv NULL) or backward: heads in, one attention of the whole sequences,
+// heads out. The (N, NH*hs)-part regions of the workspace: qs 3, ys 1, r2 1, r3 3, send 3.
+static void ulysses(const CPCtx *x, const CPIO *io) {
+    Backend *be = x->be;
+    size_t u = (size_t)x->N * x->NH * x->hs * x->esz;
+    char *qs = x->L->work, *ys = qs + 3 * u, *r2 = qs + 4 * u, *r3 = qs + 5 * u, *send = qs + 8 * u;
+    int H = x->NH / x->P;
+    BackendDropout own;
+    const BackendDropout *d = heads_dropout(x, io->d, &own);
+    to_heads(x, io->qkv, 3, send, r3, qs);  // (B, T_seq, 3*H*hs)
+    if (!io->dqkv) {
+        be->ops->flash_attention_forward(be, ys, io->lse, qs, x->B, x->T_seq, H, x->hs, d, NULL);
+        from_heads(x, ys, 1, send, r2, io->atty);
+        return;
+    }
+    to_heads(x, io->atty, 1, send, r3, ys);
+    to_heads(x, io->datty, 1, send, r3, r2);
+    be->ops->flash_attention_backward(be, r3, io->scratch, r2, qs, ys, io->lse, x->B, x->T_seq, H,
+                                      x->hs, d, NULL);
+    from_heads(x, r3, 3, send, qs, io->dqkv);
+}
+
 void cp_attention_forward(const CPAttention *L, void *atty, float *lse, const void *qkv,
                           const BackendDropout *d) {
     CPCtx x = ctx(L);
     CPIO io = {atty, lse, qkv, d, NULL, NULL, NULL};
+    if (L->d.type == CP_COMM_A2A) {
+        ulysses(&x, &io);
+        return;
+    }
     if (L->d.type == CP_COMM_P2P) {
         ring(&x, &io);
         return;
@@ -233,6 +312,10 @@ void cp_attention_backward(const CPAttention *L, void *dqkv, float *scratch, con
     Backend *be = x.be;
     CPIO io = {(void *)atty, (float *)lse, qkv, d, dqkv, scratch, datty};
     size_t bytes = x.n * x.esz;
+    if (L->d.type == CP_COMM_A2A) {  // writes every element of dqkv
+        ulysses(&x, &io);
+        return;
+    }
     be->ops->zero(be, dqkv, bytes);  // dq accumulates; k|v parts come at the end
     if (L->d.type == CP_COMM_P2P) {
         pack_kv(&x, ring(&x, &io), dqkv, 1);  // k | v parts of dqkv are 0 until here

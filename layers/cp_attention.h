@@ -23,13 +23,17 @@
 //   all_gather: every rank's qkv rows gathered once per layer (forward and again in the
 //     backward) and put in sequence order; each query chunk attends to it in one call; the
 //     dK/dV of the whole sequence are reduce-scattered back to their ranks.
+//   a2a (DeepSpeed-Ulysses): an all-to-all gives each rank NH/CP of the (expanded) heads of
+//     every position: q, k, v of its heads in sequence order, one whole-sequence flash
+//     attention of those heads, and an all-to-all of the output back to the rows' ranks (the
+//     backward: the same for qkv, out and dout in, dqkv out). Needs NH/TP divisible by CP.
 // Dropout masks and positions are global (backend/dropout.h), so CP trains the same model
 // as one rank.
 #pragma once
 #include "backend/backend.h"
 #include "comm/comm.h"
 
-typedef enum { CP_COMM_P2P, CP_COMM_ALL_GATHER, CP_COMM_NTYPES } CPCommType;
+typedef enum { CP_COMM_P2P, CP_COMM_ALL_GATHER, CP_COMM_A2A, CP_COMM_NTYPES } CPCommType;
 
 // The sizes of one context-parallel attention. N = B*T_seq/cp local rows.
 typedef struct {
@@ -61,9 +65,9 @@ enum { CP_MAX_CALLS = 4 };
 int cp_chunk_pos(int T_seq, int cp, int r, int h);
 
 // --cp-comm-type's values, for the help of train and plan (the one list: NAMES in the .c).
-#define CP_COMM_TYPES_HELP "p2p (the ring, overlapped) | all_gather"
+#define CP_COMM_TYPES_HELP "p2p (the ring, overlapped) | all_gather | a2a (Ulysses: heads over CP)"
 
-// --cp-comm-type's name of t ("p2p", "all_gather"). Pure.
+// --cp-comm-type's name of t ("p2p", "all_gather", "a2a"). Pure.
 const char *cp_comm_type_name(CPCommType t);
 // The CPCommType named s; or -1 with the flag's one-line message (naming every value) in
 // err (may be NULL) when s names none. Pure.
@@ -80,8 +84,9 @@ size_t cp_attention_workspace(const CPAttnDims *d);
 // CP group, into calls; returns how many entries it filled (<= CP_MAX_CALLS). Pure.
 int cp_attention_calls(const CPAttnDims *d, int backward, CPCommCall calls[CP_MAX_CALLS]);
 
-// atty (N, NH*hs) and lse (two halves of (B, NH, c)) of this rank's queries in qkv (N,
-// 3*NH*hs; attention layout, kv heads expanded) against every key of their sequences; d:
+// atty (N, NH*hs) of this rank's queries in qkv (N, 3*NH*hs; attention layout, kv heads
+// expanded) against every key of their sequences, and lse (B*NH*N/B floats, kept for the
+// backward: two halves of (B, NH, c); a2a: (B, NH/cp, T_seq) of this rank's heads); d:
 // attention dropout (NULL: none). Collective over the CP group.
 void cp_attention_forward(const CPAttention *L, void *atty, float *lse, const void *qkv,
                           const BackendDropout *d);

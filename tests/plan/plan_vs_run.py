@@ -67,7 +67,7 @@ LAYOUTS = [
     (1, 2, 2, 2, 16, ["--use-distributed-optimizer", "--virtual-pipeline-model-parallel-size", "2"]),
     (2, 2, 2, 1, 16, ["--sequence-parallel", "--no-distributed-optimizer", "--num-layers-per-virtual-pipeline-stage",
                       "1", "--recompute-granularity", "full", "--recompute-num-layers", "1"]),
-    # context parallelism (model/gpt_cp.c): the ring's K/V and dK/dV hops or the all_gather
+    # context parallelism (layers/cp_attention.c): the ring's K/V and dK/dV hops or the all_gather
     # variant in the cp group, activations and workspace of B T / CP rows, gradients over DP x CP
     (1, 1, 1, 2, 8, CP + ["2", "--use-distributed-optimizer"]),
     (1, 1, 1, 2, 8, CP + ["2", "--cp-comm-type", "all_gather", "--no-distributed-optimizer"]),
@@ -77,6 +77,10 @@ LAYOUTS = [
                           "optim_grads_params"]),
     (1, 2, 1, 2, 8, CP + ["2", "--no-distributed-optimizer", "--recompute-granularity", "full",
                           "--recompute-num-layers", "1"]),
+    # Ulysses (--cp-comm-type a2a): all-to-alls of heads, its own workspace
+    (1, 1, 1, 2, 8, CP + ["2", "--cp-comm-type", "a2a", "--use-distributed-optimizer"]),
+    (2, 1, 1, 2, 8, CP + ["2", "--cp-comm-type", "a2a", "--sequence-parallel", "--no-distributed-optimizer",
+                          "--recompute-granularity", "full", "--recompute-num-layers", "1"]),
     # mixture of experts (expert-parallel 1, plan/plan_moe.c): the routing and expert
     # activations, the MoE backward buffers, no tp traffic in an MoE MLP, with SP the token
     # counts' and the router/expert gradients' sums over tp; dense and MoE layers mixed

@@ -345,9 +345,10 @@ static void test_kernel_bytes(void) {
 
 // Context parallelism (layers/cp_attention.c): the ring sends and receives the rank's packed
 // K/V rows (N, 2 G_tp hs) ((2L) (P - 1) + L P) m times (G = NH: 2/3 of the qkv rows; G = NH/2:
-// a third), the backward's dK/dV partials as two key halves (2 L P m messages), all_gather gathers the (N, 3C/tp) qkv rows 2 L m and reduce-scatters L m times; the
-// activations of a slot halve at CP 2; gradients pad and shard over DP x CP; CP needs flash
-// attention and 2P | T.
+// a third), the backward's dK/dV partials as two key halves (2 L P m messages); all_gather
+// gathers the (N, 3C/tp) qkv rows 2 L m and reduce-scatters L m times; a2a sends each peer its
+// rows of the peer's NH/P heads (q | k | v, out) 6 L m times; the activations of a slot halve
+// at CP 2; gradients pad and shard over DP x CP; CP needs flash attention and 2P | T.
 static void test_context_parallel(void) {
     PlanSpec s = tiny_spec(4, 8);
     s.model.use_flash_attn = 1;
@@ -376,6 +377,12 @@ static void test_context_parallel(void) {
     EXPECT_EQ_INT(st.traffic[PLAN_G_CP].calls[COMM_ALL_GATHER], 2 * L * m);
     EXPECT_EQ_INT(st.traffic[PLAN_G_CP].bytes[COMM_REDUCE_SCATTER], L * m * P * n * e / 2);
     EXPECT_EQ_INT(st.traffic[PLAN_G_CP].calls[COMM_SEND], 0);
+    l.cp_comm = CP_COMM_A2A;  // Ulysses: all-to-alls of (N, NH/P hs) parts: 3 + 1 forward, 3 + 1 + 1 + 3 back
+    plan_stage_counts(&s, &l, 0, (int)m, &st);
+    long long u = n / 3 / P;
+    EXPECT_EQ_INT(st.traffic[PLAN_G_CP].calls[COMM_ALL_TO_ALL], 6 * L * m);
+    EXPECT_EQ_INT(st.traffic[PLAN_G_CP].bytes[COMM_ALL_TO_ALL], 12 * L * m * (P - 1) * u * e);
+    l.cp_comm = CP_COMM_ALL_GATHER;
     s.model.use_flash_attn = 0;
     EXPECT(plan_layout_check(&s, &l, err, sizeof err) != 0 && strstr(err, "flash"), "refused: %s", err);
 }

@@ -140,8 +140,8 @@ cmp <("$megac" plan --world-size 8 "${model[@]}" --context-parallel-size 2 --jso
 bad cp_seq "2 x 32 dividing --seq-length 32" "$megac" plan --world-size 64 "${model[@]}" --use-flash-attn \
   --context-parallel-size 32
 bad cp_world "--context-parallel-size 3" "$megac" plan --world-size 8 "${model[@]}" --use-flash-attn --context-parallel-size 3
-bad cp_comm_type "--cp-comm-type must be p2p or all_gather, got 'a2a'" "$megac" plan --world-size 8 "${model[@]}" \
-  --use-flash-attn --context-parallel-size 2 --cp-comm-type a2a
+bad cp_comm_type "--cp-comm-type must be p2p, all_gather or a2a, got 'a2a+p2p'" "$megac" plan --world-size 8 \
+  "${model[@]}" --use-flash-attn --context-parallel-size 2 --cp-comm-type a2a+p2p
 
 # expert parallelism: every layout has EP; DP x CP it does not divide refused; the expert
 # region shrinks by EP, the ep and edp groups appear (ZeRO-2/3 too: per-layer expert units)

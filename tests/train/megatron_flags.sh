@@ -32,8 +32,10 @@ refused "megac: --fp8-param-gather is not supported: fp8 training is not impleme
 refused "megac: --reset-attention-mask needs --data-path data: --mock-data has no end-of-document id" \
   --reset-attention-mask
 refused "megac: --fp8-format hybrid is not supported: fp8 training is not implemented" --fp8-format hybrid
-refused "megac: --cp-comm-type must be p2p or all_gather, got 'a2a' (Megatron's a2a and a2a+p2p are not implemented in megac)" \
-  --context-parallel-size 2 --use-flash-attn --cp-comm-type a2a
+refused "megac: --cp-comm-type must be p2p, all_gather or a2a, got 'a2a+p2p' (Megatron's hierarchical a2a+p2p is not implemented in megac)" \
+  --context-parallel-size 2 --use-flash-attn --cp-comm-type a2a+p2p
+refused "megac: --cp-comm-type a2a: the 4 attention heads of each tensor-parallel rank are not divisible by --context-parallel-size 8" \
+  --context-parallel-size 8 --use-flash-attn --cp-comm-type a2a
 refused "megac: --context-parallel-size 3: --seq-length 32 is not divisible by 2 x 3" --context-parallel-size 3
 refused "megac: --decoupled-min-lr 0.0001 needs --decoupled-lr" --decoupled-min-lr 1e-4
 refused "megac: --tokenizer-type GPT2BPETokenizer needs --vocab-file and --merge-file" --tokenizer-type GPT2BPETokenizer
