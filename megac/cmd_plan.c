@@ -125,6 +125,51 @@ static PlanPrecision precision_of(const PlanFlags *pf) {
     return pf->no_tf32 || !strcmp(pf->device, "cpu") ? PLAN_FP32 : PLAN_TF32;
 }
 
+// The sharding filter of --data-parallel-sharding-strategy (train's names: a level fixes the
+// DP > 1 layouts to it), checked against --use/--no-distributed-optimizer.
+static void filter_sharding(PlanFilter *f, const PlanFlags *pf) {
+    if (!pf->sharding) return;
+    int z = optim_sharding_parse(pf->sharding);
+    if (z < 0)
+        core_usage_error("--data-parallel-sharding-strategy must be no_shard, optim, optim_grads or "
+                         "optim_grads_params, got '%s'", pf->sharding);
+    if (f->zero1 >= 0 && f->zero1 != (z > 0))
+        core_usage_error("--%s-distributed-optimizer contradicts --data-parallel-sharding-strategy %s",
+                         f->zero1 ? "use" : "no", pf->sharding);
+    f->zero1 = z > 0;
+    f->zero = z >= 2 ? z : 0;  // OptimSharding: 2 optim_grads, 3 optim_grads_params
+}
+
+// The filters and the spec's settings from the parsed flags (megac train's checks where the
+// flags are train's): EP, the schedule, CP's exchange, SP, ZeRO, dropout, the precision.
+// Aborts the job with a usage error on a bad or contradicting value.
+static void finish_flags(PlanSpec *s, PlanFilter *f, const PlanFlags *pf, const GPTFlagText *mt) {
+    f->ep = mt->ep;  // every layout splits the experts over EP (plan_ep.c); refused where EP
+                     // does not divide DP x CP
+    if (mt->ep > 1 && s->model.num_experts == 0)  // as train
+        core_usage_error("--expert-model-parallel-size %d needs --num-experts", mt->ep);
+    // ETP 1: the TP > 1 layouts' EP groups span TP (plan_ep.c); else ETP is TP (the default)
+    if (mt->ep > 1 && mt->etp > 1 && mt->etp != f->tp)
+        core_usage_error("--expert-tensor-parallel-size %d must be 1 or TP (fix --tensor-model-parallel-size "
+                         "%d to plan it)", mt->etp, mt->etp);
+    f->etp1 = mt->ep > 1 && mt->etp == 1;
+    if (*pf->schedule && strcmp(pf->schedule, "1f1b") && strcmp(pf->schedule, "gpipe"))
+        core_usage_error("--pipeline-schedule must be 1f1b or gpipe, got '%s'", pf->schedule);
+    f->gpipe = *pf->schedule ? !strcmp(pf->schedule, "gpipe") : -1;
+    char cp_err[256];
+    int cp_comm = cp_comm_type_parse(pf->cp_comm_type, cp_err, sizeof cp_err);
+    if (cp_comm < 0) core_usage_error("%s", cp_err);
+    f->cp_comm = (CPCommType)cp_comm;
+    if (f->cp > 1) s->model.use_flash_attn = 1;  // as train: CP runs the fused attention kernels
+    check_virtual_pipeline(f);
+    f->sp = switch_of(pf->sp_on, pf->sp_off, "--sequence-parallel", "--no-sequence-parallel");
+    f->zero1 = switch_of(pf->zero_on, pf->zero_off, "--use-distributed-optimizer", "--no-distributed-optimizer");
+    filter_sharding(f, pf);
+    if (!(s->attention_dropout >= 0 && s->attention_dropout < 1))
+        core_usage_error("--attention-dropout %g: a dropout probability must be in [0, 1)", s->attention_dropout);
+    s->precision = precision_of(pf);
+}
+
 int cmd_plan(int argc, char **argv) {
     PlanSpec s = {.global_batch = 8, .attention_dropout = 0.1};  // train's dropout
     GPTConfig *m = &s.model;
@@ -169,40 +214,7 @@ int cmd_plan(int argc, char **argv) {
     int n_specs = N_OWN + gpt_flags_specs(specs + N_OWN, m, &mt);  // train's model flags
     core_args_parse(USAGE, specs, n_specs, argc, argv);
     gpt_flags_finish(m, &mt);
-    f.ep = mt.ep;  // every layout splits the experts over EP (plan_ep.c); refused where EP
-                   // does not divide DP x CP
-    if (mt.ep > 1 && m->num_experts == 0)  // as train
-        core_usage_error("--expert-model-parallel-size %d needs --num-experts", mt.ep);
-    // ETP 1: the TP > 1 layouts' EP groups span TP (plan_ep.c); else ETP is TP (the default)
-    if (mt.ep > 1 && mt.etp > 1 && mt.etp != f.tp)
-        core_usage_error("--expert-tensor-parallel-size %d must be 1 or TP (fix --tensor-model-parallel-size "
-                         "%d to plan it)", mt.etp, mt.etp);
-    f.etp1 = mt.ep > 1 && mt.etp == 1;
-    if (*pf.schedule && strcmp(pf.schedule, "1f1b") && strcmp(pf.schedule, "gpipe"))
-        core_usage_error("--pipeline-schedule must be 1f1b or gpipe, got '%s'", pf.schedule);
-    f.gpipe = *pf.schedule ? !strcmp(pf.schedule, "gpipe") : -1;
-    char cp_err[256];
-    int cp_comm = cp_comm_type_parse(pf.cp_comm_type, cp_err, sizeof cp_err);
-    if (cp_comm < 0) core_usage_error("%s", cp_err);
-    f.cp_comm = (CPCommType)cp_comm;
-    if (f.cp > 1) m->use_flash_attn = 1;  // as train: CP runs the fused attention kernels
-    check_virtual_pipeline(&f);
-    f.sp = switch_of(pf.sp_on, pf.sp_off, "--sequence-parallel", "--no-sequence-parallel");
-    f.zero1 = switch_of(pf.zero_on, pf.zero_off, "--use-distributed-optimizer", "--no-distributed-optimizer");
-    if (pf.sharding) {  // train's names; a level fixes the DP > 1 layouts to it
-        int z = optim_sharding_parse(pf.sharding);
-        if (z < 0)
-            core_usage_error("--data-parallel-sharding-strategy must be no_shard, optim, optim_grads or "
-                             "optim_grads_params, got '%s'", pf.sharding);
-        if (f.zero1 >= 0 && f.zero1 != (z > 0))
-            core_usage_error("--%s-distributed-optimizer contradicts --data-parallel-sharding-strategy %s",
-                             f.zero1 ? "use" : "no", pf.sharding);
-        f.zero1 = z > 0;
-        f.zero = z >= 2 ? z : 0;  // OptimSharding: 2 optim_grads, 3 optim_grads_params
-    }
-    if (!(s.attention_dropout >= 0 && s.attention_dropout < 1))
-        core_usage_error("--attention-dropout %g: a dropout probability must be in [0, 1)", s.attention_dropout);
-    s.precision = precision_of(&pf);
+    finish_flags(&s, &f, &pf, &mt);
     PlanHardware hw;
     load_hardware(&pf, &hw);
     if (pf.calibrate) return calibrate(&pf, &hw, argc, argv);
