@@ -87,11 +87,6 @@ typedef struct {
     CoreCompat compat;              // Megatron's flags accepted with no effect (or refused)
 } TrainArgs;
 
-// The data flags (train_args_data.c): a --split that parses, one source, blends that parse;
-// --vocab-size and Megatron's tokenizer flags (the tokenizer loaded to learn its vocabulary and
-// end-of-document id; --mock-data takes them). One line, exit 2. Called by train_args_parse.
-void train_args_check_data(TrainArgs *a);
-
 // Parses argv (after "train") into *a with Megatron's defaults. Bad or inconsistent flags
 // (that can be checked without the data or the world size): one line, exit 2.
 void train_args_parse(TrainArgs *a, int argc, char **argv);

@@ -1,6 +1,8 @@
-// train/train_args_data.c: the data and tokenizer flags of `megac train` (train_args.h):
-// one source, a --split and blends that parse, Megatron's --vocab-size and tokenizer flags.
-#include "train_args.h"
+// train/train_args_data.c: the data group of `megac train`'s flags (train_args_flags.h):
+// the sources (files, blends, mock data) and --split, Megatron's --vocab-size and tokenizer
+// flags, the loss's and attention's document flags; the checks: one source, a --split and
+// blends that parse, the tokenizer loaded to learn its vocabulary and end-of-document id.
+#include "train_args_flags.h"
 #include "core/check.h"
 #include "data/blend.h"
 #include "data/sampler.h"    // defines: data_parse_split
@@ -11,7 +13,34 @@
 
 _Static_assert(TRAIN_MOCK_VOCAB_DEFAULT == TOK_N_BYTES + 1, "the byte tokenizer's vocabulary");
 
-void train_args_check_data(TrainArgs *a) {
+static int specs(ArgSpec *out, int cap, TrainArgs *a, TrainFlagText *x) {
+    (void)x;
+    a->split = "969,30,1";
+    a->mock_vocab = TRAIN_MOCK_VOCAB_DEFAULT;
+    const ArgSpec own[] = {
+        {"--data-path", ARG_LIST, &a->data_path, "HDF5 token file(s) from `megac preprocess` or Megatron .bin/.idx PREFIXes (with --vocab-size): FILE, or a blend W1 FILE1 W2 FILE2 ... (cut by --split)"},
+        {"--train-data-path", ARG_LIST, &a->train_data_path, "training files (blend syntax), used whole; instead of --data-path"},
+        {"--valid-data-path", ARG_LIST, &a->valid_data_path, "validation files (blend syntax), used whole; with --train-data-path"},
+        {"--test-data-path", ARG_LIST, &a->test_data_path, "test files (blend syntax), used whole, evaluated at the end; with --train-data-path"},
+        {"--split", ARG_STR, &a->split, "train,valid,test weights of the documents: commas or slashes, spaces allowed ('969, 30, 1', Megatron's legacy default)"},
+        {"--vocab-size", ARG_I64, &a->data_vocab, "for Megatron .bin/.idx data, which holds no vocabulary: token ids 0..N-1 and the end-of-document id N, N + 1 ids (Megatron's NullTokenizer); HDF5 files carry theirs (N + 1 must equal it); with --mock-data: --mock-vocab-size N + 1"},
+        {"--tokenizer-type", ARG_STR, &a->tok_type, "GPT2BPETokenizer, HuggingFaceTokenizer or NullTokenizer (with --vocab-size): train reads token ids; the tokenizer is loaded to check that the data's vocabulary and end-of-document id are its own (and gives them to Megatron .bin/.idx data and --mock-data)"},
+        {"--vocab-file", ARG_STR, &a->vocab_file, "GPT2BPETokenizer: GPT-2's vocab.json"},
+        {"--merge-file", ARG_STR, &a->merge_file, "GPT2BPETokenizer: GPT-2's merges.txt"},
+        {"--tokenizer-model", ARG_STR, &a->tok_model, "HuggingFaceTokenizer: tokenizer.json or its directory"},
+        {"--calculate-per-token-loss", ARG_BOOL, &a->per_token_loss, "the loss (and gradient) is the sum over the global batch's tokens over their count (Megatron's); differs from the default mean of micro-batch means only with --eod-mask-loss"},
+        {"--eod-mask-loss", ARG_BOOL, &a->eod_mask_loss, "targets equal to the data's end-of-document id get loss weight 0; a micro-batch's loss is the mean over its other tokens (Megatron's)"},
+        {"--reset-position-ids", ARG_BOOL, &a->reset_position_ids, "positions restart at 0 after each end-of-document token inside a sample (Megatron's)"},
+        {"--reset-attention-mask", ARG_BOOL, &a->reset_attention_mask, "a token attends only to the earlier tokens of its own document; the EOD token ends its document (Megatron's)"},
+        {"--mock-data", ARG_BOOL, &a->mock_data, "synthetic tokens instead of --data-path"},
+        {"--mock-vocab-size", ARG_INT, &a->mock_vocab, "vocabulary of --mock-data"},
+        {"--mock-samples", ARG_INT, &a->mock_samples, "distinct --mock-data samples (0: unlimited)"},
+    };
+    return train_args_put(out, cap, own, (int)(sizeof own / sizeof own[0]));
+}
+
+// The sources, the split, the tokenizer (train_args_flags.h's data group). One line, exit 2.
+static void check_data(TrainArgs *a) {
     double w[3];
     char msg[512];
     if (data_parse_split(a->split, w, msg, sizeof msg)) core_usage_error("%s", msg);  // before any file
@@ -67,3 +96,13 @@ void train_args_check_data(TrainArgs *a) {
             core_usage_error("%s", err);
     }
 }
+
+static void finish(TrainArgs *a, TrainFlagText *x) {
+    (void)x;
+    check_data(a);
+    if (a->mock_samples < 0 || a->mock_vocab < 2)
+        core_usage_error("--mock-samples %d must be >= 0 and --mock-vocab-size %d >= 2", a->mock_samples,
+                         a->mock_vocab);
+}
+
+const TrainFlagGroup TRAIN_ARGS_DATA = {specs, finish};
