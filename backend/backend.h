@@ -387,7 +387,8 @@ typedef struct {
 } BackendOps;
 
 struct Backend {
-    const BackendOps *ops;
+    const BackendOps *ops;  // &table, or the backend's own constant table
+    BackendOps table;       // filled by a backend that builds its table at creation (CPU)
     BackendKind kind;
     BackendDType act;  // activations and weight copies (void * in BackendOps)
     BackendAttnKernels attn;  // fused attention's kernels: set after creation (0: megac's)

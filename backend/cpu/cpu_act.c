@@ -109,3 +109,31 @@ void cpu_act_backward(Backend *be, void *dinp, const void *inp, const void *dout
                           (const float *)dout + i0, len);
     }
 }
+
+// --- 16-bit activations (--bf16 / --fp16): fp32 arithmetic between rounded loads and stores
+// (cpu_half.c's helpers: the rules there) -------------------------------------------------
+
+static void h_act_forward(Backend *be, void *o, const void *inp, int N, int F, BackendAct act) {
+    size_t ni = CPU_SZ(N) * F * (backend_act_gated(act) ? 2 : 1);
+    CpuArena a = cpu_arena(be, cpu_pad(ni) + cpu_pad(CPU_SZ(N) * F));
+    const float *fi = cpu_in(&a, inp, ni);
+    float *fo = cpu_take(&a, CPU_SZ(N) * F);
+    cpu_act_forward(be, fo, fi, N, F, act);
+    cpu_out(be, o, fo, CPU_SZ(N) * F);
+}
+
+static void h_act_backward(Backend *be, void *dinp, const void *inp, const void *dout, int N,
+                           int F, BackendAct act) {
+    size_t ni = CPU_SZ(N) * F * (backend_act_gated(act) ? 2 : 1);
+    CpuArena a = cpu_arena(be, 2 * cpu_pad(ni) + cpu_pad(CPU_SZ(N) * F));
+    const float *fi = cpu_in(&a, inp, ni), *fd = cpu_in(&a, dout, CPU_SZ(N) * F);
+    float *fdi = cpu_take(&a, ni);
+    cpu_act_backward(be, fdi, fi, fd, N, F, act);
+    cpu_out(be, dinp, fdi, ni);
+}
+
+void cpu_act_ops(BackendOps *t, BackendDType act) {
+    int f32 = act == BACKEND_F32;
+    t->act_forward = f32 ? cpu_act_forward : h_act_forward;
+    t->act_backward = f32 ? cpu_act_backward : h_act_backward;
+}

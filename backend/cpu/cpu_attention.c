@@ -228,3 +228,39 @@ void cpu_attention_backward(Backend *be, void *dqkv_, float *scratch, const void
     }
     cpu_blas_single_end(prev);
 }
+
+// --- 16-bit activations (--bf16 / --fp16): fp32 arithmetic between rounded loads and stores
+// (cpu_half.c's helpers: the rules there) -------------------------------------------------
+
+static void h_attention_forward(Backend *be, void *o, void *att, const void *qkv, int B, int T,
+                                int NH, int hs, const BackendDropout *d,
+                                const BackendAttnWindow *w) {
+    int C = NH * hs, Tk = w ? w->Tk : T;
+    CpuArena a = cpu_arena(be, cpu_pad(CPU_SZ(B) * T * 3 * C) + cpu_pad(CPU_SZ(B) * Tk * 3 * C) + cpu_pad(CPU_SZ(B) * T * C) +
+                            cpu_pad(CPU_SZ(B) * NH * T * Tk));
+    BackendAttnWindow fwin;
+    const float *fq = cpu_in(&a, qkv, CPU_SZ(B) * T * 3 * C);
+    const BackendAttnWindow *fw = cpu_win_in(&a, w, &fwin, B, 3 * CPU_SZ(C));
+    float *fo = cpu_take(&a, CPU_SZ(B) * T * C), *fa = cpu_take(&a, CPU_SZ(B) * NH * T * Tk);
+    cpu_attention_forward(be, fo, fa, fq, B, T, NH, hs, d, fw);
+    cpu_out(be, o, fo, CPU_SZ(B) * T * C);
+    cpu_out(be, att, fa, CPU_SZ(B) * NH * T * Tk);
+}
+
+static void h_attention_backward(Backend *be, void *dqkv, float *scratch, const void *dout,
+                                 const void *qkv, const void *att, int B, int T, int NH, int hs,
+                                 const BackendDropout *d) {
+    int C = NH * hs;
+    CpuArena a = cpu_arena(be, 2 * cpu_pad(CPU_SZ(B) * T * 3 * C) + cpu_pad(CPU_SZ(B) * T * C) + cpu_pad(CPU_SZ(B) * NH * T * T));
+    const float *fd = cpu_in(&a, dout, CPU_SZ(B) * T * C), *fq = cpu_in(&a, qkv, CPU_SZ(B) * T * 3 * C);
+    const float *fa = cpu_in(&a, att, CPU_SZ(B) * NH * T * T);
+    float *fdq = cpu_take(&a, CPU_SZ(B) * T * 3 * C);
+    cpu_attention_backward(be, fdq, scratch, fd, fq, fa, B, T, NH, hs, d);
+    cpu_out(be, dqkv, fdq, CPU_SZ(B) * T * 3 * C);
+}
+
+void cpu_attention_ops(BackendOps *t, BackendDType act) {
+    int f32 = act == BACKEND_F32;
+    t->attention_forward = f32 ? cpu_attention_forward : h_attention_forward;
+    t->attention_backward = f32 ? cpu_attention_backward : h_attention_backward;
+}

@@ -269,3 +269,49 @@ void cpu_flash_attention_backward(Backend *be, void *dqkv_, float *scratch, cons
         }
     cpu_blas_single_end(prev);
 }
+
+// --- 16-bit activations (--bf16 / --fp16): fp32 arithmetic between rounded loads and stores
+// (cpu_half.c's helpers: the rules there) -------------------------------------------------
+
+// Elements of a window's kv row: 3C, or 2*G*hs packed (w->kv_heads = G).
+static size_t kv_row(const BackendAttnWindow *w, int NH, int hs) {
+    return w && w->kv_heads ? 2 * CPU_SZ(w->kv_heads) * hs : 3 * CPU_SZ(NH) * hs;
+}
+
+static void h_flash_forward(Backend *be, void *o, float *lse, const void *qkv, int B, int T,
+                            int NH, int hs, const BackendDropout *d, const BackendAttnWindow *w) {
+    int C = NH * hs, Tk = w ? w->Tk : T;
+    size_t row = kv_row(w, NH, hs);
+    CpuArena a = cpu_arena(be, cpu_pad(CPU_SZ(B) * T * 3 * C) + cpu_pad(CPU_SZ(B) * Tk * row) + cpu_pad(CPU_SZ(B) * T * C));
+    BackendAttnWindow fwin;
+    const float *fq = cpu_in(&a, qkv, CPU_SZ(B) * T * 3 * C);
+    const BackendAttnWindow *fw = cpu_win_in(&a, w, &fwin, B, row);
+    float *fo = w && w->accumulate ? cpu_in(&a, o, CPU_SZ(B) * T * C) : cpu_take(&a, CPU_SZ(B) * T * C);
+    cpu_flash_attention_forward(be, fo, lse, fq, B, T, NH, hs, d, fw);
+    cpu_out(be, o, fo, CPU_SZ(B) * T * C);
+}
+
+// With a window dq (and dk, dv into w->dkv) are added: those buffers are loaded first.
+static void h_flash_backward(Backend *be, void *dqkv, float *scratch, const void *dout,
+                             const void *qkv, const void *o, const float *lse, int B, int T,
+                             int NH, int hs, const BackendDropout *d, const BackendAttnWindow *w) {
+    int C = NH * hs, Tk = w ? w->Tk : T;
+    size_t nq = CPU_SZ(B) * T * 3 * C, row = kv_row(w, NH, hs), nk = CPU_SZ(B) * Tk * row;
+    int own_dkv = w && w->dkv && w->dkv != dqkv;
+    CpuArena a = cpu_arena(be, 2 * cpu_pad(nq) + 2 * cpu_pad(nk) + 2 * cpu_pad(CPU_SZ(B) * T * C));
+    BackendAttnWindow fwin;
+    const float *fq = cpu_in(&a, qkv, nq), *fd = cpu_in(&a, dout, CPU_SZ(B) * T * C);
+    const float *fo = cpu_in(&a, o, CPU_SZ(B) * T * C);
+    const BackendAttnWindow *fw = cpu_win_in(&a, w, &fwin, B, row);
+    float *fdq = w ? cpu_in(&a, dqkv, nq) : cpu_take(&a, nq);
+    if (w) fwin.dkv = own_dkv ? cpu_in(&a, w->dkv, nk) : w->dkv ? fdq : NULL;
+    cpu_flash_attention_backward(be, fdq, scratch, fd, fq, fo, lse, B, T, NH, hs, d, fw);
+    cpu_out(be, dqkv, fdq, nq);
+    if (own_dkv) cpu_out(be, w->dkv, fwin.dkv, nk);
+}
+
+void cpu_flash_ops(BackendOps *t, BackendDType act) {
+    int f32 = act == BACKEND_F32;
+    t->flash_attention_forward = f32 ? cpu_flash_attention_forward : h_flash_forward;
+    t->flash_attention_backward = f32 ? cpu_flash_attention_backward : h_flash_backward;
+}

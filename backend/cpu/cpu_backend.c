@@ -1,7 +1,8 @@
 // backend/cpu/cpu_backend.c: the CPU Backend: creation, thread counts and host memory. The
-// ops table is in cpu_ops.c; the arithmetic in cpu_matmul.c, cpu_norm.c, cpu_attention.c,
-// cpu_attention_flash.c, cpu_embed_xent.c, cpu_optim.c, cpu_cast.c and cpu_dropout.c; the
-// 16-bit wrappers (--bf16 / --fp16) in cpu_half.c.
+// ops table is filled by the op families (cpu_ops.c), whose files hold the arithmetic:
+// cpu_matmul.c, cpu_norm.c, cpu_act.c, cpu_attention.c, cpu_attention_flash.c, cpu_embed_xent.c,
+// cpu_optim.c, cpu_cast.c, cpu_dropout.c, cpu_rope.c, cpu_moe.c, each with its 16-bit entries
+// (--bf16 / --fp16) on cpu_half.c's helpers; this file registers the memory entries.
 #include "cpu_backend.h"
 #include "cpu_blas.h"
 #include "core/check.h"
@@ -74,7 +75,8 @@ static int cpu_default_threads(void) {
 Backend *backend_cpu_create(int nthreads, BackendDType act) {
     if (nthreads <= 0) nthreads = cpu_default_threads();
     Backend *be = core_calloc(1, sizeof(Backend));
-    be->ops = cpu_ops_table(act);
+    cpu_ops_fill(&be->table, act);
+    be->ops = &be->table;
     be->act = act;
     be->kind = BACKEND_CPU;
     be->u.cpu.nthreads = nthreads;
@@ -84,4 +86,14 @@ Backend *backend_cpu_create(int nthreads, BackendDType act) {
              nthreads == 1 ? "" : "s", backend_cpu_blas_corename(), act == BACKEND_F32 ? "" : ", ",
              act == BACKEND_F32 ? "" : backend_dtype_name(act));
     return be;
+}
+
+void cpu_memory_ops(BackendOps *t, BackendDType act) {
+    (void)act;  // the same ops for every activation type
+    t->alloc = cpu_alloc;
+    t->free = cpu_free;
+    t->zero = cpu_zero;
+    t->copy = cpu_copy;
+    t->sync = cpu_sync;
+    t->destroy = cpu_destroy;
 }

@@ -30,14 +30,42 @@ void cpu_copy(Backend *be, void *dst, const void *src, size_t bytes, BackendCopy
 void cpu_sync(Backend *be);
 void cpu_destroy(Backend *be);
 
-// cpu_ops.c: the ops table for activations of type `act`: the fp32 ops (the `void *` entries
-// of BackendOps are float buffers), or with BACKEND_BF16 / BACKEND_F16 their 16-bit wrappers
-// (cpu_half.c). Never fails.
-const BackendOps *cpu_ops_table(BackendDType act);
-// cpu_half.c: the ops table for 16-bit activations: every entry that takes `void *`
-// activations is a wrapper converting be->act elements to fp32 around the fp32 op; the
-// others are the fp32 ops. Never fails.
-const BackendOps *cpu_half_ops_table(void);
+// cpu_ops.c: the ops table for activations of type `act`, filled by every op family of the
+// list there: with BACKEND_F32 the fp32 ops (the `void *` entries of BackendOps are float
+// buffers), with BACKEND_BF16 / BACKEND_F16 each family's 16-bit entries where it takes `void *`
+// activations. Never fails.
+void cpu_ops_fill(BackendOps *t, BackendDType act);
+// Each family's part of the table (in the file of its ops), for activations of type act.
+void cpu_memory_ops(BackendOps *t, BackendDType act);      // cpu_backend.c
+void cpu_matmul_ops(BackendOps *t, BackendDType act);      // cpu_matmul.c
+void cpu_norm_ops(BackendOps *t, BackendDType act);        // cpu_norm.c
+void cpu_act_ops(BackendOps *t, BackendDType act);         // cpu_act.c
+void cpu_cast_ops(BackendOps *t, BackendDType act);        // cpu_cast.c
+void cpu_dropout_ops(BackendOps *t, BackendDType act);     // cpu_dropout.c
+void cpu_attention_ops(BackendOps *t, BackendDType act);   // cpu_attention.c
+void cpu_flash_ops(BackendOps *t, BackendDType act);       // cpu_attention_flash.c
+void cpu_embed_xent_ops(BackendOps *t, BackendDType act);  // cpu_embed_xent.c
+void cpu_optim_ops(BackendOps *t, BackendDType act);       // cpu_optim.c
+void cpu_rope_ops(BackendOps *t, BackendDType act);        // cpu_rope.c
+void cpu_moe_ops(BackendOps *t, BackendDType act);         // cpu_moe.c
+
+// cpu_half.c: the 16-bit entries' fp32 scratch (the rules at the top of cpu_half.c). An arena
+// hands out 64-byte-aligned slices of the backend's scratch, grown to at least nfloats by
+// cpu_arena (its contents are not kept; never fails); cpu_in converts n elements of be->act
+// at p (NULL: NULL) into a slice, cpu_out rounds f (n) into dst; cpu_win_in does cpu_in for a
+// window's kv (w NULL: NULL; *fw the window the fp32 op gets).
+typedef struct {
+    Backend *be;
+    float *cur;  // the next free float of the scratch
+} CpuArena;
+#define CPU_SZ(x) ((size_t)(x))
+size_t cpu_pad(size_t n);  // floats of a slice of n: 16-float multiples
+CpuArena cpu_arena(Backend *be, size_t nfloats);
+float *cpu_take(CpuArena *a, size_t n);
+float *cpu_in(CpuArena *a, const void *p, size_t n);
+void cpu_out(Backend *be, void *dst, const float *f, size_t n);
+const BackendAttnWindow *cpu_win_in(CpuArena *a, const BackendAttnWindow *w, BackendAttnWindow *fw,
+                                    int B, size_t row);
 
 // cpu_cast.c: the `cast` op (conversions in core/half.h) and copy_row_blocks.
 void cpu_cast(Backend *be, void *dst, BackendDType dt, const void *src, BackendDType st, size_t n);

@@ -65,3 +65,23 @@ void cpu_dropout(Backend *be, void *out, const void *inp, const BackendDropout *
         cpu_dropout_span(y + (size_t)r * C, x + (size_t)r * C, C, d,
                          (uint64_t)dropout_row(d, r) * (uint64_t)C);
 }
+
+// --- 16-bit activations (--bf16 / --fp16): fp32 arithmetic between rounded loads and stores
+// (cpu_half.c's helpers: the rules there) -------------------------------------------------
+
+static void h_dropout(Backend *be, void *o, const void *inp, const BackendDropout *d, int N,
+                      int C) {
+    if (!d || !d->threshold) {
+        if (o != inp) cpu_copy(be, o, inp, CPU_SZ(N) * C * 2, BACKEND_D2D);
+        return;
+    }
+    CpuArena a = cpu_arena(be, cpu_pad(CPU_SZ(N) * C));
+    float *f = cpu_in(&a, inp, CPU_SZ(N) * C);
+    cpu_dropout(be, f, f, d, N, C);
+    cpu_out(be, o, f, CPU_SZ(N) * C);
+}
+
+void cpu_dropout_ops(BackendOps *t, BackendDType act) {
+    int f32 = act == BACKEND_F32;
+    t->dropout = f32 ? cpu_dropout : h_dropout;
+}

@@ -201,3 +201,77 @@ void cpu_xent_backward(Backend *be, void *dlogits_, float *loss, const void *log
         cpu_xent_grad_row(dlogits + (size_t)i * V_local, l, m, s, dscale[i], t, V_local, V_valid);
     }
 }
+
+// --- 16-bit activations (--bf16 / --fp16): fp32 arithmetic between rounded loads and stores
+// (cpu_half.c's helpers: the rules there) -------------------------------------------------
+
+// Rows of the table copied as they are (no arithmetic: the same 16-bit elements).
+static void h_embedding_forward(Backend *be, void *o, const int *tokens, const void *table,
+                                int N, int C, int vocab_start, int V_local) {
+    size_t row = CPU_SZ(C) * 2;
+    for (int i = 0; i < N; i++) {
+        int t = tokens[i] - vocab_start;
+        char *dst = (char *)o + (size_t)i * row;
+        if (t >= 0 && t < V_local) cpu_copy(be, dst, (const char *)table + (size_t)t * row, row, BACKEND_D2D);
+        else cpu_zero(be, dst, row);
+    }
+}
+
+static void h_embedding_backward(Backend *be, float *dtable, const void *dout, const int *tokens,
+                                 int N, int C, int vocab_start, int V_local) {
+    CpuArena a = cpu_arena(be, cpu_pad(CPU_SZ(N) * C));
+    cpu_embedding_backward(be, dtable, cpu_in(&a, dout, CPU_SZ(N) * C), tokens, N, C, vocab_start, V_local);
+}
+
+// out += rows [pos0, pos0 + T) of wpe: only those rows are converted; with pos (host ints on
+// this backend) rows [0, 1 + max pos), read as rows pos[r].
+static void h_position_forward(Backend *be, void *o, const void *wpe, int B, int T, int C,
+                               int pos0, const int *pos) {
+    int n = T;
+    if (pos) {
+        n = 1, pos0 = 0;
+        for (size_t r = 0; r < CPU_SZ(B) * T; r++) n = pos[r] + 1 > n ? pos[r] + 1 : n;
+    }
+    CpuArena a = cpu_arena(be, cpu_pad(CPU_SZ(B) * T * C) + cpu_pad(CPU_SZ(n) * C));
+    float *fo = cpu_in(&a, o, CPU_SZ(B) * T * C);
+    const float *fw = cpu_in(&a, (const char *)wpe + CPU_SZ(pos0) * C * 2, CPU_SZ(n) * C);
+    cpu_position_forward(be, fo, fw, B, T, C, 0, pos);
+    cpu_out(be, o, fo, CPU_SZ(B) * T * C);
+}
+
+static void h_position_backward(Backend *be, float *dwpe, const void *dout, int B, int T, int C,
+                                int pos0, const int *pos) {
+    CpuArena a = cpu_arena(be, cpu_pad(CPU_SZ(B) * T * C));
+    cpu_position_backward(be, dwpe, cpu_in(&a, dout, CPU_SZ(B) * T * C), B, T, C, pos0, pos);
+}
+
+static void h_xent_stats(Backend *be, float *rowmax, float *sumexp, float *tgt,
+                         const void *logits, const int *targets, int N, int V_local, int V_valid,
+                         int vocab_start) {
+    CpuArena a = cpu_arena(be, cpu_pad(CPU_SZ(N) * V_local));
+    cpu_xent_stats(be, rowmax, sumexp, tgt, cpu_in(&a, logits, CPU_SZ(N) * V_local), targets, N, V_local,
+                   V_valid, vocab_start);
+}
+
+static void h_xent_backward(Backend *be, void *dlogits, float *loss, const void *logits,
+                            const float *rowmax, const float *sumexp, const float *tgt,
+                            const int *targets, const float *dscale, int N, int V_local,
+                            int V_valid, int vocab_start) {
+    CpuArena a = cpu_arena(be, cpu_pad(CPU_SZ(N) * V_local));
+    float *f = cpu_in(&a, logits, CPU_SZ(N) * V_local);
+    cpu_xent_backward(be, f, loss, f, rowmax, sumexp, tgt, targets, dscale, N, V_local, V_valid,
+                      vocab_start);
+    cpu_out(be, dlogits, f, CPU_SZ(N) * V_local);
+}
+
+void cpu_embed_xent_ops(BackendOps *t, BackendDType act) {
+    int f32 = act == BACKEND_F32;
+    t->embedding_forward = f32 ? cpu_embedding_forward : h_embedding_forward;
+    t->embedding_backward = f32 ? cpu_embedding_backward : h_embedding_backward;
+    t->position_forward = f32 ? cpu_position_forward : h_position_forward;
+    t->position_backward = f32 ? cpu_position_backward : h_position_backward;
+    t->xent_stats = f32 ? cpu_xent_stats : h_xent_stats;
+    t->xent_rescale = cpu_xent_rescale;
+    t->xent_loss = cpu_xent_loss;
+    t->xent_backward = f32 ? cpu_xent_backward : h_xent_backward;
+}

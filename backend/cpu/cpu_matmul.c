@@ -83,3 +83,74 @@ void cpu_colsum_acc(Backend *be, float *acc, const float *x, int N, int C) {
         for (int j = 0; j < w; j++) acc[c0 + j] += s[j];
     }
 }
+
+// --- 16-bit activations (--bf16 / --fp16): fp32 arithmetic between rounded loads and stores
+// (cpu_half.c's helpers: the rules there) -------------------------------------------------
+
+static void h_matmul_forward(Backend *be, void *o, const void *inp, const void *weight,
+                             const void *bias, int N, int C, int OC) {
+    CpuArena a = cpu_arena(be, cpu_pad(CPU_SZ(N) * C) + cpu_pad(CPU_SZ(OC) * C) + cpu_pad(OC) + cpu_pad(CPU_SZ(N) * OC));
+    const float *fi = cpu_in(&a, inp, CPU_SZ(N) * C), *fw = cpu_in(&a, weight, CPU_SZ(OC) * C);
+    const float *fb = cpu_in(&a, bias, OC);
+    float *fo = cpu_take(&a, CPU_SZ(N) * OC);
+    cpu_matmul_forward(be, fo, fi, fw, fb, N, C, OC);
+    cpu_out(be, o, fo, CPU_SZ(N) * OC);
+}
+
+static void h_matmul_backward(Backend *be, void *dinp, float *dweight, float *dbias,
+                              const void *dout, const void *inp, const void *weight, int N, int C,
+                              int OC) {
+    CpuArena a = cpu_arena(be, cpu_pad(CPU_SZ(N) * OC) + 2 * cpu_pad(CPU_SZ(N) * C) + cpu_pad(CPU_SZ(OC) * C));
+    const float *fd = cpu_in(&a, dout, CPU_SZ(N) * OC);
+    const float *fi = dweight ? cpu_in(&a, inp, CPU_SZ(N) * C) : NULL;
+    const float *fw = dinp ? cpu_in(&a, weight, CPU_SZ(OC) * C) : NULL;
+    float *fdi = dinp ? cpu_take(&a, CPU_SZ(N) * C) : NULL;
+    cpu_matmul_backward(be, fdi, dweight, dbias, fd, fi, fw, N, C, OC);
+    if (dinp) cpu_out(be, dinp, fdi, CPU_SZ(N) * C);
+}
+
+// GELU: pre and out from the fp32 product (CUDA's GELU epilogue); other acts: pre rounded,
+// then the act of the rounded pre (CUDA's unfused pair).
+static void h_matmul_act_forward(Backend *be, void *o, void *pre, const void *inp,
+                                 const void *weight, const void *bias, int N, int C, int OC,
+                                 BackendAct act) {
+    if (act != BACKEND_ACT_GELU) {
+        h_matmul_forward(be, pre, inp, weight, bias, N, C, OC);
+        be->ops->act_forward(be, o, pre, N, backend_act_gated(act) ? OC / 2 : OC, act);
+        return;
+    }
+    CpuArena a = cpu_arena(be, cpu_pad(CPU_SZ(N) * C) + cpu_pad(CPU_SZ(OC) * C) + cpu_pad(OC) + 2 * cpu_pad(CPU_SZ(N) * OC));
+    const float *fi = cpu_in(&a, inp, CPU_SZ(N) * C), *fw = cpu_in(&a, weight, CPU_SZ(OC) * C);
+    const float *fb = cpu_in(&a, bias, OC);
+    float *fo = cpu_take(&a, CPU_SZ(N) * OC), *fp = cpu_take(&a, CPU_SZ(N) * OC);
+    cpu_matmul_act_forward(be, fo, fp, fi, fw, fb, N, C, OC, act);
+    cpu_out(be, pre, fp, CPU_SZ(N) * OC);
+    cpu_out(be, o, fo, CPU_SZ(N) * OC);
+}
+
+// GELU: dinp = round(product * gelu'(pre)) (CUDA's DGELU epilogue); others: the product
+// rounded, then the act's gradient of it (the unfused pair).
+static void h_matmul_act_backward(Backend *be, void *dinp, float *dweight, float *dbias,
+                                  const void *dout, const void *inp, const void *weight,
+                                  const void *pre, int N, int C, int OC, BackendAct act) {
+    if (backend_act_gated(act)) core_fatal("matmul_act_backward: a gated activation");
+    if (act != BACKEND_ACT_GELU) {
+        h_matmul_backward(be, dinp, dweight, dbias, dout, inp, weight, N, C, OC);
+        be->ops->act_backward(be, dinp, pre, dinp, N, C, act);
+        return;
+    }
+    CpuArena a = cpu_arena(be, cpu_pad(CPU_SZ(N) * OC) + 3 * cpu_pad(CPU_SZ(N) * C) + cpu_pad(CPU_SZ(OC) * C));
+    const float *fd = cpu_in(&a, dout, CPU_SZ(N) * OC), *fi = dweight ? cpu_in(&a, inp, CPU_SZ(N) * C) : NULL;
+    const float *fw = cpu_in(&a, weight, CPU_SZ(OC) * C), *fp = cpu_in(&a, pre, CPU_SZ(N) * C);
+    float *fdi = cpu_take(&a, CPU_SZ(N) * C);
+    cpu_matmul_act_backward(be, fdi, dweight, dbias, fd, fi, fw, fp, N, C, OC, act);
+    cpu_out(be, dinp, fdi, CPU_SZ(N) * C);
+}
+
+void cpu_matmul_ops(BackendOps *t, BackendDType act) {
+    int f32 = act == BACKEND_F32;
+    t->matmul_forward = f32 ? cpu_matmul_forward : h_matmul_forward;
+    t->matmul_backward = f32 ? cpu_matmul_backward : h_matmul_backward;
+    t->matmul_act_forward = f32 ? cpu_matmul_act_forward : h_matmul_act_forward;
+    t->matmul_act_backward = f32 ? cpu_matmul_act_backward : h_matmul_act_backward;
+}

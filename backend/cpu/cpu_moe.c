@@ -217,3 +217,13 @@ void cpu_rows_dot(Backend *be, float *dw, const void *dy, const void *in, const 
         }
     }
 }
+
+void cpu_moe_ops(BackendOps *t, BackendDType act) {
+    (void)act;  // the same ops for every activation type
+    t->moe_router_forward = cpu_moe_router_forward;
+    t->moe_router_backward = cpu_moe_router_backward;
+    t->moe_router_loss = cpu_moe_router_loss;
+    t->rows_gather = cpu_rows_gather;
+    t->rows_combine = cpu_rows_combine;
+    t->rows_dot = cpu_rows_dot;
+}

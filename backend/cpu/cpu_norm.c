@@ -230,3 +230,58 @@ void cpu_add(Backend *be, float *out, const float *a, const float *b, size_t n) 
 #pragma omp parallel for simd num_threads(nt) schedule(static) if (n > CPU_PAR_MIN)
     for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
 }
+
+// add with the entry's `void *` activations: fp32 buffers (add_f32 shares its loop).
+static void op_add(Backend *be, void *out, const void *a, const void *b, size_t n) {
+    cpu_add(be, out, a, b, n);
+}
+
+// --- 16-bit activations (--bf16 / --fp16): fp32 arithmetic between rounded loads and stores
+// (cpu_half.c's helpers: the rules there) -------------------------------------------------
+
+static void h_norm_forward(Backend *be, void *o, float *mean, float *rstd, const void *inp,
+                           const void *weight, const void *bias, int N, int C, BackendNorm kind) {
+    CpuArena a = cpu_arena(be, 2 * cpu_pad(CPU_SZ(N) * C) + 2 * cpu_pad(C));
+    const float *fi = cpu_in(&a, inp, CPU_SZ(N) * C), *fw = cpu_in(&a, weight, C);
+    const float *fb = kind == BACKEND_LAYERNORM ? cpu_in(&a, bias, C) : NULL;
+    float *fo = cpu_take(&a, CPU_SZ(N) * C);
+    cpu_norm_forward(be, fo, mean, rstd, fi, fw, fb, N, C, kind);
+    cpu_out(be, o, fo, CPU_SZ(N) * C);
+}
+
+static void h_norm_backward(Backend *be, void *dinp, float *dweight, float *dbias,
+                            const void *dout, const void *inp, const void *weight,
+                            const float *mean, const float *rstd, int N, int C, BackendNorm kind) {
+    CpuArena a = cpu_arena(be, 3 * cpu_pad(CPU_SZ(N) * C) + cpu_pad(C));
+    float *fdi = cpu_in(&a, dinp, CPU_SZ(N) * C);  // accumulated into
+    const float *fd = cpu_in(&a, dout, CPU_SZ(N) * C), *fi = cpu_in(&a, inp, CPU_SZ(N) * C);
+    const float *fw = cpu_in(&a, weight, C);
+    cpu_norm_backward(be, fdi, dweight, dbias, fd, fi, fw, mean, rstd, N, C, kind);
+    cpu_out(be, dinp, fdi, CPU_SZ(N) * C);
+}
+
+// out (n) = a + b on the 16-bit elements, one rounding (out may alias a or b).
+static void h_add(Backend *be, void *o, const void *x, const void *y, size_t n) {
+    BackendDType t = be->act;
+    int nt = cpu_nt(be);
+#pragma omp parallel for num_threads(nt) schedule(static) if (n >= CPU_PAR_MIN)
+    for (size_t i = 0; i < n; i++) cpu_store(o, t, i, cpu_load(x, t, i) + cpu_load(y, t, i));
+}
+
+// res rounded before the statistics, as CUDA's fused kernel: add, then norm_forward.
+static void h_residual_layernorm_forward(Backend *be, void *res, void *ln, float *mean,
+                                         float *rstd, const void *x, const void *y,
+                                         const void *weight, const void *bias, int N, int C) {
+    h_add(be, res, x, y, CPU_SZ(N) * C);
+    h_norm_forward(be, ln, mean, rstd, res, weight, bias, N, C, BACKEND_LAYERNORM);
+}
+
+void cpu_norm_ops(BackendOps *t, BackendDType act) {
+    int f32 = act == BACKEND_F32;
+    t->norm_forward = f32 ? cpu_norm_forward : h_norm_forward;
+    t->norm_backward = f32 ? cpu_norm_backward : h_norm_backward;
+    t->residual_layernorm_forward = f32 ? cpu_residual_layernorm_forward : h_residual_layernorm_forward;
+    t->add = f32 ? op_add : h_add;
+    t->add_f32 = cpu_add;
+    t->scale_f32 = cpu_scale;
+}

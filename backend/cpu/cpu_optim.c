@@ -119,3 +119,10 @@ double cpu_sum_squares_multi(Backend *be, const float *x, const BackendSegment *
     for (int s = 0; s < nseg; s++) total += cpu_reduce(be, x + segs[s].begin, segs[s].len, 1);
     return total;
 }
+
+void cpu_optim_ops(BackendOps *t, BackendDType act) {
+    (void)act;  // the same ops for every activation type
+    t->adamw_multi = cpu_adamw_multi;
+    t->sum_squares_multi = cpu_sum_squares_multi;
+    t->sum = cpu_sum;
+}

@@ -75,3 +75,32 @@ void cpu_rope_gqa_backward(Backend *be, void *dinp_, const void *dout_, int B, i
         }
     }
 }
+
+// --- 16-bit activations (--bf16 / --fp16): fp32 arithmetic between rounded loads and stores
+// (cpu_half.c's helpers: the rules there) -------------------------------------------------
+
+static void h_rope_forward(Backend *be, void *o, const void *inp, int B, int T, int NH, int G,
+                           int hs, int rot, float base, int pos0, const int *pos) {
+    size_t ni = CPU_SZ(B) * T * (NH + 2 * G) * hs, no = CPU_SZ(B) * T * 3 * NH * hs;
+    CpuArena a = cpu_arena(be, cpu_pad(ni) + cpu_pad(no));
+    const float *fi = cpu_in(&a, inp, ni);
+    float *fo = cpu_take(&a, no);
+    cpu_rope_gqa_forward(be, fo, fi, B, T, NH, G, hs, rot, base, pos0, pos);
+    cpu_out(be, o, fo, no);
+}
+
+static void h_rope_backward(Backend *be, void *dinp, const void *dout, int B, int T, int NH,
+                            int G, int hs, int rot, float base, int pos0, const int *pos) {
+    size_t ni = CPU_SZ(B) * T * (NH + 2 * G) * hs, no = CPU_SZ(B) * T * 3 * NH * hs;
+    CpuArena a = cpu_arena(be, cpu_pad(ni) + cpu_pad(no));
+    const float *fd = cpu_in(&a, dout, no);
+    float *fdi = cpu_take(&a, ni);
+    cpu_rope_gqa_backward(be, fdi, fd, B, T, NH, G, hs, rot, base, pos0, pos);
+    cpu_out(be, dinp, fdi, ni);
+}
+
+void cpu_rope_ops(BackendOps *t, BackendDType act) {
+    int f32 = act == BACKEND_F32;
+    t->rope_gqa_forward = f32 ? cpu_rope_gqa_forward : h_rope_forward;
+    t->rope_gqa_backward = f32 ? cpu_rope_gqa_backward : h_rope_backward;
+}

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """tests/backend/backend_entries.py ROOT: the Backend table's entries agree everywhere.
 
-BackendOps in backend/backend.h declares the entries (one function pointer each); every ops
-table of the backends (CPU_OPS in backend/cpu/cpu_ops.c, CPU_HALF_OPS in cpu_half.c while it
-exists, CUDA_OPS in backend/cuda/cuda_backend.cu) fills exactly those, each once, and
-backend/README.md's count ("N today") is that number. Prints what differs; exit 1 if any.
+BackendOps in backend/backend.h declares the entries (one function pointer each); every
+backend fills exactly those, each once: the CPU's op families (`t->entry = ...;` in the
+cpu_*_ops functions of backend/cpu/*.c, each family listed in cpu_ops_fill), CUDA's table
+(CUDA_OPS in backend/cuda/cuda_backend.cu); and backend/README.md's count ("N today") is that
+number. Prints what differs; exit 1 if any.
 """
 import pathlib
 import re
@@ -33,15 +34,36 @@ def entries_of_table(path, name):
 ops = entries_of_struct((root / "backend/backend.h").read_text())
 if len(set(ops)) != len(ops):
     fails.append("backend.h: an entry is declared twice")
-tables = [("backend/cpu/cpu_ops.c", "CPU_OPS"), ("backend/cpu/cpu_half.c", "CPU_HALF_OPS"),
-          ("backend/cuda/cuda_backend.cu", "CUDA_OPS")]
+
+
+def entries_of_families():
+    """The CPU's registered entries, and the families cpu_ops_fill lists but no file defines
+    (or files define but it does not list)."""
+    got, defined = [], []
+    for path in sorted((root / "backend/cpu").glob("*.c")):
+        text = path.read_text()
+        for m in re.finditer(r"^void (cpu_\w+_ops)\(BackendOps \*t, BackendDType act\) \{(.*?)^\}", text, re.M | re.S):
+            defined.append(m.group(1))
+            got += re.findall(r"^\s*t->(\w+) =", m.group(2), re.M)
+    fill = re.search(r"families\[\]\)\(BackendOps \*, BackendDType\) = \{(.*?)\};",
+                     (root / "backend/cpu/cpu_ops.c").read_text(), re.S)
+    listed = re.findall(r"\w+", fill.group(1)) if fill else []
+    for f in sorted(set(defined) ^ set(listed)):
+        fails.append(f"backend/cpu: family {f} is {'not listed in cpu_ops_fill' if f in defined else 'listed but not defined'}")
+    return got
+
+
+tables = [("backend/cpu/*.c", None), ("backend/cuda/cuda_backend.cu", "CUDA_OPS")]
 for rel, name in tables:
-    path = root / rel
-    if not path.exists():
-        continue
-    got = entries_of_table(path, name)
-    if got is None:
-        continue
+    if name is None:
+        got, name = entries_of_families(), "the op families"
+    else:
+        path = root / rel
+        if not path.exists():
+            continue
+        got = entries_of_table(path, name)
+        if got is None:
+            continue
     missing = [o for o in ops if o not in got]
     extra = [o for o in got if o not in ops]
     twice = sorted({o for o in got if got.count(o) > 1})

@@ -187,7 +187,7 @@ static void test_dropout_windows(Backend *be, TestRng *r) {
     free(kva), free(kvb), free(lse);
 }
 
-// The bf16 backend (cpu_half.c wraps the fp32 ops): position_forward/backward and rope_gqa
+// The bf16 backend (16-bit entries around the fp32 ops): position_forward/backward and rope_gqa
 // with pos equal one-row calls at pos0 = each row's position (the same bits).
 static void test_half(TestRng *r) {
     Backend *be = backend_cpu_create(2, BACKEND_BF16);
