@@ -50,3 +50,9 @@ void cuda_act_backward(Backend *be, void *dinp, const void *inp, const void *dou
     if (N <= 0 || F <= 0) return;
     ACT_DISPATCH(be->act, act_backward_t, be, dinp, inp, dout, N, F, act);
 }
+
+// This file's entries of the CUDA ops table (cuda_internal.h).
+void cuda_act_ops(BackendOps *t) {
+    t->act_forward = cuda_act_forward;
+    t->act_backward = cuda_act_backward;
+}

@@ -113,3 +113,9 @@ void cuda_attention_backward(Backend *be, void *dqkv, float *scratch, const void
                   hs, NH, NULL, a, a);
     }
 }
+
+// This file's entries of the CUDA ops table (cuda_internal.h).
+void cuda_attention_ops(BackendOps *t) {
+    t->attention_forward = cuda_attention_forward;
+    t->attention_backward = cuda_attention_backward;
+}

@@ -107,52 +107,25 @@ static void cuda_destroy(Backend *be) {
     be->u.cuda.state = NULL;
 }
 
-static const BackendOps CUDA_OPS = {
-    .alloc = cuda_alloc,
-    .free = cuda_free,
-    .zero = cuda_zero,
-    .copy = cuda_copy,
-    .sync = cuda_sync,
-    .destroy = cuda_destroy,
-    .matmul_forward = cuda_matmul_forward,
-    .matmul_backward = cuda_matmul_backward,
-    .norm_forward = cuda_norm_forward,
-    .norm_backward = cuda_norm_backward,
-    .residual_layernorm_forward = cuda_residual_layernorm_forward,
-    .matmul_act_forward = cuda_matmul_act_forward,
-    .matmul_act_backward = cuda_matmul_act_backward,
-    .act_forward = cuda_act_forward,
-    .act_backward = cuda_act_backward,
-    .add = cuda_add,
-    .add_f32 = cuda_add_f32,
-    .scale_f32 = cuda_scale_f32,
-    .cast = cuda_cast,
-    .copy_row_blocks = cuda_copy_row_blocks,
-    .dropout = cuda_dropout,
-    .attention_forward = cuda_attention_forward,
-    .attention_backward = cuda_attention_backward,
-    .flash_attention_forward = cuda_flash_attention_forward,
-    .flash_attention_backward = cuda_flash_attention_backward,
-    .embedding_forward = cuda_embedding_forward,
-    .embedding_backward = cuda_embedding_backward,
-    .position_forward = cuda_position_forward,
-    .position_backward = cuda_position_backward,
-    .xent_stats = cuda_xent_stats,
-    .xent_rescale = cuda_xent_rescale,
-    .xent_loss = cuda_xent_loss,
-    .xent_backward = cuda_xent_backward,
-    .adamw_multi = cuda_adamw_multi,
-    .sum_squares_multi = cuda_sum_squares_multi,
-    .sum = cuda_sum,
-    .rope_gqa_forward = cuda_rope_gqa_forward,
-    .rope_gqa_backward = cuda_rope_gqa_backward,
-    .moe_router_forward = cuda_moe_router_forward,
-    .moe_router_backward = cuda_moe_router_backward,
-    .moe_router_loss = cuda_moe_router_loss,
-    .rows_gather = cuda_rows_gather,
-    .rows_combine = cuda_rows_combine,
-    .rows_dot = cuda_rows_dot,
-};
+// The memory entries (this file's).
+static void cuda_memory_ops(BackendOps *t) {
+    t->alloc = cuda_alloc;
+    t->free = cuda_free;
+    t->zero = cuda_zero;
+    t->copy = cuda_copy;
+    t->sync = cuda_sync;
+    t->destroy = cuda_destroy;
+}
+
+// The ops table: every family's entries, registered by the file of its ops (cuda_internal.h).
+static void cuda_ops_fill(BackendOps *t) {
+    void (*const families[])(BackendOps *) = {
+        cuda_memory_ops, cuda_gemm_ops, cuda_norm_ops, cuda_fused_ops, cuda_act_ops, cuda_cast_ops,
+        cuda_dropout_ops, cuda_attention_ops, cuda_flash_attention_ops, cuda_embed_xent_ops,
+        cuda_optim_ops, cuda_rope_ops, cuda_moe_ops,
+    };
+    for (size_t i = 0; i < sizeof families / sizeof families[0]; i++) families[i](t);
+}
 
 extern "C" int backend_cuda_available(void) {
     int n = 0;
@@ -190,7 +163,8 @@ extern "C" Backend *backend_cuda_create(int device, BackendMath math, BackendDTy
     CUDA_CHECK(cudaEventRecord(st->staging_free, st->stream));
 
     Backend *be = (Backend *)core_calloc(1, sizeof(Backend));
-    be->ops = &CUDA_OPS;
+    cuda_ops_fill(&be->table);
+    be->ops = &be->table;
     be->kind = BACKEND_CUDA;
     be->act = act;
     be->u.cuda.device = device;

@@ -74,3 +74,9 @@ void cuda_copy_row_blocks(Backend *be, void *dst, size_t ldd, size_t dbs, const 
     if (rows <= 0 || nb <= 0 || width <= 0) return;
     ACT_DISPATCH(be->act, row_blocks_t, be, dst, ldd, dbs, src, lds, sbs, rows, nb, width, add);
 }
+
+// This file's entries of the CUDA ops table (cuda_internal.h).
+void cuda_cast_ops(BackendOps *t) {
+    t->cast = cuda_cast;
+    t->copy_row_blocks = cuda_copy_row_blocks;
+}

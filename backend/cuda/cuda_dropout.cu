@@ -71,3 +71,8 @@ void cuda_attention_probs_dropout(Backend *be, void *dst, const void *src, const
     if ((long long)dropout_blocks(n) > 2147483647LL) core_fatal("cuda dropout: %lld elements", n);
     ACT_DISPATCH(be->act, attn_dropout_t, be, dst, src, *d, n, T, NH, win, d->T ? d->T : T);
 }
+
+// This file's entries of the CUDA ops table (cuda_internal.h).
+void cuda_dropout_ops(BackendOps *t) {
+    t->dropout = cuda_dropout;
+}

@@ -158,3 +158,15 @@ void cuda_xent_backward(Backend *be, void *dlogits, float *loss, const void *log
     ACT_DISPATCH(be->act, xent_backward_t, be, dlogits, loss, logits, rowmax, sumexp, tgt,
                  targets, dscale, N, V_local, V_valid, vocab_start);
 }
+
+// This file's entries of the CUDA ops table (cuda_internal.h).
+void cuda_embed_xent_ops(BackendOps *t) {
+    t->embedding_forward = cuda_embedding_forward;
+    t->embedding_backward = cuda_embedding_backward;
+    t->position_forward = cuda_position_forward;
+    t->position_backward = cuda_position_backward;
+    t->xent_stats = cuda_xent_stats;
+    t->xent_rescale = cuda_xent_rescale;
+    t->xent_loss = cuda_xent_loss;
+    t->xent_backward = cuda_xent_backward;
+}

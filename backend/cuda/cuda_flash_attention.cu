@@ -211,3 +211,9 @@ void cuda_flash_attention_backward(Backend *be, void *dqkv, float *scratch, cons
     ACT_DISPATCH(be->act, flash_backward_t, be, dqkv, scratch, dout, qkv, out, lse, B, T, NH, hs,
                  flash_dropout_arg(d), w);
 }
+
+// This file's entries of the CUDA ops table (cuda_internal.h).
+void cuda_flash_attention_ops(BackendOps *t) {
+    t->flash_attention_forward = cuda_flash_attention_forward;
+    t->flash_attention_backward = cuda_flash_attention_backward;
+}

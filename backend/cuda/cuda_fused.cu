@@ -74,3 +74,10 @@ void cuda_matmul_act_backward(Backend *be, void *dinp, float *dweight, float *db
     cuda_matmul_backward(be, dinp, dweight, dbias, dout, inp, weight, N, C, OC);  // unfused
     cuda_act_backward(be, dinp, pre, dinp, N, C, act);
 }
+
+// This file's entries of the CUDA ops table (cuda_internal.h).
+void cuda_fused_ops(BackendOps *t) {
+    t->residual_layernorm_forward = cuda_residual_layernorm_forward;
+    t->matmul_act_forward = cuda_matmul_act_forward;
+    t->matmul_act_backward = cuda_matmul_act_backward;
+}

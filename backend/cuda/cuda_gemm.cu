@@ -207,3 +207,9 @@ void cuda_matmul_backward(Backend *be, void *dinp, float *dweight, float *dbias,
                            1, NULL, be->act, BACKEND_F32);
     if (dbias) cuda_colsum_acc(be, dbias, dout, N, OC);
 }
+
+// This file's entries of the CUDA ops table (cuda_internal.h).
+void cuda_gemm_ops(BackendOps *t) {
+    t->matmul_forward = cuda_matmul_forward;
+    t->matmul_backward = cuda_matmul_backward;
+}

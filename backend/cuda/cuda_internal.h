@@ -258,3 +258,18 @@ void cuda_adamw_multi(Backend *be, float *param, void *copy, const float *grad, 
 double cuda_sum(Backend *be, double *acc, const float *x, size_t n);
 double cuda_sum_squares_multi(Backend *be, const float *x, const BackendSegment *segs, int nseg,
                               size_t max_len);
+
+// Each op family's part of the ops table (in the file of its ops; cuda_backend.cu lists the
+// families in cuda_ops_fill): a new entry of a family is registered there.
+void cuda_gemm_ops(BackendOps *t);            // cuda_gemm.cu
+void cuda_norm_ops(BackendOps *t);            // cuda_norm.cu
+void cuda_fused_ops(BackendOps *t);           // cuda_fused.cu
+void cuda_act_ops(BackendOps *t);             // cuda_act.cu
+void cuda_cast_ops(BackendOps *t);            // cuda_cast.cu
+void cuda_dropout_ops(BackendOps *t);         // cuda_dropout.cu
+void cuda_attention_ops(BackendOps *t);       // cuda_attention.cu
+void cuda_flash_attention_ops(BackendOps *t); // cuda_flash_attention.cu
+void cuda_embed_xent_ops(BackendOps *t);      // cuda_embed_xent.cu
+void cuda_optim_ops(BackendOps *t);           // cuda_optim.cu
+void cuda_rope_ops(BackendOps *t);            // cuda_rope.cu
+void cuda_moe_ops(BackendOps *t);             // cuda_moe.cu

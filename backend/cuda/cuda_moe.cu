@@ -94,3 +94,13 @@ void cuda_rows_dot(Backend *be, float *dw, const void *dy, const void *in, const
     if (N <= 0 || K <= 0) return;
     ACT_DISPATCH(be->act, rows_dot_t, be, dw, dy, in, slot, N, K, C);
 }
+
+// This file's entries of the CUDA ops table (cuda_internal.h).
+void cuda_moe_ops(BackendOps *t) {
+    t->moe_router_forward = cuda_moe_router_forward;
+    t->moe_router_backward = cuda_moe_router_backward;
+    t->moe_router_loss = cuda_moe_router_loss;
+    t->rows_gather = cuda_rows_gather;
+    t->rows_combine = cuda_rows_combine;
+    t->rows_dot = cuda_rows_dot;
+}

@@ -269,3 +269,12 @@ void cuda_add_f32(Backend *be, float *out, const float *a, const float *b, size_
     if (n == 0) return;
     add_t<float>(be, out, a, b, n);
 }
+
+// This file's entries of the CUDA ops table (cuda_internal.h).
+void cuda_norm_ops(BackendOps *t) {
+    t->norm_forward = cuda_norm_forward;
+    t->norm_backward = cuda_norm_backward;
+    t->add = cuda_add;
+    t->add_f32 = cuda_add_f32;
+    t->scale_f32 = cuda_scale_f32;
+}

@@ -85,3 +85,10 @@ double cuda_sum_squares_multi(Backend *be, const float *x, const BackendSegment 
                 (const double *)cs->partials, (int)(grid.x * grid.y), 0);
     return opt_read_result(be);
 }
+
+// This file's entries of the CUDA ops table (cuda_internal.h).
+void cuda_optim_ops(BackendOps *t) {
+    t->adamw_multi = cuda_adamw_multi;
+    t->sum_squares_multi = cuda_sum_squares_multi;
+    t->sum = cuda_sum;
+}

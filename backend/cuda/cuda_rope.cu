@@ -40,3 +40,9 @@ void cuda_rope_gqa_backward(Backend *be, void *dinp, const void *dout, int B, in
     ACT_DISPATCH(be->act, rope_gqa_backward_t, be, dinp, dout, B, T, NH, G, hs, rot, base, pos0,
                  pos);
 }
+
+// This file's entries of the CUDA ops table (cuda_internal.h).
+void cuda_rope_ops(BackendOps *t) {
+    t->rope_gqa_forward = cuda_rope_gqa_forward;
+    t->rope_gqa_backward = cuda_rope_gqa_backward;
+}
