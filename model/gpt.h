@@ -265,6 +265,18 @@ typedef struct {
 // (expert_offset); with etp 1 at tp > 1 they are not replicated over TP (each TP rank holds
 // its rows' share of the tokens: sequence parallelism). Never returns NULL.
 GPT *gpt_create(const GPTConfig *cfg, Backend *be, const ProcessGrid *grid, const GPTStage *st);
+
+// The activation memory gpt_create allocates, by kind (what the start-up memory table shows).
+typedef struct {
+    size_t slot;           // one micro-batch's activation slot (GPT.slot_bytes)
+    size_t scratch;        // the backward workspace (GPT.scratch_bytes; shared by interleaved chunks)
+    size_t moe_workspace;  // the MoE layers' own buffers (gpt_moe_workspace_bytes; each chunk's)
+} GPTActBytes;
+// What gpt_create(cfg, be, grid, st) allocates for activations on a rank of a grid of `dims`
+// with be->act == act, without allocating or needing a grid: the allocator's own counting
+// passes (megac plan's memory). Rank-independent. A layout the sizes do not divide: a usage
+// error (exit 2), as gpt_create.
+GPTActBytes gpt_measure(const GPTConfig *cfg, const PGridDims *dims, const GPTStage *st, BackendDType act);
 void gpt_destroy(GPT *m);
 
 // Forward of one micro-batch into `slot`. tokens (B, T) are read on the first stage (on
@@ -332,6 +344,9 @@ void gpt_zero_grads(GPT *m);
 // backward; its chunk's first and last local layers in *first, *last (l itself when not
 // recomputed). A chunk keeps only its input and output per micro-batch. Pure.
 int gpt_layer_recomputed(const GPT *m, int l, int *first, int *last);
+// The stage's recomputed layers (the first *recomputed local layers) and the chunks they
+// form, each keeping its output per micro-batch (0, 0 without full recomputation). Pure.
+void gpt_recompute_counts(const GPT *m, int *recomputed, int *chunks);
 
 // Interleaved 1F1B: the model chunks of one rank run one at a time, so chunks[1..n) use
 // chunks[0]'s backward workspace (and recomputation buffers) instead of their own, which

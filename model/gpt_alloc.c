@@ -1,157 +1,15 @@
-// model/gpt_alloc.c: allocation of a GPT stage: flat parameter/gradient buffers and their
-// views, activation slots and backward workspace, all carved out of a few big allocations
-// made once at start-up (nothing is allocated in the training step).
+// model/gpt_alloc.c: creation of a GPT stage: its place in the grid and sizes, the flat
+// parameter/gradient buffers and their views, and the activations (gpt_acts.c), all
+// allocated once at start-up (nothing is allocated in the training step); gpt_measure counts
+// the activations without allocating.
 #include "gpt.h"
+#include "gpt_acts.h"  // defines: gpt_acts_alloc, gpt_acts_measure
 #include "core/check.h"
 #include "gpt_cp.h"  // defines: gpt_cp_check, gpt_cp_attention
 #include "gpt_moe.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-// Bump allocator over one backend allocation: pass 1 (base NULL) counts, pass 2 carves.
-typedef struct {
-    char *base;
-    size_t used;
-} Carver;
-
-static void *carve(Carver *cv, size_t bytes) {
-    void *p = cv->base ? cv->base + cv->used : NULL;
-    cv->used += (bytes + 63) / 64 * 64;
-    return p;
-}
-#define CARVE_F(cv, n) ((float *)carve((cv), (size_t)(n) * sizeof(float)))
-// n activation elements of the backend's type (fp32, bf16 or fp16)
-#define CARVE_A(cv, n) carve((cv), (size_t)(n) * backend_dtype_size(m->be->act))
-
-// A mixture-of-experts layer's routing and expert activations (GPTMoEActs; gpt_moe.h); the
-// host counts are set by gpt_moe_create and kept.
-static void carve_moe(GPT *m, Carver *cv, GPTMoEActs *x) {
-    const GPTConfig *c = &m->cfg;
-    size_t n = (size_t)m->N_sp, E = (size_t)c->num_experts, K = (size_t)c->moe_topk, NK = n * K;
-    size_t M = gpt_moe_rows(m), C = (size_t)c->hidden_size, Fe = (size_t)gpt_moe_ffn(c);
-    size_t R = gpt_moe_recv_rows(m);  // the local experts' rows (M without expert parallelism)
-    size_t G = c->moe_load_balancing == GPT_MOE_LB_SEQ_AUX ? (size_t)m->B : 1;
-    x->logits = CARVE_F(cv, n * E);
-    x->idx = carve(cv, NK * sizeof(int));
-    x->probs = CARVE_F(cv, NK);
-    x->perm = carve(cv, M * sizeof(int));
-    x->slot = carve(cv, NK * sizeof(int));
-    x->pprobs = CARVE_F(cv, M);
-    x->coef = CARVE_F(cv, G * E);
-    x->xp = CARVE_A(cv, R * C);
-    x->fch = CARVE_A(cv, R * (backend_act_gated(c->activation) ? 2 : 1) * Fe);
-    x->fch_act = CARVE_A(cv, R * Fe);
-    x->eo = CARVE_A(cv, M * C);
-}
-
-// One layer's activations (GPTLayerActs in gpt.h); kind: GPT_MLP_DENSE and/or GPT_MLP_MOE,
-// the MLPs it may run (a recomputation chunk's shared buffers: either).
-enum { GPT_MLP_DENSE = 1, GPT_MLP_MOE = 2 };
-static int layer_kind(const GPT *m, int l) {
-    return gpt_moe_layer(&m->cfg, m->layer0 + l) ? GPT_MLP_MOE : GPT_MLP_DENSE;
-}
-// The widest tensor-parallel dense MLP that layers of `kind` run (F/tp, the shared expert's
-// Fs/tp), 0 for none. Pure.
-static size_t mlp_width(const GPT *m, int kind) {
-    size_t F = kind & GPT_MLP_DENSE ? (size_t)m->F_tp : 0;
-    size_t Fs = kind & GPT_MLP_MOE ? (size_t)(m->cfg.moe_shared_ffn / m->tp) : 0;
-    return F > Fs ? F : Fs;
-}
-static void carve_layer(GPT *m, Carver *cv, GPTLayerActs *L, int kind) {
-    size_t N = (size_t)m->N, Ns = (size_t)m->N_sp, C = (size_t)m->cfg.hidden_size;
-    size_t rows = (size_t)m->B * m->NH_tp * m->T;  // attention rows (b, h, t)
-    int flash = m->cfg.use_flash_attn;
-    L->ln1 = CARVE_A(cv, Ns * C);
-    L->ln1_mean = CARVE_F(cv, Ns);
-    L->ln1_rstd = CARVE_F(cv, Ns);
-    L->qkv = CARVE_A(cv, N * 3 * m->A_tp);
-    int selective = m->cfg.recompute == GPT_RECOMPUTE_SELECTIVE;
-    L->att = flash ? NULL : selective ? m->s.att : CARVE_A(cv, rows * m->T);  // selective: shared
-    L->lse = flash ? CARVE_F(cv, rows) : NULL;
-    L->atty = CARVE_A(cv, N * m->A_tp);
-    L->res2 = CARVE_A(cv, Ns * C);
-    L->ln2 = CARVE_A(cv, Ns * C);
-    L->ln2_mean = CARVE_F(cv, Ns);
-    L->ln2_rstd = CARVE_F(cv, Ns);
-    size_t F = mlp_width(m, kind);  // the dense MLP's, or a shared expert's (gpt_block.c)
-    if (F) {
-        L->fch = CARVE_A(cv, N * (backend_act_gated(m->cfg.activation) ? 2 : 1) * F);
-        L->fch_act = CARVE_A(cv, N * F);
-    }
-    if (kind & GPT_MLP_MOE) carve_moe(m, cv, &L->moe);
-    L->res3 = CARVE_A(cv, Ns * C);
-}
-
-// A micro-batch's activations. A recomputed layer uses the shared chunk buffers (m->rc) and
-// keeps only its output here when it ends its chunk: the next chunk's input.
-static void carve_slot(GPT *m, Carver *cv, GPTActs *a) {
-    size_t N = (size_t)m->N, Ns = (size_t)m->N_sp, C = (size_t)m->cfg.hidden_size;
-    a->tokens = carve(cv, N * sizeof(int));
-    a->targets = carve(cv, N * sizeof(int));
-    a->x0 = CARVE_A(cv, Ns * C);
-    for (int l = 0; l < m->n_layers; l++) {
-        GPTLayerActs *L = &a->layers[l];
-        int first, last;
-        if (!gpt_layer_recomputed(m, l, &first, &last)) {
-            carve_layer(m, cv, L, layer_kind(m, l));
-            continue;
-        }
-        *L = m->rc[l - first];
-        if (l == last) L->res3 = CARVE_A(cv, Ns * C);  // the chunk's output
-    }
-    if (m->last) {
-        a->lnf = CARVE_A(cv, Ns * C);
-        a->lnf_mean = CARVE_F(cv, Ns);
-        a->lnf_rstd = CARVE_F(cv, Ns);
-        a->logits = CARVE_A(cv, N * m->vocab.V_tp);
-        a->xent.rowmax = CARVE_F(cv, N);
-        a->xent.stats = CARVE_F(cv, 2 * N);
-        a->xent.loss = CARVE_F(cv, N);
-    }
-}
-
-static void carve_scratch(GPT *m, Carver *cv) {
-    size_t N = (size_t)m->N, Ns = (size_t)m->N_sp, C = (size_t)m->cfg.hidden_size;
-    m->s.dres = CARVE_A(cv, Ns * C);
-    m->s.dln = CARVE_A(cv, Ns * C);
-    m->s.dqkv = CARVE_A(cv, N * 3 * m->A_tp);
-    size_t rows = (size_t)m->B * m->NH_tp * m->T;  // attention rows (b, h, t)
-    m->s.datt = CARVE_F(cv, m->cfg.use_flash_attn ? rows : rows * m->T);
-    m->s.datty = CARVE_A(cv, N * m->A_tp);
-    // (from the config, not the stage's layers: interleaved chunks share one layout)
-    int gated = backend_act_gated(m->cfg.activation), moe = m->cfg.num_experts > 0;
-    size_t F = mlp_width(m, GPT_MLP_DENSE | (moe ? GPT_MLP_MOE : 0));
-    m->s.dfch = CARVE_A(cv, N * (gated ? 2 : 1) * F);
-    m->s.dact = gated ? CARVE_A(cv, N * F) : NULL;
-    m->s.shared_out = moe && m->cfg.moe_shared_ffn ? CARVE_A(cv, Ns * C) : NULL;
-    m->s.qkv_in = m->remap_qkv ? CARVE_A(cv, N * m->QKV_tp) : NULL;
-    m->s.dscale = CARVE_F(cv, N);
-    if (m->sp) {
-        m->s.sp_gather = CARVE_A(cv, N * C);
-        m->s.sp_full = CARVE_A(cv, N * C);
-    }
-    if (m->cfg.recompute == GPT_RECOMPUTE_SELECTIVE && !m->cfg.use_flash_attn)
-        m->s.att = CARVE_A(cv, rows * m->T);
-    if (m->cp > 1) {  // the layer's workspace (layers/cp_attention.h)
-        CPAttention cp = gpt_cp_attention(m);
-        m->s.cp_buf = CARVE_A(cv, cp_attention_workspace(&cp.d));
-    }
-    int kinds = 0;  // the recomputation chunk's buffers serve any of the stage's layers
-    for (int l = 0; l < m->n_layers; l++) kinds |= layer_kind(m, l);
-    for (int i = 0; i < m->n_rc; i++) carve_layer(m, cv, &m->rc[i], kinds);
-}
-
-int gpt_layer_recomputed(const GPT *m, int l, int *first, int *last) {
-    const GPTConfig *c = &m->cfg;
-    *first = *last = l;
-    if (c->recompute != GPT_RECOMPUTE_FULL) return 0;
-    if (c->recompute_block) return l < c->recompute_num_layers;  // each layer alone
-    int k = c->recompute_num_layers;
-    *first = l / k * k;
-    *last = *first + k - 1 < m->n_layers - 1 ? *first + k - 1 : m->n_layers - 1;
-    return 1;
-}
 
 // Element `off` of a buffer of `esize`-byte elements.
 static void *at(void *mem, size_t off, size_t esize) { return (char *)mem + off * esize; }
@@ -277,36 +135,19 @@ static void build_params(GPT *m, const ProcessGrid *grid, const GPTStage *st) {
     gpt_refresh_weight_copies(m);
 }
 
-// The backward workspace, then n_slots activation slots, each one backend allocation
-// measured by its carver's first pass and carved by the second.
-static void alloc_activations(GPT *m, int n_slots) {
-    Backend *be = m->be;
-    const GPTConfig *cfg = &m->cfg;
-    if (cfg->recompute == GPT_RECOMPUTE_FULL) {  // one chunk's layers, shared by the slots
-        int k = cfg->recompute_block ? 1 : cfg->recompute_num_layers;
-        m->n_rc = k < m->n_layers ? k : m->n_layers;
-        m->rc = core_calloc((size_t)(m->n_rc > 0 ? m->n_rc : 1), sizeof(GPTLayerActs));
-    }
-    Carver sc = {NULL, 0};  // the workspace first: recomputed layers point into it
-    carve_scratch(m, &sc);
-    sc.base = be->ops->alloc(be, sc.used);
-    m->s.mem = sc.base;
-    m->scratch_bytes = sc.used;
-    sc.used = 0;
-    carve_scratch(m, &sc);
-    m->n_slots = n_slots;
-    m->slots = core_calloc((size_t)n_slots, sizeof(GPTActs));
-    for (int s = 0; s < n_slots; s++) {
-        GPTActs *a = &m->slots[s];
-        a->layers = core_calloc((size_t)m->n_layers, sizeof(GPTLayerActs));
-        Carver cv = {NULL, 0};
-        carve_slot(m, &cv, a);
-        cv.base = be->ops->alloc(be, cv.used);
-        m->slot_bytes = cv.used;
-        a->mem = cv.base;
-        cv.used = 0;
-        carve_slot(m, &cv, a);
-    }
+GPTActBytes gpt_measure(const GPTConfig *cfg, const PGridDims *dims, const GPTStage *st, BackendDType act) {
+    GPT *m = core_calloc(1, sizeof *m);
+    Backend be = {0};  // only its activation type is read (nothing is allocated or called)
+    be.act = act;
+    m->cfg = *cfg;
+    m->be = &be;
+    ProcessGrid grid = {0};  // the sizes; ranks 0 and no communicators
+    grid.dims = *dims;
+    place_in_grid(m, &grid, st);
+    set_sizes(m, st);
+    GPTActBytes r = gpt_acts_measure(m);
+    free(m);
+    return r;
 }
 
 GPT *gpt_create(const GPTConfig *cfg, Backend *be, const ProcessGrid *grid, const GPTStage *st) {
@@ -320,30 +161,11 @@ GPT *gpt_create(const GPTConfig *cfg, Backend *be, const ProcessGrid *grid, cons
     place_in_grid(m, grid, st);
     set_sizes(m, st);
     build_params(m, grid, st);
-    alloc_activations(m, st->n_slots);
+    gpt_acts_alloc(m, st->n_slots);
     m->s.dscale_value = 0.0f;
     m->s.dscale_host = core_calloc((size_t)m->N, sizeof(float));
     gpt_moe_create(m);
     return m;
-}
-
-void gpt_share_workspace(GPT **chunks, int n) {
-    GPT *owner = chunks[0];
-    for (int c = 1; c < n; c++) {
-        GPT *m = chunks[c];
-        if (m->be != owner->be || m->scratch_bytes != owner->scratch_bytes)
-            core_fatal("gpt_share_workspace: chunk %d's workspace is %zu bytes, chunk 0's %zu", c,
-                       m->scratch_bytes, owner->scratch_bytes);
-        m->be->ops->free(m->be, m->s.mem);
-        m->s.mem = owner->s.mem;
-        m->scratch_bytes = 0;  // chunk 0 holds (and frees) it
-        Carver sc = {m->s.mem, 0};
-        carve_scratch(m, &sc);  // the same layout as chunk 0's: dscale stays where it was
-        for (int s = 0; s < m->n_slots; s++) {  // recomputed layers point into the workspace
-            Carver cv = {m->slots[s].mem, 0};
-            carve_slot(m, &cv, &m->slots[s]);
-        }
-    }
 }
 
 void gpt_destroy(GPT *m) {

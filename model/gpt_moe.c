@@ -33,10 +33,44 @@ static void *at(const GPT *m, const void *p, size_t i) {
     return (char *)p + i * backend_dtype_size(m->be->act);
 }
 
-// bytes of backend memory for the layers' buffers, counted in s->workspace_bytes.
+// bytes of backend memory for the layers' buffers, counted in s->workspace_bytes; be NULL:
+// counted only (NULL returned).
 static void *ws_alloc(Backend *be, struct GPTMoE *s, size_t bytes) {
     s->workspace_bytes += bytes;
-    return be->ops->alloc(be, bytes);
+    return be ? be->ops->alloc(be, bytes) : NULL;
+}
+
+// The layers' device buffers of the forward and backward (be NULL: only their bytes, into
+// s->workspace_bytes): one allocation each.
+static void device_buffers(const GPT *m, Backend *be, struct GPTMoE *s) {
+    const GPTConfig *c = &m->cfg;
+    size_t n = (size_t)m->N_sp, E = (size_t)c->num_experts, NK = n * (size_t)c->moe_topk;
+    size_t M = gpt_moe_rows(m), C = (size_t)c->hidden_size, Fe = (size_t)gpt_moe_ffn(c);
+    size_t F2 = (backend_act_gated(c->activation) ? 2 : 1) * Fe, R = gpt_moe_recv_rows(m);
+    size_t act = backend_dtype_size(m->be->act);
+    s->row_group = ws_alloc(be, s, n * sizeof(int));
+    s->loss = ws_alloc(be, s, 2 * sizeof(float));
+    s->dlogits = ws_alloc(be, s, n * E * sizeof(float));
+    s->dlogits_act = ws_alloc(be, s, n * E * act);
+    s->dprobs = ws_alloc(be, s, NK * sizeof(float));
+    s->deo = ws_alloc(be, s, M * C * act);
+    s->dxp = ws_alloc(be, s, M * C * act);
+    s->dfch = ws_alloc(be, s, R * F2 * act);
+    s->dact = ws_alloc(be, s, R * Fe * act);
+    if (m->ep > 1) {
+        s->xr = ws_alloc(be, s, R * C * act);
+        s->xr2 = ws_alloc(be, s, R * C * act);
+        s->cnt = ws_alloc(be, s, 2 * E * sizeof(int));
+    }
+    s->dx = ws_alloc(be, s, n * C * act);
+}
+
+size_t gpt_moe_workspace_bytes(const GPT *m) {
+    int any = 0;
+    for (int l = 0; m->cfg.num_experts > 0 && l < m->n_layers && !any; l++) any = gpt_moe_layer(&m->cfg, m->layer0 + l);
+    struct GPTMoE s = {0};
+    if (any) device_buffers(m, NULL, &s);
+    return s.workspace_bytes;
 }
 
 void gpt_moe_create(GPT *m) {
@@ -47,9 +81,7 @@ void gpt_moe_create(GPT *m) {
     Backend *be = m->be;
     struct GPTMoE *s = core_calloc(1, sizeof *s);
     size_t n = (size_t)m->N_sp, E = (size_t)c->num_experts, K = (size_t)c->moe_topk, NK = n * K;
-    size_t M = gpt_moe_rows(m), C = (size_t)c->hidden_size, Fe = (size_t)gpt_moe_ffn(c);
-    size_t F2 = (backend_act_gated(c->activation) ? 2 : 1) * Fe, G = (size_t)lb_groups(m);
-    size_t act = backend_dtype_size(be->act);
+    size_t M = gpt_moe_rows(m), G = (size_t)lb_groups(m);
     if (c->moe_capacity > 0 && (m->sp || m->cp > 1))
         core_usage_error("--moe-expert-capacity-factor with --sequence-parallel or "
                          "--context-parallel-size > 1 is not implemented yet (the capacity is per "
@@ -61,7 +93,7 @@ void gpt_moe_create(GPT *m) {
     s->h_pprobs = core_calloc(M, sizeof(float));
     s->h_rank = core_calloc(NK, sizeof(Ranked));
     s->h_coef = core_calloc(G * E, sizeof(float));
-    s->row_group = ws_alloc(be, s, n * sizeof(int));
+    device_buffers(m, be, s);
     s->h_row_group = core_calloc(n, sizeof(int));  // local row -> its sequence
     for (size_t i = 0; i < n; i++) {
         size_t gi = (m->sp ? (size_t)m->tp_rank * n : 0) + i;  // row of the micro-batch here
@@ -69,21 +101,6 @@ void gpt_moe_create(GPT *m) {
                                       : (int)(gi / (size_t)m->T);
     }
     be->ops->copy(be, s->row_group, s->h_row_group, n * sizeof(int), BACKEND_H2D);
-    s->loss = ws_alloc(be, s, 2 * sizeof(float));
-    s->dlogits = ws_alloc(be, s, n * E * sizeof(float));
-    s->dlogits_act = ws_alloc(be, s, n * E * act);
-    s->dprobs = ws_alloc(be, s, NK * sizeof(float));
-    s->deo = ws_alloc(be, s, M * C * act);
-    s->dxp = ws_alloc(be, s, M * C * act);
-    size_t R = gpt_moe_recv_rows(m);
-    s->dfch = ws_alloc(be, s, R * F2 * act);
-    s->dact = ws_alloc(be, s, R * Fe * act);
-    if (m->ep > 1) {
-        s->xr = ws_alloc(be, s, R * C * act);
-        s->xr2 = ws_alloc(be, s, R * C * act);
-        s->cnt = ws_alloc(be, s, 2 * E * sizeof(int));
-    }
-    s->dx = ws_alloc(be, s, n * C * act);
     if (c->moe_expert_bias) {  // zero until gpt_moe_set_bias (gpt_moe_bias.c)
         s->bias = be->ops->alloc(be, (size_t)m->n_layers * E * sizeof(float));
         be->ops->zero(be, s->bias, (size_t)m->n_layers * E * sizeof(float));

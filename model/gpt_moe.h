@@ -80,6 +80,10 @@ int gpt_moe_check(const GPTConfig *c, char *err, size_t errlen);
 void gpt_moe_create(GPT *m);
 // Frees m->moe. NULL is fine.
 void gpt_moe_destroy(GPT *m);
+// Bytes of the backend buffers gpt_moe_create allocates for the layers' forward and backward
+// (m->moe->workspace_bytes; 0 when the stage holds no MoE layer), from m's sizes only: what
+// megac plan counts. Pure.
+size_t gpt_moe_workspace_bytes(const GPT *m);
 // Zeroes the per-step statistics (lb_loss, z_loss, tokens). Never fails.
 void gpt_moe_stats_reset(GPT *m);
 

@@ -1,5 +1,6 @@
 // plan/plan_model.c: the counts of one pipeline stage of a layout (see plan_model.h): its
-// memory, mirroring what megac allocates, and its FLOPs; its traffic is plan_traffic.c's.
+// memory, from the allocator's own counting passes (gpt_measure) and the parameter table,
+// and its FLOPs; its traffic is plan_traffic.c's.
 #include "plan_model.h"
 #include "plan_kernels.h"           // defines: plan_kernel_bytes
 #include "model/gpt_moe.h"       // defines: gpt_moe_layer
@@ -100,80 +101,28 @@ int plan_layout_check(const PlanSpec *s, const PlanLayout *l, char *err, size_t 
     return l->vpp > 1 ? interleaved_check(s, l, err, n) : 0;
 }
 
-// --- memory: model/gpt_alloc.c's carving (64-byte aligned pieces) -----------------------
-static size_t piece(size_t bytes) { return (bytes + 63) / 64 * 64; }
+// --- memory: what model/gpt_alloc.c allocates, from its own counting passes -----------------
 
-// One layer's activations (carve_layer); `shared_att`: selective recomputation, the
-// attention probabilities live in the workspace, once. kind: the MLPs the buffers serve,
-// MLP_DENSE and/or MLP_MOE (a recomputation chunk's, either).
-enum { MLP_DENSE = 1, MLP_MOE = 2 };
-static size_t layer_bytes(const PlanSpec *s, const PlanLayout *l, int shared_att, int kind) {
-    const GPTConfig *c = &s->model;
-    size_t e = (size_t)plan_act_bytes(s->precision), N = plan_rows(s, l);
-    size_t Ns = l->sp ? N / (size_t)l->tp : N, C = (size_t)c->hidden_size, tp = (size_t)l->tp;
-    size_t A_tp = (size_t)(c->num_heads / l->tp) * (size_t)gpt_head_size(c);  // attention channels
-    size_t F_tp = (size_t)c->ffn_hidden_size / tp;
-    size_t rows = N * (size_t)(c->num_heads / l->tp);  // (b, h, t)
-    size_t att = c->use_flash_attn ? piece(rows * 4) : shared_att ? 0 : piece(rows * c->seq_length * e);
-    size_t glu = backend_act_gated(c->activation) ? 2 : 1;  // gated: fch holds [gate | up]
-    return piece(Ns * C * e) * 4 + piece(Ns * 4) * 4 + piece(N * 3 * A_tp * e) + att + piece(N * A_tp * e) +
-           (kind & MLP_DENSE ? piece(glu * N * F_tp * e) + piece(N * F_tp * e) : 0) +
-           (kind & MLP_MOE ? plan_moe_layer_bytes(s, l) : 0);
-}
-
-// Full recomputation (gpt_layer_recomputed): uniform re-runs every layer of the stage in
-// chunks of k, block the first k layers one by one; a chunk keeps only its output per
-// micro-batch, and one chunk's activations sit in the workspace. Sets the stage's counts.
+// Full recomputation (gpt_layer_recomputed): uniform re-runs every layer of the stage (in
+// chunks of k), block the first k layers one by one; a chunk keeps only its output per
+// micro-batch. Sets the stage's counts (traffic, FLOPs).
 static void recompute_counts(const GPTConfig *c, PlanStage *st) {
     int n = st->n_layers, k = c->recompute_num_layers > 0 ? c->recompute_num_layers : 1;
-    st->n_recomputed = st->n_chunk_outputs = st->n_workspace_layers = 0;
+    st->n_recomputed = st->n_chunk_outputs = 0;
     if (c->recompute != GPT_RECOMPUTE_FULL || n <= 0) return;
     st->n_recomputed = c->recompute_block ? (k < n ? k : n) : n;
     st->n_chunk_outputs = c->recompute_block ? st->n_recomputed : (n + k - 1) / k;
-    int chunk = c->recompute_block ? 1 : k;
-    st->n_workspace_layers = chunk < n ? chunk : n;
 }
 
-static size_t slot_bytes(const PlanSpec *s, const PlanLayout *l, const PlanStage *st) {
-    const GPTConfig *c = &s->model;
-    size_t e = (size_t)plan_act_bytes(s->precision), N = plan_rows(s, l);
-    size_t Ns = l->sp ? N / (size_t)l->tp : N, C = (size_t)c->hidden_size;
-    int shared = c->recompute == GPT_RECOMPUTE_SELECTIVE;  // the layers kept: the last n - R
-    size_t kept = (size_t)(st->n_layers - st->n_recomputed);
-    size_t moe = (size_t)plan_moe_layers(c, st->layer0 + st->n_recomputed, (int)kept);
-    size_t b = 2 * piece(N * 4) + piece(Ns * C * e) + (kept - moe) * layer_bytes(s, l, shared, MLP_DENSE) +
-               moe * layer_bytes(s, l, shared, MLP_MOE) + (size_t)st->n_chunk_outputs * piece(Ns * C * e);
-    if (st->last) {
-        int Vp = gpt_padded_vocab(c, l->tp);
-        b += piece(Ns * C * e) + 2 * piece(Ns * 4) + piece(N * (size_t)(Vp / l->tp) * e) +
-             piece(N * 4) + piece(2 * N * 4) + piece(N * 4);
-    }
-    return b;
-}
-
-static size_t scratch_bytes(const PlanSpec *s, const PlanLayout *l, const PlanStage *st) {
-    const GPTConfig *c = &s->model;
-    size_t e = (size_t)plan_act_bytes(s->precision), N = plan_rows(s, l);
-    size_t Ns = l->sp ? N / (size_t)l->tp : N, C = (size_t)c->hidden_size, tp = (size_t)l->tp;
-    size_t rows = N * (size_t)(c->num_heads / l->tp);  // (b, h, t)
-    size_t A_tp = (size_t)(c->num_heads / l->tp) * (size_t)gpt_head_size(c);  // attention channels
-    size_t b = 2 * piece(Ns * C * e) + piece(N * 3 * A_tp * e) +
-               piece((c->use_flash_attn ? rows : rows * c->seq_length) * 4) + piece(N * A_tp * e) +
-               piece(N * ((size_t)c->ffn_hidden_size / tp) * e) + piece(N * 4);  // dfch: the fused
-                                                                           // matmul_backward_dgelu
-    if (l->sp) b += 2 * piece(N * C * e);
-    if (c->recompute == GPT_RECOMPUTE_SELECTIVE && !c->use_flash_attn) b += piece(rows * c->seq_length * e);
-    size_t F_tp = (size_t)c->ffn_hidden_size / tp, hs = (size_t)gpt_head_size(c);
-    size_t G_tp = (size_t)gpt_kv_heads(c) / tp, NH_tp = (size_t)c->num_heads / tp;
-    if (backend_act_gated(c->activation))  // dfch holds (N, 2F/tp), and dact (N, F/tp) joins it
-        b += piece(2 * N * F_tp * e) - piece(N * F_tp * e) + piece(N * F_tp * e);
-    if (c->rope || G_tp != NH_tp) b += piece(N * (NH_tp + 2 * G_tp) * hs * e);  // qkv_in
-    if (plan_cp(l) > 1) {  // cp_buf: the layer's workspace
-        CPAttnDims d = plan_cp_dims(s, l);
-        b += piece(cp_attention_workspace(&d) * e);
-    }
-    int kinds = (st->n_moe < st->n_layers ? MLP_DENSE : 0) | (st->n_moe ? MLP_MOE : 0);
-    return b + (size_t)st->n_workspace_layers * layer_bytes(s, l, 0, kinds);
+// The activation bytes of virtual stage `stage` of P on a rank of layout l: gpt_measure, the
+// allocator's counting passes (a slot, the workspace, the MoE layers' buffers).
+static GPTActBytes stage_act_bytes(const PlanSpec *s, const PlanLayout *l, int P, int stage) {
+    PGridDims d = {s->world_size, l->tp, plan_cp(l), l->dp, l->pp, plan_ep(l), l->ep_over_tp ? 1 : l->tp};
+    GPTStage st = {.stage = stage, .n_stages = P, .micro_batch = l->micro_batch, .n_slots = 1,
+                   .pad_multiple = 1, .sequence_parallel = l->sp,
+                   .cp_comm = plan_cp(l) > 1 ? l->cp_comm : CP_COMM_P2P};
+    BackendDType act = s->precision == PLAN_BF16 ? BACKEND_BF16 : s->precision == PLAN_FP16 ? BACKEND_F16 : BACKEND_F32;
+    return gpt_measure(&s->model, &d, &st, act);
 }
 
 // Floats of the stage's table (gpt_params_build's total) without naming each of its
@@ -249,10 +198,12 @@ static void chunk_counts(const PlanSpec *s, const PlanLayout *l, int P, int stag
     st->mem[PLAN_MEM_GRADS] = 4.0 * st->n_alloc;
     st->mem[PLAN_MEM_OPTIM] = 8.0 * st->shard_len;  // Adam m and v
     st->mem_optim_unsharded = 8.0 * st->n_alloc;
-    st->slot_bytes = slot_bytes(s, l, st);
+    GPTActBytes act = stage_act_bytes(s, l, P, stage);
+    st->slot_bytes = act.slot;
     st->mem[PLAN_MEM_ACTIVATIONS] = (double)st->slot_bytes * st->n_slots;
-    st->moe_workspace = st->n_moe ? (double)plan_moe_workspace_bytes(s, l) : 0.0;
-    st->mem[PLAN_MEM_WORKSPACE] = (double)scratch_bytes(s, l, st) + st->moe_workspace;
+    st->scratch = (double)act.scratch;
+    st->moe_workspace = (double)act.moe_workspace;
+    st->mem[PLAN_MEM_WORKSPACE] = st->scratch + st->moe_workspace;
 
     plan_stage_traffic(s, l, P, stage, n_micro, st);  // of one step on one rank of this stage
     // ZeRO-2/3: DP traffic, the shard's sums and memory from the table (layers unalike: all)
@@ -308,15 +259,13 @@ static void interleaved_counts(const PlanSpec *s, const PlanLayout *l, int stage
         st->n_slots += k.n_slots;
         st->n_recomputed += k.n_recomputed;
         st->n_chunk_outputs += k.n_chunk_outputs;
-        if (k.n_workspace_layers > st->n_workspace_layers) st->n_workspace_layers = k.n_workspace_layers;
         st->n_floats += k.n_floats;
         st->n_alloc += k.n_alloc;
         st->shard_len += k.shard_len;
         for (int i = 0; i < PLAN_NMEM; i++)
-            if (i == PLAN_MEM_WORKSPACE)  // shared, but each chunk's MoE buffers its own
-                st->mem[i] = k.mem[i] - k.moe_workspace > st->mem[i] ? k.mem[i] - k.moe_workspace : st->mem[i];
-            else if (i == PLAN_MEM_COMM) st->mem[i] += k.mem[i] - io + io * grad_slots[c];
-            else st->mem[i] += k.mem[i];
+            if (i == PLAN_MEM_COMM) st->mem[i] += k.mem[i] - io + io * grad_slots[c];
+            else if (i != PLAN_MEM_WORKSPACE) st->mem[i] += k.mem[i];
+        if (k.scratch > st->scratch) st->scratch = k.scratch;  // shared (gpt_share_workspace)
         st->mem_optim_unsharded += k.mem_optim_unsharded;
         st->moe_workspace += k.moe_workspace;
         st->n_moe += k.n_moe;
@@ -330,7 +279,7 @@ static void interleaved_counts(const PlanSpec *s, const PlanLayout *l, int stage
         st->attn_flops_mb += k.attn_flops_mb;
         st->kernel_bytes_mb += k.kernel_bytes_mb;
     }
-    st->mem[PLAN_MEM_WORKSPACE] += st->moe_workspace;
+    st->mem[PLAN_MEM_WORKSPACE] = st->scratch + st->moe_workspace;  // each chunk's MoE buffers its own
 }
 
 int plan_stage_like(const PlanSpec *s, const PlanLayout *l, int stage, int n_micro, PlanStage *st) {

@@ -1,20 +1,21 @@
 // plan/plan_model.h: what one layout costs, predicted from megac's own code paths: memory
 // per rank by category, bytes per group per step by collective, FLOPs, time, MFU.
 //
-// The byte counts mirror what megac's communicators count (comm/comm.h: ring all-reduce
+// The byte counts are what megac's communicators count (comm/comm.h: ring all-reduce
 // 2(n-1)/n of the buffer, all-gather and reduce-scatter (n-1)/n, p2p the buffer), call by
 // call with the same integer arithmetic, so a run's --log-json traffic equals the
-// prediction exactly. Memory mirrors the allocations of model/gpt_alloc.c (activation
-// slots as the pipeline schedule sizes them, backward workspace), optim/optimizer.c (ZeRO-1
-// shards, buckets) and pipeline/pp_schedule.c (the received gradient).
+// prediction exactly. Activation memory is the allocator's own count (gpt_measure,
+// model/gpt.h: the counting passes of model/gpt_acts.c: one slot, times the slots the
+// pipeline schedule keeps, the backward workspace, the MoE layers' buffers); parameters
+// come from the parameter table (model/gpt_params.c), ZeRO-1 shards and buckets from
+// optim/optimizer.c, the received gradient from pipeline/pp_schedule.c.
 //
-// Context parallelism (l->cp > 1, model/gpt_cp.h): every per-token buffer and count scales
-// with the rank's N = B T / CP rows; the workspace adds the K/V exchange buffer (max(4,
-// 2 CP + 1) x N x 3C/tp); the cp group moves, per layer and micro-batch, p2p: CP - 1
-// exchanges of the rank's (N, 3C/tp) qkv rows forward, again backward plus CP of the dK/dV
-// partial (and CP - 1 more per recomputed forward); all_gather: one all-gather forward, one
-// all-gather and one reduce-scatter backward (one more all-gather per recomputed forward).
-// Gradients reduce (and ZeRO shards) over DP x CP.
+// Context parallelism (l->cp > 1, layers/cp_attention.h): every per-token buffer and count
+// scales with the rank's N = B T / CP rows; the layer's workspace is in gpt_measure's, and
+// the cp group's traffic is the layer's own list of calls (cp_attention_calls: p2p, the K/V
+// ring and its dK/dV hops; all_gather; a2a, the all-to-alls of heads), once per layer and
+// micro-batch forward and backward and again per recomputed forward. Gradients reduce (and
+// ZeRO shards) over DP x CP.
 //
 // Activation recomputation (spec.model.recompute*, train's flags): full recomputation keeps
 // only each chunk's output per micro-batch, holds one chunk's activations in the workspace,
@@ -127,9 +128,10 @@ typedef struct {
     int n_recomputed;                  // --recompute-granularity full: layers re-run in the
                                        // backward (their forward collectives repeat)
     int n_chunk_outputs;               // of those, layers that keep their output per slot
-    int n_workspace_layers;            // layers' activations in the workspace (one chunk)
     int n_moe;                         // mixture-of-experts layers among them (plan_moe.c)
-    double moe_workspace;              // of mem[WORKSPACE]: the MoE backward buffers
+    double scratch;                    // of mem[WORKSPACE]: the backward workspace (shared
+                                       // by interleaved chunks: the largest)
+    double moe_workspace;              // of mem[WORKSPACE]: the MoE layers' buffers
                                        // (gpt_moe_create: per model chunk, not shared)
     size_t slot_bytes;                 // one activation slot: mem[ACTIVATIONS] = slot_bytes x
                                        // n_slots (interleaved: 0, the chunks differ)
@@ -249,15 +251,10 @@ void plan_stage_traffic(const PlanSpec *s, const PlanLayout *l, int P, int stage
 int plan_zero_counts(const PlanSpec *s, const PlanLayout *l, const ParamInfo *p, int n_params,
                      int n_micro, PlanStage *st);
 
-// Mixture-of-experts layers (plan_moe.c, model/gpt_moe.h; EP > 1: the received rows' buffers
-// sized for EP times the local rows, the worst case). All pure.
+// Mixture-of-experts layers (plan_moe.c, model/gpt_moe.h; their memory is gpt_measure's).
+// All pure.
 // The MoE layers among global layers [layer0, layer0 + n).
 int plan_moe_layers(const GPTConfig *c, int layer0, int n);
-// One MoE layer's routing and expert activations per micro-batch (gpt_alloc.c's carve_moe,
-// 64-byte pieces), in place of the dense fch and fch_act.
-size_t plan_moe_layer_bytes(const PlanSpec *s, const PlanLayout *l);
-// The backward buffers gpt_moe_create allocates once per model chunk holding an MoE layer.
-size_t plan_moe_workspace_bytes(const PlanSpec *s, const PlanLayout *l);
 // Adds one step's MoE traffic of stage st on one rank: the token-count and loss sums per
 // layer and micro-batch (tp with sequence parallelism, cp) and, with sequence parallelism
 // below ZeRO-2, the router and expert gradient sums over tp (ETP 1: the router's only).
