@@ -159,6 +159,50 @@ static __device__ int flash_first_tile(const FlashWindow &w, int b, int q0, int 
     return lo <= 0 ? 0 : lo / bk * bk;
 }
 
+// One key tile's update of a warp's rows of acc (RPT rows, CPT columns per lane): rescaled by
+// the online softmax's alpha, plus p (BQ, BK) times v (BK, HS) of the tile in shared memory.
+template <int HS, int BQ, int BK, int RPT, int CPT>
+static __device__ __forceinline__ void flash_acc_pv(float (&acc)[RPT][CPT], FlashFwdSmem<HS, BQ, BK> &sm,
+                                                    int warp, int lane) {
+FLASH_UNROLL
+    for (int i = 0; i < RPT; i++) {
+        float a = sm.alpha[warp + FLASH_WARPS * i];
+FLASH_UNROLL
+        for (int c = 0; c < CPT; c++) acc[i][c] *= a;
+    }
+    for (int jj = 0; jj < BK; jj++) {
+        float vv[CPT];
+FLASH_UNROLL
+        for (int c = 0; c < CPT; c++) vv[c] = sm.kv[jj][lane + WARP * c];
+FLASH_UNROLL
+        for (int i = 0; i < RPT; i++) {
+            float p = sm.p[warp + FLASH_WARPS * i][jj];
+FLASH_UNROLL
+            for (int c = 0; c < CPT; c++) acc[i][c] += p * vv[c];
+        }
+    }
+}
+
+// The query tile's results: out row t (at o + t C) = acc / l (0 for a row that sees no key)
+// and lse[t] = m + log l (-inf then), for the tile's rows t = q0.. below T.
+template <typename E, int HS, int BQ, int BK, int RPT, int CPT>
+static __device__ __forceinline__ void flash_store_tile(E *o, float *lse, float (&acc)[RPT][CPT],
+                                                        FlashFwdSmem<HS, BQ, BK> &sm, int q0, int T,
+                                                        int C, int hs, int tid) {
+    int lane = tid % WARP, warp = tid / WARP;
+FLASH_UNROLL
+    for (int i = 0; i < RPT; i++) {
+        int r = warp + FLASH_WARPS * i, t = q0 + r;
+        if (t >= T) continue;
+        float inv = sm.l[r] > 0.0f ? 1.0f / sm.l[r] : 0.0f;  // 0: a row that sees no key
+        E *row = o + (size_t)t * C;
+FLASH_UNROLL
+        for (int c = 0; c < CPT; c++)
+            if (lane + WARP * c < hs) store_from_f32(row + lane + WARP * c, acc[i][c] * inv);
+    }
+    if (tid < BQ && q0 + tid < T) lse[q0 + tid] = sm.l[tid] > 0.0f ? sm.m[tid] + logf(sm.l[tid]) : -INFINITY;
+}
+
 // out (B, T, C), lse (B, NH, T) of query tile (reversed) blockIdx.y of head blockIdx.x.
 template <typename E, int HS, int BQ, int BK>
 static __global__ void __launch_bounds__(FLASH_THREADS)
@@ -215,37 +259,11 @@ FLASH_UNROLL
             for (int jj = 0; jj < BK; jj++) sm.p[tid][jj] *= dropout_factor(&dd, idx + jj);
         }
         __syncthreads();
-FLASH_UNROLL
-        for (int i = 0; i < RPT; i++) {
-            float a = sm.alpha[warp + FLASH_WARPS * i];
-FLASH_UNROLL
-            for (int c = 0; c < CPT; c++) acc[i][c] *= a;
-        }
-        for (int jj = 0; jj < BK; jj++) {
-            float vv[CPT];
-FLASH_UNROLL
-            for (int c = 0; c < CPT; c++) vv[c] = sm.kv[jj][lane + WARP * c];
-FLASH_UNROLL
-            for (int i = 0; i < RPT; i++) {
-                float p = sm.p[warp + FLASH_WARPS * i][jj];
-FLASH_UNROLL
-                for (int c = 0; c < CPT; c++) acc[i][c] += p * vv[c];
-            }
-        }
+        flash_acc_pv<HS, BQ, BK, RPT, CPT>(acc, sm, warp, lane);
         __syncthreads();  // p and v read before the next tile overwrites them
     }
-FLASH_UNROLL
-    for (int i = 0; i < RPT; i++) {
-        int r = warp + FLASH_WARPS * i, t = q0 + r;
-        if (t >= T) continue;
-        float inv = sm.l[r] > 0.0f ? 1.0f / sm.l[r] : 0.0f;  // 0: a row that sees no key
-        E *o = out + ((size_t)b * T + t) * C + (size_t)h * hs;
-FLASH_UNROLL
-        for (int c = 0; c < CPT; c++)
-            if (lane + WARP * c < hs) store_from_f32(o + lane + WARP * c, acc[i][c] * inv);
-    }
-    if (tid < BQ && q0 + tid < T)
-        lse[(size_t)bh * T + q0 + tid] = sm.l[tid] > 0.0f ? sm.m[tid] + logf(sm.l[tid]) : -INFINITY;
+    E *o = out + (size_t)b * T * C + (size_t)h * hs;  // this (b, h)'s rows t at o + t C
+    flash_store_tile<E, HS, BQ, BK, RPT, CPT>(o, lse + (size_t)bh * T, acc, sm, q0, T, C, hs, tid);
 }
 
 // D (rows) = dout_t . out_t for row r = (b*NH + h)*T + t: one warp per row, fixed order.
