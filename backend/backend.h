@@ -196,7 +196,7 @@ typedef struct {
     // Blocks of rows, strides in elements of be->act: for each row r < rows and block i < nb,
     // the width elements at src + r*lds + i*sbs are copied (add 0) or added (add 1) to those
     // at dst + r*ldd + i*dbs. Destination blocks overlap neither each other nor src. E.g.
-    // context parallelism's packing of a qkv row's kv heads (model/gpt_cp.c), and back.
+    // context parallelism's packing of a qkv row's kv heads (layers/cp_attention.c), and back.
     void (*copy_row_blocks)(Backend *be, void *dst, size_t ldd, size_t dbs, const void *src,
                             size_t lds, size_t sbs, int rows, int nb, int width, int add);
 

@@ -101,7 +101,7 @@ int plan_layout_check(const PlanSpec *s, const PlanLayout *l, char *err, size_t 
     return l->vpp > 1 ? interleaved_check(s, l, err, n) : 0;
 }
 
-// --- memory: what model/gpt_alloc.c allocates, from its own counting passes -----------------
+// --- memory: what model/gpt_acts.c allocates, from its own counting passes ------------------
 
 // Full recomputation (gpt_layer_recomputed): uniform re-runs every layer of the stage (in
 // chunks of k), block the first k layers one by one; a chunk keeps only its output per

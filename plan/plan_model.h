@@ -105,7 +105,7 @@ static inline int plan_pad_ranks(const PlanLayout *l) {
 const char *plan_cp_label(const PlanLayout *l, char *buf);
 
 // dp: the gradient group, DP x CP (with EP > 1 the dense region only); cp: context
-// parallelism's K/V exchange (model/gpt_cp.c); ep: the tokens' all-to-all (EP > 1); edp: the
+// parallelism's K/V exchange (layers/cp_attention.c); ep: the tokens' all-to-all (EP > 1); edp: the
 // expert region's gradient group, DP x CP / EP
 typedef enum { PLAN_G_TP, PLAN_G_PP, PLAN_G_DP, PLAN_G_EMB, PLAN_G_CP, PLAN_G_EP, PLAN_G_EDP,
                PLAN_NGROUPS } PlanGroup;
