@@ -19,6 +19,7 @@ static const CoreCompatFlag TABLE[] = {
     {"--mmap-bin-files", 0, NULL, NOEFF, "how Megatron opens .bin files; megac always maps them read-only"},
     {"--empty-unused-memory-level", 'i', "0|1|2", NOEFF, "PyTorch's CUDA caching allocator; megac allocates once at start-up"},
     {"--data-cache-path", 's', NULL, NOEFF, "Megatron's cached index files; megac builds its sample order in memory"},
+    {"--no-masked-softmax-fusion", 0, NULL, NOEFF, "a kernel choice (Megatron's fused scale-mask-softmax); megac's attention kernels apply the causal mask in their own softmax"},
     {"--cross-entropy-loss-fusion", 0, NULL, NOEFF, "megac's cross-entropy is always one fused pass"},
     {"--cross-entropy-fusion-impl", 's', "native|te", NOEFF, "megac's cross-entropy is always one fused pass"},
     {"--no-create-attention-mask-in-dataloader", 0, NULL, NOEFF, "megac's causal mask is implicit in its attention kernels"},

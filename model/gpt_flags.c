@@ -42,6 +42,7 @@ int gpt_flags_specs(ArgSpec *specs, GPTConfig *m, GPTFlagText *t) {
         {"--swiglu", ARG_BOOL, &t->act[BACKEND_ACT_SWIGLU], "SwiGLU MLP: fc gives [gate; up] (2 F rows), silu(gate) * up; default F = int(4 C 2/3) rounded down to a multiple of 64 (Megatron's)"},
         {"--squared-relu", ARG_BOOL, &t->act[BACKEND_ACT_RELU2], "squared ReLU MLP: relu(x)^2 instead of GELU (Primer); no Hugging Face export"},
         {"--position-embedding-type", ARG_STR, &t->position_embedding, "learned_absolute (default) | rope (rotary on q and k, no position table)"},
+        {"--no-position-embedding", ARG_BOOL, &t->no_position_embedding, "no learned absolute position table (Megatron's); megac's models then need --position-embedding-type rope"},
         {"--rotary-base", ARG_FLOAT, &m->rotary_base, "rope: base of the rotary frequencies (10000)"},
         {"--rotary-percent", ARG_FLOAT, &m->rotary_percent, "rope: share of each head's channels rotated (1.0)"},
         {"--group-query-attention", ARG_BOOL, &t->group_query_attention, "grouped-query attention: --num-query-groups key/value heads, each shared by NH/G query heads"},
@@ -106,6 +107,9 @@ void gpt_flags_finish(GPTConfig *m, const GPTFlagText *t) {
         core_usage_error("--position-embedding-type must be learned_absolute or rope, got '%s'", pos);
     m->rmsnorm = !strcmp(norm, "RMSNorm");
     m->rope = !strcmp(pos, "rope");
+    if (t->no_position_embedding && !m->rope)  // Megatron would train without positions at all
+        core_usage_error("--no-position-embedding without --position-embedding-type rope: a model with no "
+                         "positions at all is not implemented in megac (with rope it is implied)");
     if (t->group_query_attention && t->num_query_groups < 1)
         core_usage_error("--num-query-groups must be >= 1, got %d", t->num_query_groups);
     m->num_query_groups = t->group_query_attention ? t->num_query_groups : 0;

@@ -9,6 +9,7 @@
 #include "data/tokenizer.h"  // defines: tok_load_megatron
 
 #include <stdint.h>  // defines: INT32_MAX
+#include <stdio.h>   // defines: printf
 #include <string.h>
 
 _Static_assert(TRAIN_MOCK_VOCAB_DEFAULT == TOK_N_BYTES + 1, "the byte tokenizer's vocabulary");
@@ -23,7 +24,7 @@ static int specs(ArgSpec *out, int cap, TrainArgs *a, TrainFlagText *x) {
         {"--valid-data-path", ARG_LIST, &a->valid_data_path, "validation files (blend syntax), used whole; with --train-data-path"},
         {"--test-data-path", ARG_LIST, &a->test_data_path, "test files (blend syntax), used whole, evaluated at the end; with --train-data-path"},
         {"--split", ARG_STR, &a->split, "train,valid,test weights of the documents: commas or slashes, spaces allowed ('969, 30, 1', Megatron's legacy default)"},
-        {"--vocab-size", ARG_I64, &a->data_vocab, "for Megatron .bin/.idx data, which holds no vocabulary: token ids 0..N-1 and the end-of-document id N, N + 1 ids (Megatron's NullTokenizer); HDF5 files carry theirs (N + 1 must equal it); with --mock-data: --mock-vocab-size N + 1"},
+        {"--vocab-size", ARG_I64, &a->data_vocab, "for Megatron .bin/.idx data, which holds no vocabulary: token ids 0..N-1 and the end-of-document id N, N + 1 ids (Megatron's NullTokenizer); HDF5 files carry theirs (N + 1 must equal it); with --mock-data: --mock-vocab-size N + 1; beside a --tokenizer-type of files: ignored, as Megatron does (a notice when it differs)"},
         {"--tokenizer-type", ARG_STR, &a->tok_type, "GPT2BPETokenizer, HuggingFaceTokenizer or NullTokenizer (with --vocab-size): train reads token ids; the tokenizer is loaded to check that the data's vocabulary and end-of-document id are its own (and gives them to Megatron .bin/.idx data and --mock-data)"},
         {"--vocab-file", ARG_STR, &a->vocab_file, "GPT2BPETokenizer: GPT-2's vocab.json"},
         {"--merge-file", ARG_STR, &a->merge_file, "GPT2BPETokenizer: GPT-2's merges.txt"},
@@ -54,7 +55,9 @@ static void check_data(TrainArgs *a) {
         core_usage_error("--%s needs --data-path data: --mock-data has no end-of-document id",
                          a->eod_mask_loss ? "eod-mask-loss" : a->reset_position_ids
                          ? "reset-position-ids" : "reset-attention-mask");
-    if (a->mock_data && a->data_vocab) {  // Megatron's --mock-data --tokenizer-type NullTokenizer
+    int real_tok = (a->tok_type && strcmp(a->tok_type, "NullTokenizer")) || a->vocab_file || a->merge_file ||
+                   a->tok_model;  // a tokenizer of files: it sets the vocabulary, not --vocab-size
+    if (a->mock_data && a->data_vocab && !real_tok) {  // Megatron's --mock-data --tokenizer-type NullTokenizer
         // a --mock-vocab-size other than its default must agree with --vocab-size
         if (a->mock_vocab != TRAIN_MOCK_VOCAB_DEFAULT && a->mock_vocab != a->data_vocab + 1)
             core_usage_error("--vocab-size %lld (%lld ids with the end-of-document id) and "
@@ -73,11 +76,17 @@ static void check_data(TrainArgs *a) {
         if (!a->tok_type && a->vocab_file && a->merge_file && !a->tok_model)
             a->tok_type = "GPT2BPETokenizer";  // what the two files are (Megatron's GPT-3 example)
         if (!a->tok_type) core_usage_error("--vocab-file, --merge-file and --tokenizer-model need --tokenizer-type");
-        if (a->data_vocab) core_usage_error("--vocab-size is Megatron's NullTokenizer; --tokenizer-type %s sets the vocabulary", a->tok_type);
         Tokenizer *tok = tok_load_megatron(a->tok_type, a->vocab_file, a->merge_file, a->tok_model, err, sizeof err);
         if (!tok) core_usage_error("%s", err);
         a->tok_vocab = tok->vocab_size, a->tok_eod = tok->eod_id;
         tok_free(tok);
+        if (a->data_vocab) {  // as Megatron: the tokenizer's vocabulary wins (its Llama-3 example gives both)
+            if (a->data_vocab != a->tok_vocab && core_world_rank() <= 0)
+                printf("megac train: --vocab-size %lld: ignored, as Megatron does beside --tokenizer-type %s, "
+                       "whose vocabulary has %lld ids\n", (long long)a->data_vocab, a->tok_type,
+                       (long long)a->tok_vocab);
+            a->data_vocab = 0;
+        }
         if (a->mock_data) a->mock_vocab = (int)a->tok_vocab;  // Megatron's mock data: the tokenizer's
     }
     if (a->mock_data) return;

@@ -95,6 +95,22 @@ refused "has 257 ids, end of document 256, but the tokenizer $wd/vocab.json has 
 run --train-iters 1 --split 1,0,0 "${gpt2[@]}" || fail "data with its GPT-2 tokenizer: $(grep megac: "$wd/out.txt")"
 flags=("${saved[@]}")
 
+# Megatron's own examples (issue 40): Llama-3's --vocab-size beside a tokenizer of files is
+# ignored with a notice when it differs (the tokenizer's vocabulary wins, as in Megatron);
+# Mixtral's --no-masked-softmax-fusion (a kernel choice) and --no-position-embedding (with
+# rope: implied; without: refused, megac has no model without positions)
+run --train-iters 1 "${gpt2[@]}" --vocab-size 128256 || fail "--vocab-size beside a tokenizer: $(grep megac: "$wd/out.txt")"
+grep -qF "megac train: --vocab-size 128256: ignored, as Megatron does beside --tokenizer-type GPT2BPETokenizer, whose vocabulary has 258 ids" \
+  "$wd/out.txt" && grep -q "V=258 " "$wd/out.txt" || fail "--vocab-size notice: $(grep -E 'megac|V=' "$wd/out.txt")"
+run --train-iters 1 "${gpt2[@]}" --vocab-size 258 && ! grep -q "vocab-size 258: ignored" "$wd/out.txt" ||
+  fail "--vocab-size equal to the tokenizer's: no notice"
+run --train-iters 1 --no-masked-softmax-fusion --no-position-embedding --position-embedding-type rope ||
+  fail "Mixtral's flags: $(grep megac: "$wd/out.txt")"
+grep -qF "megac train: --no-masked-softmax-fusion: accepted, no effect in megac: a kernel choice" "$wd/out.txt" ||
+  fail "--no-masked-softmax-fusion notice"
+refused "megac: --no-position-embedding without --position-embedding-type rope: a model with no positions at all is not implemented in megac" \
+  --no-position-embedding
+
 # --help marks both kinds and the defaults that differ from Megatron's
 "$megac" train --help > "$wd/help.txt" || fail "--help"
 grep -qE "^  --manual-gc +\[accepted, no effect\] times Python" "$wd/help.txt" || fail "help: --manual-gc"
