@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """tests/train/parity.py: train the same tiny model under several (TP, PP, DP) layouts and
-check every iteration's loss and grad norm against the first layout's (the reference,
-normally one rank). Prints a table and the largest relative difference; exits 1 if it is
+check every iteration's loss and grad norm, and with mixture-of-experts layers the
+load-balancing and z losses, against the first layout's (the reference, normally one rank). Prints a table and the largest relative difference; exits 1 if it is
 above --tol.
 
 usage: parity.py --megac BIN --mpiexec MPIEXEC --layouts 1,1,1 2,1,1 ... [--tol 1e-4]
@@ -35,6 +35,21 @@ def run(args, layout, extra, workdir, env=None):
     return [r for r in map(json.loads, open(log)) if "iteration" in r]  # not run/validation records
 
 
+def moe_losses_diff(got, ref, lay):
+    """The largest relative difference of the load-balancing and z losses (the ones the
+    reference logs, null when their coefficient is 0); None when it logs neither."""
+    keys = [k for k in ("load_balancing_loss", "z_loss") if ref and ref[0].get(k) is not None]
+    if not keys:
+        return None
+    d = 0.0
+    for g, r in zip(got, ref):
+        for k in keys:
+            if g.get(k) is None:
+                sys.exit(f"FAIL: layout {lay}: no {k} in an iteration record")
+            d = max(d, abs(g[k] - r[k]) / max(abs(r[k]), 1e-12))
+    return d
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--megac", required=True)
@@ -58,7 +73,8 @@ def main():
     worst = 0.0
     with tempfile.TemporaryDirectory() as wd:
         ref = None if args.paired else run(args, layouts[0], [], wd, ref_env)
-        print(f"{'layout (tp,pp,dp[,cp])':>22} {'iters':>5} {'max rel diff loss':>18} {'max rel diff gnorm':>19}")
+        print(f"{'layout (tp,pp,dp[,cp])':>22} {'iters':>5} {'max rel diff loss':>18} {'max rel diff gnorm':>19}"
+              f" {'max rel diff moe losses':>24}")
         for lay in layouts if args.paired else layouts[1:]:
             if args.paired:
                 ref = run(args, lay, [], wd, ref_env)
@@ -68,8 +84,10 @@ def main():
             dl = max(abs(g["lm_loss"] - r["lm_loss"]) / abs(r["lm_loss"]) for g, r in zip(got, ref))
             dg = max(abs(g["grad_norm"] - r["grad_norm"]) / max(abs(r["grad_norm"]), 1e-12)
                      for g, r in zip(got, ref))
-            worst = max(worst, dl, dg)
-            print(f"{str(lay):>22} {len(got):>5} {dl:>18.3e} {dg:>19.3e}")
+            dm = moe_losses_diff(got, ref, lay)
+            worst = max(worst, dl, dg, dm if dm is not None else 0.0)
+            moe = f"{dm:>24.3e}" if dm is not None else f"{'-':>24}"
+            print(f"{str(lay):>22} {len(got):>5} {dl:>18.3e} {dg:>19.3e} {moe}")
     print(f"largest relative difference: {worst:.3e} (tolerance {args.tol:g})")
     if worst > args.tol:
         sys.exit("FAIL: layouts disagree")
