@@ -1,6 +1,7 @@
 // data/blend.c: weighted blends of token files (see blend.h).
 #include "blend.h"
 #include "core/check.h"  // defines: core_usage_error, core_fatal, core_calloc
+#include "data/nprand.h"  // defines: np_normalize
 
 #include <math.h>
 #include <stdio.h>
@@ -47,6 +48,7 @@ int data_blend_parse(const char *flag, const char *const *items, int n_items, Da
                 return -1;
             }
             sum += out->weights[k];
+            out->given[k] = out->weights[k];
         }
         out->paths[k] = path;
     }
@@ -59,18 +61,61 @@ int data_blend_parse(const char *flag, const char *const *items, int n_items, Da
     return 0;
 }
 
-// Assigns blended positions [0, N) to files (blend.h, step 2); counts (n) get each file's total.
+// Assigns blended positions [0, N) to files (blend.h, step 2; Megatron's step 4 counts
+// max(i, 1) where megac counts i + 1); counts (n) get each file's total.
 static void assign(DataBlend *b, int64_t *counts) {
     for (int64_t i = 0; i < b->num_samples; i++) {
         int best = 0;
-        double best_lag = -INFINITY;
+        double best_lag = -INFINITY, x = b->megatron ? (double)(i > 1 ? i : 1) : (double)(i + 1);
         for (int k = 0; k < b->n; k++) {
-            double lag = b->weights[k] * (double)(i + 1) - (double)counts[k];
+            double lag = b->weights[k] * x - (double)counts[k];
             if (lag > best_lag) best_lag = lag, best = k;
         }
         b->file[i] = (uint16_t)best;
         b->pos[i] = counts[best]++;
     }
+}
+
+// Megatron-Core's sizes (blend.h, step 4): want[k] samples of file k's split, b's weights and
+// b->num_samples. 1 when the positions must be assigned (a weighted or several-file blend).
+static int megatron_sizes(DataBlend *b, const DataBlendSpec *spec, int64_t N, int64_t *want) {
+    if (b->n == 1 && !spec->weighted) {
+        want[0] = N, b->weights[0] = 1;
+        return 0;
+    }
+    if (!spec->weighted) {  // sizes None: one epoch each, weighed by their samples (below)
+        for (int k = 0; k < b->n; k++) want[k] = DATA_ONE_EPOCH;
+        return 1;
+    }
+    for (int k = 0; k < b->n; k++) b->weights[k] = spec->given[k];
+    np_normalize(b->weights, b->n);  // the builder's normalize
+    const double surplus = 0.005;    // mid_level_dataset_surplus
+    b->num_samples = 0;
+    for (int k = 0; k < b->n; k++) {
+        double target = ceil((double)N * b->weights[k]);
+        want[k] = (int64_t)ceil(target * (1.0 + surplus));
+        b->num_samples += (int64_t)target;
+    }
+    np_normalize(b->weights, b->n);  // BlendedDataset's own
+    return 1;
+}
+
+// megac's weights (blend.h, step 1): the flag's, else by tokens. Pure.
+static void megac_weights(DataBlend *b, H5Dataset **ds, const DataBlendSpec *spec) {
+    double total = 0;
+    for (int k = 0; k < b->n; k++) total += spec->weighted ? spec->weights[k] : (double)ds[k]->n_tokens;
+    for (int k = 0; k < b->n; k++)
+        b->weights[k] = (spec->weighted ? spec->weights[k] : (double)ds[k]->n_tokens) / total;
+}
+
+// A file's split too small for the positions the blend gives it: one line, exit 2.
+static void check_counts(const DataBlend *b, const int64_t *counts) {
+    for (int k = 0; k < b->n; k++)
+        if (counts[k] > b->splits[k]->n_samples_built)
+            core_usage_error("%s: the %s blend takes %lld samples from it, more than its split's %lld (Megatron: "
+                             "\"the blend oversamples the contributing datasets\")", b->splits[k]->ds->path,
+                             SPLIT_NAMES[b->splits[k]->kind], (long long)counts[k],
+                             (long long)b->splits[k]->n_samples_built);
 }
 
 DataBlend *data_blend_new(H5Dataset **ds, const DataBlendSpec *spec, const char *split,
@@ -87,24 +132,47 @@ DataBlend *data_blend_new(H5Dataset **ds, const DataBlendSpec *spec, const char 
     b->n = n;
     b->num_samples = num_samples;
     b->seq_length = seq_length;
+    b->megatron = 1;
+    for (int k = 0; k < n; k++) b->megatron &= ds[k]->megatron;
     b->splits = core_calloc((size_t)n, sizeof *b->splits);
     b->weights = core_calloc((size_t)n, sizeof *b->weights);
     b->buf = core_calloc((size_t)seq_length + 1, sizeof(uint32_t));
-    double total = 0;
-    for (int k = 0; k < n; k++) total += spec->weighted ? spec->weights[k] : (double)ds[k]->n_tokens;
-    for (int k = 0; k < n; k++)
-        b->weights[k] = (spec->weighted ? spec->weights[k] : (double)ds[k]->n_tokens) / total;
-    int64_t *counts = core_calloc((size_t)n, sizeof(int64_t));
-    if (n == 1) {
-        counts[0] = num_samples;  // one file: its own order, position for position
+    int64_t *counts = core_calloc((size_t)n, sizeof(int64_t)), *want = core_calloc((size_t)n, sizeof(int64_t));
+    int blended = n > 1;
+    if (b->megatron) {
+        blended = megatron_sizes(b, spec, num_samples, want);
+        for (int k = 0; k < n; k++) b->splits[k] = data_split_new(ds[k], split, kind, seq_length, seed, want[k]);
+        if (blended && !spec->weighted) {  // weights = the splits' sizes, normalised by BlendedDataset
+            int64_t total = 0;
+            for (int k = 0; k < n; k++) total += b->splits[k]->n_samples_built;
+            for (int k = 0; k < n; k++) {
+                b->weights[k] = (double)b->splits[k]->n_samples_built;
+                if (b->weights[k] == 0)  // Megatron's BlendedDataset asserts positive weights
+                    core_usage_error("%s: its %s split holds no sample of %d tokens, so the unweighted blend "
+                                     "weighs it 0, which Megatron refuses: give weights or more data",
+                                     ds[k]->path, SPLIT_NAMES[kind], seq_length + 1);
+            }
+            np_normalize(b->weights, n);
+            b->num_samples = num_samples < total ? num_samples : total;
+        }
     } else {
-        b->file = core_calloc((size_t)(num_samples ? num_samples : 1), sizeof *b->file);
-        b->pos = core_calloc((size_t)(num_samples ? num_samples : 1), sizeof *b->pos);
+        megac_weights(b, ds, spec);
+    }
+    if (!blended) {
+        counts[0] = b->num_samples;  // one file: its own order, position for position
+    } else {
+        b->file = core_calloc((size_t)(b->num_samples ? b->num_samples : 1), sizeof *b->file);
+        b->pos = core_calloc((size_t)(b->num_samples ? b->num_samples : 1), sizeof *b->pos);
         assign(b, counts);
     }
-    for (int k = 0; k < n; k++)
-        b->splits[k] = data_split_new(ds[k], split, kind, seq_length, seed + (uint64_t)k, counts[k]);
+    if (b->megatron) {
+        check_counts(b, counts);
+    } else {
+        for (int k = 0; k < n; k++)
+            b->splits[k] = data_split_new(ds[k], split, kind, seq_length, seed + (uint64_t)k, counts[k]);
+    }
     free(counts);
+    free(want);
     return b;
 }
 
@@ -121,7 +189,10 @@ void data_blend_free(DataBlend *b) {
 
 int64_t data_blend_count(const DataBlend *b, int k) {
     if (k < 0 || k >= b->n) return 0;
-    return b->splits[k]->num_samples;
+    if (!b->file) return b->num_samples;
+    int64_t c = 0;
+    for (int64_t i = 0; i < b->num_samples; i++) c += b->file[i] == k;
+    return c;
 }
 
 void data_blend_get_batch(DataBlend *b, int64_t batch_start, int global_batch, int dp_rank,
@@ -130,8 +201,8 @@ void data_blend_get_batch(DataBlend *b, int64_t batch_start, int global_batch, i
     snprintf(what, sizeof what, "%s blend", SPLIT_NAMES[b->splits[0]->kind]);
     int64_t first = data_micro_first(what, batch_start, global_batch, dp_rank, dp_size, micro_batch,
                                      micro_index, b->num_samples);
-    for (int j = 0; j < micro_batch; j++) {  // one file: its own order, position for position
-        DataSplit *sp = b->splits[b->file ? b->file[first + j] : 0];
+    for (int j = 0; j < micro_batch; j++) {
+        DataSplit *sp = b->splits[b->file ? b->file[first + j] : 0];  // one file: its own order
         data_read_sample(sp, data_split_sample_at(sp, b->pos ? b->pos[first + j] : first + j), b->buf);
         data_sample_to_rows(b->buf, b->seq_length, j, inputs, targets);
     }

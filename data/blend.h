@@ -1,5 +1,6 @@
 // data/blend.h: weighted blends of several token files into one sample order (Megatron's
-// `--data-path 0.3 a.h5 0.7 b.h5`).
+// `--data-path 0.3 a.h5 0.7 b.h5`). megac's rule (steps 1-3) for blends holding an HDF5
+// file; Megatron-Core's BlendedDataset (step 4) when every file is a Megatron prefix.
 //
 //  1. Each file k of the blend gets its own split (data/sampler.h: the same --split, seq
 //     length and seed + k), so each file's own order never depends on the blend.
@@ -24,7 +25,8 @@ enum { DATA_BLEND_MAX = 256 };  // files in one blend
 typedef struct {
     int n;
     const char *paths[DATA_BLEND_MAX];  // point into argv
-    double weights[DATA_BLEND_MAX];
+    double weights[DATA_BLEND_MAX];     // normalised (sum 1)
+    double given[DATA_BLEND_MAX];       // as the flag gave them (Megatron normalises with numpy)
     int weighted;                       // 1 if the flag gave weights
 } DataBlendSpec;
 
@@ -37,6 +39,7 @@ typedef struct {
     int n;
     DataSplit **splits;     // (n) one per file (not owning the files)
     double *weights;        // (n) normalised
+    int megatron;           // 1: every file a Megatron prefix, Megatron-Core's rule (step 4)
     int64_t num_samples;    // blended positions available: [0, num_samples)
     uint16_t *file;         // (num_samples) file of each position; NULL for one file
     int64_t *pos;           // (num_samples) its position in that file's order; NULL for one file
@@ -45,8 +48,9 @@ typedef struct {
 } DataBlend;
 
 // Builds the blend of the open files ds[0..n) with spec's weights for split `kind` over
-// num_samples positions (see the top of this file). Files whose vocabularies differ, or a
-// split of a file too small for its share, are usage errors naming the files (exit 2).
+// num_samples positions (see the top of this file; Megatron's rule may build more). Files
+// whose vocabularies differ, or a split of a file too small for its share, are usage errors
+// naming the files (exit 2).
 DataBlend *data_blend_new(H5Dataset **ds, const DataBlendSpec *spec, const char *split,
                           DataSplitKind kind, int seq_length, uint64_t seed, int64_t num_samples);
 // Frees b (NULL is fine); the files stay open.

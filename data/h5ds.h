@@ -62,6 +62,9 @@ typedef struct {
     int parallel;              // opened with MPI-IO (1) or serially (0)
     int megatron;              // 1: a Megatron PREFIX (data/mmidx.h), 0: HDF5
     int token_signed;          // Megatron: the token type is signed
+    int64_t n_seqs;            // Megatron: sequences in PREFIX.idx, empty ones included (0: HDF5)
+    uint64_t *seq_offsets;     // Megatron: (n_seqs + 1) sequence s is tokens [off[s], off[s+1])
+                               // (Megatron-Core's GPTDataset samples sequences: data/sampler.h)
     const uint8_t *bin;        // Megatron: PREFIX.bin mapped read-only (bin_bytes)
     size_t bin_bytes;
 } H5Dataset;

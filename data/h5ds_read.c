@@ -23,6 +23,7 @@ static void dataset_free(H5Dataset *ds) {
     if (!ds) return;
     free(ds->path);
     free(ds->doc_offsets);
+    free(ds->seq_offsets);
     free(ds->tokenizer);
     free(ds);
 }
@@ -150,8 +151,9 @@ static H5Dataset *share_metadata(H5Dataset *ds, const char *path, int rank, MPI_
         ds = core_calloc(1, sizeof *ds);
         ds->path = strdup(path);
     }
-    int64_t hdr[8] = {0};
+    int64_t hdr[9] = {0};
     if (rank == 0) {
+        hdr[8] = ds->n_seqs;
         hdr[6] = ds->megatron;
         hdr[7] = ds->token_signed;
         hdr[0] = ds->n_tokens;
@@ -161,7 +163,7 @@ static H5Dataset *share_metadata(H5Dataset *ds, const char *path, int rank, MPI_
         hdr[4] = ds->token_bytes;
         hdr[5] = (int64_t)strlen(ds->tokenizer);
     }
-    MPI_CHECK(MPI_Bcast(hdr, 8, MPI_INT64_T, 0, comm));
+    MPI_CHECK(MPI_Bcast(hdr, 9, MPI_INT64_T, 0, comm));
     if (rank != 0) {
         ds->megatron = (int)hdr[6];
         ds->token_signed = (int)hdr[7];
@@ -173,9 +175,12 @@ static H5Dataset *share_metadata(H5Dataset *ds, const char *path, int rank, MPI_
         ds->token_bytes = (int)hdr[4];
         ds->tokenizer = core_calloc((size_t)hdr[5] + 1, 1);
         ds->doc_offsets = core_calloc((size_t)ds->n_docs + 1, sizeof(uint64_t));
+        ds->n_seqs = hdr[8];
+        if (ds->megatron) ds->seq_offsets = core_calloc((size_t)ds->n_seqs + 1, sizeof(uint64_t));
     }
     bcast_big(ds->tokenizer, hdr[5], MPI_CHAR, 1, comm);
     bcast_big(ds->doc_offsets, ds->n_docs + 1, MPI_UINT64_T, sizeof(uint64_t), comm);
+    if (ds->megatron) bcast_big(ds->seq_offsets, ds->n_seqs + 1, MPI_UINT64_T, sizeof(uint64_t), comm);
     return ds;
 }
 

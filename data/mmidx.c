@@ -71,11 +71,13 @@ static void unmap_file(const uint8_t *p, size_t bytes) {
 }
 
 // Checks sizes, pointers (back to back from 0, ending at the .bin's size) and doc_idx, and
-// builds doc_offsets over the non-empty documents.
+// builds seq_offsets over every sequence and doc_offsets over the non-empty documents.
 static int check_index(H5Dataset *ds, const uint8_t *idx, uint64_t n_seq, uint64_t n_doc_idx,
                        uint64_t bin_bytes, const char *ipath, const char *bpath, char *err, size_t errlen) {
     const uint8_t *sizes = idx + HEADER_BYTES, *ptrs = sizes + 4 * n_seq, *docs = ptrs + 8 * n_seq;
     uint64_t at = 0, elem = (uint64_t)ds->token_bytes;
+    ds->n_seqs = (int64_t)n_seq;
+    ds->seq_offsets = core_calloc((size_t)n_seq + 1, sizeof(uint64_t));
     for (uint64_t s = 0; s < n_seq; s++) {
         int64_t size = le32s(sizes + 4 * s);
         uint64_t ptr = le64(ptrs + 8 * s);
@@ -87,6 +89,7 @@ static int check_index(H5Dataset *ds, const uint8_t *idx, uint64_t n_seq, uint64
             return -1;
         }
         at += (uint64_t)size * elem;
+        ds->seq_offsets[s + 1] = ds->seq_offsets[s] + (uint64_t)size;
     }
     if (at != bin_bytes) {
         snprintf(err, errlen, "%s: %llu bytes, but %s describes %llu (%llu sequences of %llu-byte "

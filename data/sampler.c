@@ -1,7 +1,9 @@
-// data/sampler.c: Megatron-style sample construction and batch assembly (see sampler.h).
+// data/sampler.c: sample construction and batch assembly (see sampler.h): megac's order
+// here, Megatron-Core's in data/order_megatron.c.
 #include "sampler.h"
 #include "core/check.h"   // defines: core_usage_error, core_fatal, core_calloc
 #include "core/philox.h"  // defines: core_philox4x32
+#include "data/nprand.h"  // defines: np_normalize, np_py_round
 #include "parallel_state/pgrid.h"  // defines: pgrid_micro_first
 
 #include <math.h>
@@ -62,6 +64,16 @@ void data_split_bounds(const double w[3], int64_t n_docs, int64_t bounds[4]) {
     bounds[3] = n_docs;
 }
 
+void data_split_bounds_megatron(const double w[3], int64_t n, int64_t bounds[4]) {
+    double v[3] = {w[0], w[1], w[2]}, e = 0;  // Megatron's parse_and_normalize_split
+    np_normalize(v, 3);
+    for (int k = 0; k < 4; k++) {  // its split matrix's bookends, then get_split_indices
+        int64_t b = np_py_round(e * (double)n);
+        bounds[k] = b > n ? n : b;  // e_3 may round a hair above 1
+        if (k < 3) e += v[k];
+    }
+}
+
 // Uniform integer in [0, n) for element i of a Philox stream. Pure.
 static uint64_t uniform_below(uint64_t seed, uint64_t stream, uint64_t i, uint64_t n) {
     uint32_t r[4];
@@ -89,7 +101,7 @@ static void shuffle_i64(int64_t *a, int64_t n, uint64_t seed, uint64_t stream) {
 }
 
 static int64_t doc_len(const DataSplit *sp, int64_t rel) {
-    const uint64_t *o = sp->ds->doc_offsets + sp->doc_begin + rel;
+    const uint64_t *o = sp->unit_off + sp->doc_begin + rel;
     return (int64_t)(o[1] - o[0]);
 }
 
@@ -100,8 +112,8 @@ static void plan(DataSplit *sp, const char *split) {
         core_usage_error("%s: --split '%s' leaves the %s split no documents (of %lld); it needs "
                          "%lld samples", path, split, name, (long long)sp->ds->n_docs,
                          (long long)sp->num_samples);
-    sp->tokens_per_epoch = (int64_t)(sp->ds->doc_offsets[sp->doc_begin + sp->n_docs] -
-                                     sp->ds->doc_offsets[sp->doc_begin]);
+    sp->tokens_per_epoch = (int64_t)(sp->unit_off[sp->doc_begin + sp->n_docs] -
+                                     sp->unit_off[sp->doc_begin]);
     sp->block = (sp->tokens_per_epoch - 1) / sp->seq_length;
     if (sp->block < 1)
         core_usage_error("%s: the %s split has %lld tokens, fewer than one sample needs "
@@ -117,17 +129,10 @@ static void plan(DataSplit *sp, const char *split) {
                          "too many (ask for fewer samples or use more data)", path,
                          (long long)sp->num_samples, name, (long long)sp->n_epochs,
                          (long long)sp->n_docs);
+    sp->n_slots = sp->n_epochs * sp->n_docs;
 }
 
-// Document order per epoch; where each sample starts; the shuffled sample order.
-static void build(DataSplit *sp) {
-    int64_t n = sp->n_docs, slots = sp->n_epochs * n;
-    sp->doc_order = core_calloc((size_t)slots, sizeof(int32_t));
-    for (int64_t e = 0; e < sp->n_epochs; e++) {
-        int32_t *o = sp->doc_order + e * n;
-        for (int64_t k = 0; k < n; k++) o[k] = (int32_t)k;
-        shuffle_i32(o, n, sp->seed, stream_id(sp->kind, STREAM_DOCS, e));
-    }
+void data_split_index_samples(DataSplit *sp) {
     sp->sample_slot = core_calloc((size_t)sp->n_samples_built, sizeof(int64_t));
     sp->sample_skip = core_calloc((size_t)sp->n_samples_built, sizeof(int64_t));
     int64_t slot = 0, slot_start = 0;  // stream token where slot's document starts
@@ -138,11 +143,31 @@ static void build(DataSplit *sp) {
         sp->sample_slot[s] = slot;
         sp->sample_skip[s] = start - slot_start;
     }
+}
+
+// Document order per epoch; where each sample starts; the shuffled sample order.
+static void build(DataSplit *sp) {
+    int64_t n = sp->n_docs;
+    sp->doc_order = core_calloc((size_t)sp->n_slots, sizeof(int32_t));
+    for (int64_t e = 0; e < sp->n_epochs; e++) {
+        int32_t *o = sp->doc_order + e * n;
+        for (int64_t k = 0; k < n; k++) o[k] = (int32_t)k;
+        shuffle_i32(o, n, sp->seed, stream_id(sp->kind, STREAM_DOCS, e));
+    }
+    data_split_index_samples(sp);
     sp->order = core_calloc((size_t)sp->n_samples_built, sizeof(int64_t));
     for (int64_t s = 0; s < sp->n_samples_built; s++) sp->order[s] = s;
     for (int64_t b = 0; b * sp->block < sp->n_samples_built; b++)
         shuffle_i64(sp->order + b * sp->block, sp->block, sp->seed,
                     stream_id(sp->kind, STREAM_SAMPLES, b));
+}
+
+// The split's unit ranges under ds's order (megac: documents; Megatron: sequences). Pure.
+static void split_bounds(const H5Dataset *ds, const double w[3], int64_t bounds[4]) {
+    if (ds->megatron)
+        data_split_bounds_megatron(w, ds->n_seqs, bounds);
+    else
+        data_split_bounds(w, ds->n_docs, bounds);
 }
 
 DataSplit *data_split_new(H5Dataset *ds, const char *split, DataSplitKind kind, int seq_length,
@@ -151,12 +176,16 @@ DataSplit *data_split_new(H5Dataset *ds, const char *split, DataSplitKind kind, 
     char err[512];
     if (data_parse_split(split, w, err, sizeof err)) core_usage_error("%s", err);
     if (seq_length < 1) core_usage_error("--seq-length must be >= 1, got %d", seq_length);
-    if (num_samples < 0) core_usage_error("number of samples must be >= 0, got %lld", (long long)num_samples);
+    DataOrder order = ds->megatron ? DATA_ORDER_MEGATRON : DATA_ORDER_MEGAC;
+    if (num_samples < 0 && !(order == DATA_ORDER_MEGATRON && num_samples == DATA_ONE_EPOCH))
+        core_usage_error("number of samples must be >= 0, got %lld", (long long)num_samples);
     int64_t bounds[4];
-    data_split_bounds(w, ds->n_docs, bounds);
+    split_bounds(ds, w, bounds);
     DataSplit *sp = core_calloc(1, sizeof *sp);
     sp->ds = ds;
     sp->kind = kind;
+    sp->order_kind = order;
+    sp->unit_off = order == DATA_ORDER_MEGATRON ? ds->seq_offsets : ds->doc_offsets;
     sp->seq_length = seq_length;
     sp->seed = seed;
     sp->doc_begin = bounds[kind];
@@ -164,8 +193,12 @@ DataSplit *data_split_new(H5Dataset *ds, const char *split, DataSplitKind kind, 
     sp->num_samples = num_samples;
     sp->buf = core_calloc((size_t)seq_length + 1, sizeof(uint32_t));
     if (num_samples == 0) return sp;
-    plan(sp, split);
-    build(sp);
+    if (order == DATA_ORDER_MEGATRON) {
+        data_order_megatron_build(sp, split);
+    } else {
+        plan(sp, split);
+        build(sp);
+    }
     return sp;
 }
 
@@ -174,8 +207,10 @@ int data_split_usable(const H5Dataset *ds, const char *split, DataSplitKind kind
     char err[512];
     if (data_parse_split(split, w, err, sizeof err) || seq_length < 1) return 0;
     int64_t b[4];
-    data_split_bounds(w, ds->n_docs, b);
-    int64_t tokens = (int64_t)(ds->doc_offsets[b[kind + 1]] - ds->doc_offsets[b[kind]]);
+    split_bounds(ds, w, b);
+    const uint64_t *off = ds->megatron ? ds->seq_offsets : ds->doc_offsets;
+    int64_t tokens = (int64_t)(off[b[kind + 1]] - off[b[kind]]);
+    if (ds->megatron) return b[kind + 1] > b[kind] && tokens >= 2;  // Megatron repeats a short split
     return b[kind + 1] > b[kind] && tokens - 1 >= seq_length;
 }
 
@@ -197,7 +232,7 @@ int64_t data_split_sample_at(const DataSplit *sp, int64_t p) {
 }
 
 int64_t data_split_doc_at(const DataSplit *sp, int64_t epoch, int64_t k) {
-    if (epoch < 0 || epoch >= sp->n_epochs || k < 0 || k >= sp->n_docs)
+    if (epoch < 0 || k < 0 || k >= sp->n_docs || epoch * sp->n_docs + k >= sp->n_slots)
         core_fatal("epoch %lld slot %lld outside the %lld x %lld built", (long long)epoch,
                    (long long)k, (long long)sp->n_epochs, (long long)sp->n_docs);
     return sp->doc_begin + sp->doc_order[epoch * sp->n_docs + k];
@@ -209,9 +244,9 @@ void data_read_sample(DataSplit *sp, int64_t s, uint32_t *tokens) {
     int64_t slot = sp->sample_slot[s], skip = sp->sample_skip[s], need = sp->seq_length + 1;
     while (need > 0) {
         int64_t doc = sp->doc_begin + sp->doc_order[slot++];
-        int64_t len = (int64_t)(sp->ds->doc_offsets[doc + 1] - sp->ds->doc_offsets[doc]) - skip;
+        int64_t len = (int64_t)(sp->unit_off[doc + 1] - sp->unit_off[doc]) - skip;
         int64_t take = len < need ? len : need;
-        h5ds_read(sp->ds, (int64_t)sp->ds->doc_offsets[doc] + skip, take, tokens);
+        if (take > 0) h5ds_read(sp->ds, (int64_t)sp->unit_off[doc] + skip, take, tokens);
         tokens += take;
         need -= take;
         skip = 0;

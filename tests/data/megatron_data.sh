@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # tests/data/megatron_data.sh: Megatron .bin/.idx prefixes as --data-path, read directly.
-#   A prefix whose documents end with EOD trains bitwise the same losses as the same corpus
-#   preprocessed by megac (HDF5) and as its `preprocess --from-megatron` import, on 1 rank
-#   and on DP 2 (every rank maps the .bin); blends mixing a prefix and an HDF5 file too.
+#   A prefix trains in Megatron-Core's sample order (data/sampler.h; token for token against
+#   Megatron-Core itself: megatron_order.sh), so its losses are not the HDF5 copy's (megac's
+#   order) but agree between 1 rank and DP 2 (every rank maps the .bin; fp32 round-off); the
+#   corpus preprocessed by megac and its `preprocess --from-megatron` import train bitwise the
+#   same. A blend mixing a prefix and an HDF5 file trains (megac's blend rule).
 #   The import keeps the tokens exactly (no EOD added; a notice counts the documents without
 #   one), and training on such a prefix prints the same kind of notice.
 #   A prefix without --vocab-size, --vocab-size disagreeing with an HDF5 file, and a missing
@@ -45,14 +47,16 @@ losses prefix 1 --data-path "$tmp/m" --vocab-size 256
 losses import 1 --data-path "$tmp/imp.h5"
 losses prefix_dp2 2 --data-path "$tmp/m" --vocab-size 256
 losses h5_dp2 2 --data-path "$tmp/c.h5"
-cmp -s "$tmp/h5.loss" "$tmp/prefix.loss" || fail "prefix and HDF5 differ: $(diff "$tmp/h5.loss" "$tmp/prefix.loss" | head -4)"
 cmp -s "$tmp/h5.loss" "$tmp/import.loss" || fail "import and HDF5 differ"
-cmp -s "$tmp/h5_dp2.loss" "$tmp/prefix_dp2.loss" || fail "DP 2: prefix and HDF5 differ"
+cmp -s "$tmp/h5.loss" "$tmp/prefix.loss" && fail "the prefix trained in megac's HDF5 order, not Megatron's"
+python3 - "$tmp/prefix.loss" "$tmp/prefix_dp2.loss" <<'PY' || fail "prefix: DP 2 differs from 1 rank"
+import sys
+a, b = ([float(l.split(":")[1]) for l in open(f)] for f in sys.argv[1:])
+sys.exit(not (len(a) == len(b) > 0 and all(abs(x - y) <= 1e-5 * abs(x) for x, y in zip(a, b))))
+PY
 grep -q "notice" "$tmp/prefix.out" && fail "EOD notice for a corpus with EOD"
-# a blend of a prefix and an HDF5 file equals the blend of the two HDF5 files
-losses blend_h5 1 --data-path 0.3 "$tmp/c.h5" 0.7 "$tmp/imp.h5" --vocab-size 256
+# a blend of a prefix and an HDF5 file (megac's blend rule) trains
 losses blend_mixed 1 --data-path 0.3 "$tmp/m" 0.7 "$tmp/imp.h5" --vocab-size 256
-cmp -s "$tmp/blend_h5.loss" "$tmp/blend_mixed.loss" || fail "blend with a prefix differs"
 # a prefix without EOD trains, with a notice
 expect 0 "notice: $tmp/raw: 200 of 200 documents checked do not end with the end-of-document id 256" \
   "$megac" train "${tiny[@]}" --train-iters 2 --data-path "$tmp/raw" --vocab-size 256

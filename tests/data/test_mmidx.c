@@ -87,9 +87,17 @@ int main(void) {
     h5ds_read(ds, 6, 3, got);  // the document of two sequences, read alone
     EXPECT(got[0] == 1 && got[1] == 2 && got[2] == 3, "document 2: %u %u %u", got[0], got[1], got[2]);
 
-    // The sampler cuts the stream as for HDF5: T = 2, split 1,0,0, every sample in range.
+    // The sequences, for Megatron's order (GPTDataset samples sequences, not documents).
+    const uint64_t want_seq[] = {0, 3, 6, 8, 9, 11};
+    EXPECT(ds->n_seqs == 5 && !memcmp(ds->seq_offsets, want_seq, sizeof want_seq), "sequence offsets");
+
+    // The sampler takes Megatron's order: T = 2, split 1,0,0, 5 samples: one epoch of
+    // (11 - 1) / 2 = 5 samples over the 5 sequences, every sample in range.
     DataSplit *sp = data_split_new(ds, "1,0,0", DATA_TRAIN, 2, 7, 5);
-    EXPECT(sp->tokens_per_epoch == 11 && sp->block == 5, "L %lld, S %lld", (long long)sp->tokens_per_epoch, (long long)sp->block);
+    EXPECT(sp->order_kind == DATA_ORDER_MEGATRON && sp->tokens_per_epoch == 11 && sp->n_docs == 5 &&
+           sp->n_epochs == 1 && sp->n_samples_built == 5 && !sp->separate_final_epoch,
+           "L %lld, %lld units, %lld epochs, %lld samples", (long long)sp->tokens_per_epoch,
+           (long long)sp->n_docs, (long long)sp->n_epochs, (long long)sp->n_samples_built);
     uint32_t sample[3];
     for (int64_t s = 0; s < sp->n_samples_built; s++) data_read_sample(sp, s, sample);
     data_split_free(sp);
