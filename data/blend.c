@@ -195,6 +195,13 @@ int64_t data_blend_count(const DataBlend *b, int k) {
     return c;
 }
 
+void data_blend_sample(DataBlend *b, int64_t p, uint32_t *tokens) {
+    if (p < 0 || p >= b->num_samples)
+        core_fatal("blended position %lld outside the %lld built", (long long)p, (long long)b->num_samples);
+    DataSplit *sp = b->splits[b->file ? b->file[p] : 0];
+    data_read_sample(sp, data_split_sample_at(sp, b->pos ? b->pos[p] : p), tokens);
+}
+
 void data_blend_get_batch(DataBlend *b, int64_t batch_start, int global_batch, int dp_rank,
                           int dp_size, int micro_batch, int micro_index, int *inputs, int *targets) {
     char what[32];
@@ -202,8 +209,7 @@ void data_blend_get_batch(DataBlend *b, int64_t batch_start, int global_batch, i
     int64_t first = data_micro_first(what, batch_start, global_batch, dp_rank, dp_size, micro_batch,
                                      micro_index, b->num_samples);
     for (int j = 0; j < micro_batch; j++) {
-        DataSplit *sp = b->splits[b->file ? b->file[first + j] : 0];  // one file: its own order
-        data_read_sample(sp, data_split_sample_at(sp, b->pos ? b->pos[first + j] : first + j), b->buf);
+        data_blend_sample(b, first + j, b->buf);
         data_sample_to_rows(b->buf, b->seq_length, j, inputs, targets);
     }
 }

@@ -59,6 +59,10 @@ void data_blend_free(DataBlend *b);
 // Positions given to file k among the first num_samples (its n_k). Pure.
 int64_t data_blend_count(const DataBlend *b, int k);
 
+// Reads the sample (T + 1 tokens) at blended position p (0 <= p < num_samples, else the job
+// stops naming it) into tokens.
+void data_blend_sample(DataBlend *b, int64_t p, uint32_t *tokens /* (T + 1) */);
+
 // data_get_batch (data/sampler.h) over the blended order: micro-batch micro_index of DP rank
 // dp_rank's share (pgrid_micro_first) of the global batch at blended positions [batch_start,
 // batch_start + global_batch), batches being placed by consumed samples (train/rampup.h). Bad

@@ -11,3 +11,4 @@ int cmd_tokenizer(int argc, char **argv);   // megac/cmd_tokenizer.c: train a BP
 int cmd_export(int argc, char **argv);      // megac/cmd_export.c: checkpoint -> Hugging Face folder
 int cmd_import(int argc, char **argv);      // megac/cmd_import.c: Hugging Face folder -> checkpoint
 int cmd_generate(int argc, char **argv);    // megac/cmd_generate.c: text from a checkpoint
+int cmd_data(int argc, char **argv);        // megac/cmd_data.c: the training samples' tokens

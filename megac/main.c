@@ -18,6 +18,7 @@ static const Command COMMANDS[] = {
     {"plan", cmd_plan, "predict memory, traffic, step time and MFU of every layout, ranked"},
     {"ablate", cmd_ablate, "run a sweep of layouts, record it, report it with plots (megac ablate report DIR)"},
     {"train", cmd_train, "pretrain a GPT model (run under mpiexec for TP/PP/DP > 1)"},
+    {"data", cmd_data, "write the first N training samples' tokens (megac data samples --first N --output F ...)"},
     {"preprocess", cmd_preprocess, "tokenize text / JSON Lines into an HDF5 token dataset"},
     {"tokenizer", cmd_tokenizer, "train a byte-level BPE tokenizer (megac tokenizer train ...)"},
     {"export", cmd_export, "write a checkpoint as a Hugging Face model folder (GPT-2 or Llama)"},

@@ -6,6 +6,7 @@
 #include "data/blend.h"
 #include "data/sampler.h"
 #include "model/gpt_cp.h"  // defines: gpt_cp_select
+#include "train/train_args.h"  // defines: TrainArgs, train_rampup_after
 
 #include <stdlib.h>
 #include <string.h>
@@ -110,6 +111,26 @@ BatchSource *batches_hdf5_create(const BatchDataPaths *p, uint64_t seed, int seq
         s->blends[2] = open_blend(s, &test, "0,0,1", DATA_TEST, seq_length, eval_samples);
     }
     return s;
+}
+
+BatchSource *batches_from_args(const TrainArgs *a) {
+    BatchDataPaths paths = {a->data_path, a->train_data_path, a->valid_data_path, a->test_data_path,
+                            a->split, a->data_vocab, a->tok_vocab, a->tok_eod,
+                            a->tok_type ? (a->tok_model ? a->tok_model : a->vocab_file) : NULL};
+    return batches_hdf5_create(&paths, a->seed, a->model.seq_length,
+                               train_rampup_after(&a->rampup, 0, a->train_iters),
+                               a->eval_iters * (int64_t)a->global_batch);
+}
+
+int batches_read_sample(BatchSource *s, SplitKind k, int64_t pos, uint32_t *tokens) {
+    DataBlend *b = s->n_ds ? s->blends[k] : NULL;
+    if (!b || pos < 0 || pos >= b->num_samples) return -1;
+    data_blend_sample(b, pos, tokens);
+    return 0;
+}
+
+int64_t batches_available(const BatchSource *s, SplitKind k) {
+    return s->n_ds && s->blends[k] ? s->blends[k]->num_samples : 0;
 }
 
 void batches_print_summary(const BatchSource *s, FILE *f) {

@@ -51,6 +51,17 @@ typedef struct {
 // splits or blends: one line naming the file, exit 2.
 BatchSource *batches_hdf5_create(const BatchDataPaths *paths, uint64_t seed, int seq_length,
                                  int64_t train_samples, int64_t eval_samples);
+struct TrainArgs;
+// batches_hdf5_create for `megac train`'s flags a (files, --split, --seed, --seq-length; the
+// train order for the samples of --train-iters or --train-samples, the evaluation orders for
+// --eval-iters global batches), as the trainer opens its data. Collective over
+// MPI_COMM_WORLD; errors as batches_hdf5_create's.
+BatchSource *batches_from_args(const struct TrainArgs *a);
+// Reads the sample (seq_length + 1 tokens) at order position pos of split k into tokens: 0,
+// or -1 (nothing read) for mock data, a split not built or pos outside [0, available).
+int batches_read_sample(BatchSource *s, SplitKind k, int64_t pos, uint32_t *tokens);
+// Order positions built for split k (0 for mock data or a split not built). Pure.
+int64_t batches_available(const BatchSource *s, SplitKind k);
 // Makes sure the training order has at least `samples` positions (a resume that changed the
 // global batch may need more than were built at start); the order itself never changes.
 void batches_reserve_train(BatchSource *s, int64_t samples);

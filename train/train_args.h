@@ -14,7 +14,7 @@
 // (data/tokenizer.h: TOK_N_BYTES + 1), as preprocessed text has them.
 #define TRAIN_MOCK_VOCAB_DEFAULT 257
 
-typedef struct {
+typedef struct TrainArgs {
     GPTConfig model;
     int tp, pp;
     int cp;                         // --context-parallel-size (model/gpt_cp.h)

@@ -111,12 +111,7 @@ Trainer *trainer_create(const TrainArgs *args) {
     if (a->mock_data) {
         t->data = batches_mock_create(a->seed, a->mock_vocab, a->mock_samples, a->model.seq_length);
     } else {
-        int64_t G = a->global_batch;
-        BatchDataPaths paths = {a->data_path, a->train_data_path, a->valid_data_path, a->test_data_path,
-                                a->split, a->data_vocab, a->tok_vocab, a->tok_eod,
-                                a->tok_type ? (a->tok_model ? a->tok_model : a->vocab_file) : NULL};
-        t->data = batches_hdf5_create(&paths, a->seed, a->model.seq_length,
-                                      train_rampup_after(&a->rampup, 0, a->train_iters), a->eval_iters * G);
+        t->data = batches_from_args(a);
     }
     a->model.vocab_size = batches_vocab_size(t->data);
     char err[512];

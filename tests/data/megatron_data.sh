@@ -4,7 +4,8 @@
 #   Megatron-Core itself: megatron_order.sh), so its losses are not the HDF5 copy's (megac's
 #   order) but agree between 1 rank and DP 2 (every rank maps the .bin; fp32 round-off); the
 #   corpus preprocessed by megac and its `preprocess --from-megatron` import train bitwise the
-#   same. A blend mixing a prefix and an HDF5 file trains (megac's blend rule).
+#   same. A blend mixing a prefix and an HDF5 file takes megac's blend rule: its positions on
+#   the HDF5 file hold exactly the samples of the all-HDF5 blend's (`megac data samples`).
 #   The import keeps the tokens exactly (no EOD added; a notice counts the documents without
 #   one), and training on such a prefix prints the same kind of notice.
 #   A prefix without --vocab-size, --vocab-size disagreeing with an HDF5 file, and a missing
@@ -55,8 +56,30 @@ a, b = ([float(l.split(":")[1]) for l in open(f)] for f in sys.argv[1:])
 sys.exit(not (len(a) == len(b) > 0 and all(abs(x - y) <= 1e-5 * abs(x) for x, y in zip(a, b))))
 PY
 grep -q "notice" "$tmp/prefix.out" && fail "EOD notice for a corpus with EOD"
-# a blend of a prefix and an HDF5 file (megac's blend rule) trains
+# a blend of a prefix and an HDF5 file (megac's blend rule): the HDF5 file's positions hold
+# the samples of the blend of the two HDF5 files
 losses blend_mixed 1 --data-path 0.3 "$tmp/m" 0.7 "$tmp/imp.h5" --vocab-size 256
+samples=(--seq-length 32 --global-batch-size 8 --train-iters 6 --split 90,10,0 --vocab-size 256)
+"$megac" data samples --first 48 --output "$tmp/bh.bin" "${samples[@]}" --data-path 0.3 "$tmp/c.h5" 0.7 \
+  "$tmp/imp.h5" > /dev/null || fail "data samples of the HDF5 blend"
+"$megac" data samples --first 48 --output "$tmp/bm.bin" "${samples[@]}" --data-path 0.3 "$tmp/m" 0.7 \
+  "$tmp/imp.h5" > /dev/null || fail "data samples of the mixed blend"
+python3 - "$tmp/bh.bin" "$tmp/bm.bin" <<'PY' || fail "mixed blend: the HDF5 file's samples changed"
+import sys
+h, m = (open(f, "rb").read() for f in sys.argv[1:])
+row, n, w, got = 33 * 4, [0, 0], [0.3, 0.7], []
+for i in range(48):  # blend.h step 2: the file whose share is most behind
+    k = max(range(2), key=lambda k: (w[k] * (i + 1) - n[k], -k))
+    n[k] += 1
+    got.append((k, h[i * row:(i + 1) * row] == m[i * row:(i + 1) * row]))
+sys.exit(not (len(h) == len(m) == 48 * row and all(eq for k, eq in got if k == 1) and
+              not all(eq for k, eq in got if k == 0)))
+PY
+expect 2 "data samples: --first 'x' is not a positive whole number" "$megac" data samples --first x --output "$tmp/x.bin"
+expect 2 "data samples: --first 49, but the training order has 48 samples" \
+  "$megac" data samples --first 49 --output "$tmp/x.bin" "${samples[@]}" --data-path "$tmp/m"
+expect 2 "data samples: $tmp/no/x.bin: No such file or directory" \
+  "$megac" data samples --first 4 --output "$tmp/no/x.bin" "${samples[@]}" --data-path "$tmp/m"
 # a prefix without EOD trains, with a notice
 expect 0 "notice: $tmp/raw: 200 of 200 documents checked do not end with the end-of-document id 256" \
   "$megac" train "${tiny[@]}" --train-iters 2 --data-path "$tmp/raw" --vocab-size 256
