@@ -22,8 +22,21 @@ add_tensorboard() {  # into the environment, when it exists; never fails
     echo "setup: could not install tensorboard into $venv (see $venv.log): the TensorBoard test will skip"
   fi
 }
+# tests/data/megatron_order.py compares megac's .bin/.idx sample order with Megatron-Core's.
+mcore_probe='import glob, os, numpy, megatron
+assert glob.glob(os.path.join(list(megatron.__path__)[0], "core/datasets/helpers_cpp*.so"))'
+add_megatron_core() {  # into the environment, when it exists; never fails
+  [[ -x "$venv/bin/python" ]] || return 0
+  "$venv/bin/python" -c "$mcore_probe" 2>/dev/null && return 0
+  if "$venv/bin/pip" install -q --disable-pip-version-check --no-deps "megatron-core==0.16.1" >>"$venv.log" 2>&1 &&
+     "$venv/bin/python" -c "$mcore_probe" 2>/dev/null; then
+    echo "setup: megatron-core installed in $venv"
+  else
+    echo "setup: could not install megatron-core into $venv (see $venv.log): the Megatron sample-order test will skip"
+  fi
+}
 if [[ -x "$venv/bin/python" ]] && "$venv/bin/python" -c "$probe" 2>/dev/null; then
-  echo "setup: Hugging Face test environment present ($venv)"; add_tensorboard; exit 0
+  echo "setup: Hugging Face test environment present ($venv)"; add_tensorboard; add_megatron_core; exit 0
 fi
 if ! "$py" -c 'import torch' 2>/dev/null; then
   echo "setup: python3-torch is not installed: the Hugging Face tests will skip"; exit 0
@@ -39,4 +52,5 @@ else
        "the Hugging Face tests will skip"
 fi
 add_tensorboard
+add_megatron_core
 exit 0
