@@ -141,9 +141,11 @@ void batches_print_summary(const BatchSource *s, FILE *f) {
             const DataSplit *sp = b->splits[k];
             double epochs = sp->tokens_per_epoch > 0 ? (double)sp->num_samples * sp->seq_length /
                                                            (double)sp->tokens_per_epoch : 0.0;
-            fprintf(f, "  %-5s weight %.4f  %s: %lld of %lld documents, %lld samples (%.3g epochs)\n",
+            int seqs = sp->order_kind == DATA_ORDER_MEGATRON;  // Megatron's order samples sequences
+            fprintf(f, "  %-5s weight %.4f  %s: %lld of %lld %s, %lld samples (%.3g epochs)\n",
                     names[i], b->weights[k], sp->ds->path, (long long)sp->n_docs,
-                    (long long)sp->ds->n_docs, (long long)sp->num_samples, epochs);
+                    (long long)(seqs ? sp->ds->n_seqs : sp->ds->n_docs), seqs ? "sequences" : "documents",
+                    (long long)sp->num_samples, epochs);
         }
     }
 }
