@@ -101,7 +101,8 @@ int data_preprocess(const DataPreprocessOptions *o, DataPreprocessStats *st, cha
     if (!j.w) return -1;
     DataDocsOptions docs = o->docs;
     // Cutting long documents is exact only for pre-tokenisation that never joins "\n" + "x".
-    int exact_cuts = o->tok->kind == TOK_BYTE || !strcmp(o->tok->pattern, TOK_DEFAULT_PATTERN);
+    // (SentencePiece: never; a document's spaces and prefix depend on all of it.)
+    int exact_cuts = o->tok->kind == TOK_BYTE || (o->tok->kind == TOK_BPE && !strcmp(o->tok->pattern, TOK_DEFAULT_PATTERN));
     docs.chunk_bytes = exact_cuts ? CHUNK_BYTES : 0;
     DataDocSink sink = {on_text, on_end_doc, on_progress, &j};
     data_progress_init(&j.progress, "preprocess", total, o->progress);

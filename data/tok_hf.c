@@ -1,15 +1,17 @@
 // data/tok_hf.c: Hugging Face tokenizer.json and GPT-2 vocab.json + merges.txt as megac
 // tokenizers (tokenizer.h's TokLayout): byte-level BPE only, as GPT-2 and Llama-3 use it.
 //
+// The SentencePiece family (Metaspace, byte_fallback: Llama-2, Mistral) goes to tok_hf_spm.c.
 // Read: model BPE (vocab, merges as "a b" or [a, b], ignore_merges); pre-tokenizer ByteLevel
 // (use_regex: GPT-2's pattern) or Sequence[Split(Regex, Isolated), ByteLevel without regex]
 // (Llama-3); normalizer none; post-processor none, ByteLevel or TemplateProcessing (its
 // special tokens around a single text become the tokenizer's prefix / suffix); added tokens
 // are special (never produced from text). Refused, naming the part: other models (WordPiece,
-// Unigram), byte_fallback, dropout, subword prefixes, normalizers, add_prefix_space, other
+// Unigram), dropout, subword prefixes, normalizers, add_prefix_space, other
 // pre-tokenizers and post-processors.
 #include "tokenizer.h"
 #include "core/check.h"  // defines: core_calloc
+#include "data/tok_spm.h"  // defines: tok_hf_is_spm, tok_hf_spm
 
 #include <json-c/json.h>  // defines: json_object_*
 #include <stdio.h>
@@ -290,11 +292,12 @@ static Tokenizer *from_hf(json_object *o, const char *eos, char *why, size_t wn)
                  .ignore_merges = flag(model, "ignore_merges")};
     json_object *drop = get(model, "dropout", json_type_double), *cp = get(model, "continuing_subword_prefix", json_type_string);
     json_object *ew = get(model, "end_of_word_suffix", json_type_string);
+    if (tok_hf_is_spm(o))  // Metaspace / byte_fallback: the SentencePiece family (tok_hf_spm.c)
+        return post_processor(get(o, "post_processor", json_type_object), &p, why, wn) ? NULL
+               : tok_hf_spm(o, eos, p.prefix, p.n_prefix, p.suffix, p.n_suffix, why, wn);
     if (strcmp(ty, "BPE")) {
         snprintf(why, wn, "model %s%s is not supported: megac reads byte-level BPE (GPT-2, Llama-3)", ty,
                  !strcmp(ty, "Unigram") ? " (SentencePiece)" : "");
-    } else if (flag(model, "byte_fallback")) {
-        snprintf(why, wn, "BPE with byte_fallback (SentencePiece-style, e.g. Llama-2) is not supported: megac reads byte-level BPE");
     } else if ((drop && json_object_get_double(drop) > 0) || (cp && *json_object_get_string(cp)) ||
                (ew && *json_object_get_string(ew))) {
         snprintf(why, wn, "BPE with dropout, continuing_subword_prefix or end_of_word_suffix is not supported");

@@ -10,10 +10,14 @@
 //    "pattern": "...", "ignore_merges": false, "tokens": ["!", ..., null],
 //    "special": [E, ...], "prefix": [], "suffix": [], "merges": [[a, b, c], ...]}
 //
+// A SentencePiece tokenizer is {"format": "megac-spm", ...} (tok_spm.c): its model file or
+// tokenizer.json inside.
+//
 // tokens[i]: id i's bytes in the byte-level alphabet (a special token's: its text; null:
 // none); merge k joins [a, b] into c. A Hugging Face tokenizer.json is read too (tok_hf.c).
 #include "tokenizer.h"
 #include "core/check.h"  // defines: core_calloc
+#include "data/tok_spm.h"  // defines: tok_spm_describe, tok_spm_from_desc
 
 #include <errno.h>
 #include <json-c/json.h>  // defines: json_tokener_parse_ex, json_object_*
@@ -66,6 +70,7 @@ static void add_layout(json_object *o, const Tokenizer *t) {
 
 char *tok_serialize(const Tokenizer *t) {
     if (t->kind == TOK_BYTE) return strdup("byte");
+    if (t->kind == TOK_SPM) return tok_spm_describe(t);
     json_object *o = json_object_new_object();
     json_object_object_add(o, "format", json_object_new_string(TOK_FORMAT));
     json_object_object_add(o, "version", json_object_new_int(t->megac_layout ? TOK_VERSION : TOK_VERSION_LAYOUT));
@@ -240,6 +245,9 @@ static Tokenizer *from_object(json_object *o, const char *origin, char *err, siz
     if (json_object_is_type(o, json_type_object) && !json_object_object_get_ex(o, "format", NULL) &&
         json_object_object_get_ex(o, "model", NULL))  // a Hugging Face tokenizer.json
         return tok_hf_from_json(o, origin, NULL, err, errlen);
+    if (json_object_is_type(o, json_type_object) && json_object_object_get_ex(o, "format", &v) &&
+        json_object_is_type(v, json_type_string) && !strcmp(json_object_get_string(v), "megac-spm"))
+        return tok_spm_from_desc(o, origin, err, errlen);  // a dataset's SentencePiece tokenizer
     if (!json_object_is_type(o, json_type_object) || !json_object_object_get_ex(o, "format", &v) ||
         !json_object_is_type(v, json_type_string) || strcmp(json_object_get_string(v), TOK_FORMAT)) {
         snprintf(err, errlen, "%s: not a megac tokenizer (needs \"format\": \"%s\")", origin, TOK_FORMAT);

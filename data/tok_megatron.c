@@ -7,6 +7,8 @@
 
 Tokenizer *tok_load_megatron(const char *type, const char *vocab_file, const char *merge_file,
                              const char *model, char *err, size_t errlen) {
+    int spm = !strcmp(type, "SentencePieceTokenizer") || !strcmp(type, "GPTSentencePieceTokenizer") ||
+              !strcmp(type, "Llama2Tokenizer");
     if (!strcmp(type, "GPT2BPETokenizer")) {
         if (!vocab_file || !merge_file || model) {
             snprintf(err, errlen, "--tokenizer-type GPT2BPETokenizer needs --vocab-file and --merge-file (and no --tokenizer-model)");
@@ -14,16 +16,16 @@ Tokenizer *tok_load_megatron(const char *type, const char *vocab_file, const cha
         }
         return tok_load_gpt2(vocab_file, merge_file, err, errlen);
     }
-    if (!strcmp(type, "HuggingFaceTokenizer")) {
+    if (!strcmp(type, "HuggingFaceTokenizer") || spm) {
         if (!model || vocab_file || merge_file) {
-            snprintf(err, errlen, "--tokenizer-type HuggingFaceTokenizer needs --tokenizer-model (a tokenizer.json "
-                     "or its directory; no --vocab-file, --merge-file)");
+            snprintf(err, errlen, "--tokenizer-type %s needs --tokenizer-model (%s; no --vocab-file, --merge-file)",
+                     type, spm ? "a SentencePiece tokenizer.model" : "a tokenizer.json or its directory");
             return NULL;
         }
-        return tok_load_hf(model, err, errlen);
+        return spm ? tok_load_spm(type, model, err, errlen) : tok_load_hf(model, err, errlen);
     }
-    snprintf(err, errlen, "--tokenizer-type %s is not supported: megac reads byte-level BPE as "
-             "GPT2BPETokenizer (--vocab-file, --merge-file) or HuggingFaceTokenizer (--tokenizer-model "
-             "tokenizer.json)", type);
+    snprintf(err, errlen, "--tokenizer-type %s is not supported: megac reads GPT2BPETokenizer (--vocab-file, "
+             "--merge-file), HuggingFaceTokenizer (--tokenizer-model tokenizer.json), SentencePieceTokenizer, "
+             "GPTSentencePieceTokenizer and Llama2Tokenizer (--tokenizer-model tokenizer.model)", type);
     return NULL;
 }

@@ -1,5 +1,6 @@
 // data/tokenizer.c: byte-level and byte-level BPE encode / decode (see tokenizer.h).
 #include "tokenizer.h"
+#include "data/tok_spm.h"  // defines: tok_spm_encode, tok_spm_free
 #include "core/check.h"  // defines: core_calloc, core_fatal
 
 #include <stdio.h>
@@ -271,6 +272,7 @@ void tok_free(Tokenizer *t) {
     free(t->cache_start);
     free(t->cache_ids.v);
     free(t->scratch);
+    tok_spm_free(t->spm);
     free(t);
 }
 
@@ -344,6 +346,10 @@ void tok_encode(Tokenizer *t, const uint8_t *text, size_t n, TokIds *out) {
     if (t->kind == TOK_BYTE) {  // ids are the bytes
         tok_ids_reserve(out, n);
         for (size_t i = 0; i < n; i++) out->v[out->n++] = text[i];
+        return;
+    }
+    if (t->kind == TOK_SPM) {  // the SentencePiece family: its own normalizer and segmentation
+        tok_spm_encode(t->spm, text, n, out);
         return;
     }
     void *ctx[2] = {t, out};

@@ -28,7 +28,10 @@
 #define TOK_MAX_VOCAB (1 << 24)
 #define TOK_MAX_PIECE_LIMIT 65536   // largest max_piece a tokenizer file may ask for
 
-typedef enum { TOK_BYTE, TOK_BPE } TokKind;
+// TOK_SPM: the SentencePiece family (tok_spm.h): a tokenizer.model, or a Hugging Face
+// tokenizer.json with Metaspace / byte_fallback BPE; its own encoder, the same decode tables.
+typedef enum { TOK_BYTE, TOK_BPE, TOK_SPM } TokKind;
+struct TokSpm;
 
 // Growable arrays for encode / decode output.
 typedef struct { uint32_t *v; size_t n, cap; } TokIds;   // (n) token ids
@@ -82,6 +85,7 @@ typedef struct {
     uint64_t *cache_start; // (cache capacity) where a cached piece's ids start in cache_ids
     TokIds cache_ids;
     uint32_t *scratch;     // (max_piece) symbols of the piece being merged
+    struct TokSpm *spm;    // TOK_SPM: the model and its encoder (pattern, merges unused)
 } Tokenizer;
 
 // The byte-level tokenizer (vocab 257). Never fails.
@@ -136,8 +140,14 @@ Tokenizer *tok_load_gpt2(const char *vocab_file, const char *merge_file, char *e
 // for the first of <|endoftext|>, <|end_of_text|>, </s>, <eos> that the file has.
 struct json_object;
 Tokenizer *tok_hf_from_json(struct json_object *o, const char *origin, const char *eos, char *err, size_t errlen);
-// Megatron's flags: type GPT2BPETokenizer (vocab_file, merge_file) or HuggingFaceTokenizer
-// (model); another type is refused naming it. NULL with one line in err.
+// A SentencePiece tokenizer.model as Megatron's type (tok_spm.c): Llama2Tokenizer (BOS
+// before each document, EOD = eos_id), GPTSentencePieceTokenizer (EOD = eos_id) or
+// SentencePieceTokenizer (<CLS> <SEP> <EOD> <MASK> and pad/bos/eos added as Megatron does,
+// EOD = <EOD>). NULL with "path: problem" in err (missing, corrupt, unsupported part).
+Tokenizer *tok_load_spm(const char *type, const char *path, char *err, size_t errlen);
+// Megatron's flags: type GPT2BPETokenizer (vocab_file, merge_file), HuggingFaceTokenizer
+// (model) or one of tok_load_spm's (model); another type is refused naming it. NULL with one
+// line in err.
 Tokenizer *tok_load_megatron(const char *type, const char *vocab_file, const char *merge_file,
                              const char *model, char *err, size_t errlen);
 

@@ -119,6 +119,6 @@ with tempfile.TemporaryDirectory() as wd:
     assert r.returncode == 2 and "normalizer NFKC is not supported" in r.stderr, r.stderr
     r = run("preprocess", "--input", jsonl, "--output", f"{wd}/x.h5", "--tokenizer-type", "SentencePieceTokenizer",
             "--tokenizer-model", f"{wd}/wp.json", ok=False)
-    assert r.returncode == 2 and "--tokenizer-type SentencePieceTokenizer is not supported" in r.stderr, r.stderr
-    print("refused: WordPiece, NFKC, SentencePieceTokenizer")
+    assert r.returncode == 2 and "not a SentencePiece model file" in r.stderr, r.stderr
+    print("refused: WordPiece, NFKC, a tokenizer.json as SentencePieceTokenizer's tokenizer.model")
 print("hf_tokenizers: ok")

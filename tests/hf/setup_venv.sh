@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # tests/hf/setup_venv.sh [DIR]: the Python environment of the Hugging Face tests (suite 'hf'):
 # a virtual environment over Debian's python3 (which has python3-torch, installed by
-# scripts/setup.sh) with `transformers` and `safetensors` from the package registry, and
-# `tensorboard` (tests/train/tensorboard_events.py).
+# scripts/setup.sh) with `transformers` and `safetensors` from the package registry,
+# `tensorboard` (tests/train/tensorboard_events.py) and `sentencepiece`
+# (tests/data/spm_tokenizers.py).
 # DIR: $MEGAC_HF_VENV, else ~/.cache/megac/hf-venv. Idempotent: an environment that already
 # imports both is kept. Without network the tests that need it skip; this never fails the
 # set-up (exit 0 with one line saying what is missing).
@@ -35,8 +36,19 @@ add_megatron_core() {  # into the environment, when it exists; never fails
     echo "setup: could not install megatron-core into $venv (see $venv.log): the Megatron sample-order test will skip"
   fi
 }
+# tests/data/spm_tokenizers.py trains SentencePiece models with the sentencepiece package.
+add_sentencepiece() {  # into the environment, when it exists; never fails
+  [[ -x "$venv/bin/python" ]] || return 0
+  "$venv/bin/python" -c 'import sentencepiece' 2>/dev/null && return 0
+  if "$venv/bin/pip" install -q --disable-pip-version-check "sentencepiece>=0.1.99" >>"$venv.log" 2>&1 &&
+     "$venv/bin/python" -c 'import sentencepiece' 2>/dev/null; then
+    echo "setup: sentencepiece installed in $venv"
+  else
+    echo "setup: could not install sentencepiece into $venv (see $venv.log): the SentencePiece test will skip"
+  fi
+}
 if [[ -x "$venv/bin/python" ]] && "$venv/bin/python" -c "$probe" 2>/dev/null; then
-  echo "setup: Hugging Face test environment present ($venv)"; add_tensorboard; add_megatron_core; exit 0
+  echo "setup: Hugging Face test environment present ($venv)"; add_tensorboard; add_megatron_core; add_sentencepiece; exit 0
 fi
 if ! "$py" -c 'import torch' 2>/dev/null; then
   echo "setup: python3-torch is not installed: the Hugging Face tests will skip"; exit 0
@@ -53,4 +65,5 @@ else
 fi
 add_tensorboard
 add_megatron_core
+add_sentencepiece
 exit 0
