@@ -27,7 +27,7 @@ static const CoreCompatFlag TABLE[] = {
     {"--profile", 0, NULL, NOEFF, "starts PyTorch's or Nsight's profiler; megac's step profile is --trace FILE"},
     {"--profile-step-start", 'i', NULL, NOEFF, "starts PyTorch's or Nsight's profiler; megac's step profile is --trace FILE"},
     {"--profile-step-end", 'i', NULL, NOEFF, "starts PyTorch's or Nsight's profiler; megac's step profile is --trace FILE"},
-    {"--tiktoken-pattern", 's', "v1|v2", NOEFF, "read by Megatron's TikTokenizer only; megac's tokenizers (GPT2BPETokenizer, HuggingFaceTokenizer, NullTokenizer) do not use it"},
+    {"--tiktoken-pattern", 's', "v1|v2", NOEFF, "read by Megatron's TikTokenizer only; megac's tokenizers (GPT2BPETokenizer, HuggingFaceTokenizer, the SentencePiece types, NullTokenizer) do not use it"},
     {"--ckpt-format", 's', "torch|torch_dist|zarr|torch_dcp|fsdp_dtensor", NOEFF, "megac always writes its own HDF5 checkpoints (docs/checkpoint-format.md); the weights are the same"},
     // refused: they would change the result and megac does not implement them
     {"--fp8-format", 's', NULL, REFUSE, FP8},

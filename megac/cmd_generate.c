@@ -24,7 +24,8 @@ static const char *USAGE =
     "                      [--tokenizer byte|tok.json|tokenizer.json|data.h5 | TOKENIZER]\n"
     "                      [--print-ids] [--dump-logits FILE]\n"
     "  TOKENIZER: Megatron's flags, --tokenizer-type GPT2BPETokenizer --vocab-file F --merge-file F\n"
-    "  or --tokenizer-type HuggingFaceTokenizer --tokenizer-model tokenizer.json.\n"
+    "  or --tokenizer-type HuggingFaceTokenizer --tokenizer-model tokenizer.json, or --tokenizer-type\n"
+    "  Llama2Tokenizer|GPTSentencePieceTokenizer|SentencePieceTokenizer --tokenizer-model tokenizer.model.\n"
     "  Prints the prompt and its continuation. Temperature 0 is greedy. Generation stops at the\n"
     "  end-of-document token (unless --ignore-eos). --dump-logits writes the final context's\n"
     "  logits, (tokens, vocab) float32 little-endian, row i predicting token i + 1.";
@@ -124,10 +125,10 @@ int cmd_generate(int argc, char **argv) {
         {"--ignore-eos", ARG_BOOL, &a.ignore_eos, "do not stop at the end-of-document token"},
         {"--dump-logits", ARG_STR, &a.dump, "write the final context's logits to FILE"},
         {"--num-threads", ARG_INT, &a.threads, "CPU threads"},
-        {"--tokenizer-type", ARG_STR, &a.tok_type, "Megatron's: GPT2BPETokenizer or HuggingFaceTokenizer (instead of --tokenizer)"},
+        {"--tokenizer-type", ARG_STR, &a.tok_type, "Megatron's: GPT2BPETokenizer, HuggingFaceTokenizer, Llama2Tokenizer, GPTSentencePieceTokenizer or SentencePieceTokenizer (instead of --tokenizer)"},
         {"--vocab-file", ARG_STR, &a.vocab_file, "GPT2BPETokenizer: GPT-2's vocab.json"},
         {"--merge-file", ARG_STR, &a.merge_file, "GPT2BPETokenizer: GPT-2's merges.txt"},
-        {"--tokenizer-model", ARG_STR, &a.tok_model, "HuggingFaceTokenizer: tokenizer.json or its directory"},
+        {"--tokenizer-model", ARG_STR, &a.tok_model, "HuggingFaceTokenizer: tokenizer.json or its directory; the SentencePiece types: tokenizer.model"},
         {"--make-vocab-size-divisible-by", ARG_INT, &a.divisible, "accepted as Megatron's; no effect: checkpoints hold the V real rows, padding ids are never sampled"},
         {"--no-kv-cache", ARG_BOOL, &a.no_kv_cache, "re-run the whole forward for every new token (no key/value cache)"},
     };

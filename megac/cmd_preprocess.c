@@ -18,7 +18,9 @@ static const char *USAGE =
     "       megac preprocess --from-megatron PREFIX (--vocab-size N [--eod-id N] | TOKENIZER) --output data.h5\n"
     "  TOKENIZER (Megatron's flags, instead of --tokenizer): --tokenizer-type GPT2BPETokenizer\n"
     "  --vocab-file vocab.json --merge-file merges.txt, or --tokenizer-type HuggingFaceTokenizer\n"
-    "  --tokenizer-model tokenizer.json (byte-level BPE: GPT-2, Llama-3; docs/data-format.md).\n\n"
+    "  --tokenizer-model tokenizer.json (GPT-2, Llama-3, Llama-2, Mistral), or --tokenizer-type\n"
+    "  Llama2Tokenizer|GPTSentencePieceTokenizer|SentencePieceTokenizer --tokenizer-model\n"
+    "  tokenizer.model (SentencePiece; docs/data-format.md).\n\n"
     "Text files hold one document each, or documents separated by --doc-separator lines (e.g. '%'\n"
     "for /usr/share/games/fortunes). *.jsonl / *.json files are JSON Lines with the text under\n"
     "--json-keys. Every document ends with the end-of-document token.";
@@ -101,10 +103,10 @@ int cmd_preprocess(int argc, char **argv) {
         {"--from-megatron", ARG_STR, &megatron, "convert PREFIX.bin/PREFIX.idx (Megatron-LM)"},
         {"--vocab-size", ARG_I64, &vocab, "--from-megatron: Megatron's NullTokenizer: ids 0..N-1 and the end-of-document id N (N + 1 ids)"},
         {"--eod-id", ARG_I64, &eod, "--from-megatron: end-of-document id (default: N, or the tokenizer's)"},
-        {"--tokenizer-type", ARG_STR, &tok_type, "Megatron's: GPT2BPETokenizer or HuggingFaceTokenizer (instead of --tokenizer)"},
+        {"--tokenizer-type", ARG_STR, &tok_type, "Megatron's: GPT2BPETokenizer, HuggingFaceTokenizer, Llama2Tokenizer, GPTSentencePieceTokenizer or SentencePieceTokenizer (instead of --tokenizer)"},
         {"--vocab-file", ARG_STR, &vocab_file, "GPT2BPETokenizer: GPT-2's vocab.json"},
         {"--merge-file", ARG_STR, &merge_file, "GPT2BPETokenizer: GPT-2's merges.txt"},
-        {"--tokenizer-model", ARG_STR, &tok_model, "HuggingFaceTokenizer: tokenizer.json or its directory"},
+        {"--tokenizer-model", ARG_STR, &tok_model, "HuggingFaceTokenizer: tokenizer.json or its directory; the SentencePiece types: tokenizer.model"},
         {"--make-vocab-size-divisible-by", ARG_INT, &divisible, "as Megatron: report the padded vocabulary (a multiple of this x the tensor-parallel size, 1 here) that train will use"},
     };
     core_args_parse(USAGE, specs, (int)(sizeof specs / sizeof specs[0]), argc, argv);
