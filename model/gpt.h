@@ -59,8 +59,9 @@ typedef struct {
     int *slot;             // (n, K) the expert-ordered row of each (token, choice)
     float *pprobs;         // (M) probs in expert order (the combine's backward)
     float *coef;           // (groups, E) the aux loss's coefficients (moe_router_loss)
-    void *xp;              // (R, C) the local experts' input rows: in expert order (R = M), or
-                           // with expert parallelism as received (R = M ep: gpt_moe_recv_rows)
+    void *xp;              // (R, C) the local experts' input rows in local-expert order (R = M;
+                           // expert parallelism: the received rows sorted, R = M ep:
+                           // gpt_moe_recv_rows)
     void *fch, *fch_act;   // (R, F2e) expert fc outputs; (R, Fe) after the activation
     void *eo;              // (M, C) expert outputs, in expert order (back from their ranks)
     int *counts;           // host (E): rows routed to each expert here

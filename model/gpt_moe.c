@@ -61,6 +61,7 @@ static void device_buffers(const GPT *m, Backend *be, struct GPTMoE *s) {
         s->xr = ws_alloc(be, s, R * C * act);
         s->xr2 = ws_alloc(be, s, R * C * act);
         s->cnt = ws_alloc(be, s, 2 * E * sizeof(int));
+        s->sort = ws_alloc(be, s, 2 * R * sizeof(int));
     }
     s->dx = ws_alloc(be, s, n * C * act);
 }
@@ -93,6 +94,7 @@ void gpt_moe_create(GPT *m) {
     s->h_pprobs = core_calloc(M, sizeof(float));
     s->h_rank = core_calloc(NK, sizeof(Ranked));
     s->h_coef = core_calloc(G * E, sizeof(float));
+    if (m->ep > 1) s->h_sort = core_calloc(2 * gpt_moe_recv_rows(m), sizeof(int));
     device_buffers(m, be, s);
     s->h_row_group = core_calloc(n, sizeof(int));  // local row -> its sequence
     for (size_t i = 0; i < n; i++) {
@@ -129,11 +131,11 @@ void gpt_moe_destroy(GPT *m) {
     if (!s) return;
     Backend *be = m->be;
     void *dev[] = {s->row_group, s->loss, s->dlogits, s->dlogits_act, s->dprobs, s->deo, s->dxp,
-                   s->dfch, s->dact, s->dx, s->bias, s->xr, s->xr2, s->cnt};
+                   s->dfch, s->dact, s->dx, s->bias, s->xr, s->xr2, s->cnt, s->sort};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) be->ops->free(be, dev[i]);
     free(s->h_idx), free(s->h_perm), free(s->h_slot), free(s->h_probs), free(s->h_pprobs);
     free(s->h_coef), free(s->h_rank), free(s->dropped), free(s->counts), free(s->lb_loss);
-    free(s->z_loss), free(s->tokens), free(s->h_row_group);
+    free(s->z_loss), free(s->tokens), free(s->h_row_group), free(s->h_sort);
     free(s);
     m->moe = NULL;
 }
@@ -216,9 +218,10 @@ static int route(const GPT *m, struct GPTMoE *s, int *counts, int n, int K, int 
     return dropped;
 }
 
-// The experts' MLPs on expert-grouped rows: n_chunks chunks of cnt[c] contiguous rows of
-// x->xp, chunk c for local expert c % El (ep 1: one chunk per expert; ep > 1: [source rank]
-// [local expert]), fc and the activation into x->fch / x->fch_act, the output into eo.
+// The experts' MLPs on expert-grouped rows (grouped GEMM: one GEMM pair per local expert on
+// its contiguous rows): n_chunks chunks of cnt[c] contiguous rows of x->xp, chunk c for local
+// expert c % El (both callers: one chunk per local expert, sort_by_expert's order at ep > 1),
+// fc and the activation into x->fch / x->fch_act, the output into eo.
 static void experts_forward(GPT *m, const GPTBlockW *w, GPTMoEActs *x, void *eo, const int *cnt,
                             int n_chunks, int El) {
     Backend *be = m->be;
@@ -304,6 +307,32 @@ static void dispatch(GPT *m, const void *in, void *out, const int *send, const i
     comm_all_to_all_v(m->ep_comm, in, sc, out, rc, tp_act_dtype(m->be));
 }
 
+// Expert parallelism: the received rows ([source rank][local expert] chunks, rcounts) sorted
+// by local expert ([local expert][source rank], each chunk's rows in order), so that each
+// local expert runs one GEMM pair on contiguous rows (Megatron's sort_chunks_by_idxs). Fills
+// s->sort (backend, 2 R ints): [0, rows) the received row of each sorted row, [R, R + rows)
+// the sorted row of each received row; lc (El) the rows of each local expert. Returns the
+// rows received. One host loop and one copy.
+static int sort_by_expert(GPT *m, const int *rcounts, int *lc) {
+    struct GPTMoE *s = m->moe;
+    int P = m->ep, El = m->cfg.num_experts / P, R = (int)gpt_moe_recv_rows(m);
+    int off[GPT_MOE_MAX_EXPERTS], rows = 0;  // received offset of chunk [i][e]
+    for (int k = 0; k < P * El; k++) off[k] = rows, rows += rcounts[k];
+    for (int e = 0, r = 0; e < El; e++) {
+        lc[e] = 0;
+        for (int i = 0; i < P; i++)
+            for (int j = 0; j < rcounts[i * El + e]; j++, r++, lc[e]++) {
+                s->h_sort[r] = off[i * El + e] + j;
+                s->h_sort[R + off[i * El + e] + j] = r;
+            }
+    }
+    if (rows) {
+        m->be->ops->copy(m->be, s->sort, s->h_sort, (size_t)rows * sizeof(int), BACKEND_H2D);
+        m->be->ops->copy(m->be, s->sort + R, s->h_sort + R, (size_t)rows * sizeof(int), BACKEND_H2D);
+    }
+    return rows;
+}
+
 void gpt_moe_forward(GPT *m, const GPTBlockW *w, GPTLayerActs *a, void *out, int n, int l) {
     Backend *be = m->be;
     const GPTConfig *c = &m->cfg;
@@ -328,9 +357,13 @@ void gpt_moe_forward(GPT *m, const GPTBlockW *w, GPTLayerActs *a, void *out, int
     if (!ep) {  // the experts, each on its contiguous rows, in expert order
         experts_forward(m, w, x, x->eo, x->counts, E, E);
     } else {  // rows to the ranks holding their experts, the experts, the outputs back
+        int El = E / m->ep, lc[GPT_MOE_MAX_EXPERTS], R = (int)gpt_moe_recv_rows(m);
         exchange_counts(m, x);
-        dispatch(m, s->deo, x->xp, x->counts, x->rcounts);
-        experts_forward(m, w, x, s->xr, x->rcounts, E, E / m->ep);
+        dispatch(m, s->deo, s->xr, x->counts, x->rcounts);
+        int got = sort_by_expert(m, x->rcounts, lc);
+        if (got) be->ops->rows_gather(be, x->xp, s->xr, s->sort, NULL, got, C);  // by local expert
+        experts_forward(m, w, x, s->xr2, lc, El, El);
+        if (got) be->ops->rows_gather(be, s->xr, s->xr2, s->sort + R, NULL, got, C);  // back
         dispatch(m, s->xr, x->eo, x->rcounts, x->counts);
     }
     be->ops->rows_combine(be, out, x->eo, x->slot, x->probs, n, K, C);  // out (n, C)
@@ -381,8 +414,12 @@ void gpt_moe_backward(GPT *m, Comm *sum, const GPTBlockW *w, GPTBlockW *g,
     if (m->ep == 1) {
         experts_backward(m, w, g, x, s->deo, s->dxp, x->counts, E, E);
     } else {  // d(outputs) to the experts' ranks, their backward, d(inputs) back
+        int El = E / m->ep, lc[GPT_MOE_MAX_EXPERTS], R = (int)gpt_moe_recv_rows(m);
         dispatch(m, s->deo, s->xr, x->counts, x->rcounts);
-        experts_backward(m, w, g, x, s->xr, s->xr2, x->rcounts, E, E / m->ep);
+        int got = sort_by_expert(m, x->rcounts, lc);
+        if (got) be->ops->rows_gather(be, s->xr2, s->xr, s->sort, NULL, got, C);
+        experts_backward(m, w, g, x, s->xr2, s->xr, lc, El, El);
+        if (got) be->ops->rows_gather(be, s->xr2, s->xr, s->sort + R, NULL, got, C);
         dispatch(m, s->xr2, s->dxp, x->rcounts, x->counts);
     }
     be->ops->rows_combine(be, dln, s->dxp, x->slot, NULL, n, K, C);  // un-permute: d(ln2)

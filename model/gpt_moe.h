@@ -12,9 +12,11 @@
 // gradients then summed over tp like the norms'), this rank's positions with context
 // parallelism. Routing is per token, so it does not depend on the layout. With expert
 // parallelism (ep > 1) a rank holds E/ep experts; the expert-ordered rows go to the ranks
-// holding their experts with an all-to-all over the ep group (counts exchanged first), each
-// local expert runs on the rows it received, [source rank][local expert] chunks in order,
-// and the outputs come back the same way (Megatron's alltoall dispatcher, without the sort). The load-balancing loss uses the token counts of the whole micro-batch (summed
+// holding their experts with an all-to-all over the ep group (counts exchanged first), the
+// received [source rank][local expert] chunks are sorted by local expert, each local expert
+// runs one GEMM pair on its contiguous rows, and the outputs are sorted back and return the
+// same way (Megatron's alltoall dispatcher). The load-balancing loss uses the token counts of
+// the whole micro-batch (summed
 // over the sequence-parallel and context-parallel ranks).
 //
 // The routing is built on the host: the chosen experts come back from the backend, the
@@ -37,9 +39,12 @@ struct GPTMoE {
     float *dprobs;                 // (n K)
     void *deo, *dxp;               // (M, C) each
     void *dfch, *dact;             // (R, F2e), (R, Fe); R = gpt_moe_recv_rows
-    void *xr, *xr2;                // ep > 1: (R, C) each, rows in the received layout (the
-                                   // experts' outputs, their gradients and inputs'); else NULL
+    void *xr, *xr2;                // ep > 1: (R, C) each, rows as received or sorted by local
+                                   // expert (the experts' outputs, their gradients and
+                                   // inputs'); else NULL
     int *cnt;                      // ep > 1: (2 E) backend: the counts' all-to-all
+    int *sort, *h_sort;            // ep > 1: (2 R) backend / host: the received rows' sort by
+                                   // local expert and its inverse (gpt_moe.c); else NULL
     void *dx;                      // (n, C) the router's input gradient
     int *counts;                   // host (n_slots, n_layers, 2 E): GPTMoEActs.counts, rcounts
     double *lb_loss, *z_loss;      // (n_layers) host: this step's sums over micro-batches

@@ -32,7 +32,7 @@ int gpt_moe_flags_specs(ArgSpec *specs, GPTConfig *m, GPTFlagText *t) {
         {"--moe-aux-loss-coeff", ARG_FLOAT, &m->moe_aux_coeff, "weight of the load-balancing loss (0)"},
         {"--moe-z-loss-coeff", ARG_FLOAT, &m->moe_z_coeff, "weight of the router z-loss (0: none)"},
         {"--moe-token-dispatcher-type", ARG_STR, &t->moe_dispatcher, "allgather (default) | alltoall: the same result in megac (expert-parallel 1: tokens stay on their rank)"},
-        {"--moe-grouped-gemm", ARG_BOOL, &t->moe_grouped_gemm, "accepted, no effect: megac always runs the local experts as one GEMM pair per expert, in expert order"},
+        {"--moe-grouped-gemm", ARG_BOOL, &t->moe_grouped_gemm, "accepted, no effect: megac always runs the local experts as one GEMM pair per expert on its contiguous rows (the received rows sorted by local expert at EP > 1)"},
         {"--moe-shared-expert-intermediate-size", ARG_INT, &m->moe_shared_ffn, "one shared expert per MoE layer: a dense MLP of this hidden size on every token, added to the routed experts' output (0: none)"},
         {"--moe-shared-expert-gate", ARG_BOOL, &t->moe_shared_gate, "a sigmoid gate on the shared expert (not implemented: refused)"},
         {"--moe-router-enable-expert-bias", ARG_BOOL, &t->moe_expert_bias, "aux-loss-free balancing (DeepSeek-V3): a per-layer expert bias added to the scores for the choice only, moved after each step by the bias update rate towards balance (sigmoid score function only)"},
