@@ -108,3 +108,21 @@ DistUnitTotals dist_units_layout(const ParamInfo *t, int n, const int *block, in
     place_units(u, tot.n_edge, n_layers, dp, edp, &tot);
     return tot;
 }
+
+size_t dist_shard_len(size_t n_alloc, size_t expert_offset, int dp, int edp, int sharded) {
+    size_t e0 = edp > 0 ? expert_offset : n_alloc;
+    if (!sharded) return n_alloc;
+    return e0 / (size_t)dp + (edp > 0 ? (n_alloc - e0) / (size_t)edp : n_alloc - e0);
+}
+
+DistStateBytes dist_state_bytes(const DistStateSizes *z) {
+    size_t f = sizeof(float), copy = z->act != f ? z->n_alloc * z->act : 0;
+    DistStateBytes b = {z->n_floats * f + copy, z->n_alloc * f, 2 * z->shard_len * f, 0};
+    if (z->stage == 1) b.shards = 2 * z->shard_len * f;
+    if (z->stage < 2) return b;
+    size_t transient = !z->shared ? z->edge_len + z->layer_len
+                     : z->edge_len > z->layer_len ? z->edge_len : z->layer_len;
+    b.grads = (z->shard_len + transient + z->bucket) * f;
+    if (z->stage == 3) b.params = z->shard_len * f + (z->edge_len + 2 * z->layer_len) * z->act;
+    return b;
+}

@@ -96,3 +96,33 @@ typedef struct {
 DistUnitTotals dist_units_layout(const ParamInfo *t, int n, const int *block, int n_layers,
                                  size_t expert_offset, size_t n_alloc, int dp, int dp_rank,
                                  int edp, int edp_rank, DistUnit *u);
+
+// The floats of a DDP / ZeRO-1 rank's optimizer slice of a flat buffer of n_alloc floats
+// whose dense region [0, expert_offset) is sliced over dp ranks and expert region
+// [expert_offset, n_alloc) over edp (edp 0: no expert region; sharded 0: DDP, the whole
+// buffer). Pure.
+size_t dist_shard_len(size_t n_alloc, size_t expert_offset, int dp, int edp, int sharded);
+
+// What one rank's data-parallel state of a stage is made of (floats), the sizes its
+// memory follows from: the sync engine's (dist_sync.h) and megac plan's.
+typedef struct {
+    int stage;                           // 0 DDP, 1 ZeRO-1, 2 ZeRO-2, 3 ZeRO-3
+    size_t n_floats, n_alloc;            // the flat buffers (gpt_create)
+    size_t shard_len;                    // the optimizer's slice (DDP: n_alloc)
+    size_t edge_len, layer_len, bucket;  // ZeRO-2/3: DistUnitTotals' (else unused)
+    int shared;                          // ZeRO-2/3: one transient gradient buffer for the
+                                         // edge and the layers (a stage not both first and last)
+    size_t act;                          // bytes of a weight copy's element (be->act)
+} DistStateSizes;
+
+// Bytes of that state, as the sync engine and the optimizer allocate them.
+typedef struct {
+    size_t params;  // fp32 master weights (ZeRO-3: the shard) and the be->act copies (ZeRO-3:
+                    // the edge buffer and two layer buffers)
+    size_t grads;   // fp32 main gradients (ZeRO-2/3: the shard, transient buffers, the piece)
+    size_t optim;   // AdamW's m and v over the slice
+    size_t shards;  // ZeRO-1: the gradient and parameter shards the buckets reduce into
+} DistStateBytes;
+
+// The bytes of the state z describes (not counting the ZeRO-2 overlap's buffers). Pure.
+DistStateBytes dist_state_bytes(const DistStateSizes *z);

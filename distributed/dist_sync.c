@@ -53,8 +53,8 @@ DistSync *dist_sync_create(Backend *be, Comm *comm, Comm *ecomm, GPT *m, int sta
                        m->n_alloc, m->expert_offset, comm->size, s->ecomm ? s->ecomm->size : 0);
         size_t e0 = s->ecomm ? m->expert_offset : s->n_padded;
         size_t d_shard = s->sharded ? e0 / (size_t)comm->size : e0;
-        s->shard_len = d_shard + (s->sharded && s->ecomm ? (s->n_padded - e0) / (size_t)s->ecomm->size
-                                                          : s->n_padded - e0);
+        s->shard_len = dist_shard_len(s->n_padded, e0, comm->size, s->ecomm ? s->ecomm->size : 0,
+                                      s->sharded);
         if (s->sharded) {
             s->grad_shard = be->ops->alloc(be, s->shard_len * sizeof(float));
             s->param_shard = be->ops->alloc(be, s->shard_len * sizeof(float));
@@ -242,19 +242,23 @@ int dist_sync_take_spans(DistSync *s, const DistSyncSpan **spans) {
     return n;
 }
 
-size_t dist_sync_grad_bytes(const DistSync *s) {
-    if (s->stage < 2) return s->m->n_alloc * sizeof(float);
-    size_t transient = !s->shared ? s->edge_len + s->layer_len
-                     : s->edge_len > s->layer_len ? s->edge_len : s->layer_len;
-    return (s->shard_len + transient + s->bucket) * sizeof(float) + s->ov_bytes;
+// The sizes dist_state_bytes turns into the memory the engine and the optimizer hold.
+static DistStateSizes state_sizes(const DistSync *s) {
+    DistStateSizes z = {s->stage, s->m->n_floats, s->m->n_alloc, s->shard_len, s->edge_len,
+                        s->layer_len, s->bucket, s->shared, backend_dtype_size(s->be->act)};
+    return z;
 }
 
-size_t dist_sync_param_bytes(const DistSync *s) {
-    const GPT *m = s->m;
-    size_t act = backend_dtype_size(s->be->act);
-    if (s->stage == 3) return s->shard_len * sizeof(float) + (s->edge_len + 2 * s->layer_len) * act;
-    return m->n_floats * sizeof(float) + (act != sizeof(float) ? m->n_alloc * act : 0);
+DistStateBytes dist_sync_state_bytes(const DistSync *s) {
+    DistStateSizes z = state_sizes(s);
+    return dist_state_bytes(&z);
 }
+
+size_t dist_sync_grad_bytes(const DistSync *s) {
+    return dist_sync_state_bytes(s).grads + (s->stage >= 2 ? s->ov_bytes : 0);
+}
+
+size_t dist_sync_param_bytes(const DistSync *s) { return dist_sync_state_bytes(s).params; }
 
 size_t dist_sync_edge_shard_bytes(const DistSync *s) {
     size_t n = 0;

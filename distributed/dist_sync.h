@@ -20,6 +20,7 @@
 #include "backend/backend.h"
 #include "comm/comm.h"
 #include "model/gpt.h"
+#include "distributed/dist_geometry.h"  // defines: DistStateBytes
 
 // One bucket (stages 0-1) or unit (stages 2-3): a range of the flat buffer and this rank's
 // piece of it.
@@ -193,9 +194,12 @@ int dist_sync_take_param_span(DistSync *s, int k, double *t0, double *t1);
 double dist_sync_take_hook_wait(DistSync *s);
 int dist_sync_take_spans(DistSync *s, const DistSyncSpan **spans);
 
-// Bytes this rank holds for the gradients (flat buffer; ZeRO-2/3 shard + transient buffers)
-// and the parameters (fp32 + be->act copies; ZeRO-3 master shard + gather buffers), and
-// ZeRO-2/3 the padded edge share of the shard (the traffic formulas). Pure.
+// The bytes of this rank's state (dist_geometry.h: dist_state_bytes, what megac plan counts),
+// without the ZeRO-2 overlap's buffers. Pure.
+DistStateBytes dist_sync_state_bytes(const DistSync *s);
+// Bytes this rank holds for the gradients (flat buffer; ZeRO-2/3 shard + transient buffers +
+// the overlap's) and the parameters (fp32 + be->act copies; ZeRO-3 master shard + gather
+// buffers), and ZeRO-2/3 the padded edge share of the shard (the traffic formulas). Pure.
 size_t dist_sync_grad_bytes(const DistSync *s);
 size_t dist_sync_param_bytes(const DistSync *s);
 size_t dist_sync_edge_shard_bytes(const DistSync *s);

@@ -113,16 +113,21 @@ static void set_sizes(GPT *m, const GPTStage *st) {
 static void build_params(GPT *m, const ProcessGrid *grid, const GPTStage *st) {
     Backend *be = m->be;
     size_t pad_multiple = st->pad_multiple;
+    size_t total, dense, experts;
     m->params = gpt_params_build_ep(&m->cfg, m->tp, m->ep, m->ep_rank, m->Vp, m->layer0,
-                                    m->n_layers, m->first, m->last, &m->n_params, &m->n_floats);
-    size_t experts = m->ep > 1 ? gpt_params_place_experts(m->params, m->n_params, pad_multiple,
-                                                          &m->n_floats) : 0;
+                                    m->n_layers, m->first, m->last, &m->n_params, &total);
+    gpt_params_regions(m->params, m->n_params, m->ep, &dense, &experts);
+    GPTParamsGeometry geo = gpt_params_geometry(dense, experts, pad_multiple);  // megac plan's
+    if (m->ep > 1 && gpt_params_place_experts(m->params, m->n_params, pad_multiple, &total) !=
+                         (experts ? geo.expert_offset : total))
+        core_fatal("gpt: the expert region's placement differs from gpt_params_geometry's");
     if (m->ep > 1 && m->tp > 1 && pgrid_dims_etp(&grid->dims) == 1)  // not replicated over TP
         gpt_params_experts_over_tp(m->params, m->n_params);
     m->block_param = core_calloc((size_t)m->n_layers + 1, sizeof(int));
     gpt_params_block_index(m->params, m->n_params, m->layer0, m->n_layers, m->block_param);
-    m->n_alloc = (m->n_floats + pad_multiple - 1) / pad_multiple * pad_multiple;
-    m->expert_offset = m->ep > 1 && experts < m->n_floats ? experts : m->n_alloc;
+    m->n_floats = geo.n_floats;
+    m->n_alloc = geo.n_alloc;
+    m->expert_offset = geo.expert_offset;
     m->param_mem = be->ops->alloc(be, m->n_alloc * sizeof(float));
     m->grad_mem = be->ops->alloc(be, m->n_alloc * sizeof(float));
     size_t act = backend_dtype_size(be->act);

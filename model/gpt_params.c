@@ -208,6 +208,19 @@ size_t gpt_params_place_experts(ParamInfo *t, int n, size_t align, size_t *total
     return start;
 }
 
+void gpt_params_regions(const ParamInfo *t, int n, int ep, size_t *dense, size_t *experts) {
+    *dense = *experts = 0;
+    for (int i = 0; i < n; i++) *(ep > 1 && t[i].expert ? experts : dense) += (t[i].numel + 15) / 16 * 16;
+}
+
+GPTParamsGeometry gpt_params_geometry(size_t dense, size_t experts, size_t pad_multiple) {
+    size_t q = pad_multiple ? pad_multiple : 1, start = experts ? (dense + q - 1) / q * q : dense;
+    GPTParamsGeometry g = {start + experts, 0, 0};
+    g.n_alloc = (g.n_floats + q - 1) / q * q;
+    g.expert_offset = experts ? start : g.n_alloc;
+    return g;
+}
+
 void gpt_params_experts_over_tp(ParamInfo *t, int n) {
     for (int i = 0; i < n; i++)
         if (t[i].expert) t[i].tp_replicated = t[i].sp_sum = 0;

@@ -82,6 +82,25 @@ ParamInfo *gpt_params_build_ep(const GPTConfig *c, int tp, int ep, int ep_rank, 
 // offsets. Returns that start (the total when the table has no expert tensor); *total
 // becomes the end of the last expert tensor (64-byte aligned views, as before).
 size_t gpt_params_place_experts(ParamInfo *t, int n, size_t align, size_t *total);
+// The floats of table t's (n entries) tensors outside and inside the expert region, each
+// view 64-byte aligned as the flat buffer lays them out: at ep > 1 *experts holds the expert
+// tensors' (gpt_params_place_experts moves them there); at ep 1 they sit among the others
+// and *experts is 0. Pure.
+void gpt_params_regions(const ParamInfo *t, int n, int ep, size_t *dense, size_t *experts);
+
+// The flat buffers of a stage (gpt_create's, and megac plan's count of them).
+typedef struct {
+    size_t n_floats;       // floats the tensors use: the dense region, then the expert one
+    size_t n_alloc;        // floats allocated: n_floats rounded up to the pad multiple
+    size_t expert_offset;  // start of the expert region (a multiple of the pad multiple);
+                           // n_alloc when the stage has no expert region
+} GPTParamsGeometry;
+
+// The geometry of `dense` floats followed by `experts` floats of expert region (0: none),
+// padded to multiples of pad_multiple (each region padded on its own: the expert region
+// starts at the first multiple past the dense one). Pure.
+GPTParamsGeometry gpt_params_geometry(size_t dense, size_t experts, size_t pad_multiple);
+
 // Expert-tensor-parallel 1 at tp > 1 (the expert-parallel groups span TP ranks): each TP rank
 // holds other experts, so the expert tensors of t (n) are not tp-replicated (their owner
 // writes them, the norm counts them everywhere) and not summed over TP under sequence

@@ -160,7 +160,7 @@ void optim_update_model(Optimizer *o, const AdamWConfig *cfg, double lr, double 
     if (!update(o, cfg, lr, lr_decoupled, grad_scale)) gpt_refresh_weight_copies(m);
 }
 
-size_t optim_state_bytes(const Optimizer *o) { return 2 * o->shard_len * sizeof(float); }
+size_t optim_state_bytes(const Optimizer *o) { return dist_sync_state_bytes(o->sync).optim; }
 
 size_t optim_param_memory_bytes(const Optimizer *o) { return dist_sync_param_bytes(o->sync); }
 size_t optim_grad_memory_bytes(const Optimizer *o) { return dist_sync_grad_bytes(o->sync); }

@@ -1,8 +1,10 @@
-// plan/plan_ep.c: what expert parallelism changes in a stage (plan_model.h), mirroring
-// model/gpt_params.c (the experts split over EP, placed after every other tensor),
-// distributed/dist_sync.c (a second set of buckets over the expert-data-parallel group; ZeRO-2/3:
-// plan_zero.c), model/gpt_alloc.c (ETP 1: the experts neither replicated nor summed over TP) and
-// model/gpt_moe.c's dispatch (the counts' all-to-all, then the rows' and the outputs').
+// plan/plan_ep.c: what expert parallelism changes in a stage (plan_model.h): its check
+// (train_args_check_ep's), its table as gpt_create builds it (gpt_params_build_ep,
+// gpt_params_place_experts, gpt_params_experts_over_tp: the same calls), the DP and EDP
+// buckets' traffic of its two regions (dist_geometry.h's buckets, as dist_sync.c reduces
+// them; ZeRO-2/3: plan_zero.c) and the dispatch's all-to-alls (model/gpt_moe.c: the counts,
+// then the rows and the outputs), counted as Comm counts them. The flat buffer's geometry is
+// plan_model.c's, by gpt_params_geometry.
 #include "plan_model.h"
 #include "distributed/dist_geometry.h"  // defines: dist_bucket, dist_pad_multiple
 #include "model/gpt_moe.h"              // defines: gpt_moe_capacity, gpt_moe_layer
@@ -41,40 +43,6 @@ ParamInfo *plan_stage_table(const PlanSpec *s, const PlanLayout *l, const PlanSt
     gpt_params_place_experts(t, *n_params, dist_pad_multiple(plan_pad_ranks(l)), total);
     if (l->ep_over_tp) gpt_params_experts_over_tp(t, *n_params);  // (as gpt_alloc.c)
     return t;
-}
-
-// Floats of the dense and expert tensors of `n` layers from layer0 (each view 64-byte aligned,
-// as gpt_params_build_ep and gpt_params_place_experts lay them out) at the layout's EP.
-static void region_floats(const PlanSpec *s, const PlanLayout *l, const PlanStage *st, int n,
-                          size_t *dense, size_t *experts) {
-    const GPTConfig *c = &s->model;
-    int k = 0;
-    size_t total;
-    ParamInfo *t = gpt_params_build_ep(c, l->tp, plan_ep(l), 0, gpt_padded_vocab(c, l->tp), st->layer0, n,
-                                       st->first, st->last, &k, &total);
-    *dense = *experts = 0;
-    for (int i = 0; i < k; i++) *(t[i].expert ? experts : dense) += (t[i].numel + 15) / 16 * 16;
-    free(t);
-}
-
-void plan_ep_params(const PlanSpec *s, const PlanLayout *l, PlanStage *st) {
-    size_t d[4] = {0}, x[4] = {0}, D, X;
-    int n = st->n_layers, alike = st->n_moe == 0 || st->n_moe == n;
-    // alike layers: both regions affine in the number of layers (as stage_floats), so the
-    // cost stays independent of --num-layers; else the whole table
-    for (int k = 1; k <= 3 && n > 3 && alike; k++) region_floats(s, l, st, k, &d[k], &x[k]);
-    if (n > 3 && alike && d[3] - d[2] == d[2] - d[1] && x[3] - x[2] == x[2] - x[1]) {
-        D = d[1] + (size_t)(n - 1) * (d[2] - d[1]);
-        X = x[1] + (size_t)(n - 1) * (x[2] - x[1]);
-    } else {
-        region_floats(s, l, st, n, &D, &X);
-    }
-    size_t align = dist_pad_multiple(plan_pad_ranks(l)), e0 = X ? (D + align - 1) / align * align : D;
-    st->n_floats = e0 + X;
-    st->n_alloc = dist_padded_size(st->n_floats, plan_pad_ranks(l));
-    st->expert_offset = X ? e0 : st->n_alloc;
-    st->shard_len = !l->zero1 ? st->n_alloc
-                  : st->expert_offset / (size_t)plan_dp_cp(l) + (st->n_alloc - st->expert_offset) / (size_t)plan_edp(l);
 }
 
 void plan_region_traffic(const PlanSpec *s, const PlanLayout *l, size_t len, int n, PlanTraffic *t) {

@@ -125,19 +125,35 @@ static GPTActBytes stage_act_bytes(const PlanSpec *s, const PlanLayout *l, int P
     return gpt_measure(&s->model, &d, &st, act);
 }
 
-// Floats of the stage's table (gpt_params_build's total) without naming each of its
-// tensors: the layers are alike, so the total is affine in the number of layers; checked on
-// 1, 2 and 3 layers, else (never so far) the whole table is built. Keeps megac plan's cost
-// per layout independent of --num-layers.
-static size_t stage_floats(const GPTConfig *c, int tp, int Vp, const PlanStage *st) {
-    size_t f[4] = {0}, all = 0;
-    int n = 0;
-    int alike = st->n_moe == 0 || st->n_moe == st->n_layers;  // else: mixed dense and MoE
-    for (int k = 1; k <= 3 && st->n_layers > 3 && alike; k++)
-        free(gpt_params_build(c, tp, Vp, st->layer0, k, st->first, st->last, &n, &f[k]));
-    if (st->n_layers > 3 && alike && f[3] - f[2] == f[2] - f[1]) return f[1] + (size_t)(st->n_layers - 1) * (f[2] - f[1]);
-    free(gpt_params_build(c, tp, Vp, st->layer0, st->n_layers, st->first, st->last, &n, &all));
-    return all;
+// The dense and expert-region floats of `n` layers from layer0 of the stage's table at the
+// layout's EP (gpt_params_regions, as gpt_create counts them).
+static void region_floats(const PlanSpec *s, const PlanLayout *l, const PlanStage *st, int n,
+                          size_t *dense, size_t *experts) {
+    const GPTConfig *c = &s->model;
+    int k = 0;
+    size_t total;
+    ParamInfo *t = gpt_params_build_ep(c, l->tp, plan_ep(l), 0, gpt_padded_vocab(c, l->tp), st->layer0, n,
+                                       st->first, st->last, &k, &total);
+    gpt_params_regions(t, k, plan_ep(l), dense, experts);
+    free(t);
+}
+
+// The stage's flat buffers, by gpt_create's own function (gpt_params_geometry) on its
+// table's regions, padded for the layout's DP and EDP groups. The layers are alike, so both
+// regions are affine in the number of layers: checked on 1, 2 and 3 layers, else (mixed
+// dense and MoE layers) the whole table is built. Keeps megac plan's cost per layout
+// independent of --num-layers.
+static GPTParamsGeometry stage_geometry(const PlanSpec *s, const PlanLayout *l, const PlanStage *st) {
+    size_t d[4] = {0}, x[4] = {0}, D, X;
+    int n = st->n_layers, alike = st->n_moe == 0 || st->n_moe == n;
+    for (int k = 1; k <= 3 && n > 3 && alike; k++) region_floats(s, l, st, k, &d[k], &x[k]);
+    if (n > 3 && alike && d[3] - d[2] == d[2] - d[1] && x[3] - x[2] == x[2] - x[1]) {
+        D = d[1] + (size_t)(n - 1) * (d[2] - d[1]);
+        X = x[1] + (size_t)(n - 1) * (x[2] - x[1]);
+    } else {
+        region_floats(s, l, st, n, &D, &X);
+    }
+    return gpt_params_geometry(D, X, dist_pad_multiple(plan_pad_ranks(l)));
 }
 
 // GEMM FLOPs of one micro-batch (forward + backward) on one rank: Megatron's count split
@@ -184,19 +200,24 @@ static void chunk_counts(const PlanSpec *s, const PlanLayout *l, int P, int stag
     int Vp = gpt_padded_vocab(c, l->tp), n_params = 0, built = st->n_layers > 2 ? 2 : st->n_layers;
     size_t built_floats = 0;  // ZeRO-2/3: the edge and two layers stand for the stage (plan_zero.c)
     ParamInfo *table = l->zero >= 2 ? plan_stage_table(s, l, st, built, &n_params, &built_floats) : NULL;
-    st->n_floats = built == st->n_layers && table ? built_floats : stage_floats(c, l->tp, Vp, st);
-    st->n_alloc = dist_padded_size(st->n_floats, plan_pad_ranks(l));
-    st->shard_len = l->zero1 ? st->n_alloc / (size_t)plan_dp_cp(l) : st->n_alloc;
-    if (plan_ep(l) > 1) plan_ep_params(s, l, st);  // the expert region (plan_ep.c)
+    GPTParamsGeometry geo = stage_geometry(s, l, st);
+    st->n_floats = geo.n_floats;
+    st->n_alloc = geo.n_alloc;
+    st->expert_offset = geo.expert_offset;
+    int edp = plan_ep(l) > 1 && geo.expert_offset < geo.n_alloc ? plan_edp(l) : 0;
+    st->shard_len = dist_shard_len(geo.n_alloc, geo.expert_offset, plan_dp_cp(l), edp, l->zero1);
     recompute_counts(c, st);
     st->n_slots = n_slots;
     double e = plan_act_bytes(s->precision);
     size_t N = plan_rows(s, l), io = (l->sp ? N / (size_t)l->tp : N) * c->hidden_size;
 
-    // memory, the categories megac train prints at start-up
-    st->mem[PLAN_MEM_PARAMS] = 4.0 * st->n_floats + (e < 4 ? e * st->n_alloc : 0.0);  // + 16-bit copy
-    st->mem[PLAN_MEM_GRADS] = 4.0 * st->n_alloc;
-    st->mem[PLAN_MEM_OPTIM] = 8.0 * st->shard_len;  // Adam m and v
+    // memory, the categories megac train prints at start-up, by the sync engine's own count
+    // (ZeRO-2/3: plan_zero_counts)
+    DistStateSizes z = {l->zero1 ? 1 : 0, st->n_floats, st->n_alloc, st->shard_len, 0, 0, 0, 0, (size_t)e};
+    DistStateBytes b = dist_state_bytes(&z);
+    st->mem[PLAN_MEM_PARAMS] = (double)b.params;  // fp32 + the 16-bit copy
+    st->mem[PLAN_MEM_GRADS] = (double)b.grads;
+    st->mem[PLAN_MEM_OPTIM] = (double)b.optim;  // Adam m and v
     st->mem_optim_unsharded = 8.0 * st->n_alloc;
     GPTActBytes act = stage_act_bytes(s, l, P, stage);
     st->slot_bytes = act.slot;
@@ -216,8 +237,7 @@ static void chunk_counts(const PlanSpec *s, const PlanLayout *l, int P, int stag
 
     // communication buffers: the received gradient (pipeline), ZeRO-1 shards (buckets reduce
     // in place: optim/optimizer.h)
-    st->mem[PLAN_MEM_COMM] = e * io;
-    if (l->zero1 && l->zero < 2) st->mem[PLAN_MEM_COMM] += 8.0 * st->shard_len;
+    st->mem[PLAN_MEM_COMM] = e * io + (l->zero < 2 ? (double)b.shards : 0.0);
 
     stage_flops(s, l, Vp, st);
     st->kernel_bytes_mb = plan_kernel_bytes(s, l, st->n_layers, st->n_recomputed, st->first, st->last);

@@ -138,9 +138,9 @@ typedef struct {
     size_t n_floats, n_alloc;          // parameter floats, padded flat buffer length
     size_t shard_len;                  // optimizer slice (n_alloc / DP with ZeRO-1; EP > 1:
                                        // the dense region / (DP x CP) + the expert region / EDP)
-    size_t expert_offset;              // EP > 1: where the expert region starts in the flat
-                                       // buffer (plan_ep.c), n_alloc when the stage has none;
-                                       // 0 at EP 1
+    size_t expert_offset;              // where the expert region starts in the flat buffer
+                                       // (gpt_params_geometry), n_alloc when the stage has
+                                       // none (always at EP 1)
     double mem[PLAN_NMEM];             // bytes per rank by category
     double mem_optim_unsharded;        // optimizer state without ZeRO-1
     PlanTraffic traffic[PLAN_NGROUPS]; // one step, one rank of this stage
@@ -262,11 +262,8 @@ void plan_moe_traffic(const PlanSpec *s, const PlanLayout *l, const PlanStage *s
                       PlanTraffic *tp, PlanTraffic *cp);
 
 // Expert parallelism (l->ep > 1; plan_ep.c, model/gpt_moe.c's dispatch, dist_sync.c's
-// regions). All pure. The stage's flat buffer with the experts split (E/EP of each MoE
-// layer's, after every other tensor from a multiple of 16 DP x CP floats, as
-// gpt_params_place_experts puts them): sets n_floats, n_alloc, expert_offset and shard_len.
-// For plan_stage_counts, after the EP 1 counts of those.
-void plan_ep_params(const PlanSpec *s, const PlanLayout *l, PlanStage *st);
+// regions). All pure. (The stage's flat buffer with the experts split is plan_model.c's, by
+// gpt_params_geometry, as gpt_create lays it out.)
 // The gradient and ZeRO-1 parameter traffic of region [0, len) of a flat buffer over n ranks
 // (optim/optimizer.c's buckets of --ddp-bucket-size: per = len / n with ZeRO-1), added to t.
 void plan_region_traffic(const PlanSpec *s, const PlanLayout *l, size_t len, int n, PlanTraffic *t);

@@ -115,11 +115,13 @@ static void zero_memory(const PlanSpec *s, const PlanLayout *l, const PlanUnit *
         }
     }
     st->shard_len = S;
-    size_t transient = !(st->first && st->last) ? (edge_len > layer_len ? edge_len : layer_len)
-                                                : edge_len + layer_len;
-    if (l->zero == 3) st->mem[PLAN_MEM_PARAMS] = 4.0 * S + (double)e * (edge_len + 2 * layer_len);
-    st->mem[PLAN_MEM_GRADS] = 4.0 * (S + transient + max_per);
-    st->mem[PLAN_MEM_OPTIM] = 8.0 * S;
+    // the bytes, by the sync engine's own count (dist_sync_units.c's buffers)
+    DistStateSizes z = {l->zero, st->n_floats, st->n_alloc, S, edge_len, layer_len, max_per,
+                        !(st->first && st->last), (size_t)e};
+    DistStateBytes b = dist_state_bytes(&z);
+    st->mem[PLAN_MEM_PARAMS] = (double)b.params;
+    st->mem[PLAN_MEM_GRADS] = (double)b.grads;
+    st->mem[PLAN_MEM_OPTIM] = (double)b.optim;
 }
 
 // The DP and EDP traffic of the n units u over n_micro micro-batches.

@@ -112,8 +112,40 @@ static void test_units(void) {
         }
 }
 
+// The state's bytes (dist_state_bytes: the sync engine's and megac plan's) and a DDP or
+// ZeRO-1 rank's slice (dist_shard_len), worked by hand; the flat buffers' geometry
+// (gpt_params_geometry: gpt_create's and megac plan's).
+static void test_state(void) {
+    EXPECT_EQ_INT(dist_shard_len(1024, 1024, 4, 0, 0), 1024);  // DDP: the whole buffer
+    EXPECT_EQ_INT(dist_shard_len(1024, 1024, 4, 0, 1), 256);   // ZeRO-1, no expert region
+    EXPECT_EQ_INT(dist_shard_len(1024, 512, 4, 2, 1), 128 + 256);  // dense / 4 + experts / 2
+    DistStateSizes ddp = {0, 1000, 1024, 1024, 0, 0, 0, 0, 2};  // bf16 copies
+    DistStateBytes b = dist_state_bytes(&ddp);
+    EXPECT(b.params == 4000 + 2048 && b.grads == 4096 && b.optim == 8192 && b.shards == 0,
+           "DDP: %zu %zu %zu %zu", b.params, b.grads, b.optim, b.shards);
+    DistStateSizes z1 = {1, 1000, 1024, 256, 0, 0, 0, 0, 4};  // fp32: no copy
+    b = dist_state_bytes(&z1);
+    EXPECT(b.params == 4000 && b.grads == 4096 && b.optim == 2048 && b.shards == 2048,
+           "ZeRO-1: %zu %zu %zu %zu", b.params, b.grads, b.optim, b.shards);
+    // ZeRO-3: shard 300, edge 400, layers 160, the largest piece 48; one stage (not shared)
+    DistStateSizes z3 = {3, 1000, 1024, 300, 400, 160, 48, 0, 2};
+    b = dist_state_bytes(&z3);
+    EXPECT(b.params == 1200 + (400 + 320) * 2 && b.grads == (300 + 560 + 48) * 4 && b.optim == 2400,
+           "ZeRO-3: %zu %zu %zu", b.params, b.grads, b.optim);
+    z3.stage = 2, z3.shared = 1;  // ZeRO-2 on a middle stage: max(edge, layer) transient
+    b = dist_state_bytes(&z3);
+    EXPECT(b.params == 4000 + 2048 && b.grads == (300 + 400 + 48) * 4, "ZeRO-2: %zu %zu", b.params, b.grads);
+    GPTParamsGeometry g = gpt_params_geometry(1000, 0, 64);
+    EXPECT(g.n_floats == 1000 && g.n_alloc == 1024 && g.expert_offset == 1024, "dense: %zu %zu %zu",
+           g.n_floats, g.n_alloc, g.expert_offset);
+    g = gpt_params_geometry(1000, 100, 64);  // experts from 1024
+    EXPECT(g.n_floats == 1124 && g.n_alloc == 1152 && g.expert_offset == 1024, "experts: %zu %zu %zu",
+           g.n_floats, g.n_alloc, g.expert_offset);
+}
+
 int main(void) {
     test_padding();
+    test_state();
     test_buckets();
     test_zero1_tiling(256, 300, 4);
     test_zero1_tiling(256, 0, 4);
