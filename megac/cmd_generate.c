@@ -107,54 +107,71 @@ static int generate(const GenArgs *a, HfLm *lm, TokIds *ids, int eod) {
     return made;
 }
 
-int cmd_generate(int argc, char **argv) {
-    GenArgs a = {.iteration = -1, .seed = 1234, .max_new = 64, .temperature = 1.0, .top_p = 1.0, .threads = 1};
+// generate's flags into *a, checked (exit 2 on a bad one).
+static void parse_args(GenArgs *a, int argc, char **argv) {
+    *a = (GenArgs){.iteration = -1, .seed = 1234, .max_new = 64, .temperature = 1.0, .top_p = 1.0, .threads = 1};
     ArgSpec specs[] = {
-        {"--load", ARG_STR, &a.load, "checkpoint directory"},
-        {"--iteration", ARG_I64, &a.iteration, "checkpoint iteration (-1: the latest)"},
-        {"--prompt", ARG_STR, &a.prompt, "text to continue (needs a tokenizer)"},
-        {"--prompt-ids", ARG_STR, &a.prompt_ids, "token ids to continue, comma-separated"},
-        {"--max-new-tokens", ARG_INT, &a.max_new, "tokens to generate"},
-        {"--temperature", ARG_FLOAT, &a.temperature, "softmax temperature (0: greedy)"},
-        {"--top-k", ARG_INT, &a.top_k, "sample among the k most likely tokens (0: all)"},
-        {"--top-p", ARG_FLOAT, &a.top_p, "nucleus: the most likely tokens holding probability p"},
-        {"--seed", ARG_I64, &a.seed, "sampling seed"},
-        {"--tokenizer", ARG_STR, &a.tok_spec, "byte, a tokenizer JSON or the training data .h5 "
+        {"--load", ARG_STR, &a->load, "checkpoint directory"},
+        {"--iteration", ARG_I64, &a->iteration, "checkpoint iteration (-1: the latest)"},
+        {"--prompt", ARG_STR, &a->prompt, "text to continue (needs a tokenizer)"},
+        {"--prompt-ids", ARG_STR, &a->prompt_ids, "token ids to continue, comma-separated"},
+        {"--max-new-tokens", ARG_INT, &a->max_new, "tokens to generate"},
+        {"--temperature", ARG_FLOAT, &a->temperature, "softmax temperature (0: greedy)"},
+        {"--top-k", ARG_INT, &a->top_k, "sample among the k most likely tokens (0: all)"},
+        {"--top-p", ARG_FLOAT, &a->top_p, "nucleus: the most likely tokens holding probability p"},
+        {"--seed", ARG_I64, &a->seed, "sampling seed"},
+        {"--tokenizer", ARG_STR, &a->tok_spec, "byte, a tokenizer JSON or the training data .h5 "
                                               "(default: CKPT/" HF_TOK_CKPT_FILE ")"},
-        {"--print-ids", ARG_BOOL, &a.print_ids, "also print the token ids"},
-        {"--ignore-eos", ARG_BOOL, &a.ignore_eos, "do not stop at the end-of-document token"},
-        {"--dump-logits", ARG_STR, &a.dump, "write the final context's logits to FILE"},
-        {"--num-threads", ARG_INT, &a.threads, "CPU threads"},
-        {"--tokenizer-type", ARG_STR, &a.tok_type, "Megatron's: GPT2BPETokenizer, HuggingFaceTokenizer, Llama2Tokenizer, GPTSentencePieceTokenizer or SentencePieceTokenizer (instead of --tokenizer)"},
-        {"--vocab-file", ARG_STR, &a.vocab_file, "GPT2BPETokenizer: GPT-2's vocab.json"},
-        {"--merge-file", ARG_STR, &a.merge_file, "GPT2BPETokenizer: GPT-2's merges.txt"},
-        {"--tokenizer-model", ARG_STR, &a.tok_model, "HuggingFaceTokenizer: tokenizer.json or its directory; the SentencePiece types: tokenizer.model"},
-        {"--make-vocab-size-divisible-by", ARG_INT, &a.divisible, "accepted as Megatron's; no effect: checkpoints hold the V real rows, padding ids are never sampled"},
-        {"--no-kv-cache", ARG_BOOL, &a.no_kv_cache, "re-run the whole forward for every new token (no key/value cache)"},
+        {"--print-ids", ARG_BOOL, &a->print_ids, "also print the token ids"},
+        {"--ignore-eos", ARG_BOOL, &a->ignore_eos, "do not stop at the end-of-document token"},
+        {"--dump-logits", ARG_STR, &a->dump, "write the final context's logits to FILE"},
+        {"--num-threads", ARG_INT, &a->threads, "CPU threads"},
+        {"--tokenizer-type", ARG_STR, &a->tok_type, "Megatron's: GPT2BPETokenizer, HuggingFaceTokenizer, Llama2Tokenizer, GPTSentencePieceTokenizer or SentencePieceTokenizer (instead of --tokenizer)"},
+        {"--vocab-file", ARG_STR, &a->vocab_file, "GPT2BPETokenizer: GPT-2's vocab.json"},
+        {"--merge-file", ARG_STR, &a->merge_file, "GPT2BPETokenizer: GPT-2's merges.txt"},
+        {"--tokenizer-model", ARG_STR, &a->tok_model, "HuggingFaceTokenizer: tokenizer.json or its directory; the SentencePiece types: tokenizer.model"},
+        {"--make-vocab-size-divisible-by", ARG_INT, &a->divisible, "accepted as Megatron's; no effect: checkpoints hold the V real rows, padding ids are never sampled"},
+        {"--no-kv-cache", ARG_BOOL, &a->no_kv_cache, "re-run the whole forward for every new token (no key/value cache)"},
     };
     core_args_parse(USAGE, specs, (int)(sizeof specs / sizeof specs[0]), argc, argv);
-    if (!a.load || (!a.prompt == !a.prompt_ids))
+    if (!a->load || (!a->prompt == !a->prompt_ids))
         core_usage_error("generate needs --load CKPT and one of --prompt TEXT, --prompt-ids IDS (see --help)");
-    if (a.max_new < 0 || a.temperature < 0 || a.top_k < 0 || a.top_p <= 0 || a.top_p > 1 || a.threads < 1)
+    if (a->max_new < 0 || a->temperature < 0 || a->top_k < 0 || a->top_p <= 0 || a->top_p > 1 || a->threads < 1)
         core_usage_error("--max-new-tokens, --temperature, --top-k >= 0, --top-p in (0, 1], --num-threads >= 1");
+}
+
+// The tokenizer generate encodes and decodes with (--tokenizer-type, --tokenizer or the
+// checkpoint's; NULL when there is none and none is needed), checked against checkpoint c's
+// vocabulary; *eod its end-of-document id (-1: none). Exits 2 on a bad one.
+static Tokenizer *load_tokenizer(const GenArgs *a, const HfCkpt *c, int *eod) {
+    char err[4600];
+    int V = c->cfg.vocab_size;
+    *eod = V > TOK_EOD ? TOK_EOD : -1;
+    if (a->divisible < 0) core_usage_error("--make-vocab-size-divisible-by must be >= 1, got %d", a->divisible);
+    if (!a->tok_type && (a->vocab_file || a->merge_file || a->tok_model))
+        core_usage_error("--vocab-file, --merge-file and --tokenizer-model need --tokenizer-type");
+    if (a->tok_type && a->tok_spec) core_usage_error("--tokenizer and --tokenizer-type exclude each other");
+    Tokenizer *tok = a->tok_type ? tok_load_megatron(a->tok_type, a->vocab_file, a->merge_file, a->tok_model, err, sizeof err)
+                                : hf_tok_resolve(a->tok_spec, a->load, err, sizeof err);
+    if (!tok && (a->tok_spec || a->tok_type || a->prompt)) core_usage_error("%s", err);
+    if (tok && tok->vocab_size != V)
+        core_usage_error("the tokenizer has %d ids, the checkpoint's model %d: not the model's "
+                         "tokenizer", tok->vocab_size, V);
+    if (tok) *eod = tok->eod_id;
+    return tok;
+}
+
+int cmd_generate(int argc, char **argv) {
+    GenArgs a;
+    parse_args(&a, argc, argv);
     char err[4600];
     CoreOutInput in[1] = {{"--tokenizer", a.tok_spec}};  // checkpoints and data: by their looks
     if (a.dump && core_out_check_file("--dump-logits", a.dump, in, 1, 0, err, sizeof err) != 0)
         core_usage_error("%s", err);
     HfCkpt *c = hf_ckpt_read(a.load, a.iteration, err, sizeof err);
     if (!c) core_usage_error("%s", err);
-    int V = c->cfg.vocab_size, eod = V > TOK_EOD ? TOK_EOD : -1;
-    if (a.divisible < 0) core_usage_error("--make-vocab-size-divisible-by must be >= 1, got %d", a.divisible);
-    if (!a.tok_type && (a.vocab_file || a.merge_file || a.tok_model))
-        core_usage_error("--vocab-file, --merge-file and --tokenizer-model need --tokenizer-type");
-    if (a.tok_type && a.tok_spec) core_usage_error("--tokenizer and --tokenizer-type exclude each other");
-    Tokenizer *tok = a.tok_type ? tok_load_megatron(a.tok_type, a.vocab_file, a.merge_file, a.tok_model, err, sizeof err)
-                                : hf_tok_resolve(a.tok_spec, a.load, err, sizeof err);
-    if (!tok && (a.tok_spec || a.tok_type || a.prompt)) core_usage_error("%s", err);
-    if (tok && tok->vocab_size != V)
-        core_usage_error("the tokenizer has %d ids, the checkpoint's model %d: not the model's "
-                         "tokenizer", tok->vocab_size, V);
-    if (tok) eod = tok->eod_id;
+    int V = c->cfg.vocab_size, eod;
+    Tokenizer *tok = load_tokenizer(&a, c, &eod);
     TokIds ids = {0};
     for (int i = 0; a.prompt && i < tok->n_prefix; i++) tok_ids_push(&ids, tok->prefix[i]);  // e.g. BOS
     if (a.prompt) tok_encode(tok, (const uint8_t *)a.prompt, strlen(a.prompt), &ids);

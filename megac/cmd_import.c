@@ -21,6 +21,20 @@ static const char *USAGE =
     "  (with --max-position-embeddings = the model's n_positions when T is smaller). The\n"
     "  tokenizer (--tokenizer, or DIR/tokenizer.json in megac's id layout) is kept in CKPT.";
 
+// The folder's own tokenizer.json when it is in megac's id layout with vocab_size ids (else
+// NULL, *note saying so); exits 2 when its size is not the model's.
+static Tokenizer *folder_tokenizer(const char *hf, int vocab_size, const char **note) {
+    char path[4200], err[2048];
+    snprintf(path, sizeof path, "%s/tokenizer.json", hf);
+    int exists = access(path, F_OK) == 0;
+    Tokenizer *tok = exists ? hf_tok_read(hf, err, sizeof err) : NULL;
+    if (tok && tok->vocab_size != vocab_size)
+        core_usage_error("%s: %d ids, the model's vocab_size is %d", path, tok->vocab_size, vocab_size);
+    if (!tok && exists) fprintf(stderr, "megac import: %s\n", err);
+    if (!tok) *note = "no tokenizer imported: generate and export will need --tokenizer";
+    return tok;
+}
+
 int cmd_import(int argc, char **argv) {
     const char *hf = NULL, *output = NULL, *tok_spec = NULL;
     int seq = 0, global_batch = 8;
@@ -59,16 +73,7 @@ int cmd_import(int argc, char **argv) {
                : hf_gpt2_read_weights(hf, c, err, sizeof err)) != 0)
         core_usage_error("%s", err);
     const char *tok_note = tok ? "tokenizer stored" : "tokenizer.json imported";
-    if (!tok) {  // the folder's own tokenizer.json, when it is in megac's id layout
-        char path[4200];
-        snprintf(path, sizeof path, "%s/tokenizer.json", hf);
-        int exists = access(path, F_OK) == 0;
-        tok = exists ? hf_tok_read(hf, err, sizeof err) : NULL;
-        if (tok && tok->vocab_size != cfg.vocab_size)
-            core_usage_error("%s: %d ids, the model's vocab_size is %d", path, tok->vocab_size, cfg.vocab_size);
-        if (!tok && exists) fprintf(stderr, "megac import: %s\n", err);
-        if (!tok) tok_note = "no tokenizer imported: generate and export will need --tokenizer";
-    }
+    if (!tok) tok = folder_tokenizer(hf, cfg.vocab_size, &tok_note);
     c->meta.seed = seed;
     c->meta.global_batch_size = global_batch;
     c->meta.saved_tp = c->meta.saved_pp = c->meta.saved_dp = 1;  // iteration 0, no Adam steps

@@ -86,55 +86,55 @@ static int from_megatron(const char *prefix, const char *output, int64_t null_vo
     return 0;
 }
 
-int cmd_preprocess(int argc, char **argv) {
-    CoreStrList inputs = {0}, keys = {0};
-    const char *output = NULL, *tokenizer = NULL, *sep = NULL, *format = "auto", *megatron = NULL;
-    const char *tok_type = NULL, *vocab_file = NULL, *merge_file = NULL, *tok_model = NULL;
-    int allow_invalid = 0, divisible = 128;
-    int64_t vocab = 0, eod = -1;
+// preprocess's flags.
+typedef struct {
+    CoreStrList inputs, keys;
+    const char *output, *tokenizer, *sep, *format, *megatron;
+    const char *tok_type, *vocab_file, *merge_file, *tok_model;
+    int allow_invalid, divisible;
+    int64_t vocab, eod;
+} PrepArgs;
+
+// preprocess's flags into *a, checked (exit 2 on a bad one).
+static void parse_args(PrepArgs *a, int argc, char **argv) {
+    *a = (PrepArgs){.format = "auto", .divisible = 128, .eod = -1};
     ArgSpec specs[] = {
-        {"--input", ARG_LIST, &inputs, "input files (text or JSON Lines)"},
-        {"--output", ARG_STR, &output, "the HDF5 dataset to write"},
-        {"--tokenizer", ARG_STR, &tokenizer, "'byte' or a tokenizer file from `megac tokenizer train`"},
-        {"--json-keys", ARG_LIST, &keys, "JSON Lines: the key holding the text (default text)"},
-        {"--doc-separator", ARG_STR, &sep, "text: a line equal to this separates documents"},
-        {"--input-format", ARG_STR, &format, "auto (by extension), text or jsonl"},
-        {"--allow-invalid-utf8", ARG_BOOL, &allow_invalid, "tokenize invalid UTF-8 as raw bytes"},
-        {"--from-megatron", ARG_STR, &megatron, "convert PREFIX.bin/PREFIX.idx (Megatron-LM)"},
-        {"--vocab-size", ARG_I64, &vocab, "--from-megatron: Megatron's NullTokenizer: ids 0..N-1 and the end-of-document id N (N + 1 ids)"},
-        {"--eod-id", ARG_I64, &eod, "--from-megatron: end-of-document id (default: N, or the tokenizer's)"},
-        {"--tokenizer-type", ARG_STR, &tok_type, "Megatron's: GPT2BPETokenizer, HuggingFaceTokenizer, Llama2Tokenizer, GPTSentencePieceTokenizer or SentencePieceTokenizer (instead of --tokenizer)"},
-        {"--vocab-file", ARG_STR, &vocab_file, "GPT2BPETokenizer: GPT-2's vocab.json"},
-        {"--merge-file", ARG_STR, &merge_file, "GPT2BPETokenizer: GPT-2's merges.txt"},
-        {"--tokenizer-model", ARG_STR, &tok_model, "HuggingFaceTokenizer: tokenizer.json or its directory; the SentencePiece types: tokenizer.model"},
-        {"--make-vocab-size-divisible-by", ARG_INT, &divisible, "as Megatron: report the padded vocabulary (a multiple of this x the tensor-parallel size, 1 here) that train will use"},
+        {"--input", ARG_LIST, &a->inputs, "input files (text or JSON Lines)"},
+        {"--output", ARG_STR, &a->output, "the HDF5 dataset to write"},
+        {"--tokenizer", ARG_STR, &a->tokenizer, "'byte' or a tokenizer file from `megac tokenizer train`"},
+        {"--json-keys", ARG_LIST, &a->keys, "JSON Lines: the key holding the text (default text)"},
+        {"--doc-separator", ARG_STR, &a->sep, "text: a line equal to this separates documents"},
+        {"--input-format", ARG_STR, &a->format, "auto (by extension), text or jsonl"},
+        {"--allow-invalid-utf8", ARG_BOOL, &a->allow_invalid, "tokenize invalid UTF-8 as raw bytes"},
+        {"--from-megatron", ARG_STR, &a->megatron, "convert PREFIX.bin/PREFIX.idx (Megatron-LM)"},
+        {"--vocab-size", ARG_I64, &a->vocab, "--from-megatron: Megatron's NullTokenizer: ids 0..N-1 and the end-of-document id N (N + 1 ids)"},
+        {"--eod-id", ARG_I64, &a->eod, "--from-megatron: end-of-document id (default: N, or the tokenizer's)"},
+        {"--tokenizer-type", ARG_STR, &a->tok_type, "Megatron's: GPT2BPETokenizer, HuggingFaceTokenizer, Llama2Tokenizer, GPTSentencePieceTokenizer or SentencePieceTokenizer (instead of --tokenizer)"},
+        {"--vocab-file", ARG_STR, &a->vocab_file, "GPT2BPETokenizer: GPT-2's vocab.json"},
+        {"--merge-file", ARG_STR, &a->merge_file, "GPT2BPETokenizer: GPT-2's merges.txt"},
+        {"--tokenizer-model", ARG_STR, &a->tok_model, "HuggingFaceTokenizer: tokenizer.json or its directory; the SentencePiece types: tokenizer.model"},
+        {"--make-vocab-size-divisible-by", ARG_INT, &a->divisible, "as Megatron: report the padded vocabulary (a multiple of this x the tensor-parallel size, 1 here) that train will use"},
     };
     core_args_parse(USAGE, specs, (int)(sizeof specs / sizeof specs[0]), argc, argv);
-    if (!output) core_usage_error("--output is required (see --help)");
-    if (divisible < 1) core_usage_error("--make-vocab-size-divisible-by must be >= 1, got %d", divisible);
-    if (!tok_type && (vocab_file || merge_file || tok_model))
+    if (!a->output) core_usage_error("--output is required (see --help)");
+    if (a->divisible < 1) core_usage_error("--make-vocab-size-divisible-by must be >= 1, got %d", a->divisible);
+    if (!a->tok_type && (a->vocab_file || a->merge_file || a->tok_model))
         core_usage_error("--vocab-file, --merge-file and --tokenizer-model need --tokenizer-type");
-    if (tok_type && tokenizer) core_usage_error("--tokenizer and --tokenizer-type exclude each other");
-    check_output(output, tok_type ? (tok_model ? tok_model : vocab_file) : tokenizer, megatron);
+    if (a->tok_type && a->tokenizer) core_usage_error("--tokenizer and --tokenizer-type exclude each other");
+}
+
+// Text or JSON Lines inputs into an HDF5 dataset with tokenizer tok (freed), and the report.
+static int preprocess_text(const PrepArgs *a, Tokenizer *tok) {
     char err[1024];
-    Tokenizer *tok = NULL;
-    if (tok_type && !(tok = tok_load_megatron(tok_type, vocab_file, merge_file, tok_model, err, sizeof err)))
-        core_usage_error("%s", err);
-    if (megatron) {
-        if (inputs.n) core_usage_error("--from-megatron and --input exclude each other");
-        from_megatron(megatron, output, vocab, eod, tok);
-        tok_free(tok);
-        return 0;
-    }
-    if (!inputs.n) core_usage_error("--input is required (see --help)");
-    if (keys.n > 1) core_usage_error("--json-keys: one key per dataset (got %d)", keys.n);
-    if (vocab || eod >= 0)
+    if (!a->inputs.n) core_usage_error("--input is required (see --help)");
+    if (a->keys.n > 1) core_usage_error("--json-keys: one key per dataset (got %d)", a->keys.n);
+    if (a->vocab || a->eod >= 0)
         core_usage_error("--vocab-size and --eod-id are for --from-megatron; the tokenizer sets the vocabulary of text");
-    if (!tok && !(tok = tok_load(tokenizer ? tokenizer : "byte", err, sizeof err))) core_usage_error("%s", err);
+    if (!tok && !(tok = tok_load(a->tokenizer ? a->tokenizer : "byte", err, sizeof err))) core_usage_error("%s", err);
     DataPreprocessOptions o = {
-        .inputs = inputs.items, .n_inputs = inputs.n, .output = output, .tok = tok,
-        .docs = {.format = parse_format(format), .json_key = keys.n ? keys.items[0] : "text",
-                 .doc_separator = sep, .allow_invalid_utf8 = allow_invalid},
+        .inputs = a->inputs.items, .n_inputs = a->inputs.n, .output = a->output, .tok = tok,
+        .docs = {.format = parse_format(a->format), .json_key = a->keys.n ? a->keys.items[0] : "text",
+                 .doc_separator = a->sep, .allow_invalid_utf8 = a->allow_invalid},
         .progress = isatty(2),
     };
     DataPreprocessStats st = {0};
@@ -147,14 +147,29 @@ int cmd_preprocess(int argc, char **argv) {
         }
         core_usage_error("%s", err);
     }
-    report(output, &st, tok->vocab_size, tok->kind == TOK_BYTE ? "byte" : tok_type ? tok_type : tokenizer);
-    int padded = (int)((tok->vocab_size + divisible - 1) / divisible * divisible);
+    report(a->output, &st, tok->vocab_size, tok->kind == TOK_BYTE ? "byte" : a->tok_type ? a->tok_type : a->tokenizer);
+    int padded = (int)((tok->vocab_size + a->divisible - 1) / a->divisible * a->divisible);
     printf("megac preprocess: end-of-document id %d; padded vocabulary %d for --make-vocab-size-divisible-by "
            "%d (%d dummy ids; train pads to a multiple of %d x its tensor-parallel size)\n", tok->eod_id,
-           padded, divisible, padded - tok->vocab_size, divisible);
-    if (st.n_docs <= (int64_t)inputs.n && !sep && o.docs.format != DATA_FMT_JSONL)
+           padded, a->divisible, padded - tok->vocab_size, a->divisible);
+    if (st.n_docs <= (int64_t)a->inputs.n && !a->sep && o.docs.format != DATA_FMT_JSONL)
         printf("megac preprocess: note: each text file became one document; if a file holds many, "
                "give the line that separates them with --doc-separator (e.g. %% for fortunes)\n");
+    tok_free(tok);
+    return 0;
+}
+
+int cmd_preprocess(int argc, char **argv) {
+    PrepArgs a;
+    parse_args(&a, argc, argv);
+    check_output(a.output, a.tok_type ? (a.tok_model ? a.tok_model : a.vocab_file) : a.tokenizer, a.megatron);
+    char err[1024];
+    Tokenizer *tok = NULL;
+    if (a.tok_type && !(tok = tok_load_megatron(a.tok_type, a.vocab_file, a.merge_file, a.tok_model, err, sizeof err)))
+        core_usage_error("%s", err);
+    if (!a.megatron) return preprocess_text(&a, tok);
+    if (a.inputs.n) core_usage_error("--from-megatron and --input exclude each other");
+    from_megatron(a.megatron, a.output, a.vocab, a.eod, tok);
     tok_free(tok);
     return 0;
 }

@@ -245,6 +245,38 @@ static const char *precision_name(const TrainArgs *a) {
     return !strcmp(a->device, "cpu") || a->no_tf32 ? "fp32" : "tf32";
 }
 
+// The run record's members after the configuration: the hosts, the tokenizer, the Megatron
+// flags accepted with no effect, and the command line (its closing "]" is the caller's).
+static void record_sources(FILE *f, const Trainer *t) {
+    const TrainArgs *a = &t->args;
+    fprintf(f, ",\"hosts\":[");
+    for (const char *p = t->hosts; *p; p += *p == ',') {
+        size_t n = strcspn(p, ",");
+        fprintf(f, "%s\"%.*s\"", p == t->hosts ? "" : ",", (int)n, p);  // host names need no escapes
+        p += n;
+    }
+    fprintf(f, "],\"tokenizer\":");  // --tokenizer-type: loaded to check the data against it
+    if (a->tok_type) {
+        fprintf(f, "{\"type\":\"%s\",\"vocab_size\":%lld,\"eod_id\":%lld,\"file\":", a->tok_type,
+                (long long)a->tok_vocab, (long long)a->tok_eod);
+        const char *file = a->tok_model ? a->tok_model : a->vocab_file;  // NullTokenizer: none
+        if (file) json_string(f, file);
+        else fprintf(f, "null");
+        fprintf(f, "}");
+    } else {
+        fprintf(f, "null");
+    }
+    fprintf(f, ",\"megatron_flags_no_effect\":[");  // accepted, no effect (core/args_compat.h)
+    const char *noop[CORE_COMPAT_MAX];
+    int n_noop = core_compat_given(&a->compat, noop, CORE_COMPAT_MAX);
+    for (int i = 0; i < n_noop; i++) fprintf(f, "%s\"%s\"", i ? "," : "", noop[i]);
+    fprintf(f, "],\"argv\":[");
+    for (int i = 0; i < a->argc; i++) {
+        if (i) fputc(',', f);
+        json_string(f, a->argv[i]);
+    }
+}
+
 void train_log_run_record(Trainer *t, long superseded) {
     Rec rec;
     FILE *f = rec_open(t, &rec);
@@ -283,32 +315,7 @@ void train_log_run_record(Trainer *t, long superseded) {
             a->lr.lr, a->lr.min_lr, (unsigned long long)a->seed, a->mock_data);
     fprintf(f, ",\"virtual_pipeline_model_parallel_size\":%d", t->n_chunks);  // 1: not interleaved
     fprintf(f, ",\"hidden_dropout\":%.9g,\"attention_dropout\":%.9g", a->hidden_dropout, a->attention_dropout);
-    fprintf(f, ",\"hosts\":[");
-    for (const char *p = t->hosts; *p; p += *p == ',') {
-        size_t n = strcspn(p, ",");
-        fprintf(f, "%s\"%.*s\"", p == t->hosts ? "" : ",", (int)n, p);  // host names need no escapes
-        p += n;
-    }
-    fprintf(f, "],\"tokenizer\":");  // --tokenizer-type: loaded to check the data against it
-    if (a->tok_type) {
-        fprintf(f, "{\"type\":\"%s\",\"vocab_size\":%lld,\"eod_id\":%lld,\"file\":", a->tok_type,
-                (long long)a->tok_vocab, (long long)a->tok_eod);
-        const char *file = a->tok_model ? a->tok_model : a->vocab_file;  // NullTokenizer: none
-        if (file) json_string(f, file);
-        else fprintf(f, "null");
-        fprintf(f, "}");
-    } else {
-        fprintf(f, "null");
-    }
-    fprintf(f, ",\"megatron_flags_no_effect\":[");  // accepted, no effect (core/args_compat.h)
-    const char *noop[CORE_COMPAT_MAX];
-    int n_noop = core_compat_given(&a->compat, noop, CORE_COMPAT_MAX);
-    for (int i = 0; i < n_noop; i++) fprintf(f, "%s\"%s\"", i ? "," : "", noop[i]);
-    fprintf(f, "],\"argv\":[");
-    for (int i = 0; i < a->argc; i++) {
-        if (i) fputc(',', f);
-        json_string(f, a->argv[i]);
-    }
+    record_sources(f, t);
     fprintf(f, "]}\n");
     rec_commit(t, &rec);
 }

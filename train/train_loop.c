@@ -168,9 +168,11 @@ static void test_at_end(Trainer *t) {
     train_log_eval(t, t->iteration, tl, "test");
 }
 
-int trainer_run(Trainer *t) {
+// Start-up after the model is built: the summary, the --save directory checked and locked,
+// the checkpoint loaded and the data resumed, the run record.
+static void begin_run(Trainer *t) {
     const TrainArgs *a = &t->args;
-    int rank0 = t->grid->coord.rank == 0, tty = rank0 && isatty(1);
+    int rank0 = t->grid->coord.rank == 0;
     train_log_startup(t);
     train_log_process_ids(t);
     int rank = t->grid->coord.rank;
@@ -186,6 +188,12 @@ int trainer_run(Trainer *t) {
     if (rank0 && t->iteration >= a->train_iters)
         printf("megac train: the loaded checkpoint is at iteration %lld >= --train-iters %lld: "
                "nothing to do\n", (long long)t->iteration, (long long)a->train_iters);
+}
+
+int trainer_run(Trainer *t) {
+    const TrainArgs *a = &t->args;
+    int rank0 = t->grid->coord.rank == 0, tty = rank0 && isatty(1);
+    begin_run(t);
     core_watchdog_disarm();  // start-up is over (armed in cmd_train before MPI_Init)
     double t_start = core_now();
     int64_t it_start = t->iteration;  // after a resume, the ETA uses this run's pace
