@@ -223,9 +223,9 @@ StepResult trainer_step(Trainer *t) {
     // this iteration's global batch (--rampup-batch-size), placed after the consumed samples
     int G = train_rampup_batch(&t->args.rampup, t->consumed_samples);
     trainer_set_batch(t, SPLIT_TRAIN, t->consumed_samples, G);
-    // per-token loss gradient: 1 / (tokens of this rank's micro-batches); the DP x CP
-    // reduction averages
-    t->dscale_base = 1.0 / ((double)t->step.n_micro * t->args.micro_batch * t->args.model.seq_length / t->args.cp);
+    // per-token loss gradient: 1 / (tokens of this rank's micro-batches: the model's N
+    // positions each, its share of the sequence under CP); the DP x CP reduction averages
+    t->dscale_base = 1.0 / ((double)t->step.n_micro * t->model->N);
     pgrid_for_each_comm(t->grid, reset_stats, NULL);  // the log reports one step's traffic
     core_fault_die_at(&t->faults, it);  // test hook MEGAC_TEST_DIE_AT_ITER
     for (int c = 0; c < t->n_chunks; c++) gpt_zero_grads(t->chunks[c]);
