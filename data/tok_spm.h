@@ -46,6 +46,13 @@ typedef struct TokSpm {
     int32_t *node_id;        // (n_nodes) a node's piece id, or -1
     int n_nodes;
     int has_user;            // USER pieces exist: matched whole, before normalization
+    int32_t root[256];       // the trie's children of the root (node, or -1): every walk's
+                             // first step without a hash lookup
+    uint8_t plain[128];      // ASCII bytes the normalizer keeps as they are (tok_spm_norm_index):
+                             // 1 always (no USER piece, no charsmap key starts with it); 2 when
+                             // the next byte is ASCII c with bit c of pair[b] clear, or none
+                             // (a key starts with it but is longer, e.g. 'a' + a combining mark)
+    uint8_t pair[128][16];   // bit c of pair[b]: a charsmap key starts with the bytes b c
     DataU64Map merges;       // SPM_BPE_RANKS: (a << 32 | b) -> rank
     uint32_t *merge_out;     // (n_merges) rank -> the merged id
     int ignore_merges;       // SPM_BPE_RANKS: a word that is a piece is that piece
@@ -86,6 +93,9 @@ typedef struct TokSpm {
 void tok_spm_encode(TokSpm *s, const uint8_t *text, size_t n, TokIds *out);
 // SentencePiece's normalization of text[0..n), appended to out (empty for empty text).
 void tok_spm_normalize(const TokSpm *s, const uint8_t *text, size_t n, TokBytes *out);
+// Fills s->plain from the USER pieces (the trie: after tok_spm_index) and the charsmap.
+// Never fails.
+void tok_spm_norm_index(TokSpm *s);
 // The length of the longest USER piece at s[0..n), 0 when none. Pure.
 size_t tok_spm_user_match(const TokSpm *s, const uint8_t *text, size_t n);
 // Builds the piece map, the trie, min/max scores and byte ids from type / score and the

@@ -73,6 +73,11 @@ int tok_spm_index(TokSpm *s, const char *const *text, const size_t *len, char *w
         s->piece_id[k] = id;
         trie_add(s, (const uint8_t *)text[id], len[id], id, &cap);
     }
+    for (int b = 0; b < 256; b++) {
+        const int64_t *c = data_u64map_get(&s->trie, (uint64_t)b);  // (node 0 << 8 | b)
+        s->root[b] = c ? (int32_t)*c : -1;
+    }
+    tok_spm_norm_index(s);
     return 0;
 }
 
@@ -266,19 +271,20 @@ static void unigram(TokSpm *s, const uint8_t *t, size_t n, int *prev_unk, TokIds
         if (m > n - at) m = n - at;
         float here = s->best[at];
         int single = 0;
-        int64_t node = 0;
-        for (size_t e = at; e < n; e++) {
-            const int64_t *c = data_u64map_get(&s->trie, (uint64_t)node << 8 | t[e]);
-            if (!c) break;
-            node = *c;
+        // the pieces starting at `at`: t[at..e] walked down the trie from the root
+        for (int64_t node = s->root[t[at]], e = (int64_t)at; node >= 0;) {
             int32_t id = s->node_id[node];
-            if (id < 0 || s->type[id] == SPM_UNUSED) continue;
-            size_t len = e + 1 - at;
-            float score = s->type[id] == SPM_USER ? (float)((double)len * s->max_score - 0.1) : s->score[id];
-            float cand = score + here;
-            if (s->best_start[e + 1] < 0 || cand > s->best[e + 1])
-                s->best[e + 1] = cand, s->best_start[e + 1] = (int32_t)at, s->best_id[e + 1] = id;
-            single |= len == m;
+            if (id >= 0 && s->type[id] != SPM_UNUSED) {
+                size_t len = (size_t)e + 1 - at;
+                float score = s->type[id] == SPM_USER ? (float)((double)len * s->max_score - 0.1) : s->score[id];
+                float cand = score + here;
+                if (s->best_start[e + 1] < 0 || cand > s->best[e + 1])
+                    s->best[e + 1] = cand, s->best_start[e + 1] = (int32_t)at, s->best_id[e + 1] = id;
+                single |= len == m;
+            }
+            if ((size_t)++e >= n) break;
+            const int64_t *c = data_u64map_get(&s->trie, (uint64_t)node << 8 | t[e]);
+            node = c ? *c : -1;
         }
         if (!single) {
             float cand = unk_score + here;

@@ -83,6 +83,40 @@ static size_t norm_prefix(const TokSpm *sp, const uint8_t *s, size_t n, const ch
 
 static void put(TokBytes *o, const char *s, size_t n) { tok_bytes_append(o, (const uint8_t *)s, n); }
 
+static void put_byte(TokBytes *o, uint8_t c) {
+    if (o->n < o->cap) o->v[o->n++] = c;
+    else tok_bytes_append(o, &c, 1);
+}
+
+void tok_spm_norm_index(TokSpm *sp) {
+    const uint32_t *u = sp->cm_units;
+    size_t N = sp->n_units;
+    memset(sp->pair, 0, sizeof sp->pair);
+    for (size_t b = 0; b < 128; b++) {
+        sp->plain[b] = 0;
+        if (sp->has_user && sp->root[b] >= 0) continue;  // a USER piece may start with b
+        size_t pos = u ? unit_offset(u[0]) ^ b : 0;
+        if (!u || pos >= N || unit_label(u[pos]) != b) {  // no charsmap key starts with b
+            sp->plain[b] = 1;
+            continue;
+        }
+        if (unit_has_leaf(u[pos])) continue;  // b itself is a key
+        size_t next = pos ^ unit_offset(u[pos]);
+        for (size_t c = 0; c < 128; c++) {  // the keys' second bytes
+            size_t p2 = next ^ c;
+            if (next < N && p2 < N && unit_label(u[p2]) == c) sp->pair[b][c / 8] |= (uint8_t)(1u << (c % 8));
+        }
+        sp->plain[b] = 2;
+    }
+}
+
+// Whether the normalizer keeps s[0] (ASCII) as it is: no rule matches more than that byte.
+static int plain_at(const TokSpm *sp, const uint8_t *s, size_t n) {
+    uint8_t b = s[0], k = b < 0x80 ? sp->plain[b] : 0;
+    if (k != 2) return k;
+    return n == 1 || (s[1] < 0x80 && !(sp->pair[b][s[1] / 8] & (1u << (s[1] % 8))));
+}
+
 // Hugging Face: ' ' -> "▁", "▁" put first as hf_prepend says.
 static void hf_normalize(const TokSpm *sp, const uint8_t *s, size_t n, TokBytes *out) {
     int starts_ws = n && (s[0] == ' ' || (n >= WS_LEN && !memcmp(s, WS, WS_LEN)));
@@ -113,12 +147,19 @@ void tok_spm_normalize(const TokSpm *sp, const uint8_t *s, size_t n, TokBytes *o
     if (sp->add_dummy_prefix) put(out, ws, ws_n);
     int prev_space = sp->remove_extra_ws;
     while (n) {
+        if (plain_at(sp, s, n)) {  // kept as it is (the rules below, shortened)
+            if (s[0] != ' ') put_byte(out, s[0]), prev_space = 0;
+            else if (!prev_space) put(out, ws, ws_n), prev_space = 1;
+            s++, n--;
+            if (!sp->remove_extra_ws) prev_space = 0;
+            continue;
+        }
         m = norm_prefix(sp, s, n, &rep, &rn);
         while (prev_space && rn && rep[0] == ' ') rep++, rn--;  // spaces after a space
         if (rn) {
             for (size_t i = 0; i < rn; i++) {
                 if (rep[i] == ' ') put(out, ws, ws_n);
-                else put(out, rep + i, 1);
+                else put_byte(out, (uint8_t)rep[i]);
             }
             prev_space = rep[rn - 1] == ' ';
         }
