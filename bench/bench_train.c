@@ -38,14 +38,20 @@ typedef struct {
     const char *name;
     int L, C, NH, T, B, V;
     int in_all;  // run when no --config is given (gpt2-350m only when named: slow on CPUs)
+    int E, K, Fe;  // mixture of experts in every layer: E experts of hidden size Fe, top-K
+                   // (0: dense MLPs of 4 C)
 } BenchConfig;
 
+// medium-moe: medium's model with 8 experts of 2 C, top-2, in every layer: the same active
+// MLP FLOPs per token as medium's 4 C (the router's (E, C) product besides), so its GFLOP/s
+// against medium's is the MoE layers' cost beyond their FLOPs.
 static const BenchConfig CONFIGS[] = {
-    {"small", 4, 256, 4, 256, 4, 256, 1},
-    {"medium", 6, 384, 6, 256, 4, 256, 1},
-    {"gpt2-vocab", 6, 384, 6, 256, 4, 50257, 1},
-    {"gpt2-124m", 12, 768, 12, 256, 4, 50257, 1},
-    {"gpt2-350m", 24, 1024, 16, 256, 4, 50257, 0},
+    {"small", 4, 256, 4, 256, 4, 256, 1, 0, 0, 0},
+    {"medium", 6, 384, 6, 256, 4, 256, 1, 0, 0, 0},
+    {"medium-moe", 6, 384, 6, 256, 4, 256, 1, 8, 2, 768},
+    {"gpt2-vocab", 6, 384, 6, 256, 4, 50257, 1, 0, 0, 0},
+    {"gpt2-124m", 12, 768, 12, 256, 4, 50257, 1, 0, 0, 0},
+    {"gpt2-350m", 24, 1024, 16, 256, 4, 50257, 0, 0, 0, 0},
 };
 #define N_CONFIGS (int)(sizeof CONFIGS / sizeof CONFIGS[0])
 
@@ -74,10 +80,16 @@ static double sgemm_gflops(Backend *be, int M, int N, int K, int reps) {
 }
 
 static GPTConfig gpt_config_of(const BenchConfig *bc, int flash) {
-    return (GPTConfig){.num_layers = bc->L, .hidden_size = bc->C, .num_heads = bc->NH,
-                       .ffn_hidden_size = 4 * bc->C, .seq_length = bc->T,
-                       .max_position_embeddings = bc->T, .vocab_size = bc->V,
-                       .vocab_divisible_by = 128, .use_flash_attn = flash};
+    GPTConfig c = {.num_layers = bc->L, .hidden_size = bc->C, .num_heads = bc->NH,
+                   .ffn_hidden_size = 4 * bc->C, .seq_length = bc->T,
+                   .max_position_embeddings = bc->T, .vocab_size = bc->V,
+                   .vocab_divisible_by = 128, .use_flash_attn = flash};
+    if (bc->E) {  // Megatron's defaults otherwise (softmax router, aux loss)
+        c.num_experts = bc->E, c.moe_topk = bc->K, c.moe_ffn_hidden_size = bc->Fe;
+        c.moe_load_balancing = GPT_MOE_LB_AUX, c.moe_aux_coeff = 1e-2;
+        snprintf(c.moe_layer_freq, sizeof c.moe_layer_freq, "1");
+    }
+    return c;
 }
 
 // The larger of the 2048^3 ceiling and the model's own largest GEMM (the MLP's, or the
@@ -214,7 +226,7 @@ static BenchFlags parse_flags(int argc, char **argv) {
                     .attn = BACKEND_ATTN_MEGAC};
     ArgSpec specs[] = {
         {"--config", ARG_STR, &f.only,
-         "small | medium | gpt2-vocab | gpt2-124m | gpt2-350m (default: all but gpt2-350m)"},
+         "small | medium | medium-moe | gpt2-vocab | gpt2-124m | gpt2-350m (default: all but gpt2-350m)"},
         {"--steps", ARG_INT, &f.steps, "timed steps per config"},
         {"--threads", ARG_INT, &f.threads, "CPU threads (0: all cores)"},
         {"--device", ARG_STR, &f.device, "cpu | cuda"},
