@@ -17,6 +17,7 @@
 #include "parallel_state/pgrid_comm.h"  // defines: ProcessGrid
 #include "layers/tp_vocab.h"
 #include "layers/cp_attention.h"  // defines: CPCommType
+#include "layers/moe.h"           // defines: MoEActs
 #include "gpt_config.h"
 #include "gpt_params.h"
 
@@ -48,26 +49,9 @@ typedef struct {
     GPTBlockW *blocks;     // (n_layers)
 } GPTWeights;
 
-// Router state and losses of one MoE layer for one micro-batch in flight (GPTLayerActs.moe;
-// all NULL in a dense layer). n = the rows routed here, M = n K rows in expert order.
-typedef struct {
-    float *logits;         // (n, E) router logits, fp32
-    int *idx;              // (n, K) chosen experts
-    float *probs;          // (n, K) their combine weights
-    int *perm;             // (M) the token row of each expert-ordered row (M = n K, or the
-                           // padded capacity rows: gpt_moe_rows)
-    int *slot;             // (n, K) the expert-ordered row of each (token, choice)
-    float *pprobs;         // (M) probs in expert order (the combine's backward)
-    float *coef;           // (groups, E) the aux loss's coefficients (moe_router_loss)
-    void *xp;              // (R, C) the local experts' input rows in local-expert order (R = M;
-                           // expert parallelism: the received rows sorted, R = M ep:
-                           // gpt_moe_recv_rows)
-    void *fch, *fch_act;   // (R, F2e) expert fc outputs; (R, Fe) after the activation
-    void *eo;              // (M, C) expert outputs, in expert order (back from their ranks)
-    int *counts;           // host (E): rows routed to each expert here
-    int *rcounts;          // host (E): ep > 1, rows received: [source ep rank][local expert]
-    int dropped;           // (token, choice)s dropped by the capacity (host)
-} GPTMoEActs;
+// Router state and expert activations of one MoE layer for one micro-batch in flight
+// (GPTLayerActs.moe; all NULL in a dense layer): layers/moe.h.
+typedef MoEActs GPTMoEActs;
 
 // Activations: `void *` buffers hold be->act elements (fp32, bf16 or fp16); `float *` are fp32.
 // Rows N = B*T, or N/tp (Ns) for the residual stream and LayerNorms with sequence parallelism.

@@ -24,9 +24,9 @@ static void *carve(Carver *cv, size_t bytes) {
 // n activation elements of the backend's type (fp32, bf16 or fp16)
 #define CARVE_A(cv, n) carve((cv), (size_t)(n) * backend_dtype_size(m->be->act))
 
-// A mixture-of-experts layer's routing and expert activations (GPTMoEActs; gpt_moe.h); the
+// A mixture-of-experts layer's routing and expert activations (MoEActs; layers/moe.h); the
 // host counts are set by gpt_moe_create and kept.
-static void carve_moe(GPT *m, Carver *cv, GPTMoEActs *x) {
+static void carve_moe(GPT *m, Carver *cv, MoEActs *x) {
     const GPTConfig *c = &m->cfg;
     size_t n = (size_t)m->N_sp, E = (size_t)c->num_experts, K = (size_t)c->moe_topk, NK = n * K;
     size_t M = gpt_moe_rows(m), C = (size_t)c->hidden_size, Fe = (size_t)gpt_moe_ffn(c);

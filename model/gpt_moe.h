@@ -1,66 +1,43 @@
-// model/gpt_moe.h: mixture-of-experts layers (Megatron-Core's MoELayer), the MLP of the
-// layers --moe-layer-freq names when --num-experts E > 0.
-//
-// A router (an (E, C) linear, scores in fp32) picks K experts per token (moe_router_forward:
-// softmax or sigmoid, ties to the lowest index); the token rows are permuted into expert
-// order (rows_gather), each expert's MLP (the model's activation, its own F) runs on its
-// contiguous rows, one GEMM pair per expert in expert order, and the outputs are combined
-// with the routing weights (rows_combine). Dropless: every (token, choice) gets its row.
+// model/gpt_moe.h: mixture-of-experts layers (Megatron-Core's MoELayer) in a GPT stage: the
+// MLP of the layers --moe-layer-freq names when --num-experts E > 0, composed of the router
+// (layers/moe_router.h), the token dispatcher (layers/moe_dispatcher.h) and the experts
+// (layers/moe_experts.h), with the stage's workspace, the per-step statistics and the
+// expert bias; the MoE config (gpt_moe_config.c) and flags (gpt_moe_flags.c).
 //
 // Layout: the experts are replicated over tensor parallelism and each rank routes the rows it
 // holds: all of the micro-batch's, or its N/tp rows with sequence parallelism (their
 // gradients then summed over tp like the norms'), this rank's positions with context
 // parallelism. Routing is per token, so it does not depend on the layout. With expert
-// parallelism (ep > 1) a rank holds E/ep experts; the expert-ordered rows go to the ranks
-// holding their experts with an all-to-all over the ep group (counts exchanged first), the
-// received [source rank][local expert] chunks are sorted by local expert, each local expert
-// runs one GEMM pair on its contiguous rows, and the outputs are sorted back and return the
-// same way (Megatron's alltoall dispatcher). The load-balancing loss uses the token counts of
-// the whole micro-batch (summed
-// over the sequence-parallel and context-parallel ranks).
-//
-// The routing is built on the host: the chosen experts come back from the backend, the
-// permutation is made in (expert, token, choice) order and sent back. One sync per layer,
-// as Megatron's dispatcher has.
+// parallelism (ep > 1) a rank holds E/ep experts and the dispatcher moves the rows to them
+// over the ep group. The load-balancing loss uses the token counts of the whole micro-batch
+// (summed over the sequence-parallel and context-parallel ranks).
 #pragma once
 #include "gpt.h"
+#include "layers/moe_router.h"      // defines: MoERouterWork
+#include "layers/moe_dispatcher.h"  // defines: MoEDispatchWork
+#include "layers/moe_experts.h"     // defines: MoEExpertsWork
 
-// The host side of a stage's MoE layers (GPT.moe; NULL without experts).
+// The MoE layers of a stage (GPT.moe; NULL without experts): the three parts' workspaces,
+// shared by the layers, and the host statistics.
 struct GPTMoE {
-    int *h_idx, *h_perm, *h_slot;  // (n K) host staging
-    float *h_probs, *h_pprobs;     // (n K)
-    float *h_coef;                 // (groups E)
-    void *h_rank;                  // (n K) routing's sort buffer (gpt_moe.c)
-    int *row_group;                // (n) backend: the sequence of each local row (seq_aux_loss)
-    int *h_row_group;              // (n) host: the same
-    float *loss;                   // (2) backend: moe_router_loss's output
-    float *dlogits;                // (n, E) backward workspace (shared by the layers)
-    void *dlogits_act;             // (n, E) be->act
-    float *dprobs;                 // (n K)
-    void *deo, *dxp;               // (M, C) each
-    void *dfch, *dact;             // (R, F2e), (R, Fe); R = gpt_moe_recv_rows
-    void *xr, *xr2;                // ep > 1: (R, C) each, rows as received or sorted by local
-                                   // expert (the experts' outputs, their gradients and
-                                   // inputs'); else NULL
-    int *cnt;                      // ep > 1: (2 E) backend: the counts' all-to-all
-    int *sort, *h_sort;            // ep > 1: (2 R) backend / host: the received rows' sort by
-                                   // local expert and its inverse (gpt_moe.c); else NULL
-    void *dx;                      // (n, C) the router's input gradient
-    int *counts;                   // host (n_slots, n_layers, 2 E): GPTMoEActs.counts, rcounts
+    MoERouterWork router;
+    MoEDispatchWork disp;
+    MoEExpertsWork experts;
+    int *counts;                   // host (n_slots, n_layers, 2 E): MoEActs.counts, rcounts
     double *lb_loss, *z_loss;      // (n_layers) host: this step's sums over micro-batches
     double *tokens;                // (n_layers, E) host: this step's tokens per expert
     double *dropped;               // (n_layers) host: this step's dropped (token, choice)s
     float *bias;                   // (n_layers, E) backend: the layers' expert bias
                                    // (--moe-router-enable-expert-bias; else NULL)
-    size_t workspace_bytes;        // backend bytes of the buffers above that serve the layers'
-                                   // forward and backward (not bias): the memory table's
+    size_t workspace_bytes;        // backend bytes of the three workspaces (not bias): the
+                                   // memory table's
     float aux_scale;               // the losses' gradient weight in the current backward
                                    // (gpt_backward: the loss gradient's scale x the micro-
                                    // batch's tokens, so a micro-batch's loss weighs as its
                                    // mean language-model loss does)
 };
 
-enum { GPT_MOE_MAX_EXPERTS = 256 };  // the router ops' bound
+enum { GPT_MOE_MAX_EXPERTS = MOE_MAX_EXPERTS };  // the router ops' bound
 
 // 1 if global layer `layer` is a mixture-of-experts layer (no experts: 0). Call after
 // gpt_moe_check. Pure; O(the flag's length), not O(num_layers).
@@ -92,10 +69,8 @@ size_t gpt_moe_workspace_bytes(const GPT *m);
 // Zeroes the per-step statistics (lb_loss, z_loss, tokens). Never fails.
 void gpt_moe_stats_reset(GPT *m);
 
-// Aux-loss-free balancing (gpt_moe_bias.c; Megatron's get_updated_expert_bias): one
-// layer's bias (E) += rate x sign(mean - tokens[e]), tokens (E) the step's tokens routed
-// to each expert over the whole global batch (their mean over the experts: sign 0 at it).
-// In fp32, so every rank holding the same table gets the same bits. Pure.
+// Aux-loss-free balancing (gpt_moe_bias.c): one layer's bias (E) moved by its step's tokens
+// per expert (E): moe_router_bias_step. Pure.
 void gpt_moe_bias_step(float *bias, const double *tokens, int E, double rate);
 // Copies the stage's layers' rows of all (num_layers, E) host, the whole model's expert
 // bias, into the router's (no-op without --moe-router-enable-expert-bias). Never fails.

@@ -1,16 +1,10 @@
 // model/gpt_moe_bias.c: aux-loss-free load balancing (DeepSeek-V3, Megatron's
-// --moe-router-enable-expert-bias): the expert bias of the MoE layers (gpt_moe.h).
+// --moe-router-enable-expert-bias) in a stage: the update (the router's, layers/moe_router.h)
+// and the copy of the whole model's bias into the stage's MoE layers (gpt_moe.h).
 #include "gpt_moe.h"
 
 void gpt_moe_bias_step(float *bias, const double *tokens, int E, double rate) {
-    double sum = 0.0;
-    for (int e = 0; e < E; e++) sum += tokens[e];
-    double mean = sum / E;
-    float r = (float)rate;
-    for (int e = 0; e < E; e++) {
-        float sign = tokens[e] < mean ? 1.0f : tokens[e] > mean ? -1.0f : 0.0f;
-        bias[e] = bias[e] + sign * r;
-    }
+    moe_router_bias_step(bias, tokens, E, rate);
 }
 
 void gpt_moe_set_bias(GPT *m, const float *all) {

@@ -2,7 +2,7 @@
 // (train_args_check_ep's), its table as gpt_create builds it (gpt_params_build_ep,
 // gpt_params_place_experts, gpt_params_experts_over_tp: the same calls), the DP and EDP
 // buckets' traffic of its two regions (dist_geometry.h's buckets, as dist_sync.c reduces
-// them; ZeRO-2/3: plan_zero.c) and the dispatch's all-to-alls (model/gpt_moe.c: the counts,
+// them; ZeRO-2/3: plan_zero.c) and the dispatch's all-to-alls (layers/moe_dispatcher.c: the counts,
 // then the rows and the outputs), counted as Comm counts them. The flat buffer's geometry is
 // plan_model.c's, by gpt_params_geometry.
 #include "plan_model.h"

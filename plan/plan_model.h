@@ -261,7 +261,7 @@ int plan_moe_layers(const GPTConfig *c, int layer0, int n);
 void plan_moe_traffic(const PlanSpec *s, const PlanLayout *l, const PlanStage *st, int n_micro,
                       PlanTraffic *tp, PlanTraffic *cp);
 
-// Expert parallelism (l->ep > 1; plan_ep.c, model/gpt_moe.c's dispatch, dist_sync.c's
+// Expert parallelism (l->ep > 1; plan_ep.c, layers/moe_dispatcher.c, dist_sync.c's
 // regions). All pure. (The stage's flat buffer with the experts split is plan_model.c's, by
 // gpt_params_geometry, as gpt_create lays it out.)
 // The gradient and ZeRO-1 parameter traffic of region [0, len) of a flat buffer over n ranks

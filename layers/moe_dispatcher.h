@@ -1,0 +1,62 @@
+// layers/moe_dispatcher.h: the token dispatcher of a mixture-of-experts layer (Megatron-Core's
+// MoEAlltoAllTokenDispatcher): the routed rows permuted into expert order (the router's map,
+// layers/moe_router.h), sent to the ranks holding their experts, sorted by local expert so
+// that each local expert runs on contiguous rows (layers/moe_experts.h); then the way back
+// and the combine: each token's output is the sum of its K experts' rows times their weights.
+//
+// At EP 1 the rows stay here: the expert-ordered rows are the experts' input. At EP > 1 (E/ep
+// experts per rank) the expert-ordered rows are grouped by the rank holding their experts;
+// the counts are exchanged first (an all-to-all of E/ep ints per pair), the rows travel by one
+// all-to-all over the ep group, the received [source rank][local expert] chunks are sorted
+// into [local expert][source rank] order (Megatron's sort_chunks_by_idxs), and the experts'
+// outputs are sorted back and return by the reverse all-to-all. The backward: the same two
+// all-to-alls for the gradients of the outputs and of the inputs.
+#pragma once
+#include "layers/moe.h"
+#include "comm/comm.h"
+
+// The dispatcher's workspace: backend buffers (moe_dispatcher_buffers counts them) and the
+// host sort.
+typedef struct {
+    void *deo, *dxp;  // (M, C) each: ep > 1 the expert-ordered rows to send; the backward's
+                      // d(expert outputs) and d(expert inputs) in expert order
+    void *xr, *xr2;   // ep > 1: (R, C) each, rows as received or sorted by local expert
+                      // (the experts' outputs, their gradients and inputs'); else NULL
+    int *cnt;         // ep > 1: (2 E) backend: the counts' all-to-all; else NULL
+    int *sort;        // ep > 1: (2 R) backend: the received rows' sort by local expert and
+                      // its inverse; else NULL
+    int *h_sort;      // ep > 1: (2 R) host: the same; else NULL
+} MoEDispatchWork;
+
+typedef struct {
+    MoEDims d;
+    Backend *be;
+    Comm *comm;  // the expert-parallel group (NULL at ep 1)
+    MoEDispatchWork *w;
+} MoEDispatcher;
+
+// The dispatcher's buffers for dims d: backend bytes counted in a (allocated, and the host
+// sort too, when a->be is set). Never fails (aborts).
+void moe_dispatcher_buffers(MoEDispatchWork *w, const MoEDims *d, MoEAlloc *a);
+// Frees what moe_dispatcher_buffers allocated. Never fails.
+void moe_dispatcher_free(MoEDispatchWork *w, Backend *be);
+
+// Dispatch: the `rows` expert-ordered rows of in (n, C) (x->perm, x->counts from the router)
+// to the local experts' input x->xp (R, C), lc[e] contiguous rows for local expert e. Returns
+// where the experts write their output rows (R, C) for moe_combine. Collective over the ep
+// group (ep > 1).
+void *moe_dispatch(const MoEDispatcher *D, MoEActs *x, const void *in, size_t rows, int *lc);
+// Combine: the experts' output rows (moe_dispatch's buffer) back into x->eo (M, C) in expert
+// order, then out (n, C) = each token's rows times their weights. Collective (ep > 1).
+void moe_combine(const MoEDispatcher *D, MoEActs *x, void *out);
+
+// Backward of the combine: from dout (n, C) (read only here; it may alias moe_dispatch_
+// backward's dx), dprobs (n K) fp32 written, d(expert outputs) into *dy (R, C) in the local
+// experts' order (lc as moe_dispatch's); *dxp is where the experts write d(their inputs).
+// Collective (ep > 1).
+void moe_combine_backward(const MoEDispatcher *D, const MoEActs *x, const void *dout,
+                          float *dprobs, int *lc, void **dy, void **dxp);
+// Backward of the dispatch: d(expert inputs) (*dxp of moe_combine_backward) back to their
+// ranks and un-permuted: dx (n, C) OVERWRITTEN with the gradient of moe_dispatch's in.
+// Collective (ep > 1).
+void moe_dispatch_backward(const MoEDispatcher *D, const MoEActs *x, void *dx);
