@@ -5,7 +5,7 @@
 //   layers/moe_router.h      scores, top-k, the capacity and the routing map, aux/z losses,
 //                            the expert bias
 //   layers/moe_dispatcher.h  permute into expert order, the rows to the ranks holding their
-//                            experts (all-to-all), sorted by local expert; the
+//                            experts (alltoall or allgather), sorted by local expert; the
 //                            combine back
 //   layers/moe_experts.h     one GEMM pair per local expert on its contiguous rows
 //
@@ -17,6 +17,11 @@
 
 enum { MOE_MAX_EXPERTS = 256 };  // the router ops' bound
 
+// --moe-token-dispatcher-type: how the rows reach the experts' ranks at EP > 1
+// (layers/moe_dispatcher.h; at EP 1 both keep every row on its rank). 0 is alltoall, so a
+// zeroed config keeps the all-to-all; the flag's default is allgather (Megatron's).
+typedef enum { MOE_DISPATCH_ALLTOALL, MOE_DISPATCH_ALLGATHER } MoEDispatcherType;
+
 // The sizes of one MoE layer on this rank.
 typedef struct {
     int E, K;            // experts, choices per token
@@ -25,6 +30,7 @@ typedef struct {
     int n;               // rows routed here (the micro-batch's, N/tp with sequence parallelism)
     int rows;            // M: expert-ordered rows a rank holds (n K, or E x padded capacity)
     int ep, ep_rank;     // the expert-parallel group's size and this rank's place (1, 0: none)
+    MoEDispatcherType dispatcher;
 } MoEDims;
 
 // Local experts: E / ep. Pure.
@@ -49,6 +55,8 @@ typedef struct {
     void *eo;              // (M, C) expert outputs, in expert order (back from their ranks)
     int *counts;           // host (E): rows routed to each expert here
     int *rcounts;          // host (E): ep > 1, rows received: [source ep rank][local expert]
+    int *roff;             // host (E): ep > 1, allgather: where chunk [source][local expert]
+                           // starts among the source's expert-ordered rows
     int dropped;           // (token, choice)s dropped by the capacity (host)
 } MoEActs;
 

@@ -1,16 +1,25 @@
 // layers/moe_dispatcher.h: the token dispatcher of a mixture-of-experts layer (Megatron-Core's
-// MoEAlltoAllTokenDispatcher): the routed rows permuted into expert order (the router's map,
-// layers/moe_router.h), sent to the ranks holding their experts, sorted by local expert so
-// that each local expert runs on contiguous rows (layers/moe_experts.h); then the way back
-// and the combine: each token's output is the sum of its K experts' rows times their weights.
+// MoEAlltoAllTokenDispatcher and MoEAllGatherTokenDispatcher, one mechanism with the way
+// chosen by MoEDims.dispatcher): the routed rows permuted into expert order (the router's
+// map, layers/moe_router.h), brought to the ranks holding their experts, sorted by local
+// expert so that each local expert runs on contiguous rows (layers/moe_experts.h); then the
+// way back and the combine: each token's output is the sum of its K experts' rows times their
+// weights, summed in k order.
 //
 // At EP 1 the rows stay here: the expert-ordered rows are the experts' input. At EP > 1 (E/ep
-// experts per rank) the expert-ordered rows are grouped by the rank holding their experts;
-// the counts are exchanged first (an all-to-all of E/ep ints per pair), the rows travel by one
-// all-to-all over the ep group, the received [source rank][local expert] chunks are sorted
-// into [local expert][source rank] order (Megatron's sort_chunks_by_idxs), and the experts'
-// outputs are sorted back and return by the reverse all-to-all. The backward: the same two
-// all-to-alls for the gradients of the outputs and of the inputs.
+// experts per rank; expert-ordered rows are grouped by the rank holding their experts):
+//   alltoall: the counts are exchanged first (an all-to-all of E/ep ints per pair), the rows
+//     travel by one all-to-all over the ep group, and the outputs return by the reverse one.
+//     The backward: the same two all-to-alls for the gradients of the outputs and inputs.
+//   allgather: every rank gathers the group's routing (counts and permutation, E + M ints per
+//     rank) and tokens ((n, C) per rank) and takes the rows of its own experts out of them;
+//     the outputs return, still unweighted expert rows, by a reduce-scatter (sum) of (ep, M,
+//     C) blocks in which each rank filled the rows of its experts (zeros elsewhere), so each
+//     row's sum holds one term. The backward: an all-gather of d(expert outputs) (M rows per
+//     rank), a reduce-scatter of d(expert inputs) the same way.
+// Either way the local experts see the received [source rank][local expert] chunks sorted
+// into [local expert][source rank] order (Megatron's sort_chunks_by_idxs), and each token's
+// combine is the same sum as at EP 1: the two dispatchers give the same bits.
 #pragma once
 #include "layers/moe.h"
 #include "comm/comm.h"
@@ -26,6 +35,9 @@ typedef struct {
     int *sort;        // ep > 1: (2 R) backend: the received rows' sort by local expert and
                       // its inverse; else NULL
     int *h_sort;      // ep > 1: (2 R) host: the same; else NULL
+    int *route;       // ep > 1 allgather: (ep + 1, E + M) backend: this rank's [counts |
+                      // perm], then the group's gathered; else NULL
+    int *h_route;     // ep > 1 allgather: (ep, E + M) host: the group's; else NULL
 } MoEDispatchWork;
 
 typedef struct {
@@ -42,9 +54,9 @@ void moe_dispatcher_buffers(MoEDispatchWork *w, const MoEDims *d, MoEAlloc *a);
 void moe_dispatcher_free(MoEDispatchWork *w, Backend *be);
 
 // Dispatch: the `rows` expert-ordered rows of in (n, C) (x->perm, x->counts from the router)
-// to the local experts' input x->xp (R, C), lc[e] contiguous rows for local expert e. Returns
-// where the experts write their output rows (R, C) for moe_combine. Collective over the ep
-// group (ep > 1).
+// to the local experts' input x->xp (R, C), lc[e] contiguous rows for local expert e; sets
+// x->rcounts (and x->roff) at ep > 1. Returns where the experts write their output rows
+// (R, C) for moe_combine. Collective over the ep group (ep > 1).
 void *moe_dispatch(const MoEDispatcher *D, MoEActs *x, const void *in, size_t rows, int *lc);
 // Combine: the experts' output rows (moe_dispatch's buffer) back into x->eo (M, C) in expert
 // order, then out (n, C) = each token's rows times their weights. Collective (ep > 1).

@@ -18,7 +18,8 @@ static int lb_groups(const GPT *m) {
 static MoEDims dims_of(const GPT *m, int n) {
     const GPTConfig *c = &m->cfg;
     MoEDims d = {c->num_experts, c->moe_topk, c->hidden_size, gpt_moe_ffn(c), c->activation,
-                 n, (int)gpt_moe_rows(m), m->ep, m->ep > 1 ? m->ep_rank : 0};
+                 n, (int)gpt_moe_rows(m), m->ep, m->ep > 1 ? m->ep_rank : 0,
+                 (MoEDispatcherType)c->moe_dispatcher};
     return d;
 }
 
@@ -79,20 +80,25 @@ size_t gpt_moe_workspace_bytes(const GPT *m) {
 }
 
 // The host counts of every slot's layers and of the recomputed layers (which share their
-// chunk's, m->rc): 2 E ints each, counts then rcounts.
+// chunk's, m->rc): 3 E ints each, counts, rcounts then roff.
 static void carve_counts(GPT *m, struct GPTMoE *s) {
     size_t E = (size_t)m->cfg.num_experts;
     size_t units = (size_t)m->n_slots * m->n_layers + (size_t)m->n_rc;
-    s->counts = core_calloc(units * 2 * E, sizeof(int));
+    s->counts = core_calloc(units * 3 * E, sizeof(int));
     int *next = s->counts;
-    for (int i = 0; i < m->n_rc; i++, next += 2 * E) m->rc[i].moe.counts = next, m->rc[i].moe.rcounts = next + E;
+    for (int i = 0; i < m->n_rc; i++, next += 3 * E) {
+        MoEActs *x = &m->rc[i].moe;
+        x->counts = next, x->rcounts = next + E, x->roff = next + 2 * E;
+    }
     for (int k = 0; k < m->n_slots; k++)
-        for (int l = 0; l < m->n_layers; l++, next += 2 * E) {
+        for (int l = 0; l < m->n_layers; l++, next += 3 * E) {
             int first, last;
-            GPTLayerActs *L = &m->slots[k].layers[l];
+            MoEActs *x = &m->slots[k].layers[l].moe;
             int rc = gpt_layer_recomputed(m, l, &first, &last);
-            L->moe.counts = rc ? m->rc[l - first].moe.counts : next;
-            L->moe.rcounts = rc ? m->rc[l - first].moe.rcounts : next + E;
+            const MoEActs *r = rc ? &m->rc[l - first].moe : NULL;
+            x->counts = r ? r->counts : next;
+            x->rcounts = r ? r->rcounts : next + E;
+            x->roff = r ? r->roff : next + 2 * E;
         }
 }
 

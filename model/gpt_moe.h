@@ -23,7 +23,7 @@ struct GPTMoE {
     MoERouterWork router;
     MoEDispatchWork disp;
     MoEExpertsWork experts;
-    int *counts;                   // host (n_slots, n_layers, 2 E): MoEActs.counts, rcounts
+    int *counts;                   // host (n_slots, n_layers, 3 E): MoEActs.counts, rcounts, roff
     double *lb_loss, *z_loss;      // (n_layers) host: this step's sums over micro-batches
     double *tokens;                // (n_layers, E) host: this step's tokens per expert
     double *dropped;               // (n_layers) host: this step's dropped (token, choice)s

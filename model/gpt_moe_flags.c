@@ -2,6 +2,7 @@
 // part of the model's shared flag table (gpt_flags.h).
 #include "gpt_flags.h"
 #include "core/check.h"  // defines: core_usage_error
+#include "layers/moe.h"  // defines: MoEDispatcherType
 
 #include <stdio.h>
 #include <string.h>
@@ -31,8 +32,8 @@ int gpt_moe_flags_specs(ArgSpec *specs, GPTConfig *m, GPTFlagText *t) {
         {"--moe-router-load-balancing-type", ARG_STR, &t->moe_lb, "aux_loss (default, per micro-batch) | seq_aux_loss (per sequence) | none"},
         {"--moe-aux-loss-coeff", ARG_FLOAT, &m->moe_aux_coeff, "weight of the load-balancing loss (0)"},
         {"--moe-z-loss-coeff", ARG_FLOAT, &m->moe_z_coeff, "weight of the router z-loss (0: none)"},
-        {"--moe-token-dispatcher-type", ARG_STR, &t->moe_dispatcher, "allgather (default) | alltoall: the same result in megac (expert-parallel 1: tokens stay on their rank)"},
-        {"--moe-grouped-gemm", ARG_BOOL, &t->moe_grouped_gemm, "accepted, no effect: megac always runs the local experts as one GEMM pair per expert on its contiguous rows (the received rows sorted by local expert at EP > 1)"},
+        {"--moe-token-dispatcher-type", ARG_STR, &t->moe_dispatcher, "allgather (default): at EP > 1 every rank of the ep group gathers the group's tokens and routing, keeps the rows of its own experts, and the outputs return by a reduce-scatter | alltoall: each row goes only to the rank of its expert and back (all-to-all with per-rank counts); the same losses (bitwise); EP 1: the tokens stay on their rank either way"},
+        {"--moe-grouped-gemm", ARG_BOOL, &t->moe_grouped_gemm, "accepted, no effect: megac always runs each local expert as one GEMM pair on its contiguous rows (at EP > 1 the rows that reach a rank, by either dispatcher, are first sorted by local expert)"},
         {"--moe-shared-expert-intermediate-size", ARG_INT, &m->moe_shared_ffn, "one shared expert per MoE layer: a dense MLP of this hidden size on every token, added to the routed experts' output (0: none)"},
         {"--moe-shared-expert-gate", ARG_BOOL, &t->moe_shared_gate, "a sigmoid gate on the shared expert (not implemented: refused)"},
         {"--moe-router-enable-expert-bias", ARG_BOOL, &t->moe_expert_bias, "aux-loss-free balancing (DeepSeek-V3): a per-layer expert bias added to the scores for the choice only, moved after each step by the bias update rate towards balance (sigmoid score function only)"},
@@ -40,7 +41,7 @@ int gpt_moe_flags_specs(ArgSpec *specs, GPTConfig *m, GPTFlagText *t) {
         {"--moe-expert-capacity-factor", ARG_FLOAT, &t->moe_capacity, "each expert takes at most ceil(factor x tokens x K / E) of a micro-batch's (token, choice) rows, the rest dropped (0: dropless, the default); not with --sequence-parallel or CP > 1 yet"},
         {"--moe-token-drop-policy", ARG_STR, &t->moe_drop_policy, "with a capacity factor: probs | position"},
         {"--moe-pad-expert-input-to-capacity", ARG_BOOL, &t->moe_pad, "with a capacity factor: every expert runs exactly its capacity of rows (padding rows weigh 0)"},
-        {"--expert-model-parallel-size", ARG_INT, &t->ep, "EP: the data-parallel ranks that split each MoE layer's experts, E/EP each; tokens reach them by all-to-all (1: every rank holds all)"},
+        {"--expert-model-parallel-size", ARG_INT, &t->ep, "EP: the data-parallel ranks that split each MoE layer's experts, E/EP each; tokens reach them as --moe-token-dispatcher-type says (1: every rank holds all)"},
         {"--expert-tensor-parallel-size", ARG_INT, &t->etp, "ETP (default: TP, as Megatron): TP = the experts replicated over TP, each TP rank routing its own rows, EP groups across DP x CP; 1 with EP > 1 and TP > 1 (needs --sequence-parallel): EP groups across TP too, as Megatron's; megac never splits an expert over TP"},
     };
     memcpy(specs, table, sizeof table);
@@ -60,6 +61,7 @@ void gpt_moe_flags_finish(GPTConfig *m, const GPTFlagText *t) {
     else core_usage_error("--moe-router-load-balancing-type must be aux_loss, seq_aux_loss or none, got '%s'", lb);
     if (strcmp(d, "allgather") && strcmp(d, "alltoall"))
         core_usage_error("--moe-token-dispatcher-type must be allgather or alltoall, got '%s'", d);
+    m->moe_dispatcher = strcmp(d, "alltoall") ? MOE_DISPATCH_ALLGATHER : MOE_DISPATCH_ALLTOALL;
     if (strlen(t->moe_layer_freq) >= sizeof m->moe_layer_freq)
         core_usage_error("--moe-layer-freq is longer than %zu characters", sizeof m->moe_layer_freq - 1);
     snprintf(m->moe_layer_freq, sizeof m->moe_layer_freq, "%s", t->moe_layer_freq);

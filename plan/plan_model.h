@@ -268,11 +268,12 @@ void plan_moe_traffic(const PlanSpec *s, const PlanLayout *l, const PlanStage *s
 // (optim/optimizer.c's buckets of --ddp-bucket-size: per = len / n with ZeRO-1), added to t.
 void plan_region_traffic(const PlanSpec *s, const PlanLayout *l, size_t len, int n, PlanTraffic *t);
 // Adds one step's data-parallel (dense region over DP x CP), expert-data-parallel (expert
-// region over EDP; ZeRO-2/3: plan_zero_counts) and all-to-all (ep) traffic of stage st on one
-// rank. The ep bytes are
-// exact with --moe-pad-expert-input-to-capacity (every expert runs its capacity, so the rows
-// sent to each peer are known); dropless, or a capacity without padding, they are the
-// expectation under uniform routing (every expert gets n K / E rows of each rank).
+// region over EDP; ZeRO-2/3: plan_zero_counts) and token-dispatch (ep) traffic of stage st on
+// one rank. The ep bytes are exact with the allgather dispatcher (its gathers and
+// reduce-scatters have fixed sizes) and, with alltoall, with --moe-pad-expert-input-to-capacity
+// (every expert runs its capacity, so the rows sent to each peer are known); alltoall dropless,
+// or a capacity without padding, they are the expectation under uniform routing (every
+// expert gets n K / E rows of each rank).
 void plan_ep_traffic(const PlanSpec *s, const PlanLayout *l, PlanStage *st, int n_micro);
 // plan_layout_check's part for EP > 1: experts, EP dividing E and DP x CP (ETP 1: TP x DP x
 // CP, with sequence parallelism at TP > 1), megac train's refusals. Returns 0, or -1 with one
@@ -284,7 +285,8 @@ int plan_ep_check(const PlanSpec *s, const PlanLayout *l, char *err, size_t errl
 // caller frees it; *total: its floats.
 ParamInfo *plan_stage_table(const PlanSpec *s, const PlanLayout *l, const PlanStage *st, int n,
                             int *n_params, size_t *total);
-// Whether plan_ep_traffic's ep bytes are exact (capacity with padding) for this model.
+// Whether plan_ep_traffic's ep bytes are exact (allgather, or capacity with padding) for this
+// model.
 int plan_ep_exact(const GPTConfig *c);
 
 // Bytes per rank that a ring all-reduce of `bytes` over n ranks moves: 2(n-1)/n x bytes. Pure.

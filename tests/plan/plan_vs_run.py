@@ -11,9 +11,10 @@ compares with the plan's prediction for the same layout:
     included: --data-parallel-sharding-strategy);
   * memory per rank by category (the start-up table, every rank): within 10 % (printed);
     with context parallelism (CP > 1) within 5 %; with experts equal to the table's rounding;
-  * with expert parallelism (EP > 1, --ep-only): ep bytes (the all-to-alls) equal with a padded
-    capacity (the rows per peer are known), else printed next to the plan's expectation
-    (uniform routing) and within EP_DROPLESS_TOL of it; edp bytes (the expert region's
+  * with expert parallelism (EP > 1, --ep-only): ep bytes equal with the allgather dispatcher
+    (the default: its calls do not depend on the routing) or, with alltoall, a padded capacity
+    (the rows per peer are known), else printed next to the plan's expectation (uniform
+    routing) and within EP_DROPLESS_TOL of it; edp bytes (the expert region's
     gradient group) equal;
   * the pipeline bubble the run measures (PP > 1): printed next to the prediction for the
     8-rank runs (8 ranks on a 2-core box time each other's work, not the schedule).
@@ -96,6 +97,7 @@ LAYOUTS = [
 # all-to-alls
 EP2 = ["--expert-model-parallel-size", "2"]
 CAP = ["--moe-expert-capacity-factor", "1.5", "--moe-pad-expert-input-to-capacity"]
+A2A = ["--moe-token-dispatcher-type", "alltoall"]
 EP_LAYOUTS = [
     (1, 1, 2, 2, 8, MOE + EP2 + CAP + ["--use-distributed-optimizer"]),
     (1, 1, 4, 1, 8, MOE + EP2 + CAP + ["--no-distributed-optimizer", "--ddp-bucket-size", "3000"]),
@@ -104,6 +106,13 @@ EP_LAYOUTS = [
     (1, 1, 4, 1, 8, MOE + EP2 + CAP + ["--use-distributed-optimizer", "--ddp-bucket-size", "2000"]),
     (1, 2, 2, 1, 16, MOE + EP2 + CAP + ["--no-distributed-optimizer", "--virtual-pipeline-model-parallel-size", "2"]),
     (1, 1, 4, 1, 8, MOE + ["--expert-model-parallel-size", "4", "--use-distributed-optimizer"]),  # dropless
+    # the alltoall dispatcher (the layouts above run the default, allgather: exact bytes even
+    # dropless); padded capacity: exact; dropless: the expectation
+    (1, 1, 4, 1, 8, MOE + EP2 + CAP + A2A + ["--use-distributed-optimizer"]),
+    (1, 1, 4, 1, 8, MOE + ["--expert-model-parallel-size", "4", "--use-distributed-optimizer"] + A2A),
+    # allgather named, dropless, TP 2 x EP 2 without SP (every TP rank routes all the rows):
+    # exact bytes
+    (2, 1, 2, 1, 8, MOE + EP2 + ["--use-distributed-optimizer", "--moe-token-dispatcher-type", "allgather"]),
     (1, 1, 1, 2, 8, MOE + EP2 + CP + ["2", "--use-distributed-optimizer"]),
     (2, 1, 2, 1, 8, MOE + EP2 + ["--sequence-parallel", "--use-distributed-optimizer", "--swiglu"]),
     # ZeRO-2/3 (plan/plan_zero.c): a layer's expert unit over EDP after its dense unit over DP;
@@ -184,7 +193,10 @@ for tp, pp, dp, mb, gb, extra in ([] if bubble_only else EP_LAYOUTS if ep_only e
                ("param_memory_bytes", rec["param_memory_bytes"], s0["memory"]["parameters"]),
                ("optimizer_state_bytes", rec["optimizer_state_bytes"], s0["memory"]["optimizer_state"])]
     ep = int(flag(extra, "--expert-model-parallel-size", 1))
-    exact_ep = "--moe-pad-expert-input-to-capacity" in extra
+    # exact: the allgather dispatcher (the default; its calls do not depend on the routing), or a
+    # padded capacity (every expert's rows known)
+    exact_ep = "--moe-pad-expert-input-to-capacity" in extra or flag(extra, "--moe-token-dispatcher-type",
+                                                                      "allgather") == "allgather"
     if ep > 1:
         checks += [("edp_bytes", rec["edp_bytes"], s0["traffic"]["edp"]["bytes"])]
         checks += [("ep_bytes", rec["ep_bytes"], s0["traffic"]["ep"]["bytes"])] if exact_ep else []

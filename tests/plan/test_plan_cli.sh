@@ -159,7 +159,9 @@ key = lambda l: (l["tp"], l["pp"], l["dp"], l["micro_batch"], l["schedule"], l["
 one = {key(l): l for l in ep1}
 for l in ep2:
     a, b = l["stages"][0], one[key(l)]["stages"][0]
-    assert a["parameters"] < b["parameters"] and a["traffic"]["ep"]["all_to_all"]["calls"] > 0, key(l)
+    t = a["traffic"]["ep"]  # the default allgather dispatcher: all-gathers and reduce-scatters
+    assert a["parameters"] < b["parameters"] and t["all_gather"]["calls"] > 0, key(l)
+    assert t["reduce_scatter"]["calls"] > 0 and t["all_to_all"]["calls"] == 0, key(l)
     assert (a["traffic"]["edp"]["bytes"] > 0) == (l["dp"] * l["cp"] > 2), key(l)
 print(f"ok   expert parallelism: {len(ep2)} EP 2 layouts of {len(ep1)}, fewer parameters, ep and edp traffic")
 PY

@@ -1,8 +1,9 @@
 // tests/plan/test_plan_ep.c: megac plan's expert parallelism (plan/plan_ep.c) against hand
-// counts: the all-to-all bytes of a padded capacity, the expert region and its ZeRO-1 shard,
+// counts: the all-to-all bytes of a padded capacity, the allgather dispatcher's bytes, the expert region and its ZeRO-1 shard,
 // the dp and edp buckets, the refusals; and which EP and EDP groups cross nodes (the closed
 // form against walking the expert decomposition's groups).
 #include "plan/plan_enum.h"
+#include "layers/moe.h"  // defines: MOE_DISPATCH_ALLGATHER
 #include "tests/testing.h"
 
 #include <stdio.h>
@@ -53,6 +54,22 @@ static void test_ep_bytes(void) {
     s.model.recompute_num_layers = 1;
     plan_stage_counts(&s, &l, 0, 2, &st);
     EXPECT_EQ_INT((long long)st.traffic[PLAN_G_EP].bytes[COMM_ALL_TO_ALL], 4 * 2 * (6 * 96 * 64 * 4 + 2 * 8));
+    s.model.recompute = GPT_RECOMPUTE_NONE;
+    s.model.recompute_num_layers = 0;
+    // the allgather dispatcher, the same layout: M = max(n K, E x capacity) = 192 rows; per
+    // layer and micro-batch (8), each call moving (EP - 1)/EP of EP x its per-rank count: the
+    // forward gathers the routing ((4 + 192) int32) and the tokens (64 x 64 floats) and
+    // reduce-scatters the expert rows (192 x 64), the backward gathers and reduce-scatters
+    // (192 x 64) each; no all-to-all
+    s.model.moe_dispatcher = MOE_DISPATCH_ALLGATHER;
+    plan_stage_counts(&s, &l, 0, 2, &st);
+    ep = &st.traffic[PLAN_G_EP];
+    EXPECT_EQ_INT((long long)ep->bytes[COMM_ALL_GATHER], 8 * ((4 + 192) * 4 + 64 * 64 * 4 + 192 * 64 * 4));
+    EXPECT_EQ_INT((long long)ep->calls[COMM_ALL_GATHER], 8 * 3);
+    EXPECT_EQ_INT((long long)ep->bytes[COMM_REDUCE_SCATTER], 8 * 2 * 192 * 64 * 4);
+    EXPECT_EQ_INT((long long)ep->calls[COMM_REDUCE_SCATTER], 8 * 2);
+    EXPECT_EQ_INT((long long)ep->bytes[COMM_ALL_TO_ALL], 0);
+    s.model.moe_dispatcher = 0;
     // DP 4 x EP 2: EDP 2 reduces the expert region, DP x CP = 4 the rest
     s = moe_spec(4, 8);
     PlanLayout four = {1, 1, 4, 1, 0, 0, 0, 0, 0, 1, 0, 2, 0};  // DDP
