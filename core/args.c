@@ -56,8 +56,10 @@ static int in_choices(const char *choices, const char *v) {
     return 0;
 }
 
-// A Megatron flag of core/args_compat.h's table (v: "" for a boolean): checks the value,
-// refuses a refused flag (one line, exit 2), records an accepted one in the slot.
+// A Megatron flag of core/args_compat.h's table (v: "" for a boolean):
+// checks the value and records it in the slot; a refused flag is recorded too, for
+// refuse_compat to name with the others. A refused flag's listed value (megac's own
+// behaviour) is not recorded.
 static void set_compat(CoreCompatSlot *s, const char *v) {
     const CoreCompatFlag *f = s->flag;
     int ok = 1;
@@ -67,12 +69,45 @@ static void set_compat(CoreCompatSlot *s, const char *v) {
     if (!ok) core_usage_error("%s expects %s, got '%s'", f->name, f->value == 'i' ? "an integer" : "a number", v);
     int listed = f->choices && in_choices(f->choices, v);
     if (f->kind == CORE_COMPAT_REFUSED) {
-        if (listed) return;  // the value megac implements (e.g. --context-parallel-size 1)
-        core_usage_error("%s%s%s is not supported: %s", f->name, f->value ? " " : "", v, f->reason);
+        if (!listed) s->value = v;  // listed: the value megac implements (e.g. --context-parallel-size 1)
+        return;
     }
     if (f->choices && !listed)
         core_usage_error("%s expects one of %s, got '%s'", f->name, f->choices, v);
     s->value = v;
+}
+
+// The refused Megatron flag of specs[i] when it was given, else NULL. Pure.
+static const CoreCompatSlot *refused_given(const ArgSpec *specs, int i) {
+    const CoreCompatSlot *s = specs[i].type == ARG_COMPAT ? specs[i].dst : NULL;
+    return s && s->value && s->flag->kind == CORE_COMPAT_REFUSED ? s : NULL;
+}
+
+// Refuses every refused Megatron flag given, in one usage error (exit 2): the flags that share
+// a reason named together, "--a, --b 3 are not supported: why; --c is not supported: why".
+// Returns when none was given.
+static void refuse_compat(const ArgSpec *specs, int n_specs) {
+    char msg[4096];
+    size_t len = 0;
+    for (int i = 0; i < n_specs; i++) {
+        const CoreCompatSlot *s = refused_given(specs, i);
+        int seen = 0;  // its reason already written with an earlier flag
+        for (int k = 0; s && k < i && !seen; k++)
+            seen = refused_given(specs, k) && !strcmp(refused_given(specs, k)->flag->reason, s->flag->reason);
+        if (!s || seen) continue;
+        int n = 0;
+        for (int k = i; k < n_specs; k++) {
+            const CoreCompatSlot *t = refused_given(specs, k);
+            if (!t || strcmp(t->flag->reason, s->flag->reason) || len >= sizeof msg) continue;
+            len += (size_t)snprintf(msg + len, sizeof msg - len, "%s%s%s%s", n ? ", " : len ? "; " : "",
+                                    t->flag->name, t->flag->value ? " " : "", t->value);
+            n++;
+        }
+        if (len < sizeof msg)
+            len += (size_t)snprintf(msg + len, sizeof msg - len, " %s not supported: %s",
+                                    n > 1 ? "are" : "is", s->flag->reason);
+    }
+    if (len) core_usage_error("%s", msg);
 }
 
 static void set_value(const ArgSpec *a, const char *v) {
@@ -215,4 +250,5 @@ void core_args_parse(const char *usage, const ArgSpec *specs, int n_specs, int a
             set_value(a, argv[++i]);
         }
     }
+    refuse_compat(specs, n_specs);
 }

@@ -3,8 +3,9 @@
 //
 // One data table (args_compat.c) says for each flag: boolean or valued, the values Megatron
 // accepts, accepted-with-no-effect or refused, and why. The table joins a subcommand's own
-// flags as ARG_COMPAT entries (core/args.h): core_args_parse checks the value and refuses a
-// refused flag there (one line, exit 2); `--help` prints the mark and the reason.
+// flags as ARG_COMPAT entries (core/args.h): core_args_parse checks the values and refuses
+// every refused flag given in one line (exit 2), the flags that share a reason named together;
+// `--help` prints the mark and the reason.
 #pragma once
 #include "args.h"
 

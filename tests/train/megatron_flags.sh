@@ -2,7 +2,8 @@
 # tests/train/megatron_flags.sh MPIEXEC MEGAC: Megatron launch-script flags (issue 29). All
 # unknown flags come in one line with the nearest names; Megatron's flags that only tune its
 # own machinery are accepted with one notice line each on rank 0 and listed in the run
-# record; flags that would change the result are refused with the reason (exit 2, one line);
+# record; flags that would change the result are refused with the reason (exit 2, one line
+# naming them all);
 # --help marks both kinds and the defaults that differ from Megatron's; --split parses as
 # Megatron's (commas or slashes, spaces allowed).
 set -uo pipefail
@@ -32,6 +33,9 @@ refused "megac: --fp8-param-gather is not supported: fp8 training is not impleme
 refused "megac: --reset-attention-mask needs --data-path data: --mock-data has no end-of-document id" \
   --reset-attention-mask
 refused "megac: --fp8-format hybrid is not supported: fp8 training is not implemented" --fp8-format hybrid
+# every refused flag in one line, those of one reason together, in the table's order
+refused "megac: --fp8-format hybrid, --fp8-param-gather are not supported: fp8 training is not implemented in megac (--bf16 and --fp16 are)" \
+  --fp8-param-gather --fp8-format hybrid
 refused "megac: --cp-comm-type must be p2p, all_gather or a2a, got 'a2a+p2p' (Megatron's hierarchical a2a+p2p is not implemented in megac)" \
   --context-parallel-size 2 --use-flash-attn --cp-comm-type a2a+p2p
 refused "megac: --cp-comm-type a2a: the 4 attention heads of each tensor-parallel rank are not divisible by --context-parallel-size 8" \
