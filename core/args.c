@@ -56,7 +56,7 @@ static int in_choices(const char *choices, const char *v) {
     return 0;
 }
 
-// A Megatron flag of core/args_compat.h's table (v: "" for a boolean):
+// A Megatron flag of core/args_compat.h's table (v: "" for a boolean; one word of a list):
 // checks the value and records it in the slot; a refused flag is recorded too, for
 // refuse_compat to name with the others. A refused flag's listed value (megac's own
 // behaviour) is not recorded.
@@ -108,6 +108,20 @@ static void refuse_compat(const ArgSpec *specs, int n_specs) {
                                     n > 1 ? "are" : "is", s->flag->reason);
     }
     if (len) core_usage_error("%s", msg);
+}
+
+// A Megatron list flag (value 'l': Megatron's nargs='+') at argv[*i]: each word up to the
+// next "--flag" checked; the slot records the first. Advances *i past the words.
+static void set_compat_list(CoreCompatSlot *s, int *i, int argc, char **argv) {
+    const char *first = NULL;
+    int n = 0;
+    for (; *i + 1 < argc && strncmp(argv[*i + 1], "--", 2) != 0; n++) {
+        s->value = NULL;
+        set_compat(s, argv[++*i]);
+        if (!first) first = s->value;
+    }
+    if (n == 0) core_usage_error("%s expects at least one value", s->flag->name);
+    s->value = first;
 }
 
 static void set_value(const ArgSpec *a, const char *v) {
@@ -194,9 +208,10 @@ static void check_unknown(const ArgSpec *specs, int n_specs, int argc, char **ar
         if (!strcmp(f, "--help") || !strcmp(f, "-h")) continue;
         const ArgSpec *a = find_spec(specs, n_specs, f);
         if (a) {  // skip its values
-            int takes = a->type == ARG_LIST || (a->type != ARG_BOOL && !strchr(f, '=') &&
-                        !(a->type == ARG_COMPAT && !((const CoreCompatSlot *)a->dst)->flag->value));
-            if (a->type == ARG_LIST)
+            char cv = a->type == ARG_COMPAT ? ((const CoreCompatSlot *)a->dst)->flag->value : 1;
+            int list = a->type == ARG_LIST || (cv == 'l' && !strchr(f, '='));
+            int takes = list || (a->type != ARG_BOOL && cv && !strchr(f, '='));
+            if (list)
                 while (i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0) i++;
             else if (takes && i + 1 < argc)
                 i++;
@@ -234,6 +249,8 @@ void core_args_parse(const char *usage, const ArgSpec *specs, int n_specs, int a
         if (a->type == ARG_COMPAT && !((const CoreCompatSlot *)a->dst)->flag->value) {
             if (eq) core_usage_error("%s takes no value", a->name);
             set_compat(a->dst, "");
+        } else if (a->type == ARG_COMPAT && !eq && ((const CoreCompatSlot *)a->dst)->flag->value == 'l') {
+            set_compat_list(a->dst, &i, argc, argv);
         } else if (a->type == ARG_BOOL) {
             if (eq) core_usage_error("%s takes no value", a->name);
             *(int *)a->dst = 1;

@@ -18,7 +18,8 @@ typedef enum {
 
 typedef struct {
     const char *name;     // "--manual-gc"
-    char value;           // 0: boolean (no value); 'i' integer, 'f' number, 's' string
+    char value;           // 0: boolean (no value); 'i' integer, 'f' number, 's' string,
+                          // 'l' a list of strings (Megatron's nargs='+': up to the next flag)
     const char *choices;  // "a|b|c": no effect: the values Megatron accepts (NULL: any);
                           // refused: the values that mean megac's own behaviour (accepted,
                           // with no notice), e.g. --context-parallel-size 1
@@ -28,11 +29,13 @@ typedef struct {
 
 typedef struct {
     const CoreCompatFlag *flag;
-    const char *value;    // set by core_args_parse: the value given ("" for a boolean), or
-                          // NULL when the flag was not given or means megac's own behaviour
+    const char *value;    // set by core_args_parse: the value given ("" for a boolean, a
+                          // list's first word not of choices for a refused flag, else its
+                          // first), or NULL when the flag was not given or means megac's own
+                          // behaviour
 } CoreCompatSlot;
 
-enum { CORE_COMPAT_MAX = 48 };  // at least the table's length (checked in core_compat_specs)
+enum { CORE_COMPAT_MAX = 96 };  // at least the table's length (checked in core_compat_specs)
 
 typedef struct {
     CoreCompatSlot slot[CORE_COMPAT_MAX];

@@ -1,7 +1,7 @@
 // tests/core/test_args.c: the flag parser (core/args.h): edit distances and the nearest-name
 // suggestion of an unknown flag, and the Megatron flags of core/args_compat.h as a table
-// joins a subcommand's flags (accepted values recorded, megac's own value of a refused flag
-// taken silently). The refusals and the one-message listing of unknown flags exit 2 and are
+// joins a subcommand's flags (accepted values recorded, a list's words up to the next flag,
+// megac's own value of a refused flag taken silently). The refusals and the one-message listing of unknown flags exit 2 and are
 // checked through `megac train` (tests/train/megatron_flags.sh).
 #include "core/args.h"
 #include "core/args_compat.h"
@@ -36,17 +36,21 @@ int main(void) {
     EXPECT(core_args_suggest("--xyz-size", specs, n_all) == NULL, "3 edits of 8 letters is too far");
 
     char *argv[] = {"--hidden-size", "64", "--manual-gc", "--tiktoken-pattern", "v2",
-                    "--num-workers=8", "--foo-baz"};
-    core_args_parse("usage", specs, n_all, 7, argv);
+                    "--num-workers=8", "--recompute-modules", "mlp", "core_attn", "--foo-baz",
+                    "--norm-epsilon", "1e-5"};  // megac's own epsilon: taken silently
+    core_args_parse("usage", specs, n_all, 12, argv);
     EXPECT_EQ_INT(n, 64);
-    EXPECT_EQ_INT(b, 1);
+    EXPECT_EQ_INT(b, 1);  // after a list: its words end at the next flag
     const char *names[CORE_COMPAT_MAX] = {0};
     int k = core_compat_given(&c, names, CORE_COMPAT_MAX);
-    EXPECT_EQ_INT(k, 3);
-    EXPECT(k == 3 && !strcmp(names[0], "--manual-gc") && !strcmp(names[1], "--num-workers") &&
-           !strcmp(names[2], "--tiktoken-pattern"), "given: %s %s %s", names[0], names[1], names[2]);
+    EXPECT_EQ_INT(k, 4);
+    EXPECT(k == 4 && !strcmp(names[0], "--manual-gc") && !strcmp(names[1], "--num-workers") &&
+           !strcmp(names[2], "--tiktoken-pattern") && !strcmp(names[3], "--recompute-modules"),
+           "given: %s %s %s %s", names[0], names[1], names[2], names[3]);
     for (int i = 0; i < c.n; i++) {
         if (!strcmp(c.slot[i].flag->name, "--num-workers")) EXPECT(!strcmp(c.slot[i].value, "8"), "value");
+        if (!strcmp(c.slot[i].flag->name, "--recompute-modules")) EXPECT(!strcmp(c.slot[i].value, "mlp"), "list");
+        if (!strcmp(c.slot[i].flag->name, "--norm-epsilon")) EXPECT(c.slot[i].value == NULL, "own value");
         if (!strcmp(c.slot[i].flag->name, "--manual-gc")) EXPECT(!strcmp(c.slot[i].value, ""), "boolean");
         EXPECT(c.slot[i].flag->reason && strlen(c.slot[i].flag->reason) > 10, "%s has a reason",
                c.slot[i].flag->name);

@@ -2,8 +2,7 @@
 # tests/train/megatron_flags.sh MPIEXEC MEGAC: Megatron launch-script flags (issue 29). All
 # unknown flags come in one line with the nearest names; Megatron's flags that only tune its
 # own machinery are accepted with one notice line each on rank 0 and listed in the run
-# record; flags that would change the result are refused with the reason (exit 2, one line
-# naming them all);
+# record; flags that would change the result are refused with the reason (exit 2, one line);
 # --help marks both kinds and the defaults that differ from Megatron's; --split parses as
 # Megatron's (commas or slashes, spaces allowed).
 set -uo pipefail
@@ -34,8 +33,12 @@ refused "megac: --reset-attention-mask needs --data-path data: --mock-data has n
   --reset-attention-mask
 refused "megac: --fp8-format hybrid is not supported: fp8 training is not implemented" --fp8-format hybrid
 # every refused flag in one line, those of one reason together, in the table's order
-refused "megac: --fp8-format hybrid, --fp8-param-gather are not supported: fp8 training is not implemented in megac (--bf16 and --fp16 are)" \
-  --fp8-param-gather --fp8-format hybrid
+refused "megac: --fp8-format hybrid, --fp8-param-gather are not supported: fp8 training is not implemented in megac (--bf16 and --fp16 are); --qk-layernorm is not supported: a norm on each head's queries and keys (Qwen3, DeepSeek) is not implemented in megac" \
+  --fp8-param-gather --qk-layernorm --fp8-format hybrid
+refused "megac: --norm-epsilon 1e-6 is not supported: megac's LayerNorm and RMSNorm add eps 1e-5" --norm-epsilon 1e-6
+refused "megac: --recompute-modules expects one of core_attn|moe_act|layernorm|mla_up_proj|mlp|moe|shared_experts, got 'attn'" \
+  --recompute-modules core_attn attn
+refused "megac: --recompute-modules expects at least one value" --recompute-modules --manual-gc
 refused "megac: --cp-comm-type must be p2p, all_gather or a2a, got 'a2a+p2p' (Megatron's hierarchical a2a+p2p is not implemented in megac)" \
   --context-parallel-size 2 --use-flash-attn --cp-comm-type a2a+p2p
 refused "megac: --cp-comm-type a2a: the 4 attention heads of each tensor-parallel rank are not divisible by --context-parallel-size 8" \
@@ -60,11 +63,13 @@ run --train-iters 2 --log-json "$wd/noop.jsonl" --use-mcore-models --attention-b
     --manual-gc-interval 100 --num-workers 2 --no-mmap-bin-files --empty-unused-memory-level 2 \
     --data-cache-path "$wd/cache" --cross-entropy-loss-fusion --no-create-attention-mask-in-dataloader \
     --tensorboard-queue-size 10 --profile --profile-step-start 1 --profile-step-end 2 --ckpt-format torch_dist \
-    --context-parallel-size 1 --kv-channels 16 || fail "run with no-effect flags"
-[[ $(grep -c "accepted, no effect in megac" "$wd/out.txt") -eq 14 ]] || fail "want 14 notices (rank 0 only)"
+    --context-parallel-size 1 --kv-channels 16 --recompute-modules core_attn mlp --no-rope-fusion \
+    --norm-epsilon 1e-5 --moe-router-dtype fp32 --optimizer adam --lr-warmup-init 0 --mtp-num-layers 0 \
+    --rotary-scaling-factor 1.0 || fail "run with no-effect flags"
+[[ $(grep -c "accepted, no effect in megac" "$wd/out.txt") -eq 16 ]] || fail "want 16 notices (rank 0 only)"
 grep -qF "megac train: --manual-gc: accepted, no effect in megac: times Python's garbage collector" "$wd/out.txt" ||
   fail "--manual-gc notice"
-grep -q '"megatron_flags_no_effect":\["--use-mcore-models","--manual-gc","--manual-gc-interval","--num-workers","--no-mmap-bin-files","--empty-unused-memory-level","--data-cache-path","--cross-entropy-loss-fusion","--no-create-attention-mask-in-dataloader","--tensorboard-queue-size","--profile","--profile-step-start","--profile-step-end","--ckpt-format"\]' \
+grep -q '"megatron_flags_no_effect":\["--use-mcore-models","--manual-gc","--manual-gc-interval","--num-workers","--no-mmap-bin-files","--empty-unused-memory-level","--data-cache-path","--cross-entropy-loss-fusion","--no-create-attention-mask-in-dataloader","--tensorboard-queue-size","--profile","--profile-step-start","--profile-step-end","--ckpt-format","--no-rope-fusion","--recompute-modules"\]' \
   "$wd/noop.jsonl" || fail "run record: $(grep -o '"megatron_flags_no_effect":[^]]*]' "$wd/noop.jsonl")"
 grep -q '"megatron_flags_no_effect":\[\]' "$wd/plain.jsonl" || fail "run record of the plain run"
 grep "^ \[[^]]*\] iteration" "$wd/out.txt" | sed 's/^ \[[^]]*\]//; s/elapsed.*//' | diff - "$wd/plain.txt" >/dev/null ||
