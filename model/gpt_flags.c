@@ -42,6 +42,7 @@ int gpt_flags_specs(ArgSpec *specs, GPTConfig *m, GPTFlagText *t) {
         {"--swiglu", ARG_BOOL, &t->act[BACKEND_ACT_SWIGLU], "SwiGLU MLP: fc gives [gate; up] (2 F rows), silu(gate) * up; default F = int(4 C 2/3) rounded down to a multiple of 64 (Megatron's)"},
         {"--squared-relu", ARG_BOOL, &t->act[BACKEND_ACT_RELU2], "squared ReLU MLP: relu(x)^2 instead of GELU (Primer); no Hugging Face export"},
         {"--position-embedding-type", ARG_STR, &t->position_embedding, "learned_absolute (default) | rope (rotary on q and k, no position table)"},
+        {"--use-rotary-position-embeddings", ARG_BOOL, &t->use_rotary, "Megatron's deprecated name of --position-embedding-type rope"},
         {"--no-position-embedding", ARG_BOOL, &t->no_position_embedding, "no learned absolute position table (Megatron's); megac's models then need --position-embedding-type rope"},
         {"--rotary-base", ARG_FLOAT, &m->rotary_base, "rope: base of the rotary frequencies (10000)"},
         {"--rotary-percent", ARG_FLOAT, &m->rotary_percent, "rope: share of each head's channels rotated (1.0)"},
@@ -100,7 +101,7 @@ void gpt_flags_finish(GPTConfig *m, const GPTFlagText *t) {
                              "to a multiple of 64 is 0; give --ffn-hidden-size", m->hidden_size);
     }
     if (m->ffn_hidden_size == 0) m->ffn_hidden_size = 4 * m->hidden_size;
-    const char *norm = t->normalization, *pos = t->position_embedding;
+    const char *norm = t->normalization, *pos = t->use_rotary ? "rope" : t->position_embedding;
     if (strcmp(norm, "LayerNorm") && strcmp(norm, "RMSNorm"))
         core_usage_error("--normalization must be LayerNorm or RMSNorm, got '%s'", norm);
     if (strcmp(pos, "learned_absolute") && strcmp(pos, "rope"))

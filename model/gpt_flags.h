@@ -13,6 +13,7 @@ typedef struct {
     const char *normalization;          // --normalization: "LayerNorm" (default), "RMSNorm"
     const char *position_embedding;     // --position-embedding-type: "learned_absolute", "rope"
     int no_position_embedding;          // --no-position-embedding: no learned absolute positions
+    int use_rotary;                     // --use-rotary-position-embeddings: Megatron's old name of rope
     int group_query_attention;          // --group-query-attention
     int num_query_groups;               // --num-query-groups (1, read with the flag above)
     int act[BACKEND_ACT_COUNT];         // act[a] = 1: the flag of activation a was given
@@ -29,7 +30,7 @@ typedef struct {
 } GPTFlagText;
 
 enum { GPT_MOE_FLAGS_N = 21 };              // entries gpt_moe_flags_specs writes
-enum { GPT_FLAGS_N = 29 + GPT_MOE_FLAGS_N };  // entries gpt_flags_specs writes
+enum { GPT_FLAGS_N = 30 + GPT_MOE_FLAGS_N };  // entries gpt_flags_specs writes
 
 // Sets megac train's model defaults in *m (L=4, C=128, NH=4, T=128, vocab padded to a
 // multiple of 128, F and the position table derived later) and *t. Pure.

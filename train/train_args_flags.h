@@ -23,6 +23,7 @@ typedef struct {
     int vpp_layers, vpp_size;                          // parallel group
     int no_zero1, use_zero1, no_signal_handler;        // system and run groups' switches
     const char *sharding;
+    const char *fsdp_grad_comm;                        // --megatron-fsdp-grad-comm-dtype
 } TrainFlagText;
 
 typedef struct {

@@ -99,7 +99,7 @@ static void parse_length(TrainArgs *a, TrainFlagText *x) {
         a->train_iters = train_rampup_iters(&a->rampup, 0, x->train_samples, NULL);
         x->warmup = x->warmup_samples >= 0 ? x->warmup_samples : 0;
         x->decay = x->decay_samples >= 0 ? x->decay_samples : x->train_samples;
-    } else if (x->warmup_samples >= 0 || x->decay_samples >= 0) {
+    } else if (x->warmup_samples > 0 || x->decay_samples >= 0) {  // Megatron takes a warm-up of 0
         core_usage_error("--lr-warmup-samples / --lr-decay-samples need --train-samples");
     }
     if (x->warmup_fraction >= 0) {

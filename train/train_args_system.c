@@ -36,6 +36,7 @@ static int specs(ArgSpec *out, int cap, TrainArgs *a, TrainFlagText *x) {
         {"--loss-scale-window", ARG_INT, &a->loss_scale_window, "--fp16: clean steps before the scale doubles"},
         {"--hysteresis", ARG_INT, &a->hysteresis, "--fp16: overflows tolerated before the scale halves"},
         {"--grad-reduce-in-bf16", ARG_BOOL, &a->grad_reduce_in_bf16, "reduce gradients over DP in bf16 (default fp32; any device)"},
+        {"--megatron-fsdp-grad-comm-dtype", ARG_STR, &x->fsdp_grad_comm, "Megatron-FSDP's name for the reduction's type: bf16 = --grad-reduce-in-bf16; fp32 or auto (megac's gradients are fp32) = the default"},
     };
     return train_args_put(out, cap, own, (int)(sizeof own / sizeof own[0]));
 }
@@ -90,6 +91,13 @@ static void finish(TrainArgs *a, TrainFlagText *x) {
     if (strcmp(a->dist_backend, "nccl") && strcmp(a->dist_backend, "staged"))
         core_usage_error("--distributed-backend must be nccl or staged, got '%s'", a->dist_backend);
     check_data_parallel(a, x);
+    const char *comm = x->fsdp_grad_comm;
+    if (comm && strcmp(comm, "bf16") && strcmp(comm, "fp32") && strcmp(comm, "auto"))
+        core_usage_error("--megatron-fsdp-grad-comm-dtype must be fp32, bf16 or auto%s, got '%s'",
+                         strcmp(comm, "fp16") ? "" : " (an fp16 gradient reduction is not implemented in megac)", comm);
+    if (comm && !strcmp(comm, "bf16")) a->grad_reduce_in_bf16 = 1;
+    else if (comm && a->grad_reduce_in_bf16)
+        core_usage_error("--megatron-fsdp-grad-comm-dtype %s contradicts --grad-reduce-in-bf16", comm);
     if (a->bf16 && a->fp16) core_usage_error("--bf16 and --fp16 contradict each other: choose one");
     if (a->loss_scale < 0 || a->initial_loss_scale <= 0 || a->min_loss_scale <= 0 ||
         a->min_loss_scale > a->initial_loss_scale || a->loss_scale_window <= 0 || a->hysteresis <= 0)

@@ -45,6 +45,8 @@ refused "megac: --cp-comm-type a2a: the 4 attention heads of each tensor-paralle
   --context-parallel-size 8 --use-flash-attn --cp-comm-type a2a
 refused "megac: --context-parallel-size 3: --seq-length 32 is not divisible by 2 x 3" --context-parallel-size 3
 refused "megac: --decoupled-min-lr 0.0001 needs --decoupled-lr" --decoupled-min-lr 1e-4
+refused "megac: --lr-warmup-samples / --lr-decay-samples need --train-samples" --lr-warmup-samples 8
+run --train-iters 1 --lr-warmup-samples 0 || fail "--train-iters with --lr-warmup-samples 0 (Megatron takes it)"
 refused "megac: --tokenizer-type GPT2BPETokenizer needs --vocab-file and --merge-file" --tokenizer-type GPT2BPETokenizer
 refused "megac: --tokenizer-type BertWordPieceLowerCase is not supported" --tokenizer-type BertWordPieceLowerCase
 refused "megac: --ckpt-format expects one of torch|torch_dist|zarr|torch_dcp|fsdp_dtensor, got 'hdf5'" --ckpt-format hdf5
@@ -119,6 +121,24 @@ grep -qF "megac train: --no-masked-softmax-fusion: accepted, no effect in megac:
   fail "--no-masked-softmax-fusion notice"
 refused "megac: --no-position-embedding without --position-embedding-type rope: a model with no positions at all is not implemented in megac" \
   --no-position-embedding
+
+# Megatron's other names for what megac implements give the same losses and gradient norms:
+# --use-rotary-position-embeddings (--position-embedding-type rope), Megatron-FSDP's
+# --megatron-fsdp-grad-comm-dtype bf16 (--grad-reduce-in-bf16; fp32 and auto: the default)
+iters() { grep "^ \[[^]]*\] iteration" "$wd/out.txt" | grep -o "lm loss: [^|]*| .*grad norm: [^|]*|"; }
+same() {  # same NAME "ARGS A" "ARGS B": the two runs' iteration lines agree
+  run --train-iters 2 $2 || fail "$1: $2: $(grep megac: "$wd/out.txt")"
+  iters > "$wd/a.txt"
+  run --train-iters 2 $3 || fail "$1: $3: $(grep megac: "$wd/out.txt")"
+  [[ -s "$wd/a.txt" ]] && iters | diff -q - "$wd/a.txt" >/dev/null || fail "$1: '$2' and '$3' differ"
+}
+same rotary "--position-embedding-type rope" "--use-rotary-position-embeddings"
+same fsdp-comm "--grad-reduce-in-bf16" "--megatron-fsdp-grad-comm-dtype bf16"
+same fsdp-comm-fp32 "" "--megatron-fsdp-grad-comm-dtype fp32"
+refused "megac: --megatron-fsdp-grad-comm-dtype must be fp32, bf16 or auto (an fp16 gradient reduction is not implemented in megac), got 'fp16'" \
+  --megatron-fsdp-grad-comm-dtype fp16
+refused "megac: --megatron-fsdp-grad-comm-dtype auto contradicts --grad-reduce-in-bf16" \
+  --megatron-fsdp-grad-comm-dtype auto --grad-reduce-in-bf16
 
 # --help marks both kinds and the defaults that differ from Megatron's
 "$megac" train --help > "$wd/help.txt" || fail "--help"
