@@ -154,26 +154,32 @@ static void reduce_back(const MoEDispatcher *D, const void *in, void *tmp, void 
     comm_reduce_scatter(D->comm, tmp, out, (size_t)D->d.rows * C, tp_act_dtype(D->be), COMM_SUM);
 }
 
-void *moe_dispatch(const MoEDispatcher *D, MoEActs *x, const void *in, size_t rows, int *lc) {
+void moe_dispatch_start(const MoEDispatcher *D, MoEActs *x, const void *in, size_t rows) {
     Backend *be = D->be;
     MoEDispatchWork *w = D->w;
     int C = D->d.C;
     if (D->d.ep == 1) {  // the experts, each on its contiguous rows, in expert order
         be->ops->rows_gather(be, x->xp, in, x->perm, NULL, (int)rows, C);  // (rows, C)
-        memcpy(lc, x->counts, (size_t)D->d.E * sizeof(int));
-        return x->eo;
-    }
-    if (is_allgather(D)) {  // the group's routing and tokens (P n, C) here
+    } else if (is_allgather(D)) {  // the group's routing, and its tokens (P n, C) on their way
         gather_routing(D, x, rows);
-        comm_all_gather(D->comm, in, w->xr, (size_t)D->d.n * C, tp_act_dtype(be));
+        comm_iall_gather(D->comm, in, w->xr, (size_t)D->d.n * C, tp_act_dtype(be), &w->req);
     } else {  // rows to the ranks holding their experts
         be->ops->rows_gather(be, w->deo, in, x->perm, NULL, (int)rows, C);
         exchange_counts(D, x);
         all_to_all(D, w->deo, w->xr, x->counts, x->rcounts);
     }
+}
+
+void *moe_dispatch_finish(const MoEDispatcher *D, MoEActs *x, int *lc) {
+    MoEDispatchWork *w = D->w;
+    if (D->d.ep == 1) {
+        memcpy(lc, x->counts, (size_t)D->d.E * sizeof(int));
+        return x->eo;
+    }
     ChunkMap map = chunk_map(D, x, 1);
     int got = sort_by_expert(D, x, &map, lc);
-    if (got) be->ops->rows_gather(be, x->xp, w->xr, w->sort, NULL, got, C);  // (got, C)
+    comm_wait(D->comm, &w->req);  // (no-op unless allgather)
+    if (got) D->be->ops->rows_gather(D->be, x->xp, w->xr, w->sort, NULL, got, D->d.C);  // (got, C)
     return w->xr2;
 }
 
@@ -192,27 +198,34 @@ void moe_combine(const MoEDispatcher *D, MoEActs *x, void *out) {
     be->ops->rows_combine(be, out, x->eo, x->slot, x->probs, D->d.n, D->d.K, C);  // out (n, C)
 }
 
-void moe_combine_backward(const MoEDispatcher *D, const MoEActs *x, const void *dout,
-                          float *dprobs, int *lc, void **dy, void **dxp) {
+void moe_combine_backward_start(const MoEDispatcher *D, const MoEActs *x, const void *dout,
+                                float *dprobs) {
     Backend *be = D->be;
     MoEDispatchWork *w = D->w;
     int C = D->d.C;
     // d(expert outputs) and d(weights), both read dout
     be->ops->rows_gather(be, w->deo, dout, x->perm, x->pprobs, (int)expert_rows(&D->d, x), C);
     be->ops->rows_dot(be, dprobs, dout, x->eo, x->slot, D->d.n, D->d.K, C);
+    if (D->d.ep == 1) return;
+    // d(outputs) to the experts' ranks
+    if (is_allgather(D))  // every rank's (M, C) (the tail past its rows is not read)
+        comm_iall_gather(D->comm, w->deo, w->xr, (size_t)D->d.rows * C, tp_act_dtype(be), &w->req);
+    else
+        all_to_all(D, w->deo, w->xr, x->counts, x->rcounts);
+}
+
+void moe_combine_backward_finish(const MoEDispatcher *D, const MoEActs *x, int *lc, void **dy,
+                                 void **dxp) {
+    MoEDispatchWork *w = D->w;
     if (D->d.ep == 1) {
         memcpy(lc, x->counts, (size_t)D->d.E * sizeof(int));
         *dy = w->deo, *dxp = w->dxp;
         return;
     }
-    // d(outputs) to the experts' ranks, sorted by local expert
-    if (is_allgather(D))  // every rank's (M, C) (the tail past its rows is not read)
-        comm_all_gather(D->comm, w->deo, w->xr, (size_t)D->d.rows * C, tp_act_dtype(be));
-    else
-        all_to_all(D, w->deo, w->xr, x->counts, x->rcounts);
-    ChunkMap map = chunk_map(D, x, 0);
+    ChunkMap map = chunk_map(D, x, 0);  // sorted by local expert
     int got = sort_by_expert(D, x, &map, lc);
-    if (got) be->ops->rows_gather(be, w->xr2, w->xr, w->sort, NULL, got, C);
+    comm_wait(D->comm, &w->req);  // (no-op unless allgather)
+    if (got) D->be->ops->rows_gather(D->be, w->xr2, w->xr, w->sort, NULL, got, D->d.C);
     *dy = w->xr2, *dxp = w->xr;
 }
 

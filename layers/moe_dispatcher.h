@@ -38,6 +38,8 @@ typedef struct {
     int *route;       // ep > 1 allgather: (ep + 1, E + M) backend: this rank's [counts |
                       // perm], then the group's gathered; else NULL
     int *h_route;     // ep > 1 allgather: (ep, E + M) host: the group's; else NULL
+    CommRequest req;  // allgather: the rows' all-gather in flight between a *_start and its
+                      // *_finish
 } MoEDispatchWork;
 
 typedef struct {
@@ -53,21 +55,29 @@ void moe_dispatcher_buffers(MoEDispatchWork *w, const MoEDims *d, MoEAlloc *a);
 // Frees what moe_dispatcher_buffers allocated. Never fails.
 void moe_dispatcher_free(MoEDispatchWork *w, Backend *be);
 
-// Dispatch: the `rows` expert-ordered rows of in (n, C) (x->perm, x->counts from the router)
-// to the local experts' input x->xp (R, C), lc[e] contiguous rows for local expert e; sets
-// x->rcounts (and x->roff) at ep > 1. Returns where the experts write their output rows
-// (R, C) for moe_combine. Collective over the ep group (ep > 1).
-void *moe_dispatch(const MoEDispatcher *D, MoEActs *x, const void *in, size_t rows, int *lc);
+// Dispatch, started: the `rows` expert-ordered rows of in (n, C) (x->perm, x->counts from the
+// router) on their way to the local experts; sets x->rcounts (and x->roff) at ep > 1. in is
+// read until moe_dispatch_finish; work between the two overlaps the rows' travel (allgather:
+// the tokens' all-gather; alltoall: none, the exchange is done here). Collective over the ep
+// group (ep > 1).
+void moe_dispatch_start(const MoEDispatcher *D, MoEActs *x, const void *in, size_t rows);
+// Dispatch, finished: the local experts' input x->xp (R, C), lc[e] contiguous rows for local
+// expert e. Returns where the experts write their output rows (R, C) for moe_combine.
+void *moe_dispatch_finish(const MoEDispatcher *D, MoEActs *x, int *lc);
 // Combine: the experts' output rows (moe_dispatch's buffer) back into x->eo (M, C) in expert
 // order, then out (n, C) = each token's rows times their weights. Collective (ep > 1).
 void moe_combine(const MoEDispatcher *D, MoEActs *x, void *out);
 
-// Backward of the combine: from dout (n, C) (read only here; it may alias moe_dispatch_
-// backward's dx), dprobs (n K) fp32 written, d(expert outputs) into *dy (R, C) in the local
-// experts' order (lc as moe_dispatch's); *dxp is where the experts write d(their inputs).
-// Collective (ep > 1).
-void moe_combine_backward(const MoEDispatcher *D, const MoEActs *x, const void *dout,
-                          float *dprobs, int *lc, void **dy, void **dxp);
+// Backward of the combine, started: from dout (n, C) (read only here; it may alias
+// moe_dispatch_backward's dx), dprobs (n K) fp32 written, d(expert outputs) on their way to
+// the experts' ranks (allgather: their all-gather in flight until the finish; alltoall: done
+// here). Collective (ep > 1).
+void moe_combine_backward_start(const MoEDispatcher *D, const MoEActs *x, const void *dout,
+                                float *dprobs);
+// Backward of the combine, finished: d(expert outputs) in *dy (R, C) in the local experts'
+// order (lc as moe_dispatch_finish's); *dxp is where the experts write d(their inputs).
+void moe_combine_backward_finish(const MoEDispatcher *D, const MoEActs *x, int *lc, void **dy,
+                                 void **dxp);
 // Backward of the dispatch: d(expert inputs) (*dxp of moe_combine_backward) back to their
 // ranks and un-permuted: dx (n, C) OVERWRITTEN with the gradient of moe_dispatch's in.
 // Collective (ep > 1).

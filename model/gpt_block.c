@@ -127,12 +127,14 @@ static DenseMLP shared_mlp(const GPT *m, const GPTBlockW *w, const GPTBlockW *g)
 void gpt_mlp_forward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTLayerActs *a, int N, int l) {
     if (w->routerw) {  // a mixture-of-experts layer: the rows here, experts replicated over tp
         int n = m->sp ? N / m->tp : N;
-        gpt_moe_forward(m, w, a, a->res3, n, l);
-        if (w->sfcw) {  // + the shared expert, tensor-parallel like the dense MLP
+        gpt_moe_forward_start(m, w, a, n, l);
+        if (w->sfcw) {  // the shared expert, tensor-parallel like the dense MLP, overlapping
+                        // the routed rows' dispatch (Megatron's shared-expert overlap)
             DenseMLP d = shared_mlp(m, w, NULL);
             dense_forward(m, tp, &d, a->fch, a->fch_act, a->ln2, m->s.shared_out, N);
-            m->be->ops->add(m->be, a->res3, a->res3, m->s.shared_out, (size_t)n * m->cfg.hidden_size);
         }
+        gpt_moe_forward_finish(m, w, a, a->res3, n);
+        if (w->sfcw) m->be->ops->add(m->be, a->res3, a->res3, m->s.shared_out, (size_t)n * m->cfg.hidden_size);
         return;
     }
     DenseMLP d = {w->fcw, w->fcb, w->fcprojw, w->fcprojb, NULL, NULL, NULL, NULL, m->F_tp};
@@ -143,12 +145,13 @@ void gpt_mlp_backward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTBlockW *g,
                       const GPTLayerActs *a, const void *dres, void *dln, int l) {
     if (w->routerw) {
         void *dshared = m->s.shared_out;  // the shared expert's d(ln2), while dres is intact
-        if (w->sfcw) {
+        gpt_moe_backward_start(m, a, dres, m->N_sp);  // (reads dres)
+        if (w->sfcw) {  // overlapping the routed rows' gradients on their way
             DenseMLP d = shared_mlp(m, w, g);
             dense_backward(m, tp, &d, a->fch, a->fch_act, a->ln2, dres, dshared);
         }
-        gpt_moe_backward(m, m->sp ? tp->comm : NULL, w, g, a, dres, dln, m->N_sp, l,
-                         m->moe->aux_scale);
+        gpt_moe_backward_finish(m, m->sp ? tp->comm : NULL, w, g, a, dln, m->N_sp, l,
+                                m->moe->aux_scale);
         if (w->sfcw) m->be->ops->add(m->be, dln, dln, dshared, (size_t)m->N_sp * m->cfg.hidden_size);
         return;
     }

@@ -49,7 +49,8 @@ void gpt_documents_forward(GPT *m, int slot, const int *tokens);
 // a->res3 (Ns, C) = MLP(a->ln2) (not yet + res2) on N rows (m->N in training): fc (column),
 // GELU or SwiGLU, proj (row); in a mixture-of-experts layer (w->routerw) the MoE layer
 // (gpt_moe.h) on the Ns rows here, plus its shared expert (w->sfcw: a dense MLP of hidden
-// size moe_shared_ffn, tensor-parallel like the one above). l: the local layer.
+// size moe_shared_ffn, tensor-parallel like the one above), run while the routed rows are
+// dispatched (gpt_moe_forward_start / _finish). l: the local layer.
 void gpt_mlp_forward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTLayerActs *a, int N, int l);
 // From dres = d(res3) (Ns, C): the MLP's weight gradients and dln = d(ln2). l: the local
 // layer (the MoE layer's statistics).

@@ -169,21 +169,35 @@ size_t gpt_moe_rows(const GPT *m) {
 
 size_t gpt_moe_recv_rows(const GPT *m) { return gpt_moe_rows(m) * (size_t)m->ep; }
 
-void gpt_moe_forward(GPT *m, const GPTBlockW *w, GPTLayerActs *a, void *out, int n, int l) {
+void gpt_moe_forward_start(GPT *m, const GPTBlockW *w, GPTLayerActs *a, int n, int l) {
     MoERouter R = router_of(m, n, l);
+    MoEDispatcher D = dispatcher_of(m, n);
+    size_t rows = moe_router_forward(&R, &a->moe, a->ln2, w->routerw);
+    moe_dispatch_start(&D, &a->moe, a->ln2, rows);
+}
+
+void gpt_moe_forward_finish(GPT *m, const GPTBlockW *w, GPTLayerActs *a, void *out, int n) {
     MoEDispatcher D = dispatcher_of(m, n);
     MoEExperts X = experts_of(m, n);
     MoEExpertWeights W = expert_weights(w, NULL);
     int lc[MOE_MAX_EXPERTS];  // rows of each local expert
-    size_t rows = moe_router_forward(&R, &a->moe, a->ln2, w->routerw);
-    void *eo = moe_dispatch(&D, &a->moe, a->ln2, rows, lc);
+    void *eo = moe_dispatch_finish(&D, &a->moe, lc);
     moe_experts_forward(&X, &W, &a->moe, eo, lc);
     moe_combine(&D, &a->moe, out);
 }
 
-void gpt_moe_backward(GPT *m, Comm *sum, const GPTBlockW *w, GPTBlockW *g,
-                      const GPTLayerActs *a, const void *dout, void *dln, int n, int l,
-                      float aux_scale) {
+void gpt_moe_forward(GPT *m, const GPTBlockW *w, GPTLayerActs *a, void *out, int n, int l) {
+    gpt_moe_forward_start(m, w, a, n, l);
+    gpt_moe_forward_finish(m, w, a, out, n);
+}
+
+void gpt_moe_backward_start(GPT *m, const GPTLayerActs *a, const void *dout, int n) {
+    MoEDispatcher D = dispatcher_of(m, n);
+    moe_combine_backward_start(&D, &a->moe, dout, m->moe->router.dprobs);
+}
+
+void gpt_moe_backward_finish(GPT *m, Comm *sum, const GPTBlockW *w, GPTBlockW *g,
+                             const GPTLayerActs *a, void *dln, int n, int l, float aux_scale) {
     struct GPTMoE *s = m->moe;
     MoERouter R = router_of(m, n, l);
     MoEDispatcher D = dispatcher_of(m, n);
@@ -191,7 +205,7 @@ void gpt_moe_backward(GPT *m, Comm *sum, const GPTBlockW *w, GPTBlockW *g,
     MoEExpertWeights W = expert_weights(w, g);
     int lc[MOE_MAX_EXPERTS];
     void *dy, *dxp;  // d(expert outputs), d(expert inputs) in the local experts' order
-    moe_combine_backward(&D, &a->moe, dout, s->router.dprobs, lc, &dy, &dxp);
+    moe_combine_backward_finish(&D, &a->moe, lc, &dy, &dxp);
     moe_experts_backward(&X, &W, &a->moe, dy, dxp, lc);
     moe_dispatch_backward(&D, &a->moe, dln);  // d(ln2) through the experts
     float loss[2];
@@ -200,4 +214,11 @@ void gpt_moe_backward(GPT *m, Comm *sum, const GPTBlockW *w, GPTBlockW *g,
     s->lb_loss[l] += loss[0];
     s->dropped[l] += a->moe.dropped;
     s->z_loss[l] += loss[1];
+}
+
+void gpt_moe_backward(GPT *m, Comm *sum, const GPTBlockW *w, GPTBlockW *g,
+                      const GPTLayerActs *a, const void *dout, void *dln, int n, int l,
+                      float aux_scale) {
+    gpt_moe_backward_start(m, a, dout, n);
+    gpt_moe_backward_finish(m, sum, w, g, a, dln, n, l, aux_scale);
 }

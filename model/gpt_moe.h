@@ -87,3 +87,16 @@ void gpt_moe_forward(GPT *m, const GPTBlockW *w, GPTLayerActs *a, void *out, int
 void gpt_moe_backward(GPT *m, Comm *sum, const GPTBlockW *w, GPTBlockW *g,
                       const GPTLayerActs *a, const void *dout, void *dln, int n, int l,
                       float aux_scale);
+
+// gpt_moe_forward in two halves, so that other work (the shared expert) overlaps the rows'
+// travel to the experts' ranks (the allgather dispatcher's all-gather, nonblocking): the
+// router and the dispatch started; a->ln2 is read until the finish. Collective (ep > 1).
+void gpt_moe_forward_start(GPT *m, const GPTBlockW *w, GPTLayerActs *a, int n, int l);
+// The dispatch finished, the experts, the combine into out (n, C).
+void gpt_moe_forward_finish(GPT *m, const GPTBlockW *w, GPTLayerActs *a, void *out, int n);
+// gpt_moe_backward in two halves: the combine's backward from dout (read only here), its
+// d(expert outputs) on their way (allgather: nonblocking) ...
+void gpt_moe_backward_start(GPT *m, const GPTLayerActs *a, const void *dout, int n);
+// ... then the experts', the dispatch's and the router's backward: dln (n, C) OVERWRITTEN.
+void gpt_moe_backward_finish(GPT *m, Comm *sum, const GPTBlockW *w, GPTBlockW *g,
+                             const GPTLayerActs *a, void *dln, int n, int l, float aux_scale);
