@@ -97,7 +97,6 @@ static const CoreCompatFlag TABLE[] = {
     {"--qk-layernorm", 0, NULL, REFUSE, "a norm on each head's queries and keys (Qwen3, DeepSeek) is not implemented in megac"},
     {"--add-qkv-bias", 0, NULL, REFUSE, "biases on the QKV projection alone (Qwen2, Qwen2.5) are not implemented in megac: its linear layers all have biases, or none with --disable-bias-linear"},
     {"--norm-epsilon", 'f', "1e-5|1e-05|1.0e-5|0.00001", REFUSE, "megac's LayerNorm and RMSNorm add eps 1e-5 (Megatron's default; accepted); another epsilon is not implemented"},
-    {"--lr-warmup-init", 'f', "0|0.0", REFUSE, "megac's warm-up starts from learning rate 0 (Megatron's default; accepted); another start is not implemented"},
     {"--optimizer", 's', "adam", REFUSE, "megac's optimizer is Megatron's adam (AdamW: decoupled weight decay; accepted); the others are not implemented"},
     {"--megatron-fsdp-main-grads-dtype", 's', "fp32", REFUSE, "megac's main gradients are fp32 (accepted); bf16 or fp16 ones are not implemented"},
 };

@@ -5,7 +5,7 @@
 
 double optim_lr_at(const LRSchedule *s, int64_t it) {
     if (s->warmup_iters > 0 && it <= s->warmup_iters)
-        return s->lr * (double)it / (double)s->warmup_iters;
+        return s->init_lr + (s->lr - s->init_lr) * (double)it / (double)s->warmup_iters;
     if (s->style == LR_CONSTANT) return s->lr;
     if (it > s->decay_iters) return s->min_lr;
     double span = (double)(s->decay_iters - s->warmup_iters);

@@ -16,7 +16,7 @@ typedef struct {
     GPTFlagText model;                                 // the model's (model/gpt_flags.h)
     double hidden_dropout, attention_dropout;          // model group
     double lr, min_lr, dec_lr, dec_min_lr;             // schedule group: the learning rates,
-    double warmup_fraction, wd, b1, b2, eps, clip;     // warm-up, AdamW
+    double warmup_fraction, warmup_init, wd, b1, b2, eps, clip;  // warm-up, AdamW
     int64_t train_samples, warmup_samples, decay_samples, warmup, decay, seed;
     CoreStrList rampup, steps;
     const char *style;

@@ -26,6 +26,7 @@ static int specs(ArgSpec *out, int cap, TrainArgs *a, TrainFlagText *x) {
         {"--lr-decay-style", ARG_STR, &x->style, "constant | linear | cosine (Megatron: linear; megac: cosine, as GPT-3 and llm.c)"},
         {"--lr-warmup-iters", ARG_I64, &x->warmup, "linear warm-up iterations"},
         {"--lr-warmup-fraction", ARG_FLOAT, &x->warmup_fraction, "warm-up as a fraction of --lr-decay-iters"},
+        {"--lr-warmup-init", ARG_FLOAT, &x->warmup_init, "the warm-up's first learning rate, for every parameter (Megatron's; 0)"},
         {"--train-samples", ARG_I64, &x->train_samples, "sequences to train on (instead of --train-iters; the learning-rate schedule then counts samples)"},
         {"--lr-warmup-samples", ARG_I64, &x->warmup_samples, "with --train-samples: warm-up in sequences"},
         {"--lr-decay-samples", ARG_I64, &x->decay_samples, "with --train-samples: decay in sequences"},
@@ -113,7 +114,8 @@ static void parse_length(TrainArgs *a, TrainFlagText *x) {
 // The schedules and AdamW from x, with their ranges. One line, exit 2.
 static void set_optimizer(TrainArgs *a, const TrainFlagText *x) {
     double lr = x->lr, min_lr = x->min_lr, dec_lr = x->dec_lr, dec_min_lr = x->dec_min_lr;
-    a->lr = (LRSchedule){lr, min_lr, x->warmup, x->decay < 0 ? a->train_iters : x->decay, a->lr.style};
+    a->lr = (LRSchedule){lr, min_lr, x->warmup, x->decay < 0 ? a->train_iters : x->decay, a->lr.style,
+                         x->warmup_init};
     if (dec_min_lr >= 0 && dec_lr <= 0)
         core_usage_error("--decoupled-min-lr %g needs --decoupled-lr", dec_min_lr);
     if (dec_lr < 0 || (dec_lr > 0 && (dec_min_lr >= 0 ? dec_min_lr : min_lr) > dec_lr))
@@ -125,6 +127,9 @@ static void set_optimizer(TrainArgs *a, const TrainFlagText *x) {
     a->adamw = (AdamWConfig){x->b1, x->b2, x->eps, x->wd, x->clip};
     a->seed = (uint64_t)x->seed;
     if (lr <= 0 || min_lr < 0 || min_lr > lr) core_usage_error("need 0 <= --min-lr %g <= --lr %g, --lr > 0", min_lr, lr);
+    if (x->warmup_init < 0 || x->warmup_init > lr || (dec_lr > 0 && x->warmup_init > dec_lr))
+        core_usage_error("need 0 <= --lr-warmup-init %g <= --lr %g%s", x->warmup_init, lr,
+                         dec_lr > 0 ? " and --decoupled-lr" : "");  // (Megatron asserts init <= max)
     if (x->b1 < 0 || x->b1 >= 1 || x->b2 < 0 || x->b2 >= 1 || x->eps <= 0 || x->wd < 0 || x->clip < 0)
         core_usage_error("AdamW settings out of range: beta1 %g, beta2 %g (in [0,1)), eps %g (> 0), "
                          "weight-decay %g, clip-grad %g (>= 0)", x->b1, x->b2, x->eps, x->wd, x->clip);

@@ -61,7 +61,7 @@ int main(int argc, char **argv) {
     for (int sh = 0; sh < 2; sh++)
         for (int untie = 0; untie < 2; untie++) one_step(be, one, sh, untie);
     // the decoupled schedule: the base one's warm-up and decay, its own peak and minimum
-    LRSchedule base = {1e-3, 1e-4, 10, 100, LR_COSINE}, dec = base;
+    LRSchedule base = {1e-3, 1e-4, 10, 100, LR_COSINE, 0.0}, dec = base;
     dec.lr = 5e-3;
     dec.min_lr = 2e-4;
     const int64_t at[] = {0, 5, 10, 55, 100, 150};
@@ -69,6 +69,13 @@ int main(int argc, char **argv) {
         double b = optim_lr_at(&base, at[i]), d = optim_lr_at(&dec, at[i]);
         double want = at[i] <= 10 ? b * 5.0 : 2e-4 + (b - 1e-4) / (1e-3 - 1e-4) * (5e-3 - 2e-4);
         EXPECT(fabs(d - want) <= 1e-12, "step %lld: decoupled lr %.12g, want %.12g", (long long)at[i], d, want);
+    }
+    // --lr-warmup-init: both schedules warm up from it (Megatron's one init_lr), decay as before
+    base.init_lr = dec.init_lr = 1e-4;
+    const double want_base[] = {1e-4, 5.5e-4, 1e-3}, want_dec[] = {1e-4, 2.55e-3, 5e-3};
+    for (int i = 0; i < 3; i++) {
+        EXPECT(fabs(optim_lr_at(&base, at[i]) - want_base[i]) <= 1e-15, "warm-up step %lld", (long long)at[i]);
+        EXPECT(fabs(optim_lr_at(&dec, at[i]) - want_dec[i]) <= 1e-15, "decoupled warm-up step %lld", (long long)at[i]);
     }
     backend_destroy(be);
     comm_destroy(one);

@@ -46,6 +46,11 @@ refused "megac: --cp-comm-type a2a: the 4 attention heads of each tensor-paralle
 refused "megac: --context-parallel-size 3: --seq-length 32 is not divisible by 2 x 3" --context-parallel-size 3
 refused "megac: --decoupled-min-lr 0.0001 needs --decoupled-lr" --decoupled-min-lr 1e-4
 refused "megac: --lr-warmup-samples / --lr-decay-samples need --train-samples" --lr-warmup-samples 8
+refused "megac: need 0 <= --lr-warmup-init 0.01 <= --lr 0.001" --lr-warmup-init 1e-2
+# --lr-warmup-init (DeepSeek's): the warm-up's first learning rate, Megatron's formula
+run --train-iters 2 --lr-warmup-iters 2 --lr-warmup-init 1e-4 || fail "--lr-warmup-init: $(grep megac: "$wd/out.txt")"
+[[ $(grep -o "learning rate: [^ ]*" "$wd/out.txt" | tr '\n' ' ') == "learning rate: 1.000000E-04 learning rate: 5.500000E-04 " ]] ||
+  fail "--lr-warmup-init: $(grep -o "learning rate: [^ ]*" "$wd/out.txt" | tr '\n' ' ')"
 run --train-iters 1 --lr-warmup-samples 0 || fail "--train-iters with --lr-warmup-samples 0 (Megatron takes it)"
 refused "megac: --tokenizer-type GPT2BPETokenizer needs --vocab-file and --merge-file" --tokenizer-type GPT2BPETokenizer
 refused "megac: --tokenizer-type BertWordPieceLowerCase is not supported" --tokenizer-type BertWordPieceLowerCase

@@ -98,7 +98,6 @@ FORCE="Megatron's benchmarking mode routes tokens by random scores; megac routes
 QKNORM="a norm on each head's queries and keys (Qwen3, DeepSeek) is not implemented in megac"
 QKVBIAS="biases on the QKV projection alone (Qwen2, Qwen2.5) are not implemented in megac: its linear layers all have biases, or none with --disable-bias-linear"
 EPS="megac's LayerNorm and RMSNorm add eps 1e-5 (Megatron's default; accepted); another epsilon is not implemented"
-WARMUP="megac's warm-up starts from learning rate 0 (Megatron's default; accepted); another start is not implemented"
 MAINGRADS="megac's main gradients are fp32 (accepted); bf16 or fp16 ones are not implemented"
 
 # --- DeepSeek-V3: examples/megatron_fsdp/sbatch_mfsdp_deepseek_v3.sh ----------------------
@@ -235,7 +234,7 @@ PRETRAIN_ARGS=(  # WANDB=1, the script's default
     --wandb-exp-name DeepSeek-V3-TP${TP}EP${EP}-MBS${MBS}GBS${GBS}-${COMMENT}
 )
 # was: python pretrain_gpt.py ${PRETRAIN_ARGS[@]} under srun (the Slurm job of the script)
-refused dsv3 2 "--multi-latent-attention, --q-lora-rank 32, --kv-lora-rank 16, --qk-head-dim 16, --qk-pos-emb-head-dim 8, --v-head-dim 16 are not supported: $MLA; --rotary-scaling-factor 40, --mscale 1.0, --mscale-all-dim 1.0 are not supported: $YARN; --mtp-num-layers 1, --mtp-loss-scaling-factor 0.1 are not supported: $MTP; --moe-router-num-groups 4, --moe-router-group-topk 2 are not supported: $GROUPED; --moe-router-force-load-balancing is not supported: $FORCE; --qk-layernorm is not supported: $QKNORM; --norm-epsilon 1e-6 is not supported: $EPS; --lr-warmup-init 3.9e-7 is not supported: $WARMUP; --megatron-fsdp-main-grads-dtype bf16 is not supported: $MAINGRADS" \
+refused dsv3 2 "--multi-latent-attention, --q-lora-rank 32, --kv-lora-rank 16, --qk-head-dim 16, --qk-pos-emb-head-dim 8, --v-head-dim 16 are not supported: $MLA; --rotary-scaling-factor 40, --mscale 1.0, --mscale-all-dim 1.0 are not supported: $YARN; --mtp-num-layers 1, --mtp-loss-scaling-factor 0.1 are not supported: $MTP; --moe-router-num-groups 4, --moe-router-group-topk 2 are not supported: $GROUPED; --moe-router-force-load-balancing is not supported: $FORCE; --qk-layernorm is not supported: $QKNORM; --norm-epsilon 1e-6 is not supported: $EPS; --megatron-fsdp-main-grads-dtype bf16 is not supported: $MAINGRADS" \
   ${PRETRAIN_ARGS[@]}
 # the rest: USE_MEGATRON_FSDP=0 (megac's ZeRO-3 has no --overlap-grad-reduce yet), and two
 # router flags megac's MoE flags refuse today: flex (the alltoall dispatcher's result) and
@@ -243,7 +242,7 @@ refused dsv3 2 "--multi-latent-attention, --q-lora-rank 32, --kv-lora-rank 16, -
 drop "--multi-latent-attention --q-lora-rank --kv-lora-rank --qk-head-dim --qk-pos-emb-head-dim --v-head-dim
       --rotary-scaling-factor --mscale --mscale-all-dim --mtp-num-layers --mtp-loss-scaling-factor
       --moe-router-num-groups --moe-router-group-topk --moe-router-force-load-balancing --qk-layernorm
-      --norm-epsilon --lr-warmup-init --moe-token-dispatcher-type --moe-router-pre-softmax" ${DSV3_BASE[@]}
+      --norm-epsilon --moe-token-dispatcher-type --moe-router-pre-softmax" ${DSV3_BASE[@]}
 trains dsv3 2 "${kept[@]}"
 
 # --- DeepSeek-V2-Lite: examples/post_training/modelopt/conf/deepseek-ai/DeepSeek-V2-Lite.sh -
