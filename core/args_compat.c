@@ -51,7 +51,7 @@ static const CoreCompatFlag TABLE[] = {
     {"--recompute-modules", 'l', "core_attn|moe_act|layernorm|mla_up_proj|mlp|moe|shared_experts", NOEFF, "which modules Megatron's selective recomputation re-runs (memory only); megac's --recompute-granularity selective re-runs the attention core (core_attn)"},
     {"--moe-layer-recompute", 0, NULL, NOEFF, "Megatron re-runs the MoE layers in the backward (memory only); megac stores their activations"},
     {"--moe-shared-expert-overlap", 0, NULL, NOEFF, "overlaps the shared expert with the token dispatch (speed only)"},
-    {"--moe-flex-dispatcher-backend", 's', "deepep|hybridep|ncclep", NOEFF, "the library behind Megatron's flex dispatcher (DeepEP, HybridEP); megac's dispatch is its own all-to-all"},
+    {"--moe-flex-dispatcher-backend", 's', "deepep|hybridep|ncclep", NOEFF, "the library behind Megatron's flex dispatcher (DeepEP, HybridEP); megac dispatches with its own collectives (--moe-token-dispatcher-type allgather or alltoall)"},
     {"--no-check-for-nan-in-loss-and-grad", 0, NULL, NOEFF, "turns off Megatron's stop at a NaN loss or gradient; megac skips a NaN/Inf step and stops after --max-nan-iters in a row"},
     {"--auto-detect-ckpt-format", 0, NULL, NOEFF, "megac reads its own HDF5 checkpoints only"},
     {"--dist-ckpt-strictness", 's', "assume_ok_unexpected|log_unexpected|log_all|raise_unexpected|raise_all|return_unexpected|return_all|ignore_all", NOEFF, "how Megatron's distributed checkpoint loader treats missing or unexpected keys; megac's loader checks every tensor's name and shape"},

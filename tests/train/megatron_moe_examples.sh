@@ -237,7 +237,7 @@ PRETRAIN_ARGS=(  # WANDB=1, the script's default
 refused dsv3 2 "--multi-latent-attention, --q-lora-rank 32, --kv-lora-rank 16, --qk-head-dim 16, --qk-pos-emb-head-dim 8, --v-head-dim 16 are not supported: $MLA; --rotary-scaling-factor 40, --mscale 1.0, --mscale-all-dim 1.0 are not supported: $YARN; --mtp-num-layers 1, --mtp-loss-scaling-factor 0.1 are not supported: $MTP; --moe-router-num-groups 4, --moe-router-group-topk 2 are not supported: $GROUPED; --moe-router-force-load-balancing is not supported: $FORCE; --qk-layernorm is not supported: $QKNORM; --norm-epsilon 1e-6 is not supported: $EPS; --megatron-fsdp-main-grads-dtype bf16 is not supported: $MAINGRADS" \
   ${PRETRAIN_ARGS[@]}
 # the rest: USE_MEGATRON_FSDP=0 (megac's ZeRO-3 has no --overlap-grad-reduce yet), and two
-# router flags megac's MoE flags refuse today: flex (the alltoall dispatcher's result) and
+# router flags megac's MoE flags refuse today: flex (megac's dispatchers give its result) and
 # --moe-router-pre-softmax beside sigmoid (Megatron ignores it there)
 drop "--multi-latent-attention --q-lora-rank --kv-lora-rank --qk-head-dim --qk-pos-emb-head-dim --v-head-dim
       --rotary-scaling-factor --mscale --mscale-all-dim --mtp-num-layers --mtp-loss-scaling-factor
