@@ -50,7 +50,7 @@ static const CoreCompatFlag TABLE[] = {
     {"--enable-experimental", 0, NULL, NOEFF, "unlocks Megatron-Core's experimental code paths; megac has no such switch"},
     {"--recompute-modules", 'l', "core_attn|moe_act|layernorm|mla_up_proj|mlp|moe|shared_experts", NOEFF, "which modules Megatron's selective recomputation re-runs (memory only); megac's --recompute-granularity selective re-runs the attention core (core_attn)"},
     {"--moe-layer-recompute", 0, NULL, NOEFF, "Megatron re-runs the MoE layers in the backward (memory only); megac stores their activations"},
-    {"--moe-shared-expert-overlap", 0, NULL, NOEFF, "overlaps the shared expert with the token dispatch (speed only)"},
+    {"--moe-shared-expert-overlap", 0, NULL, NOEFF, "overlaps the shared expert with the token dispatch (speed only); megac always overlaps it with the allgather dispatcher's gathers"},
     {"--moe-flex-dispatcher-backend", 's', "deepep|hybridep|ncclep", NOEFF, "the library behind Megatron's flex dispatcher (DeepEP, HybridEP); megac dispatches with its own collectives (--moe-token-dispatcher-type allgather or alltoall)"},
     {"--no-check-for-nan-in-loss-and-grad", 0, NULL, NOEFF, "turns off Megatron's stop at a NaN loss or gradient; megac skips a NaN/Inf step and stops after --max-nan-iters in a row"},
     {"--auto-detect-ckpt-format", 0, NULL, NOEFF, "megac reads its own HDF5 checkpoints only"},
