@@ -127,6 +127,13 @@ typedef struct {
     void (*copy)(Backend *be, void *dst, const void *src, size_t bytes, BackendCopyKind kind);
     void (*sync)(Backend *be);                  // waits for all queued work
     void (*destroy)(Backend *be);               // frees the backend's own state (not `be`)
+    // Host memory the copies above move to and from at full speed (CUDA: pinned,
+    // cudaMallocHost; CPU: as alloc), zeroed, 64-byte aligned; aborts on failure.
+    void *(*alloc_host)(Backend *be, size_t bytes);
+    void (*free_host)(Backend *be, void *p);    // NULL is fine
+    // Bytes of memory in use on this backend's device (CUDA: cudaMemGetInfo's total - free,
+    // every process's; CPU: 0, it has no device). Never fails.
+    size_t (*device_memory_used)(Backend *be);
 
     // --- linear ----------------------------------------------------------------------
     // out (N, OC) = inp (N, C) @ weight (OC, C)^T + bias (OC); bias may be NULL.

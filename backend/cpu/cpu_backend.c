@@ -48,6 +48,7 @@ void cpu_copy(Backend *be, void *dst, const void *src, size_t bytes, BackendCopy
 }
 
 void cpu_sync(Backend *be) {}     // every op has finished when it returns
+static size_t cpu_device_memory_used(Backend *be) { return 0; }  // no device
 // All state is in the Backend struct itself but the 16-bit ops' scratch (cpu_half.c).
 void cpu_destroy(Backend *be) {
     free(be->u.cpu.half_scratch);
@@ -96,4 +97,7 @@ void cpu_memory_ops(BackendOps *t, BackendDType act) {
     t->copy = cpu_copy;
     t->sync = cpu_sync;
     t->destroy = cpu_destroy;
+    t->alloc_host = cpu_alloc;  // host memory is all there is
+    t->free_host = cpu_free;
+    t->device_memory_used = cpu_device_memory_used;
 }

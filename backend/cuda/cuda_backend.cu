@@ -52,6 +52,32 @@ static void cuda_free(Backend *be, void *p) {
     if (p) CUDA_CHECK(cudaFree(p));
 }
 
+// Pinned host memory (cudaMallocHost), zeroed: device copies to and from it run at full speed
+// and asynchronously. A failure ends the job naming the bytes.
+static void *cuda_alloc_host(Backend *be, size_t bytes) {
+    void *p = NULL;
+    size_t want = bytes ? bytes : 1;
+    if (cudaMallocHost(&p, want) != cudaSuccess)
+        core_fatal("cuda backend: cannot allocate %zu bytes of pinned host memory (%s)", want,
+                   cudaGetErrorString(cudaGetLastError()));
+    memset(p, 0, want);
+    return p;
+}
+
+// Waits for the queued work that may still use p first.
+static void cuda_free_host(Backend *be, void *p) {
+    if (!p) return;
+    cuda_wait(be);
+    CUDA_CHECK(cudaFreeHost(p));
+}
+
+// Device memory in use (every process's on the device: cudaMemGetInfo's total - free).
+static size_t cuda_device_memory_used(Backend *be) {
+    size_t free_b = 0, total_b = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    return total_b - free_b;
+}
+
 static void cuda_zero(Backend *be, void *p, size_t bytes) {
     if (bytes) CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, cuda_stream(be)));
 }
@@ -115,6 +141,9 @@ static void cuda_memory_ops(BackendOps *t) {
     t->copy = cuda_copy;
     t->sync = cuda_sync;
     t->destroy = cuda_destroy;
+    t->alloc_host = cuda_alloc_host;
+    t->free_host = cuda_free_host;
+    t->device_memory_used = cuda_device_memory_used;
 }
 
 // The ops table: every family's entries, registered by the file of its ops (cuda_internal.h).
