@@ -1,5 +1,6 @@
 // optim/optimizer.c: AdamW on the slice the sync engine gives this rank (see optimizer.h).
 #include "optimizer.h"
+#include "optim_internal.h"
 #include "core/check.h"
 
 #include <stdlib.h>
@@ -131,26 +132,33 @@ void optim_set_weight_copies(Optimizer *o, const GPT *m) {
     o->copy = m->param_copy;  // every element the forward reads is in the update (slice = all)
 }
 
+void optim_adamw_groups(Backend *be, float *params, void *copy, const float *grads, float *m, float *v,
+                        const BackendSegment *table, int n, int nd, size_t max_len,
+                        const OptimStepArgs *a) {
+    if (a->lr_dec == a->lr) nd = 0;  // one launch for all
+    const double lrs[2] = {a->lr, a->lr_dec};
+    const int first[2] = {0, n - nd}, count[2] = {n - nd, nd};
+    const AdamWConfig *c = a->cfg;
+    for (int g = 0; g < 2; g++)
+        if (count[g] > 0)
+            be->ops->adamw_multi(be, params, copy, grads, m, v, table + first[g], count[g], max_len,
+                                 (float)lrs[g], (float)c->beta1, (float)c->beta2, (float)c->eps,
+                                 (float)c->weight_decay, (float)a->grad_scale, a->step);
+}
+
 // AdamW on the slice, then the parameters synced back. Returns 1 when the weight copies
 // were written too (by AdamW, or by the gathers), else 0.
 static int update(Optimizer *o, const AdamWConfig *cfg, double lr, double lr_dec, double grad_scale) {
     Backend *be = o->be;
     DistSync *s = o->sync;
     o->step++;
+    const OptimStepArgs a = {cfg, lr, lr_dec, grad_scale, (int)o->step};
     float *params = dist_sync_shard_params(s), *grads = dist_sync_shard_grads(s);
     for (int k = 0; k < (o->unit_seg ? s->n_buckets : 1); k++) {  // ZeRO-2/3: per unit
         int i0 = o->unit_seg ? o->unit_seg[k] : 0, n = o->unit_seg ? o->unit_seg[k + 1] - i0 : o->n_segs;
         size_t at = o->unit_seg ? s->buckets[k].at : 0;
-        int nd = lr_dec == lr ? 0 : o->unit_ndec[k];  // the last nd segments: --decoupled-lr
-        const double lrs[2] = {lr, lr_dec};
-        const int first[2] = {i0, i0 + n - nd}, count[2] = {n - nd, nd};
-        for (int g = 0; g < 2; g++)
-            if (count[g] > 0)
-                be->ops->adamw_multi(be, o->unit_seg ? dist_sync_unit_params(s, k) : params, o->copy,
-                                     grads + at, o->m + at, o->v + at, o->update_table + first[g],
-                                     count[g], o->max_seg_len, (float)lrs[g], (float)cfg->beta1,
-                                     (float)cfg->beta2, (float)cfg->eps, (float)cfg->weight_decay,
-                                     (float)grad_scale, (int)o->step);
+        optim_adamw_groups(be, o->unit_seg ? dist_sync_unit_params(s, k) : params, o->copy, grads + at,
+                           o->m + at, o->v + at, o->update_table + i0, n, o->unit_ndec[k], o->max_seg_len, &a);
     }
     return dist_sync_start_param_sync(s) || o->copy != NULL;
 }
