@@ -58,10 +58,7 @@ static HostState host_state(const CkptModel *cm, int c, int loading) {
     }
     HostState h = {core_calloc(pbytes, 1), core_calloc(mbytes, 1), core_calloc(mbytes, 1), 1};
     be->ops->copy(be, h.params, params, pbytes, BACKEND_D2H);
-    if (!loading) {
-        be->ops->copy(be, h.m, o->m, mbytes, BACKEND_D2H);
-        be->ops->copy(be, h.v, o->v, mbytes, BACKEND_D2H);
-    }
+    if (!loading) optim_moments_read(o, h.m, h.v);  // (device and --optimizer-cpu-offload parts)
     be->ops->sync(be);
     return h;
 }
@@ -72,14 +69,11 @@ static void host_state_done(const CkptModel *cm, int c, HostState *h, int loaded
     Backend *be = cm->be;
     const Optimizer *o = cm->opts[c];
     if (loaded) {
-        size_t mbytes = o->shard_len * sizeof(float);
         float *params = o->master ? o->master : cm->chunks[c]->param_mem;  // ZeRO-3: this rank's shard
         size_t pbytes = (o->master ? o->shard_len : cm->chunks[c]->n_floats) * sizeof(float);
         be->ops->copy(be, params, h->params, pbytes, BACKEND_H2D);
         gpt_refresh_weight_copies(cm->chunks[c]);  // --bf16/--fp16: the copies the forward reads
-        be->ops->copy(be, o->m, h->m, mbytes, BACKEND_H2D);
-        be->ops->copy(be, o->v, h->v, mbytes, BACKEND_H2D);
-        be->ops->sync(be);
+        optim_moments_write(o, h->m, h->v);  // (syncs)
     }
     free(h->params);
     free(h->m);

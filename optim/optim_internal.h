@@ -17,3 +17,9 @@ typedef struct {
 void optim_adamw_groups(Backend *be, float *params, void *copy, const float *grads, float *m, float *v,
                         const BackendSegment *table, int n, int nd, size_t max_len,
                         const OptimStepArgs *a);
+// The offloaded part's step (slice floats [0, o->host_len) of params and grads, the slice's
+// device buffers): down, AdamW on the host, back up. Returns when the device holds the
+// updated values (the copies up are queued before anything that follows on the stream).
+void optim_offload_update(Optimizer *o, float *params, const float *grads, const OptimStepArgs *a);
+// Frees the offload's state (nothing without one).
+void optim_offload_destroy(Optimizer *o);

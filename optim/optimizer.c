@@ -64,8 +64,8 @@ static void build_segments(Optimizer *o, const GPT *m, int tp_rank) {
 static void build_tables(Optimizer *o) {
     Backend *be = o->be;
     const DistSync *s = o->sync;
-    BackendSegment *upd = core_calloc((size_t)o->n_segs + 1, sizeof *upd);
-    BackendSegment *nrm = core_calloc((size_t)o->n_segs + 1, sizeof *nrm);
+    BackendSegment *upd = core_calloc((size_t)o->n_segs + 2, sizeof *upd);
+    BackendSegment *nrm = core_calloc((size_t)o->n_segs + 2, sizeof *nrm);
     int units = o->unit_seg ? s->n_buckets : 1;
     o->unit_ndec = core_calloc((size_t)units, sizeof(int));
     for (int k = 0; k < units; k++) {
@@ -80,7 +80,8 @@ static void build_tables(Optimizer *o) {
             if (g->len > o->max_seg_len) o->max_seg_len = g->len;
         }
     }
-    size_t bytes = ((size_t)o->n_segs + 1) * sizeof(BackendSegment);
+    size_t bytes = ((size_t)o->n_segs + 2) * sizeof(BackendSegment);  // (+1: room for the
+                                                                       // offload's split)
     o->update_table = be->ops->alloc(be, bytes);
     o->norm_table = be->ops->alloc(be, bytes);
     be->ops->copy(be, o->update_table, upd, bytes, BACKEND_H2D);
@@ -103,6 +104,7 @@ Optimizer *optim_create(Backend *be, Comm *group, Comm *egroup, OptimSharding sh
     o->v = be->ops->alloc(be, (o->shard_len + extra) * sizeof(float));
     build_segments(o, m, tp_rank);
     build_tables(o);
+    o->n_dev_segs = o->n_segs;
     return o;
 }
 
@@ -113,6 +115,7 @@ void optim_destroy(Optimizer *o) {
     o->be->ops->free(o->be, o->v);
     o->be->ops->free(o->be, o->update_table);
     o->be->ops->free(o->be, o->norm_table);
+    optim_offload_destroy(o);
     free(o->segs);
     free(o->unit_seg);
     free(o->unit_ndec);
@@ -146,7 +149,8 @@ void optim_adamw_groups(Backend *be, float *params, void *copy, const float *gra
                                  (float)c->weight_decay, (float)a->grad_scale, a->step);
 }
 
-// AdamW on the slice, then the parameters synced back. Returns 1 when the weight copies
+// AdamW on the slice (with --optimizer-cpu-offload: the device part here, the host part by
+// optim_offload_update), then the parameters synced back. Returns 1 when the weight copies
 // were written too (by AdamW, or by the gathers), else 0.
 static int update(Optimizer *o, const AdamWConfig *cfg, double lr, double lr_dec, double grad_scale) {
     Backend *be = o->be;
@@ -154,12 +158,15 @@ static int update(Optimizer *o, const AdamWConfig *cfg, double lr, double lr_dec
     o->step++;
     const OptimStepArgs a = {cfg, lr, lr_dec, grad_scale, (int)o->step};
     float *params = dist_sync_shard_params(s), *grads = dist_sync_shard_grads(s);
+    size_t h = o->host_len, es = backend_dtype_size(be->act);  // the device part starts at h
     for (int k = 0; k < (o->unit_seg ? s->n_buckets : 1); k++) {  // ZeRO-2/3: per unit
-        int i0 = o->unit_seg ? o->unit_seg[k] : 0, n = o->unit_seg ? o->unit_seg[k + 1] - i0 : o->n_segs;
-        size_t at = o->unit_seg ? s->buckets[k].at : 0;
-        optim_adamw_groups(be, o->unit_seg ? dist_sync_unit_params(s, k) : params, o->copy, grads + at,
-                           o->m + at, o->v + at, o->update_table + i0, n, o->unit_ndec[k], o->max_seg_len, &a);
+        int i0 = o->unit_seg ? o->unit_seg[k] : 0, n = o->unit_seg ? o->unit_seg[k + 1] - i0 : o->n_dev_segs;
+        size_t at = o->unit_seg ? s->buckets[k].at : h;
+        optim_adamw_groups(be, o->unit_seg ? dist_sync_unit_params(s, k) : params + h,
+                           o->copy ? (char *)o->copy + h * es : NULL, grads + at, o->m + (at - h),
+                           o->v + (at - h), o->update_table + i0, n, o->unit_ndec[k], o->max_seg_len, &a);
     }
+    if (o->host) optim_offload_update(o, params, grads, &a);  // (after the device's launch)
     return dist_sync_start_param_sync(s) || o->copy != NULL;
 }
 
@@ -168,7 +175,9 @@ void optim_update_model(Optimizer *o, const AdamWConfig *cfg, double lr, double 
     if (!update(o, cfg, lr, lr_decoupled, grad_scale)) gpt_refresh_weight_copies(m);
 }
 
-size_t optim_state_bytes(const Optimizer *o) { return dist_sync_state_bytes(o->sync).optim; }
+size_t optim_state_bytes(const Optimizer *o) {
+    return dist_sync_state_bytes(o->sync).optim - 2 * o->host_len * sizeof(float);  // device part
+}
 
 size_t optim_param_memory_bytes(const Optimizer *o) { return dist_sync_param_bytes(o->sync); }
 size_t optim_grad_memory_bytes(const Optimizer *o) { return dist_sync_grad_bytes(o->sync); }

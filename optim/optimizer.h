@@ -49,15 +49,23 @@ typedef struct {
     size_t n_padded;            // flat buffer length incl. padding (multiple of DP)
     size_t shard_len;           // floats of the slice this rank updates (DDP: everything;
                                 // ZeRO-1 / 2 / 3: the packed bucket / unit pieces)
-    float *m, *v;               // (shard_len) AdamW moments
+    float *m, *v;               // (shard_len - host_len) AdamW moments of the slice's device
+                                // part (slice floats host_len..shard_len); NULL when empty
+    size_t host_len;            // --optimizer-cpu-offload: the slice's first host_len floats
+                                // are updated on the host, their moments in pinned host memory
+                                // (optim_set_offload); 0: none
+    struct OptimHost *host;     // that host part's state (optim/optim_offload.c), or NULL
     OptSegment *segs;           // parameters (parts) inside the slice
     int n_segs;
     int *unit_seg;              // ZeRO-2/3: (n_units + 1) unit k's segments are
                                 // [unit_seg[k], unit_seg[k + 1]); else NULL
     // The same ranges as multi-tensor tables in backend memory, relative to the slice start
     // (ZeRO-2/3 update table: to each unit's owned start):
-    BackendSegment *update_table;   // (n_segs) every segment, for adamw_multi; in each unit
-                                    // (or the whole slice) the decoupled segments last:
+    BackendSegment *update_table;   // (n_segs + 2 room) every segment, for adamw_multi; in each
+                                    // unit (or the whole slice) the decoupled segments last.
+                                    // With offload (stages 0-1): the device part's n_dev_segs,
+                                    // relative to host_len
+    int n_dev_segs;                 // entries of update_table (stages 0-1)
     int *unit_ndec;                 // (n_units, or 1) how many (--decoupled-lr's)
     BackendSegment *norm_table;     // (n_norm) those counted in the gradient norm
     int n_norm;
@@ -97,8 +105,25 @@ double optim_local_grad_sq(Optimizer *o);
 void optim_update_model(Optimizer *o, const AdamWConfig *cfg, double lr, double lr_decoupled,
                         double grad_scale, GPT *m);
 
-// Bytes of optimizer state on this rank (both moments) and without ZeRO (for the log).
+// Megatron-Core's --optimizer-cpu-offload --optimizer-offload-fraction fraction (in [0, 1]):
+// the first fraction of this rank's slice (rounded up to 16 floats) is updated on the host by
+// the CPU backend's AdamW on `threads` threads (the same arithmetic as the device's:
+// backend.h's formula, element by element): each step its fp32 gradients and master weights
+// are copied down, updated, and the masters (and bf16/fp16 weight copies) copied back up
+// before the parameter gather. Its moments live only in o->be's pinned host memory
+// (alloc_host), not on the device. DDP and ZeRO-1 (the caller refuses ZeRO-2/3). Call after
+// optim_set_weight_copies, before any step or checkpoint load. Never fails.
+void optim_set_offload(Optimizer *o, double fraction, int threads);
+// The slice's moments (shard_len floats each) into host buffers hm, hv, from wherever they
+// live (device and offloaded parts), and back. Synchronous. Never fail.
+void optim_moments_read(const Optimizer *o, float *hm, float *hv);
+void optim_moments_write(const Optimizer *o, const float *hm, const float *hv);
+
+// Bytes of optimizer state on this rank's device (both moments; with offload the device
+// part's), in pinned host memory (the offloaded part's moments and the staging of its
+// gradients, masters and weight copies), and without ZeRO (for the log).
 size_t optim_state_bytes(const Optimizer *o);
+size_t optim_host_state_bytes(const Optimizer *o);
 // Bytes this rank holds for the parameters and the gradients (dist_sync_param_bytes,
 // dist_sync_grad_bytes). Pure.
 size_t optim_param_memory_bytes(const Optimizer *o);

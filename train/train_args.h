@@ -62,6 +62,9 @@ typedef struct TrainArgs {
     double initial_loss_scale, min_loss_scale;  // --fp16 dynamic scaling (Megatron's)
     int loss_scale_window, hysteresis;
     int grad_reduce_in_bf16;        // DP gradient reduction in bf16 (default fp32)
+    int optimizer_cpu_offload;      // CUDA: AdamW of a fraction of each rank's slice on the host
+    double optimizer_offload_fraction;  // that fraction, [0, 1] (optim_set_offload)
+    int overlap_cpu_optimizer_d2h_h2d;  // accepted; the copies do not overlap yet
     const char *dist_backend;       // CUDA: "nccl" (default) or "staged" (device->host->MPI)
     int num_threads;
     int zero1;                      // the optimizer state is sharded (ZeRO-1, 2 or 3)

@@ -16,11 +16,12 @@ static int specs(ArgSpec *out, int cap, TrainArgs *a, TrainFlagText *x) {
     a->loss_scale_window = 1000;
     a->hysteresis = 2;
     x->use_zero1 = 1;  // --help shows the default
+    a->optimizer_offload_fraction = 1.0;  // Megatron's
     const ArgSpec own[] = {
         {"--device", ARG_STR, &a->device, "cpu | cuda"},
         {"--no-tf32", ARG_BOOL, &a->no_tf32, "CUDA: strict fp32 GEMMs (default: TF32 tensor cores)"},
         {"--distributed-backend", ARG_STR, &a->dist_backend, "CUDA: nccl | staged (device->host->MPI; several ranks may share a GPU: for testing)"},
-        {"--num-threads", ARG_INT, &a->num_threads, "CPU threads per rank (0: cores / ranks on the node)"},
+        {"--num-threads", ARG_INT, &a->num_threads, "CPU threads per rank (0: cores / ranks on the node); --device cuda: those of --optimizer-cpu-offload's AdamW"},
         {"--use-distributed-optimizer", ARG_BOOL, &x->use_zero1, "ZeRO-1 optimizer sharding over DP (Megatron: off; megac: on, as it saves memory and gives the same results as DDP)"},
         {"--no-distributed-optimizer", ARG_BOOL, &x->no_zero1, "plain DDP: all-reduce, full optimizer per rank"},
         {"--data-parallel-sharding-strategy", ARG_STR, &x->sharding, "no_shard (DDP; Megatron's default) | optim (ZeRO-1, megac's default: see --use-distributed-optimizer) | optim_grads (ZeRO-2: + gradients) | optim_grads_params (ZeRO-3 / FSDP: + parameters)"},
@@ -37,6 +38,9 @@ static int specs(ArgSpec *out, int cap, TrainArgs *a, TrainFlagText *x) {
         {"--hysteresis", ARG_INT, &a->hysteresis, "--fp16: overflows tolerated before the scale halves"},
         {"--grad-reduce-in-bf16", ARG_BOOL, &a->grad_reduce_in_bf16, "reduce gradients over DP in bf16 (default fp32; any device)"},
         {"--megatron-fsdp-grad-comm-dtype", ARG_STR, &x->fsdp_grad_comm, "Megatron-FSDP's name for the reduction's type: bf16 = --grad-reduce-in-bf16; fp32 or auto (megac's gradients are fp32) = the default"},
+        {"--optimizer-cpu-offload", ARG_BOOL, &a->optimizer_cpu_offload, "CUDA, DDP / ZeRO-1: AdamW of --optimizer-offload-fraction of each rank's optimizer slice runs on the host (--num-threads), its moments in pinned host memory, not on the GPU (same results; docs/offload.md)"},
+        {"--optimizer-offload-fraction", ARG_FLOAT, &a->optimizer_offload_fraction, "--optimizer-cpu-offload: the fraction of each rank's slice updated on the host, 0..1"},
+        {"--overlap-cpu-optimizer-d2h-h2d", ARG_BOOL, &a->overlap_cpu_optimizer_d2h_h2d, "--optimizer-cpu-offload: overlap the copies with the host AdamW (accepted; megac does not overlap them yet)"},
     };
     return train_args_put(out, cap, own, (int)(sizeof own / sizeof own[0]));
 }
@@ -80,6 +84,23 @@ static void check_data_parallel(TrainArgs *a, const TrainFlagText *x) {
                          "no_shard / optim / optim_grads); ZeRO-3 (optim_grads_params) does not support it yet");
 }
 
+// --optimizer-cpu-offload and its companions: a fraction in [0, 1], a device whose optimizer
+// state is not in host memory already, DDP or ZeRO-1. One line, exit 2.
+static void check_offload(const TrainArgs *a) {
+    double f = a->optimizer_offload_fraction;
+    if (!(f >= 0.0 && f <= 1.0)) core_usage_error("--optimizer-offload-fraction must be in [0, 1], got %g", f);
+    if (a->overlap_cpu_optimizer_d2h_h2d && !a->optimizer_cpu_offload)
+        core_usage_error("--overlap-cpu-optimizer-d2h-h2d needs --optimizer-cpu-offload");
+    if (!a->optimizer_cpu_offload) return;
+    if (strcmp(a->device, "cuda"))
+        core_usage_error("--optimizer-cpu-offload needs --device cuda: the CPU backend's optimizer state "
+                         "is already in host memory");
+    if (a->sharding >= OPTIM_SHARD_GRADS)
+        core_usage_error("--optimizer-cpu-offload works with DDP and ZeRO-1 (--data-parallel-sharding-strategy "
+                         "no_shard / optim); %s does not support it yet",
+                         optim_sharding_label((OptimSharding)a->sharding));
+}
+
 static void finish(TrainArgs *a, TrainFlagText *x) {
     if (strcmp(a->device, "cpu") && strcmp(a->device, "cuda"))
         core_usage_error("--device must be cpu or cuda, got '%s'", a->device);
@@ -98,6 +119,7 @@ static void finish(TrainArgs *a, TrainFlagText *x) {
     if (comm && !strcmp(comm, "bf16")) a->grad_reduce_in_bf16 = 1;
     else if (comm && a->grad_reduce_in_bf16)
         core_usage_error("--megatron-fsdp-grad-comm-dtype %s contradicts --grad-reduce-in-bf16", comm);
+    check_offload(a);
     if (a->bf16 && a->fp16) core_usage_error("--bf16 and --fp16 contradict each other: choose one");
     if (a->loss_scale < 0 || a->initial_loss_scale <= 0 || a->min_loss_scale <= 0 ||
         a->min_loss_scale > a->initial_loss_scale || a->loss_scale_window <= 0 || a->hysteresis <= 0)

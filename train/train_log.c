@@ -185,12 +185,13 @@ void train_log_iteration(Trainer *t, const StepResult *r, double ms, int64_t it)
                 r->grad_sync_exposed_ms, r->param_gather_exposed_ms);
         json_traffic(f, t->grid);
         json_moe(f, r, a->model.num_experts, a->model.moe_capacity > 0);
-        size_t pmem = 0, gmem = 0, gbuf = 0, ostate = 0;  // every model chunk (interleaved)
+        size_t pmem = 0, gmem = 0, gbuf = 0, ostate = 0, ohost = 0;  // every model chunk (interleaved)
         for (int c = 0; c < t->n_chunks; c++) {
             pmem += optim_param_memory_bytes(t->opts[c]);
             gmem += optim_grad_memory_bytes(t->opts[c]);
             gbuf += t->opts[c]->n_padded * sizeof(float);
             ostate += optim_state_bytes(t->opts[c]);
+            ohost += optim_host_state_bytes(t->opts[c]);  // --optimizer-cpu-offload
         }
         fprintf(f, ",\"param_memory_bytes\":%zu,\"grad_memory_bytes\":%zu", pmem, gmem);
         if (t->opt->sync->stage >= 2)  // the edge tensors' share of the shard (traffic formulas)
@@ -198,6 +199,9 @@ void train_log_iteration(Trainer *t, const StepResult *r, double ms, int64_t it)
                     dist_sync_edge_shard_bytes(t->opt->sync), t->opt->sync->n_prefetched);  // rank 0's, last chunk
         fprintf(f, ",\"grad_buffer_bytes\":%zu,\"optimizer_state_bytes\":%zu,\"memory_bytes\":%.0f", gbuf,
                 ostate, train_log_memory_bytes(t));
+        if (ohost) fprintf(f, ",\"optimizer_host_bytes\":%zu", ohost);
+        if (t->be->kind == BACKEND_CUDA)  // (the emulator's: exactly its live cudaMalloc bytes)
+            fprintf(f, ",\"device_memory_bytes\":%zu", t->be->ops->device_memory_used(t->be));
         fprintf(f, "}\n");
         rec_commit(t, &rec);  // whole, at once: a killed run keeps every record it logged
     }

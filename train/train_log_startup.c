@@ -12,7 +12,10 @@
 #include <string.h>
 
 // What one rank holds, in bytes: gathered to rank 0 for the start-up table.
-enum { MEM_PARAMS, MEM_GRADS, MEM_OPTIM, MEM_OPTIM_UNSHARDED, MEM_ACTIVATIONS, MEM_WORKSPACE, MEM_N };
+// The last two (CUDA only): the offloaded optimizer's pinned host memory and the device memory
+// in use (cudaMemGetInfo), not in the sum.
+enum { MEM_PARAMS, MEM_GRADS, MEM_OPTIM, MEM_OPTIM_UNSHARDED, MEM_ACTIVATIONS, MEM_WORKSPACE,
+       MEM_HOST, MEM_DEVICE, MEM_N };
 
 static void memory_of(const Trainer *t, double out[MEM_N]) {
     memset(out, 0, MEM_N * sizeof(double));
@@ -27,36 +30,44 @@ static void memory_of(const Trainer *t, double out[MEM_N]) {
         out[MEM_ACTIVATIONS] += (double)m->slot_bytes * m->n_slots;
         out[MEM_WORKSPACE] += (double)m->scratch_bytes;
         if (m->moe) out[MEM_WORKSPACE] += (double)m->moe->workspace_bytes;  // each chunk's own
+        out[MEM_HOST] += (double)optim_host_state_bytes(o);  // --optimizer-cpu-offload
     }
+    out[MEM_DEVICE] = (double)t->be->ops->device_memory_used(t->be);
 }
 
 double train_log_memory_bytes(const Trainer *t) {
     double m[MEM_N], sum = 0;
     memory_of(t, m);
     for (int i = 0; i < MEM_N; i++)
-        if (i != MEM_OPTIM_UNSHARDED) sum += m[i];  // what it would be without ZeRO-1: not held
+        if (i < MEM_HOST && i != MEM_OPTIM_UNSHARDED) sum += m[i];  // (without ZeRO-1: not held)
     return sum;
 }
 
 // Per-rank memory: every rank up to 16 ranks, else the smallest and largest of each column.
+// CUDA adds two columns: the optimizer's pinned host memory (--optimizer-cpu-offload) and the
+// device memory in use.
 static void print_memory(const Trainer *t, const double *all, int n) {
     double mb = 1.0 / (1 << 20);
+    int cols = t->be->kind == BACKEND_CUDA ? MEM_N : MEM_HOST;
     printf("memory per rank (MiB): parameters | gradients | optimizer state (%s) | without ZeRO-1 | "
-           "activations in flight | backward workspace\n", optim_sharding_label(t->opt->sharding));
+           "activations in flight | backward workspace%s\n", optim_sharding_label(t->opt->sharding),
+           cols == MEM_N ? " | optimizer in host memory | device in use (cudaMemGetInfo)" : "");
     if (n <= 16) {
         for (int r = 0; r < n; r++) {
             const double *v = &all[r * MEM_N];
-            printf("  rank %3d: %10.2f | %10.2f | %10.2f | %10.2f | %10.2f | %10.2f\n", r,
+            printf("  rank %3d: %10.2f | %10.2f | %10.2f | %10.2f | %10.2f | %10.2f", r,
                    v[0] * mb, v[1] * mb, v[2] * mb, v[3] * mb, v[4] * mb, v[5] * mb);
+            if (cols == MEM_N) printf(" | %10.2f | %10.2f", v[6] * mb, v[7] * mb);
+            printf("\n");
         }
         return;
     }
     for (int k = 0; k < 2; k++) {
         printf("  %s:", k ? "max" : "min");
-        for (int c = 0; c < MEM_N; c++) {
+        for (int c = 0; c < cols; c++) {
             double x = all[c];
             for (int r = 1; r < n; r++) x = k ? fmax(x, all[r * MEM_N + c]) : fmin(x, all[r * MEM_N + c]);
-            printf(" %10.2f%s", x * mb, c < MEM_N - 1 ? " |" : "\n");
+            printf(" %10.2f%s", x * mb, c < cols - 1 ? " |" : "\n");
         }
     }
 }

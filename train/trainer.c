@@ -85,6 +85,9 @@ static void create_model_chunks(Trainer *t, PPScheduleKind kind) {
         dist_sync_enable_overlap(o->sync, a->overlap_grad_reduce, a->overlap_param_gather,  // one hook
                                  t->n_micro);  // (train_args.c checks what each strategy supports)
         optim_set_weight_copies(o, m);  // bf16/fp16: AdamW writes the copies where it can
+        if (a->optimizer_cpu_offload)  // (CUDA, DDP / ZeRO-1: train_args.c checks)
+            optim_set_offload(o, a->optimizer_offload_fraction,
+                              core_host_threads(a->num_threads, core_host_rank().local_size));
         if (o->n_padded != m->n_alloc)  // the optimizer reads/writes n_padded floats
             core_fatal("optimizer buffer %zu floats, model buffers %zu", o->n_padded, m->n_alloc);
         int wte = gpt_param_index(m, "wte");
