@@ -1,6 +1,8 @@
-// optim/optim_offload.c: Megatron-Core's --optimizer-cpu-offload for DDP and ZeRO-1 (see
-// optim_set_offload): the first --optimizer-offload-fraction of this rank's slice is updated
-// on the host by the CPU backend's AdamW, its moments in pinned host memory only.
+// optim/optim_offload.c: Megatron-Core's --optimizer-cpu-offload (see optim_set_offload): the
+// first --optimizer-offload-fraction of this rank's slice is updated on the host by the CPU
+// backend's AdamW, its moments in pinned host memory only. DDP / ZeRO-1 update the slice as
+// one range; ZeRO-2/3 unit by unit (each unit's parameters where the engine keeps them), so a
+// unit may be split between host and device.
 //
 // Bitwise: the CPU AdamW (cpu_optim.c's cpu_adamw_span) and the CUDA one (optim.cuh's
 // adamw_element) are the same sequence of IEEE fp32 operations per element (no FMA
@@ -31,14 +33,15 @@ struct OptimHost {
     size_t max_len;         // the longest entry
 };
 
-// The segments of o->segs inside slice floats [lo, hi), cut to it and relative to lo, into
-// out (room for o->n_segs + 1), the --decoupled-lr ones last, each kind in slice order (as
-// build_tables); *ndec: how many are decoupled. Returns the count. Pure.
-static int cut_segments(const Optimizer *o, size_t lo, size_t hi, BackendSegment *out, int *ndec) {
+// Segments i0..i1-1 of o->segs inside slice floats [lo, hi), cut to it and relative to lo,
+// into out, the --decoupled-lr ones last, each kind in slice order (as build_tables); *ndec:
+// how many are decoupled. Returns the count. Pure.
+static int cut_segments(const Optimizer *o, int i0, int i1, size_t lo, size_t hi, BackendSegment *out,
+                        int *ndec) {
     int n = 0;
     *ndec = 0;
     for (int pass = 0; pass < 2; pass++)  // plain, then decoupled
-        for (int i = 0; i < o->n_segs; i++) {
+        for (int i = i0; i < i1; i++) {
             const OptSegment *g = &o->segs[i];
             size_t b = g->at > lo ? g->at : lo, e = g->at + g->len < hi ? g->at + g->len : hi;
             if (g->decoupled != pass || b >= e) continue;
@@ -48,13 +51,26 @@ static int cut_segments(const Optimizer *o, size_t lo, size_t hi, BackendSegment
     return n;
 }
 
-// The device part's table rewritten for slice floats [h, shard_len), its moments reallocated
-// for those only.
+// The units (ZeRO-2/3), or the whole slice as one. Pure.
+static int n_units(const Optimizer *o) { return o->unit_seg ? o->sync->n_buckets : 1; }
+
+// The device part's table rewritten for slice floats [h, shard_len): unit k's segments cut to
+// its part from max(at, h), relative to that; the moments reallocated for those floats only
+// (ZeRO-2/3: one more, as optim_create's).
 static void shrink_device_part(Optimizer *o, size_t h) {
     Backend *be = o->be;
-    size_t room = ((size_t)o->n_segs + 2) * sizeof(BackendSegment), d = o->shard_len - h;
+    const DistSync *s = o->sync;
+    size_t room = ((size_t)o->n_segs + 2) * sizeof(BackendSegment);
+    size_t d = o->shard_len - h + (o->sharding >= OPTIM_SHARD_GRADS);
     BackendSegment *dev = core_calloc((size_t)o->n_segs + 2, sizeof *dev);
-    o->n_dev_segs = cut_segments(o, h, o->shard_len, dev, &o->unit_ndec[0]);
+    int n = 0;
+    for (int k = 0; k < n_units(o); k++) {
+        int i0 = o->unit_seg ? o->unit_seg[k] : 0, i1 = o->unit_seg ? o->unit_seg[k + 1] : o->n_segs;
+        size_t at = o->unit_seg ? s->buckets[k].at : 0;
+        o->dev_seg[k] = n;
+        n += cut_segments(o, i0, i1, at > h ? at : h, o->shard_len, dev + n, &o->unit_ndec[k]);
+    }
+    o->dev_seg[n_units(o)] = n;
     be->ops->copy(be, o->update_table, dev, room, BACKEND_H2D);
     free(dev);
     be->ops->free(be, o->m);
@@ -63,8 +79,25 @@ static void shrink_device_part(Optimizer *o, size_t h) {
     o->v = d ? be->ops->alloc(be, d * sizeof(float)) : NULL;
 }
 
+// The host part's master weights between the device and x->param (slice-indexed): unit by
+// unit, each unit's owned floats below host_len, from or to where the engine keeps them
+// (params: the slice's, DDP / ZeRO-1; ZeRO-2/3 dist_sync_unit_params). Copies down wait for
+// the device.
+static void move_masters(Optimizer *o, float *params, BackendCopyKind kind) {
+    DistSync *s = o->sync;
+    float *host = o->host->param;
+    size_t h = o->host_len;
+    for (int k = 0; k < n_units(o); k++) {
+        size_t at = o->unit_seg ? s->buckets[k].at : 0, own = o->unit_seg ? s->buckets[k].own : o->shard_len;
+        if (at >= h || own == 0) continue;
+        size_t bytes = (h - at < own ? h - at : own) * sizeof(float);
+        float *dev = o->unit_seg ? dist_sync_unit_params(s, k) : params;
+        if (kind == BACKEND_D2H) o->be->ops->copy(o->be, host + at, dev, bytes, BACKEND_D2H);
+        else o->be->ops->copy(o->be, dev, host + at, bytes, BACKEND_H2D);
+    }
+}
+
 void optim_set_offload(Optimizer *o, double fraction, int threads) {
-    if (o->unit_seg) core_fatal("--optimizer-cpu-offload: ZeRO-2/3 are not supported yet");
     Backend *be = o->be;
     size_t h = (size_t)ceil(fraction * (double)o->shard_len / OFFLOAD_ALIGN) * OFFLOAD_ALIGN;
     if (h > o->shard_len) h = o->shard_len;
@@ -72,7 +105,7 @@ void optim_set_offload(Optimizer *o, double fraction, int threads) {
     struct OptimHost *x = core_calloc(1, sizeof *x);
     x->cpu = backend_cpu_create(threads, be->act);  // (rounds the copies as be->act)
     x->table = core_calloc((size_t)o->n_segs + 2, sizeof *x->table);
-    x->n = cut_segments(o, 0, h, x->table, &x->ndec);
+    x->n = cut_segments(o, 0, o->n_segs, 0, h, x->table, &x->ndec);
     for (int i = 0; i < x->n; i++)
         if (x->table[i].len > x->max_len) x->max_len = x->table[i].len;
     x->param = be->ops->alloc_host(be, h * sizeof(float));
@@ -90,10 +123,10 @@ void optim_offload_update(Optimizer *o, float *params, const float *grads, const
     Backend *be = o->be;
     size_t bytes = o->host_len * sizeof(float);
     be->ops->copy(be, x->grad, grads, bytes, BACKEND_D2H);  // (waits for the stream)
-    be->ops->copy(be, x->param, params, bytes, BACKEND_D2H);
+    move_masters(o, params, BACKEND_D2H);
     optim_adamw_groups(x->cpu, x->param, x->copy, x->grad, x->m, x->v, x->table, x->n, x->ndec,
                        x->max_len, a);
-    be->ops->copy(be, params, x->param, bytes, BACKEND_H2D);
+    move_masters(o, params, BACKEND_H2D);
     if (x->copy) be->ops->copy(be, o->copy, x->copy, o->host_len * backend_dtype_size(be->act), BACKEND_H2D);
 }
 

@@ -80,6 +80,8 @@ static void build_tables(Optimizer *o) {
             if (g->len > o->max_seg_len) o->max_seg_len = g->len;
         }
     }
+    o->dev_seg = core_calloc((size_t)units + 1, sizeof(int));  // (the update table's, as the units')
+    for (int k = 0; k <= units; k++) o->dev_seg[k] = o->unit_seg ? o->unit_seg[k] : k ? o->n_segs : 0;
     size_t bytes = ((size_t)o->n_segs + 2) * sizeof(BackendSegment);  // (+1: room for the
                                                                        // offload's split)
     o->update_table = be->ops->alloc(be, bytes);
@@ -104,7 +106,6 @@ Optimizer *optim_create(Backend *be, Comm *group, Comm *egroup, OptimSharding sh
     o->v = be->ops->alloc(be, (o->shard_len + extra) * sizeof(float));
     build_segments(o, m, tp_rank);
     build_tables(o);
-    o->n_dev_segs = o->n_segs;
     return o;
 }
 
@@ -119,6 +120,7 @@ void optim_destroy(Optimizer *o) {
     free(o->segs);
     free(o->unit_seg);
     free(o->unit_ndec);
+    free(o->dev_seg);
     free(o);
 }
 
@@ -160,11 +162,12 @@ static int update(Optimizer *o, const AdamWConfig *cfg, double lr, double lr_dec
     float *params = dist_sync_shard_params(s), *grads = dist_sync_shard_grads(s);
     size_t h = o->host_len, es = backend_dtype_size(be->act);  // the device part starts at h
     for (int k = 0; k < (o->unit_seg ? s->n_buckets : 1); k++) {  // ZeRO-2/3: per unit
-        int i0 = o->unit_seg ? o->unit_seg[k] : 0, n = o->unit_seg ? o->unit_seg[k + 1] - i0 : o->n_dev_segs;
-        size_t at = o->unit_seg ? s->buckets[k].at : h;
-        optim_adamw_groups(be, o->unit_seg ? dist_sync_unit_params(s, k) : params + h,
-                           o->copy ? (char *)o->copy + h * es : NULL, grads + at, o->m + (at - h),
-                           o->v + (at - h), o->update_table + i0, n, o->unit_ndec[k], o->max_seg_len, &a);
+        int i0 = o->dev_seg[k], n = o->dev_seg[k + 1] - i0;
+        if (n == 0) continue;
+        size_t at = o->unit_seg ? s->buckets[k].at : 0, d0 = at > h ? at : h;  // its device part
+        float *p = (o->unit_seg ? dist_sync_unit_params(s, k) : params) + (d0 - at);
+        optim_adamw_groups(be, p, o->copy ? (char *)o->copy + d0 * es : NULL, grads + d0, o->m + (d0 - h),
+                           o->v + (d0 - h), o->update_table + i0, n, o->unit_ndec[k], o->max_seg_len, &a);
     }
     if (o->host) optim_offload_update(o, params, grads, &a);  // (after the device's launch)
     return dist_sync_start_param_sync(s) || o->copy != NULL;

@@ -63,9 +63,10 @@ typedef struct {
     // (ZeRO-2/3 update table: to each unit's owned start):
     BackendSegment *update_table;   // (n_segs + 2 room) every segment, for adamw_multi; in each
                                     // unit (or the whole slice) the decoupled segments last.
-                                    // With offload (stages 0-1): the device part's n_dev_segs,
-                                    // relative to host_len
-    int n_dev_segs;                 // entries of update_table (stages 0-1)
+                                    // With offload: the device part's, relative to where each
+                                    // unit's device part starts (slice float max(at, host_len))
+    int *dev_seg;                   // (n_units + 1, or 2) unit k's entries of update_table are
+                                    // [dev_seg[k], dev_seg[k + 1]) (unit_seg's without offload)
     int *unit_ndec;                 // (n_units, or 1) how many (--decoupled-lr's)
     BackendSegment *norm_table;     // (n_norm) those counted in the gradient norm
     int n_norm;
@@ -111,8 +112,8 @@ void optim_update_model(Optimizer *o, const AdamWConfig *cfg, double lr, double 
 // backend.h's formula, element by element): each step its fp32 gradients and master weights
 // are copied down, updated, and the masters (and bf16/fp16 weight copies) copied back up
 // before the parameter gather. Its moments live only in o->be's pinned host memory
-// (alloc_host), not on the device. DDP and ZeRO-1 (the caller refuses ZeRO-2/3). Call after
-// optim_set_weight_copies, before any step or checkpoint load. Never fails.
+// (alloc_host), not on the device. Every strategy (ZeRO-2/3: unit by unit, a unit may be split).
+// Call after optim_set_weight_copies, before any step or checkpoint load. Never fails.
 void optim_set_offload(Optimizer *o, double fraction, int threads);
 // The slice's moments (shard_len floats each) into host buffers hm, hv, from wherever they
 // live (device and offloaded parts), and back. Synchronous. Never fail.

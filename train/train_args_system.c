@@ -38,7 +38,7 @@ static int specs(ArgSpec *out, int cap, TrainArgs *a, TrainFlagText *x) {
         {"--hysteresis", ARG_INT, &a->hysteresis, "--fp16: overflows tolerated before the scale halves"},
         {"--grad-reduce-in-bf16", ARG_BOOL, &a->grad_reduce_in_bf16, "reduce gradients over DP in bf16 (default fp32; any device)"},
         {"--megatron-fsdp-grad-comm-dtype", ARG_STR, &x->fsdp_grad_comm, "Megatron-FSDP's name for the reduction's type: bf16 = --grad-reduce-in-bf16; fp32 or auto (megac's gradients are fp32) = the default"},
-        {"--optimizer-cpu-offload", ARG_BOOL, &a->optimizer_cpu_offload, "CUDA, DDP / ZeRO-1: AdamW of --optimizer-offload-fraction of each rank's optimizer slice runs on the host (--num-threads), its moments in pinned host memory, not on the GPU (same results; docs/offload.md)"},
+        {"--optimizer-cpu-offload", ARG_BOOL, &a->optimizer_cpu_offload, "CUDA: AdamW of --optimizer-offload-fraction of each rank's optimizer slice runs on the host (--num-threads), its moments in pinned host memory, not on the GPU (same results; docs/offload.md)"},
         {"--optimizer-offload-fraction", ARG_FLOAT, &a->optimizer_offload_fraction, "--optimizer-cpu-offload: the fraction of each rank's slice updated on the host, 0..1"},
         {"--overlap-cpu-optimizer-d2h-h2d", ARG_BOOL, &a->overlap_cpu_optimizer_d2h_h2d, "--optimizer-cpu-offload: overlap the copies with the host AdamW (accepted; megac does not overlap them yet)"},
     };
@@ -85,20 +85,15 @@ static void check_data_parallel(TrainArgs *a, const TrainFlagText *x) {
 }
 
 // --optimizer-cpu-offload and its companions: a fraction in [0, 1], a device whose optimizer
-// state is not in host memory already, DDP or ZeRO-1. One line, exit 2.
+// state is not in host memory already. One line, exit 2.
 static void check_offload(const TrainArgs *a) {
     double f = a->optimizer_offload_fraction;
     if (!(f >= 0.0 && f <= 1.0)) core_usage_error("--optimizer-offload-fraction must be in [0, 1], got %g", f);
     if (a->overlap_cpu_optimizer_d2h_h2d && !a->optimizer_cpu_offload)
         core_usage_error("--overlap-cpu-optimizer-d2h-h2d needs --optimizer-cpu-offload");
-    if (!a->optimizer_cpu_offload) return;
-    if (strcmp(a->device, "cuda"))
-        core_usage_error("--optimizer-cpu-offload needs --device cuda: the CPU backend's optimizer state "
-                         "is already in host memory");
-    if (a->sharding >= OPTIM_SHARD_GRADS)
-        core_usage_error("--optimizer-cpu-offload works with DDP and ZeRO-1 (--data-parallel-sharding-strategy "
-                         "no_shard / optim); %s does not support it yet",
-                         optim_sharding_label((OptimSharding)a->sharding));
+    if (a->optimizer_cpu_offload && strcmp(a->device, "cuda"))
+        core_usage_error("--optimizer-cpu-offload needs --device cuda: the CPU backend's optimizer "
+                         "state is already in host memory");
 }
 
 static void finish(TrainArgs *a, TrainFlagText *x) {

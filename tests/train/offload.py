@@ -10,8 +10,8 @@ Modes:
            state on the device, and the pinned host bytes are logged.
   resume   4 iterations straight without offload; 2 with offload, saved, 2 resumed without;
            2 without, saved, 2 resumed with: the resumed iterations bitwise the straight run.
-  refuse   the flags' refusals (exit 2 and the reason): the CPU backend, a fraction outside
-           [0, 1], ZeRO-2, --overlap-cpu-optimizer-d2h-h2d alone.
+  refuse   the flags' refusals (exit 2 and the reason): the CPU backend, fractions outside
+           [0, 1], --overlap-cpu-optimizer-d2h-h2d alone.
 
 usage: offload.py --megac BIN --mpiexec MPIEXEC --mode parity|resume|refuse [--layout T,P,D]
                   [--fractions 1.0 0.5] [--flags='...'] [--iters 4]
@@ -102,7 +102,7 @@ def mode_resume(args, flags, layout, wd):
 def mode_refuse(args, flags, layout, wd):
     cases = [(["--device", "cpu", "--optimizer-cpu-offload"], "already in host memory"),
              (["--optimizer-cpu-offload", "--optimizer-offload-fraction", "1.5"], "in [0, 1]"),
-             (["--optimizer-cpu-offload", "--data-parallel-sharding-strategy", "optim_grads"], "not support it yet"),
+             (["--optimizer-cpu-offload", "--optimizer-offload-fraction", "-0.25"], "in [0, 1]"),
              (["--overlap-cpu-optimizer-d2h-h2d"], "needs --optimizer-cpu-offload")]
     fails = 0
     for extra, why in cases:
