@@ -73,6 +73,7 @@ static void host_state_done(const CkptModel *cm, int c, HostState *h, int loaded
         size_t pbytes = (o->master ? o->shard_len : cm->chunks[c]->n_floats) * sizeof(float);
         be->ops->copy(be, params, h->params, pbytes, BACKEND_H2D);
         gpt_refresh_weight_copies(cm->chunks[c]);  // --bf16/--fp16: the copies the forward reads
+        optim_reload_masters(o);  // --optimizer-cpu-offload: its host masters
         optim_moments_write(o, h->m, h->v);  // (syncs)
     }
     free(h->params);

@@ -11,6 +11,11 @@
 // round the weight copies to nearest-even: an element updated on either side gets the same
 // bits, so the run is bitwise the run without offload (tests/train/offload.py).
 //
+// The host part's fp32 masters are kept in pinned host memory between steps (read from the
+// device at set-up and after a checkpoint load: optim_reload_masters), so a step moves the
+// gradients down and the masters (and copies) up. The device keeps its fp32 parameters too:
+// they are the model's weights in fp32 and the gathers' input.
+//
 // Not overlapped yet: the step waits for the device (the gradients' copy down), runs the host
 // part, then queues the copies up; --overlap-cpu-optimizer-d2h-h2d is accepted and changes
 // nothing (docs/offload.md).
@@ -25,7 +30,9 @@
 
 struct OptimHost {
     Backend *cpu;           // the CPU backend whose AdamW updates the host part
-    float *param, *grad;    // (host_len) pinned staging: masters down and up, gradients down
+    float *param;           // (host_len) the host part's fp32 masters, pinned: read from the
+                            // device at set-up and after a load, updated here, copied up
+    float *grad;            // (host_len) pinned staging of the gradients coming down
     float *m, *v;           // (host_len) the host part's moments (pinned; not on the device)
     void *copy;             // (host_len, be->act) the weight copies AdamW writes, or NULL
     BackendSegment *table;  // (n) the host part's segments (host memory), decoupled last
@@ -79,22 +86,27 @@ static void shrink_device_part(Optimizer *o, size_t h) {
     o->v = d ? be->ops->alloc(be, d * sizeof(float)) : NULL;
 }
 
-// The host part's master weights between the device and x->param (slice-indexed): unit by
-// unit, each unit's owned floats below host_len, from or to where the engine keeps them
-// (params: the slice's, DDP / ZeRO-1; ZeRO-2/3 dist_sync_unit_params). Copies down wait for
-// the device.
-static void move_masters(Optimizer *o, float *params, BackendCopyKind kind) {
+// The host part's masters between the device and x->param (slice-indexed). With params: one
+// range there (DDP: the flat buffer; ZeRO-1 in a step: the packed slice the gather reads).
+// Without (NULL): piece by piece, each unit's (ZeRO-1: bucket's) owned floats below host_len
+// where the engine keeps them (dist_sync_unit_params: ZeRO-1/2 the flat buffer's piece, ZeRO-3
+// the master shard's). Copies down wait for the device.
+static void move_masters(const Optimizer *o, float *params, BackendCopyKind kind) {
     DistSync *s = o->sync;
     float *host = o->host->param;
     size_t h = o->host_len;
-    for (int k = 0; k < n_units(o); k++) {
-        size_t at = o->unit_seg ? s->buckets[k].at : 0, own = o->unit_seg ? s->buckets[k].own : o->shard_len;
+    for (int k = 0; k < (params ? 1 : s->n_buckets); k++) {
+        size_t at = params ? 0 : s->buckets[k].at, own = params ? o->shard_len : s->buckets[k].own;
         if (at >= h || own == 0) continue;
         size_t bytes = (h - at < own ? h - at : own) * sizeof(float);
-        float *dev = o->unit_seg ? dist_sync_unit_params(s, k) : params;
+        float *dev = params ? params : dist_sync_unit_params(s, k);
         if (kind == BACKEND_D2H) o->be->ops->copy(o->be, host + at, dev, bytes, BACKEND_D2H);
         else o->be->ops->copy(o->be, dev, host + at, bytes, BACKEND_H2D);
     }
+}
+
+void optim_reload_masters(const Optimizer *o) {
+    if (o->host) move_masters(o, o->sync->sharded ? NULL : o->sync->m->param_mem, BACKEND_D2H);
 }
 
 void optim_set_offload(Optimizer *o, double fraction, int threads) {
@@ -116,6 +128,7 @@ void optim_set_offload(Optimizer *o, double fraction, int threads) {
     shrink_device_part(o, h);
     o->host_len = h;
     o->host = x;
+    optim_reload_masters(o);  // (the model's initial weights)
 }
 
 void optim_offload_update(Optimizer *o, float *params, const float *grads, const OptimStepArgs *a) {
@@ -123,10 +136,9 @@ void optim_offload_update(Optimizer *o, float *params, const float *grads, const
     Backend *be = o->be;
     size_t bytes = o->host_len * sizeof(float);
     be->ops->copy(be, x->grad, grads, bytes, BACKEND_D2H);  // (waits for the stream)
-    move_masters(o, params, BACKEND_D2H);
     optim_adamw_groups(x->cpu, x->param, x->copy, x->grad, x->m, x->v, x->table, x->n, x->ndec,
-                       x->max_len, a);
-    move_masters(o, params, BACKEND_H2D);
+                       x->max_len, a);  // (x->param: the host part's masters, current)
+    move_masters(o, o->unit_seg ? NULL : params, BACKEND_H2D);
     if (x->copy) be->ops->copy(be, o->copy, x->copy, o->host_len * backend_dtype_size(be->act), BACKEND_H2D);
 }
 

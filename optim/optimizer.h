@@ -109,12 +109,15 @@ void optim_update_model(Optimizer *o, const AdamWConfig *cfg, double lr, double 
 // Megatron-Core's --optimizer-cpu-offload --optimizer-offload-fraction fraction (in [0, 1]):
 // the first fraction of this rank's slice (rounded up to 16 floats) is updated on the host by
 // the CPU backend's AdamW on `threads` threads (the same arithmetic as the device's:
-// backend.h's formula, element by element): each step its fp32 gradients and master weights
-// are copied down, updated, and the masters (and bf16/fp16 weight copies) copied back up
-// before the parameter gather. Its moments live only in o->be's pinned host memory
+// backend.h's formula, element by element) on fp32 masters it keeps in host memory: each step
+// its fp32 gradients are copied down, and the updated masters (and bf16/fp16 weight copies)
+// back up before the parameter gather. Its moments live only in o->be's pinned host memory
 // (alloc_host), not on the device. Every strategy (ZeRO-2/3: unit by unit, a unit may be split).
 // Call after optim_set_weight_copies, before any step or checkpoint load. Never fails.
 void optim_set_offload(Optimizer *o, double fraction, int threads);
+// After the parameters were written outside the optimizer (a checkpoint load): the offloaded
+// part's host masters are read again from the device. Synchronous; nothing without offload.
+void optim_reload_masters(const Optimizer *o);
 // The slice's moments (shard_len floats each) into host buffers hm, hv, from wherever they
 // live (device and offloaded parts), and back. Synchronous. Never fail.
 void optim_moments_read(const Optimizer *o, float *hm, float *hv);
