@@ -17,9 +17,12 @@ typedef struct {
 void optim_adamw_groups(Backend *be, float *params, void *copy, const float *grads, float *m, float *v,
                         const BackendSegment *table, int n, int nd, size_t max_len,
                         const OptimStepArgs *a);
-// The offloaded part's step (slice floats [0, o->host_len) of params and grads, the slice's
-// device buffers): down, AdamW on the host, back up. Returns when the device holds the
-// updated values (the copies up are queued before anything that follows on the stream).
-void optim_offload_update(Optimizer *o, float *params, const float *grads, const OptimStepArgs *a);
+// The offloaded part's step, in two halves around the device part's launch: its gradients
+// (slice floats [0, o->host_len) of the slice's device grads) copied down, waiting for the
+// device; then AdamW on the host (its masters in host memory) and the masters (and weight
+// copies) queued up into params (DDP / ZeRO-1: the slice's device parameters; ZeRO-2/3:
+// unused, unit by unit where the engine keeps them) behind the device's work.
+void optim_offload_grads_down(Optimizer *o, const float *grads);
+void optim_offload_step(Optimizer *o, float *params, const OptimStepArgs *a);
 // Frees the offload's state (nothing without one).
 void optim_offload_destroy(Optimizer *o);

@@ -16,9 +16,11 @@
 // gradients down and the masters (and copies) up. The device keeps its fp32 parameters too:
 // they are the model's weights in fp32 and the gathers' input.
 //
-// Not overlapped yet: the step waits for the device (the gradients' copy down), runs the host
-// part, then queues the copies up; --overlap-cpu-optimizer-d2h-h2d is accepted and changes
-// nothing (docs/offload.md).
+// Order in a step (optimizer.c's update): the host part's gradients come down (waiting for
+// the reductions), the device part's AdamW is launched, the host AdamW runs meanwhile, then
+// the masters go up behind the device's kernel on its stream. The copies themselves do not
+// overlap anything yet; --overlap-cpu-optimizer-d2h-h2d is accepted and changes nothing
+// (docs/offload.md).
 #include "optim_internal.h"
 #include "core/check.h"
 
@@ -131,11 +133,13 @@ void optim_set_offload(Optimizer *o, double fraction, int threads) {
     optim_reload_masters(o);  // (the model's initial weights)
 }
 
-void optim_offload_update(Optimizer *o, float *params, const float *grads, const OptimStepArgs *a) {
+void optim_offload_grads_down(Optimizer *o, const float *grads) {
+    o->be->ops->copy(o->be, o->host->grad, grads, o->host_len * sizeof(float), BACKEND_D2H);
+}
+
+void optim_offload_step(Optimizer *o, float *params, const OptimStepArgs *a) {
     struct OptimHost *x = o->host;
     Backend *be = o->be;
-    size_t bytes = o->host_len * sizeof(float);
-    be->ops->copy(be, x->grad, grads, bytes, BACKEND_D2H);  // (waits for the stream)
     optim_adamw_groups(x->cpu, x->param, x->copy, x->grad, x->m, x->v, x->table, x->n, x->ndec,
                        x->max_len, a);  // (x->param: the host part's masters, current)
     move_masters(o, o->unit_seg ? NULL : params, BACKEND_H2D);

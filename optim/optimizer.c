@@ -152,7 +152,7 @@ void optim_adamw_groups(Backend *be, float *params, void *copy, const float *gra
 }
 
 // AdamW on the slice (with --optimizer-cpu-offload: the device part here, the host part by
-// optim_offload_update), then the parameters synced back. Returns 1 when the weight copies
+// optim_offload_step, concurrently), then the parameters synced back. Returns 1 when the weight copies
 // were written too (by AdamW, or by the gathers), else 0.
 static int update(Optimizer *o, const AdamWConfig *cfg, double lr, double lr_dec, double grad_scale) {
     Backend *be = o->be;
@@ -161,6 +161,8 @@ static int update(Optimizer *o, const AdamWConfig *cfg, double lr, double lr_dec
     const OptimStepArgs a = {cfg, lr, lr_dec, grad_scale, (int)o->step};
     float *params = dist_sync_shard_params(s), *grads = dist_sync_shard_grads(s);
     size_t h = o->host_len, es = backend_dtype_size(be->act);  // the device part starts at h
+    if (o->host) optim_offload_grads_down(o, grads);  // (then the host's AdamW runs while the
+                                                      // device's below does)
     for (int k = 0; k < (o->unit_seg ? s->n_buckets : 1); k++) {  // ZeRO-2/3: per unit
         int i0 = o->dev_seg[k], n = o->dev_seg[k + 1] - i0;
         if (n == 0) continue;
@@ -169,7 +171,7 @@ static int update(Optimizer *o, const AdamWConfig *cfg, double lr, double lr_dec
         optim_adamw_groups(be, p, o->copy ? (char *)o->copy + d0 * es : NULL, grads + d0, o->m + (d0 - h),
                            o->v + (d0 - h), o->update_table + i0, n, o->unit_ndec[k], o->max_seg_len, &a);
     }
-    if (o->host) optim_offload_update(o, params, grads, &a);  // (after the device's launch)
+    if (o->host) optim_offload_step(o, params, &a);
     return dist_sync_start_param_sync(s) || o->copy != NULL;
 }
 
