@@ -23,6 +23,33 @@ static const char *USAGE =
     "  DIR/model.safetensors (fp32) and, given a\n"
     "  tokenizer (or CKPT/megac-tokenizer.json), DIR/tokenizer.json + tokenizer_config.json.";
 
+// Checks that checkpoint c can be written as a Hugging Face model and makes its norms
+// Hugging Face's (--apply-layernorm-1p: theirs take 1 + w); returns 1 for a Llama-style
+// (or Mixtral) model, 0 for GPT-2. Exits 2 with the reason when it cannot be exported.
+static int exportable(HfCkpt *c) {
+    char err[4600];
+    if (c->cfg.layernorm_1p) {  // --apply-layernorm-1p: Hugging Face's norms take 1 + w itself
+        for (int i = 0; i < c->n; i++) {
+            const ParamInfo *p = &c->table[i];
+            size_t len = strlen(p->name);
+            if (!p->norm_param || len < 6 || strcmp(p->name + len - 6, "weight")) continue;
+            for (size_t j = 0; j < (size_t)p->rows * p->cols; j++) c->data[i][j] += 1.0f;
+        }
+        c->cfg.layernorm_1p = 0;
+    }
+    int llama = gpt_is_llama_style(&c->cfg) || c->cfg.num_experts > 0;  // Mixtral, or refused
+    if (llama && hf_llama_check_exportable(&c->cfg, err, sizeof err) != 0)
+        core_usage_error("%s: %s", c->path, err);
+    if (!llama && c->cfg.kv_channels)
+        core_usage_error("%s: attribute kv_channels %d: a head size other than hidden %d / heads "
+                         "%d cannot be represented as GPT2LMHeadModel", c->path, c->cfg.kv_channels,
+                         c->cfg.hidden_size, c->cfg.num_heads);
+    if (!llama && c->cfg.untie_embeddings)
+        core_usage_error("%s: attribute untie_embeddings_and_output_weights: an untied output layer "
+                         "cannot be represented as GPT2LMHeadModel (it ties them)", c->path);
+    return llama;
+}
+
 int cmd_export(int argc, char **argv) {
     const char *load = NULL, *output = NULL, *tok_spec = NULL;
     int64_t iteration = -1;
@@ -41,26 +68,7 @@ int cmd_export(int argc, char **argv) {
         core_usage_error("%s", err);
     HfCkpt *c = hf_ckpt_read(load, iteration, err, sizeof err);
     if (!c) core_usage_error("%s", err);
-    if (c->cfg.layernorm_1p) {  // --apply-layernorm-1p: Hugging Face's norms take 1 + w itself
-        for (int i = 0; i < c->n; i++) {
-            const ParamInfo *p = &c->table[i];
-            size_t len = strlen(p->name);
-            if (!p->norm_param || len < 6 || strcmp(p->name + len - 6, "weight")) continue;
-            for (size_t j = 0; j < (size_t)p->rows * p->cols; j++) c->data[i][j] += 1.0f;
-        }
-        c->cfg.layernorm_1p = 0;
-    }
-    int moe = c->cfg.num_experts > 0;  // Mixtral, or refused by the Llama check
-    int llama = gpt_is_llama_style(&c->cfg) || moe;
-    if (llama && hf_llama_check_exportable(&c->cfg, err, sizeof err) != 0)
-        core_usage_error("%s: %s", c->path, err);
-    if (!llama && c->cfg.kv_channels)
-        core_usage_error("%s: attribute kv_channels %d: a head size other than hidden %d / heads "
-                         "%d cannot be represented as GPT2LMHeadModel", c->path, c->cfg.kv_channels,
-                         c->cfg.hidden_size, c->cfg.num_heads);
-    if (!llama && c->cfg.untie_embeddings)
-        core_usage_error("%s: attribute untie_embeddings_and_output_weights: an untied output layer "
-                         "cannot be represented as GPT2LMHeadModel (it ties them)", c->path);
+    int moe = c->cfg.num_experts > 0, llama = exportable(c);  // Mixtral, Llama or GPT-2
     Tokenizer *tok = hf_tok_resolve(tok_spec, load, err, sizeof err);  // optional here
     if (!tok && tok_spec) core_usage_error("%s", err);
     if (tok && tok->vocab_size != c->cfg.vocab_size)

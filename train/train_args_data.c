@@ -40,6 +40,35 @@ static int specs(ArgSpec *out, int cap, TrainArgs *a, TrainFlagText *x) {
     return train_args_put(out, cap, own, (int)(sizeof own / sizeof own[0]));
 }
 
+// --tokenizer-type and its files: NullTokenizer's ids from --vocab-size, or the tokenizer
+// loaded to learn its vocabulary and end-of-document id (the data is checked against them).
+// One line, exit 2.
+static void check_tokenizer(TrainArgs *a) {
+    if (a->tok_type && !strcmp(a->tok_type, "NullTokenizer")) {  // ids 0..N-1 and EOD N: --vocab-size
+        if (!a->data_vocab) core_usage_error("--tokenizer-type NullTokenizer needs --vocab-size N (N ids and the end-of-document id N)");
+        if (a->vocab_file || a->merge_file || a->tok_model)
+            core_usage_error("--tokenizer-type NullTokenizer reads no files (--vocab-file, --merge-file, --tokenizer-model)");
+        a->tok_vocab = a->data_vocab + 1, a->tok_eod = a->data_vocab;  // (the run record's; the data checks use --vocab-size)
+    } else if (a->tok_type || a->vocab_file || a->merge_file || a->tok_model) {  // checked against the data
+        char err[1024];
+        if (!a->tok_type && a->vocab_file && a->merge_file && !a->tok_model)
+            a->tok_type = "GPT2BPETokenizer";  // what the two files are (Megatron's GPT-3 example)
+        if (!a->tok_type) core_usage_error("--vocab-file, --merge-file and --tokenizer-model need --tokenizer-type");
+        Tokenizer *tok = tok_load_megatron(a->tok_type, a->vocab_file, a->merge_file, a->tok_model, err, sizeof err);
+        if (!tok) core_usage_error("%s", err);
+        a->tok_vocab = tok->vocab_size, a->tok_eod = tok->eod_id;
+        tok_free(tok);
+        if (a->data_vocab) {  // as Megatron: the tokenizer's vocabulary wins (its Llama-3 example gives both)
+            if (a->data_vocab != a->tok_vocab && core_world_rank() <= 0)
+                printf("megac train: --vocab-size %lld: ignored, as Megatron does beside --tokenizer-type %s, "
+                       "whose vocabulary has %lld ids\n", (long long)a->data_vocab, a->tok_type,
+                       (long long)a->tok_vocab);
+            a->data_vocab = 0;
+        }
+        if (a->mock_data) a->mock_vocab = (int)a->tok_vocab;  // Megatron's mock data: the tokenizer's
+    }
+}
+
 // The sources, the split, the tokenizer (train_args_flags.h's data group). One line, exit 2.
 static void check_data(TrainArgs *a) {
     double w[3];
@@ -66,29 +95,7 @@ static void check_data(TrainArgs *a) {
         if (a->data_vocab + 1 > INT32_MAX) core_usage_error("--vocab-size %lld: too large for --mock-data", (long long)a->data_vocab);
         a->mock_vocab = (int)a->data_vocab + 1;
     }
-    if (a->tok_type && !strcmp(a->tok_type, "NullTokenizer")) {  // ids 0..N-1 and EOD N: --vocab-size
-        if (!a->data_vocab) core_usage_error("--tokenizer-type NullTokenizer needs --vocab-size N (N ids and the end-of-document id N)");
-        if (a->vocab_file || a->merge_file || a->tok_model)
-            core_usage_error("--tokenizer-type NullTokenizer reads no files (--vocab-file, --merge-file, --tokenizer-model)");
-        a->tok_vocab = a->data_vocab + 1, a->tok_eod = a->data_vocab;  // (the run record's; the data checks use --vocab-size)
-    } else if (a->tok_type || a->vocab_file || a->merge_file || a->tok_model) {  // checked against the data
-        char err[1024];
-        if (!a->tok_type && a->vocab_file && a->merge_file && !a->tok_model)
-            a->tok_type = "GPT2BPETokenizer";  // what the two files are (Megatron's GPT-3 example)
-        if (!a->tok_type) core_usage_error("--vocab-file, --merge-file and --tokenizer-model need --tokenizer-type");
-        Tokenizer *tok = tok_load_megatron(a->tok_type, a->vocab_file, a->merge_file, a->tok_model, err, sizeof err);
-        if (!tok) core_usage_error("%s", err);
-        a->tok_vocab = tok->vocab_size, a->tok_eod = tok->eod_id;
-        tok_free(tok);
-        if (a->data_vocab) {  // as Megatron: the tokenizer's vocabulary wins (its Llama-3 example gives both)
-            if (a->data_vocab != a->tok_vocab && core_world_rank() <= 0)
-                printf("megac train: --vocab-size %lld: ignored, as Megatron does beside --tokenizer-type %s, "
-                       "whose vocabulary has %lld ids\n", (long long)a->data_vocab, a->tok_type,
-                       (long long)a->tok_vocab);
-            a->data_vocab = 0;
-        }
-        if (a->mock_data) a->mock_vocab = (int)a->tok_vocab;  // Megatron's mock data: the tokenizer's
-    }
+    check_tokenizer(a);
     if (a->mock_data) return;
     if (data && split_files)
         core_usage_error("give --data-path (cut by --split) or --train-data-path/--valid-data-path, not both");
