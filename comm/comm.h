@@ -27,6 +27,19 @@ typedef enum {
     COMM_ALL_TO_ALL, COMM_NKINDS
 } CommKind;
 
+// One kind of call a layer makes over a group, listed by the layer beside the calls
+// themselves (cp_attention_calls, tp_linear_calls, ...) so that `megac plan` counts what the
+// layer moves without mirroring it: `times` calls of `kind`, each over `count` elements
+// (all_reduce: the whole buffer; all_gather, reduce_scatter: per rank, as count_per_rank;
+// send, recv, all_to_all: per peer), 4 bytes each when f32 (fp32, or int32),
+// else of the activation type.
+typedef struct {
+    CommKind kind;
+    size_t count;
+    int times;
+    int f32;
+} CommCall;
+
 typedef struct {
     uint64_t bytes[COMM_NKINDS];  // algorithm traffic sent by this rank, per kind
     uint64_t calls[COMM_NKINDS];  // number of calls, per kind

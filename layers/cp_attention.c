@@ -56,25 +56,25 @@ size_t cp_attention_workspace(const CPAttnDims *d) {
     return 4 * N * 2 * (size_t)d->G * d->hs;  // two packed K/V blocks, two dK/dV partials
 }
 
-int cp_attention_calls(const CPAttnDims *d, int backward, CPCommCall calls[CP_MAX_CALLS]) {
+int cp_attention_calls(const CPAttnDims *d, int backward, CommCall calls[CP_MAX_CALLS]) {
     size_t N = rows(d), n = N * 3 * d->NH * d->hs, nkv = N * 2 * (size_t)d->G * d->hs;
     int P = d->cp;
     if (d->type == CP_COMM_ALL_GATHER) {  // the gather, and the backward's dK/dV home
-        calls[0] = (CPCommCall){COMM_ALL_GATHER, n, 1};
-        calls[1] = (CPCommCall){COMM_REDUCE_SCATTER, n, 1};
+        calls[0] = (CommCall){COMM_ALL_GATHER, n, 1, 0};
+        calls[1] = (CommCall){COMM_REDUCE_SCATTER, n, 1, 0};
         return backward ? 2 : 1;
     }
     if (d->type == CP_COMM_A2A) {  // per peer: its rows of this rank's NH/P heads
         size_t u = N * (size_t)(d->NH / P) * d->hs;
-        calls[0] = (CPCommCall){COMM_ALL_TO_ALL, 3 * u, backward ? 2 : 1};  // qkv (and dqkv)
-        calls[1] = (CPCommCall){COMM_ALL_TO_ALL, u, backward ? 2 : 1};         // out (and dout)
+        calls[0] = (CommCall){COMM_ALL_TO_ALL, 3 * u, backward ? 2 : 1, 0};  // qkv (and dqkv)
+        calls[1] = (CommCall){COMM_ALL_TO_ALL, u, backward ? 2 : 1, 0};        // out (and dout)
         return 2;
     }
     // P - 1 K/V hops; the backward's P hops of each key half's dK/dV partial besides
-    calls[0] = (CPCommCall){COMM_SEND, nkv, P - 1};
-    calls[1] = (CPCommCall){COMM_RECV, nkv, P - 1};
-    calls[2] = (CPCommCall){COMM_SEND, nkv / 2, 2 * P};
-    calls[3] = (CPCommCall){COMM_RECV, nkv / 2, 2 * P};
+    calls[0] = (CommCall){COMM_SEND, nkv, P - 1, 0};
+    calls[1] = (CommCall){COMM_RECV, nkv, P - 1, 0};
+    calls[2] = (CommCall){COMM_SEND, nkv / 2, 2 * P, 0};
+    calls[3] = (CommCall){COMM_RECV, nkv / 2, 2 * P, 0};
     return backward ? 4 : 2;
 }
 

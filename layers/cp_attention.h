@@ -50,14 +50,6 @@ typedef struct {
     void *work;  // cp_attention_workspace(&d) elements of be->act
 } CPAttention;
 
-// One kind of call the layer makes over the CP group: `times` calls of `kind`, each moving
-// `count` elements of the activation dtype per peer (send, recv, all_to_all) or per rank
-// (all_gather, reduce_scatter: comm.h's count_per_rank).
-typedef struct {
-    CommKind kind;
-    size_t count;
-    int times;
-} CPCommCall;
 enum { CP_MAX_CALLS = 4 };
 
 // Global position of the first token of half h (0 or 1) of CP rank r's rows, sequences of
@@ -81,8 +73,9 @@ int cp_attention_check(const CPAttnDims *d, char *err, size_t errlen);
 size_t cp_attention_workspace(const CPAttnDims *d);
 
 // The calls one forward (backward 0) or one backward (1) of the layer of d makes over the
-// CP group, into calls; returns how many entries it filled (<= CP_MAX_CALLS). Pure.
-int cp_attention_calls(const CPAttnDims *d, int backward, CPCommCall calls[CP_MAX_CALLS]);
+// CP group, into calls (comm.h's CommCall, in the activation dtype); returns how many
+// entries it filled (<= CP_MAX_CALLS). Pure.
+int cp_attention_calls(const CPAttnDims *d, int backward, CommCall calls[CP_MAX_CALLS]);
 
 // atty (N, NH*hs) of this rank's queries in qkv (N, 3*NH*hs; attention layout, kv heads
 // expanded) against every key of their sequences, and lse (B*NH*N/B floats, kept for the

@@ -74,3 +74,28 @@ void tp_row_linear_act_backward(Backend *be, TPGroup *tp, void *dinp, float *dw,
     }
     be->ops->matmul_act_backward(be, dinp, dw, db, dy, inp, w, pre, N, C_tp, OC, act);
 }
+
+// The calls made above, one function at a time (keep the two in step).
+int tp_linear_calls(TPLinearKind kind, int sp, int backward, int tp, size_t N, size_t C,
+                    CommCall calls[TP_MAX_CALLS]) {
+    size_t shard = N / (size_t)tp * C;  // shard_rows(tp, N) * C
+    if (kind == TP_COLUMN && !backward) {  // f forward: identity, or the SP all-gather
+        if (!sp) return 0;
+        calls[0] = (CommCall){COMM_ALL_GATHER, shard, 1, 0};
+        return 1;
+    }
+    if (kind == TP_COLUMN) {  // f backward: all-reduce; SP: re-gather, then reduce-scatter
+        if (!sp) calls[0] = (CommCall){COMM_ALL_REDUCE, N * C, 1, 0};
+        if (!sp) return 1;
+        calls[0] = (CommCall){COMM_ALL_GATHER, shard, 1, 0};
+        calls[1] = (CommCall){COMM_REDUCE_SCATTER, shard, 1, 0};
+        return 2;
+    }
+    if (!backward) {  // g forward: all-reduce, or the SP reduce-scatter
+        calls[0] = sp ? (CommCall){COMM_REDUCE_SCATTER, shard, 1, 0} : (CommCall){COMM_ALL_REDUCE, N * C, 1, 0};
+        return 1;
+    }
+    if (!sp) return 0;  // g backward: identity, or the SP all-gather
+    calls[0] = (CommCall){COMM_ALL_GATHER, shard, 1, 0};
+    return 1;
+}

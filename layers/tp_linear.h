@@ -73,3 +73,14 @@ void tp_row_linear_backward(Backend *be, TPGroup *tp, void *dinp, float *dw, flo
 void tp_row_linear_act_backward(Backend *be, TPGroup *tp, void *dinp, float *dw, float *db,
                                 const void *dout, const void *inp, const void *w,
                                 const void *pre, int N, int C_tp, int OC, BackendAct act);
+
+// The calls (comm.h's CommCall, in the activation dtype) one forward (backward 0) or one
+// backward (1) of a column- or row-parallel linear makes over a tensor-parallel group of tp
+// ranks, with sequence parallelism or not, when the activations it moves over the group are
+// (N, C) (column: its input; row: its output); returns how many (<= TP_MAX_CALLS). The
+// list of the functions above, kept beside them in tp_linear.c (`megac plan` counts it).
+// Pure.
+typedef enum { TP_COLUMN, TP_ROW } TPLinearKind;
+enum { TP_MAX_CALLS = 2 };
+int tp_linear_calls(TPLinearKind kind, int sp, int backward, int tp, size_t N, size_t C,
+                    CommCall calls[TP_MAX_CALLS]);

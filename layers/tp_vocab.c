@@ -89,3 +89,22 @@ void tp_vocab_xent_backward(Backend *be, const TPVocab *v, const TPXentBuffers *
     be->ops->xent_backward(be, dlogits, NULL, logits, xb->rowmax, xb->stats, NULL, targets,
                            dscale, N, v->V_tp, v->V_valid, v->vocab_start);
 }
+
+// The calls made above (keep them in step).
+int tp_vocab_embedding_calls(int sp, int backward, int tp, size_t N, size_t C,
+                             CommCall calls[TP_VOCAB_MAX_CALLS]) {
+    if (!sp) {  // each token's row from one rank, summed forward; the backward moves nothing
+        if (backward) return 0;
+        calls[0] = (CommCall){COMM_ALL_REDUCE, N * C, 1, 0};
+        return 1;
+    }
+    calls[0] = (CommCall){backward ? COMM_ALL_GATHER : COMM_REDUCE_SCATTER, N * C / (size_t)tp, 1, 0};
+    return 1;
+}
+
+int tp_vocab_xent_calls(int tp, size_t N, CommCall calls[TP_VOCAB_MAX_CALLS]) {
+    if (tp == 1) return 0;  // one shard: no reduction at all
+    calls[0] = (CommCall){COMM_ALL_REDUCE, N, 1, 1};      // the row maxima
+    calls[1] = (CommCall){COMM_ALL_REDUCE, 2 * N, 1, 1};  // sums of exps and target logits
+    return 2;
+}

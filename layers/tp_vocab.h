@@ -61,3 +61,13 @@ void tp_vocab_xent_forward(Backend *be, TPGroup *tp, const TPVocab *v, TPXentBuf
 void tp_vocab_xent_backward(Backend *be, const TPVocab *v, const TPXentBuffers *xb,
                             void *dlogits, const void *logits, const int *targets,
                             const float *dscale, int N);
+
+// The calls (comm.h's CommCall) over a tensor-parallel group of tp ranks of one forward
+// (backward 0) or backward (1) of tp_vocab_embedding_* on N rows of C (activation dtype),
+// or of tp_vocab_xent_forward on N rows (floats; its backward moves nothing); each returns
+// how many (<= TP_VOCAB_MAX_CALLS). The lists of those functions, kept beside them in
+// tp_vocab.c (`megac plan` counts them). Pure.
+enum { TP_VOCAB_MAX_CALLS = 2 };
+int tp_vocab_embedding_calls(int sp, int backward, int tp, size_t N, size_t C,
+                             CommCall calls[TP_VOCAB_MAX_CALLS]);
+int tp_vocab_xent_calls(int tp, size_t N, CommCall calls[TP_VOCAB_MAX_CALLS]);

@@ -159,3 +159,10 @@ void gpt_mlp_backward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTBlockW *g,
                   (float *)g->fcprojw, (float *)g->fcprojb, m->F_tp};
     dense_backward(m, tp, &d, a->fch, a->fch_act, a->ln2, dres, dln);
 }
+
+int gpt_block_tp_calls(int moe, int sp, int backward, int tp, size_t N, size_t C, CommCall *calls) {
+    static const TPLinearKind linears[4] = {TP_COLUMN, TP_ROW, TP_COLUMN, TP_ROW};  // qkv, proj, fc, proj
+    int n = 0;
+    for (int i = 0; i < (moe ? 2 : 4); i++) n += tp_linear_calls(linears[i], sp, backward, tp, N, C, calls + n);
+    return n;
+}

@@ -56,3 +56,12 @@ void gpt_mlp_forward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTLayerActs *a, i
 // layer (the MoE layer's statistics).
 void gpt_mlp_backward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTBlockW *g,
                       const GPTLayerActs *a, const void *dres, void *dln, int l);
+
+// The calls (comm.h's CommCall) over the tensor-parallel group (tp ranks, sequence-parallel
+// or not) of one forward (backward 0) or backward (1) of a block's linears on N rows of C:
+// the attention's QKV column and projection row (gpt_qkv_*, gpt.c), a dense MLP's fc column
+// and proj row (gpt_mlp_*); an MoE layer's routed MLP (moe 1) moves nothing over tp (its
+// experts' rows are routed here). Returns how many (<= GPT_BLOCK_MAX_CALLS). `megac plan`
+// counts this list; a recomputed block runs its forward's again. Pure.
+enum { GPT_BLOCK_MAX_CALLS = 4 * TP_MAX_CALLS };
+int gpt_block_tp_calls(int moe, int sp, int backward, int tp, size_t N, size_t C, CommCall *calls);

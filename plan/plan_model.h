@@ -233,6 +233,9 @@ void plan_result_free(PlanResult *r);
 
 // Counts `times` calls of kind k moving bytes x num / den each (Comm's integer arithmetic).
 void plan_count(PlanTraffic *t, CommKind k, uint64_t bytes, uint64_t num, uint64_t den, uint64_t times);
+// t += the k calls of a layer's list (comm.h's CommCall) over a group of n ranks, each
+// made `passes` times; e: bytes of an activation element. Never fails.
+void plan_count_calls(PlanTraffic *t, int n, uint64_t e, const CommCall *calls, int k, uint64_t passes);
 // Adds one step's traffic on one rank of *st, virtual stage `stage` of P (plan_traffic.c):
 // TP, CP (the MoE layers' too), the PP sends and receives, the tied embedding's gradient sum
 // and, below ZeRO-2, DP (ZeRO-2/3: plan_zero_counts). For plan_stage_counts, after the

@@ -1,7 +1,10 @@
-// plan/plan_traffic.c: the traffic of one pipeline stage of a layout, mirroring what megac's
-// communicators count (comm/comm.c), call by call (see plan_model.h).
+// plan/plan_traffic.c: the traffic of one pipeline stage of a layout, counted as megac's
+// communicators count it (comm/comm.c), call by call (see plan_model.h): the layers' and
+// blocks' calls come from their own lists (comm.h's CommCall), iterated here.
 #include "plan_model.h"
 #include "distributed/dist_geometry.h"  // defines: dist_bucket, dist_bucket_floats
+#include "layers/tp_vocab.h"             // defines: tp_vocab_embedding_calls, tp_vocab_xent_calls
+#include "model/gpt_block.h"             // defines: gpt_block_tp_calls
 
 // `times` calls moving bytes x num / den each (integer arithmetic, as Comm counts).
 static void count(PlanTraffic *t, CommKind k, uint64_t bytes, uint64_t num, uint64_t den,
@@ -22,47 +25,46 @@ static void reduce_scatter(PlanTraffic *t, int n, uint64_t per, uint64_t es, uin
     count(t, COMM_REDUCE_SCATTER, (uint64_t)n * per * es, (uint64_t)(n - 1), (uint64_t)n, times);
 }
 
-// Tensor-parallel traffic of one step (layers/tp_linear.c, layers/tp_vocab.c, gpt.c):
-// m micro-batches, then the sequence-parallel LayerNorm gradient sums (fp32).
+void plan_count_calls(PlanTraffic *t, int n, uint64_t e, const CommCall *calls, int k, uint64_t passes) {
+    for (int i = 0; i < k; i++) {
+        uint64_t times = (uint64_t)calls[i].times * passes, per = calls[i].count;
+        uint64_t es = calls[i].f32 ? 4 : e;
+        if (calls[i].kind == COMM_ALL_REDUCE) all_reduce(t, n, per, es, times);
+        else if (calls[i].kind == COMM_ALL_GATHER) all_gather(t, n, per, es, times);
+        else if (calls[i].kind == COMM_REDUCE_SCATTER) reduce_scatter(t, n, per, es, times);
+        else if (calls[i].kind == COMM_ALL_TO_ALL) count(t, COMM_ALL_TO_ALL, (uint64_t)(n - 1) * per * es, 1, 1, times);
+        else count(t, calls[i].kind, per * es, 1, 1, times);  // send, recv: one message each
+    }
+}
+
+// Tensor-parallel traffic of one step: m micro-batches of the layers' own lists (the
+// blocks', gpt_block_tp_calls; the first stage's embedding and the last's output layer and
+// cross-entropy, tp_vocab_*_calls and tp_linear_calls; recomputed blocks' forwards again),
+// then with sequence parallelism the LayerNorm gradient sums (fp32, once a step).
 static void tp_traffic(const PlanSpec *s, const PlanLayout *l, const PlanStage *st, int m,
                        PlanTraffic *t) {
     int n = l->tp;
     uint64_t e = (uint64_t)plan_act_bytes(s->precision), C = (uint64_t)s->model.hidden_size;
-    uint64_t N = plan_rows(s, l), NC = N * C, L = (uint64_t)st->n_layers;
-    uint64_t M = (uint64_t)m, shard = NC / (uint64_t)n;  // (N/tp, C) with SP
-    uint64_t R = (uint64_t)st->n_recomputed;             // layers whose forward runs twice
-    // an MoE layer's MLP moves nothing over tp (experts replicated, its rows routed here):
-    // its attention's half only (Lm of the L layers, Rm of the R recomputed: the first R)
+    uint64_t N = plan_rows(s, l), M = (uint64_t)m;
+    // per kind of block (dense, MoE): its layers here, and the recomputed ones (the first R)
     uint64_t Lm = (uint64_t)st->n_moe, Rm = (uint64_t)plan_moe_layers(&s->model, st->layer0, st->n_recomputed);
-    L -= Lm, R -= Rm;
-    if (!l->sp) {
-        if (st->first) all_reduce(t, n, NC, e, M);          // vocab embedding: token from one rank
-        all_reduce(t, n, NC, e, (4 * L + 2 * R + 2 * Lm + Rm) * M);  // g forward x2, f backward x2
-        if (st->last) {
-            if (n > 1) {                                    // (one shard: no reduction at all)
-                all_reduce(t, n, N, 4, M);                  // cross-entropy row max
-                all_reduce(t, n, 2 * N, 4, M);              // sum of exps + target logit
-            }
-            all_reduce(t, n, NC, e, M);                     // f backward of the output layer
+    uint64_t Ls[2] = {(uint64_t)st->n_layers - Lm, Lm}, Rs[2] = {(uint64_t)st->n_recomputed - Rm, Rm};
+    CommCall calls[GPT_BLOCK_MAX_CALLS];
+    for (int backward = 0; backward < 2; backward++) {
+        if (st->first)
+            plan_count_calls(t, n, e, calls, tp_vocab_embedding_calls(l->sp, backward, n, N, C, calls), M);
+        for (int moe = 0; moe < 2; moe++) {
+            int k = gpt_block_tp_calls(moe, l->sp, backward, n, N, C, calls);
+            plan_count_calls(t, n, e, calls, k, (backward ? Ls[moe] : Ls[moe] + Rs[moe]) * M);
         }
-        return;
+        if (st->last)
+            plan_count_calls(t, n, e, calls, tp_linear_calls(TP_COLUMN, l->sp, backward, n, N, C, calls), M);
     }
-    if (st->first) {
-        reduce_scatter(t, n, shard, e, M);                  // embedding forward
-        all_gather(t, n, shard, e, M);                      // embedding backward
-    }
-    all_gather(t, n, shard, e, (6 * L + 2 * R + 3 * Lm + Rm) * M);  // per layer: 2 fwd, 2 row bwd, 2 col bwd
-    reduce_scatter(t, n, shard, e, (4 * L + 2 * R + 2 * Lm + Rm) * M);  // per layer: 2 fwd, 2 col bwd
-    L += Lm;
-    if (st->last) {
-        all_gather(t, n, shard, e, 2 * M);                  // output layer forward + backward
-        reduce_scatter(t, n, shard, e, M);                  // output layer backward
-        all_reduce(t, n, N, 4, M);
-        all_reduce(t, n, 2 * N, 4, M);
-    }
+    if (st->last) plan_count_calls(t, n, e, calls, tp_vocab_xent_calls(n, N, calls), M);
+    if (!l->sp) return;
     uint64_t k = s->model.rmsnorm ? 1 : 2;  // norm tensors: weight and bias, or RMSNorm's weight
     if (l->zero < 2)  // ZeRO-2/3: the shard's LayerNorm segments only (plan_zero.c)
-        all_reduce(t, n, C, 4, 2 * k * L + (st->last ? k : 0));  // norm gradients, once a step
+        all_reduce(t, n, C, 4, 2 * k * (Ls[0] + Ls[1]) + (st->last ? k : 0));  // dist_sync_sum_norm_grads
 }
 
 // Context-parallel traffic of one step: per layer and micro-batch the calls of the
@@ -76,16 +78,9 @@ static void cp_traffic(const PlanSpec *s, const PlanLayout *l, const PlanStage *
     if (P == 1) return;
     CPAttnDims d = plan_cp_dims(s, l);
     for (int backward = 0; backward < 2; backward++) {
-        CPCommCall calls[CP_MAX_CALLS];
+        CommCall calls[CP_MAX_CALLS];
         int n = cp_attention_calls(&d, backward, calls);
-        uint64_t passes = (backward ? L : L + R) * M;
-        for (int i = 0; i < n; i++) {
-            uint64_t times = (uint64_t)calls[i].times * passes, per = calls[i].count;
-            if (calls[i].kind == COMM_ALL_GATHER) all_gather(t, P, per, e, times);
-            else if (calls[i].kind == COMM_REDUCE_SCATTER) reduce_scatter(t, P, per, e, times);
-            else if (calls[i].kind == COMM_ALL_TO_ALL) count(t, COMM_ALL_TO_ALL, (uint64_t)(P - 1) * per * e, 1, 1, times);
-            else count(t, calls[i].kind, per * e, 1, 1, times);  // send, recv: one message each
-        }
+        plan_count_calls(t, P, e, calls, n, (backward ? L : L + R) * M);
     }
 }
 
