@@ -31,8 +31,8 @@ typedef enum {
 // themselves (cp_attention_calls, tp_linear_calls, ...) so that `megac plan` counts what the
 // layer moves without mirroring it: `times` calls of `kind`, each over `count` elements
 // (all_reduce: the whole buffer; all_gather, reduce_scatter: per rank, as count_per_rank;
-// send, recv, all_to_all: per peer), 4 bytes each when f32 (fp32, or int32),
-// else of the activation type.
+// send, recv: the message; all_to_all: what goes to the other ranks, in all), 4 bytes each
+// when f32 (fp32, or int32), else of the activation type.
 typedef struct {
     CommKind kind;
     size_t count;

@@ -64,8 +64,8 @@ int cp_attention_calls(const CPAttnDims *d, int backward, CommCall calls[CP_MAX_
         calls[1] = (CommCall){COMM_REDUCE_SCATTER, n, 1, 0};
         return backward ? 2 : 1;
     }
-    if (d->type == CP_COMM_A2A) {  // per peer: its rows of this rank's NH/P heads
-        size_t u = N * (size_t)(d->NH / P) * d->hs;
+    if (d->type == CP_COMM_A2A) {  // to each of the P - 1 peers: its rows of its NH/P heads
+        size_t u = (size_t)(P - 1) * N * (size_t)(d->NH / P) * d->hs;
         calls[0] = (CommCall){COMM_ALL_TO_ALL, 3 * u, backward ? 2 : 1, 0};  // qkv (and dqkv)
         calls[1] = (CommCall){COMM_ALL_TO_ALL, u, backward ? 2 : 1, 0};        // out (and dout)
         return 2;

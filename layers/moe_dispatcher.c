@@ -243,3 +243,26 @@ void moe_dispatch_backward(const MoEDispatcher *D, const MoEActs *x, void *dx) {
     }
     be->ops->rows_combine(be, dx, w->dxp, x->slot, NULL, D->d.n, D->d.K, C);  // un-permute
 }
+
+// The calls made above, per forward or backward (keep them in step).
+int moe_dispatcher_calls(const MoEDims *d, int backward, size_t sent_rows,
+                         CommCall calls[MOE_DISPATCH_MAX_CALLS]) {
+    size_t E = (size_t)d->E, M = (size_t)d->rows, C = (size_t)d->C;
+    if (d->dispatcher == MOE_DISPATCH_ALLGATHER) {
+        if (backward) {  // d(outputs) gathered, d(inputs) reduce-scattered back
+            calls[0] = (CommCall){COMM_ALL_GATHER, M * C, 1, 0};
+            calls[1] = (CommCall){COMM_REDUCE_SCATTER, M * C, 1, 0};
+            return 2;
+        }
+        calls[0] = (CommCall){COMM_ALL_GATHER, E + M, 1, 1};          // gather_routing (int32)
+        calls[1] = (CommCall){COMM_ALL_GATHER, (size_t)d->n * C, 1, 0};  // the tokens
+        calls[2] = (CommCall){COMM_REDUCE_SCATTER, M * C, 1, 0};         // reduce_back
+        return 3;
+    }
+    // alltoall: the rows there and their outputs back; backward: their gradients, the same ways
+    calls[0] = (CommCall){COMM_ALL_TO_ALL, sent_rows * C, 2, 0};
+    if (backward) return 1;
+    size_t El = (size_t)moe_local_experts(d);
+    calls[1] = (CommCall){COMM_ALL_TO_ALL, (size_t)(d->ep - 1) * El, 1, 1};  // exchange_counts
+    return 2;
+}

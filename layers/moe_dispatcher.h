@@ -82,3 +82,15 @@ void moe_combine_backward_finish(const MoEDispatcher *D, const MoEActs *x, int *
 // ranks and un-permuted: dx (n, C) OVERWRITTEN with the gradient of moe_dispatch's in.
 // Collective (ep > 1).
 void moe_dispatch_backward(const MoEDispatcher *D, const MoEActs *x, void *dx);
+
+// The calls (comm.h's CommCall) over the ep group (ep > 1) of one forward (backward 0:
+// moe_dispatch_start/_finish and moe_combine) or one backward (1: moe_combine_backward_*
+// and moe_dispatch_backward) of the dispatcher of d; returns how many (<=
+// MOE_DISPATCH_MAX_CALLS). allgather: exact (the routing as E + M int32, the tokens, the
+// (M, C) blocks). alltoall: the counts' all-to-all (E/ep int32 per peer), then the rows'
+// all-to-alls of sent_rows rows to the other ranks each, which depend on the routing: the
+// caller's figure (exact with a padded capacity: (ep - 1) E/ep x the capacity). The list of the functions
+// above, kept beside them in moe_dispatcher.c (`megac plan` counts it). Pure.
+enum { MOE_DISPATCH_MAX_CALLS = 3 };
+int moe_dispatcher_calls(const MoEDims *d, int backward, size_t sent_rows,
+                         CommCall calls[MOE_DISPATCH_MAX_CALLS]);

@@ -168,3 +168,10 @@ void moe_router_bias_step(float *bias, const double *tokens, int E, double rate)
         bias[e] = bias[e] + sign * r;
     }
 }
+
+// The calls of lb_coef and moe_router_backward over each of `sum` and `cp` (keep in step).
+int moe_router_calls(int G, int E, CommCall calls[MOE_ROUTER_MAX_CALLS]) {
+    calls[0] = (CommCall){COMM_ALL_REDUCE, (size_t)G * (size_t)E, 1, 1};  // the token counts
+    calls[1] = (CommCall){COMM_ALL_REDUCE, 2, 1, 1};                      // aux and z losses
+    return 2;
+}

@@ -61,6 +61,12 @@ size_t moe_router_forward(const MoERouter *R, MoEActs *x, const void *in, const 
 void moe_router_backward(const MoERouter *R, Comm *sum, Comm *cp, const MoEActs *x,
                          const void *in, const void *Wr, float *dWr, void *dx, float aux_scale,
                          double *tokens, float loss[2]);
+// The calls (comm.h's CommCall, fp32) one moe_router_backward of G token-count groups of E
+// experts makes over each group it sums across (`sum`, `cp`): the counts, then the two
+// losses; returns how many (<= MOE_ROUTER_MAX_CALLS). The forward makes none. The list of
+// moe_router_backward's calls, kept beside them in moe_router.c. Pure.
+enum { MOE_ROUTER_MAX_CALLS = 2 };
+int moe_router_calls(int G, int E, CommCall calls[MOE_ROUTER_MAX_CALLS]);
 
 // Aux-loss-free balancing (DeepSeek-V3; Megatron's get_updated_expert_bias): bias (E) +=
 // rate x sign(mean - tokens[e]), tokens (E) the step's tokens routed to each expert over the

@@ -2,12 +2,13 @@
 // (train_args_check_ep's), its table as gpt_create builds it (gpt_params_build_ep,
 // gpt_params_place_experts, gpt_params_experts_over_tp: the same calls), the DP and EDP
 // buckets' traffic of its two regions (dist_geometry.h's buckets, as dist_sync.c reduces
-// them; ZeRO-2/3: plan_zero.c) and the dispatch's collectives (layers/moe_dispatcher.c;
-// alltoall: the counts' all-to-all, then the rows' and the outputs'; allgather: the
-// routing's and the tokens' all-gathers, the outputs' reduce-scatter), counted as Comm
-// counts them. The flat buffer's geometry is plan_model.c's, by gpt_params_geometry.
+// them; ZeRO-2/3: plan_zero.c) and the dispatch's collectives (the dispatcher's own list,
+// moe_dispatcher_calls; alltoall: the rows per peer the routing decides, exact with a padded
+// capacity, else the uniform expectation), counted as Comm counts them. The flat buffer's
+// geometry is plan_model.c's, by gpt_params_geometry.
 #include "plan_model.h"
 #include "distributed/dist_geometry.h"  // defines: dist_bucket, dist_pad_multiple
+#include "layers/moe_dispatcher.h"      // defines: moe_dispatcher_calls, MoEDims
 #include "model/gpt_moe.h"              // defines: gpt_moe_capacity, gpt_moe_layer
 #include "model/gpt_params.h"           // defines: gpt_params_build_ep
 
@@ -65,20 +66,15 @@ int plan_ep_exact(const GPTConfig *c) {
     return c->moe_dispatcher == MOE_DISPATCH_ALLGATHER || (c->moe_capacity > 0 && c->moe_pad_capacity);
 }
 
-// The allgather dispatcher's calls over the ep group (layers/moe_dispatcher.c), exact: a
-// forward (fw times: its layers and micro-batches, recomputed ones again) gathers every
-// rank's routing (E + M ints) and tokens (n, C), and reduce-scatters the (M, C) expert rows
-// back; a backward (bw times) gathers d(expert outputs) and reduce-scatters d(expert inputs),
-// (M, C) each. M: the expert-ordered rows a rank holds (gpt_moe_rows).
-static void allgather_traffic(const GPTConfig *c, PlanTraffic *t, uint64_t P, uint64_t n,
-                              uint64_t e, uint64_t fw, uint64_t bw) {
-    uint64_t E = (uint64_t)c->num_experts, C = (uint64_t)c->hidden_size, M = n * (uint64_t)c->moe_topk;
-    uint64_t pad = c->moe_pad_capacity ? E * (uint64_t)gpt_moe_capacity(c, (int)n) : 0;
-    if (pad > M) M = pad;
-    plan_count(t, COMM_ALL_GATHER, P * (E + M) * 4, P - 1, P, fw);     // the routing (int32)
-    plan_count(t, COMM_ALL_GATHER, P * n * C * e, P - 1, P, fw);       // the tokens
-    plan_count(t, COMM_REDUCE_SCATTER, P * M * C * e, P - 1, P, fw + bw);  // outputs; d(inputs)
-    plan_count(t, COMM_ALL_GATHER, P * M * C * e, P - 1, P, bw);       // d(outputs)
+// The dispatcher's dims for n rows routed here (gpt_moe.c's): M = n K, or E x the padded
+// capacity (gpt_moe_rows). Pure.
+static MoEDims ep_dims(const GPTConfig *c, const PlanLayout *l, uint64_t n) {
+    uint64_t M = n * (uint64_t)c->moe_topk;
+    uint64_t pad = c->moe_pad_capacity ? (uint64_t)c->num_experts * (uint64_t)gpt_moe_capacity(c, (int)n) : 0;
+    MoEDims d = {.E = c->num_experts, .K = c->moe_topk, .C = c->hidden_size, .n = (int)n,
+                 .rows = (int)(pad > M ? pad : M), .ep = plan_ep(l),
+                 .dispatcher = (MoEDispatcherType)c->moe_dispatcher};
+    return d;
 }
 
 void plan_ep_traffic(const PlanSpec *s, const PlanLayout *l, PlanStage *st, int n_micro) {
@@ -89,23 +85,22 @@ void plan_ep_traffic(const PlanSpec *s, const PlanLayout *l, PlanStage *st, int 
     }
     uint64_t L = (uint64_t)st->n_moe, M = (uint64_t)n_micro;
     if (!L) return;
-    // recomputed layers (the first n_recomputed) run the forward's dispatch again
+    // recomputed layers: the first n_recomputed
     uint64_t Rm = (uint64_t)plan_moe_layers(c, st->layer0, st->n_recomputed);
     uint64_t P = (uint64_t)plan_ep(l), E = (uint64_t)c->num_experts, El = E / P, K = (uint64_t)c->moe_topk;
     uint64_t e = s->precision == PLAN_BF16 || s->precision == PLAN_FP16 ? 2 : 4;
     uint64_t n = (uint64_t)l->micro_batch * (uint64_t)c->seq_length / (uint64_t)plan_cp(l);
     if (l->sp) n /= (uint64_t)l->tp;  // the rows routed here (gpt_moe_forward's n)
-    PlanTraffic *t = &st->traffic[PLAN_G_EP];
-    if (c->moe_dispatcher == MOE_DISPATCH_ALLGATHER) {
-        allgather_traffic(c, t, P, n, e, (L + Rm) * M, L * M);
-        return;
+    MoEDims d = ep_dims(c, l, n);
+    // alltoall: the rows sent to the other P - 1 ranks per all-to-all (the allgather's lists
+    // are exact): padded to the capacity, each of their El experts gets exactly cap rows from
+    // here; else (expectation) n K / E per expert
+    uint64_t cap = (uint64_t)gpt_moe_capacity(c, (int)n), full = (P - 1) * El * cap;
+    uint64_t sent = plan_ep_exact(c) ? full : n * K * (P - 1) / P;
+    if (cap && !plan_ep_exact(c) && sent > full) sent = full;
+    CommCall calls[MOE_DISPATCH_MAX_CALLS];
+    for (int backward = 0; backward < 2; backward++) {  // recomputed layers dispatch again
+        int k = moe_dispatcher_calls(&d, backward, sent, calls);
+        plan_count_calls(&st->traffic[PLAN_G_EP], (int)P, e, calls, k, (backward ? L : L + Rm) * M);
     }
-    uint64_t cap = (uint64_t)gpt_moe_capacity(c, (int)n);
-    // rows sent to the other P - 1 ranks per all-to-all: padded to the capacity, each of
-    // their El experts gets exactly cap rows from here; else (expectation) n K / E per expert
-    uint64_t rows = plan_ep_exact(c) ? (P - 1) * El * cap : n * K * (P - 1) / P;
-    if (cap && !plan_ep_exact(c) && rows > (P - 1) * El * cap) rows = (P - 1) * El * cap;
-    plan_count(t, COMM_ALL_TO_ALL, (P - 1) * El * 4, 1, 1, (L + Rm) * M);  // the counts (int32)
-    // forward: rows there, outputs back; backward: their gradients, the same two ways
-    plan_count(t, COMM_ALL_TO_ALL, rows * (uint64_t)c->hidden_size * e, 1, 1, (4 * L + 2 * Rm) * M);
 }

@@ -1,8 +1,10 @@
 // plan/plan_moe.c: what a stage's mixture-of-experts layers move (plan_model.h): the
-// collectives of gpt_moe_backward at every expert-parallel size (the token counts and losses
-// over the ranks sharing a micro-batch's rows; the router's and experts' gradients with
-// sequence parallelism). Their memory is the allocator's own count (gpt_measure).
+// collectives of gpt_moe_backward at every expert-parallel size (the router's list of its
+// token counts and losses over the ranks sharing a micro-batch's rows, moe_router_calls; the
+// router's and experts' gradients with sequence parallelism, from the parameter table).
+// Their memory is the allocator's own count (gpt_measure).
 #include "plan_model.h"
+#include "layers/moe_router.h"  // defines: moe_router_calls
 #include "model/gpt_moe.h"     // defines: gpt_moe_layer, gpt_moe_ffn, gpt_moe_capacity
 #include "model/gpt_params.h"  // defines: gpt_params_build_ep
 
@@ -21,20 +23,17 @@ void plan_moe_traffic(const PlanSpec *s, const PlanLayout *l, const PlanStage *s
     if (!L) return;
     uint64_t G = c->moe_load_balancing == GPT_MOE_LB_SEQ_AUX ? (uint64_t)l->micro_batch : 1;
     uint64_t E = (uint64_t)c->num_experts, n = (uint64_t)l->tp, P = (uint64_t)plan_cp(l);
-    // gpt_moe_backward: the token counts (G, E) and the two losses summed over the ranks that
-    // share the micro-batch's rows, per layer and micro-batch (sequence-parallel tp, then cp)
-    if (l->sp) {
-        plan_count(tp, COMM_ALL_REDUCE, G * E * 4, 2 * (n - 1), n, L * M);
-        plan_count(tp, COMM_ALL_REDUCE, 2 * 4, 2 * (n - 1), n, L * M);
-    }
-    if (P > 1) {
-        plan_count(cp, COMM_ALL_REDUCE, G * E * 4, 2 * (P - 1), P, L * M);
-        plan_count(cp, COMM_ALL_REDUCE, 2 * 4, 2 * (P - 1), P, L * M);
-    }
+    // moe_router_backward's calls (moe_router_calls), per layer and micro-batch, over the
+    // ranks that share the micro-batch's rows: sequence-parallel tp, then cp
+    CommCall calls[MOE_ROUTER_MAX_CALLS];
+    int k = moe_router_calls((int)G, (int)E, calls);
+    if (l->sp) plan_count_calls(tp, (int)n, 4, calls, k, L * M);
+    if (P > 1) plan_count_calls(cp, (int)P, 4, calls, k, L * M);
     if (!l->sp || l->zero >= 2) return;  // ZeRO-2/3: the shard's segments (plan_zero.c)
     // the router's and experts' gradients, replicated over tp, summed once a step with
     // sequence parallelism (dist_sync_sum_norm_grads: one call per tensor), as the norms'
-    int layer = st->layer0, k = 0;
+    int layer = st->layer0;
+    k = 0;
     while (!gpt_moe_layer(c, layer)) layer++;
     size_t total;
     ParamInfo *t = gpt_params_build_ep(c, l->tp, plan_ep(l), 0, gpt_padded_vocab(c, l->tp), layer, 1, 0, 0,

@@ -32,8 +32,7 @@ void plan_count_calls(PlanTraffic *t, int n, uint64_t e, const CommCall *calls, 
         if (calls[i].kind == COMM_ALL_REDUCE) all_reduce(t, n, per, es, times);
         else if (calls[i].kind == COMM_ALL_GATHER) all_gather(t, n, per, es, times);
         else if (calls[i].kind == COMM_REDUCE_SCATTER) reduce_scatter(t, n, per, es, times);
-        else if (calls[i].kind == COMM_ALL_TO_ALL) count(t, COMM_ALL_TO_ALL, (uint64_t)(n - 1) * per * es, 1, 1, times);
-        else count(t, calls[i].kind, per * es, 1, 1, times);  // send, recv: one message each
+        else count(t, calls[i].kind, per * es, 1, 1, times);  // send, recv, all_to_all: as sent
     }
 }
 
