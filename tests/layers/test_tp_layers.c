@@ -1,7 +1,9 @@
 // tests/layers/test_tp_layers.c: each tensor-parallel layer equals its unsharded self.
 // usage: mpiexec -n TP test_tp_layers
 // Every rank builds the same full random tensors, runs the unsharded layer on a group of
-// one (MPI_COMM_SELF), then its shard on the TP group, and compares outputs and gradients.
+// one (MPI_COMM_SELF), then its shard on the TP group, and compares outputs and gradients;
+// the calls each sharded function makes against its layer's list (tp_linear_calls,
+// tp_vocab_*_calls), which `megac plan` counts.
 #include "layers/tp_linear.h"
 #include "layers/tp_vocab.h"
 #include "core/check.h"
@@ -24,6 +26,17 @@ static void expect_close(const float *a, const float *b, size_t n, const char *w
         if (d > worst) worst = d;
     }
     EXPECT(worst < 1e-5, "%s: max rel diff %.3e", what, worst);
+}
+
+// The calls c made since `before`, per kind, against the layer's list (calls, k of them).
+static void expect_calls(const Comm *c, const CommStats *before, const CommCall *calls, int k,
+                         const char *what) {
+    uint64_t want[COMM_NKINDS] = {0};
+    for (int i = 0; i < k; i++) want[calls[i].kind] += (uint64_t)calls[i].times;
+    for (int kind = 0; kind < COMM_NKINDS; kind++)
+        EXPECT(c->stats.calls[kind] - before->calls[kind] == want[kind], "%s: %llu %s calls, listed %llu",
+               what, (unsigned long long)(c->stats.calls[kind] - before->calls[kind]),
+               comm_kind_name((CommKind)kind), (unsigned long long)want[kind]);
 }
 
 // Column-parallel then row-parallel (an MLP without the GELU): outputs and all gradients,
@@ -50,10 +63,19 @@ static void test_linear_pair(Backend *be, TPGroup *one, Comm *tpc, int sp) {
     float *hs = calloc((size_t)N * Ft, 4), *ys = calloc((size_t)N * C, 4), *dhs = calloc((size_t)N * Ft, 4);
     float *dxs = calloc((size_t)N * C, 4), *dw1s = calloc((size_t)Ft * C, 4), *db1s = calloc(Ft, 4);
     float *dw2s = calloc((size_t)C * Ft, 4), *db2s = calloc(C, 4);
+    CommCall calls[TP_MAX_CALLS];  // each call against tp_linear_calls' list
+    CommStats s = tpc->stats;
     tp_column_linear_forward(be, &tp, hs, x + row0, w1s, b1s, N, C, Ft);
+    expect_calls(tpc, &s, calls, tp_linear_calls(TP_COLUMN, sp, 0, tpc->size, N, C, calls), "column forward");
+    s = tpc->stats;
     tp_row_linear_forward(be, &tp, ys, hs, w2s, b2, N, Ft, C);
+    expect_calls(tpc, &s, calls, tp_linear_calls(TP_ROW, sp, 0, tpc->size, N, C, calls), "row forward");
+    s = tpc->stats;
     tp_row_linear_backward(be, &tp, dhs, dw2s, db2s, dy + row0, hs, w2s, N, Ft, C);
+    expect_calls(tpc, &s, calls, tp_linear_calls(TP_ROW, sp, 1, tpc->size, N, C, calls), "row backward");
+    s = tpc->stats;
     tp_column_linear_backward(be, &tp, dxs, dw1s, db1s, dhs, x + row0, w1s, N, C, Ft);
+    expect_calls(tpc, &s, calls, tp_linear_calls(TP_COLUMN, sp, 1, tpc->size, N, C, calls), "column backward");
     expect_close(ys, y + row0, (size_t)Ns * C, "row-parallel output (g)");
     expect_close(dxs, dx + row0, (size_t)Ns * C, "column-parallel input gradient (f)");
     expect_close(dw1s, dw1 + (size_t)r * Ft * C, (size_t)Ft * C, "column weight gradient");
@@ -80,13 +102,19 @@ static void test_vocab(Backend *be, TPGroup *one, TPGroup *tp) {
     // embedding
     float *e1 = calloc((size_t)N * C, 4), *es = calloc((size_t)N * C, 4);
     tp_vocab_embedding_forward(be, one, &full, e1, tok, wte, wpe, B, T, C, 0, -1, NULL);
+    CommCall calls[TP_VOCAB_MAX_CALLS];  // each call against tp_vocab's lists
+    int sp = tp->sequence_parallel;
+    CommStats s = tp->comm->stats;
     tp_vocab_embedding_forward(be, tp, &sh, es, tok, wte + (size_t)sh.vocab_start * C, wpe, B, T, C, 0, -1, NULL);
+    expect_calls(tp->comm, &s, calls, tp_vocab_embedding_calls(sp, 0, n, N, C, calls), "embedding forward");
     size_t Ns = tp->sequence_parallel ? (size_t)N / n : (size_t)N, row0 = tp->sequence_parallel ? r * Ns * C : 0;
     expect_close(es, e1 + row0, Ns * C, "vocab-parallel embedding");
     float *dwte1 = calloc((size_t)Vp * C, 4), *dwtes = calloc((size_t)sh.V_tp * C, 4);
     float *dwpe1 = calloc((size_t)T * C, 4), *dwpes = calloc((size_t)T * C, 4);
     tp_vocab_embedding_backward(be, one, &full, dwte1, dwpe1, dout, tok, B, T, C, 0, -1, NULL);
+    s = tp->comm->stats;
     tp_vocab_embedding_backward(be, tp, &sh, dwtes, dwpes, dout + row0, tok, B, T, C, 0, -1, NULL);
+    expect_calls(tp->comm, &s, calls, tp_vocab_embedding_calls(sp, 1, n, N, C, calls), "embedding backward");
     expect_close(dwtes, dwte1 + (size_t)sh.vocab_start * C, (size_t)sh.V_tp * C, "embedding gradient");
     expect_close(dwpes, dwpe1, (size_t)T * C, "position gradient");
     // cross-entropy: full logits (N, Vp1 = first 384 columns) vs this rank's columns
@@ -106,7 +134,9 @@ static void test_vocab(Backend *be, TPGroup *one, TPGroup *tp) {
     memcpy(l1f, l1, (size_t)N * Vp1 * 4);
     tp_vocab_xent_forward(be, one, &full, &x1f, l1f, tgt, dscale, N);
     tp_vocab_xent_forward(be, one, &full, &x1, l1, tgt, NULL, N);
+    s = tp->comm->stats;
     tp_vocab_xent_forward(be, tp, &sh, &xs, ls, tgt, NULL, N);
+    expect_calls(tp->comm, &s, calls, tp_vocab_xent_calls(n, N, calls), "cross-entropy forward");
     tp_vocab_xent_forward(be, tp, &sh, &xf, lf, tgt, dscale, N);  // loss and dlogits in place
     expect_close(xs.loss, x1.loss, N, "vocab-parallel cross-entropy loss");
     tp_vocab_xent_backward(be, &full, &x1, l1, l1, tgt, dscale, N);
