@@ -1,14 +1,11 @@
 // plan/plan_moe.c: what a stage's mixture-of-experts layers move (plan_model.h): the
 // collectives of gpt_moe_backward at every expert-parallel size (the router's list of its
 // token counts and losses over the ranks sharing a micro-batch's rows, moe_router_calls; the
-// router's and experts' gradients with sequence parallelism, from the parameter table).
-// Their memory is the allocator's own count (gpt_measure).
+// router's and experts' gradients summed with sequence parallelism are plan_traffic.c's, with
+// the norms'). Their memory is the allocator's own count (gpt_measure).
 #include "plan_model.h"
 #include "layers/moe_router.h"  // defines: moe_router_calls
-#include "model/gpt_moe.h"     // defines: gpt_moe_layer, gpt_moe_ffn, gpt_moe_capacity
-#include "model/gpt_params.h"  // defines: gpt_params_build_ep
-
-#include <stdlib.h>
+#include "model/gpt_moe.h"     // defines: gpt_moe_layer
 
 int plan_moe_layers(const GPTConfig *c, int layer0, int n) {
     int k = 0;
@@ -29,18 +26,4 @@ void plan_moe_traffic(const PlanSpec *s, const PlanLayout *l, const PlanStage *s
     int k = moe_router_calls((int)G, (int)E, calls);
     if (l->sp) plan_count_calls(tp, (int)n, 4, calls, k, L * M);
     if (P > 1) plan_count_calls(cp, (int)P, 4, calls, k, L * M);
-    if (!l->sp || l->zero >= 2) return;  // ZeRO-2/3: the shard's segments (plan_zero.c)
-    // the router's and experts' gradients, replicated over tp, summed once a step with
-    // sequence parallelism (dist_sync_sum_norm_grads: one call per tensor), as the norms'
-    int layer = st->layer0;
-    k = 0;
-    while (!gpt_moe_layer(c, layer)) layer++;
-    size_t total;
-    ParamInfo *t = gpt_params_build_ep(c, l->tp, plan_ep(l), 0, gpt_padded_vocab(c, l->tp), layer, 1, 0, 0,
-                                       &k, &total);  // (E/EP experts' gradients with EP > 1)
-    if (l->ep_over_tp) gpt_params_experts_over_tp(t, k);  // (ETP 1: the experts not summed)
-    for (int i = 0; i < k; i++)
-        if (t[i].sp_sum && !t[i].norm_param)
-            plan_count(tp, COMM_ALL_REDUCE, t[i].numel * 4, 2 * (n - 1), n, L);
-    free(t);
 }

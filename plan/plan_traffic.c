@@ -5,6 +5,9 @@
 #include "distributed/dist_geometry.h"  // defines: dist_bucket, dist_bucket_floats
 #include "layers/tp_vocab.h"             // defines: tp_vocab_embedding_calls, tp_vocab_xent_calls
 #include "model/gpt_block.h"             // defines: gpt_block_tp_calls
+#include "model/gpt_moe.h"               // defines: gpt_moe_layer
+
+#include <stdlib.h>
 
 // `times` calls moving bytes x num / den each (integer arithmetic, as Comm counts).
 static void count(PlanTraffic *t, CommKind k, uint64_t bytes, uint64_t num, uint64_t den,
@@ -25,6 +28,36 @@ static void reduce_scatter(PlanTraffic *t, int n, uint64_t per, uint64_t es, uin
     count(t, COMM_REDUCE_SCATTER, (uint64_t)n * per * es, (uint64_t)(n - 1), (uint64_t)n, times);
 }
 
+// The fp32 all-reduces of the sp_sum tensors of the table of layers [layer0, layer0 + n)
+// (and st's edges when edges), each made `times`.
+static void sp_sums(const PlanSpec *s, const PlanLayout *l, PlanStage st, int layer0, int n,
+                    int edges, uint64_t times, PlanTraffic *t) {
+    st.layer0 = layer0;
+    if (!edges) st.first = st.last = 0;
+    int k = 0;
+    size_t total;
+    ParamInfo *p = plan_stage_table(s, l, &st, n, &k, &total);
+    for (int i = 0; i < k; i++)
+        if (p[i].sp_sum) all_reduce(t, l->tp, p[i].numel, 4, times);
+    free(p);
+}
+
+// With sequence parallelism, the gradients of the tensors replicated over tp that each rank
+// computes from its own rows (the table's sp_sum: the norms, an MoE layer's router and
+// experts) summed once a step, one fp32 all-reduce per tensor, as dist_sync_sum_norm_grads
+// makes them; the first layer of each kind (dense, MoE) stands for its kind. ZeRO-2/3: the
+// shard's segments only (plan_zero.c).
+static void sp_traffic(const PlanSpec *s, const PlanLayout *l, const PlanStage *st, PlanTraffic *t) {
+    if (!l->sp || l->zero >= 2) return;
+    sp_sums(s, l, *st, st->layer0, 0, 1, 1, t);  // the edges: the final norm
+    int end = st->layer0 + st->n_layers, Ls[2] = {st->n_layers - st->n_moe, st->n_moe};
+    for (int moe = 0; moe < 2; moe++) {
+        int layer = st->layer0;
+        while (Ls[moe] && layer < end && gpt_moe_layer(&s->model, layer) != moe) layer++;
+        if (Ls[moe] && layer < end) sp_sums(s, l, *st, layer, 1, 0, (uint64_t)Ls[moe], t);
+    }
+}
+
 void plan_count_calls(PlanTraffic *t, int n, uint64_t e, const CommCall *calls, int k, uint64_t passes) {
     for (int i = 0; i < k; i++) {
         uint64_t times = (uint64_t)calls[i].times * passes, per = calls[i].count;
@@ -39,7 +72,7 @@ void plan_count_calls(PlanTraffic *t, int n, uint64_t e, const CommCall *calls, 
 // Tensor-parallel traffic of one step: m micro-batches of the layers' own lists (the
 // blocks', gpt_block_tp_calls; the first stage's embedding and the last's output layer and
 // cross-entropy, tp_vocab_*_calls and tp_linear_calls; recomputed blocks' forwards again),
-// then with sequence parallelism the LayerNorm gradient sums (fp32, once a step).
+// then with sequence parallelism the gradient sums of sp_traffic.
 static void tp_traffic(const PlanSpec *s, const PlanLayout *l, const PlanStage *st, int m,
                        PlanTraffic *t) {
     int n = l->tp;
@@ -60,10 +93,7 @@ static void tp_traffic(const PlanSpec *s, const PlanLayout *l, const PlanStage *
             plan_count_calls(t, n, e, calls, tp_linear_calls(TP_COLUMN, l->sp, backward, n, N, C, calls), M);
     }
     if (st->last) plan_count_calls(t, n, e, calls, tp_vocab_xent_calls(n, N, calls), M);
-    if (!l->sp) return;
-    uint64_t k = s->model.rmsnorm ? 1 : 2;  // norm tensors: weight and bias, or RMSNorm's weight
-    if (l->zero < 2)  // ZeRO-2/3: the shard's LayerNorm segments only (plan_zero.c)
-        all_reduce(t, n, C, 4, 2 * k * (Ls[0] + Ls[1]) + (st->last ? k : 0));  // dist_sync_sum_norm_grads
+    sp_traffic(s, l, st, t);
 }
 
 // Context-parallel traffic of one step: per layer and micro-batch the calls of the
