@@ -145,6 +145,20 @@ typedef struct {
                             const void *dout, const void *inp, const void *weight,
                             int N, int C, int OC);
 
+    // --- grouped linear (MoE experts, --moe-grouped-gemm) ------------------------------
+    // G products in one call: group g is rows[g] (host array, >= 0) contiguous rows after the
+    // groups before it, R = sum rows[g] in all. out (R, OC): group g's rows = inp_g @
+    // weight_g^T + bias_g, weight (G, OC, C), bias (G, OC) or NULL. Each group's result is
+    // matmul_forward's math; the bits may differ from G matmul_forward calls (CPU: each
+    // product runs whole on one thread when there are at least as many as threads).
+    void (*matmul_grouped_forward)(Backend *be, void *out, const void *inp, const void *weight,
+                                   const void *bias, const int *rows, int G, int C, int OC);
+    // Per group, as matmul_backward: dinp (R, C) [overwritten; skipped if NULL], dweight
+    // (G, OC, C) += ..., dbias (G, OC) += ... [if not NULL]; dout (R, OC), inp (R, C).
+    void (*matmul_grouped_backward)(Backend *be, void *dinp, float *dweight, float *dbias,
+                                    const void *dout, const void *inp, const void *weight,
+                                    const int *rows, int G, int C, int OC);
+
     // --- normalization (eps 1e-5), kind BackendNorm ----------------------------------
     // With BACKEND_NORM_1P in kind, `weight` below reads (1 + weight) (dweight unchanged).
     // LayerNorm: out (N, C) = (inp - mean) * rstd * weight + bias; saves mean (N), rstd (N).

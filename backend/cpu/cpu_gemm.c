@@ -3,7 +3,10 @@
 #include "cpu_gemm.h"
 
 #include <cblas.h>   // defines: openblas_get_num_threads, openblas_set_num_threads
+#include <stdlib.h>  // defines: qsort, free
 #include <string.h>  // defines: memcpy
+
+#include "core/check.h"  // defines: core_calloc
 
 // Panels are multiples of this many rows/columns (a multiple of every sgemm kernel's tile).
 #define CPU_GEMM_ALIGN 64
@@ -60,33 +63,87 @@ void cpu_gemm(Backend *be, int ta, int tb, int M, int N, int K, float alpha, con
 // (N = V = 50304) 231.8 vs 135.0; 2 or 4 dynamically taken panels per thread were no better
 // (191.0 and 181.9 for qkv). The old rule cut the larger of M and N, i.e. the columns of
 // every forward product with N > M.
-void cpu_gemm_fused(Backend *be, int ta, int tb, int M, int N, int K, float alpha,
-                    const float *A, int lda, const float *B, int ldb, float beta, float *Cm,
-                    int ldc, const CpuGemmEpilogue *epi) {
-    if (epi && !epi->bias && !epi->act_out && !epi->dact_pre) epi = NULL;
-    int nt = cpu_nt(be);
+// How cpu_gemm_fused cuts C (M, N) on nt threads: returns the panel count (1: the whole
+// product on the calling thread), with *split_m (rows, else columns) and *chunk (a panel's
+// rows or columns; the last is short). Pure.
+static int gemm_cut(const Backend *be, int M, int N, int K, int nt, int *split_m, int *chunk) {
     int split = be->u.cpu.gemm_split, per = be->u.cpu.gemm_panels;
     if (split == CPU_GEMM_SPLIT_RULE)
         split = M >= CPU_GEMM_ROWS_MIN * nt || M >= N ? CPU_GEMM_SPLIT_M : CPU_GEMM_SPLIT_N;
     if (per <= 0) per = CPU_GEMM_PANELS_PER_THREAD;
-    int split_m = split == CPU_GEMM_SPLIT_M, len = split_m ? M : N;
+    *split_m = split == CPU_GEMM_SPLIT_M;
+    int len = *split_m ? M : N;
+    *chunk = len;
+    if (nt <= 1 || 2.0 * M * N * K < CPU_GEMM_SPLIT_MIN || len < 2 * CPU_GEMM_ALIGN) return 1;
+    int np = nt * per;  // np panels of `chunk` (a multiple of CPU_GEMM_ALIGN) rows or columns
+    *chunk = ((len + np - 1) / np + CPU_GEMM_ALIGN - 1) / CPU_GEMM_ALIGN * CPU_GEMM_ALIGN;
+    return (len + *chunk - 1) / *chunk;
+}
+
+// Panel p of a product cut as gemm_cut said (p = 0 and chunk = the length: the whole).
+static void gemm_panel_of(const CpuGemmJob *j, int split_m, int chunk, int p) {
+    int len = split_m ? j->M : j->N, i0 = p * chunk, i1 = i0 + chunk < len ? i0 + chunk : len;
+    const CpuGemmEpilogue *epi = j->epi.bias || j->epi.act_out || j->epi.dact_pre ? &j->epi : NULL;
+    if (split_m)
+        gemm_panel(j->ta, j->tb, i0, i1, 0, j->N, j->K, j->alpha, j->A, j->lda, j->B, j->ldb,
+                   j->beta, j->C, j->ldc, epi);
+    else
+        gemm_panel(j->ta, j->tb, 0, j->M, i0, i1, j->K, j->alpha, j->A, j->lda, j->B, j->ldb,
+                   j->beta, j->C, j->ldc, epi);
+}
+
+void cpu_gemm_fused(Backend *be, int ta, int tb, int M, int N, int K, float alpha,
+                    const float *A, int lda, const float *B, int ldb, float beta, float *Cm,
+                    int ldc, const CpuGemmEpilogue *epi) {
+    CpuGemmJob j = {ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, Cm, ldc, {0}};
+    if (epi) j.epi = *epi;
+    int nt = cpu_nt(be), split_m, chunk;
+    int np = gemm_cut(be, M, N, K, nt, &split_m, &chunk);
     int prev = cpu_blas_single_begin();
-    if (nt <= 1 || 2.0 * M * N * K < CPU_GEMM_SPLIT_MIN || len < 2 * CPU_GEMM_ALIGN) {
-        gemm_panel(ta, tb, 0, M, 0, N, K, alpha, A, lda, B, ldb, beta, Cm, ldc, epi);
-        cpu_blas_single_end(prev);
-        return;
-    }
-    // np panels of `chunk` (a multiple of CPU_GEMM_ALIGN) rows or columns; the last is short.
-    int np = nt * per;
-    int chunk = ((len + np - 1) / np + CPU_GEMM_ALIGN - 1) / CPU_GEMM_ALIGN * CPU_GEMM_ALIGN;
-    np = (len + chunk - 1) / chunk;
+    if (np == 1) {
+        gemm_panel_of(&j, split_m, chunk, 0);
+    } else {
 #pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
-    for (int p = 0; p < np; p++) {
-        int i0 = p * chunk, i1 = i0 + chunk < len ? i0 + chunk : len;
-        if (split_m)
-            gemm_panel(ta, tb, i0, i1, 0, N, K, alpha, A, lda, B, ldb, beta, Cm, ldc, epi);
-        else
-            gemm_panel(ta, tb, 0, M, i0, i1, K, alpha, A, lda, B, ldb, beta, Cm, ldc, epi);
+        for (int p = 0; p < np; p++) gemm_panel_of(&j, split_m, chunk, p);
     }
     cpu_blas_single_end(prev);
+}
+
+// A task of cpu_gemm_grouped: panel p of job j, cut by (split_m, chunk); flops for the order.
+typedef struct {
+    int j, p, split_m, chunk;
+    double flops;
+} GemmTask;
+
+static int by_flops_desc(const void *a, const void *b) {
+    const GemmTask *x = a, *y = b;
+    if (x->flops != y->flops) return x->flops < y->flops ? 1 : -1;
+    return x->j != y->j ? x->j - y->j : x->p - y->p;
+}
+
+// With at least as many non-empty jobs as threads, each job is one task (the whole product
+// on one thread: its bits are one thread's, whatever the thread count); else each job is cut
+// as cpu_gemm_fused cuts it. Tasks are taken largest first by the threads as they come free.
+void cpu_gemm_grouped(Backend *be, const CpuGemmJob *jobs, int n) {
+    int nt = cpu_nt(be), live = 0, nt_cut;
+    for (int j = 0; j < n; j++) live += jobs[j].M > 0 && jobs[j].N > 0;
+    nt_cut = live >= nt ? 1 : nt;
+    int cap = 0, nk = 0;
+    for (int pass = 0; pass < 2; pass++) {  // count the tasks, then list them
+        GemmTask *t = pass ? core_calloc((size_t)cap + 1, sizeof *t) : NULL;
+        for (int j = 0; j < n; j++) {
+            const CpuGemmJob *g = &jobs[j];
+            if (g->M <= 0 || g->N <= 0) continue;
+            int split_m, chunk, np = gemm_cut(be, g->M, g->N, g->K, nt_cut, &split_m, &chunk);
+            for (int p = 0; p < np; p++, nk++)
+                if (pass) t[nk] = (GemmTask){j, p, split_m, chunk, 2.0 * g->M * g->N * g->K / np};
+        }
+        if (!pass) { cap = nk; nk = 0; continue; }
+        qsort(t, (size_t)nk, sizeof *t, by_flops_desc);
+        int prev = cpu_blas_single_begin();
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nk > 1)
+        for (int k = 0; k < nk; k++) gemm_panel_of(&jobs[t[k].j], t[k].split_m, t[k].chunk, t[k].p);
+        cpu_blas_single_end(prev);
+        free(t);
+    }
 }

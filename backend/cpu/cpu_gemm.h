@@ -41,6 +41,28 @@ void cpu_gemm_fused(Backend *be, int ta, int tb, int M, int N, int K, float alph
                     const float *A, int lda, const float *B, int ldb, float beta, float *Cm,
                     int ldc, const CpuGemmEpilogue *epi);
 
+// One product of cpu_gemm_grouped: C (M, N) = alpha op(A) op(B) + beta C, then epi's work
+// (as cpu_gemm_fused's arguments; an empty product, M or N 0, is skipped).
+typedef struct {
+    int ta, tb, M, N, K;
+    float alpha;
+    const float *A;
+    int lda;
+    const float *B;
+    int ldb;
+    float beta;
+    float *C;
+    int ldc;
+    CpuGemmEpilogue epi;
+} CpuGemmJob;
+
+// The products jobs[0..n), whose C do not overlap, in one OpenMP region: when at least
+// cpu_nt(be) of them are non-empty each runs whole on one thread (its bits then are
+// cpu_gemm_fused's on one thread, at any thread count), else each is cut as cpu_gemm_fused
+// cuts it (the same bits as n cpu_gemm_fused calls). Largest first, taken by the threads as
+// they come free. Main thread, outside regions. Never fails.
+void cpu_gemm_grouped(Backend *be, const CpuGemmJob *jobs, int n);
+
 // Makes every OpenBLAS call run on its calling thread until cpu_blas_single_end(returned
 // value) restores the previous (process-wide) thread count. cpu_sgemm may be called from
 // inside an OpenMP region only between the two. Main thread only, outside regions.

@@ -4,7 +4,8 @@
 #include "cpu_gemm.h"
 #include "core/check.h"  // defines: core_fatal
 
-#include <cblas.h>  // defines: cblas_sgemm
+#include <cblas.h>   // defines: cblas_sgemm
+#include <stdlib.h>  // defines: free
 
 // Row-major sgemm with BLAS's alpha/beta meaning, safe for empty sizes (see cpu_backend.h).
 void cpu_sgemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
@@ -67,6 +68,50 @@ void cpu_matmul_act_backward(Backend *be, void *dinp, float *dweight, float *dbi
     if (dbias) cpu_colsum_acc(be, dbias, dout, N, OC);
 }
 
+// out (R, OC), group g's rows (rows[g] of them, after the groups before it) = inp_g @
+// weight_g (OC, C)^T + bias_g: one cpu_gemm_grouped job per group (weight (G, OC, C), bias
+// (G, OC) or NULL).
+void cpu_matmul_grouped_forward(Backend *be, void *out, const void *inp, const void *weight,
+                                const void *bias, const int *rows, int G, int C, int OC) {
+    CpuGemmJob *jobs = core_calloc((size_t)G + 1, sizeof *jobs);
+    const float *w = weight, *b = bias;
+    size_t off = 0;
+    for (int g = 0; g < G; off += (size_t)rows[g++]) {
+        const float *in = (const float *)inp + off * C;
+        jobs[g] = (CpuGemmJob){0, 1, rows[g], OC, C, 1.0f, in, C, w + (size_t)g * OC * C, C, 0.0f,
+                               (float *)out + off * OC, OC, {.bias = b ? b + (size_t)g * OC : NULL}};
+    }
+    cpu_gemm_grouped(be, jobs, G);
+    free(jobs);
+}
+
+// Per group g: dinp_g = dout_g @ weight_g (overwritten; skipped if dinp is NULL), dweight_g
+// (OC, C) += dout_g^T @ inp_g, dbias_g (OC) += column sums of dout_g (if not NULL). The
+// input-gradient and weight-gradient products of every group are the jobs of one
+// cpu_gemm_grouped; the bias sums follow, group by group.
+void cpu_matmul_grouped_backward(Backend *be, void *dinp, float *dweight, float *dbias,
+                                 const void *dout, const void *inp, const void *weight,
+                                 const int *rows, int G, int C, int OC) {
+    CpuGemmJob *jobs = core_calloc(2 * (size_t)G + 1, sizeof *jobs);
+    const float *d = dout, *x = inp, *w = weight;
+    int n = 0;
+    size_t off = 0;
+    for (int g = 0; g < G; off += (size_t)rows[g++]) {
+        const float *dg = d + off * OC;
+        if (dinp)
+            jobs[n++] = (CpuGemmJob){0, 0, rows[g], C, OC, 1.0f, dg, OC, w + (size_t)g * OC * C, C,
+                                     0.0f, (float *)dinp + off * C, C, {0}};
+        jobs[n++] = (CpuGemmJob){1, 0, OC, C, rows[g], 1.0f, dg, OC, x + off * C, C, 1.0f,
+                                 dweight + (size_t)g * OC * C, C, {0}};
+        if (!rows[g]) jobs[n - 1].M = 0;  // nothing to add
+    }
+    cpu_gemm_grouped(be, jobs, n);
+    free(jobs);
+    off = 0;
+    for (int g = 0; dbias && g < G; off += (size_t)rows[g++])
+        if (rows[g]) cpu_colsum_acc(be, dbias + (size_t)g * OC, d + off * OC, rows[g], OC);
+}
+
 // acc (C) += sum over rows of x (N, C). Parallel over blocks of CPU_COLBLK channels; each
 // channel is summed over rows 0..N-1 in order, so the bits do not depend on thread count.
 void cpu_colsum_acc(Backend *be, float *acc, const float *x, int N, int C) {
@@ -107,6 +152,36 @@ static void h_matmul_backward(Backend *be, void *dinp, float *dweight, float *db
     float *fdi = dinp ? cpu_take(&a, CPU_SZ(N) * C) : NULL;
     cpu_matmul_backward(be, fdi, dweight, dbias, fd, fi, fw, N, C, OC);
     if (dinp) cpu_out(be, dinp, fdi, CPU_SZ(N) * C);
+}
+
+// The groups' rows R = sum of rows (G of them).
+static size_t rows_total(const int *rows, int G) {
+    size_t R = 0;
+    for (int g = 0; g < G; g++) R += (size_t)rows[g];
+    return R;
+}
+
+static void h_matmul_grouped_forward(Backend *be, void *o, const void *inp, const void *weight,
+                                     const void *bias, const int *rows, int G, int C, int OC) {
+    size_t R = rows_total(rows, G), nw = (size_t)G * OC * C;
+    CpuArena a = cpu_arena(be, cpu_pad(R * C) + cpu_pad(nw) + cpu_pad((size_t)G * OC) + cpu_pad(R * OC));
+    const float *fi = cpu_in(&a, inp, R * C), *fw = cpu_in(&a, weight, nw);
+    const float *fb = cpu_in(&a, bias, (size_t)G * OC);
+    float *fo = cpu_take(&a, R * OC);
+    cpu_matmul_grouped_forward(be, fo, fi, fw, fb, rows, G, C, OC);
+    cpu_out(be, o, fo, R * OC);
+}
+
+static void h_matmul_grouped_backward(Backend *be, void *dinp, float *dweight, float *dbias,
+                                      const void *dout, const void *inp, const void *weight,
+                                      const int *rows, int G, int C, int OC) {
+    size_t R = rows_total(rows, G), nw = (size_t)G * OC * C;
+    CpuArena a = cpu_arena(be, cpu_pad(R * OC) + 2 * cpu_pad(R * C) + cpu_pad(nw));
+    const float *fd = cpu_in(&a, dout, R * OC), *fi = cpu_in(&a, inp, R * C);
+    const float *fw = dinp ? cpu_in(&a, weight, nw) : NULL;
+    float *fdi = dinp ? cpu_take(&a, R * C) : NULL;
+    cpu_matmul_grouped_backward(be, fdi, dweight, dbias, fd, fi, fw, rows, G, C, OC);
+    if (dinp) cpu_out(be, dinp, fdi, R * C);
 }
 
 // GELU: pre and out from the fp32 product (CUDA's GELU epilogue); other acts: pre rounded,
@@ -153,4 +228,6 @@ void cpu_matmul_ops(BackendOps *t, BackendDType act) {
     t->matmul_backward = f32 ? cpu_matmul_backward : h_matmul_backward;
     t->matmul_act_forward = f32 ? cpu_matmul_act_forward : h_matmul_act_forward;
     t->matmul_act_backward = f32 ? cpu_matmul_act_backward : h_matmul_act_backward;
+    t->matmul_grouped_forward = f32 ? cpu_matmul_grouped_forward : h_matmul_grouped_forward;
+    t->matmul_grouped_backward = f32 ? cpu_matmul_grouped_backward : h_matmul_grouped_backward;
 }
