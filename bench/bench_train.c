@@ -40,18 +40,19 @@ typedef struct {
     int in_all;  // run when no --config is given (gpt2-350m only when named: slow on CPUs)
     int E, K, Fe;  // mixture of experts in every layer: E experts of hidden size Fe, top-K
                    // (0: dense MLPs of 4 C)
+    int grouped;   // --moe-grouped-gemm: the experts' products as grouped GEMMs
 } BenchConfig;
 
 // medium-moe: medium's model with 8 experts of 2 C, top-2, in every layer: the same active
 // MLP FLOPs per token as medium's 4 C (the router's (E, C) product besides), so its GFLOP/s
 // against medium's is the MoE layers' cost beyond their FLOPs.
 static const BenchConfig CONFIGS[] = {
-    {"small", 4, 256, 4, 256, 4, 256, 1, 0, 0, 0},
-    {"medium", 6, 384, 6, 256, 4, 256, 1, 0, 0, 0},
-    {"medium-moe", 6, 384, 6, 256, 4, 256, 1, 8, 2, 768},
-    {"gpt2-vocab", 6, 384, 6, 256, 4, 50257, 1, 0, 0, 0},
-    {"gpt2-124m", 12, 768, 12, 256, 4, 50257, 1, 0, 0, 0},
-    {"gpt2-350m", 24, 1024, 16, 256, 4, 50257, 0, 0, 0, 0},
+    {"small", 4, 256, 4, 256, 4, 256, 1, 0, 0, 0, 0},
+    {"medium", 6, 384, 6, 256, 4, 256, 1, 0, 0, 0, 0},
+    {"medium-moe", 6, 384, 6, 256, 4, 256, 1, 8, 2, 768, 0},
+    {"gpt2-vocab", 6, 384, 6, 256, 4, 50257, 1, 0, 0, 0, 0},
+    {"gpt2-124m", 12, 768, 12, 256, 4, 50257, 1, 0, 0, 0, 0},
+    {"gpt2-350m", 24, 1024, 16, 256, 4, 50257, 0, 0, 0, 0, 0},
 };
 #define N_CONFIGS (int)(sizeof CONFIGS / sizeof CONFIGS[0])
 
@@ -88,6 +89,7 @@ static GPTConfig gpt_config_of(const BenchConfig *bc, int flash) {
         c.num_experts = bc->E, c.moe_topk = bc->K, c.moe_ffn_hidden_size = bc->Fe;
         c.moe_load_balancing = GPT_MOE_LB_AUX, c.moe_aux_coeff = 1e-2;
         snprintf(c.moe_layer_freq, sizeof c.moe_layer_freq, "1");
+        c.moe_grouped_gemm = bc->grouped;
     }
     return c;
 }
@@ -215,7 +217,7 @@ static void run_cuda(const BenchConfig *bc, Backend *be, Comm *one, int steps, d
 // bench_train's flags.
 typedef struct {
     const char *only, *device, *split, *attn_name;
-    int steps, threads, T, B, no_tf32, bf16, fp16, flash, panels, no_ceiling, cuda;
+    int steps, threads, T, B, no_tf32, bf16, fp16, flash, panels, no_ceiling, cuda, grouped;
     double peak, drop;
     BackendAttnKernels attn;
 } BenchFlags;
@@ -236,6 +238,7 @@ static BenchFlags parse_flags(int argc, char **argv) {
         {"--bf16", ARG_BOOL, &f.bf16, "bf16 activations and weight copies (mixed precision)"},
         {"--fp16", ARG_BOOL, &f.fp16, "fp16 activations and weight copies (no loss scaling here)"},
         {"--use-flash-attn", ARG_BOOL, &f.flash, "fused attention: no (T, T) matrix stored"},
+        {"--moe-grouped-gemm", ARG_BOOL, &f.grouped, "medium-moe: the experts' products as grouped GEMMs (megac train's flag), else one GEMM pair per expert"},
         {"--attention-backend", ARG_STR, &f.attn_name, "auto | fused | flash | unfused | local as megac train's (fused: cuDNN; default: megac's kernels)"},
         {"--no-ceiling", ARG_BOOL, &f.no_ceiling, "CPU: skip the sgemm ceilings (ceiling, fraction print 0)"},
         {"--dropout", ARG_FLOAT, &f.drop, "hidden and attention dropout p (Megatron's default: 0.1; here 0)"},
@@ -245,7 +248,7 @@ static BenchFlags parse_flags(int argc, char **argv) {
     };
     core_args_parse("usage: bench_train [--config NAME] [--steps N] [--threads N] [--device cpu|cuda] "
                     "[--seq-length T] [--micro-batch B] [--no-tf32] [--bf16|--fp16] [--use-flash-attn] "
-                    "[--peak-tflops X] [--dropout P] [--no-ceiling]",
+                    "[--peak-tflops X] [--dropout P] [--no-ceiling] [--moe-grouped-gemm]",
                     specs, (int)(sizeof specs / sizeof specs[0]), argc - 1, argv + 1);
     f.cuda = !strcmp(f.device, "cuda");
     if (!f.cuda && strcmp(f.device, "cpu")) core_usage_error("--device must be cpu or cuda, got '%s'", f.device);
@@ -310,6 +313,7 @@ int main(int argc, char **argv) {
         if (f.only ? strcmp(f.only, bc.name) != 0 : !bc.in_all) continue;
         if (f.T) bc.T = f.T;
         if (f.B) bc.B = f.B;
+        bc.grouped = f.grouped;
         if (f.cuda) run_cuda(&bc, be, one, f.steps, f.peak, f.flash, f.drop);
         else run_cpu(&bc, be, one, f.steps, f.flash, f.drop, f.no_ceiling);
         fflush(stdout);

@@ -31,6 +31,7 @@ typedef struct {
     int rows;            // M: expert-ordered rows a rank holds (n K, or E x padded capacity)
     int ep, ep_rank;     // the expert-parallel group's size and this rank's place (1, 0: none)
     MoEDispatcherType dispatcher;
+    int grouped;         // --moe-grouped-gemm: the experts' products by the grouped entries
 } MoEDims;
 
 // Local experts: E / ep. Pure.

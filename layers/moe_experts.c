@@ -1,5 +1,6 @@
 // layers/moe_experts.c: the MoE layer's experts (moe_experts.h): one GEMM pair per local
-// expert on its contiguous rows, forward and backward.
+// expert on its contiguous rows (SequentialMLP), or with --moe-grouped-gemm each product of
+// every expert in one grouped call (GroupedMLP), forward and backward.
 #include "moe_experts.h"
 
 #include <string.h>
@@ -16,8 +17,43 @@ void moe_experts_free(MoEExpertsWork *w, Backend *be) {
     memset(w, 0, sizeof *w);
 }
 
+// --moe-grouped-gemm: fc of every local expert in one grouped call, the activation over all R
+// rows, then proj in one grouped call (a pointwise act's epilogue is not fused here).
+static void grouped_forward(const MoEExperts *X, const MoEExpertWeights *W, MoEActs *x, void *out,
+                            const int *lc) {
+    Backend *be = X->be;
+    BackendAct act = X->d.act;
+    int El = moe_local_experts(&X->d), C = X->d.C, Fe = X->d.Fe, F2 = (backend_act_gated(act) ? 2 : 1) * Fe;
+    int R = 0;
+    for (int e = 0; e < El; e++) R += lc[e];
+    be->ops->matmul_grouped_forward(be, x->fch, x->xp, W->fcw, W->fcb, lc, El, C, F2);
+    be->ops->act_forward(be, x->fch_act, x->fch, R, Fe, act);
+    be->ops->matmul_grouped_forward(be, out, x->fch_act, W->projw, W->projb, lc, El, Fe, C);
+}
+
+// The backward of grouped_forward: proj's grouped backward into dact (gated) or dfch, the
+// activation's gradient over all rows, fc's grouped backward.
+static void grouped_backward(const MoEExperts *X, const MoEExpertWeights *W, const MoEActs *x,
+                             const void *dout, void *dxp, const int *lc) {
+    Backend *be = X->be;
+    BackendAct act = X->d.act;
+    int El = moe_local_experts(&X->d), C = X->d.C, Fe = X->d.Fe, F2 = (backend_act_gated(act) ? 2 : 1) * Fe;
+    int R = 0;
+    for (int e = 0; e < El; e++) R += lc[e];
+    void *da = backend_act_gated(act) ? X->w->dact : X->w->dfch;
+    be->ops->matmul_grouped_backward(be, da, W->dprojw, W->dprojb, dout, x->fch_act, W->projw, lc, El,
+                                     Fe, C);
+    be->ops->act_backward(be, X->w->dfch, x->fch, da, R, Fe, act);
+    be->ops->matmul_grouped_backward(be, dxp, W->dfcw, W->dfcb, X->w->dfch, x->xp, W->fcw, lc, El, C,
+                                     F2);
+}
+
 void moe_experts_forward(const MoEExperts *X, const MoEExpertWeights *W, MoEActs *x, void *out,
                          const int *lc) {
+    if (X->d.grouped) {
+        grouped_forward(X, W, x, out, lc);
+        return;
+    }
     Backend *be = X->be;
     BackendAct act = X->d.act;
     int C = X->d.C, Fe = X->d.Fe, F2 = (backend_act_gated(act) ? 2 : 1) * Fe;
@@ -41,6 +77,10 @@ void moe_experts_forward(const MoEExperts *X, const MoEExpertWeights *W, MoEActs
 
 void moe_experts_backward(const MoEExperts *X, const MoEExpertWeights *W, const MoEActs *x,
                           const void *dout, void *dxp, const int *lc) {
+    if (X->d.grouped) {
+        grouped_backward(X, W, x, dout, dxp, lc);
+        return;
+    }
     Backend *be = X->be;
     BackendAct act = X->d.act;
     int C = X->d.C, Fe = X->d.Fe, gated = backend_act_gated(act), F2 = (gated ? 2 : 1) * Fe;

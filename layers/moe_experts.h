@@ -1,7 +1,8 @@
 // layers/moe_experts.h: the experts of a mixture-of-experts layer (Megatron-Core's
 // GroupedMLP / SequentialMLP): each local expert is an MLP (fc, the model's activation,
-// fcproj; its own F) run as one GEMM pair on its contiguous rows, in local-expert order,
-// the rows the token dispatcher put together (layers/moe_dispatcher.h).
+// fcproj; its own F) on its contiguous rows, in local-expert order, the rows the token
+// dispatcher put together (layers/moe_dispatcher.h): one GEMM pair per expert in turn, or
+// with MoEDims.grouped each product of every expert in one grouped Backend call.
 #pragma once
 #include "layers/moe.h"
 

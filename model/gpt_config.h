@@ -50,6 +50,8 @@ typedef struct {
     int num_experts;              // E: MoE layers replace the MLP by E experts and a router
     int moe_dispatcher;           // MoEDispatcherType (layers/moe.h): --moe-token-dispatcher-type
                                   // (0: alltoall; the flag's default is allgather)
+    int moe_grouped_gemm;         // --moe-grouped-gemm: the local experts' products as one
+                                  // grouped GEMM (Backend matmul_grouped_*), else one per expert
     int moe_topk;                 // K experts per token (--moe-router-topk, 2)
     int moe_ffn_hidden_size;      // each expert's F (--moe-ffn-hidden-size; 0: ffn_hidden_size)
     int moe_shared_ffn;           // --moe-shared-expert-intermediate-size (0: no shared expert)

@@ -19,7 +19,7 @@ static MoEDims dims_of(const GPT *m, int n) {
     const GPTConfig *c = &m->cfg;
     MoEDims d = {c->num_experts, c->moe_topk, c->hidden_size, gpt_moe_ffn(c), c->activation,
                  n, (int)gpt_moe_rows(m), m->ep, m->ep > 1 ? m->ep_rank : 0,
-                 (MoEDispatcherType)c->moe_dispatcher};
+                 (MoEDispatcherType)c->moe_dispatcher, c->moe_grouped_gemm};
     return d;
 }
 

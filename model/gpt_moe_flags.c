@@ -33,7 +33,7 @@ int gpt_moe_flags_specs(ArgSpec *specs, GPTConfig *m, GPTFlagText *t) {
         {"--moe-aux-loss-coeff", ARG_FLOAT, &m->moe_aux_coeff, "weight of the load-balancing loss (0)"},
         {"--moe-z-loss-coeff", ARG_FLOAT, &m->moe_z_coeff, "weight of the router z-loss (0: none)"},
         {"--moe-token-dispatcher-type", ARG_STR, &t->moe_dispatcher, "allgather (default): at EP > 1 every rank of the ep group gathers the group's tokens and routing, keeps the rows of its own experts, and the outputs return by a reduce-scatter | alltoall: each row goes only to the rank of its expert and back (all-to-all with per-rank counts); the same losses (bitwise); EP 1: the tokens stay on their rank either way"},
-        {"--moe-grouped-gemm", ARG_BOOL, &t->moe_grouped_gemm, "accepted, no effect: megac always runs each local expert as one GEMM pair on its contiguous rows (at EP > 1 the rows that reach a rank, by either dispatcher, are first sorted by local expert)"},
+        {"--moe-grouped-gemm", ARG_BOOL, &t->moe_grouped_gemm, "the local experts' products as grouped GEMMs (Megatron's GroupedMLP): fc, then proj, of every local expert in one call each, rows sorted by local expert (CPU: one expert per thread, largest first; CUDA: cuBLAS grouped GEMM); without it one GEMM pair per expert in turn (SequentialMLP). The same math; the bits may differ"},
         {"--moe-shared-expert-intermediate-size", ARG_INT, &m->moe_shared_ffn, "one shared expert per MoE layer: a dense MLP of this hidden size on every token, added to the routed experts' output (0: none)"},
         {"--moe-shared-expert-gate", ARG_BOOL, &t->moe_shared_gate, "a sigmoid gate on the shared expert (not implemented: refused)"},
         {"--moe-router-enable-expert-bias", ARG_BOOL, &t->moe_expert_bias, "aux-loss-free balancing (DeepSeek-V3): a per-layer expert bias added to the scores for the choice only, moved after each step by the bias update rate towards balance (sigmoid score function only)"},
@@ -62,6 +62,7 @@ void gpt_moe_flags_finish(GPTConfig *m, const GPTFlagText *t) {
     if (strcmp(d, "allgather") && strcmp(d, "alltoall"))
         core_usage_error("--moe-token-dispatcher-type must be allgather or alltoall, got '%s'", d);
     m->moe_dispatcher = strcmp(d, "alltoall") ? MOE_DISPATCH_ALLGATHER : MOE_DISPATCH_ALLTOALL;
+    m->moe_grouped_gemm = t->moe_grouped_gemm;
     if (strlen(t->moe_layer_freq) >= sizeof m->moe_layer_freq)
         core_usage_error("--moe-layer-freq is longer than %zu characters", sizeof m->moe_layer_freq - 1);
     snprintf(m->moe_layer_freq, sizeof m->moe_layer_freq, "%s", t->moe_layer_freq);
