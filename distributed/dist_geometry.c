@@ -1,6 +1,8 @@
 // distributed/dist_geometry.c: bucket and shard geometry (see dist_geometry.h).
 #include "dist_geometry.h"
 
+#include <math.h>  // defines: ceil
+
 static size_t round16(size_t n) { return (n + 15) / 16 * 16; }
 
 size_t dist_pad_multiple(int dp) { return (size_t)dp * 16; }
@@ -125,4 +127,17 @@ DistStateBytes dist_state_bytes(const DistStateSizes *z) {
     b.grads = (z->shard_len + transient + z->bucket) * f;
     if (z->stage == 3) b.params = z->shard_len * f + (z->edge_len + 2 * z->layer_len) * z->act;
     return b;
+}
+
+#define OFFLOAD_ALIGN 16  // floats: the split point's granularity (as the slices' padding)
+
+size_t dist_offload_host_len(size_t shard_len, double fraction) {
+    size_t h = (size_t)ceil(fraction * (double)shard_len / OFFLOAD_ALIGN) * OFFLOAD_ALIGN;
+    return h < shard_len ? h : shard_len;
+}
+
+DistOffloadBytes dist_offload_bytes(size_t host_len, size_t copy_elem) {
+    size_t f = sizeof(float);
+    return (DistOffloadBytes){host_len * (4 * f + copy_elem), 2 * host_len * f, host_len * f,
+                              host_len * (f + copy_elem)};
 }

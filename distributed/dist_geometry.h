@@ -126,3 +126,23 @@ typedef struct {
 
 // The bytes of the state z describes (not counting the ZeRO-2 overlap's buffers). Pure.
 DistStateBytes dist_state_bytes(const DistStateSizes *z);
+
+// --optimizer-cpu-offload (optim/optim_offload.c, docs/offload.md): the first host_len floats
+// of a rank's optimizer slice of shard_len are updated on the host: fraction x shard_len
+// rounded up to 16 floats (the slices' granularity), at most shard_len. The run splits its
+// slice there (optim_set_offload) and megac plan counts it. Pure.
+size_t dist_offload_host_len(size_t shard_len, double fraction);
+
+// What the host part of host_len floats costs, as optim_offload.c allocates and copies it.
+typedef struct {
+    size_t host;          // pinned host bytes: the moments (8), the fp32 masters (4), the
+                          // gradient staging (4) per float, + copy_elem per float (the 16-bit
+                          // weight copies the host AdamW writes: DDP in bf16/fp16)
+    size_t device_saved;  // AdamW moment bytes not on the device (8 per float)
+    size_t down, up;      // bytes per step over PCIe: the gradients down (D2H, 4 per float);
+                          // the masters up (H2D, 4 per float) + the copies (copy_elem)
+} DistOffloadBytes;
+
+// The host part's bytes (copy_elem: bytes of a weight copy's element the host writes, 0 when
+// it writes none). Pure.
+DistOffloadBytes dist_offload_bytes(size_t host_len, size_t copy_elem);

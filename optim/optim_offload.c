@@ -23,12 +23,10 @@
 // (docs/offload.md).
 #include "optim_internal.h"
 #include "core/check.h"
+#include "distributed/dist_geometry.h"  // defines: dist_offload_host_len, dist_offload_bytes
 
-#include <math.h>    // defines: ceil
 #include <stdlib.h>  // defines: free
 #include <string.h>  // defines: memcpy
-
-#define OFFLOAD_ALIGN 16  // floats: the split point's granularity (as the slices' padding)
 
 struct OptimHost {
     Backend *cpu;           // the CPU backend whose AdamW updates the host part
@@ -113,8 +111,7 @@ void optim_reload_masters(const Optimizer *o) {
 
 void optim_set_offload(Optimizer *o, double fraction, int threads) {
     Backend *be = o->be;
-    size_t h = (size_t)ceil(fraction * (double)o->shard_len / OFFLOAD_ALIGN) * OFFLOAD_ALIGN;
-    if (h > o->shard_len) h = o->shard_len;
+    size_t h = dist_offload_host_len(o->shard_len, fraction);  // (megac plan counts the same)
     if (h == 0) return;
     struct OptimHost *x = core_calloc(1, sizeof *x);
     x->cpu = backend_cpu_create(threads, be->act);  // (rounds the copies as be->act)
@@ -189,5 +186,5 @@ void optim_moments_write(const Optimizer *o, const float *hm, const float *hv) {
 size_t optim_host_state_bytes(const Optimizer *o) {
     if (!o->host) return 0;
     size_t es = o->host->copy ? backend_dtype_size(o->be->act) : 0;
-    return o->host_len * (4 * sizeof(float) + es);  // moments, masters, gradients, copies
+    return dist_offload_bytes(o->host_len, es).host;  // moments, masters, gradients, copies
 }

@@ -181,7 +181,7 @@ void optim_update_model(Optimizer *o, const AdamWConfig *cfg, double lr, double 
 }
 
 size_t optim_state_bytes(const Optimizer *o) {
-    return dist_sync_state_bytes(o->sync).optim - 2 * o->host_len * sizeof(float);  // device part
+    return dist_sync_state_bytes(o->sync).optim - dist_offload_bytes(o->host_len, 0).device_saved;
 }
 
 size_t optim_param_memory_bytes(const Optimizer *o) { return dist_sync_param_bytes(o->sync); }

@@ -143,9 +143,25 @@ static void test_state(void) {
            g.n_floats, g.n_alloc, g.expert_offset);
 }
 
+// --optimizer-cpu-offload's split and bytes (dist_offload_host_len, dist_offload_bytes: the
+// run's and megac plan's), worked by hand.
+static void test_offload(void) {
+    EXPECT_EQ_INT(dist_offload_host_len(1024, 1.0), 1024);
+    EXPECT_EQ_INT(dist_offload_host_len(1024, 0.0), 0);
+    EXPECT_EQ_INT(dist_offload_host_len(1000, 0.5), 512);   // 500 rounded up to 16
+    EXPECT_EQ_INT(dist_offload_host_len(1000, 0.999), 1000);  // 999 -> 1008, cut to the slice
+    DistOffloadBytes b = dist_offload_bytes(512, 0);
+    EXPECT(b.host == 512 * 16 && b.device_saved == 512 * 8 && b.down == 512 * 4 && b.up == 512 * 4,
+           "fp32 / sharded: %zu %zu %zu %zu", b.host, b.device_saved, b.down, b.up);
+    b = dist_offload_bytes(512, 2);  // DDP bf16: the host writes the copies, they go up too
+    EXPECT(b.host == 512 * 18 && b.device_saved == 512 * 8 && b.down == 512 * 4 && b.up == 512 * 6,
+           "DDP bf16: %zu %zu %zu %zu", b.host, b.device_saved, b.down, b.up);
+}
+
 int main(void) {
     test_padding();
     test_state();
+    test_offload();
     test_buckets();
     test_zero1_tiling(256, 300, 4);
     test_zero1_tiling(256, 0, 4);
