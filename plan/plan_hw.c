@@ -6,6 +6,11 @@
 //   H200 SXM: 141 GB HBM3e at 4.8 TB/s; the same compute as the H100 SXM.
 //   NVLink 4: 900 GB/s bidirectional per GPU = 450 GB/s per direction (HGX/DGX boards).
 //   InfiniBand NDR: 400 Gb/s per GPU (one ConnectX-7 per GPU, as in DGX H100) = 50 GB/s.
+//   PCIe 5.0 x16 host link per GPU: 32 GT/s x 16 lanes, 128b/130b = 63 GB/s per direction
+//   raw; 55 GB/s taken as achievable (pinned cudaMemcpy reaches about 85-90 % of it: the
+//   packets' headers and flow control); --optimizer-cpu-offload's copies. Assumed, to be
+//   measured on the machine (plan --calibrate does not measure it yet).
+//   Host memory: 2 TB per node (DGX H100 and DGX H200 system memory).
 // Assumed (not datasheet): GEMM efficiency 0.7, link efficiency 0.8, ring-step latency
 // 3 us inside a node and 8 us across nodes, 4 GB of each GPU kept by the CUDA context,
 // cuBLAS/NCCL workspaces and fragmentation. Fused attention, on Megatron's count of its
@@ -31,7 +36,8 @@ static PlanHardware hopper_node(const char *name, double memory_gb, double hbm_g
                        .hbm_gbps = hbm_gbps, .peak_tflops = {67.0, 494.5, 989.5},
                        .gemm_efficiency = 0.7, .attn_cudnn_efficiency = 0.6,
                        .attn_megac_efficiency = 0.1, .intra_gbps = 450.0, .inter_gbps = 50.0,
-                       .link_efficiency = 0.8, .intra_latency_us = 3.0, .inter_latency_us = 8.0};
+                       .link_efficiency = 0.8, .intra_latency_us = 3.0, .inter_latency_us = 8.0,
+                       .pcie_gbps = 55.0, .host_memory_gb = 2048.0};
     snprintf(hw.name, sizeof hw.name, "%s", name);
     return hw;
 }
@@ -61,7 +67,8 @@ static const HwKey KEYS[] = {
     HWF("attn_cudnn_efficiency", attn_cudnn_efficiency), HWF("attn_megac_efficiency", attn_megac_efficiency),
     HWF("intra_node_gbps", intra_gbps), HWF("inter_node_gbps", inter_gbps),
     HWF("link_efficiency", link_efficiency), HWF("intra_node_latency_us", intra_latency_us),
-    HWF("inter_node_latency_us", inter_latency_us),
+    HWF("inter_node_latency_us", inter_latency_us), HWF("pcie_gbps", pcie_gbps),
+    HWF("host_memory_gb", host_memory_gb),
 };
 #define N_KEYS (int)(sizeof KEYS / sizeof KEYS[0])
 

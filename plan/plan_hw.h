@@ -32,6 +32,9 @@ typedef struct {
     double link_efficiency;           // fraction of link bandwidth a collective reaches (assumed)
     double intra_latency_us;          // per ring step (assumed)
     double inter_latency_us;
+    double pcie_gbps;                 // per GPU, per direction, host <-> device (achievable;
+                                      // --optimizer-cpu-offload's copies)
+    double host_memory_gb;            // host memory per node, 10^9 bytes (offload's pinned state)
 } PlanHardware;
 
 // Fills *hw with built-in profile `name` ("h100", "h200"). Returns 0, or -1 if unknown.
