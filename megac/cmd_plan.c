@@ -28,6 +28,8 @@ typedef struct {
     int world, gpus_per_node, json, top, threads;
     const char *hardware, *schedule, *device, *calibrate, *sharding, *cp_comm_type;
     int sp_on, sp_off, zero_on, zero_off, bf16, fp16, no_tf32;
+    int cpu_offload;          // --optimizer-cpu-offload
+    double offload_fraction;  // --optimizer-offload-fraction (< 0: not given)
 } PlanFlags;
 
 // Resolves --hardware (built-in name or file) and --gpus-per-node. Exits 2 on bad input.
@@ -140,6 +142,20 @@ static void filter_sharding(PlanFilter *f, const PlanFlags *pf) {
     f->zero = z >= 2 ? z : 0;  // OptimSharding: 2 optim_grads, 3 optim_grads_params
 }
 
+// --optimizer-cpu-offload [--optimizer-offload-fraction F] as megac train checks them.
+static void filter_offload(PlanSpec *s, PlanFilter *f, const PlanFlags *pf) {
+    double F = pf->offload_fraction;
+    if (F >= 0 && !pf->cpu_offload)
+        core_usage_error("--optimizer-offload-fraction needs --optimizer-cpu-offload");
+    if (F > 1 || (F < 0 && F != -1.0))  // (-1: not given)
+        core_usage_error("--optimizer-offload-fraction must be in [0, 1], got %g", F);
+    if (pf->cpu_offload && strcmp(pf->device, "cuda"))
+        core_usage_error("--optimizer-cpu-offload needs --device cuda: the CPU backend's optimizer state is "
+                         "already in host memory");
+    s->offload = f->offload = pf->cpu_offload;
+    f->offload_fraction = F;
+}
+
 // The filters and the spec's settings from the parsed flags (megac train's checks where the
 // flags are train's): EP, the schedule, CP's exchange, SP, ZeRO, dropout, the precision.
 // Aborts the job with a usage error on a bad or contradicting value.
@@ -168,6 +184,7 @@ static void finish_flags(PlanSpec *s, PlanFilter *f, const PlanFlags *pf, const 
     if (!(s->attention_dropout >= 0 && s->attention_dropout < 1))
         core_usage_error("--attention-dropout %g: a dropout probability must be in [0, 1)", s->attention_dropout);
     s->precision = precision_of(pf);
+    filter_offload(s, f, pf);
 }
 
 int cmd_plan(int argc, char **argv) {
@@ -177,7 +194,8 @@ int cmd_plan(int argc, char **argv) {
     gpt_flags_init(m, &mt);  // megac train's defaults, and GPT-2's vocabulary
     m->vocab_size = 50257;
     PlanFilter f = {0, 0, 0, -1, -1, -1, 0, 0, 0, 1, 0, 1, 0};  // CP 1 unless asked (as vpp)
-    PlanFlags pf = {.top = 20, .hardware = "h100", .schedule = "", .device = "cuda", .cp_comm_type = "p2p"};
+    PlanFlags pf = {.top = 20, .hardware = "h100", .schedule = "", .device = "cuda", .cp_comm_type = "p2p",
+                    .offload_fraction = -1.0};
     const ArgSpec own[] = {
         {"--world-size", ARG_INT, &s.world_size, "ranks (GPUs) to lay out"},
         {"--gpus-per-node", ARG_INT, &pf.gpus_per_node, "GPUs per node (0: the hardware profile's)"},
@@ -205,6 +223,8 @@ int cmd_plan(int argc, char **argv) {
         {"--no-tf32", ARG_BOOL, &pf.no_tf32, "fp32 GEMMs instead of TF32 tensor cores"},
         {"--bf16", ARG_BOOL, &pf.bf16, "bf16 activations and weight copies (megac train --bf16)"},
         {"--fp16", ARG_BOOL, &pf.fp16, "fp16 activations and weight copies (megac train --fp16)"},
+        {"--optimizer-cpu-offload", ARG_BOOL, &pf.cpu_offload, "also rank each layout with the optimizer offloaded (fractions 0, 0.5, 1; host memory, PCIe bytes and time: docs/zero.md)"},
+        {"--optimizer-offload-fraction", ARG_FLOAT, &pf.offload_fraction, "--optimizer-cpu-offload: only this fraction, 0..1 (default: 0, 0.5 and 1)"},
         {"--calibrate", ARG_STR, &pf.calibrate, "measure this machine (under mpiexec: these ranks), write a profile FILE, stop"},
         {"--num-threads", ARG_INT, &pf.threads, "--calibrate: CPU threads per rank (0: cores / ranks on the node)"},
     };

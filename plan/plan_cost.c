@@ -13,7 +13,8 @@
 // expert region's over the expert-data-parallel group too), the
 // AdamW step (memory-bound) and the ZeRO-1 all-gather. A collective over a group costs bytes / (link bandwidth x link
 // efficiency) + one latency per ring step; the link is NVLink when every member of the
-// group sits on one node (rank r on node r / gpus_per_node), InfiniBand otherwise.
+// group sits on one node (rank r on node r / gpus_per_node), InfiniBand otherwise. With
+// --optimizer-cpu-offload the copies over PCIe follow the AdamW step (plan_offload_seconds).
 #include "plan_model.h"
 #include "core/check.h"             // defines: core_calloc
 
@@ -112,7 +113,15 @@ static void stage_times(const PlanSpec *s, const PlanLayout *l, const PlanHardwa
     p->t_after = traffic_time(&p->traffic[PLAN_G_EMB], sizes[PLAN_G_EMB], r->crosses[PLAN_G_EMB], hw) +
                  traffic_time(&p->traffic[PLAN_G_DP], sizes[PLAN_G_DP], r->crosses[PLAN_G_DP], hw) +
                  traffic_time(&p->traffic[PLAN_G_EDP], sizes[PLAN_G_EDP], r->crosses[PLAN_G_EDP], hw) +
-                 (double)p->shard_len * adamw_bytes(s->precision) / (hw->hbm_gbps * 1e9);
+                 (double)p->shard_len * adamw_bytes(s->precision) / (hw->hbm_gbps * 1e9) +
+                 plan_offload_seconds(hw, p);  // --optimizer-cpu-offload's copies (0 without)
+}
+
+// Whether the offload's pinned bytes of a node's ranks (each at most the busiest stage's) fit
+// in its host memory. Always without offload (host_peak 0).
+static int host_fits(const PlanSpec *s, const PlanHardware *hw, const PlanResult *r) {
+    int ranks = s->world_size < hw->gpus_per_node ? s->world_size : hw->gpus_per_node;
+    return r->host_peak * ranks <= hw->host_memory_gb * 1e9;
 }
 
 // plan_predict, keeping every stage in r->stages or (keep 0) none. The middle stages after
@@ -150,12 +159,14 @@ static void predict(const PlanSpec *s, const PlanLayout *l, const PlanHardware *
         busy += run * (m * p.t_mb);
         r->hardware_flops += run * (p.flops_mb * m * l->tp * l->dp * plan_cp(l));
         if (p.t_after > t_after) t_after = p.t_after;
+        if (p.host_mem > r->host_peak) r->host_peak = p.host_mem;
+        if (plan_offload_seconds(hw, &p) > r->t_pcie) r->t_pcie = plan_offload_seconds(hw, &p);
         for (int k = 0; keep && k < run; k++) {
             if (k > 0) plan_stage_like(s, l, st + k, m, &p);
             r->stages[st + k] = p;
         }
     }
-    r->fits = r->mem_peak <= (hw->memory_gb - hw->reserve_gb) * 1e9;
+    r->fits = r->mem_peak <= (hw->memory_gb - hw->reserve_gb) * 1e9 && host_fits(s, hw, r);
     // interleaved: v chunks of t_s / v each; the fill and drain pass one chunk per stage
     double v = l->vpp > 1 ? l->vpp : 1, t_pipe = t_sum / v + (m - 1.0 / v) * t_mb;
     for (int st = 0; keep && st < l->pp; st++) r->stages[st].bubble = 1.0 - m * r->stages[st].t_mb / t_pipe;

@@ -49,6 +49,20 @@ static int choices(int forced, int allowed, int out[2]) {
     return 2;
 }
 
+// Layout l predicted without offload and, with f->offload, at each offload fraction asked.
+static void predict_offloads(const PlanSpec *s, const PlanFilter *f, const PlanHardware *hw, int keep,
+                             PlanLayout l, Growing *g) {
+    const double all[] = PLAN_OFFLOAD_FRACTIONS;
+    int n = !f->offload ? 1 : f->offload_fraction < 0 ? (int)(sizeof all / sizeof all[0]) : 1;
+    for (int i = 0; i < n; i++) {
+        l.offload = !f->offload ? 0.0 : f->offload_fraction < 0 ? all[i] : f->offload_fraction;
+        PlanResult r;
+        if (keep) plan_predict_summary(s, &l, hw, &r);  // stages of the first `keep` later
+        else plan_predict(s, &l, hw, &r);
+        push(g, &r);
+    }
+}
+
 // Every (schedule, SP, ZeRO-1) variant of one (TP, PP, DP, micro-batch).
 static void variants(const PlanSpec *s, const PlanFilter *f, const PlanHardware *hw, int keep,
                      PlanLayout base, Growing *g, PlanSet *out) {
@@ -91,10 +105,7 @@ static void variants(const PlanSpec *s, const PlanFilter *f, const PlanHardware 
                              l.tp, plan_cp_label(&l, cpl), l.pp, l.dp, l.micro_batch, err);
                     continue;
                 }
-                PlanResult r;
-                if (keep) plan_predict_summary(s, &l, hw, &r);  // stages of the first `keep` later
-                else plan_predict(s, &l, hw, &r);
-                push(g, &r);
+                predict_offloads(s, f, hw, keep, l, g);
             }
 }
 

@@ -7,7 +7,8 @@
 // off, when TP > 1) and the ZeRO-1 distributed optimizer (on or off, when DP > 1; ZeRO-2 or 3
 // instead of ZeRO-1 when the filter asks). Interleaved 1F1B only when the filter gives v (or
 // layers per virtual stage): then every layout has it, and those that cannot are refused;
-// expert parallelism likewise (EP, when given).
+// expert parallelism likewise (EP, when given). With --optimizer-cpu-offload each layout
+// again with its optimizer offloaded (the filter's fractions), ranked beside the others.
 #pragma once
 #include "plan_model.h"
 
@@ -25,7 +26,15 @@ typedef struct {
                      // whose DP x CP it does not divide are refused
     int etp1;        // --expert-tensor-parallel-size 1 (EP > 1): the TP > 1 layouts' EP groups
                      // span TP x DP x CP (PlanLayout.ep_over_tp; SP required)
+    int offload;     // --optimizer-cpu-offload: each layout also with the optimizer offloaded
+    double offload_fraction;  // with offload: --optimizer-offload-fraction F (only F tried; 0:
+                              // the layouts without offload), or < 0: every one of
+                              // PLAN_OFFLOAD_FRACTIONS
 } PlanFilter;
+
+// The offload fractions megac plan --optimizer-cpu-offload tries when none is given (0: the
+// layout without offload).
+#define PLAN_OFFLOAD_FRACTIONS {0.0, 0.5, 1.0}
 
 typedef struct {
     PlanResult *results;  // (n) ranked: layouts that fit first, each part fastest first

@@ -239,6 +239,8 @@ static void chunk_counts(const PlanSpec *s, const PlanLayout *l, int P, int stag
     // in place: optim/optimizer.h)
     st->mem[PLAN_MEM_COMM] = e * io + (l->zero < 2 ? (double)b.shards : 0.0);
 
+    plan_offload_counts(s, l, st);  // --optimizer-cpu-offload: the slice's host part
+
     stage_flops(s, l, Vp, st);
     st->kernel_bytes_mb = plan_kernel_bytes(s, l, st->n_layers, st->n_recomputed, st->first, st->last);
 }
@@ -287,6 +289,9 @@ static void interleaved_counts(const PlanSpec *s, const PlanLayout *l, int stage
             else if (i != PLAN_MEM_WORKSPACE) st->mem[i] += k.mem[i];
         if (k.scratch > st->scratch) st->scratch = k.scratch;  // shared (gpt_share_workspace)
         st->mem_optim_unsharded += k.mem_optim_unsharded;
+        st->host_mem += k.host_mem;  // (each chunk's optimizer its own host part)
+        st->pcie_down += k.pcie_down;
+        st->pcie_up += k.pcie_up;
         st->moe_workspace += k.moe_workspace;
         st->n_moe += k.n_moe;
         for (int g = 0; g < PLAN_NGROUPS; g++)

@@ -49,6 +49,8 @@ typedef struct {
                               // attention runs only without it (plan_attn_cudnn)
     struct PlanMemo *memo;    // optional (NULL: none): what one enumeration's layouts share
                               // (plan_memo_init); changes no result, only the time
+    int offload;              // --optimizer-cpu-offload asked: the outputs show the host memory
+                              // and PCIe columns (without it they are as before the offload)
 } PlanSpec;
 
 typedef struct {
@@ -68,6 +70,8 @@ typedef struct {
                      // MoE layer's experts split over EP ranks of DP x CP (plan_ep.c)
     int ep_over_tp;  // --expert-tensor-parallel-size 1 at TP > 1 and EP > 1: the EP groups span
                      // TP x DP x CP, the experts neither replicated nor summed over TP (needs SP)
+    double offload;  // --optimizer-cpu-offload --optimizer-offload-fraction F (0 < F <= 1): the
+                     // first F of each optimizer slice on the host (plan_offload.c); 0: none
 } PlanLayout;
 
 // 1 if megac train runs the fused attention of spec s at layout l on cuDNN's fused SDPA
@@ -143,6 +147,9 @@ typedef struct {
                                        // none (always at EP 1)
     double mem[PLAN_NMEM];             // bytes per rank by category
     double mem_optim_unsharded;        // optimizer state without ZeRO-1
+    double host_mem;                   // --optimizer-cpu-offload: pinned host bytes per rank
+                                       // (not in mem[]: those are the device's)
+    double pcie_down, pcie_up;         // its bytes per step per rank over PCIe: D2H, H2D
     PlanTraffic traffic[PLAN_NGROUPS]; // one step, one rank of this stage
     double flops_mb;                   // GEMM FLOPs of one micro-batch, forward + backward, per
                                        // rank, as the hardware runs them (with recomputation)
@@ -163,7 +170,10 @@ typedef struct {
     int crosses[PLAN_NGROUPS];         // the group spans nodes
     PlanStage *stages;                 // (pp)
     double mem_peak;                   // largest total over stages, bytes
-    int fits;
+    int fits;                          // the busiest stage fits in the GPU and (offload) the
+                                       // node's ranks' pinned bytes in its host memory
+    double host_peak;                  // largest host_mem over stages, bytes
+    double t_pcie;                     // of t_step: the offload's copies (plan_offload_seconds)
     double bubble;                     // idle fraction of all stages; (PP-1)/(m+PP-1) when
                                        // the stages take equally long, (PP-1)/(v m+PP-1)
                                        // interleaved (a bubble of (PP-1)/(v m) of the work)
@@ -253,6 +263,16 @@ void plan_stage_traffic(const PlanSpec *s, const PlanLayout *l, int P, int stage
 // differ: then pass the whole table.
 int plan_zero_counts(const PlanSpec *s, const PlanLayout *l, const ParamInfo *p, int n_params,
                      int n_micro, PlanStage *st);
+
+// --optimizer-cpu-offload (plan_offload.c, optim/optim_offload.c): of a model chunk counted
+// without it (shard_len, mem[PLAN_MEM_OPTIM] set), the host part of each rank's slice by the
+// run's own split and byte counts (dist_offload_host_len, dist_offload_bytes): the moments
+// moved off mem[PLAN_MEM_OPTIM], host_mem, pcie_down and pcie_up set. Nothing at offload 0.
+// Pure.
+void plan_offload_counts(const PlanSpec *s, const PlanLayout *l, PlanStage *st);
+// Seconds the offload's copies add to a step of stage st: the one place the plan assumes how
+// they overlap the rest (today: not at all, as the run; docs/offload.md). Pure.
+double plan_offload_seconds(const PlanHardware *hw, const PlanStage *st);
 
 // Mixture-of-experts layers (plan_moe.c, model/gpt_moe.h; their memory is gpt_measure's).
 // All pure.

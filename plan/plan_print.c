@@ -101,19 +101,31 @@ static void print_header(FILE *f, const PlanSpec *s, const PlanHardware *hw, con
             hw->reserve_gb, plan_hw_peak_flops(hw, s->precision) / 1e12,
             plan_precision_name(s->precision), hw->gemm_efficiency, hw->intra_gbps, hw->inter_gbps,
             hw->link_efficiency);
+    if (s->offload)  // --optimizer-cpu-offload
+        fprintf(f, "offload: PCIe %.4g GB/s per GPU per direction, host memory %.4g GB per node\n", hw->pcie_gbps,
+                hw->host_memory_gb);
     fprintf(f, "%d layouts (%d refused by the checks); fastest first, layouts that do not fit last\n\n",
             set->n, set->n_rejected);
     fprintf(f, "%49s memory per rank, %s %32s bytes per rank per step, %s\n", "", mu, "", bu);
     fprintf(f, "%4s %3s %3s %3s %4s %3s %4s %5s %5s %3s %4s | %7s %7s %7s %7s %7s %7s %4s | %6s %9s %9s %6s | "
-            "%8s %8s %8s %8s %8s %8s %8s %8s\n", "#", "TP", "CP", "PP", "DP", "EP", "mbs", "m", "sched", "SP", "ZeRO",
+            "%8s %8s %8s %8s %8s %8s %8s %8s%s", "#", "TP", "CP", "PP", "DP", "EP", "mbs", "m", "sched", "SP", "ZeRO",
             "params", "grads", "optim", "acts", "other", "total", "fit", "bubble", "step ms", "tokens/s",
-            "MFU", "TP", "CP", "PP", "DP", "emb", "EP", "EDP", "links");
+            "MFU", "TP", "CP", "PP", "DP", "emb", "EP", "EDP", "links", s->offload ? "" : "\n");
+    if (s->offload) fprintf(f, " | %4s %7s %7s\n", "off", "host GB", "PCIe ms");
 }
 
 // GB (10^9 bytes) when the largest value reaches 1 GB, else MB.
 static double unit_of(double largest, const char **name) {
     *name = largest >= 1e9 ? "GB" : "MB";
     return largest >= 1e9 ? 1e9 : 1e6;
+}
+
+// --optimizer-cpu-offload's cells of a row: the fraction ("-": none), the pinned host memory
+// per rank on the stage that holds the most (GB), the copies' time per step (ms).
+static void offload_cells(FILE *f, const PlanResult *r) {
+    char frac[16] = "-";
+    if (r->layout.offload > 0) snprintf(frac, sizeof frac, "%g", r->layout.offload);
+    fprintf(f, " | %4s %7.2f %7.2f", frac, r->host_peak / 1e9, r->t_pcie * 1e3);
 }
 
 void plan_print_table(FILE *f, const PlanSpec *s, const PlanHardware *hw, const PlanSet *set, int top) {
@@ -141,7 +153,7 @@ void plan_print_table(FILE *f, const PlanSpec *s, const PlanHardware *hw, const 
         char sched[16];
         snprintf(sched, sizeof sched, "ilv%d", l->vpp);  // interleaved 1F1B, v chunks
         fprintf(f, "%4d %3d %3d %3d %4d %3d %4d %5d %5s %3s %4s | %7.2f %7.2f %7.2f %7.2f %7.2f %7.2f %4s | "
-                "%6.3f %9.3f %9.0f %5.1f%% | %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8s\n", i + 1, l->tp, plan_cp(l),
+                "%6.3f %9.3f %9.0f %5.1f%% | %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8s", i + 1, l->tp, plan_cp(l),
                 l->pp, l->dp, plan_ep(l), l->micro_batch, r->n_micro, l->pp == 1 ? "-" : l->vpp > 1 ? sched : l->gpipe ? "gpipe" : "1f1b",
                 l->tp == 1 ? "-" : l->sp ? "on" : "off", plan_dp_cp(l) == 1 ? "-" : l->zero == 3 ? "3" : l->zero == 2 ? "2" : l->zero1 ? "on" : "off",
                 b->mem[PLAN_MEM_PARAMS] / ms, b->mem[PLAN_MEM_GRADS] / ms, b->mem[PLAN_MEM_OPTIM] / ms,
@@ -151,6 +163,8 @@ void plan_print_table(FILE *f, const PlanSpec *s, const PlanHardware *hw, const 
                 group_bytes(r, PLAN_G_TP) / bs, group_bytes(r, PLAN_G_CP) / bs, group_bytes(r, PLAN_G_PP) / bs,
                 group_bytes(r, PLAN_G_DP) / bs, group_bytes(r, PLAN_G_EMB) / bs, group_bytes(r, PLAN_G_EP) / bs,
                 group_bytes(r, PLAN_G_EDP) / bs, links);
+        if (s->offload) offload_cells(f, r);
+        fputc('\n', f);
     }
     int unfit = 0;
     for (int i = 0; i < set->n; i++) unfit += !set->results[i].fits;
@@ -164,6 +178,12 @@ void plan_print_table(FILE *f, const PlanSpec *s, const PlanHardware *hw, const 
             "expected under uniform routing; EDP: the expert region's gradient group, DP x CP / EP); "
             "links TP/CP/PP/DP/embedding/EP/EDP: n = NVLink, "
             "i = InfiniBand, - = no group\n");
+    if (s->offload)
+        fprintf(f, "offload (--optimizer-cpu-offload): off = --optimizer-offload-fraction (- none; optim = the "
+                "device's part); host GB = pinned host memory per rank (moments, masters, gradient staging, "
+                "DDP's 16-bit copies); PCIe ms = the gradients down and the masters up at pcie_gbps, added to "
+                "the step (not overlapped, as the run); fits also needs the node's ranks' pinned memory under "
+                "host_memory_gb\n");
     fprintf(f, "assumptions:\n");
     for (int i = 0; i < N_ASSUMPTIONS; i++) fprintf(f, "  - %s\n", ASSUMPTIONS[i]);
 }
@@ -179,13 +199,16 @@ static void json_traffic(FILE *f, const PlanTraffic *t) {
     fprintf(f, "\"bytes\":%llu}", total);
 }
 
-static void json_stage(FILE *f, const PlanStage *st, int index) {
+static void json_stage(FILE *f, const PlanStage *st, int index, int offload) {
     fprintf(f, "{\"stage\":%d,\"layer0\":%d,\"layers\":%d,\"activation_slots\":%d,\"parameters\":%zu,"
             "\"flat_buffer\":%zu,\"optimizer_slice\":%zu,\"memory\":{", index, st->layer0,
             st->n_layers, st->n_slots, st->n_floats, st->n_alloc, st->shard_len);
     for (int k = 0; k < PLAN_NMEM; k++) fprintf(f, "\"%s\":%.0f,", plan_mem_name((PlanMem)k), st->mem[k]);
-    fprintf(f, "\"optimizer_state_unsharded\":%.0f,\"total\":%.0f},\"traffic\":{",
-            st->mem_optim_unsharded, stage_total(st));
+    fprintf(f, "\"optimizer_state_unsharded\":%.0f,\"total\":%.0f},", st->mem_optim_unsharded, stage_total(st));
+    if (offload)  // --optimizer-cpu-offload: pinned host bytes (the run's optimizer_host_bytes)
+        fprintf(f, "\"optimizer_host\":%.0f,\"pcie\":{\"d2h_bytes\":%.0f,\"h2d_bytes\":%.0f},",
+                st->host_mem, st->pcie_down, st->pcie_up);
+    fprintf(f, "\"traffic\":{");
     for (int g = 0; g < PLAN_NGROUPS; g++) {
         fprintf(f, "%s\"%s\":", g ? "," : "", plan_group_name((PlanGroup)g));
         json_traffic(f, &st->traffic[g]);
@@ -195,7 +218,7 @@ static void json_stage(FILE *f, const PlanStage *st, int index) {
             st->flops_mb, st->model_flops_mb, st->kernel_bytes_mb, st->n_recomputed, st->t_mb, st->t_after, st->bubble);
 }
 
-static void json_result(FILE *f, const PlanResult *r, int position) {
+static void json_result(FILE *f, const PlanResult *r, int position, int offload) {
     const PlanLayout *l = &r->layout;
     fprintf(f, "{\"position\":%d,\"tp\":%d,\"cp\":%d,\"cp_comm_type\":\"%s\",\"pp\":%d,\"dp\":%d,\"ep\":%d,\"etp\":%d,"
             "\"micro_batch\":%d,\"n_micro\":%d,"
@@ -210,10 +233,15 @@ static void json_result(FILE *f, const PlanResult *r, int position) {
             r->tokens_per_s, r->mfu);
     for (int g = 0; g < PLAN_NGROUPS; g++)
         fprintf(f, "%s\"%s\":%s", g ? "," : "", plan_group_name((PlanGroup)g), r->crosses[g] ? "true" : "false");
-    fprintf(f, "},\"stages\":[");
+    fprintf(f, "},");
+    if (offload)  // --optimizer-cpu-offload: the fraction (0: none), the busiest stage's pinned
+                  // bytes and the copies' seconds (of step_s)
+        fprintf(f, "\"optimizer_offload_fraction\":%g,\"host_memory_peak\":%.0f,\"pcie_s\":%.6g,",
+                l->offload, r->host_peak, r->t_pcie);
+    fprintf(f, "\"stages\":[");
     for (int s = 0; s < l->pp; s++) {
         if (s) fprintf(f, ",");
-        json_stage(f, &r->stages[s], s);
+        json_stage(f, &r->stages[s], s, offload);
     }
     fprintf(f, "]}");
 }
@@ -242,9 +270,11 @@ void plan_print_json(FILE *f, const PlanSpec *s, const PlanHardware *hw, const P
     fprintf(f, ",\"gpus_per_node\":%d,\"memory_gb\":%g,\"reserve_gb\":%g,\"hbm_gbps\":%g,"
             "\"peak_tflops\":%g,\"gemm_efficiency\":%g,\"attn_cudnn_efficiency\":%g,"
             "\"attn_megac_efficiency\":%g,\"intra_node_gbps\":%g,\"inter_node_gbps\":%g,"
-            "\"link_efficiency\":%g},\"assumptions\":[", hw->gpus_per_node, hw->memory_gb,
+            "\"link_efficiency\":%g", hw->gpus_per_node, hw->memory_gb,
             hw->reserve_gb, hw->hbm_gbps, plan_hw_peak_flops(hw, s->precision) / 1e12,
             hw->gemm_efficiency, hw->attn_cudnn_efficiency, hw->attn_megac_efficiency, hw->intra_gbps, hw->inter_gbps, hw->link_efficiency);
+    if (s->offload) fprintf(f, ",\"pcie_gbps\":%g,\"host_memory_gb\":%g", hw->pcie_gbps, hw->host_memory_gb);
+    fprintf(f, "},\"assumptions\":[");
     for (int i = 0; i < N_ASSUMPTIONS; i++) {
         if (i) fprintf(f, ",");
         json_string(f, ASSUMPTIONS[i]);
@@ -252,7 +282,7 @@ void plan_print_json(FILE *f, const PlanSpec *s, const PlanHardware *hw, const P
     fprintf(f, "],\"rejected\":%d,\"layouts\":[", set->n_rejected);
     for (int i = 0; i < set->n; i++) {
         fprintf(f, i ? ",\n" : "\n");
-        json_result(f, &set->results[i], i + 1);
+        json_result(f, &set->results[i], i + 1, s->offload);
     }
     fprintf(f, "]}\n");
 }

@@ -18,11 +18,15 @@ compares with the plan's prediction for the same layout:
     gradient group) equal;
   * the pipeline bubble the run measures (PP > 1): printed next to the prediction for the
     8-rank runs (8 ranks on a 2-core box time each other's work, not the schedule).
+With --offload-only (a CUDA build, here the CPU emulator's): --optimizer-cpu-offload layouts
+(DDP bf16, ZeRO-1 fp32, ZeRO-3 bf16, interleaved 1F1B; fractions 0.5 and 1), run with --device
+cuda: the optimizer's device bytes (optimizer_state_bytes) and pinned host bytes
+(optimizer_host_bytes) of rank 0 equal the plan's, and the traffic as above.
 With --bubble, instead: the bubble of each stage on 2 ranks (PP 2, m = 16, 1F1B and GPipe, a model
 large enough for compute to dominate) within 0.05 of the plan's. Other jobs on the machine
 stretch the timed spans: when no try comes close and the load average exceeds the cores,
 the test reports SKIP (exit 77), naming the load, instead of a verdict.
-usage: plan_vs_run.py MPIEXEC MEGAC [--bubble | --cp-only | --moe-only | --ep-only]   (the CP, MoE or
+usage: plan_vs_run.py MPIEXEC MEGAC [--bubble | --cp-only | --moe-only | --ep-only | --offload-only]   (the CP, MoE or
 EP layouts alone; without --ep-only, every layout but the EP ones: test plan_vs_run_ep runs those)
 """
 import json, os, re, subprocess, sys, tempfile
@@ -130,6 +134,13 @@ EP_LAYOUTS = [
     (2, 2, 2, 1, 16, MOE + EP2 + ["--sequence-parallel", "--expert-tensor-parallel-size", "1",
                                   "--data-parallel-sharding-strategy", "optim_grads_params", "--moe-layer-freq", "2"]),
 ]
+OFF = ["--device", "cuda", "--optimizer-cpu-offload", "--optimizer-offload-fraction"]
+OFFLOAD_LAYOUTS = [
+    (1, 1, 2, 2, 8, OFF + ["0.5", "--bf16", "--no-distributed-optimizer"]),  # the host writes the bf16 copies
+    (1, 1, 2, 2, 8, OFF + ["1", "--no-tf32", "--use-distributed-optimizer"]),
+    (1, 1, 2, 2, 8, OFF + ["0.5", "--bf16", "--data-parallel-sharding-strategy", "optim_grads_params"]),
+    (1, 2, 1, 2, 8, OFF + ["0.5", "--no-tf32", "--virtual-pipeline-model-parallel-size", "2"]),  # two chunks
+]
 EP_DROPLESS_TOL = 0.5  # dropless ep bytes: the routing of a tiny untrained model against uniform
 TRAIN_ONLY = {"--no-sequence-parallel"}
 
@@ -144,7 +155,8 @@ MEM_COLS = ["parameters", "gradients", "optimizer_state", None, "activations", "
 
 
 def plan(tp, pp, dp, mb, gb, extra, model=MODEL):
-    cmd = [megac, "plan", "--world-size", str(tp * pp * dp * cp_of(extra)), "--json", "--device", "cpu",
+    cmd = [megac, "plan", "--world-size", str(tp * pp * dp * cp_of(extra)), "--json"] + \
+          ([] if "--device" in extra else ["--device", "cpu"]) + [
            "--vocab-size", "257", "--tensor-model-parallel-size", str(tp),
            "--pipeline-model-parallel-size", str(pp), "--micro-batch-size", str(mb),
            "--global-batch-size", str(gb)] + model + extra
@@ -177,7 +189,21 @@ bubble_only = "--bubble" in sys.argv[3:]
 cp_only = "--cp-only" in sys.argv[3:]
 moe_only = "--moe-only" in sys.argv[3:]
 ep_only = "--ep-only" in sys.argv[3:]
-for tp, pp, dp, mb, gb, extra in ([] if bubble_only else EP_LAYOUTS if ep_only else LAYOUTS):
+offload_only = "--offload-only" in sys.argv[3:]
+for tp, pp, dp, mb, gb, extra in (OFFLOAD_LAYOUTS if offload_only else []):
+    p = plan(tp, pp, dp, mb, gb, extra)
+    with tempfile.TemporaryDirectory() as d:
+        rec, mem, bubbles = train(tp, pp, dp, mb, gb, extra, d)
+    s0 = p["stages"][0]
+    checks = [(f"{g}_bytes", rec[f"{g}_bytes"], s0["traffic"][g]["bytes"]) for g in ("tp", "pp", "dp")]
+    checks += [("optimizer_state_bytes", rec["optimizer_state_bytes"], s0["memory"]["optimizer_state"]),
+               ("optimizer_host_bytes", rec.get("optimizer_host_bytes", 0), s0["optimizer_host"])]
+    print(f"TP {tp} x PP {pp} x DP {dp}, mbs {mb}, gb {gb} {' '.join(extra)}")
+    for key, got, want in checks:
+        ok = got == want
+        fails += not ok
+        print(f"  {key:24s} run {got:>12} plan {want:>12.0f} {'ok' if ok else 'MISMATCH'}")
+for tp, pp, dp, mb, gb, extra in ([] if bubble_only or offload_only else EP_LAYOUTS if ep_only else LAYOUTS):
     cp = cp_of(extra)
     if (cp_only and cp == 1) or (moe_only and "--num-experts" not in extra):
         continue
