@@ -57,7 +57,8 @@ static HostState host_state(const CkptModel *cm, int c, int loading) {
         return (HostState){params, o->m, o->v, 0};
     }
     HostState h = {core_calloc(pbytes, 1), core_calloc(mbytes, 1), core_calloc(mbytes, 1), 1};
-    be->ops->copy(be, h.params, params, pbytes, BACKEND_D2H);
+    if (o->master_host) memcpy(h.params, params, pbytes);  // --offload-params: in host memory
+    else be->ops->copy(be, h.params, params, pbytes, BACKEND_D2H);
     if (!loading) optim_moments_read(o, h.m, h.v);  // (device and --optimizer-cpu-offload parts)
     be->ops->sync(be);
     return h;
@@ -71,7 +72,8 @@ static void host_state_done(const CkptModel *cm, int c, HostState *h, int loaded
     if (loaded) {
         float *params = o->master ? o->master : cm->chunks[c]->param_mem;  // ZeRO-3: this rank's shard
         size_t pbytes = (o->master ? o->shard_len : cm->chunks[c]->n_floats) * sizeof(float);
-        be->ops->copy(be, params, h->params, pbytes, BACKEND_H2D);
+        if (o->master_host) memcpy(params, h->params, pbytes);  // --offload-params
+        else be->ops->copy(be, params, h->params, pbytes, BACKEND_H2D);
         gpt_refresh_weight_copies(cm->chunks[c]);  // --bf16/--fp16: the copies the forward reads
         optim_reload_masters(o);  // --optimizer-cpu-offload: its host masters
         optim_moments_write(o, h->m, h->v);  // (syncs)

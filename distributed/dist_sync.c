@@ -258,7 +258,11 @@ size_t dist_sync_grad_bytes(const DistSync *s) {
     return dist_sync_state_bytes(s).grads + (s->stage >= 2 ? s->ov_bytes : 0);
 }
 
-size_t dist_sync_param_bytes(const DistSync *s) { return dist_sync_state_bytes(s).params; }
+// (--offload-params: the master shard is in host memory, the staging buffer on the device)
+size_t dist_sync_param_bytes(const DistSync *s) {
+    size_t b = dist_sync_state_bytes(s).params;
+    return s->host_params ? b - s->shard_len * sizeof(float) + (s->pstage_len + 1) * sizeof(float) : b;
+}
 
 size_t dist_sync_edge_shard_bytes(const DistSync *s) {
     size_t n = 0;

@@ -81,7 +81,11 @@ typedef struct {
     size_t shard_len;           // floats this rank updates (DDP: n_padded)
     float *grad_shard;          // (shard_len) stages 1-3: this rank's averaged gradients
     float *param_shard;         // (shard_len) ZeRO-1: the all-gather input, else NULL
-    float *master;              // (shard_len) ZeRO-3: this rank's fp32 master weights, else NULL
+    float *master;              // (shard_len) ZeRO-3: this rank's fp32 master weights (device
+                                // memory; --offload-params: pinned host memory), else NULL
+    int host_params;            // --offload-params: master is in host memory
+    float *pstage;              // (pstage_len + 1) --offload-params: a unit's (a layer's dense
+    size_t pstage_len;          // and expert) master parts copied up for its gather, else NULL
     size_t bucket;              // floats per bucket (ZeRO-1: per rank); ZeRO-2/3: the largest per
     DistSyncBucket *buckets;    // (n_buckets) the buckets (at size > 1) or the units
     int n_buckets;
@@ -141,6 +145,12 @@ typedef struct {
 // masters) and install the hook. Never fails.
 DistSync *dist_sync_create(Backend *be, Comm *comm, Comm *ecomm, GPT *m, int stage,
                            size_t bucket_size, Comm *tp_sp);
+// --offload-params (DeepSpeed's offload_param), ZeRO-3 only: the master shard moves to o->be's
+// pinned host memory (alloc_host; freed on the device) and a device staging buffer of one
+// layer's parts is allocated: each gather first copies the unit's part up (H2D) into it, so
+// the gather and its prefetch are unchanged otherwise. Call once after dist_sync_create,
+// before the first step. Exits (core_fatal) below ZeRO-3.
+void dist_sync_offload_params(DistSync *s);
 // The group that reduces parameter p of the engine's model (ecomm in the expert region, else
 // comm). Pure.
 Comm *dist_sync_param_comm(const DistSync *s, const ParamInfo *p);

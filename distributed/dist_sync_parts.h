@@ -15,6 +15,13 @@ void dist_sync_reduce_start(DistSync *s, DistSyncReduce *r, const float *src);
 void dist_sync_reduce_finish(DistSync *s, DistSyncReduce *r);
 void dist_sync_split_transient(DistSync *s);
 
+// dist_sync_units.c (--offload-params): ZeRO-3 unit u's fp32 master part (per floats) where the gather reads it:
+// the master shard's, or with --offload-params copied up into the staging buffer (a layer's
+// expert unit after its dense part's: at out_at). Queued on the backend's stream.
+const float *dist_sync_unit_source(DistSync *s, const DistSyncBucket *u);
+// Frees the master shard where it lives and the staging buffer.
+void dist_sync_offload_free(DistSync *s);
+
 // ZeRO-2/3: floats one staging buffer must hold for any unit's full gradient: DP * bucket (the
 // largest per), or layer_len when a layer's expert unit reaches past that (its EDP exceeds DP
 // x CP with expert-tensor-parallel 1 at TP > EP). Pure.

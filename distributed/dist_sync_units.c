@@ -159,7 +159,7 @@ void dist_sync_units_free(DistSync *s) {
     be->ops->free(be, s->edge_grads);
     if (!s->shared) be->ops->free(be, s->layer_grads);
     be->ops->free(be, s->tmp);
-    be->ops->free(be, s->master);
+    dist_sync_offload_free(s);  // (the master shard, where it lives)
     be->ops->free(be, s->edge_params);
     be->ops->free(be, s->layer_params[0]);
     be->ops->free(be, s->layer_params[1]);
@@ -203,13 +203,15 @@ static void reduce_unit(DistSync *s, int k, const float *base, const float *src)
 }
 
 // ZeRO-3: unit u's weights from every rank's master part into dst (DP*per, be->act); the
-// part sent is the fp32 master itself, or cast to be->act in tmp; nonblocking into *req.
+// part sent is the fp32 master itself (--offload-params: its copy on the device), or cast to
+// be->act in tmp; nonblocking into *req.
 static void gather_unit(DistSync *s, const DistSyncBucket *u, void *dst, CommRequest *req) {
-    const void *in = s->master + u->at;
+    const float *src = dist_sync_unit_source(s, u);
+    const void *in = src;
     if (s->wtype != COMM_F32) {  // (a layer's expert part staged after its dense part's)
         int expert = u >= s->buckets + s->n_edge + s->m->n_layers;
         void *stage = (char *)s->tmp + (expert ? u->out_at : 0) * s->esize;
-        s->be->ops->cast(s->be, stage, s->be->act, s->master + u->at, BACKEND_F32, u->per);
+        s->be->ops->cast(s->be, stage, s->be->act, src, BACKEND_F32, u->per);
         in = stage;
     }
     if (req) comm_iall_gather(u->comm, in, dst, u->per, s->wtype, req);
@@ -340,4 +342,56 @@ void dist_sync_units_param_sync(DistSync *s) {
         be->ops->copy(be, m->param_mem + u->start, out, u->len * sizeof(float), BACKEND_D2D);
     }
     s->edge_stale = 1;
+}
+
+// --offload-params (DeepSpeed's offload_param). The master shard lives in pinned host memory;
+// the device keeps only a staging buffer for the parts of one layer (its dense and expert
+// units): a gather copies its unit's part up (H2D, queued on the stream before the collective
+// that reads it), so --overlap-param-gather's prefetch copies the next layer's part up with
+// it. The staging buffer is reused only after dist_sync_unit_settle, as tmp is. An edge unit's
+// part goes up into its own place in the edge's transient gradient buffer instead: the edge
+// is gathered once per step, at the step's first hook event, before any backward writes
+// gradients there (and ZeRO-3 has no reductions in flight across steps). The host AdamW
+// (optim_offload.c, fraction 1) updates the shard in place.
+
+// Floats of the staging buffer: the most a layer's units need at their places (its expert
+// unit after its dense part, as the bf16 staging in tmp). Pure.
+static size_t offload_staging(const DistSync *s) {
+    size_t most = 0;
+    for (int k = s->n_edge; k < s->n_buckets; k++) {
+        const DistSyncBucket *u = &s->buckets[k];
+        size_t need = (k >= s->n_edge + s->m->n_layers ? u->out_at : 0) + u->per;
+        if (need > most) most = need;
+    }
+    return most;
+}
+
+void dist_sync_offload_params(DistSync *s) {
+    Backend *be = s->be;
+    if (s->stage != 3 || !s->master) core_fatal("--offload-params needs ZeRO-3 (stage %d)", s->stage);
+    if (s->host_params) return;
+    size_t bytes = s->shard_len * sizeof(float);
+    float *host = be->ops->alloc_host(be, bytes ? bytes : sizeof(float));
+    be->ops->copy(be, host, s->master, bytes, BACKEND_D2H);  // (waits for the device)
+    be->ops->free(be, s->master);
+    s->master = host;
+    s->pstage_len = offload_staging(s);
+    s->pstage = be->ops->alloc(be, (s->pstage_len + 1) * sizeof(float));
+    s->host_params = 1;
+}
+
+const float *dist_sync_unit_source(DistSync *s, const DistSyncBucket *u) {
+    if (!s->host_params) return s->master + u->at;
+    int edge = u < s->buckets + s->n_edge, expert = u >= s->buckets + s->n_edge + s->m->n_layers;
+    float *dst = edge ? s->edge_grads + u->buf : s->pstage + (expert ? u->out_at : 0);
+    s->be->ops->copy(s->be, dst, s->master + u->at, u->per * sizeof(float), BACKEND_H2D);
+    return dst;
+}
+
+void dist_sync_offload_free(DistSync *s) {
+    Backend *be = s->be;
+    if (s->host_params) be->ops->free_host(be, s->master);
+    else be->ops->free(be, s->master);
+    be->ops->free(be, s->pstage);
+    s->master = s->pstage = NULL;
 }

@@ -92,6 +92,7 @@ static void shrink_device_part(Optimizer *o, size_t h) {
 // where the engine keeps them (dist_sync_unit_params: ZeRO-1/2 the flat buffer's piece, ZeRO-3
 // the master shard's). Copies down wait for the device.
 static void move_masters(const Optimizer *o, float *params, BackendCopyKind kind) {
+    if (o->master_host) return;  // --offload-params: x->param is the engine's shard
     DistSync *s = o->sync;
     float *host = o->host->param;
     size_t h = o->host_len;
@@ -109,6 +110,22 @@ void optim_reload_masters(const Optimizer *o) {
     if (o->host) move_masters(o, o->sync->sharded ? NULL : o->sync->m->param_mem, BACKEND_D2H);
 }
 
+// The host part's masters: pinned host memory of its own, or with --offload-params the
+// engine's master shard (then the host part must be the whole slice).
+static float *host_masters(const Optimizer *o, size_t h) {
+    if (!o->master_host) return o->be->ops->alloc_host(o->be, h * sizeof(float));
+    if (h != o->shard_len)
+        core_fatal("--offload-params needs --optimizer-offload-fraction 1 (host part %zu of %zu floats)",
+                   h, o->shard_len);
+    return o->master;
+}
+
+void optim_offload_params(Optimizer *o) {
+    dist_sync_offload_params(o->sync);
+    o->master = o->sync->master;
+    o->master_host = 1;
+}
+
 void optim_set_offload(Optimizer *o, double fraction, int threads) {
     Backend *be = o->be;
     size_t h = dist_offload_host_len(o->shard_len, fraction);  // (megac plan counts the same)
@@ -119,7 +136,7 @@ void optim_set_offload(Optimizer *o, double fraction, int threads) {
     x->n = cut_segments(o, 0, o->n_segs, 0, h, x->table, &x->ndec);
     for (int i = 0; i < x->n; i++)
         if (x->table[i].len > x->max_len) x->max_len = x->table[i].len;
-    x->param = be->ops->alloc_host(be, h * sizeof(float));
+    x->param = host_masters(o, h);
     x->grad = be->ops->alloc_host(be, h * sizeof(float));
     x->m = be->ops->alloc_host(be, h * sizeof(float));
     x->v = be->ops->alloc_host(be, h * sizeof(float));
@@ -147,7 +164,7 @@ void optim_offload_destroy(Optimizer *o) {
     struct OptimHost *x = o->host;
     if (!x) return;
     Backend *be = o->be;
-    be->ops->free_host(be, x->param);
+    if (!o->master_host) be->ops->free_host(be, x->param);  // (else the engine's)
     be->ops->free_host(be, x->grad);
     be->ops->free_host(be, x->m);
     be->ops->free_host(be, x->v);

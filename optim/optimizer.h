@@ -46,6 +46,8 @@ typedef struct {
     OptimSharding sharding;     // what is sharded (NO_SHARD / SHARD_OPTIM also when DP = 1)
     float *master;              // ZeRO-3: (shard_len) this rank's fp32 master weights (the
                                 // engine's); else NULL
+    int master_host;            // --offload-params: master is in pinned host memory (the
+                                // host AdamW's masters themselves)
     size_t n_padded;            // flat buffer length incl. padding (multiple of DP)
     size_t shard_len;           // floats of the slice this rank updates (DDP: everything;
                                 // ZeRO-1 / 2 / 3: the packed bucket / unit pieces)
@@ -115,6 +117,11 @@ void optim_update_model(Optimizer *o, const AdamWConfig *cfg, double lr, double 
 // (alloc_host), not on the device. Every strategy (ZeRO-2/3: unit by unit, a unit may be split).
 // Call after optim_set_weight_copies, before any step or checkpoint load. Never fails.
 void optim_set_offload(Optimizer *o, double fraction, int threads);
+// --offload-params (ZeRO-3): the engine's master shard moves to pinned host memory
+// (dist_sync_offload_params) and o->master follows it; optim_set_offload with fraction 1 must
+// come next: its host AdamW then updates that shard in place (no masters of its own, none
+// copied up). Call after optim_set_weight_copies. Exits below ZeRO-3.
+void optim_offload_params(Optimizer *o);
 // After the parameters were written outside the optimizer (a checkpoint load): the offloaded
 // part's host masters are read again from the device. Synchronous; nothing without offload.
 void optim_reload_masters(const Optimizer *o);

@@ -41,6 +41,7 @@ static int specs(ArgSpec *out, int cap, TrainArgs *a, TrainFlagText *x) {
         {"--optimizer-cpu-offload", ARG_BOOL, &a->optimizer_cpu_offload, "CUDA: AdamW of --optimizer-offload-fraction of each rank's optimizer slice runs on the host (--num-threads), its moments in pinned host memory, not on the GPU (same results; docs/offload.md)"},
         {"--optimizer-offload-fraction", ARG_FLOAT, &a->optimizer_offload_fraction, "--optimizer-cpu-offload: the fraction of each rank's slice updated on the host, 0..1"},
         {"--overlap-cpu-optimizer-d2h-h2d", ARG_BOOL, &a->overlap_cpu_optimizer_d2h_h2d, "--optimizer-cpu-offload: overlap the copies with the host AdamW (accepted; megac does not overlap them yet)"},
+        {"--offload-params", ARG_BOOL, &a->offload_params, "CUDA, ZeRO-3 (optim_grads_params) with --optimizer-cpu-offload at fraction 1: each rank's fp32 parameter shard in pinned host memory, copied up a layer at a time before its gather (DeepSpeed's offload_param; same results; docs/offload.md)"},
     };
     return train_args_put(out, cap, own, (int)(sizeof own / sizeof own[0]));
 }
@@ -85,7 +86,8 @@ static void check_data_parallel(TrainArgs *a, const TrainFlagText *x) {
 }
 
 // --optimizer-cpu-offload and its companions: a fraction in [0, 1], a device whose optimizer
-// state is not in host memory already. One line, exit 2.
+// state is not in host memory already; --offload-params: ZeRO-3 and the whole slice offloaded.
+// One line, exit 2.
 static void check_offload(const TrainArgs *a) {
     double f = a->optimizer_offload_fraction;
     if (!(f >= 0.0 && f <= 1.0)) core_usage_error("--optimizer-offload-fraction must be in [0, 1], got %g", f);
@@ -94,6 +96,16 @@ static void check_offload(const TrainArgs *a) {
     if (a->optimizer_cpu_offload && strcmp(a->device, "cuda"))
         core_usage_error("--optimizer-cpu-offload needs --device cuda: the CPU backend's optimizer "
                          "state is already in host memory");
+    if (!a->offload_params) return;
+    if (strcmp(a->device, "cuda"))
+        core_usage_error("--offload-params needs --device cuda: the CPU backend's parameters are already "
+                         "in host memory");
+    if (a->sharding != OPTIM_SHARD_PARAMS)
+        core_usage_error("--offload-params needs ZeRO-3 (--data-parallel-sharding-strategy optim_grads_params): "
+                         "only ZeRO-3 shards the parameters");
+    if (!a->optimizer_cpu_offload || f != 1.0)
+        core_usage_error("--offload-params needs --optimizer-cpu-offload with --optimizer-offload-fraction 1: "
+                         "the host AdamW updates the parameter shard where it lives");
 }
 
 static void finish(TrainArgs *a, TrainFlagText *x) {

@@ -85,6 +85,7 @@ static void create_model_chunks(Trainer *t, PPScheduleKind kind) {
         dist_sync_enable_overlap(o->sync, a->overlap_grad_reduce, a->overlap_param_gather,  // one hook
                                  t->n_micro);  // (train_args.c checks what each strategy supports)
         optim_set_weight_copies(o, m);  // bf16/fp16: AdamW writes the copies where it can
+        if (a->offload_params) optim_offload_params(o);  // (ZeRO-3, fraction 1: checked)
         if (a->optimizer_cpu_offload)  // (CUDA, DDP / ZeRO-1: train_args.c checks)
             optim_set_offload(o, a->optimizer_offload_fraction,
                               core_host_threads(a->num_threads, core_host_rank().local_size));

@@ -10,11 +10,17 @@ Modes:
            state on the device, and the pinned host bytes are logged.
   resume   4 iterations straight without offload; 2 with offload, saved, 2 resumed without;
            2 without, saved, 2 resumed with: the resumed iterations bitwise the straight run.
+  params   --offload-params (ZeRO-3 flags): a run without offload, one with --optimizer-cpu-offload
+           (fraction 1), one with --offload-params too: every iteration bitwise equal to the
+           run without, and the device memory in use (the emulator's accounting) lower than the
+           optimizer-offload run by exactly its parameter bytes' drop: the master shard less
+           the one-layer staging buffer, at least half the shard (rank 0's JSON record).
+           With --mode resume --offload-params the resume legs use --offload-params too.
   refuse   the flags' refusals (exit 2 and the reason): the CPU backend, fractions outside
            [0, 1], --overlap-cpu-optimizer-d2h-h2d alone.
 
-usage: offload.py --megac BIN --mpiexec MPIEXEC --mode parity|resume|refuse [--layout T,P,D]
-                  [--fractions 1.0 0.5] [--flags='...'] [--iters 4]
+usage: offload.py --megac BIN --mpiexec MPIEXEC --mode parity|params|resume|refuse [--layout T,P,D]
+                  [--fractions 1.0 0.5] [--flags='...'] [--iters 4] [--offload-params]
 """
 import argparse, json, os, shlex, subprocess, sys, tempfile
 
@@ -82,9 +88,33 @@ def mode_parity(args, flags, layout, wd):
     return fails
 
 
+PARAMS = ["--optimizer-cpu-offload", "--optimizer-offload-fraction", "1", "--offload-params"]
+
+
+def mode_params(args, flags, layout, wd):
+    ref, _ = run(args, flags, layout, wd, args.iters)
+    opt, _ = run(args, flags + PARAMS[:3], layout, wd, args.iters)
+    got, out = run(args, flags + PARAMS, layout, wd, args.iters)
+    bad, bad_opt = bitwise(got, ref), bitwise(opt, ref)
+    o0, g0 = opt[-1], got[-1]
+    shard = g0["optimizer_host_bytes"] // 4  # (fp32 masters, moments, gradients: the shard 4 times)
+    moved = o0["param_memory_bytes"] - g0["param_memory_bytes"]
+    freed = o0["device_memory_bytes"] - g0["device_memory_bytes"]
+    mem_ok = freed == moved and 2 * moved >= shard > 0 and moved < shard
+    print(f"layout {layout} {' '.join(flags)}: {len(ref)} iterations: --offload-params "
+          f"{'bitwise equal' if not bad else 'DIFFER ' + str(bad[:3])} to no offload, --optimizer-cpu-offload "
+          f"{'bitwise equal' if not bad_opt else 'DIFFER ' + str(bad_opt[:3])}; parameters on the device "
+          f"{o0['param_memory_bytes']} -> {g0['param_memory_bytes']} bytes (shard {shard}), device in use "
+          f"{o0['device_memory_bytes']} -> {g0['device_memory_bytes']} (freed {freed}): "
+          f"{'ok' if mem_ok else 'MISMATCH'}")
+    return bool(bad) + bool(bad_opt) + (not mem_ok)
+
+
 def mode_resume(args, flags, layout, wd):
     f = flags + ["--lr-decay-iters", "4"]
     off = ["--optimizer-cpu-offload", "--optimizer-offload-fraction", args.fractions[-1]]
+    if args.offload_params:
+        off = PARAMS
     ref, _ = run(args, f, layout, wd, iters=4)
     fails = 0
     for i, (name, first, second) in enumerate((("offload -> none", off, []), ("none -> offload", [], off))):
@@ -100,7 +130,12 @@ def mode_resume(args, flags, layout, wd):
 
 
 def mode_refuse(args, flags, layout, wd):
+    z3 = ["--data-parallel-sharding-strategy", "optim_grads_params"]
     cases = [(["--device", "cpu", "--optimizer-cpu-offload"], "already in host memory"),
+             (["--device", "cpu"] + z3 + ["--offload-params"], "parameters are already in host memory"),
+             (PARAMS, "needs ZeRO-3"),
+             (z3 + ["--offload-params"], "--optimizer-offload-fraction 1"),
+             (z3 + PARAMS[:2] + ["0.5", "--offload-params"], "--optimizer-offload-fraction 1"),
              (["--optimizer-cpu-offload", "--optimizer-offload-fraction", "1.5"], "in [0, 1]"),
              (["--optimizer-cpu-offload", "--optimizer-offload-fraction", "-0.25"], "in [0, 1]"),
              (["--overlap-cpu-optimizer-d2h-h2d"], "needs --optimizer-cpu-offload")]
@@ -120,14 +155,16 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--megac", required=True)
     ap.add_argument("--mpiexec", default="mpiexec")
-    ap.add_argument("--mode", choices=["parity", "resume", "refuse"], required=True)
+    ap.add_argument("--mode", choices=["parity", "params", "resume", "refuse"], required=True)
     ap.add_argument("--layout", default="1,1,1")
     ap.add_argument("--fractions", nargs="+", default=["1.0", "0.5"])
     ap.add_argument("--flags", default="")
     ap.add_argument("--iters", type=int, default=4)
+    ap.add_argument("--offload-params", action="store_true")
     args = ap.parse_args()
     layout = tuple(int(x) for x in args.layout.split(","))
-    mode = {"parity": mode_parity, "resume": mode_resume, "refuse": mode_refuse}[args.mode]
+    mode = {"parity": mode_parity, "params": mode_params, "resume": mode_resume,
+            "refuse": mode_refuse}[args.mode]
     with tempfile.TemporaryDirectory() as wd:
         fails = mode(args, shlex.split(args.flags), layout, wd)
     print("PASS" if not fails else f"FAIL: {fails} check(s)")
