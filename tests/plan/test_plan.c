@@ -38,7 +38,7 @@ static void test_seed_figures(void) {
 // cross-entropy ones of B T and 2 B T), each 2 (tp-1)/tp of the buffer.
 static void test_tp_counts(void) {
     PlanSpec s = tiny_spec(2, 8);
-    PlanLayout l = {2, 1, 1, 2, 0, 0, 0, 0, 0, 1, 0, 1, 0};
+    PlanLayout l = {2, 1, 1, 2, 0, 0, 0, 0, 0, 1, 0, 1, 0, 0};
     char err[400];
     EXPECT(plan_layout_check(&s, &l, err, sizeof err) == 0, "%s", err);
     PlanStage st;
@@ -48,7 +48,7 @@ static void test_tp_counts(void) {
     EXPECT_EQ_INT(st.traffic[PLAN_G_TP].calls[COMM_ALL_REDUCE], m * (4 * L + 4));
     EXPECT_EQ_INT(st.traffic[PLAN_G_TP].bytes[COMM_ALL_REDUCE], floats * 4 * 2 * 1 / 2);
     // GPT-2 parameter count on one rank of one stage: Vp C + T C + L (12 C^2 + 13 C) + 2 C
-    PlanLayout one = {1, 1, 1, 2, 0, 0, 0, 0, 0, 1, 0, 1, 0};
+    PlanLayout one = {1, 1, 1, 2, 0, 0, 0, 0, 0, 1, 0, 1, 0, 0};
     s.world_size = 1;
     plan_stage_counts(&s, &one, 0, 4, &st);
     EXPECT_EQ_INT(st.n_floats, 384 * 64 + 32 * 64 + 2 * (12 * 64 * 64 + 13 * 64) + 2 * 64);
@@ -61,7 +61,7 @@ static void test_tp_counts(void) {
 static void test_flops_bubble_slots(void) {
     PlanSpec s = tiny_spec(16, 32);
     s.model.num_layers = 4;
-    PlanLayout l = {2, 4, 2, 1, 0, 0, 1, 0, 0, 1, 0, 1, 0};
+    PlanLayout l = {2, 4, 2, 1, 0, 0, 1, 0, 0, 1, 0, 1, 0, 0};
     PlanHardware hw;
     plan_hw_builtin("h100", &hw);
     PlanResult r;
@@ -103,7 +103,7 @@ static void test_flops_bubble_slots(void) {
 static void test_recompute(void) {
     PlanSpec s = tiny_spec(4, 8);
     s.model.num_layers = 4;
-    PlanLayout l = {2, 2, 1, 1, 0, 0, 0, 0, 0, 1, 0, 1, 0};
+    PlanLayout l = {2, 2, 1, 1, 0, 0, 0, 0, 0, 1, 0, 1, 0, 0};
     PlanHardware hw;
     plan_hw_builtin("h100", &hw);
     PlanResult base, full, block, sel;
@@ -148,7 +148,7 @@ static void test_recompute(void) {
 static void test_enumeration(void) {
     PlanSpec s = tiny_spec(4, 4);
     s.model.num_layers = 4;
-    PlanFilter f = {0, 0, 1, -1, -1, -1, 0, 0, 0, 0, 0, 1, 0};
+    PlanFilter f = {0, 0, 1, -1, -1, -1, 0, 0, 0, 0, 0, 1, 0, 0, 0};
     PlanHardware hw;
     plan_hw_builtin("h200", &hw);
     PlanSet set;
@@ -178,7 +178,7 @@ static void test_enumeration(void) {
 static void test_interleaved(void) {
     PlanSpec s = tiny_spec(4, 16);
     s.model.num_layers = 8;
-    PlanLayout l = {1, 2, 2, 2, 0, 0, 0, 0, 2, 1, 0, 1, 0}, plain = l;
+    PlanLayout l = {1, 2, 2, 2, 0, 0, 0, 0, 2, 1, 0, 1, 0, 0}, plain = l;
     plain.vpp = 1;
     char err[400];
     EXPECT(plan_layout_check(&s, &l, err, sizeof err) == 0, "%s", err);
@@ -243,7 +243,7 @@ static void test_interleaved(void) {
     uneven.model.first_stage_layers = 2;
     EXPECT(plan_layout_check(&uneven, &l, err, sizeof err) != 0 && strstr(err, "first/last"), "%s", err);
     // enumeration with v fixed: PP 2 and 4 layouts only, all interleaved
-    PlanFilter f = {0, 0, 2, -1, -1, 0, 0, 2, 0, 0, 0, 1, 0};
+    PlanFilter f = {0, 0, 2, -1, -1, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0};
     PlanSet set;
     plan_enumerate(&s, &f, &hw, 0, &set);
     EXPECT(set.n > 0, "%s", set.reason);
@@ -309,7 +309,7 @@ static void test_hardware_files(void) {
 // flash attention drops the softmax rows.
 static void test_kernel_bytes(void) {
     PlanSpec s = tiny_spec(1, 8);
-    PlanLayout l = {1, 1, 1, 2, 0, 0, 0, 0, 0, 1, 0, 1, 0};
+    PlanLayout l = {1, 1, 1, 2, 0, 0, 0, 0, 0, 1, 0, 1, 0, 0};
     double layer = 279552.0 + 541696.0, ends = 114688.0 + 99328.0 + 196864.0;
     EXPECT_NEAR(plan_kernel_bytes(&s, &l, 2, 0, 1, 1), 2 * layer + ends, 0);
     EXPECT_NEAR(plan_kernel_bytes(&s, &l, 2, 1, 0, 1), 2 * layer + 279552.0 + 99328.0 + 196864.0, 0);
@@ -352,7 +352,7 @@ static void test_kernel_bytes(void) {
 static void test_context_parallel(void) {
     PlanSpec s = tiny_spec(4, 8);
     s.model.use_flash_attn = 1;
-    PlanLayout l = {1, 1, 2, 2, 0, 0, 1, 0, 0, 2, 0, 1, 0}, one = {1, 1, 2, 2, 0, 0, 1, 0, 0, 1, 0, 1, 0};
+    PlanLayout l = {1, 1, 2, 2, 0, 0, 1, 0, 0, 2, 0, 1, 0, 0}, one = {1, 1, 2, 2, 0, 0, 1, 0, 0, 1, 0, 1, 0, 0};
     char err[400];
     EXPECT(plan_layout_check(&s, &l, err, sizeof err) == 0, "%s", err);
     PlanStage st, st1;
