@@ -27,12 +27,12 @@ int gpt_moe_flags_specs(ArgSpec *specs, GPTConfig *m, GPTFlagText *t) {
         {"--moe-ffn-hidden-size", ARG_INT, &m->moe_ffn_hidden_size, "each expert's MLP hidden size (0: --ffn-hidden-size)"},
         {"--moe-layer-freq", ARG_STR, &t->moe_layer_freq, "which layers are MoE: an int N (every N-th, from layer 0) or a list of 0/1 per layer such as '([1]*3+[0])*2' (1: all)"},
         {"--moe-router-score-function", ARG_STR, &t->moe_score, "softmax (default) | sigmoid"},
-        {"--moe-router-pre-softmax", ARG_BOOL, &m->moe_pre_softmax, "softmax over all experts before the top-k (default: softmax over the K chosen logits)"},
+        {"--moe-router-pre-softmax", ARG_BOOL, &m->moe_pre_softmax, "softmax over all experts before the top-k (default: softmax over the K chosen logits); no effect with --moe-router-score-function sigmoid (a notice; Megatron ignores it there)"},
         {"--moe-router-topk-scaling-factor", ARG_FLOAT, &m->moe_topk_scaling, "scale the routing weights by this (0: none)"},
         {"--moe-router-load-balancing-type", ARG_STR, &t->moe_lb, "aux_loss (default, per micro-batch) | seq_aux_loss (per sequence) | none"},
         {"--moe-aux-loss-coeff", ARG_FLOAT, &m->moe_aux_coeff, "weight of the load-balancing loss (0)"},
         {"--moe-z-loss-coeff", ARG_FLOAT, &m->moe_z_coeff, "weight of the router z-loss (0: none)"},
-        {"--moe-token-dispatcher-type", ARG_STR, &t->moe_dispatcher, "allgather (default): at EP > 1 every rank of the ep group gathers the group's tokens and routing, keeps the rows of its own experts, and the outputs return by a reduce-scatter | alltoall: each row goes only to the rank of its expert and back (all-to-all with per-rank counts); the same losses (bitwise); EP 1: the tokens stay on their rank either way"},
+        {"--moe-token-dispatcher-type", ARG_STR, &t->moe_dispatcher, "allgather (default): at EP > 1 every rank of the ep group gathers the group's tokens and routing, keeps the rows of its own experts, and the outputs return by a reduce-scatter | alltoall: each row goes only to the rank of its expert and back (all-to-all with per-rank counts); the same losses (bitwise); EP 1: the tokens stay on their rank either way | flex: Megatron's DeepEP / HybridEP dispatcher, run here as alltoall (a notice)"},
         {"--moe-grouped-gemm", ARG_BOOL, &t->moe_grouped_gemm, "the local experts' products as grouped GEMMs (Megatron's GroupedMLP): fc, then proj, of every local expert in one call each, rows sorted by local expert (CPU: one expert per thread, largest first; CUDA: cuBLAS grouped GEMM); without it one GEMM pair per expert in turn (SequentialMLP). The same math; the bits may differ"},
         {"--moe-shared-expert-intermediate-size", ARG_INT, &m->moe_shared_ffn, "one shared expert per MoE layer: a dense MLP of this hidden size on every token, added to the routed experts' output (0: none)"},
         {"--moe-shared-expert-gate", ARG_BOOL, &t->moe_shared_gate, "a sigmoid gate on the shared expert (not implemented: refused)"},
@@ -48,20 +48,31 @@ int gpt_moe_flags_specs(ArgSpec *specs, GPTConfig *m, GPTFlagText *t) {
     return GPT_MOE_FLAGS_N;
 }
 
+// A line on rank 0's standard output: "megac train: notice: MSG".
+static void notice(const char *msg) {
+    if (core_world_rank() <= 0) printf("megac train: notice: %s\n", msg);
+}
+
 void gpt_moe_flags_finish(GPTConfig *m, const GPTFlagText *t) {
     const char *sc = t->moe_score, *lb = t->moe_lb, *d = t->moe_dispatcher;
     if (strcmp(sc, "softmax") && strcmp(sc, "sigmoid"))
         core_usage_error("--moe-router-score-function must be softmax or sigmoid, got '%s'", sc);
     m->moe_sigmoid = !strcmp(sc, "sigmoid");
-    if (m->moe_sigmoid && m->moe_pre_softmax)
-        core_usage_error("--moe-router-pre-softmax is for --moe-router-score-function softmax");
+    if (m->moe_sigmoid && m->moe_pre_softmax) {  // Megatron's sigmoid router never reads it
+        notice("--moe-router-pre-softmax has no effect with --moe-router-score-function sigmoid "
+               "(as in Megatron)");
+        m->moe_pre_softmax = 0;
+    }
     if (!strcmp(lb, "aux_loss")) m->moe_load_balancing = GPT_MOE_LB_AUX;
     else if (!strcmp(lb, "seq_aux_loss")) m->moe_load_balancing = GPT_MOE_LB_SEQ_AUX;
     else if (!strcmp(lb, "none")) m->moe_load_balancing = GPT_MOE_LB_NONE;
     else core_usage_error("--moe-router-load-balancing-type must be aux_loss, seq_aux_loss or none, got '%s'", lb);
-    if (strcmp(d, "allgather") && strcmp(d, "alltoall"))
-        core_usage_error("--moe-token-dispatcher-type must be allgather or alltoall, got '%s'", d);
-    m->moe_dispatcher = strcmp(d, "alltoall") ? MOE_DISPATCH_ALLGATHER : MOE_DISPATCH_ALLTOALL;
+    if (strcmp(d, "allgather") && strcmp(d, "alltoall") && strcmp(d, "flex"))
+        core_usage_error("--moe-token-dispatcher-type must be allgather, alltoall or flex, got '%s'", d);
+    if (!strcmp(d, "flex"))
+        notice("--moe-token-dispatcher-type flex: megac has no DeepEP / HybridEP and dispatches "
+               "with alltoall (the same routing, experts and results)");
+    m->moe_dispatcher = strcmp(d, "allgather") ? MOE_DISPATCH_ALLTOALL : MOE_DISPATCH_ALLGATHER;
     m->moe_grouped_gemm = t->moe_grouped_gemm;
     if (strlen(t->moe_layer_freq) >= sizeof m->moe_layer_freq)
         core_usage_error("--moe-layer-freq is longer than %zu characters", sizeof m->moe_layer_freq - 1);

@@ -71,7 +71,7 @@ expect2 1 "lr-warmup-fraction 2 must be in" --lr-warmup-fraction 2
 expect2 1 "moe-router-topk 5: must be in \[1, num-experts 4\]" --num-experts 4 --moe-router-topk 5
 expect2 1 "num-experts 300: must be in \[1, 256\]" --num-experts 300
 expect2 1 "moe-router-score-function must be softmax or sigmoid, got 'tanh'" --num-experts 4 --moe-router-score-function tanh
-expect2 1 "moe-token-dispatcher-type must be allgather or alltoall, got 'flex'" --num-experts 4 --moe-token-dispatcher-type flex
+expect2 1 "moe-token-dispatcher-type must be allgather, alltoall or flex, got 'deepep'" --num-experts 4 --moe-token-dispatcher-type deepep
 expect2 1 "moe-layer-freq '\[0,0\]' names no layer of 2" --num-experts 4 --moe-layer-freq "[0,0]"
 expect2 1 "moe-layer-freq '\[1,0,1\]' has 3 entries, num-layers is 2" --num-experts 4 --moe-layer-freq "[1,0,1]"
 expect2 1 "moe-layer-freq '\[1,2\]': not an int or a list" --num-experts 4 --moe-layer-freq "[1,2]"
