@@ -193,7 +193,7 @@ int cmd_plan(int argc, char **argv) {
     GPTFlagText mt;
     gpt_flags_init(m, &mt);  // megac train's defaults, and GPT-2's vocabulary
     m->vocab_size = 50257;
-    PlanFilter f = {0, 0, 0, -1, -1, -1, 0, 0, 0, 1, 0, 1, 0};  // CP 1 unless asked (as vpp)
+    PlanFilter f = {0, 0, 0, -1, -1, -1, 0, 0, 0, 1, 0, 1, 0, 0, 0};  // CP 1 unless asked (as vpp)
     PlanFlags pf = {.top = 20, .hardware = "h100", .schedule = "", .device = "cuda", .cp_comm_type = "p2p",
                     .offload_fraction = -1.0};
     const ArgSpec own[] = {

@@ -131,7 +131,7 @@ static void layouts_of(const PlanSpec *s, const PlanFilter *f, const PlanHardwar
         int pp = pps[j];
         if (f->pp && pp != f->pp) continue;
         int dp = W / (tp * cp * pp);
-        PlanLayout dims = {tp, pp, dp, 1, 0, 0, 0, 0, 0, cp, 0, 1, 0};
+        PlanLayout dims = {tp, pp, dp, 1, 0, 0, 0, 0, 0, cp, 0, 1, 0, 0};
         char err[400], cpl[32];
         GPTConfig c = s->model;
         if (gpt_config_check(&c, tp, pp, err, sizeof err) != 0) {
@@ -151,7 +151,7 @@ static void layouts_of(const PlanSpec *s, const PlanFilter *f, const PlanHardwar
             if (f->micro_batch && mb != f->micro_batch) continue;
             any = 1;
             PlanLayout l = {tp, pp, dp, mb, 0, 0, 0, 0, 0, cp, cp > 1 ? f->cp_comm : CP_COMM_P2P, f->ep,
-                            f->etp1 && f->ep > 1 && tp > 1};
+                            f->etp1 && f->ep > 1 && tp > 1, 0};
             variants(s, f, hw, keep, l, g, out);
         }
         if (!any) {

@@ -27,7 +27,7 @@ static PlanSpec moe_spec(int world, int global_batch) {
 // row all-to-alls and the counts per layer and micro-batch. EDP is 1 here: no edp bytes.
 static void test_ep_bytes(void) {
     PlanSpec s = moe_spec(2, 8);
-    PlanLayout l = {1, 1, 2, 2, 0, 0, 1, 0, 0, 1, 0, 2, 0};  // ZeRO-1
+    PlanLayout l = {1, 1, 2, 2, 0, 0, 1, 0, 0, 1, 0, 2, 0, 0};  // ZeRO-1
     PlanStage st;
     char err[256];
     EXPECT(plan_layout_check(&s, &l, err, sizeof err) == 0, "%s", err);
@@ -72,7 +72,7 @@ static void test_ep_bytes(void) {
     s.model.moe_dispatcher = 0;
     // DP 4 x EP 2: EDP 2 reduces the expert region, DP x CP = 4 the rest
     s = moe_spec(4, 8);
-    PlanLayout four = {1, 1, 4, 1, 0, 0, 0, 0, 0, 1, 0, 2, 0};  // DDP
+    PlanLayout four = {1, 1, 4, 1, 0, 0, 0, 0, 0, 1, 0, 2, 0, 0};  // DDP
     plan_stage_counts(&s, &four, 0, 2, &st);
     EXPECT_EQ_INT((long long)st.traffic[PLAN_G_EDP].bytes[COMM_ALL_REDUCE], (long long)(st.n_alloc - st.expert_offset) * 4);
     EXPECT_EQ_INT((long long)st.traffic[PLAN_G_DP].bytes[COMM_ALL_REDUCE], (long long)st.expert_offset * 4 * 3 / 2);
@@ -83,14 +83,14 @@ static void test_ep_bytes(void) {
 static void test_ep_refusals(void) {
     PlanSpec s = moe_spec(4, 8);
     char err[256];
-    PlanLayout l = {2, 1, 2, 1, 0, 0, 0, 0, 0, 1, 0, 4, 0};
+    PlanLayout l = {2, 1, 2, 1, 0, 0, 0, 0, 0, 1, 0, 4, 0, 0};
     EXPECT(plan_layout_check(&s, &l, err, sizeof err) != 0 && strstr(err, "EP 4 must divide"), "%s", err);
     l.ep_over_tp = 1;  // ETP 1: EP 4 over TP x DP = 4, with SP
     EXPECT(plan_layout_check(&s, &l, err, sizeof err) != 0 && strstr(err, "--sequence-parallel"), "%s", err);
     l.sp = 1;
     EXPECT(plan_layout_check(&s, &l, err, sizeof err) == 0, "%s", err);
     EXPECT_EQ_INT(plan_edp(&l), 1);
-    l = (PlanLayout){2, 1, 2, 1, 0, 0, 0, 0, 0, 1, 0, 2, 0};
+    l = (PlanLayout){2, 1, 2, 1, 0, 0, 0, 0, 0, 1, 0, 2, 0, 0};
     l.zero1 = 1;
     for (l.zero = 3; l.zero >= 0; l.zero -= l.zero == 2 ? 2 : 1)
         EXPECT(plan_layout_check(&s, &l, err, sizeof err) == 0, "ZeRO %d: %s", l.zero, err);

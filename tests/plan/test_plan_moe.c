@@ -35,7 +35,7 @@ static void test_moe(void) {
     EXPECT(gpt_config_check(c, 2, 2, err, sizeof err) == 0, "%s", err);
     PlanHardware hw;
     plan_hw_builtin("h100", &hw);
-    PlanLayout l = {2, 2, 1, 1, 0, 0, 0, 0, 0, 1, 0, 1, 0};  // TP 2 x PP 2, no SP
+    PlanLayout l = {2, 2, 1, 1, 0, 0, 0, 0, 0, 1, 0, 1, 0, 0};  // TP 2 x PP 2, no SP
     for (int rc = 0; rc < 2; rc++) {
         c->recompute = rc ? GPT_RECOMPUTE_FULL : GPT_RECOMPUTE_NONE;
         c->recompute_block = rc;
