@@ -50,6 +50,7 @@ static void describe(CommRequest *req, CommKind k, void *out, size_t n, CommDtyp
     req->count = n;
     req->t = t;
     req->op = op;
+    req->scratch = NULL;
 }
 
 void comm_iall_gather(Comm *c, const void *in, void *out, size_t per, CommDtype t, CommRequest *req) {
@@ -151,8 +152,9 @@ void comm_irecv(Comm *c, void *buf, size_t count_, CommDtype t, int peer, CommRe
     comm_isend_recv(c, NULL, 0, -1, buf, count_, peer, t, req);
 }
 
-void comm_all_to_all_v(Comm *c, const void *in, const size_t *send_counts, void *out,
-                       const size_t *recv_counts, CommDtype t) {
+// comm_all_to_all_v's checks and counting. Aborts the job on inconsistent counts.
+static void all_to_all_begin(Comm *c, const size_t *send_counts, const size_t *recv_counts,
+                             CommDtype t) {
     if (!send_counts || !recv_counts)
         core_fatal("all_to_all_v on group %s: NULL counts (one per group rank, %d)", c->name, c->size);
     if (send_counts[c->rank] != recv_counts[c->rank])
@@ -162,7 +164,20 @@ void comm_all_to_all_v(Comm *c, const void *in, const size_t *send_counts, void 
     for (int r = 0; r < c->size; r++)
         if (r != c->rank) others += send_counts[r];
     count(c, COMM_ALL_TO_ALL, others * comm_dtype_size(t), 1, 1);
+}
+
+void comm_all_to_all_v(Comm *c, const void *in, const size_t *send_counts, void *out,
+                       const size_t *recv_counts, CommDtype t) {
+    all_to_all_begin(c, send_counts, recv_counts, t);
     c->vt->all_to_all_v(c, in, send_counts, out, recv_counts, t);  // every rank: a collective
+}
+
+void comm_iall_to_all_v(Comm *c, const void *in, const size_t *send_counts, void *out,
+                        const size_t *recv_counts, CommDtype t, CommRequest *req) {
+    all_to_all_begin(c, send_counts, recv_counts, t);
+    describe(req, COMM_ALL_TO_ALL, out, 0, t, COMM_SUM);
+    if (c->vt->iall_to_all_v) c->vt->iall_to_all_v(c, in, send_counts, out, recv_counts, t, req);
+    else c->vt->all_to_all_v(c, in, send_counts, out, recv_counts, t);
 }
 
 void comm_barrier(Comm *c) { c->vt->barrier(c); }

@@ -64,6 +64,7 @@ typedef struct {
     void *done;          // NCCL backend: the event recorded on the side stream right after it
     void *host[2];       // staged backend, point-to-point: (send, recv) pinned host copies
     size_t recv_bytes;   // staged: bytes of host[1] to copy into `out` when finished
+    void *scratch;       // MPI all-to-all: its count arrays, freed when finished
 } CommRequest;
 
 enum { COMM_NCCL_EVENTS = 8 };  // NCCL: side-stream events, reused round-robin by requests
@@ -95,6 +96,9 @@ typedef struct {
     // per-peer counts (every backend has it; comm_all_to_all_v's contract)
     void (*all_to_all_v)(Comm *c, const void *in, const size_t *send_counts, void *out,
                          const size_t *recv_counts, CommDtype t);
+    // optional (NULL: comm_iall_to_all_v runs the blocking all_to_all_v at the start)
+    void (*iall_to_all_v)(Comm *c, const void *in, const size_t *send_counts, void *out,
+                          const size_t *recv_counts, CommDtype t, CommRequest *req);
 } CommVtable;
 
 struct Comm {
@@ -194,6 +198,14 @@ void comm_irecv(Comm *c, void *buf, size_t count, CommDtype t, int peer, CommReq
 // host memory. The own block is a local copy (also in a group of one), not counted as traffic.
 void comm_all_to_all_v(Comm *c, const void *in, const size_t *send_counts, void *out,
                        const size_t *recv_counts, CommDtype t);
+// The same, nonblocking (the MoE alltoall dispatcher's exchange while the shared expert
+// computes): in, out and the counts' meaning as above; in and out must not be touched until
+// comm_wait (or a comm_test that returns 1); the count arrays may be reused at once. MPI:
+// MPI_Ialltoallv; NCCL: the same group on the side stream (comm_iall_gather's rules), the own
+// block copied on the Comm's stream; staged: blocking at the start. Counted like
+// comm_all_to_all_v, at the start; the same bits.
+void comm_iall_to_all_v(Comm *c, const void *in, const size_t *send_counts, void *out,
+                        const size_t *recv_counts, CommDtype t, CommRequest *req);
 void comm_barrier(Comm *c);
 // Frees the communicator. NULL is fine.
 void comm_destroy(Comm *c);

@@ -133,6 +133,8 @@ static void mpi_ireduce_scatter(Comm *c, const void *in, void *out, size_t per, 
 // A finished request: AVG divides its result, as the blocking calls do.
 static void mpi_finish(Comm *c, CommRequest *req) {
     if (req->op == COMM_AVG && req->kind != COMM_ALL_GATHER) divide(req->out, req->count, req->t, c->size);
+    free(req->scratch);
+    req->scratch = NULL;
 }
 
 static void mpi_wait(Comm *c, CommRequest *req) {
@@ -206,8 +208,10 @@ static int a2a_int(const Comm *c, size_t n, const char *what, int peer) {
     return (int)n;
 }
 
-static void mpi_all_to_all_v(Comm *c, const void *in, const size_t *sc, void *out,
-                             const size_t *rc, CommDtype t) {
+// MPI_Ialltoallv of the counts sc / rc into *r; returns its (4, n) int arrays (send counts,
+// displacements, receive counts, displacements), to free once *r is finished.
+static int *start_all_to_all_v(Comm *c, const void *in, const size_t *sc, void *out,
+                               const size_t *rc, CommDtype t, MPI_Request *r) {
     int n = c->size;
     int *v = core_calloc(4 * (size_t)n, sizeof *v);  // (4, n): send counts, displs, recv ...
     size_t so = 0, ro = 0;
@@ -219,11 +223,25 @@ static void mpi_all_to_all_v(Comm *c, const void *in, const size_t *sc, void *ou
         so += sc[r];
         ro += rc[r];
     }
-    MPI_Request req[1];
     MPI_CHECK(MPI_Ialltoallv(in, v, v + n, mpi_type(t), out, v + 2 * n, v + 3 * n, mpi_type(t),
-                             c->u.mpi.comm, &req[0]));
+                             c->u.mpi.comm, r));
+    return v;
+}
+
+static void mpi_all_to_all_v(Comm *c, const void *in, const size_t *sc, void *out,
+                             const size_t *rc, CommDtype t) {
+    MPI_Request req[1];
+    int *v = start_all_to_all_v(c, in, sc, out, rc, t, &req[0]);
     wait_all(c, req, 1, "all_to_all_v");
     free(v);
+}
+
+// The same, finished by mpi_wait / mpi_test (which free the count arrays: req->scratch).
+static void mpi_iall_to_all_v(Comm *c, const void *in, const size_t *sc, void *out,
+                              const size_t *rc, CommDtype t, CommRequest *req) {
+    req->scratch = start_all_to_all_v(c, in, sc, out, rc, t, &req->mpi[0]);
+    req->n_mpi = 1;
+    req->active = 1;
 }
 
 static void mpi_barrier(Comm *c) {
@@ -243,7 +261,7 @@ static const CommVtable MPI_VTABLE = {
     .recv = mpi_recv, .send_recv = mpi_send_recv, .barrier = mpi_barrier, .destroy = mpi_destroy,
     .iall_gather = mpi_iall_gather, .wait = mpi_wait, .iall_reduce = mpi_iall_reduce,
     .ireduce_scatter = mpi_ireduce_scatter, .test = mpi_test, .isend_recv = mpi_isend_recv,
-    .all_to_all_v = mpi_all_to_all_v,
+    .all_to_all_v = mpi_all_to_all_v, .iall_to_all_v = mpi_iall_to_all_v,
 };
 
 Comm *comm_mpi_create(MPI_Comm mpi_comm, const char *name, const int *members, double timeout_s) {

@@ -190,23 +190,44 @@ static void nccl_send_recv(Comm *c, const void *sbuf, size_t sn, int dst, void *
 
 // The own block by a device copy on the stream, then one group of a send and a receive per
 // peer with a nonzero count (the peer skips the same pairs: the counts agree pairwise).
-static void nccl_all_to_all_v(Comm *c, const void *in, const size_t *sc, void *out,
-                              const size_t *rc, CommDtype t) {
+// The other ranks' blocks of an all-to-all (one group of a send and a receive per peer with a
+// nonzero count) on stream s.
+static void group_all_to_all(Comm *c, const void *in, const size_t *sc, void *out,
+                             const size_t *rc, CommDtype t, cudaStream_t s) {
     size_t es = comm_dtype_size(t), so = 0, ro = 0;
-    for (int r = 0; r < c->rank; r++) so += sc[r], ro += rc[r];
-    solo_copy(c, (char *)out + ro * es, (const char *)in + so * es, sc[c->rank], t);
-    if (!NC(c)) return;
-    so = ro = 0;
     NCCL_CHECK(ncclGroupStart());
     for (int r = 0; r < c->size; r++) {
         if (r != c->rank && sc[r])
-            NCCL_CHECK(ncclSend((const char *)in + so * es, sc[r], nccl_type(t), r, NC(c), ST(c)));
+            NCCL_CHECK(ncclSend((const char *)in + so * es, sc[r], nccl_type(t), r, NC(c), s));
         if (r != c->rank && rc[r])
-            NCCL_CHECK(ncclRecv((char *)out + ro * es, rc[r], nccl_type(t), r, NC(c), ST(c)));
+            NCCL_CHECK(ncclRecv((char *)out + ro * es, rc[r], nccl_type(t), r, NC(c), s));
         so += sc[r];
         ro += rc[r];
     }
     NCCL_CHECK(ncclGroupEnd());
+}
+
+// The own block, a copy on the Comm's stream.
+static void own_block(Comm *c, const void *in, const size_t *sc, void *out, const size_t *rc,
+                      CommDtype t) {
+    size_t es = comm_dtype_size(t), so = 0, ro = 0;
+    for (int r = 0; r < c->rank; r++) so += sc[r], ro += rc[r];
+    solo_copy(c, (char *)out + ro * es, (const char *)in + so * es, sc[c->rank], t);
+}
+
+static void nccl_all_to_all_v(Comm *c, const void *in, const size_t *sc, void *out,
+                              const size_t *rc, CommDtype t) {
+    own_block(c, in, sc, out, rc, t);
+    if (NC(c)) group_all_to_all(c, in, sc, out, rc, t, ST(c));
+}
+
+// The same, the other ranks' blocks on the side stream (finished by nccl_wait / nccl_test).
+static void nccl_iall_to_all_v(Comm *c, const void *in, const size_t *sc, void *out,
+                               const size_t *rc, CommDtype t, CommRequest *req) {
+    own_block(c, in, sc, out, rc, t);
+    if (!NC(c)) return;
+    group_all_to_all(c, in, sc, out, rc, t, side_begin(c));
+    side_end(c, req);
 }
 
 static void nccl_barrier(Comm *c) {
@@ -233,6 +254,7 @@ static const CommVtable NCCL_VTABLE = {
     .destroy = nccl_destroy, .iall_gather = nccl_iall_gather, .wait = nccl_wait,
     .iall_reduce = nccl_iall_reduce, .ireduce_scatter = nccl_ireduce_scatter, .test = nccl_test,
     .isend_recv = nccl_isend_recv, .all_to_all_v = nccl_all_to_all_v,
+    .iall_to_all_v = nccl_iall_to_all_v,
 };
 
 Comm *comm_nccl_create(MPI_Comm mpi_comm, const char *name, const int *members,

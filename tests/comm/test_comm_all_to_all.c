@@ -1,4 +1,5 @@
-// tests/comm/test_comm_all_to_all.c: comm_all_to_all_v (MoE token dispatch) under mpiexec -n N
+// tests/comm/test_comm_all_to_all.c: comm_all_to_all_v and comm_iall_to_all_v (MoE token
+// dispatch) under mpiexec -n N
 // (1, 2, 4), on the world group and on a group of one per rank (a copy):
 //   counts  each rank's send counts exchanged first with the call itself on one COMM_I32 per
 //           rank (counts all 1): every rank gets its receive counts
@@ -62,7 +63,9 @@ static void check_counts(Comm *c, size_t *sc, size_t *rc) {
     buf_free(ds), buf_free(dr);
 }
 
-static void check_type(Comm *c, CommDtype t, const size_t *sc, const size_t *rc) {
+// One all-to-all of type t, blocking or (nb) comm_iall_to_all_v + comm_wait (the counts
+// arrays overwritten while it is in flight: the call must not keep them).
+static void check_type(Comm *c, CommDtype t, const size_t *sc, const size_t *rc, int nb) {
     int n = c->size, me = c->members[c->rank];
     size_t es = comm_dtype_size(t), ns = 0, nr = 0, others = 0;
     for (int r = 0; r < n; r++) {
@@ -75,7 +78,17 @@ static void check_type(Comm *c, CommDtype t, const size_t *sc, const size_t *rc)
     void *din = buf_alloc(ns * es + 1), *dout = buf_alloc(nr * es + 1);
     buf_copy(din, hin, ns * es, 1);
     comm_stats_reset(c);
-    comm_all_to_all_v(c, din, sc, dout, rc, t);
+    if (nb) {
+        size_t s2[64], r2[64];
+        memcpy(s2, sc, (size_t)n * sizeof *s2), memcpy(r2, rc, (size_t)n * sizeof *r2);
+        CommRequest req;
+        comm_iall_to_all_v(c, din, s2, dout, r2, t, &req);
+        memset(s2, 0xff, sizeof s2), memset(r2, 0xff, sizeof r2);
+        comm_wait(c, &req);
+        EXPECT(!req.active, "group %s: the request is still active after comm_wait", c->name);
+    } else {
+        comm_all_to_all_v(c, din, sc, dout, rc, t);
+    }
     EXPECT_EQ_INT(c->stats.calls[COMM_ALL_TO_ALL], 1);
     EXPECT_EQ_INT(c->stats.bytes[COMM_ALL_TO_ALL], others * es);
     for (int k = 0; k < COMM_NKINDS; k++)
@@ -97,7 +110,8 @@ static void check(Comm *c) {
     size_t sc[64], rc[64];
     check_counts(c, sc, rc);
     CommDtype types[] = {COMM_BF16, COMM_F32, COMM_I32};  // growing sizes: staged buffers grow
-    for (int k = 0; k < 3; k++) check_type(c, types[k], sc, rc);
+    for (int k = 0; k < 3; k++) check_type(c, types[k], sc, rc, 0);
+    for (int k = 0; k < 3; k++) check_type(c, types[k], sc, rc, 1);  // comm_iall_to_all_v
 }
 
 int main(int argc, char **argv) {
