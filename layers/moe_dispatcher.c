@@ -82,16 +82,18 @@ static void gather_routing(const MoEDispatcher *D, MoEActs *x, size_t rows) {
 // alltoall: rows (C wide, be->act) from `in` to `out` over the ep group, in blocks of El =
 // E/ep counts per peer: send[j El + e] rows go to rank j, recv[i El + e] come from rank i. To
 // the experts: send = x->counts (rows grouped by global expert: rank j's experts are the j-th
-// block), recv = x->rcounts ([source][local expert]); back: the two swapped.
+// block), recv = x->rcounts ([source][local expert]); back: the two swapped. req: started
+// nonblocking (finished by comm_wait), or NULL: blocking.
 static void all_to_all(const MoEDispatcher *D, const void *in, void *out, const int *send,
-                       const int *recv) {
+                       const int *recv, CommRequest *req) {
     int P = D->d.ep, El = moe_local_experts(&D->d), C = D->d.C;
     size_t sc[MOE_MAX_EXPERTS], rc[MOE_MAX_EXPERTS];
     for (int i = 0; i < P; i++) {
         sc[i] = rc[i] = 0;
         for (int e = 0; e < El; e++) sc[i] += (size_t)send[i * El + e] * C, rc[i] += (size_t)recv[i * El + e] * C;
     }
-    comm_all_to_all_v(D->comm, in, sc, out, rc, tp_act_dtype(D->be));
+    if (req) comm_iall_to_all_v(D->comm, in, sc, out, rc, tp_act_dtype(D->be), req);
+    else comm_all_to_all_v(D->comm, in, sc, out, rc, tp_act_dtype(D->be));
 }
 
 // Where the rows of chunk k = [i][e] (source rank i, local expert e; x->rcounts[k] rows) come
@@ -163,10 +165,10 @@ void moe_dispatch_start(const MoEDispatcher *D, MoEActs *x, const void *in, size
     } else if (is_allgather(D)) {  // the group's routing, and its tokens (P n, C) on their way
         gather_routing(D, x, rows);
         comm_iall_gather(D->comm, in, w->xr, (size_t)D->d.n * C, tp_act_dtype(be), &w->req);
-    } else {  // rows to the ranks holding their experts
+    } else {  // rows to the ranks holding their experts (the counts first, blocking)
         be->ops->rows_gather(be, w->deo, in, x->perm, NULL, (int)rows, C);
         exchange_counts(D, x);
-        all_to_all(D, w->deo, w->xr, x->counts, x->rcounts);
+        all_to_all(D, w->deo, w->xr, x->counts, x->rcounts, &w->req);
     }
 }
 
@@ -178,7 +180,7 @@ void *moe_dispatch_finish(const MoEDispatcher *D, MoEActs *x, int *lc) {
     }
     ChunkMap map = chunk_map(D, x, 1);
     int got = sort_by_expert(D, x, &map, lc);
-    comm_wait(D->comm, &w->req);  // (no-op unless allgather)
+    comm_wait(D->comm, &w->req);  // the rows (or the tokens) have arrived
     if (got) D->be->ops->rows_gather(D->be, x->xp, w->xr, w->sort, NULL, got, D->d.C);  // (got, C)
     return w->xr2;
 }
@@ -193,7 +195,7 @@ void moe_combine(const MoEDispatcher *D, MoEActs *x, void *out) {
         size_t got = 0;
         for (int k = 0; k < D->d.E; k++) got += (size_t)x->rcounts[k];
         if (got) be->ops->rows_gather(be, w->xr, w->xr2, w->sort + R, NULL, (int)got, C);
-        all_to_all(D, w->xr, x->eo, x->rcounts, x->counts);
+        all_to_all(D, w->xr, x->eo, x->rcounts, x->counts, NULL);
     }
     be->ops->rows_combine(be, out, x->eo, x->slot, x->probs, D->d.n, D->d.K, C);  // out (n, C)
 }
@@ -211,7 +213,7 @@ void moe_combine_backward_start(const MoEDispatcher *D, const MoEActs *x, const 
     if (is_allgather(D))  // every rank's (M, C) (the tail past its rows is not read)
         comm_iall_gather(D->comm, w->deo, w->xr, (size_t)D->d.rows * C, tp_act_dtype(be), &w->req);
     else
-        all_to_all(D, w->deo, w->xr, x->counts, x->rcounts);
+        all_to_all(D, w->deo, w->xr, x->counts, x->rcounts, &w->req);
 }
 
 void moe_combine_backward_finish(const MoEDispatcher *D, const MoEActs *x, int *lc, void **dy,
@@ -224,7 +226,7 @@ void moe_combine_backward_finish(const MoEDispatcher *D, const MoEActs *x, int *
     }
     ChunkMap map = chunk_map(D, x, 0);  // sorted by local expert
     int got = sort_by_expert(D, x, &map, lc);
-    comm_wait(D->comm, &w->req);  // (no-op unless allgather)
+    comm_wait(D->comm, &w->req);  // d(outputs) have arrived
     if (got) D->be->ops->rows_gather(D->be, w->xr2, w->xr, w->sort, NULL, got, D->d.C);
     *dy = w->xr2, *dxp = w->xr;
 }
@@ -239,7 +241,7 @@ void moe_dispatch_backward(const MoEDispatcher *D, const MoEActs *x, void *dx) {
         size_t got = 0;
         for (int k = 0; k < D->d.E; k++) got += (size_t)x->rcounts[k];
         if (got) be->ops->rows_gather(be, w->xr2, w->xr, w->sort + R, NULL, (int)got, C);
-        all_to_all(D, w->xr2, w->dxp, x->rcounts, x->counts);
+        all_to_all(D, w->xr2, w->dxp, x->rcounts, x->counts, NULL);
     }
     be->ops->rows_combine(be, dx, w->dxp, x->slot, NULL, D->d.n, D->d.K, C);  // un-permute
 }

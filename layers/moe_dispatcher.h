@@ -38,8 +38,8 @@ typedef struct {
     int *route;       // ep > 1 allgather: (ep + 1, E + M) backend: this rank's [counts |
                       // perm], then the group's gathered; else NULL
     int *h_route;     // ep > 1 allgather: (ep, E + M) host: the group's; else NULL
-    CommRequest req;  // allgather: the rows' all-gather in flight between a *_start and its
-                      // *_finish
+    CommRequest req;  // the rows' all-gather (allgather) or all-to-all (alltoall) in flight
+                      // between a *_start and its *_finish
 } MoEDispatchWork;
 
 typedef struct {
@@ -58,8 +58,8 @@ void moe_dispatcher_free(MoEDispatchWork *w, Backend *be);
 // Dispatch, started: the `rows` expert-ordered rows of in (n, C) (x->perm, x->counts from the
 // router) on their way to the local experts; sets x->rcounts (and x->roff) at ep > 1. in is
 // read until moe_dispatch_finish; work between the two overlaps the rows' travel (allgather:
-// the tokens' all-gather; alltoall: none, the exchange is done here). Collective over the ep
-// group (ep > 1).
+// the tokens' all-gather; alltoall: the rows' all-to-all, after the counts' blocking one).
+// Collective over the ep group (ep > 1).
 void moe_dispatch_start(const MoEDispatcher *D, MoEActs *x, const void *in, size_t rows);
 // Dispatch, finished: the local experts' input x->xp (R, C), lc[e] contiguous rows for local
 // expert e. Returns where the experts write their output rows (R, C) for moe_combine.
@@ -70,8 +70,8 @@ void moe_combine(const MoEDispatcher *D, MoEActs *x, void *out);
 
 // Backward of the combine, started: from dout (n, C) (read only here; it may alias
 // moe_dispatch_backward's dx), dprobs (n K) fp32 written, d(expert outputs) on their way to
-// the experts' ranks (allgather: their all-gather in flight until the finish; alltoall: done
-// here). Collective (ep > 1).
+// the experts' ranks (their all-gather or all-to-all in flight until the finish).
+// Collective (ep > 1).
 void moe_combine_backward_start(const MoEDispatcher *D, const MoEActs *x, const void *dout,
                                 float *dprobs);
 // Backward of the combine, finished: d(expert outputs) in *dy (R, C) in the local experts'
