@@ -14,10 +14,15 @@
 //         ms/step, ceiling and fraction are medians over the steps; so is "cpu ms", the
 //         process's CPU time per step (with --threads 1 the figure a loaded host disturbs least:
 //         what paired runs with and without --dropout compare);
+//         --profile: then a table per config of where a step's time goes, per op kind (the
+//         GEMMs by layer role, attention, LayerNorm, activation, residual, cross-entropy,
+//         embedding, AdamW, ...): ms and share of the step, GFLOP/s against the ceiling or
+//         GB/s against a stream copy measured at start (bench_profile.h);
 //   CUDA: model TFLOP/s and MFU against --peak-tflops (default 989: H100/H200 dense bf16),
 //         timed between backend syncs; TF32 GEMMs unless --no-tf32; --bf16 / --fp16 mixed
 //         precision; --use-flash-attn fused attention. Also the memory megac allocated.
 // On CUDA each config also prints one "RESULT key=value ..." line (scripts/gpu/selfcheck.sh).
+#include "bench_profile.h"  // defines: bench_profile_start (--profile)
 #include "backend/cpu/cpu_blas.h"
 #include "backend/cpu/cpu_gemm.h"  // defines: cpu_gemm, CPU_GEMM_SPLIT_*
 #include "core/args.h"
@@ -127,11 +132,12 @@ static double median(double *v, int n) {
 // measured right after it (ceiling_gflops, outside the step's time), and the step's CPU ms
 // (all threads: with --threads 1 a figure that a busy shared host inflates little); ceil
 // NULL: no ceilings (step_ms and cpu_ms still filled).
+// profile: 1 times every op of the timed steps (bench_profile.h; the warm-up step not).
 // *mem: bytes megac allocated for the model (weights, copies, grads, activations, workspace)
 // and the optimizer (moments).
 static double time_steps(const BenchConfig *bc, Backend *be, Comm *one, int steps, int flash,
-                         double drop, int *Vp, double *mem, double *step_ms, double *ceil,
-                         double *cpu_ms) {
+                         double drop, int profile, int *Vp, double *mem, double *step_ms,
+                         double *ceil, double *cpu_ms) {
     GPTConfig cfg = gpt_config_of(bc, flash);
     char err[512];
     if (gpt_config_check(&cfg, 1, 1, err, sizeof err) != 0) core_usage_error("%s: %s", bc->name, err);
@@ -139,6 +145,7 @@ static double time_steps(const BenchConfig *bc, Backend *be, Comm *one, int step
                         &(GPTStage){.n_stages = 1, .micro_batch = bc->B,
                                     .n_slots = 1, .seed = 1234, .pad_multiple = dist_pad_multiple(1)});
     gpt_set_dropout(m, (float)drop, (float)drop, 1234);  // drop 0: none
+    if (profile) bench_profile_start(be, bc->C, bc->E ? bc->Fe : 4 * bc->C, m->Vp);
     Optimizer *o = optim_create(be, one, NULL, 1, m, 0, 0, NULL);
     optim_set_weight_copies(o, m);  // bf16/fp16: AdamW writes the copies (as train does)
     AdamWConfig ac = {0.9, 0.95, 1e-8, 0.1, 1.0};
@@ -149,6 +156,7 @@ static double time_steps(const BenchConfig *bc, Backend *be, Comm *one, int step
     for (int s = 0; s <= steps; s++) {
         if (s == 1) {
             be->ops->sync(be);
+            if (profile) bench_profile_reset();  // the warm-up step not
             t0 = core_now();
         }
         double ts = core_now(), cs = cpu_seconds();
@@ -171,6 +179,7 @@ static double time_steps(const BenchConfig *bc, Backend *be, Comm *one, int step
     *Vp = m->Vp;
     *mem = (double)m->n_alloc * (8 + (be->act == BACKEND_F32 ? 0 : backend_dtype_size(be->act))) +
            (double)m->slot_bytes * m->n_slots + (double)m->scratch_bytes + (double)optim_state_bytes(o);
+    if (profile) bench_profile_stop(be);
     free(tok), free(tgt);
     optim_destroy(o);
     gpt_destroy(m);
@@ -178,14 +187,18 @@ static double time_steps(const BenchConfig *bc, Backend *be, Comm *one, int step
 }
 
 // CPU: the figures against the sgemm ceiling, as before the CUDA path existed.
+// mem_gbs > 0: with the per-op profile, memory-bound ops against mem_gbs (stream copy).
 static void run_cpu(const BenchConfig *bc, Backend *be, Comm *one, int steps, int flash,
-                    double drop, int no_ceiling) {
+                    double drop, int no_ceiling, double mem_gbs) {
     int Vp = 0;
     double mem = 0;
     double *step_ms = calloc((size_t)steps, sizeof(double)), *ceil = calloc((size_t)steps, sizeof(double));
     double *frac = calloc((size_t)steps, sizeof(double)), *cpu = calloc((size_t)steps, sizeof(double));
     if (!step_ms || !ceil || !frac || !cpu) core_fatal("out of memory");
-    time_steps(bc, be, one, steps, flash, drop, &Vp, &mem, step_ms, no_ceiling ? NULL : ceil, cpu);
+    time_steps(bc, be, one, steps, flash, drop, mem_gbs > 0, &Vp, &mem, step_ms,
+               no_ceiling ? NULL : ceil, cpu);
+    double mean_ms = 0;
+    for (int s = 0; s < steps; s++) mean_ms += step_ms[s] / steps;
     GPTConfig cfg = gpt_config_of(bc, flash);
     double flops = gpt_flops_per_iteration(&cfg, Vp, bc->B);
     for (int s = 0; s < steps; s++)
@@ -194,6 +207,7 @@ static void run_cpu(const BenchConfig *bc, Backend *be, Comm *one, int steps, in
     printf("%-11s %9.1f %10.0f %10.1f %9.1f %8.0f%% %9.1f\n", bc->name, ms,
            bc->B * bc->T / (ms * 1e-3), gflops, median(ceil, steps), 100.0 * median(frac, steps),
            median(cpu, steps));
+    if (mem_gbs > 0) bench_profile_print(bc->name, steps, mean_ms, median(ceil, steps), mem_gbs);
     free(step_ms), free(ceil), free(frac), free(cpu);
 }
 
@@ -202,7 +216,7 @@ static void run_cuda(const BenchConfig *bc, Backend *be, Comm *one, int steps, d
                      int flash, double drop) {
     int Vp = 0;
     double mem = 0;
-    double ms = time_steps(bc, be, one, steps, flash, drop, &Vp, &mem, NULL, NULL, NULL);
+    double ms = time_steps(bc, be, one, steps, flash, drop, 0, &Vp, &mem, NULL, NULL, NULL);
     GPTConfig cfg = gpt_config_of(bc, flash);
     double tflops = gpt_flops_per_iteration(&cfg, Vp, bc->B) / (ms * 1e-3) * 1e-12;
     double tok_s = bc->B * bc->T / (ms * 1e-3);
@@ -217,7 +231,7 @@ static void run_cuda(const BenchConfig *bc, Backend *be, Comm *one, int steps, d
 // bench_train's flags.
 typedef struct {
     const char *only, *device, *split, *attn_name;
-    int steps, threads, T, B, no_tf32, bf16, fp16, flash, panels, no_ceiling, cuda, grouped;
+    int steps, threads, T, B, no_tf32, bf16, fp16, flash, panels, no_ceiling, cuda, grouped, profile;
     double peak, drop;
     BackendAttnKernels attn;
 } BenchFlags;
@@ -241,6 +255,7 @@ static BenchFlags parse_flags(int argc, char **argv) {
         {"--moe-grouped-gemm", ARG_BOOL, &f.grouped, "medium-moe: the experts' products as grouped GEMMs (megac train's flag), else one GEMM pair per expert"},
         {"--attention-backend", ARG_STR, &f.attn_name, "auto | fused | flash | unfused | local as megac train's (fused: cuDNN; default: megac's kernels)"},
         {"--no-ceiling", ARG_BOOL, &f.no_ceiling, "CPU: skip the sgemm ceilings (ceiling, fraction print 0)"},
+        {"--profile", ARG_BOOL, &f.profile, "CPU: also a per-op table of each config's step (ms, share, GFLOP/s or GB/s)"},
         {"--dropout", ARG_FLOAT, &f.drop, "hidden and attention dropout p (Megatron's default: 0.1; here 0)"},
         {"--peak-tflops", ARG_FLOAT, &f.peak, "CUDA: the GPU's peak TFLOP/s for MFU (H100/H200 dense bf16)"},
         {"--gemm-split", ARG_STR, &f.split, "CPU: cut GEMMs into panels of rows (m), columns (n), or by the rule"},
@@ -248,7 +263,7 @@ static BenchFlags parse_flags(int argc, char **argv) {
     };
     core_args_parse("usage: bench_train [--config NAME] [--steps N] [--threads N] [--device cpu|cuda] "
                     "[--seq-length T] [--micro-batch B] [--no-tf32] [--bf16|--fp16] [--use-flash-attn] "
-                    "[--peak-tflops X] [--dropout P] [--no-ceiling] [--moe-grouped-gemm]",
+                    "[--peak-tflops X] [--dropout P] [--no-ceiling] [--moe-grouped-gemm] [--profile]",
                     specs, (int)(sizeof specs / sizeof specs[0]), argc - 1, argv + 1);
     f.cuda = !strcmp(f.device, "cuda");
     if (!f.cuda && strcmp(f.device, "cpu")) core_usage_error("--device must be cpu or cuda, got '%s'", f.device);
@@ -261,6 +276,7 @@ static BenchFlags parse_flags(int argc, char **argv) {
     int found = !f.only;
     for (int i = 0; i < N_CONFIGS; i++) found |= f.only && !strcmp(f.only, CONFIGS[i].name);
     if (!found) core_usage_error("unknown --config '%s'", f.only);
+    if (f.profile && f.cuda) core_usage_error("--profile: the CPU backend only (--device cpu)");
     if (f.bf16 && f.fp16) core_usage_error("--bf16 and --fp16 contradict each other");
     char err[160];
     if (f.attn_name && gpt_attention_backend(f.attn_name, &f.flash, &f.attn, err, sizeof err))
@@ -269,8 +285,9 @@ static BenchFlags parse_flags(int argc, char **argv) {
 }
 
 // The backend of --device and its one-rank Comm (*one); prints the header of the table and,
-// on the CPU, the sgemm ceiling at start (0 with --no-ceiling).
-static Backend *make_backend(const BenchFlags *f, Comm **one) {
+// on the CPU, the sgemm ceiling at start (0 with --no-ceiling) and with --profile the
+// stream-copy bandwidth (*mem_gbs; else 0).
+static Backend *make_backend(const BenchFlags *f, Comm **one, double *mem_gbs) {
     Backend *be = NULL;
     BackendDType act = f->bf16 ? BACKEND_BF16 : f->fp16 ? BACKEND_F16 : BACKEND_F32;
     int self = 0;
@@ -296,6 +313,10 @@ static Backend *make_backend(const BenchFlags *f, Comm **one) {
     printf("backend: %s\nsgemm ceiling at start: %.1f GFLOP/s (2048^3, best of 8 runs x 2 ways); "
            "each step is compared with the ceiling measured right after it (medians over steps)\n\n",
            be->name, square);
+    *mem_gbs = f->profile ? bench_stream_copy_gbs(be->u.cpu.nthreads, 5) : 0.0;
+    if (f->profile)
+        printf("memory bandwidth: %.1f GB/s (stream copy of 256 MiB, %d threads, best of 5)\n",
+               *mem_gbs, be->u.cpu.nthreads);
     printf("dropout: %g (hidden and attention)\n", f->drop);
     printf("%-11s %9s %10s %10s %9s %9s %9s\n", "config", "ms/step", "tokens/s", "GFLOP/s", "ceiling",
            "fraction", "cpu ms");
@@ -307,7 +328,8 @@ int main(int argc, char **argv) {
     MPI_CHECK(MPI_Init(NULL, NULL));
     BenchFlags f = parse_flags(argc, argv);
     Comm *one = NULL;
-    Backend *be = make_backend(&f, &one);
+    double mem_gbs = 0;
+    Backend *be = make_backend(&f, &one, &mem_gbs);
     for (int i = 0; i < N_CONFIGS; i++) {
         BenchConfig bc = CONFIGS[i];
         if (f.only ? strcmp(f.only, bc.name) != 0 : !bc.in_all) continue;
@@ -315,7 +337,7 @@ int main(int argc, char **argv) {
         if (f.B) bc.B = f.B;
         bc.grouped = f.grouped;
         if (f.cuda) run_cuda(&bc, be, one, f.steps, f.peak, f.flash, f.drop);
-        else run_cpu(&bc, be, one, f.steps, f.flash, f.drop, f.no_ceiling);
+        else run_cpu(&bc, be, one, f.steps, f.flash, f.drop, f.no_ceiling, mem_gbs);
         fflush(stdout);
     }
     comm_destroy(one);
