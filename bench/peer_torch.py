@@ -1,0 +1,205 @@
+#!/usr/bin/env python3
+"""bench/peer_torch.py: megac's training speed against PyTorch eager on this machine.
+
+Runs bench_train's dense GPT configs (same names and shapes: small, medium, gpt2-vocab,
+gpt2-124m, gpt2-350m) both ways, fp32, with the same threads: one training step is the
+forward, the backward and an AdamW step (lr 3e-4, betas 0.9/0.95, eps 1e-8, weight decay 0.1
+on the matrices), no gradient clipping (bench_train computes no norm), vocabulary padded to a
+multiple of 128 and the LM head tied to the token embedding, GELU (tanh), LayerNorm, biases.
+Both are timed as bench_train times: one warm-up step, then the median of --steps steps.
+Rounds interleave the two (bench_train as a subprocess with --no-ceiling; torch in this
+process; the first of each round alternates), and per config the script prints each side's
+median tokens/s and the median of the same-round ratios megac / torch with their min-max.
+GFLOP/s use Megatron's formula as bench_train's (model/gpt_config.c).
+
+    /usr/bin/python3 bench/peer_torch.py --threads 2 --rounds 3 --steps 5
+    /usr/bin/python3 bench/peer_torch.py --config medium,gpt2-124m --bench-train build/bench/bench_train
+
+Exits 77 (skip) when torch cannot be imported, 2 on a bad flag, 1 when bench_train fails.
+"""
+import argparse
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+# name: (L, C, NH, T, B, V), as bench_train.c's CONFIGS (the dense ones).
+CONFIGS = {
+    "small": (4, 256, 4, 256, 4, 256),
+    "medium": (6, 384, 6, 256, 4, 256),
+    "gpt2-vocab": (6, 384, 6, 256, 4, 50257),
+    "gpt2-124m": (12, 768, 12, 256, 4, 50257),
+    "gpt2-350m": (24, 1024, 16, 256, 4, 50257),
+}
+DEFAULT = ["small", "medium", "gpt2-vocab", "gpt2-124m"]
+
+
+def padded(V):
+    return (V + 127) // 128 * 128
+
+
+def flops_per_step(L, C, NH, T, B, V):
+    """Megatron's FLOPs of one step (forward + backward), as gpt_flops_per_iteration."""
+    attention = 1.5 + 0.5 + T / C
+    logits = padded(V) / (2.0 * L * C)
+    return 12.0 * B * T * L * C * C * (attention + logits) + 12.0 * B * T * C * C * L * 4.0
+
+
+def build_model(torch, L, C, NH, T, V):
+    nn, F = torch.nn, torch.nn.functional
+    sdpa = getattr(F, "scaled_dot_product_attention", None)  # torch >= 2.0
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1, self.ln2 = nn.LayerNorm(C), nn.LayerNorm(C)
+            self.qkv, self.proj = nn.Linear(C, 3 * C), nn.Linear(C, C)
+            self.fc, self.fcp = nn.Linear(C, 4 * C), nn.Linear(4 * C, C)
+            self.register_buffer("mask", torch.ones(T, T, dtype=torch.bool).tril())
+
+        def forward(self, x):
+            B_, T_, _ = x.shape
+            q, k, v = (t.view(B_, T_, NH, C // NH).transpose(1, 2)
+                       for t in self.qkv(self.ln1(x)).split(C, dim=2))
+            if sdpa is not None:
+                y = sdpa(q, k, v, is_causal=True)
+            else:
+                att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(C // NH))
+                att = att.masked_fill(~self.mask[:T_, :T_], float("-inf")).softmax(dim=-1)
+                y = att @ v
+            x = x + self.proj(y.transpose(1, 2).reshape(B_, T_, C))
+            return x + self.fcp(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
+
+    class GPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte, self.wpe = nn.Embedding(padded(V), C), nn.Embedding(T, C)
+            self.blocks = nn.ModuleList(Block() for _ in range(L))
+            self.lnf = nn.LayerNorm(C)
+            for p in self.parameters():
+                if p.dim() == 2:
+                    nn.init.normal_(p, std=0.02)
+
+        def forward(self, tok, tgt):
+            x = self.wte(tok) + self.wpe.weight[: tok.shape[1]]
+            for b in self.blocks:
+                x = b(x)
+            logits = self.lnf(x) @ self.wte.weight.t()  # tied head, no bias
+            if logits.shape[-1] != V:
+                logits = logits[..., :V]  # the padded columns are not classes
+            return F.cross_entropy(logits.reshape(-1, V), tgt.reshape(-1))
+
+    return GPT()
+
+
+def torch_tokens_per_s(torch, name, steps):
+    """Median tokens/s of `steps` steps (after one warm-up) of the config in torch."""
+    L, C, NH, T, B, V = CONFIGS[name]
+    torch.manual_seed(1234)
+    m = build_model(torch, L, C, NH, T, V)
+    decay = [p for p in m.parameters() if p.dim() == 2]
+    other = [p for p in m.parameters() if p.dim() != 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
+                             {"params": other, "weight_decay": 0.0}],
+                            lr=3e-4, betas=(0.9, 0.95), eps=1e-8)
+    i = torch.arange(B * T, dtype=torch.int64)
+    tok, tgt = ((i * 7919) % V).view(B, T), ((i * 104729 + 1) % V).view(B, T)
+    times = []
+    for s in range(steps + 1):
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        m(tok, tgt).backward()
+        opt.step()
+        if s:
+            times.append(time.perf_counter() - t0)
+    return B * T / statistics.median(times)
+
+
+def megac_tokens_per_s(exe, name, steps, threads):
+    """bench_train's tokens/s (median step) for the config; exits 1 when it fails."""
+    cmd = [exe, "--config", name, "--steps", str(steps), "--threads", str(threads), "--no-ceiling"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    for line in r.stdout.splitlines():
+        f = line.split()
+        if r.returncode == 0 and len(f) >= 3 and f[0] == name:
+            return float(f[2])
+    sys.exit(f"peer_torch: {' '.join(cmd)} failed (exit {r.returncode}):\n{r.stdout}{r.stderr}")
+
+
+def parse_args():
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    ap = argparse.ArgumentParser(description="megac bench_train against PyTorch eager, "
+                                 "interleaved rounds, median of same-round ratios")
+    ap.add_argument("--config", default=",".join(DEFAULT),
+                    help="comma-separated: " + ", ".join(CONFIGS) + " (default: all but gpt2-350m)")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
+    ap.add_argument("--steps", type=int, default=5, help="timed steps per run (default 5)")
+    ap.add_argument("--threads", type=int, default=os.cpu_count(), help="threads of both (default: all cores)")
+    ap.add_argument("--bench-train", default=os.path.join(root, "build", "bench", "bench_train"),
+                    help="the bench_train program (default: build/bench/bench_train)")
+    a = ap.parse_args()
+    names = [n for n in a.config.split(",") if n]
+    bad = [n for n in names if n not in CONFIGS]
+    if bad:
+        ap.error("unknown --config " + ", ".join(bad) + " (dense configs: " + ", ".join(CONFIGS) + ")")
+    if a.rounds < 1 or a.steps < 1 or a.threads < 1:
+        ap.error("--rounds, --steps and --threads must be >= 1")
+    if not os.access(a.bench_train, os.X_OK):
+        ap.error(f"--bench-train {a.bench_train}: no such program (build it: scripts/build.sh build)")
+    a.names = names
+    return a
+
+
+def torch_blas(torch):
+    """torch's BLAS as built (BLAS_INFO, oneDNN, CPU capability) and the BLAS library this
+    process mapped after a matmul (Debian's torch calls libblas.so.3, an alternative)."""
+    keep = ("BLAS_INFO", "MKL-DNN", "oneDNN", "CPU capability")
+    show = torch.__config__.show()
+    parts = [p.strip(" -") for line in show.splitlines() for p in line.split(",") if any(k in p for k in keep)]
+    torch.ones(64, 64) @ torch.ones(64, 64)
+    try:
+        with open("/proc/self/maps") as f:
+            libs = sorted({l.split()[-1] for l in f if "blas" in l.lower() or "mkl" in l.lower()})
+        parts.append("mapped: " + (", ".join(libs) or "none"))
+    except OSError:
+        pass
+    return "; ".join(parts)
+
+
+def main():
+    a = parse_args()
+    os.environ["OPENBLAS_NUM_THREADS"] = str(a.threads)  # torch's BLAS, when it is OpenBLAS
+    try:
+        import torch
+    except ImportError as e:
+        print(f"peer_torch: SKIP: torch cannot be imported ({e}); Debian: apt-get install python3-torch")
+        sys.exit(77)
+    torch.set_num_threads(a.threads)
+    print(f"torch {torch.__version__} eager, fp32, {a.threads} threads; {torch_blas(torch)}")
+    print(f"megac: {a.bench_train}; {a.rounds} interleaved rounds x {a.steps} steps (after 1 warm-up)")
+    got = {n: ([], [], []) for n in a.names}  # megac, torch, ratio
+    for r in range(a.rounds):
+        for n in a.names:
+            runs = [lambda: megac_tokens_per_s(a.bench_train, n, a.steps, a.threads),
+                    lambda: torch_tokens_per_s(torch, n, a.steps)]
+            first = r % 2  # alternate who runs first
+            res = [None, None]
+            for k in (first, 1 - first):
+                res[k] = runs[k]()
+            got[n][0].append(res[0]), got[n][1].append(res[1]), got[n][2].append(res[0] / res[1])
+            print(f"round {r + 1} {n:<11} megac {res[0]:8.0f} tokens/s  torch {res[1]:8.0f} tokens/s"
+                  f"  ratio {res[0] / res[1]:.2f}", flush=True)
+    print(f"\n{'config':<11} {'megac tok/s':>11} {'torch tok/s':>11} {'megac GFLOP/s':>13} "
+          f"{'torch GFLOP/s':>13}  megac / torch: median [min-max] of same-round ratios")
+    for n in a.names:
+        L, C, NH, T, B, V = CONFIGS[n]
+        fl = flops_per_step(L, C, NH, T, B, V) / (B * T) * 1e-9
+        mg, tc, ra = (statistics.median(v) for v in got[n])
+        print(f"{n:<11} {mg:11.0f} {tc:11.0f} {mg * fl:13.1f} {tc * fl:13.1f}  "
+              f"{ra:.2f} [{min(got[n][2]):.2f}-{max(got[n][2]):.2f}]")
+
+
+if __name__ == "__main__":
+    main()
