@@ -117,6 +117,24 @@ CPU_SIMD_CLONES static float cpu_sumexp_row(const float *l, float m, int n) {
     return (float)total;
 }
 
+// cpu_sumexp_row's sum, the same bits, also storing each exp(l[j] - m) in e[j] (e may alias
+// l: element j is read before it is written) for the softmax that follows.
+CPU_SIMD_CLONES static float cpu_sumexp_store_row(float *e, const float *l, float m, int n) {
+    enum { BLK = 1024 };
+    double total = 0.0;
+    for (int j0 = 0; j0 < n; j0 += BLK) {
+        int j1 = j0 + BLK < n ? j0 + BLK : n;
+        float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+        for (int j = j0; j < j1; j++) {
+            float x = cpu_expf(l[j] - m);
+            e[j] = x, s += x;
+        }
+        total += s;
+    }
+    return (float)total;
+}
+
 // rowmax (N) = max over the valid columns [0, V_valid) (-FLT_MAX when V_valid = 0), sumexp
 // (N) = sum of exp(l - rowmax) over them, tgt (N) = l[target - vocab_start] for targets in
 // this shard, else 0: one sweep over the rows, per row the max loop then the sum loop while
@@ -152,6 +170,13 @@ void cpu_xent_loss(Backend *be, float *loss, const float *sumexp, const float *r
     for (int i = 0; i < N; i++) loss[i] = logf(sumexp[i]) + rowmax[i] - tgt[i];
 }
 
+// dl (n) = d * (e * inv) from e = exp(l - m) already computed (cpu_sumexp_store_row); dl
+// may alias e.
+CPU_SIMD_CLONES static void cpu_softmax_scale_row(float *dl, const float *e, float inv, float d, int n) {
+#pragma omp simd
+    for (int j = 0; j < n; j++) dl[j] = d * (e[j] * inv);
+}
+
 // dl (n) = d * exp(l - m) * inv; dl may alias l.
 CPU_SIMD_CLONES static void cpu_softmax_grad_row(float *dl, const float *l, float m, float inv,
                                                  float d, int n) {
@@ -162,12 +187,18 @@ CPU_SIMD_CLONES static void cpu_softmax_grad_row(float *dl, const float *l, floa
 // One row of dlogits: dl (V_local) = d * (softmax - onehot) over the valid columns from the
 // row l, its max m and sum of exponentials s; 0 at padding; t: the target's column (in the
 // shard when in [0, V_valid)). Element j is read before it is written: dl may alias l.
+// have_exp: dl already holds exp(l - m) over the valid columns (l's values are then read only
+// through lt, the target's logit; else lt is unused).
 static void cpu_xent_grad_row(float *dl, const float *l, float m, float s, float d, int t,
-                              int V_local, int V_valid) {
+                              int V_local, int V_valid, int have_exp, float lt) {
     float inv = 1.0f / s;
     int in_shard = t >= 0 && t < V_valid;
-    float lt = in_shard ? l[t] : 0.0f;  // kept: the row loop may overwrite it
-    cpu_softmax_grad_row(dl, l, m, inv, d, V_valid);
+    if (have_exp) {
+        cpu_softmax_scale_row(dl, dl, inv, d, V_valid);
+    } else {
+        lt = in_shard ? l[t] : 0.0f;  // kept: the row loop may overwrite it
+        cpu_softmax_grad_row(dl, l, m, inv, d, V_valid);
+    }
     for (int j = V_valid; j < V_local; j++) dl[j] = 0.0f;
     if (in_shard) dl[t] = d * (cpu_expf(lt - m) * inv - 1.0f);
 }
@@ -177,7 +208,8 @@ static void cpu_xent_grad_row(float *dl, const float *l, float m, float s, float
 // loss (N) from tgt by cpu_xent_loss itself (it reads no logits: the same bits). rowmax NULL
 // (one vocabulary shard; sumexp and tgt unused): each row's statistics first, as
 // cpu_xent_stats computes them, the loss from them as cpu_xent_loss, then its dlogits while
-// the row is in cache: the same bits as the three calls, one sweep over the logits.
+// the row is in cache: the same bits as the three calls, one sweep over the logits; the sum's
+// exponentials are kept in dlogits' row and scaled, not computed twice.
 void cpu_xent_backward(Backend *be, void *dlogits_, float *loss, const void *logits_,
                        const float *rowmax, const float *sumexp, const float *tgt,
                        const int *targets, const float *dscale, int N, int V_local, int V_valid,
@@ -190,15 +222,16 @@ void cpu_xent_backward(Backend *be, void *dlogits_, float *loss, const void *log
     for (int i = 0; i < N; i++) {
         const float *l = logits + (size_t)i * V_local;
         int t = targets[i] - vocab_start;
-        float m, s;
+        float m, s, lt = 0.0f, *dl = dlogits + (size_t)i * V_local;
         if (rowmax) {
             m = rowmax[i], s = sumexp[i];
-        } else {  // cpu_xent_stats's row, then cpu_xent_loss's expression
-            float lt;
-            cpu_xent_row_stats(l, t, V_valid, &m, &s, &lt);
+        } else {  // cpu_xent_row_stats's figures (the same bits), then cpu_xent_loss's expression
+            m = cpu_max_row(l, V_valid);
+            lt = t >= 0 && t < V_valid ? l[t] : 0.0f;
+            s = cpu_sumexp_store_row(dl, l, m, V_valid);
             if (loss) loss[i] = logf(s) + m - lt;
         }
-        cpu_xent_grad_row(dlogits + (size_t)i * V_local, l, m, s, dscale[i], t, V_local, V_valid);
+        cpu_xent_grad_row(dl, l, m, s, dscale[i], t, V_local, V_valid, !rowmax, lt);
     }
 }
 
