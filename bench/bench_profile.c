@@ -71,6 +71,24 @@ static void w_matmul_backward(Backend *be, void *dinp, float *dweight, float *db
     PROF(gemm_row(C, OC, !dbias, 1), f, 0,
          inner.matmul_backward(be, dinp, dweight, dbias, dout, inp, weight, N, C, OC));
 }
+// The grouped products (--moe-grouped-gemm): FLOPs over every group's rows.
+static double group_rows(const int *rows, int G) {
+    double R = 0;
+    for (int g = 0; g < G; g++) R += rows[g];
+    return R;
+}
+static void w_matmul_grouped_forward(Backend *be, void *out, const void *inp, const void *weight,
+                                     const void *bias, const int *rows, int G, int C, int OC) {
+    PROF(gemm_row(C, OC, !bias, 0), 2.0 * group_rows(rows, G) * C * OC, 0,
+         inner.matmul_grouped_forward(be, out, inp, weight, bias, rows, G, C, OC));
+}
+static void w_matmul_grouped_backward(Backend *be, void *dinp, float *dweight, float *dbias,
+                                      const void *dout, const void *inp, const void *weight,
+                                      const int *rows, int G, int C, int OC) {
+    double f = 2.0 * group_rows(rows, G) * C * OC * ((dinp != NULL) + (dweight != NULL));
+    PROF(gemm_row(C, OC, !dbias, 1), f, 0,
+         inner.matmul_grouped_backward(be, dinp, dweight, dbias, dout, inp, weight, rows, G, C, OC));
+}
 static void w_matmul_act_forward(Backend *be, void *out, void *pre, const void *inp,
                                  const void *weight, const void *bias, int N, int C, int OC,
                                  BackendAct act) {
@@ -278,6 +296,8 @@ void bench_profile_start(Backend *be, int C, int F, int Vp) {
     BackendOps *t = &be->table;
     t->matmul_forward = w_matmul_forward, t->matmul_backward = w_matmul_backward;
     t->matmul_act_forward = w_matmul_act_forward, t->matmul_act_backward = w_matmul_act_backward;
+    t->matmul_grouped_forward = w_matmul_grouped_forward;
+    t->matmul_grouped_backward = w_matmul_grouped_backward;
     t->norm_forward = w_norm_forward, t->norm_backward = w_norm_backward;
     t->residual_layernorm_forward = w_residual_layernorm_forward;
     t->act_forward = w_act_forward, t->act_backward = w_act_backward;
