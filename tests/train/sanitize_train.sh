@@ -37,5 +37,12 @@ run zero3_cp2_pp2_ep2 4 "${moe[@]}" --pipeline-model-parallel-size 2 --context-p
 run cuda_bf16_tp2_ilv_zero1 4 --device cuda --bf16 --tensor-model-parallel-size 2 --sequence-parallel \
   --pipeline-model-parallel-size 2 --num-layers 4 --virtual-pipeline-model-parallel-size 2 \
   --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --use-flash-attn
+# the CUDA backend (emulated) with the optimizer and ZeRO-3's parameters in pinned host memory,
+# MoE at EP 2 through the alltoall dispatcher (nonblocking rows, a shared expert) and the
+# grouped GEMM
+run cuda_offload_params_ep2_grouped 2 "${moe[@]}" --device cuda --bf16 --expert-model-parallel-size 2 \
+  --moe-token-dispatcher-type alltoall --moe-grouped-gemm --moe-shared-expert-intermediate-size 32 \
+  --data-parallel-sharding-strategy optim_grads_params --overlap-param-gather \
+  --optimizer-cpu-offload --offload-params --overlap-cpu-optimizer-d2h-h2d
 echo "sanitize_train: $fails failed"
 exit $((fails > 0))
