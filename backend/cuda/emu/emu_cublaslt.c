@@ -32,6 +32,7 @@
 // default the online CPUs); each element is the same dot product in the same order whatever
 // the thread count, so results do not depend on it.
 #include "emu_cublaslt_types.h"  // defines: the descriptor structs
+#include "emu_internal.h"        // defines: emu_trace, emu_stream_id
 #include "emu_half.h"            // defines: emu_f32_to_bf16, emu_bf16_to_f32, ... (fp16 too)
 
 #include <math.h>  // defines: expf
@@ -328,7 +329,8 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
                               const void *C, cublasLtMatrixLayout_t Cdesc, void *D,
                               cublasLtMatrixLayout_t Ddesc, const cublasLtMatmulAlgo_t *algo,
                               void *workspace, size_t workspaceSizeInBytes, cudaStream_t stream) {
-    (void)workspace, (void)workspaceSizeInBytes, (void)stream;
+    (void)workspace, (void)workspaceSizeInBytes;
+    emu_trace(emu_stream_id(stream), "kernel", "cublasLtMatmul");
     if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
     Gemm g;
     cublasStatus_t s = validate(desc, Adesc, Bdesc, Cdesc, Ddesc, &g);

@@ -15,6 +15,13 @@ extern "C" {
 // cudaSuccess; cudaPeekAtLastError only returns it). cudaSuccess is ignored. Never fails.
 void emu_set_last_error(cudaError_t e);
 
+// With env MEGAC_EMU_TRACE set, appends one line "SEQ s<stream> kind detail" to its file
+// (emu_trace.c describes the format); stream -1: none. Else nothing. Thread-safe; never fails
+// (an unwritable file ends the process at the first call).
+void emu_trace(int stream, const char *kind, const char *fmt, ...);
+// The trace's number of stream s (0: the default stream, else by creation, from 1). Pure.
+int emu_stream_id(cudaStream_t s);
+
 #ifdef __cplusplus
 }
 #endif

@@ -11,7 +11,7 @@
 //     one runs); with MEGAC_EMU_ENGINE=threads, and always under ThreadSanitizer, each is a
 //     REAL thread of a persistent pool, so ThreadSanitizer sees races between them.
 //     AddressSanitizer sees their out-of-bounds accesses on either. A block ends when all
-//     its threads have returned. Launches are synchronous (the stream is ignored).
+//     its threads have returned. Launches are synchronous (the stream is only traced: emu_trace.c).
 //   * __syncthreads is a barrier of the block's threads; a warp is 32 consecutive threads in
 //     x-major linear order (the last one partial when the block size is not a multiple of
 //     32). __shfl_*_sync, __syncwarp and the votes are a barrier of the warp's threads with
@@ -189,6 +189,10 @@ typedef void (*EmuThunk)(const void *call);
 void emu_launch_erased(const char *name, EmuThunk thunk, const void *call, dim3 grid, dim3 block,
                        size_t smem);
 
+// The launch of kernel `name` on `stream`, in the MEGAC_EMU_TRACE trace (emu_trace.c) when
+// tracing; else nothing. Never fails.
+extern "C" void emu_trace_launch(cudaStream_t stream, const char *name);
+
 // The running launch's dynamic shared memory (`smem` bytes, NaN-filled). Inside a kernel only.
 void *emu_dynamic_shared(void);
 
@@ -210,7 +214,7 @@ template <class... P, class... A>
 void emu_launch(const char *name, void (*kernel)(P...), dim3 grid, dim3 block, size_t smem,
                 cudaStream_t stream, A &&...args) {
     static_assert(sizeof...(P) == sizeof...(A), "kernel launched with the wrong argument count");
-    (void)stream;
+    emu_trace_launch(stream, name);
     const EmuCall<P...> call{kernel, std::tuple<P...>(std::forward<A>(args)...)};
     emu_launch_erased(name, &emu_call_thunk<P...>, &call, grid, block, smem);
 }

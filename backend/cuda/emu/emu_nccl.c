@@ -19,6 +19,7 @@
 // Global state: the group queue, per host thread as in NCCL (depth and pending operations).
 #include <nccl.h>
 
+#include "emu_internal.h"  // defines: emu_trace, emu_stream_id
 #include "emu_half.h"  // defines: emu_f32_to_bf16, emu_bf16_to_f32, emu_f32_to_f16, emu_f16_to_f32
 
 #include <limits.h>
@@ -255,14 +256,14 @@ static ncclResult_t enqueue(const char *call, Op o) {
 ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
                            ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                            cudaStream_t stream) {
-    (void)stream;
+    emu_trace(emu_stream_id(stream), "nccl", "%s", "ncclAllReduce");
     Op o = {OP_ALLREDUCE, comm, sendbuff, recvbuff, count, datatype, op, 0, NULL, NULL};
     return enqueue("ncclAllReduce", o);
 }
 
 ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
                            ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
-    (void)stream;
+    emu_trace(emu_stream_id(stream), "nccl", "%s", "ncclAllGather");
     Op o = {OP_ALLGATHER, comm, sendbuff, recvbuff, sendcount, datatype, ncclSum, 0, NULL, NULL};
     return enqueue("ncclAllGather", o);
 }
@@ -270,7 +271,7 @@ ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcoun
 ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
                                ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                cudaStream_t stream) {
-    (void)stream;
+    emu_trace(emu_stream_id(stream), "nccl", "%s", "ncclReduceScatter");
     Op o = {OP_REDUCESCATTER, comm, sendbuff, recvbuff, recvcount, datatype, op, 0, NULL, NULL};
     return enqueue("ncclReduceScatter", o);
 }
@@ -278,21 +279,21 @@ ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recv
 ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
                            ncclDataType_t datatype, int root, ncclComm_t comm,
                            cudaStream_t stream) {
-    (void)stream;
+    emu_trace(emu_stream_id(stream), "nccl", "%s", "ncclBroadcast");
     Op o = {OP_BCAST, comm, sendbuff, recvbuff, count, datatype, ncclSum, root, NULL, NULL};
     return enqueue("ncclBroadcast", o);
 }
 
 ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer,
                       ncclComm_t comm, cudaStream_t stream) {
-    (void)stream;
+    emu_trace(emu_stream_id(stream), "nccl", "%s", "ncclSend");
     Op o = {OP_SEND, comm, sendbuff, NULL, count, datatype, ncclSum, peer, NULL, NULL};
     return enqueue("ncclSend", o);
 }
 
 ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer,
                       ncclComm_t comm, cudaStream_t stream) {
-    (void)stream;
+    emu_trace(emu_stream_id(stream), "nccl", "%s", "ncclRecv");
     Op o = {OP_RECV, comm, NULL, recvbuff, count, datatype, ncclSum, peer, NULL, NULL};
     return enqueue("ncclRecv", o);
 }

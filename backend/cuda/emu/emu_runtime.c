@@ -13,13 +13,15 @@
 //   * Devices: 8 (a GPU node: one per rank for multi-rank runs), or env MEGAC_EMU_DEVICES=N
 //     (0 -> cudaErrorNoDevice, the "no GPU" path).
 //   * Everything is synchronous: streams and events are plain objects, queries always
-//     succeed, events record CLOCK_MONOTONIC.
+//     succeed, events record CLOCK_MONOTONIC. With env MEGAC_EMU_TRACE the stream operations
+//     are traced in issue order (emu_trace.c).
 // Global state, modelling the runtime: the allocation table (under a mutex) and the
 // per-host-thread last error and current device (as in CUDA).
 #include "emu_internal.h"
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -128,7 +130,10 @@ cudaError_t cudaDriverGetVersion(int *v) {
 
 cudaError_t cudaRuntimeGetVersion(int *v) { return cudaDriverGetVersion(v); }
 
-cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize(void) {
+    emu_trace(-1, "sync", "device");
+    return cudaSuccess;
+}
 
 // --- allocation table: open addressing on the pointer, under a mutex ----------------------
 enum { SLOT_EMPTY = 0, SLOT_GONE = 1 };  // keys that no allocation has
@@ -251,7 +256,7 @@ cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total) {
 }
 
 // --- copies and sets: synchronous ---------------------------------------------------------
-cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind) {
+static cudaError_t memcpy_now(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind) {
     if ((unsigned)kind > cudaMemcpyDefault) return fail(cudaErrorInvalidValue);
     if (count == 0) return cudaSuccess;
     if (!dst || !src) return fail(cudaErrorInvalidValue);
@@ -259,10 +264,17 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpy
     return cudaSuccess;
 }
 
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind) {
+    emu_trace(-1, "memcpy-sync", "%zu", count);
+    return memcpy_now(dst, src, count, kind);
+}
+
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
                             cudaStream_t stream) {
-    (void)stream;
-    return cudaMemcpy(dst, src, count, kind);
+    static const char *const KIND[] = {"H2H", "H2D", "D2H", "D2D", "default"};
+    if ((unsigned)kind <= cudaMemcpyDefault)
+        emu_trace(emu_stream_id(stream), "memcpy", "%s %zu", KIND[kind], count);
+    return memcpy_now(dst, src, count, kind);
 }
 
 cudaError_t cudaMemset(void *devPtr, int value, size_t count) {
@@ -273,7 +285,7 @@ cudaError_t cudaMemset(void *devPtr, int value, size_t count) {
 }
 
 cudaError_t cudaMemsetAsync(void *devPtr, int value, size_t count, cudaStream_t stream) {
-    (void)stream;
+    emu_trace(emu_stream_id(stream), "memset", "%zu", count);
     return cudaMemset(devPtr, value, count);
 }
 
@@ -282,9 +294,11 @@ cudaError_t cudaMemsetAsync(void *devPtr, int value, size_t count, cudaStream_t 
 #define EVENT_MAGIC 0x45767431u
 struct CUstream_st {
     unsigned magic, flags;
+    int id;  // the trace's number (from 1)
 };
 struct CUevent_st {
     unsigned magic, flags;
+    int id;  // the trace's number (from 1)
     int recorded;
     struct timespec when;
 };
@@ -297,7 +311,8 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *pStream, unsigned int flags)
     if (!pStream) return fail(cudaErrorInvalidValue);
     struct CUstream_st *s = malloc(sizeof *s);
     if (!s) return fail(cudaErrorMemoryAllocation);
-    *s = (struct CUstream_st){STREAM_MAGIC, flags};
+    static atomic_int n_streams;
+    *s = (struct CUstream_st){STREAM_MAGIC, flags, atomic_fetch_add(&n_streams, 1) + 1};
     *pStream = s;
     return cudaSuccess;
 }
@@ -312,22 +327,31 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
-    return stream_ok(stream) ? cudaSuccess : fail(cudaErrorInvalidValue);
+    if (!stream_ok(stream)) return fail(cudaErrorInvalidValue);
+    emu_trace(emu_stream_id(stream), "sync", "stream");
+    return cudaSuccess;
 }
 
+int emu_stream_id(cudaStream_t s) { return s && stream_ok(s) ? s->id : 0; }
+
+// (Traced as a sync: megac's cuda_wait polls it to wait.)
 cudaError_t cudaStreamQuery(cudaStream_t stream) { return cudaStreamSynchronize(stream); }
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
     (void)flags;
-    return stream_ok(stream) && event_ok(event) ? cudaSuccess : fail(cudaErrorInvalidValue);
+    if (!stream_ok(stream) || !event_ok(event)) return fail(cudaErrorInvalidValue);
+    emu_trace(emu_stream_id(stream), "wait", "e%d", event->id);
+    return cudaSuccess;
 }
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags) {
     if (!event) return fail(cudaErrorInvalidValue);
     struct CUevent_st *e = calloc(1, sizeof *e);
     if (!e) return fail(cudaErrorMemoryAllocation);
+    static atomic_int n_events;
     e->magic = EVENT_MAGIC;
     e->flags = flags;
+    e->id = atomic_fetch_add(&n_events, 1) + 1;
     *event = e;
     return cudaSuccess;
 }
@@ -336,16 +360,23 @@ cudaError_t cudaEventCreate(cudaEvent_t *e) { return cudaEventCreateWithFlags(e,
 
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
     if (!event_ok(event) || !stream_ok(stream)) return fail(cudaErrorInvalidValue);
+    emu_trace(emu_stream_id(stream), "record", "e%d", event->id);
     clock_gettime(CLOCK_MONOTONIC, &event->when);
     event->recorded = 1;
     return cudaSuccess;
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
-    return event_ok(event) ? cudaSuccess : fail(cudaErrorInvalidValue);
+    if (!event_ok(event)) return fail(cudaErrorInvalidValue);
+    emu_trace(-1, "sync", "event e%d", event->id);
+    return cudaSuccess;
 }
 
-cudaError_t cudaEventQuery(cudaEvent_t event) { return cudaEventSynchronize(event); }
+cudaError_t cudaEventQuery(cudaEvent_t event) {
+    if (!event_ok(event)) return fail(cudaErrorInvalidValue);
+    emu_trace(-1, "query", "e%d", event->id);
+    return cudaSuccess;
+}
 
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
     if (!ms || !event_ok(start) || !event_ok(end)) return fail(cudaErrorInvalidValue);
