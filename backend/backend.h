@@ -125,7 +125,7 @@ typedef struct {
     void (*free)(Backend *be, void *p);         // NULL is fine
     void (*zero)(Backend *be, void *p, size_t bytes);
     void (*copy)(Backend *be, void *dst, const void *src, size_t bytes, BackendCopyKind kind);
-    void (*sync)(Backend *be);                  // waits for all queued work
+    void (*sync)(Backend *be);                  // waits for all queued work (not copy_async's)
     void (*destroy)(Backend *be);               // frees the backend's own state (not `be`)
     // Host memory the copies above move to and from at full speed (CUDA: pinned,
     // cudaMallocHost; CPU: as alloc), zeroed, 64-byte aligned; aborts on failure.
@@ -134,6 +134,15 @@ typedef struct {
     // Bytes of memory in use on this backend's device (CUDA: cudaMemGetInfo's total - free,
     // every process's; CPU: 0, it has no device). Never fails.
     size_t (*device_memory_used)(Backend *be);
+    // Asynchronous copy on the backend's copy stream (CUDA: a second stream, made at the first
+    // call), ordered after all the work queued so far on the compute stream (an event), not
+    // waited for: the host side (alloc_host memory) must stay untouched until copy_join(be, 1).
+    // kind BACKEND_D2H or BACKEND_H2D. CPU: copy (synchronous; it refuses the offload anyway).
+    void (*copy_async)(Backend *be, void *dst, const void *src, size_t bytes, BackendCopyKind kind);
+    // Orders after every copy_async queued so far: host 1, the host waits for them; host 0,
+    // the compute stream's later work waits for them (an event; the host does not wait).
+    // No-op before the first copy_async. CPU: a no-op.
+    void (*copy_join)(Backend *be, int host);
 
     // --- linear ----------------------------------------------------------------------
     // out (N, OC) = inp (N, C) @ weight (OC, C)^T + bias (OC); bias may be NULL.

@@ -121,6 +121,7 @@ static void grad_done(DistSync *s, DistSyncBucket *b) {
     if (s->reduce_bf16 && s->sharded) be->ops->cast(be, g, BACKEND_F32, lp_out(s, b), BACKEND_BF16, n);
     else if (s->reduce_bf16) be->ops->cast(be, g, BACKEND_F32, lp_in(s, b), BACKEND_BF16, n);
     if (b->scale != 1.0f) be->ops->scale_f32(be, g, b->scale, n);
+    if (s->grad_ready) s->grad_ready(s->grad_ready_ctx, (int)(b - s->buckets));
 }
 
 void dist_sync_start_grad_sync(DistSync *s, int k) {

@@ -132,6 +132,11 @@ typedef struct {
     DistSyncSpan *spans;        // (max_spans) the reductions finished since the last take
     int n_spans, max_spans;
     size_t ov_bytes;            // what the overlap allocated (memory report)
+    // Stages 0-1: called with bucket k once its reduction is complete and its gradients final
+    // on the compute stream (queued work), before the next bucket's; NULL: none (the
+    // optimizer's --overlap-cpu-optimizer-d2h-h2d copies them down from here)
+    void (*grad_ready)(void *ctx, int k);
+    void *grad_ready_ctx;
 } DistSync;
 
 // The engine for model m over group `comm`: stage 0-3 (above), --ddp-bucket-size bucket_size

@@ -19,7 +19,8 @@ void optim_adamw_groups(Backend *be, float *params, void *copy, const float *gra
                         const OptimStepArgs *a);
 // The offloaded part's step, in two halves around the device part's launch: its gradients
 // (slice floats [0, o->host_len) of the slice's device grads) copied down, waiting for the
-// device; then AdamW on the host (its masters in host memory) and the masters (and weight
+// device (with the overlap: those the buckets' hooks did not send, queued on the copy stream,
+// which the second half waits for first); then AdamW on the host (its masters in host memory) and the masters (and weight
 // copies) queued up into params (DDP / ZeRO-1: the slice's device parameters; ZeRO-2/3:
 // unused, unit by unit where the engine keeps them) behind the device's work.
 void optim_offload_grads_down(Optimizer *o, const float *grads);

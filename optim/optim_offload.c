@@ -18,9 +18,17 @@
 //
 // Order in a step (optimizer.c's update): the host part's gradients come down (waiting for
 // the reductions), the device part's AdamW is launched, the host AdamW runs meanwhile, then
-// the masters go up behind the device's kernel on its stream. The copies themselves do not
-// overlap anything yet; --overlap-cpu-optimizer-d2h-h2d is accepted and changes nothing
-// (docs/offload.md).
+// the masters go up behind the device's kernel on its stream.
+//
+// With --overlap-cpu-optimizer-d2h-h2d (optim_set_offload_overlap) the copies run on the
+// backend's copy stream (copy_async): DDP / ZeRO-1 with buckets, each bucket's host-part
+// gradients go down as soon as the engine has reduced it (its grad_ready hook: an event after
+// the reduction on the compute stream, no host wait), overlapping the later buckets'
+// reductions (and, with --overlap-grad-reduce, the rest of the backward); otherwise (ZeRO-2/3,
+// one rank) they all go down at the step. The host waits for the copy stream only before its
+// AdamW (after the norm and the loss-scale check, which read the device's gradients); the
+// masters (and copies) go up on the copy stream too, and the compute stream waits for them by
+// an event before the parameter gather. The same bytes move: bitwise the run without.
 #include "optim_internal.h"
 #include "core/check.h"
 #include "distributed/dist_geometry.h"  // defines: dist_offload_host_len, dist_offload_bytes
@@ -38,7 +46,24 @@ struct OptimHost {
     BackendSegment *table;  // (n) the host part's segments (host memory), decoupled last
     int n, ndec;            // entries, of which the last ndec are --decoupled-lr's
     size_t max_len;         // the longest entry
+    int overlap;            // --overlap-cpu-optimizer-d2h-h2d: copies on the copy stream
+    int per_bucket;         // overlap: the buckets' pieces tile [0, host_len), each sent down
+                            // by its grad_ready hook (else all sent at the step)
 };
+
+// The host part's floats from slice float lo up to hi, moved between the device at dev (slice
+// float lo) and the host at host (the same): on the copy stream with the overlap, else
+// synchronously (a copy down waits for the device).
+static void move(const Optimizer *o, float *host, float *dev, size_t lo, size_t hi, BackendCopyKind kind) {
+    Backend *be = o->be;
+    if (hi > o->host_len) hi = o->host_len;
+    if (lo >= hi) return;
+    size_t bytes = (hi - lo) * sizeof(float);
+    void *dst = kind == BACKEND_D2H ? (void *)host : (void *)dev;
+    const void *src = kind == BACKEND_D2H ? (const void *)dev : (const void *)host;
+    if (o->host->overlap) be->ops->copy_async(be, dst, src, bytes, kind);
+    else be->ops->copy(be, dst, src, bytes, kind);
+}
 
 // Segments i0..i1-1 of o->segs inside slice floats [lo, hi), cut to it and relative to lo,
 // into out, the --decoupled-lr ones last, each kind in slice order (as build_tables); *ndec:
@@ -102,7 +127,7 @@ static void move_masters(const Optimizer *o, float *params, BackendCopyKind kind
         size_t bytes = (h - at < own ? h - at : own) * sizeof(float);
         float *dev = params ? params : dist_sync_unit_params(s, k);
         if (kind == BACKEND_D2H) o->be->ops->copy(o->be, host + at, dev, bytes, BACKEND_D2H);
-        else o->be->ops->copy(o->be, dev, host + at, bytes, BACKEND_H2D);
+        else move(o, host + at, dev, at, at + bytes / sizeof(float), BACKEND_H2D);
     }
 }
 
@@ -147,17 +172,55 @@ void optim_set_offload(Optimizer *o, double fraction, int threads) {
     optim_reload_masters(o);  // (the model's initial weights)
 }
 
+// Slice floats [*lo, *hi) of bucket k (stages 0-1: its piece of the shard, or its range of
+// the flat buffer). Pure.
+static void bucket_span(const DistSync *s, int k, size_t *lo, size_t *hi) {
+    const DistSyncBucket *b = &s->buckets[k];
+    *lo = s->sharded ? b->at : b->start;
+    *hi = *lo + (s->sharded ? b->per : b->len);
+}
+
+// The engine's grad_ready hook: bucket k's host-part gradients down on the copy stream.
+static void bucket_down(void *ctx, int k) {
+    Optimizer *o = ctx;
+    size_t lo, hi;
+    bucket_span(o->sync, k, &lo, &hi);
+    move(o, o->host->grad + lo, dist_sync_shard_grads(o->sync) + lo, lo, hi, BACKEND_D2H);
+}
+
+void optim_set_offload_overlap(Optimizer *o) {
+    struct OptimHost *x = o->host;
+    DistSync *s = o->sync;
+    if (!x) return;
+    x->overlap = 1;
+    if (o->unit_seg || s->n_buckets == 0) return;  // (ZeRO-2/3, one rank: at the step)
+    size_t covered = 0, lo, hi;  // the buckets' pieces below host_len, disjoint
+    for (int k = 0; k < s->n_buckets; k++) {
+        bucket_span(s, k, &lo, &hi);
+        if (lo < o->host_len) covered += (hi < o->host_len ? hi : o->host_len) - lo;
+    }
+    if (covered != o->host_len) return;
+    x->per_bucket = 1;
+    s->grad_ready = bucket_down;
+    s->grad_ready_ctx = o;
+}
+
 void optim_offload_grads_down(Optimizer *o, const float *grads) {
-    o->be->ops->copy(o->be, o->host->grad, grads, o->host_len * sizeof(float), BACKEND_D2H);
+    struct OptimHost *x = o->host;
+    if (!x->per_bucket) move(o, x->grad, (float *)grads, 0, o->host_len, BACKEND_D2H);
 }
 
 void optim_offload_step(Optimizer *o, float *params, const OptimStepArgs *a) {
     struct OptimHost *x = o->host;
     Backend *be = o->be;
+    if (x->overlap) be->ops->copy_join(be, 1);  // the gradients down (the device's AdamW runs on)
     optim_adamw_groups(x->cpu, x->param, x->copy, x->grad, x->m, x->v, x->table, x->n, x->ndec,
                        x->max_len, a);  // (x->param: the host part's masters, current)
     move_masters(o, o->unit_seg ? NULL : params, BACKEND_H2D);
-    if (x->copy) be->ops->copy(be, o->copy, x->copy, o->host_len * backend_dtype_size(be->act), BACKEND_H2D);
+    size_t cb = o->host_len * backend_dtype_size(be->act);
+    if (x->copy && x->overlap) be->ops->copy_async(be, o->copy, x->copy, cb, BACKEND_H2D);
+    else if (x->copy) be->ops->copy(be, o->copy, x->copy, cb, BACKEND_H2D);
+    if (x->overlap) be->ops->copy_join(be, 0);  // the gathers and the forward after them
 }
 
 void optim_offload_destroy(Optimizer *o) {

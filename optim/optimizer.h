@@ -122,6 +122,12 @@ void optim_set_offload(Optimizer *o, double fraction, int threads);
 // come next: its host AdamW then updates that shard in place (no masters of its own, none
 // copied up). Call after optim_set_weight_copies. Exits below ZeRO-3.
 void optim_offload_params(Optimizer *o);
+// Megatron-Core's --overlap-cpu-optimizer-d2h-h2d: the offload's copies run on the backend's
+// copy stream (copy_async), ordered by events, the gradients of each DDP / ZeRO-1 bucket sent
+// down as soon as the sync engine has reduced it (its grad_ready hook), the masters up before
+// the parameter gather; the same results (docs/offload.md). Call after optim_set_offload;
+// nothing without offload. Never fails.
+void optim_set_offload_overlap(Optimizer *o);
 // After the parameters were written outside the optimizer (a checkpoint load): the offloaded
 // part's host masters are read again from the device. Synchronous; nothing without offload.
 void optim_reload_masters(const Optimizer *o);

@@ -64,7 +64,7 @@ typedef struct TrainArgs {
     int grad_reduce_in_bf16;        // DP gradient reduction in bf16 (default fp32)
     int optimizer_cpu_offload;      // CUDA: AdamW of a fraction of each rank's slice on the host
     double optimizer_offload_fraction;  // that fraction, [0, 1] (optim_set_offload)
-    int overlap_cpu_optimizer_d2h_h2d;  // accepted; the copies do not overlap yet
+    int overlap_cpu_optimizer_d2h_h2d;  // the copies on the copy stream (optim_set_offload_overlap)
     int offload_params;             // CUDA ZeRO-3: the parameter shard in pinned host memory
     const char *dist_backend;       // CUDA: "nccl" (default) or "staged" (device->host->MPI)
     int num_threads;

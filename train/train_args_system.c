@@ -40,7 +40,7 @@ static int specs(ArgSpec *out, int cap, TrainArgs *a, TrainFlagText *x) {
         {"--megatron-fsdp-grad-comm-dtype", ARG_STR, &x->fsdp_grad_comm, "Megatron-FSDP's name for the reduction's type: bf16 = --grad-reduce-in-bf16; fp32 or auto (megac's gradients are fp32) = the default"},
         {"--optimizer-cpu-offload", ARG_BOOL, &a->optimizer_cpu_offload, "CUDA: AdamW of --optimizer-offload-fraction of each rank's optimizer slice runs on the host (--num-threads), its moments in pinned host memory, not on the GPU (same results; docs/offload.md)"},
         {"--optimizer-offload-fraction", ARG_FLOAT, &a->optimizer_offload_fraction, "--optimizer-cpu-offload: the fraction of each rank's slice updated on the host, 0..1"},
-        {"--overlap-cpu-optimizer-d2h-h2d", ARG_BOOL, &a->overlap_cpu_optimizer_d2h_h2d, "--optimizer-cpu-offload: overlap the copies with the host AdamW (accepted; megac does not overlap them yet)"},
+        {"--overlap-cpu-optimizer-d2h-h2d", ARG_BOOL, &a->overlap_cpu_optimizer_d2h_h2d, "--optimizer-cpu-offload: the copies on a separate stream, ordered by events: each DDP / ZeRO-1 bucket's gradients go down as soon as it is reduced, the masters up before the gather (same results; docs/offload.md)"},
         {"--offload-params", ARG_BOOL, &a->offload_params, "CUDA, ZeRO-3 (optim_grads_params) with --optimizer-cpu-offload at fraction 1: each rank's fp32 parameter shard in pinned host memory, copied up a layer at a time before its gather (DeepSpeed's offload_param; same results; docs/offload.md)"},
     };
     return train_args_put(out, cap, own, (int)(sizeof own / sizeof own[0]));

@@ -89,6 +89,7 @@ static void create_model_chunks(Trainer *t, PPScheduleKind kind) {
         if (a->optimizer_cpu_offload)  // (CUDA, DDP / ZeRO-1: train_args.c checks)
             optim_set_offload(o, a->optimizer_offload_fraction,
                               core_host_threads(a->num_threads, core_host_rank().local_size));
+        if (a->overlap_cpu_optimizer_d2h_h2d) optim_set_offload_overlap(o);
         if (o->n_padded != m->n_alloc)  // the optimizer reads/writes n_padded floats
             core_fatal("optimizer buffer %zu floats, model buffers %zu", o->n_padded, m->n_alloc);
         int wte = gpt_param_index(m, "wte");

@@ -49,6 +49,7 @@ void cpu_copy(Backend *be, void *dst, const void *src, size_t bytes, BackendCopy
 
 void cpu_sync(Backend *be) {}     // every op has finished when it returns
 static size_t cpu_device_memory_used(Backend *be) { return 0; }  // no device
+static void cpu_copy_join(Backend *be, int host) {}  // copy_async's copies are done already
 // All state is in the Backend struct itself but the 16-bit ops' scratch (cpu_half.c).
 void cpu_destroy(Backend *be) {
     free(be->u.cpu.half_scratch);
@@ -100,4 +101,6 @@ void cpu_memory_ops(BackendOps *t, BackendDType act) {
     t->alloc_host = cpu_alloc;  // host memory is all there is
     t->free_host = cpu_free;
     t->device_memory_used = cpu_device_memory_used;
+    t->copy_async = cpu_copy;         // (one stream: done when it returns)
+    t->copy_join = cpu_copy_join;
 }

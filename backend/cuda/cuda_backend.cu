@@ -64,9 +64,12 @@ static void *cuda_alloc_host(Backend *be, size_t bytes) {
     return p;
 }
 
-// Waits for the queued work that may still use p first.
+static void copies_wait(CudaState *st);
+
+// Waits for the queued work (copies too) that may still use p first.
 static void cuda_free_host(Backend *be, void *p) {
     if (!p) return;
+    copies_wait(cuda_state(be));
     cuda_wait(be);
     CUDA_CHECK(cudaFreeHost(p));
 }
@@ -111,12 +114,52 @@ static void cuda_copy(Backend *be, void *dst, const void *src, size_t bytes, Bac
     }
 }
 
-static void cuda_sync(Backend *be) { cuda_wait(be); }
+// Waits for the copy stream's queued copies (polling, as cuda_wait). No-op without one.
+static void copies_wait(CudaState *st) {
+    for (cudaError_t e; st->copies && (e = cudaStreamQuery(st->copies)) != cudaSuccess;) {
+        if (e != cudaErrorNotReady) CUDA_CHECK(e);
+        sched_yield();
+    }
+}
+
+// The copy stream after the compute stream's queued work (made with its events at first use).
+static void cuda_copy_async(Backend *be, void *dst, const void *src, size_t bytes, BackendCopyKind kind) {
+    CudaState *st = cuda_state(be);
+    if (!bytes) return;
+    if (!st->copies) {
+        CUDA_CHECK(cudaStreamCreateWithFlags(&st->copies, cudaStreamNonBlocking));
+        CUDA_CHECK(cudaEventCreateWithFlags(&st->copies_after, cudaEventDisableTiming));
+        CUDA_CHECK(cudaEventCreateWithFlags(&st->copies_done, cudaEventDisableTiming));
+    }
+    CUDA_CHECK(cudaEventRecord(st->copies_after, st->stream));
+    CUDA_CHECK(cudaStreamWaitEvent(st->copies, st->copies_after, 0));
+    cudaMemcpyKind k = kind == BACKEND_D2H ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice;
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, k, st->copies));
+}
+
+static void cuda_copy_join(Backend *be, int host) {
+    CudaState *st = cuda_state(be);
+    if (!st->copies) return;
+    if (host) {
+        copies_wait(st);
+        return;
+    }
+    CUDA_CHECK(cudaEventRecord(st->copies_done, st->copies));
+    CUDA_CHECK(cudaStreamWaitEvent(st->stream, st->copies_done, 0));
+}
+
+static void cuda_sync(Backend *be) { cuda_wait(be); }  // (the copy stream: copy_join)
 
 static void cuda_destroy(Backend *be) {
     CudaState *st = cuda_state(be);
     if (!st) return;
     cudaStreamSynchronize(st->stream);
+    if (st->copies) {
+        cudaStreamSynchronize(st->copies);
+        cudaEventDestroy(st->copies_after);
+        cudaEventDestroy(st->copies_done);
+        cudaStreamDestroy(st->copies);
+    }
     cudaFree(st->workspace);
     cudaFree(st->partials);
     cudaFree(st->result);
@@ -144,6 +187,8 @@ static void cuda_memory_ops(BackendOps *t) {
     t->alloc_host = cuda_alloc_host;
     t->free_host = cuda_free_host;
     t->device_memory_used = cuda_device_memory_used;
+    t->copy_async = cuda_copy_async;
+    t->copy_join = cuda_copy_join;
 }
 
 // The ops table: every family's entries, registered by the file of its ops (cuda_internal.h).

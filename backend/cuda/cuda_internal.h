@@ -64,6 +64,8 @@ typedef struct {
     double *result_host;                 // (1) pinned host: where that value is read
     void *staging;                       // (CUDA_STAGING_BYTES) pinned host staging
     cudaEvent_t staging_free;            // recorded after the copy out of `staging`
+    cudaStream_t copies;                 // copy_async's stream (NULL until its first call)
+    cudaEvent_t copies_after, copies_done;  // compute -> copies, copies -> compute orderings
     CudnnAttn *cudnn;                    // cuDNN's fused attention, made on first use (NULL:
                                          // not yet; GPU builds with cuDNN only)
     unsigned attn_noted;                 // the fused-attention notes printed once (bits)
