@@ -187,6 +187,9 @@ expect "$STUB_LOG" '^megac train .*--hidden-size 256 --num-attention-heads 4 --u
 [[ $(grep -c -- '--hidden-size 256 .*--device cuda --bf16 --attention-backend fused' "$STUB_LOG") -eq 2 ]] ||
   fail "run 1: the bf16 head-64 run on cuDNN not run twice"
 expect "$sum" 'bf16_hd64_fused_vs_bf16_hd64 max rel loss' "run 1: c lacks cuDNN vs megac's kernels"
+expect "$sum" '^\| c offload bf16 overlapped \| PASS \| bitwise equal to bf16 without offload' "run 1: no offload row"
+expect "$STUB_LOG" '^megac train .*--device cuda --bf16 --optimizer-cpu-offload --overlap-cpu-optimizer-d2h-h2d' \
+  "run 1: no bf16 offload run (overlapped)"
 expect "$sum" 'bf16_hd64_fused run twice: bitwise equal; fused: cuDNN ran' "run 1: c lacks the cuDNN rerun or its check"
 expect "$sum" '^\| d throughput \| (PASS|FAIL) \| gpt2-124m bf16 flash1 T1024 B16 163840 tok/s 200.0 TFLOP/s' "run 1: d did not read bench_train's RESULT lines"
 expect "$sum" '; gpt2-124m bf16 flash1 T1024 B16 cuDNN 163840 tok/s' "run 1: d does not mark the cuDNN runs"
