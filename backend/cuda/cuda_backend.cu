@@ -167,6 +167,7 @@ static void cuda_destroy(Backend *be) {
     cudaFreeHost(st->staging);
     cudaEventDestroy(st->staging_free);
     cuda_gemm_cache_free(st);
+    cuda_grouped_free(st);
 #ifdef MEGAC_HAVE_CUDNN
     cuda_cudnn_attn_free(st->cudnn);
 #endif

@@ -208,32 +208,6 @@ void cuda_matmul_backward(Backend *be, void *dinp, float *dweight, float *dbias,
     if (dbias) cuda_colsum_acc(be, dbias, dout, N, OC);
 }
 
-// The grouped products, one cuda_matmul_forward / _backward per non-empty group (operands of
-// type be->act at element offsets; weight (G, OC, C), bias (G, OC)).
-static void cuda_matmul_grouped_forward(Backend *be, void *out, const void *inp, const void *weight,
-                                        const void *bias, const int *rows, int G, int C, int OC) {
-    size_t es = backend_dtype_size(be->act), off = 0;
-    for (int g = 0; g < G; off += (size_t)rows[g++]) {
-        if (!rows[g]) continue;
-        const char *b = bias ? (const char *)bias + (size_t)g * OC * es : NULL;
-        cuda_matmul_forward(be, (char *)out + off * OC * es, (const char *)inp + off * C * es,
-                            (const char *)weight + (size_t)g * OC * C * es, b, rows[g], C, OC);
-    }
-}
-
-static void cuda_matmul_grouped_backward(Backend *be, void *dinp, float *dweight, float *dbias,
-                                         const void *dout, const void *inp, const void *weight,
-                                         const int *rows, int G, int C, int OC) {
-    size_t es = backend_dtype_size(be->act), off = 0;
-    for (int g = 0; g < G; off += (size_t)rows[g++]) {
-        if (!rows[g]) continue;
-        cuda_matmul_backward(be, dinp ? (char *)dinp + off * C * es : NULL,
-                             dweight + (size_t)g * OC * C, dbias ? dbias + (size_t)g * OC : NULL,
-                             (const char *)dout + off * OC * es, (const char *)inp + off * C * es,
-                             (const char *)weight + (size_t)g * OC * C * es, rows[g], C, OC);
-    }
-}
-
 // This file's entries of the CUDA ops table (cuda_internal.h).
 void cuda_gemm_ops(BackendOps *t) {
     t->matmul_forward = cuda_matmul_forward;

@@ -8,10 +8,13 @@
 // cuBLASLt algorithms are chosen once per GEMM shape and reused, with a fixed workspace.
 //
 // The same sources build for the GPU (nvcc) and for the CPU emulator (g++, MEGAC_CUDA_EMU:
-// backend/cuda/emu/ fakes the CUDA runtime, cuBLASLt and NCCL and runs kernels on threads).
+// backend/cuda/emu/ fakes the CUDA runtime, cuBLASLt, cuBLAS's grouped GEMM and NCCL and runs
+// kernels on threads).
 #pragma once
 #include "backend/backend.h"
 #include "core/check_cuda.h"  // defines: CUDA_CHECK, CUBLAS_CHECK, cudaStream_t, cublasLt*
+
+#include <cublas_api.h>  // defines: cublasHandle_t (cuBLAS's grouped GEMM)
 
 #include <stddef.h>
 #include <stdint.h>
@@ -48,6 +51,7 @@ typedef struct CudnnAttn CudnnAttn;  // cuda_cudnn_attn.c: cuDNN's library, hand
 #define CUDA_WORKSPACE_BYTES (32u << 20)  // cuBLASLt workspace (Hopper wants 32 MiB)
 #define CUDA_PARTIALS (1 << 20)          // doubles of reduction scratch (partial sums; 8 MiB)
 #define CUDA_STAGING_BYTES (1u << 20)    // pinned host staging for small host->device copies
+#define CUDA_GROUPED_CHUNK 128           // problems per cuBLAS grouped GEMM call
 
 typedef struct {
     int device;
@@ -57,7 +61,11 @@ typedef struct {
                                          // bias-epilogue GEMM + megac's GELU kernels
     cudaStream_t stream;
     cublasLtHandle_t lt;
-    void *workspace;                     // (CUDA_WORKSPACE_BYTES) cuBLASLt workspace
+    void *workspace;                     // (CUDA_WORKSPACE_BYTES) cuBLASLt workspace, also
+                                         // cuBLAS's (one stream: the calls never overlap)
+    cublasHandle_t blas;                 // cuBLAS for the grouped GEMM, made on first use
+    int blas_state;                      // 0 not tried, 1 made, -1 unavailable (the loop)
+    void **grouped_ptrs;                 // (3, CUDA_GROUPED_CHUNK) device: A, B, C pointers
     CudaGemmAlgo cache[CUDA_GEMM_CACHE];
     double *partials;                    // (CUDA_PARTIALS) device: per-block partial sums
     double *result;                      // (1) device: a reduction's final value
@@ -123,6 +131,15 @@ void cuda_matmul_forward(Backend *be, void *out, const void *inp, const void *we
 void cuda_matmul_backward(Backend *be, void *dinp, float *dweight, float *dbias,
                           const void *dout, const void *inp, const void *weight,
                           int N, int C, int OC);
+// cuda_gemm_grouped.cu: the grouped linear (backend.h's matmul_grouped_forward / _backward)
+// through cuBLAS's grouped GEMM, or one cuda_matmul_* per group where cuBLAS lacks it.
+void cuda_matmul_grouped_forward(Backend *be, void *out, const void *inp, const void *weight,
+                                 const void *bias, const int *rows, int G, int C, int OC);
+void cuda_matmul_grouped_backward(Backend *be, void *dinp, float *dweight, float *dbias,
+                                  const void *dout, const void *inp, const void *weight,
+                                  const int *rows, int G, int C, int OC);
+// Frees the cuBLAS handle and the pointer arrays of the grouped GEMM (at destroy). Never fails.
+void cuda_grouped_free(CudaState *st);
 
 // cuda_attention.cu (d: dropout on the probabilities, NULL for none) ------------------------
 void cuda_attention_forward(Backend *be, void *out, void *att, const void *qkv,

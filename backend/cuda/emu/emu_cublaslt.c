@@ -323,6 +323,19 @@ static cublasStatus_t gemm_run(const Gemm *g) {
     return failed ? bad(CUBLAS_STATUS_ALLOC_FAILED, "out of host memory") : CUBLAS_STATUS_SUCCESS;
 }
 
+cublasStatus_t emu_gemm_plain(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha,
+                              const void *A, int64_t lda, const void *B, int64_t ldb, float beta,
+                              void *C, int64_t ldc, cudaDataType_t tab, cudaDataType_t tcd,
+                              int keep_bits) {
+    Gemm g;
+    memset(&g, 0, sizeof g);
+    g.ta = ta, g.tb = tb, g.keep_bits = keep_bits, g.batch = 1;
+    g.m = m, g.n = n, g.k = k, g.lda = lda, g.ldb = ldb, g.ldc = ldc, g.ldd = ldc;
+    g.alpha = alpha, g.beta = beta, g.tab = tab, g.tcd = tcd;
+    g.A = A, g.B = B, g.C = C, g.D = C;
+    return gemm_run(&g);
+}
+
 cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc,
                               const void *alpha, const void *A, cublasLtMatrixLayout_t Adesc,
                               const void *B, cublasLtMatrixLayout_t Bdesc, const void *beta,

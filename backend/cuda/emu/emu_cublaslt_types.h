@@ -30,3 +30,12 @@ struct emu_lt_preference {
     uint64_t max_workspace;
     uint32_t align[4];  // minimum alignment of A, B, C, D the caller promises (default 256)
 };
+
+// D = C = alpha op(A) op(B) + beta C for one column-major product (no epilogue, batch 1):
+// the element math of cublasLtMatmul (emu_cublaslt.c), so the same bits. keep_bits: the
+// mantissa bits A and B are rounded to (23 none, 10 TF32). For emu_cublas.c's grouped GEMM;
+// the caller checked the types and shapes.
+cublasStatus_t emu_gemm_plain(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha,
+                              const void *A, int64_t lda, const void *B, int64_t ldb, float beta,
+                              void *C, int64_t ldc, cudaDataType_t tab, cudaDataType_t tcd,
+                              int keep_bits);
