@@ -2,7 +2,7 @@
 # scripts/gpu/pack.sh [--keep-going | --no-build] [BUILD_DIR]: build megac with CUDA (release, sm_80 + sm_90 code and
 # their PTX) and pack what the lent GPU machine lacks into gpu-pack/ (ignored by git):
 #   gpu-pack/megac-gpu.tar.xz   bin/ (megac, test_cuda_ops, test_cuda_half, test_cuda_fused,
-#                               test_cuda_flash_tc, test_cudnn_attn,
+#                               test_cuda_flash_tc, test_cudnn_attn, test_cuda_grouped,
 #                               bench_train), lib/ (MPICH, HDF5,
 #                               OpenBLAS, json-c, PCRE2 and their dependencies), env.sh
 #                               (scripts/gpu/env.sh: the library path, found without python)
@@ -71,12 +71,14 @@ declare -A want=([megac]="megac/megac" [test_cuda_ops]="tests/backend/cuda/test_
                  [test_cuda_half]="tests/backend/cuda/test_cuda_half"
                  [test_cuda_fused]="tests/backend/cuda/test_cuda_fused" [bench_train]="bench/bench_train"
                  [test_cuda_flash_tc]="tests/backend/cuda/test_cuda_flash_tc"
-                 [test_cudnn_attn]="tests/backend/cuda/test_cudnn_attn")
+                 [test_cudnn_attn]="tests/backend/cuda/test_cudnn_attn"
+                 [test_cuda_grouped]="tests/backend/cuda/test_cuda_grouped")
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin" "$stage/lib"
 bins=()
-for name in megac test_cuda_ops test_cuda_half test_cuda_fused test_cuda_flash_tc test_cudnn_attn bench_train; do
+for name in megac test_cuda_ops test_cuda_half test_cuda_fused test_cuda_flash_tc test_cudnn_attn \
+            test_cuda_grouped bench_train; do
   f="$build/${want[$name]}"
   if [[ -x "$f" ]]; then
     cp "$f" "$stage/bin/$name"

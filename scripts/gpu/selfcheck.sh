@@ -11,7 +11,8 @@
 #   b ops        test_cuda_ops, test_cuda_half, test_cuda_fused, the full test_cuda_flash_tc and
 #                test_cudnn_attn --quick, each run whatever came before: CUDA vs CPU op by op
 #                (fused: cuBLASLt's GELU epilogues against megac's tanh GELU; flash_tc: the WMMA
-#                attention vs the CPU; cudnn_attn: cuDNN's fused SDPA vs the CPU and the WMMA)
+#                attention vs the CPU; cudnn_attn: cuDNN's fused SDPA vs the CPU and the WMMA);
+#                then test_cuda_grouped: cuBLAS's grouped GEMM vs one linear per group
 #   c train      20 iterations on mock data, CPU vs CUDA fp32 (1e-4 rel.), TF32 (2e-3) and --bf16
 #                (2e-2); at head size 64, --bf16 --use-flash-attn --attention-dropout 0 (the
 #                tensor-core kernels, --attention-backend flash) vs its own CPU run (2e-2), and
@@ -270,11 +271,14 @@ step_a() {
 
 # --- b: op parity ----------------------------------------------------------------------
 step_b() {
-  hdr "b: CUDA vs CPU op by op (test_cuda_ops, _half, _fused, full _flash_tc, cudnn_attn)"
+  hdr "b: CUDA vs CPU op by op (test_cuda_ops, _half, _fused, full _flash_tc, cudnn_attn, grouped)"
   local t rc r=0 figs="" n_run=0 n_skip=0 i=0 last
   local tests=(test_cuda_ops test_cuda_half test_cuda_fused test_cuda_flash_tc test_cudnn_attn)
   local maxs=(100 60 45 60 45)
   local args=("" "" "" "" --quick)  # cudnn_attn: T = 17, 100 (each shape builds two cuDNN plans)
+  # the grouped linear (--moe-grouped-gemm: cuBLAS's cublasGemmGroupedBatchedEx) against one
+  # cuBLASLt linear per group, fp32 / TF32 / bf16 (1e-4, 2e-2 relative): test_cuda_grouped
+  tests+=(test_cuda_grouped) maxs+=(20) args+=("")
   : > "$OUT/ops.log"
   for t in "${tests[@]}"; do
     if ! have "$t"; then figs+="$t not in the pack; "; i=$((i + 1)); continue; fi
