@@ -346,9 +346,11 @@ void dist_sync_units_param_sync(DistSync *s) {
 
 // --offload-params (DeepSpeed's offload_param). The master shard lives in pinned host memory;
 // the device keeps only a staging buffer for the parts of one layer (its dense and expert
-// units): a gather copies its unit's part up (H2D, queued on the stream before the collective
-// that reads it), so --overlap-param-gather's prefetch copies the next layer's part up with
-// it. The staging buffer is reused only after dist_sync_unit_settle, as tmp is. An edge unit's
+// units): a gather copies its unit's part up (H2D on the backend's copy stream, copy_async,
+// after the work queued so far; the collective that reads it waits for it on the compute
+// stream, the host never does), so --overlap-param-gather's prefetch copies the next layer's
+// part up with it. The host AdamW joins the copies (copy_join(be, 1)) before it updates the
+// shard. The staging buffer is reused only after dist_sync_unit_settle, as tmp is. An edge unit's
 // part goes up into its own place in the edge's transient gradient buffer instead: the edge
 // is gathered once per step, at the step's first hook event, before any backward writes
 // gradients there (and ZeRO-3 has no reductions in flight across steps). The host AdamW
@@ -384,7 +386,10 @@ const float *dist_sync_unit_source(DistSync *s, const DistSyncBucket *u) {
     if (!s->host_params) return s->master + u->at;
     int edge = u < s->buckets + s->n_edge, expert = u >= s->buckets + s->n_edge + s->m->n_layers;
     float *dst = edge ? s->edge_grads + u->buf : s->pstage + (expert ? u->out_at : 0);
-    s->be->ops->copy(s->be, dst, s->master + u->at, u->per * sizeof(float), BACKEND_H2D);
+    // up on the copy stream, after the work queued so far (the staging's last readers); the
+    // gather waits for it on the compute stream, the host does not
+    s->be->ops->copy_async(s->be, dst, s->master + u->at, u->per * sizeof(float), BACKEND_H2D);
+    s->be->ops->copy_join(s->be, 0);
     return dst;
 }
 

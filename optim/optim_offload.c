@@ -213,7 +213,9 @@ void optim_offload_grads_down(Optimizer *o, const float *grads) {
 void optim_offload_step(Optimizer *o, float *params, const OptimStepArgs *a) {
     struct OptimHost *x = o->host;
     Backend *be = o->be;
-    if (x->overlap) be->ops->copy_join(be, 1);  // the gradients down (the device's AdamW runs on)
+    // the gradients down (overlapped), and --offload-params' copies up of the shard updated
+    // below (a no-op before any copy_async); the device's AdamW runs on
+    be->ops->copy_join(be, 1);
     optim_adamw_groups(x->cpu, x->param, x->copy, x->grad, x->m, x->v, x->table, x->n, x->ndec,
                        x->max_len, a);  // (x->param: the host part's masters, current)
     move_masters(o, o->unit_seg ? NULL : params, BACKEND_H2D);
