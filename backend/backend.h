@@ -60,6 +60,13 @@ typedef enum {
 // 1 if act is gated (SwiGLU: input rows [gate | up], twice the output's width). Pure.
 static inline int backend_act_gated(BackendAct act) { return act == BACKEND_ACT_SWIGLU; }
 
+// R, the rows of the grouped linear's G groups (matmul_grouped_*): the sum of rows[g]. Pure.
+static inline size_t backend_rows_total(const int *rows, int G) {
+    size_t R = 0;
+    for (int g = 0; g < G; g++) R += (size_t)rows[g];
+    return R;
+}
+
 typedef struct Backend Backend;
 
 // Which kernels run the fused attention entries (flash_attention_forward/backward), from

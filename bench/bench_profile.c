@@ -72,20 +72,15 @@ static void w_matmul_backward(Backend *be, void *dinp, float *dweight, float *db
          inner.matmul_backward(be, dinp, dweight, dbias, dout, inp, weight, N, C, OC));
 }
 // The grouped products (--moe-grouped-gemm): FLOPs over every group's rows.
-static double group_rows(const int *rows, int G) {
-    double R = 0;
-    for (int g = 0; g < G; g++) R += rows[g];
-    return R;
-}
 static void w_matmul_grouped_forward(Backend *be, void *out, const void *inp, const void *weight,
                                      const void *bias, const int *rows, int G, int C, int OC) {
-    PROF(gemm_row(C, OC, !bias, 0), 2.0 * group_rows(rows, G) * C * OC, 0,
+    PROF(gemm_row(C, OC, !bias, 0), 2.0 * (double)backend_rows_total(rows, G) * C * OC, 0,
          inner.matmul_grouped_forward(be, out, inp, weight, bias, rows, G, C, OC));
 }
 static void w_matmul_grouped_backward(Backend *be, void *dinp, float *dweight, float *dbias,
                                       const void *dout, const void *inp, const void *weight,
                                       const int *rows, int G, int C, int OC) {
-    double f = 2.0 * group_rows(rows, G) * C * OC * ((dinp != NULL) + (dweight != NULL));
+    double f = 2.0 * (double)backend_rows_total(rows, G) * C * OC * ((dinp != NULL) + (dweight != NULL));
     PROF(gemm_row(C, OC, !dbias, 1), f, 0,
          inner.matmul_grouped_backward(be, dinp, dweight, dbias, dout, inp, weight, rows, G, C, OC));
 }

@@ -24,8 +24,7 @@ static void grouped_forward(const MoEExperts *X, const MoEExpertWeights *W, MoEA
     Backend *be = X->be;
     BackendAct act = X->d.act;
     int El = moe_local_experts(&X->d), C = X->d.C, Fe = X->d.Fe, F2 = (backend_act_gated(act) ? 2 : 1) * Fe;
-    int R = 0;
-    for (int e = 0; e < El; e++) R += lc[e];
+    int R = (int)backend_rows_total(lc, El);
     be->ops->matmul_grouped_forward(be, x->fch, x->xp, W->fcw, W->fcb, lc, El, C, F2);
     be->ops->act_forward(be, x->fch_act, x->fch, R, Fe, act);
     be->ops->matmul_grouped_forward(be, out, x->fch_act, W->projw, W->projb, lc, El, Fe, C);
@@ -38,8 +37,7 @@ static void grouped_backward(const MoEExperts *X, const MoEExpertWeights *W, con
     Backend *be = X->be;
     BackendAct act = X->d.act;
     int El = moe_local_experts(&X->d), C = X->d.C, Fe = X->d.Fe, F2 = (backend_act_gated(act) ? 2 : 1) * Fe;
-    int R = 0;
-    for (int e = 0; e < El; e++) R += lc[e];
+    int R = (int)backend_rows_total(lc, El);
     void *da = backend_act_gated(act) ? X->w->dact : X->w->dfch;
     be->ops->matmul_grouped_backward(be, da, W->dprojw, W->dprojb, dout, x->fch_act, W->projw, lc, El,
                                      Fe, C);

@@ -125,25 +125,26 @@ static int by_flops_desc(const void *a, const void *b) {
 // on one thread: its bits are one thread's, whatever the thread count); else each job is cut
 // as cpu_gemm_fused cuts it. Tasks are taken largest first by the threads as they come free.
 void cpu_gemm_grouped(Backend *be, const CpuGemmJob *jobs, int n) {
-    int nt = cpu_nt(be), live = 0, nt_cut;
+    int nt = cpu_nt(be), live = 0, nk = 0;
     for (int j = 0; j < n; j++) live += jobs[j].M > 0 && jobs[j].N > 0;
-    nt_cut = live >= nt ? 1 : nt;
-    int cap = 0, nk = 0;
-    for (int pass = 0; pass < 2; pass++) {  // count the tasks, then list them
-        GemmTask *t = pass ? core_calloc((size_t)cap + 1, sizeof *t) : NULL;
-        for (int j = 0; j < n; j++) {
-            const CpuGemmJob *g = &jobs[j];
-            if (g->M <= 0 || g->N <= 0) continue;
-            int split_m, chunk, np = gemm_cut(be, g->M, g->N, g->K, nt_cut, &split_m, &chunk);
-            for (int p = 0; p < np; p++, nk++)
-                if (pass) t[nk] = (GemmTask){j, p, split_m, chunk, 2.0 * g->M * g->N * g->K / np};
-        }
-        if (!pass) { cap = nk; nk = 0; continue; }
-        qsort(t, (size_t)nk, sizeof *t, by_flops_desc);
-        int prev = cpu_blas_single_begin();
-#pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nk > 1)
-        for (int k = 0; k < nk; k++) gemm_panel_of(&jobs[t[k].j], t[k].split_m, t[k].chunk, t[k].p);
-        cpu_blas_single_end(prev);
-        free(t);
+    int nt_cut = live >= nt ? 1 : nt;
+    GemmTask *cut = core_calloc((size_t)n + 1, sizeof *cut);  // job j's cut, p its panels (0: empty)
+    for (int j = 0; j < n; j++) {
+        const CpuGemmJob *g = &jobs[j];
+        if (g->M <= 0 || g->N <= 0) continue;
+        cut[j].p = gemm_cut(be, g->M, g->N, g->K, nt_cut, &cut[j].split_m, &cut[j].chunk);
+        nk += cut[j].p;
     }
+    GemmTask *t = core_calloc((size_t)nk + 1, sizeof *t);
+    for (int j = 0, k = 0; j < n; j++)
+        for (int p = 0; p < cut[j].p; p++, k++)
+            t[k] = (GemmTask){j, p, cut[j].split_m, cut[j].chunk,
+                              2.0 * jobs[j].M * jobs[j].N * jobs[j].K / cut[j].p};
+    free(cut);
+    qsort(t, (size_t)nk, sizeof *t, by_flops_desc);
+    int prev = cpu_blas_single_begin();
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nk > 1)
+    for (int k = 0; k < nk; k++) gemm_panel_of(&jobs[t[k].j], t[k].split_m, t[k].chunk, t[k].p);
+    cpu_blas_single_end(prev);
+    free(t);
 }

@@ -97,13 +97,13 @@ void cpu_matmul_grouped_backward(Backend *be, void *dinp, float *dweight, float 
     int n = 0;
     size_t off = 0;
     for (int g = 0; g < G; off += (size_t)rows[g++]) {
+        if (!rows[g]) continue;  // nothing to write or add
         const float *dg = d + off * OC;
         if (dinp)
             jobs[n++] = (CpuGemmJob){0, 0, rows[g], C, OC, 1.0f, dg, OC, w + (size_t)g * OC * C, C,
                                      0.0f, (float *)dinp + off * C, C, {0}};
         jobs[n++] = (CpuGemmJob){1, 0, OC, C, rows[g], 1.0f, dg, OC, x + off * C, C, 1.0f,
                                  dweight + (size_t)g * OC * C, C, {0}};
-        if (!rows[g]) jobs[n - 1].M = 0;  // nothing to add
     }
     cpu_gemm_grouped(be, jobs, n);
     free(jobs);
@@ -154,16 +154,9 @@ static void h_matmul_backward(Backend *be, void *dinp, float *dweight, float *db
     if (dinp) cpu_out(be, dinp, fdi, CPU_SZ(N) * C);
 }
 
-// The groups' rows R = sum of rows (G of them).
-static size_t rows_total(const int *rows, int G) {
-    size_t R = 0;
-    for (int g = 0; g < G; g++) R += (size_t)rows[g];
-    return R;
-}
-
 static void h_matmul_grouped_forward(Backend *be, void *o, const void *inp, const void *weight,
                                      const void *bias, const int *rows, int G, int C, int OC) {
-    size_t R = rows_total(rows, G), nw = (size_t)G * OC * C;
+    size_t R = backend_rows_total(rows, G), nw = (size_t)G * OC * C;
     CpuArena a = cpu_arena(be, cpu_pad(R * C) + cpu_pad(nw) + cpu_pad((size_t)G * OC) + cpu_pad(R * OC));
     const float *fi = cpu_in(&a, inp, R * C), *fw = cpu_in(&a, weight, nw);
     const float *fb = cpu_in(&a, bias, (size_t)G * OC);
@@ -175,7 +168,7 @@ static void h_matmul_grouped_forward(Backend *be, void *o, const void *inp, cons
 static void h_matmul_grouped_backward(Backend *be, void *dinp, float *dweight, float *dbias,
                                       const void *dout, const void *inp, const void *weight,
                                       const int *rows, int G, int C, int OC) {
-    size_t R = rows_total(rows, G), nw = (size_t)G * OC * C;
+    size_t R = backend_rows_total(rows, G), nw = (size_t)G * OC * C;
     CpuArena a = cpu_arena(be, cpu_pad(R * OC) + 2 * cpu_pad(R * C) + cpu_pad(nw));
     const float *fd = cpu_in(&a, dout, R * OC), *fi = cpu_in(&a, inp, R * C);
     const float *fw = dinp ? cpu_in(&a, weight, nw) : NULL;
