@@ -106,7 +106,8 @@ def dataset_shapes(args, path):
 
 def compare_files(args, got_path, ref_path, wd):
     """Every dataset: same names and shapes; |got - ref| <= 1e-2 max|ref| (training round-off),
-    and no element zero in got that is nonzero in ref (an unwritten slice reads as zero)."""
+    and no element zero in got where ref is above 1e-6 max|ref| (an unwritten slice reads as
+    zero)."""
     shapes = dataset_shapes(args, ref_path)
     if shapes != dataset_shapes(args, got_path):
         sys.exit("FAIL: the checkpoints hold different datasets or shapes")
@@ -120,7 +121,9 @@ def compare_files(args, got_path, ref_path, wd):
         g, r = got[at:at + size], ref[at:at + size]
         at += size
         scale = max(abs(x) for x in r) or 1.0
-        zeros = sum(1 for x, y in zip(g, r) if x == 0.0 and y != 0.0)
+        # An unwritten slice reads as zeros where ref holds values near its scale; a zero
+        # against ref's 1e-11 at scale 5e-4 (an Adam moment that cancelled) is round-off.
+        zeros = sum(1 for x, y in zip(g, r) if x == 0.0 and abs(y) > 1e-6 * scale)
         d = max(abs(x - y) for x, y in zip(g, r)) / scale
         worst = max(worst, d)
         if zeros or d > 1e-2:
