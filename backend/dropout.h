@@ -12,7 +12,9 @@
 // sequence and pipeline parallelism, the micro-batch size and recomputation all see the same
 // masks. Nothing is stored: backward passes regenerate the mask from the same call (more
 // compute, no (N, C) or (B, NH, T, T) mask in memory), and a resume needs no RNG state.
-// The hash is splitmix64's finalizer applied twice (index, then key xor the result).
+// The hash is splitmix64's finalizer of key xor (index / 2); its two 32-bit halves are the bits
+// of the pair's two elements. The key is itself a finalizer's output, so two keys' masks are
+// the same function at pair indices a random 64-bit xor apart: unrelated in practice.
 #pragma once
 #include <stdint.h>
 
@@ -59,9 +61,12 @@ DROPOUT_FN uint64_t dropout_key(uint64_t seed, int64_t iteration, int site, int 
     return dropout_mix64(k ^ ((uint64_t)(uint32_t)site << 32 | (uint32_t)(layer + 1)));
 }
 
-// 32 uniform bits of element `index` under `key`. Pure.
+// 32 uniform bits of element `index` under `key`. One finalizer of key xor (index / 2) serves
+// two neighbouring elements: the even index takes its high half, the odd one its low half.
+// Pure.
 DROPOUT_FN uint32_t dropout_bits(uint64_t key, uint64_t index) {
-    return (uint32_t)(dropout_mix64(key ^ dropout_mix64(index)) >> 32);
+    uint64_t z = dropout_mix64(key ^ (index >> 1));
+    return (uint32_t)(index & 1 ? z : z >> 32);
 }
 
 // The factor of element `index`: 0 (dropped) or d->scale (kept). Pure.

@@ -2,14 +2,15 @@
 // element's global index (dropout.h); the backward is the same call on the gradient. Also
 // the span kernels that the attention ops use for their masks.
 //
-// The hash is the cost (two splitmix64 finalizers per element: four 64-bit multiplies), so
-// it runs vectorised: a span's factors are computed in blocks of CPU_DROP_BLOCK consecutive
-// mask indices by a `omp simd` loop in 64-bit lanes (CPU_SIMD_CLONES: GCC synthesises the
-// 64-bit multiplies from 32-bit ones on AVX2 and uses vpmullq on AVX-512), with the key,
-// threshold and scale in locals (a loop that read them through the descriptor reloaded them
-// at every element: a float store may alias d->scale). The keep test compares the whole
-// 64-bit hash with threshold << 32, which is dropout_bits(...) >= threshold exactly, and the
-// factor (0 or scale) multiplies the value as dropout_factor's does: the same bits.
+// The hash is the cost (one splitmix64 finalizer per pair of elements: two 64-bit multiplies),
+// so it runs vectorised: a span's factors are computed in blocks of CPU_DROP_BLOCK consecutive
+// mask indices by a `omp simd` loop over their pairs in 64-bit lanes, each lane giving two
+// factors (CPU_SIMD_CLONES: GCC synthesises the 64-bit multiplies from 32-bit ones on AVX2 and
+// uses vpmullq on AVX-512), with the key, threshold and scale in locals (a loop that read them
+// through the descriptor reloaded them at every element: a float store may alias d->scale).
+// A span that starts on an odd index drops the first factor of its first pair. The keep test
+// and the factor (0 or scale) are dropout_bits(...) >= threshold and dropout_factor's: the
+// same bits.
 #include "cpu_backend.h"
 #include "cpu_math.h"  // defines: CPU_SIMD_CLONES
 
@@ -21,11 +22,18 @@
 // for f.
 CPU_SIMD_CLONES static void drop_factors_span(float *f, int n, uint64_t key, uint32_t threshold,
                                               float scale, uint64_t idx0) {
-    uint64_t t64 = (uint64_t)threshold << 32;
+    float g[CPU_DROP_BLOCK + 2];  // a block's whole pairs: g[0] is index (idx0 + j0) & ~1
+    int odd = (int)(idx0 & 1);
+    for (int j0 = 0; j0 < n; j0 += CPU_DROP_BLOCK) {
+        int m = n - j0 < CPU_DROP_BLOCK ? n - j0 : CPU_DROP_BLOCK, np = (odd + m + 1) / 2;
+        uint64_t p0 = (idx0 + (uint64_t)j0) >> 1;
 #pragma omp simd
-    for (int j = 0; j < n; j++) {
-        uint64_t z = dropout_mix64(key ^ dropout_mix64(idx0 + (uint64_t)j));
-        f[j] = z >= t64 ? scale : 0.0f;
+        for (int q = 0; q < np; q++) {
+            uint64_t z = dropout_mix64(key ^ (p0 + (uint64_t)q));
+            g[2 * q] = (uint32_t)(z >> 32) >= threshold ? scale : 0.0f;
+            g[2 * q + 1] = (uint32_t)z >= threshold ? scale : 0.0f;
+        }
+        for (int j = 0; j < m; j++) f[j0 + j] = g[j + odd];
     }
 }
 
