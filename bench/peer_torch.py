@@ -8,7 +8,8 @@ on the matrices), no gradient clipping (bench_train computes no norm), vocabular
 multiple of 128 and the LM head tied to the token embedding, GELU (tanh), LayerNorm, biases.
 Both are timed as bench_train times: one warm-up step, then the median of --steps steps.
 Rounds interleave the two (bench_train as a subprocess with --no-ceiling; torch in this
-process; the first of each round alternates), and per config the script prints each side's
+process; the first of each round alternates; each side starts after a 1 s pause, so that the
+other's idle threads have stopped spinning), and per config the script prints each side's
 median tokens/s and the median of the same-round ratios megac / torch with their min-max.
 GFLOP/s use Megatron's formula as bench_train's (model/gpt_config.c).
 
@@ -187,6 +188,7 @@ def main():
             first = r % 2  # alternate who runs first
             res = [None, None]
             for k in (first, 1 - first):
+                time.sleep(1.0)  # the other side's idle threads (OpenMP, OpenBLAS) stop spinning
                 res[k] = runs[k]()
             got[n][0].append(res[0]), got[n][1].append(res[1]), got[n][2].append(res[0] / res[1])
             print(f"round {r + 1} {n:<11} megac {res[0]:8.0f} tokens/s  torch {res[1]:8.0f} tokens/s"
