@@ -7,9 +7,11 @@
 // order afterwards (in double, stored fp32), so every result has the same bits for any
 // thread count. The rows ops load and store be->act themselves (cpu_load / cpu_store,
 // arithmetic in fp32): the 16-bit table lists them as they are, without a conversion
-// wrapper (a gather converts no more than the rows it moves).
+// wrapper (a gather converts no more than the rows it moves); fp32 rows take vector loops
+// (the same bits, but rows_dot's sum, whose order follows the vector width).
 #include "core/check.h"  // defines: core_fatal
 #include "cpu_backend.h"
+#include "cpu_math.h"  // defines: CPU_SIMD_CLONES
 
 #include <math.h>
 #include <stdlib.h>
@@ -167,6 +169,26 @@ void cpu_moe_router_loss(Backend *be, float *dlogits, float *loss, const float *
     free(rows);
 }
 
+// The fp32 rows' loops (the 16-bit types go through cpu_load/cpu_store): o (n) = a * x (n);
+// o (n) += a * x (n) (a = 1: o += x, the same bits); sum of a (n) * b (n), its order the
+// vector width's (CPU_SIMD_CLONES).
+CPU_SIMD_CLONES static void scale_span(float *o, float a, const float *x, int n) {
+#pragma omp simd
+    for (int c = 0; c < n; c++) o[c] = a * x[c];
+}
+
+CPU_SIMD_CLONES static void axpy_span(float *o, float a, const float *x, int n) {
+#pragma omp simd
+    for (int c = 0; c < n; c++) o[c] += a * x[c];
+}
+
+CPU_SIMD_CLONES static float dot_span(const float *a, const float *b, int n) {
+    float acc = 0.0f;
+#pragma omp simd reduction(+ : acc)
+    for (int c = 0; c < n; c++) acc += a[c] * b[c];
+    return acc;
+}
+
 void cpu_rows_gather(Backend *be, void *out, const void *in, const int *idx, const float *scale,
                      int M, int C) {
     BackendDType t = be->act;
@@ -179,7 +201,10 @@ void cpu_rows_gather(Backend *be, void *out, const void *in, const int *idx, con
             memcpy((char *)out + o * es, (const char *)in + s * es, (size_t)C * es);
             continue;
         }
-        for (int c = 0; c < C; c++) cpu_store(out, t, o + c, scale[i] * cpu_load(in, t, s + c));
+        if (t == BACKEND_F32)
+            scale_span((float *)out + o, scale[i], (const float *)in + s, C);
+        else
+            for (int c = 0; c < C; c++) cpu_store(out, t, o + c, scale[i] * cpu_load(in, t, s + c));
     }
 }
 
@@ -190,6 +215,14 @@ void cpu_rows_combine(Backend *be, void *out, const void *in, const int *slot, c
 #pragma omp parallel for num_threads(nt) schedule(static) if ((size_t)N * K * C >= CPU_PAR_MIN)
     for (int r = 0; r < N; r++) {
         const int *sl = slot + (size_t)r * K;
+        if (t == BACKEND_F32) {  // each element 0 + the terms in slot order, as the loop below
+            float *o = (float *)out + (size_t)r * C;
+            memset(o, 0, (size_t)C * sizeof(float));
+            for (int k = 0; k < K; k++)
+                if (sl[k] >= 0)
+                    axpy_span(o, w ? w[(size_t)r * K + k] : 1.0f, (const float *)in + (size_t)sl[k] * C, C);
+            continue;
+        }
         for (int c = 0; c < C; c++) {
             float acc = 0.0f;
             for (int k = 0; k < K; k++) {
@@ -211,8 +244,11 @@ void cpu_rows_dot(Backend *be, float *dw, const void *dy, const void *in, const 
         for (int k = 0; k < K; k++) {
             int s = slot[(size_t)r * K + k];
             float acc = 0.0f;
-            for (int c = 0; s >= 0 && c < C; c++)
-                acc += cpu_load(dy, t, (size_t)r * C + c) * cpu_load(in, t, (size_t)s * C + c);
+            if (t == BACKEND_F32 && s >= 0)
+                acc = dot_span((const float *)dy + (size_t)r * C, (const float *)in + (size_t)s * C, C);
+            else
+                for (int c = 0; s >= 0 && c < C; c++)
+                    acc += cpu_load(dy, t, (size_t)r * C + c) * cpu_load(in, t, (size_t)s * C + c);
             dw[(size_t)r * K + k] = acc;
         }
     }
