@@ -11,6 +11,8 @@
 //         right after every timed step (outside its time) and each step is compared with its
 //         own ceiling: on a shared host the clock and the neighbours' load drift by tens of
 //         percent within seconds, which made a ceiling taken once swing the fraction 50-75 %.
+//         An untimed step follows each ceiling, so that a timed step finds the caches as the
+//         step before it left them (as in training), not flushed by the ceiling's 48 MiB;
 //         ms/step, ceiling and fraction are medians over the steps; so is "cpu ms", the
 //         process's CPU time per step (with --threads 1 the figure a loaded host disturbs least:
 //         what paired runs with and without --dropout compare);
@@ -134,11 +136,24 @@ static double median(double *v, int n) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+// One training step s of m (forward, backward, AdamW; dropout p drop, 0: none) on the N
+// tokens tok with targets tgt.
+static void one_step(GPT *m, Optimizer *o, Comm *one, int s, double drop, const int *tok,
+                     const int *tgt, int N) {
+    AdamWConfig ac = {0.9, 0.95, 1e-8, 0.1, 1.0};
+    gpt_dropout_step(m, s, drop > 0);  // a new mask every step, as train draws them
+    gpt_zero_grads(m);
+    gpt_forward(m, one, 0, tok, tgt, 1.0f / N);
+    gpt_backward(m, one, 0, NULL, 1.0f / N);
+    optim_update_model(o, &ac, 3e-4, 3e-4, 1.0, m);  // bf16/fp16: and the weight copies
+}
+
 // Times `steps` steps (after one warm-up): forward, backward, AdamW, between backend syncs
 // (CUDA queues its work; the CPU sync is a no-op); drop: hidden and attention dropout
 // probability (0: none). Returns ms per step (mean).
 // step_ms / ceil / cpu_ms (NULL, or `steps` entries each; CPU): each step's ms, the ceiling
-// measured right after it (ceiling_gflops, outside the step's time), and the step's CPU ms
+// measured right after it (ceiling_gflops, then one untimed, unprofiled step to warm the
+// caches again; both outside the timed steps), and the step's CPU ms
 // (all threads: with --threads 1 a figure that a busy shared host inflates little); ceil
 // NULL: no ceilings (step_ms and cpu_ms still filled).
 // profile: 1 times every op of the timed steps (bench_profile.h; the warm-up step not).
@@ -157,7 +172,6 @@ static double time_steps(const BenchConfig *bc, Backend *be, Comm *one, int step
     if (profile) bench_profile_start(be, bc->C, bc->E ? bc->Fe : 4 * bc->C, m->Vp);
     Optimizer *o = optim_create(be, one, NULL, 1, m, 0, 0, NULL);
     optim_set_weight_copies(o, m);  // bf16/fp16: AdamW writes the copies (as train does)
-    AdamWConfig ac = {0.9, 0.95, 1e-8, 0.1, 1.0};
     int N = bc->B * bc->T, *tok = calloc((size_t)N, sizeof(int)), *tgt = calloc((size_t)N, sizeof(int));
     if (!tok || !tgt) core_fatal("out of memory");
     for (int i = 0; i < N; i++) { tok[i] = (i * 7919) % bc->V; tgt[i] = (i * 104729 + 1) % bc->V; }
@@ -169,17 +183,21 @@ static double time_steps(const BenchConfig *bc, Backend *be, Comm *one, int step
             t0 = core_now();
         }
         double ts = core_now(), cs = cpu_seconds();
-        gpt_dropout_step(m, s, drop > 0);  // a new mask every step, as train draws them
-        gpt_zero_grads(m);
-        gpt_forward(m, one, 0, tok, tgt, 1.0f / N);
-        gpt_backward(m, one, 0, NULL, 1.0f / N);
-        optim_update_model(o, &ac, 3e-4, 3e-4, 1.0, m);  // bf16/fp16: and the weight copies
+        one_step(m, o, one, s, drop, tok, tgt, N);
         if (s >= 1 && step_ms) {
             be->ops->sync(be);
             double tc = core_now();
             step_ms[s - 1] = (tc - ts) * 1e3;
             cpu_ms[s - 1] = (cpu_seconds() - cs) * 1e3;
-            if (ceil) ceil[s - 1] = ceiling_gflops(be, bc, m->Vp, 4);
+            if (ceil && s < steps) {  // the ceiling, then an untimed step (not profiled)
+                ceil[s - 1] = ceiling_gflops(be, bc, m->Vp, 4);
+                BackendOps profiled = be->table;
+                if (profile) bench_profile_stop(be);
+                one_step(m, o, one, s, drop, tok, tgt, N);
+                if (profile) be->table = profiled;
+            } else if (ceil) {
+                ceil[s - 1] = ceiling_gflops(be, bc, m->Vp, 4);
+            }
             paused += core_now() - tc;
         }
     }
