@@ -163,17 +163,24 @@ typedef struct {
 
     // --- grouped linear (MoE experts, --moe-grouped-gemm) ------------------------------
     // G products in one call: group g is rows[g] (host array, >= 0) contiguous rows after the
-    // groups before it, R = sum rows[g] in all. out (R, OC): group g's rows = inp_g @
-    // weight_g^T + bias_g, weight (G, OC, C), bias (G, OC) or NULL. Each group's result is
-    // matmul_forward's math; the bits may differ from G matmul_forward calls (CPU: each
-    // product runs whole on one thread when there are at least as many as threads).
-    void (*matmul_grouped_forward)(Backend *be, void *out, const void *inp, const void *weight,
-                                   const void *bias, const int *rows, int G, int C, int OC);
+    // groups before it, R = sum rows[g] in all. Group g's rows = inp_g @ weight_g^T + bias_g,
+    // weight (G, OC, C), bias (G, OC) or NULL, into out (R, OC) when pre is NULL; else into
+    // pre (R, OC), then out = act(pre) as act_forward (out (R, OC), or (R, OC/2) for a gated
+    // act): the products, then act_forward, the same bits (CPU fp32: the act inside each
+    // product's panels, while they are in cache). Each group's product is matmul_forward's
+    // math; the bits may differ from G matmul_forward calls (CPU: each product runs whole on
+    // one thread when there are at least as many as threads).
+    void (*matmul_grouped_forward)(Backend *be, void *out, void *pre, const void *inp,
+                                   const void *weight, const void *bias, const int *rows, int G,
+                                   int C, int OC, BackendAct act);
     // Per group, as matmul_backward: dinp (R, C) [overwritten; skipped if NULL], dweight
-    // (G, OC, C) += ..., dbias (G, OC) += ... [if not NULL]; dout (R, OC), inp (R, C).
+    // (G, OC, C) += ..., dbias (G, OC) += ... [if not NULL]; dout (R, OC), inp (R, C). With
+    // pre (R, C) not NULL (dinp then required; a pointwise act, not a gated one), dinp then
+    // *= act'(pre) as act_backward: the gradient through matmul_grouped_forward's act.
     void (*matmul_grouped_backward)(Backend *be, void *dinp, float *dweight, float *dbias,
                                     const void *dout, const void *inp, const void *weight,
-                                    const int *rows, int G, int C, int OC);
+                                    const void *pre, const int *rows, int G, int C, int OC,
+                                    BackendAct act);
 
     // --- normalization (eps 1e-5), kind BackendNorm ----------------------------------
     // With BACKEND_NORM_1P in kind, `weight` below reads (1 + weight) (dweight unchanged).

@@ -72,17 +72,20 @@ static void w_matmul_backward(Backend *be, void *dinp, float *dweight, float *db
          inner.matmul_backward(be, dinp, dweight, dbias, dout, inp, weight, N, C, OC));
 }
 // The grouped products (--moe-grouped-gemm): FLOPs over every group's rows.
-static void w_matmul_grouped_forward(Backend *be, void *out, const void *inp, const void *weight,
-                                     const void *bias, const int *rows, int G, int C, int OC) {
+static void w_matmul_grouped_forward(Backend *be, void *out, void *pre, const void *inp,
+                                     const void *weight, const void *bias, const int *rows, int G,
+                                     int C, int OC, BackendAct act) {
     PROF(gemm_row(C, OC, !bias, 0), 2.0 * (double)backend_rows_total(rows, G) * C * OC, 0,
-         inner.matmul_grouped_forward(be, out, inp, weight, bias, rows, G, C, OC));
+         inner.matmul_grouped_forward(be, out, pre, inp, weight, bias, rows, G, C, OC, act));
 }
 static void w_matmul_grouped_backward(Backend *be, void *dinp, float *dweight, float *dbias,
                                       const void *dout, const void *inp, const void *weight,
-                                      const int *rows, int G, int C, int OC) {
+                                      const void *pre, const int *rows, int G, int C, int OC,
+                                      BackendAct act) {
     double f = 2.0 * (double)backend_rows_total(rows, G) * C * OC * ((dinp != NULL) + (dweight != NULL));
     PROF(gemm_row(C, OC, !dbias, 1), f, 0,
-         inner.matmul_grouped_backward(be, dinp, dweight, dbias, dout, inp, weight, rows, G, C, OC));
+         inner.matmul_grouped_backward(be, dinp, dweight, dbias, dout, inp, weight, pre, rows, G,
+                                       C, OC, act));
 }
 static void w_matmul_act_forward(Backend *be, void *out, void *pre, const void *inp,
                                  const void *weight, const void *bias, int N, int C, int OC,

@@ -1,6 +1,7 @@
 // layers/moe_experts.c: the MoE layer's experts (moe_experts.h): one GEMM pair per local
 // expert on its contiguous rows (SequentialMLP), or with --moe-grouped-gemm each product of
-// every expert in one grouped call (GroupedMLP), forward and backward.
+// every expert in one grouped call (GroupedMLP), forward and backward; a pointwise act goes
+// with fc's products either way (matmul_act_* or the grouped ops' pre).
 #include "moe_experts.h"
 
 #include <string.h>
@@ -17,33 +18,35 @@ void moe_experts_free(MoEExpertsWork *w, Backend *be) {
     memset(w, 0, sizeof *w);
 }
 
-// --moe-grouped-gemm: fc of every local expert in one grouped call, the activation over all R
-// rows, then proj in one grouped call (a pointwise act's epilogue is not fused here).
+// --moe-grouped-gemm: fc of every local expert in one grouped call with the activation
+// (matmul_act_forward's split: pre fch, out fch_act), then proj in one grouped call.
 static void grouped_forward(const MoEExperts *X, const MoEExpertWeights *W, MoEActs *x, void *out,
                             const int *lc) {
     Backend *be = X->be;
     BackendAct act = X->d.act;
     int El = moe_local_experts(&X->d), C = X->d.C, Fe = X->d.Fe, F2 = (backend_act_gated(act) ? 2 : 1) * Fe;
-    int R = (int)backend_rows_total(lc, El);
-    be->ops->matmul_grouped_forward(be, x->fch, x->xp, W->fcw, W->fcb, lc, El, C, F2);
-    be->ops->act_forward(be, x->fch_act, x->fch, R, Fe, act);
-    be->ops->matmul_grouped_forward(be, out, x->fch_act, W->projw, W->projb, lc, El, Fe, C);
+    be->ops->matmul_grouped_forward(be, x->fch_act, x->fch, x->xp, W->fcw, W->fcb, lc, El, C, F2, act);
+    be->ops->matmul_grouped_forward(be, out, NULL, x->fch_act, W->projw, W->projb, lc, El, Fe, C, act);
 }
 
-// The backward of grouped_forward: proj's grouped backward into dact (gated) or dfch, the
-// activation's gradient over all rows, fc's grouped backward.
+// The backward of grouped_forward: proj's grouped backward into dfch with a pointwise act's
+// gradient (gated: into dact, then the act's gradient over all rows), fc's grouped backward.
 static void grouped_backward(const MoEExperts *X, const MoEExpertWeights *W, const MoEActs *x,
                              const void *dout, void *dxp, const int *lc) {
     Backend *be = X->be;
     BackendAct act = X->d.act;
     int El = moe_local_experts(&X->d), C = X->d.C, Fe = X->d.Fe, F2 = (backend_act_gated(act) ? 2 : 1) * Fe;
-    int R = (int)backend_rows_total(lc, El);
-    void *da = backend_act_gated(act) ? X->w->dact : X->w->dfch;
-    be->ops->matmul_grouped_backward(be, da, W->dprojw, W->dprojb, dout, x->fch_act, W->projw, lc, El,
-                                     Fe, C);
-    be->ops->act_backward(be, X->w->dfch, x->fch, da, R, Fe, act);
-    be->ops->matmul_grouped_backward(be, dxp, W->dfcw, W->dfcb, X->w->dfch, x->xp, W->fcw, lc, El, C,
-                                     F2);
+    if (backend_act_gated(act)) {
+        be->ops->matmul_grouped_backward(be, X->w->dact, W->dprojw, W->dprojb, dout, x->fch_act,
+                                         W->projw, NULL, lc, El, Fe, C, act);
+        be->ops->act_backward(be, X->w->dfch, x->fch, X->w->dact, (int)backend_rows_total(lc, El),
+                              Fe, act);
+    } else {
+        be->ops->matmul_grouped_backward(be, X->w->dfch, W->dprojw, W->dprojb, dout, x->fch_act,
+                                         W->projw, x->fch, lc, El, Fe, C, act);
+    }
+    be->ops->matmul_grouped_backward(be, dxp, W->dfcw, W->dfcb, X->w->dfch, x->xp, W->fcw, NULL, lc,
+                                     El, C, F2, act);
 }
 
 void moe_experts_forward(const MoEExperts *X, const MoEExpertWeights *W, MoEActs *x, void *out,

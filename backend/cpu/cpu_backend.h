@@ -92,11 +92,13 @@ void cpu_matmul_backward(Backend *be, void *dinp, float *dweight, float *dbias,
                          const void *dout, const void *inp, const void *weight,
                          int N, int C, int OC);
 // The grouped products (Backend matmul_grouped_*): one cpu_gemm_grouped per call.
-void cpu_matmul_grouped_forward(Backend *be, void *out, const void *inp, const void *weight,
-                                const void *bias, const int *rows, int G, int C, int OC);
+void cpu_matmul_grouped_forward(Backend *be, void *out, void *pre, const void *inp,
+                                const void *weight, const void *bias, const int *rows, int G,
+                                int C, int OC, BackendAct act);
 void cpu_matmul_grouped_backward(Backend *be, void *dinp, float *dweight, float *dbias,
                                  const void *dout, const void *inp, const void *weight,
-                                 const int *rows, int G, int C, int OC);
+                                 const void *pre, const int *rows, int G, int C, int OC,
+                                 BackendAct act);
 // matmul_forward then out = act(pre), and matmul_backward then dinp *= act'(pre): a
 // pointwise act taken inside each GEMM panel (cpu_gemm_fused), the same bits as the pairs.
 void cpu_matmul_act_forward(Backend *be, void *out, void *pre, const void *inp,

@@ -79,32 +79,42 @@ void cpu_matmul_act_backward(Backend *be, void *dinp, float *dweight, float *dbi
     if (dbias) cpu_colsum_acc(be, dbias, dout, N, OC);
 }
 
-// out (R, OC), group g's rows (rows[g] of them, after the groups before it) = inp_g @
-// weight_g (OC, C)^T + bias_g: one cpu_gemm_grouped job per group (weight (G, OC, C), bias
-// (G, OC) or NULL).
-void cpu_matmul_grouped_forward(Backend *be, void *out, const void *inp, const void *weight,
-                                const void *bias, const int *rows, int G, int C, int OC) {
+// Group g's rows (rows[g] of them, after the groups before it) = inp_g @ weight_g (OC, C)^T +
+// bias_g: one cpu_gemm_grouped job per group (weight (G, OC, C), bias (G, OC) or NULL), into
+// out (R, OC), or with pre into pre (R, OC) and out = act(pre): a pointwise act in each job's
+// panels, a gated one after the products.
+void cpu_matmul_grouped_forward(Backend *be, void *out, void *pre, const void *inp,
+                                const void *weight, const void *bias, const int *rows, int G,
+                                int C, int OC, BackendAct act) {
+    int gated = pre && backend_act_gated(act);
+    float *prod = pre ? pre : out;  // (R, OC)
     CpuGemmJob *jobs = core_calloc((size_t)G + 1, sizeof *jobs);
     const float *w = weight, *b = bias;
     size_t off = 0;
     for (int g = 0; g < G; off += (size_t)rows[g++]) {
         const float *in = (const float *)inp + off * C;
+        CpuGemmEpilogue epi = {.bias = b ? b + (size_t)g * OC : NULL, .act = act};
+        if (pre && !gated) epi.act_out = (float *)out + off * OC;
         jobs[g] = (CpuGemmJob){0, 1, rows[g], OC, C, 1.0f, in, C, w + (size_t)g * OC * C, C, 0.0f,
-                               (float *)out + off * OC, OC, {.bias = b ? b + (size_t)g * OC : NULL}};
+                               prod + off * OC, OC, epi};
     }
     cpu_gemm_grouped(be, jobs, G);
     free(jobs);
+    if (gated) cpu_act_forward(be, out, pre, (int)backend_rows_total(rows, G), OC / 2, act);
 }
 
-// Per group g: dinp_g = dout_g @ weight_g (overwritten; skipped if dinp is NULL), dweight_g
-// (OC, C) += dout_g^T @ inp_g, dbias_g (OC) += column sums of dout_g (if not NULL). The
-// input-gradient and weight-gradient products of every group are the jobs of one
-// cpu_gemm_grouped; the bias sums follow, group by group.
+// Per group g: dinp_g = dout_g @ weight_g (overwritten; skipped if dinp is NULL; with pre,
+// then *= act'(pre_g) in its panels), dweight_g (OC, C) += dout_g^T @ inp_g, dbias_g (OC) +=
+// column sums of dout_g (if not NULL). The input-gradient and weight-gradient products of
+// every group are the jobs of one cpu_gemm_grouped; the bias sums follow, group by group.
 void cpu_matmul_grouped_backward(Backend *be, void *dinp, float *dweight, float *dbias,
                                  const void *dout, const void *inp, const void *weight,
-                                 const int *rows, int G, int C, int OC) {
+                                 const void *pre, const int *rows, int G, int C, int OC,
+                                 BackendAct act) {
+    if (pre && (!dinp || backend_act_gated(act)))
+        core_fatal("matmul_grouped_backward: pre needs dinp and a pointwise act");
     CpuGemmJob *jobs = core_calloc(2 * (size_t)G + 1, sizeof *jobs);
-    const float *d = dout, *x = inp, *w = weight;
+    const float *d = dout, *x = inp, *w = weight, *p = pre;
     int n = 0;
     size_t off = 0;
     for (int g = 0; g < G; off += (size_t)rows[g++]) {
@@ -112,7 +122,8 @@ void cpu_matmul_grouped_backward(Backend *be, void *dinp, float *dweight, float 
         const float *dg = d + off * OC;
         if (dinp)
             jobs[n++] = (CpuGemmJob){0, 0, rows[g], C, OC, 1.0f, dg, OC, w + (size_t)g * OC * C, C,
-                                     0.0f, (float *)dinp + off * C, C, {0}};
+                                     0.0f, (float *)dinp + off * C, C,
+                                     {.dact_pre = p ? p + off * C : NULL, .act = act}};
         jobs[n++] = (CpuGemmJob){1, 0, OC, C, rows[g], 1.0f, dg, OC, x + off * C, C, 1.0f,
                                  dweight + (size_t)g * OC * C, C, {0}};
     }
@@ -165,27 +176,36 @@ static void h_matmul_backward(Backend *be, void *dinp, float *dweight, float *db
     if (dinp) cpu_out(be, dinp, fdi, CPU_SZ(N) * C);
 }
 
-static void h_matmul_grouped_forward(Backend *be, void *o, const void *inp, const void *weight,
-                                     const void *bias, const int *rows, int G, int C, int OC) {
+// The products rounded to be->act (into pre, or out without one), then the act of the rounded
+// pre (CUDA's pair: its grouped GEMM has no epilogue).
+static void h_matmul_grouped_forward(Backend *be, void *o, void *pre, const void *inp,
+                                     const void *weight, const void *bias, const int *rows, int G,
+                                     int C, int OC, BackendAct act) {
     size_t R = backend_rows_total(rows, G), nw = (size_t)G * OC * C;
     CpuArena a = cpu_arena(be, cpu_pad(R * C) + cpu_pad(nw) + cpu_pad((size_t)G * OC) + cpu_pad(R * OC));
     const float *fi = cpu_in(&a, inp, R * C), *fw = cpu_in(&a, weight, nw);
     const float *fb = cpu_in(&a, bias, (size_t)G * OC);
     float *fo = cpu_take(&a, R * OC);
-    cpu_matmul_grouped_forward(be, fo, fi, fw, fb, rows, G, C, OC);
-    cpu_out(be, o, fo, R * OC);
+    cpu_matmul_grouped_forward(be, fo, NULL, fi, fw, fb, rows, G, C, OC, act);
+    cpu_out(be, pre ? pre : o, fo, R * OC);
+    if (pre) be->ops->act_forward(be, o, pre, (int)R, backend_act_gated(act) ? OC / 2 : OC, act);
 }
 
+// The products rounded to be->act, then (pre) the act's gradient of the rounded dinp.
 static void h_matmul_grouped_backward(Backend *be, void *dinp, float *dweight, float *dbias,
                                       const void *dout, const void *inp, const void *weight,
-                                      const int *rows, int G, int C, int OC) {
+                                      const void *pre, const int *rows, int G, int C, int OC,
+                                      BackendAct act) {
+    if (pre && (!dinp || backend_act_gated(act)))
+        core_fatal("matmul_grouped_backward: pre needs dinp and a pointwise act");
     size_t R = backend_rows_total(rows, G), nw = (size_t)G * OC * C;
     CpuArena a = cpu_arena(be, cpu_pad(R * OC) + 2 * cpu_pad(R * C) + cpu_pad(nw));
     const float *fd = cpu_in(&a, dout, R * OC), *fi = cpu_in(&a, inp, R * C);
     const float *fw = dinp ? cpu_in(&a, weight, nw) : NULL;
     float *fdi = dinp ? cpu_take(&a, R * C) : NULL;
-    cpu_matmul_grouped_backward(be, fdi, dweight, dbias, fd, fi, fw, rows, G, C, OC);
+    cpu_matmul_grouped_backward(be, fdi, dweight, dbias, fd, fi, fw, NULL, rows, G, C, OC, act);
     if (dinp) cpu_out(be, dinp, fdi, R * C);
+    if (pre) be->ops->act_backward(be, dinp, pre, dinp, (int)R, C, act);
 }
 
 // GELU: pre and out from the fp32 product (CUDA's GELU epilogue); other acts: pre rounded,

@@ -215,8 +215,8 @@ static void backward_loop(Backend *be, void *dinp, float *dweight, float *dbias,
 
 // out (R, OC) = inp (R, C) @ weight_g (OC, C)^T + bias_g (OC) for the rows of each group g
 // (R = sum of rows; weight (G, OC, C), bias (G, OC) or NULL; all of type be->act).
-void cuda_matmul_grouped_forward(Backend *be, void *out, const void *inp, const void *weight,
-                                 const void *bias, const int *rows, int G, int C, int OC) {
+static void grouped_forward(Backend *be, void *out, const void *inp, const void *weight,
+                            const void *bias, const int *rows, int G, int C, int OC) {
     if (!grouped_ready(be)) {
         forward_loop(be, out, inp, weight, bias, rows, G, C, OC);
         return;
@@ -249,9 +249,9 @@ static void dweight_loop(Backend *be, float *dweight, const void *dout, const vo
 // Per group g: dinp_g (R_g, C) = dout_g @ weight_g (overwritten; NULL: skipped), dweight_g
 // (OC, C, fp32) += dout_g^T @ inp_g, dbias_g (OC, fp32) += column sums of dout_g (NULL:
 // skipped). dout (R, OC), inp (R, C), weight (G, OC, C) of type be->act.
-void cuda_matmul_grouped_backward(Backend *be, void *dinp, float *dweight, float *dbias,
-                                  const void *dout, const void *inp, const void *weight,
-                                  const int *rows, int G, int C, int OC) {
+static void grouped_backward(Backend *be, void *dinp, float *dweight, float *dbias,
+                             const void *dout, const void *inp, const void *weight,
+                             const int *rows, int G, int C, int OC) {
     if (!grouped_ready(be)) {
         backward_loop(be, dinp, dweight, dbias, dout, inp, weight, rows, G, C, OC);
         return;
@@ -276,4 +276,26 @@ void cuda_matmul_grouped_backward(Backend *be, void *dinp, float *dweight, float
             cuda_colsum_acc(be, dbias + (size_t)c.group[j] * OC,
                             (const char *)dout + (size_t)c.off[j] * OC * es, c.rows[j], OC);
     }
+}
+
+// grouped_forward into pre (R, OC) when given, then out = act(pre): the products, then
+// act_forward (no epilogue in cuBLAS's grouped GEMM).
+void cuda_matmul_grouped_forward(Backend *be, void *out, void *pre, const void *inp,
+                                 const void *weight, const void *bias, const int *rows, int G,
+                                 int C, int OC, BackendAct act) {
+    grouped_forward(be, pre ? pre : out, inp, weight, bias, rows, G, C, OC);
+    if (pre)
+        be->ops->act_forward(be, out, pre, (int)backend_rows_total(rows, G),
+                             backend_act_gated(act) ? OC / 2 : OC, act);
+}
+
+// grouped_backward, then with pre (R, C) dinp *= act'(pre) (act_backward in place).
+void cuda_matmul_grouped_backward(Backend *be, void *dinp, float *dweight, float *dbias,
+                                  const void *dout, const void *inp, const void *weight,
+                                  const void *pre, const int *rows, int G, int C, int OC,
+                                  BackendAct act) {
+    if (pre && (!dinp || backend_act_gated(act)))
+        core_fatal("matmul_grouped_backward: pre needs dinp and a pointwise act");
+    grouped_backward(be, dinp, dweight, dbias, dout, inp, weight, rows, G, C, OC);
+    if (pre) be->ops->act_backward(be, dinp, pre, dinp, (int)backend_rows_total(rows, G), C, act);
 }

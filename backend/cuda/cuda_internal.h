@@ -133,11 +133,13 @@ void cuda_matmul_backward(Backend *be, void *dinp, float *dweight, float *dbias,
                           int N, int C, int OC);
 // cuda_gemm_grouped.cu: the grouped linear (backend.h's matmul_grouped_forward / _backward)
 // through cuBLAS's grouped GEMM, or one cuda_matmul_* per group where cuBLAS lacks it.
-void cuda_matmul_grouped_forward(Backend *be, void *out, const void *inp, const void *weight,
-                                 const void *bias, const int *rows, int G, int C, int OC);
+void cuda_matmul_grouped_forward(Backend *be, void *out, void *pre, const void *inp,
+                                 const void *weight, const void *bias, const int *rows, int G,
+                                 int C, int OC, BackendAct act);
 void cuda_matmul_grouped_backward(Backend *be, void *dinp, float *dweight, float *dbias,
                                   const void *dout, const void *inp, const void *weight,
-                                  const int *rows, int G, int C, int OC);
+                                  const void *pre, const int *rows, int G, int C, int OC,
+                                  BackendAct act);
 // Frees the cuBLAS handle and the pointer arrays of the grouped GEMM (at destroy). Never fails.
 void cuda_grouped_free(CudaState *st);
 

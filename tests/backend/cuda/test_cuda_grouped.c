@@ -2,7 +2,8 @@
 // _backward: cuBLAS's grouped GEMM, cuda_gemm_grouped.cu) against one matmul_forward /
 // _backward per group on the same backend: fp32 (strict and TF32 math) and bf16, groups of
 // uneven and empty sizes, with and without bias, dinp and dbias, and more non-empty groups
-// than one grouped call takes (CUDA_GROUPED_CHUNK). dweight and dbias accumulate.
+// than one grouped call takes (CUDA_GROUPED_CHUNK). dweight and dbias accumulate. With GELU
+// (pre given) against the per-group products, then act_forward / act_backward.
 // Under the emulator the results are the same bits (the grouped GEMM does each product with
 // the element math of the emulated cuBLASLt); on a GPU they are other kernels, so the test
 // allows 1e-4 (fp32 results) or 2e-2 (bf16 results) relative error instead (the GPU
@@ -67,8 +68,11 @@ static float *down_act(Backend *be, const void *d, size_t n) {
     return f;
 }
 
-// One run: grouped entries, or one matmul_forward / _backward per non-empty group.
-static Res run(Backend *be, const Case *k, int grouped, int bias, int with_dinp, int with_db) {
+// One run: grouped entries, or one matmul_forward / _backward per non-empty group. gelu: the
+// forward's out = gelu(products), kept in pre; the backward's dinp *= gelu'(x) (x (R, C)
+// standing in for a layer before's pre).
+static Res run(Backend *be, const Case *k, int grouped, int bias, int with_dinp, int with_db,
+               int gelu) {
     size_t e = backend_dtype_size(be->act), nw = (size_t)k->G * k->OC * k->C, nb = (size_t)k->G * k->OC;
     void *out = be->ops->alloc(be, (size_t)k->R * k->OC * e + 4);
     void *dinp = with_dinp ? be->ops->alloc(be, (size_t)k->R * k->C * e + 4) : NULL;
@@ -76,9 +80,12 @@ static Res run(Backend *be, const Case *k, int grouped, int bias, int with_dinp,
     be->ops->copy(be, dw, k->dw0, nw * 4, BACKEND_H2D);
     if (db) be->ops->copy(be, db, k->db0, nb * 4, BACKEND_H2D);
     const void *b = bias ? k->b : NULL;
+    void *pre = gelu ? be->ops->alloc(be, (size_t)k->R * k->OC * e + 4) : NULL;
+    BackendAct ga = BACKEND_ACT_GELU;
     if (grouped) {
-        be->ops->matmul_grouped_forward(be, out, k->x, k->w, b, k->rows, k->G, k->C, k->OC);
-        be->ops->matmul_grouped_backward(be, dinp, dw, db, k->g, k->x, k->w, k->rows, k->G, k->C, k->OC);
+        be->ops->matmul_grouped_forward(be, out, pre, k->x, k->w, b, k->rows, k->G, k->C, k->OC, ga);
+        be->ops->matmul_grouped_backward(be, dinp, dw, db, k->g, k->x, k->w, gelu ? k->x : NULL,
+                                         k->rows, k->G, k->C, k->OC, ga);
     }
     for (int g = 0, off = 0; !grouped && g < k->G; off += k->rows[g++]) {
         int n = k->rows[g];
@@ -86,17 +93,22 @@ static Res run(Backend *be, const Case *k, int grouped, int bias, int with_dinp,
         const char *x = (const char *)k->x + (size_t)off * k->C * e;
         const char *w = (const char *)k->w + (size_t)g * k->OC * k->C * e;
         const char *dy = (const char *)k->g + (size_t)off * k->OC * e;
-        be->ops->matmul_forward(be, (char *)out + (size_t)off * k->OC * e, x, w,
+        be->ops->matmul_forward(be, (char *)(gelu ? pre : out) + (size_t)off * k->OC * e, x, w,
                                 b ? (const char *)b + (size_t)g * k->OC * e : NULL, n, k->C, k->OC);
         be->ops->matmul_backward(be, dinp ? (char *)dinp + (size_t)off * k->C * e : NULL,
                                  dw + (size_t)g * k->OC * k->C, db ? db + (size_t)g * k->OC : NULL,
                                  dy, x, w, n, k->C, k->OC);
+    }
+    if (gelu && !grouped) {
+        be->ops->act_forward(be, out, pre, k->R, k->OC, ga);
+        if (dinp) be->ops->act_backward(be, dinp, k->x, dinp, k->R, k->C, ga);
     }
     Res s = {down_act(be, out, (size_t)k->R * k->OC), NULL, test_floats(nw), test_floats(nb)};
     if (dinp) s.dinp = down_act(be, dinp, (size_t)k->R * k->C);
     be->ops->copy(be, s.dw, dw, nw * 4, BACKEND_D2H);
     if (db) be->ops->copy(be, s.db, db, nb * 4, BACKEND_D2H);
     be->ops->free(be, out), be->ops->free(be, dinp), be->ops->free(be, dw), be->ops->free(be, db);
+    be->ops->free(be, pre);
     return s;
 }
 
@@ -116,8 +128,8 @@ static void close_to(const float *a, const float *b, size_t n, double tol, const
 #endif
 }
 
-static void check(Backend *be, const Case *k, int bias, int di, int db, const char *what) {
-    Res a = run(be, k, 1, bias, di, db), b = run(be, k, 0, bias, di, db);
+static void check(Backend *be, const Case *k, int bias, int di, int db, int gelu, const char *what) {
+    Res a = run(be, k, 1, bias, di, db, gelu), b = run(be, k, 0, bias, di, db, gelu);
     double tol = be->act == BACKEND_F32 ? 1e-4 : 2e-2;
     char name[160];
     snprintf(name, sizeof name, "%s: out", what), close_to(a.out, b.out, (size_t)k->R * k->OC, tol, name);
@@ -149,10 +161,11 @@ int main(void) {
         Backend *be = backend_cuda_create(0, math[v], act[v]);
         Case k = make_case(be, &r, rows, 5, 96, 128), km = make_case(be, &r, many, GMAX, 16, 24);
         char what[80];
-        snprintf(what, sizeof what, "%s, bias", names[v]), check(be, &k, 1, 1, 1, what);
-        snprintf(what, sizeof what, "%s, no bias, no dinp", names[v]), check(be, &k, 0, 0, 1, what);
-        snprintf(what, sizeof what, "%s, no dbias", names[v]), check(be, &k, 1, 1, 0, what);
-        snprintf(what, sizeof what, "%s, %d groups", names[v], GMAX), check(be, &km, 1, 1, 1, what);
+        snprintf(what, sizeof what, "%s, bias", names[v]), check(be, &k, 1, 1, 1, 0, what);
+        snprintf(what, sizeof what, "%s, no bias, no dinp", names[v]), check(be, &k, 0, 0, 1, 0, what);
+        snprintf(what, sizeof what, "%s, no dbias", names[v]), check(be, &k, 1, 1, 0, 0, what);
+        snprintf(what, sizeof what, "%s, %d groups", names[v], GMAX), check(be, &km, 1, 1, 1, 0, what);
+        snprintf(what, sizeof what, "%s, gelu", names[v]), check(be, &k, 1, 1, 1, 1, what);
         free_case(be, &k), free_case(be, &km);
         backend_destroy(be);
     }
