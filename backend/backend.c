@@ -2,10 +2,17 @@
 #include "backend.h"
 #include <stdlib.h>
 
+#include "core/check.h"  // defines: core_fatal
+
 void backend_destroy(Backend *be) {
     if (!be) return;
     if (be->ops && be->ops->destroy) be->ops->destroy(be);
     free(be);
+}
+
+void backend_check_grouped_pre(const void *pre, const void *dinp, BackendAct act) {
+    if (pre && (!dinp || backend_act_gated(act)))
+        core_fatal("matmul_grouped_backward: pre needs dinp and a pointwise act");
 }
 
 size_t backend_dtype_size(BackendDType t) { return t == BACKEND_F32 ? 4 : 2; }

@@ -67,6 +67,10 @@ static inline size_t backend_rows_total(const int *rows, int G) {
     return R;
 }
 
+// matmul_grouped_backward's rule for its act input: with pre, dinp is given and act is a
+// pointwise one. Aborts the job (naming the op) when it is broken; else returns.
+void backend_check_grouped_pre(const void *pre, const void *dinp, BackendAct act);
+
 typedef struct Backend Backend;
 
 // Which kernels run the fused attention entries (flash_attention_forward/backward), from

@@ -111,8 +111,7 @@ void cpu_matmul_grouped_backward(Backend *be, void *dinp, float *dweight, float 
                                  const void *dout, const void *inp, const void *weight,
                                  const void *pre, const int *rows, int G, int C, int OC,
                                  BackendAct act) {
-    if (pre && (!dinp || backend_act_gated(act)))
-        core_fatal("matmul_grouped_backward: pre needs dinp and a pointwise act");
+    backend_check_grouped_pre(pre, dinp, act);
     CpuGemmJob *jobs = core_calloc(2 * (size_t)G + 1, sizeof *jobs);
     const float *d = dout, *x = inp, *w = weight, *p = pre;
     int n = 0;
@@ -196,8 +195,7 @@ static void h_matmul_grouped_backward(Backend *be, void *dinp, float *dweight, f
                                       const void *dout, const void *inp, const void *weight,
                                       const void *pre, const int *rows, int G, int C, int OC,
                                       BackendAct act) {
-    if (pre && (!dinp || backend_act_gated(act)))
-        core_fatal("matmul_grouped_backward: pre needs dinp and a pointwise act");
+    backend_check_grouped_pre(pre, dinp, act);
     size_t R = backend_rows_total(rows, G), nw = (size_t)G * OC * C;
     CpuArena a = cpu_arena(be, cpu_pad(R * OC) + 2 * cpu_pad(R * C) + cpu_pad(nw));
     const float *fd = cpu_in(&a, dout, R * OC), *fi = cpu_in(&a, inp, R * C);

@@ -294,8 +294,7 @@ void cuda_matmul_grouped_backward(Backend *be, void *dinp, float *dweight, float
                                   const void *dout, const void *inp, const void *weight,
                                   const void *pre, const int *rows, int G, int C, int OC,
                                   BackendAct act) {
-    if (pre && (!dinp || backend_act_gated(act)))
-        core_fatal("matmul_grouped_backward: pre needs dinp and a pointwise act");
+    backend_check_grouped_pre(pre, dinp, act);
     grouped_backward(be, dinp, dweight, dbias, dout, inp, weight, rows, G, C, OC);
     if (pre) be->ops->act_backward(be, dinp, pre, dinp, (int)backend_rows_total(rows, G), C, act);
 }
