@@ -112,9 +112,9 @@ static void free_case(Case k) {
     free(k.x), free(k.w), free(k.b), free(k.g), free(k.p), free(k.dw0), free(k.db0);
 }
 
-// The grouped ops with an act (pre) against the products, then the act ops: 1 and 2 threads
-// (against 1 thread's),
-// GELU (forward and backward) and SwiGLU (forward).
+// The grouped ops with an act (pre) against the products, then the act ops, GELU (forward
+// and backward) and SwiGLU (forward): fp32 at 1 thread, at 2 threads (against 1 thread's
+// per-group bits), and bf16.
 static void test_act(Backend *be1, Backend *be2, Backend *bh, const Case *k, const Case *kh) {
     static const int acts[2] = {BACKEND_ACT_GELU, BACKEND_ACT_SWIGLU};
     for (int i = 0; i < 2; i++) {
