@@ -4,7 +4,7 @@
 // Contracts in backend/backend.h. Elements are independent and split over threads, so the
 // bits do not depend on the thread count.
 #include "cpu_backend.h"
-#include "cpu_math.h"  // defines: cpu_gelu, cpu_gelu_grad, cpu_expf
+#include "cpu_math.h"  // defines: cpu_gelu, cpu_gelu_grad, cpu_sigmoid_den, CPU_SIMD_CLONES
 #include "core/check.h"  // defines: core_fatal
 
 #define CPU_SPAN 4096  // elements per work item of the pointwise loops
@@ -49,32 +49,43 @@ void cpu_act_grad_span(BackendAct act, float *dinp, const float *inp, const floa
     }
 }
 
-static inline float sigmoid(float x) { return 1.0f / (1.0f + cpu_expf(-x)); }
+// SwiGLU on one row: y (F) = silu(a) * b, silu(a) = a sigmoid(a) (a NaN gate gives NaN
+// through the a factor; cpu_sigmoid_den's note).
+CPU_SIMD_CLONES static void swiglu_row(float *y, const float *a, const float *b, int F) {
+#pragma omp simd
+    for (int j = 0; j < F; j++) y[j] = a[j] * (1.0f / cpu_sigmoid_den(-a[j])) * b[j];
+}
+
+// d gate = dout * up * sig * (1 + gate * (1 - sig)); d up = dout * silu(gate), on one row.
+CPU_SIMD_CLONES static void swiglu_grad_row(float *da, float *db, const float *a, const float *b,
+                                            const float *dy, int F) {
+#pragma omp simd
+    for (int j = 0; j < F; j++) {
+        float sg = 1.0f / cpu_sigmoid_den(-a[j]);
+        da[j] = dy[j] * b[j] * sg * (1.0f + a[j] * (1.0f - sg));
+        db[j] = dy[j] * a[j] * sg;
+    }
+}
 
 // out (N, F) = silu(gate) * up of inp rows [gate | up] (N, 2F).
 static void swiglu_forward(Backend *be, float *out, const float *inp, int N, int F) {
     int nt = cpu_nt(be);
 #pragma omp parallel for num_threads(nt) schedule(static) if ((size_t)N * F > CPU_PAR_MIN)
     for (int i = 0; i < N; i++) {
-        const float *a = inp + (size_t)i * 2 * F, *b = a + F;
-        float *y = out + (size_t)i * F;
-        for (int j = 0; j < F; j++) y[j] = a[j] * sigmoid(a[j]) * b[j];
+        const float *a = inp + (size_t)i * 2 * F;
+        swiglu_row(out + (size_t)i * F, a, a + F, F);
     }
 }
 
-// dinp (N, 2F): d gate = dout * up * sig * (1 + gate * (1 - sig)); d up = dout * silu(gate).
+// dinp (N, 2F) = [d gate | d up] of inp rows [gate | up] and dout (N, F).
 static void swiglu_backward(Backend *be, float *dinp, const float *inp, const float *dout, int N,
                             int F) {
     int nt = cpu_nt(be);
 #pragma omp parallel for num_threads(nt) schedule(static) if ((size_t)N * F > CPU_PAR_MIN)
     for (int i = 0; i < N; i++) {
-        const float *a = inp + (size_t)i * 2 * F, *b = a + F, *dy = dout + (size_t)i * F;
-        float *da = dinp + (size_t)i * 2 * F, *db = da + F;
-        for (int j = 0; j < F; j++) {
-            float sg = sigmoid(a[j]);
-            da[j] = dy[j] * b[j] * sg * (1.0f + a[j] * (1.0f - sg));
-            db[j] = dy[j] * a[j] * sg;
-        }
+        const float *a = inp + (size_t)i * 2 * F;
+        float *da = dinp + (size_t)i * 2 * F;
+        swiglu_grad_row(da, da + F, a, a + F, dout + (size_t)i * F, F);
     }
 }
 
