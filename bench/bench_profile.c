@@ -34,8 +34,10 @@ static struct {
 } rows[NROWS];
 static BackendOps inner;  // the backend's own entries
 static int pC, pF, pVp;   // the model's widths (bench_profile_start)
+static int paused;        // bench_profile_pause: the ops run, the rows stay as they are
 
 static void add_row(Row r, double t0, double flops, double bytes) {
+    if (paused) return;
     rows[r].secs += core_now() - t0, rows[r].flops += flops, rows[r].bytes += bytes;
     rows[r].calls++;
 }
@@ -319,7 +321,9 @@ void bench_profile_reset(void) {
     for (int r = 0; r < NROWS; r++) rows[r].secs = rows[r].flops = rows[r].bytes = 0, rows[r].calls = 0;
 }
 
-void bench_profile_stop(Backend *be) { be->table = inner; }
+void bench_profile_pause(int on) { paused = on; }
+
+void bench_profile_stop(Backend *be) { be->table = inner, paused = 0; }
 
 // One row of the table: rate against its bound (GFLOP/s or GB/s; bound 0: no fraction).
 static void print_row(const char *name, double calls, double ms, double step_ms, double rate,

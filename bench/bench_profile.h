@@ -13,7 +13,10 @@
 void bench_profile_start(Backend *be, int C, int F, int Vp);
 // Zeroes the rows (e.g. after the warm-up step). Never fails.
 void bench_profile_reset(void);
-// Puts be's own ops back. Never fails.
+// on 1: the ops (still wrapped) add nothing to the rows until called with 0 (e.g. during an
+// untimed step). Never fails.
+void bench_profile_pause(int on);
+// Puts be's own ops back (and ends a pause). Never fails.
 void bench_profile_stop(Backend *be);
 // Prints the rows accumulated over `steps` steps of `step_ms` (mean wall ms per step) each:
 // per op kind the calls and ms per step, the share of the step, and GFLOP/s against

@@ -191,10 +191,9 @@ static double time_steps(const BenchConfig *bc, Backend *be, Comm *one, int step
             cpu_ms[s - 1] = (cpu_seconds() - cs) * 1e3;
             if (ceil) ceil[s - 1] = ceiling_gflops(be, bc, m->Vp, 4);
             if (ceil && s < steps) {  // an untimed step (not profiled) warms the caches again
-                BackendOps profiled = be->table;
-                if (profile) bench_profile_stop(be);
+                bench_profile_pause(1);
                 one_step(m, o, one, s, drop, tok, tgt, N);
-                if (profile) be->table = profiled;
+                bench_profile_pause(0);
             }
             paused += core_now() - tc;
         }
