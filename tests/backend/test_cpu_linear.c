@@ -171,6 +171,15 @@ static void test_gelu(Backend *be, TestRng *r) {
     memcpy(y, dy, n * sizeof(float));
     ref_gelu_backward(be, y, x, y, n);
     EXPECT_SAME_BITS(y, dx, n, "gelu_backward in place");
+    // Past the sigmoid's clamp (|2u| > 80, cpu_sigmoid_den): NaN stays NaN through the x
+    // factor, +inf stays +inf, +30 gives itself and slope 1, -30 (nearly) zero and slope 0.
+    float sx[4] = {NAN, INFINITY, 30.0f, -30.0f}, sy[4], sd[4] = {1, 1, 1, 1};
+    be->ops->act_forward(be, sy, sx, 1, 4, BACKEND_ACT_GELU);
+    EXPECT(isnan(sy[0]) && sy[1] == INFINITY && sy[2] == 30.0f && fabsf(sy[3]) < 1e-30f,
+           "gelu(NaN, inf, 30, -30) = %g %g %g %g", sy[0], sy[1], sy[2], sy[3]);
+    ref_gelu_backward(be, sd, sx, sd, 4);
+    EXPECT(isnan(sd[0]) && sd[2] == 1.0f && fabsf(sd[3]) < 1e-28f,
+           "gelu'(NaN, 30, -30) = %g %g %g", sd[0], sd[2], sd[3]);
     free(x), free(y), free(dy), free(dx);
 }
 

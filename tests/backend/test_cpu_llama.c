@@ -122,6 +122,17 @@ static void test_swiglu(Backend *be, TestRng *r) {
     double *gx = test_doubles(N * 2 * F);
     fd_grad(c.inp, N * 2 * F, swiglu_loss, &c, gx);
     EXPECT_CLOSE(dinp, gx, N * 2 * F, 1e-5, "swiglu dinp vs finite differences");
+    // Gates past the sigmoid's clamp (|gate| > 80): a NaN gate gives NaN through the gate
+    // factor; silu(90) = 90, silu(-90) (nearly) 0, and their gradients 1 and (nearly) 0.
+    float sx[6] = {NAN, 90.0f, -90.0f, 1.0f, 1.0f, 1.0f}, so[3], sg[3] = {1, 1, 1}, sd[6];
+    be->ops->act_forward(be, so, sx, 1, 3, BACKEND_ACT_SWIGLU);
+    EXPECT(isnan(so[0]) && so[1] == 90.0f && fabsf(so[2]) < 1e-30f,
+           "swiglu gates NaN, 90, -90: %g %g %g", so[0], so[1], so[2]);
+    be->ops->act_backward(be, sd, sx, sg, 1, 3, BACKEND_ACT_SWIGLU);
+    EXPECT(isnan(sd[0]) && sd[1] == 1.0f && fabsf(sd[2]) < 1e-28f && isnan(sd[3]) &&
+               sd[4] == 90.0f && fabsf(sd[5]) < 1e-30f,
+           "swiglu gradients at gates NaN, 90, -90: %g %g %g | %g %g %g", sd[0], sd[1], sd[2],
+           sd[3], sd[4], sd[5]);
     free(x), free(out), free(g), free(dinp), free(gx), free(c.inp), free(c.out);
 }
 
