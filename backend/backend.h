@@ -59,6 +59,10 @@ typedef enum {
 } BackendNorm;
 // 1 if act is gated (SwiGLU: input rows [gate | up], twice the output's width). Pure.
 static inline int backend_act_gated(BackendAct act) { return act == BACKEND_ACT_SWIGLU; }
+// The width of act's output from OC columns of its input (pre): OC / 2 if gated, else OC. Pure.
+static inline int backend_act_width(BackendAct act, int OC) {
+    return backend_act_gated(act) ? OC / 2 : OC;
+}
 
 // R, the rows of the grouped linear's G groups (matmul_grouped_*): the sum of rows[g]. Pure.
 static inline size_t backend_rows_total(const int *rows, int G) {

@@ -51,7 +51,7 @@ void cpu_matmul_act_forward(Backend *be, void *out, void *pre, const void *inp,
                             BackendAct act) {
     if (backend_act_gated(act)) {
         cpu_matmul_forward(be, pre, inp, weight, bias, N, C, OC);
-        cpu_act_forward(be, out, pre, N, OC / 2, act);
+        cpu_act_forward(be, out, pre, N, backend_act_width(act, OC), act);
         return;
     }
     CpuGemmEpilogue epi = {.bias = bias, .act_out = out, .act = act};
@@ -100,7 +100,9 @@ void cpu_matmul_grouped_forward(Backend *be, void *out, void *pre, const void *i
     }
     cpu_gemm_grouped(be, jobs, G);
     free(jobs);
-    if (gated) cpu_act_forward(be, out, pre, (int)backend_rows_total(rows, G), OC / 2, act);
+    if (gated)
+        cpu_act_forward(be, out, pre, (int)backend_rows_total(rows, G),
+                        backend_act_width(act, OC), act);
 }
 
 // Per group g: dinp_g = dout_g @ weight_g (overwritten; skipped if dinp is NULL; with pre,
@@ -187,7 +189,7 @@ static void h_matmul_grouped_forward(Backend *be, void *o, void *pre, const void
     float *fo = cpu_take(&a, R * OC);
     cpu_matmul_grouped_forward(be, fo, NULL, fi, fw, fb, rows, G, C, OC, act);
     cpu_out(be, pre ? pre : o, fo, R * OC);
-    if (pre) be->ops->act_forward(be, o, pre, (int)R, backend_act_gated(act) ? OC / 2 : OC, act);
+    if (pre) be->ops->act_forward(be, o, pre, (int)R, backend_act_width(act, OC), act);
 }
 
 // The products rounded to be->act, then (pre) the act's gradient of the rounded dinp.
@@ -213,7 +215,7 @@ static void h_matmul_act_forward(Backend *be, void *o, void *pre, const void *in
                                  BackendAct act) {
     if (act != BACKEND_ACT_GELU) {
         h_matmul_forward(be, pre, inp, weight, bias, N, C, OC);
-        be->ops->act_forward(be, o, pre, N, backend_act_gated(act) ? OC / 2 : OC, act);
+        be->ops->act_forward(be, o, pre, N, backend_act_width(act, OC), act);
         return;
     }
     CpuArena a = cpu_arena(be, cpu_pad(CPU_SZ(N) * C) + cpu_pad(CPU_SZ(OC) * C) + cpu_pad(OC) + 2 * cpu_pad(CPU_SZ(N) * OC));

@@ -56,7 +56,7 @@ void cuda_matmul_act_forward(Backend *be, void *out, void *pre, const void *inp,
                      pre, OC, be->act, be->act))
         return;
     cuda_matmul_forward(be, pre, inp, weight, bias, N, C, OC);  // unfused
-    cuda_act_forward(be, out, pre, N, backend_act_gated(act) ? OC / 2 : OC, act);
+    cuda_act_forward(be, out, pre, N, backend_act_width(act, OC), act);
 }
 
 // matmul_backward with dinp (N, C) = (dout @ weight) * act'(pre (N, C)), act pointwise.

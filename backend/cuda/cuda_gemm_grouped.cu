@@ -286,7 +286,7 @@ void cuda_matmul_grouped_forward(Backend *be, void *out, void *pre, const void *
     grouped_forward(be, pre ? pre : out, inp, weight, bias, rows, G, C, OC);
     if (pre)
         be->ops->act_forward(be, out, pre, (int)backend_rows_total(rows, G),
-                             backend_act_gated(act) ? OC / 2 : OC, act);
+                             backend_act_width(act, OC), act);
 }
 
 // grouped_backward, then with pre (R, C) dinp *= act'(pre) (act_backward in place).
