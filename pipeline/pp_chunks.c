@@ -15,14 +15,7 @@ struct PPChunk {
 
 static void chunk_forward(void *ctx, int micro, int slot) {
     struct PPChunk *k = ctx;
-    PPStep *st = k->step;
-    GPT *m = k->model;
-    if (m->first || m->last || m->docs.positions || m->docs.attention)  // --reset-*: every stage
-        st->get_batch(st->batch_ctx, micro, st->tokens, st->targets);
-    gpt_set_micro_sample(m, slot, pp_micro_sample0(st, micro));  // its dropout masks
-    gpt_forward(m, st->grid->tp, slot, st->tokens, st->targets,
-                st->forward_only ? 0.0f : st->loss_scale);  // training: the fused classifier
-    if (m->last) gpt_loss_accumulate(m, slot, st->loss_acc);
+    pp_forward_micro(k->step, k->model, micro, slot);
 }
 
 static void chunk_backward(void *ctx, int micro, int slot) {

@@ -8,20 +8,25 @@
 #include <string.h>
 
 // --- the GPT stage as a PPStage ----------------------------------------------------------
-int64_t pp_micro_sample0(const PPStep *st, int micro) {
+// Index of micro-batch `micro`'s first sample in the step's global batch (pgrid_micro_first
+// from 0: this data-parallel rank's share, then the micro-batch). Pure.
+static int64_t pp_micro_sample0(const PPStep *st, int micro) {
     int B = st->model->B, dp = st->grid->dims.dp;
     return pgrid_micro_first(0, st->n_micro * B * dp, st->grid->coord.dp_rank, dp, B, micro);
 }
 
-static void stage_forward(void *ctx, int micro, int slot) {
-    PPStep *st = ctx;
-    GPT *m = st->model;
+void pp_forward_micro(PPStep *st, GPT *m, int micro, int slot) {
     if (m->first || m->last || m->docs.positions || m->docs.attention)  // --reset-*: every stage
         st->get_batch(st->batch_ctx, micro, st->tokens, st->targets);
     gpt_set_micro_sample(m, slot, pp_micro_sample0(st, micro));  // its dropout masks
     gpt_forward(m, st->grid->tp, slot, st->tokens, st->targets,
                 st->forward_only ? 0.0f : st->loss_scale);  // training: the fused classifier
     if (m->last) gpt_loss_accumulate(m, slot, st->loss_acc);
+}
+
+static void stage_forward(void *ctx, int micro, int slot) {
+    PPStep *st = ctx;
+    pp_forward_micro(st, st->model, micro, slot);
 }
 
 static void stage_backward(void *ctx, int micro, int slot) {

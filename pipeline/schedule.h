@@ -61,10 +61,11 @@ double pp_forward_backward(PPStep *st);
 // Forward only (evaluation). Returns the summed loss on the last stage (0 elsewhere).
 double pp_forward_only(PPStep *st);
 
-// Index of micro-batch `micro`'s first sample in the step's global batch (pgrid_micro_first
-// from 0: this data-parallel rank's share, then the micro-batch): what the dropout masks are
-// drawn from. Pure.
-int64_t pp_micro_sample0(const PPStep *st, int micro);
+// Forward of micro-batch `micro` through stage (or chunk) m into its activation slot: reads
+// the batch where m needs it (first, last, or every stage with --reset-*), draws m's dropout
+// masks from the micro-batch's first sample in the step's global batch (pgrid_micro_first),
+// and on the last stage adds the loss to st->loss_acc. The one forward of every schedule.
+void pp_forward_micro(PPStep *st, GPT *m, int micro, int slot);
 
 // Interleaved schedule: this rank runs the v model chunks chunks[0..v-1] (built with
 // gpt_create(..., PP*v, c*PP + pp_rank, ...) and pp_ilv_slots' slots) with Megatron's
