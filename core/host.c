@@ -7,6 +7,20 @@
 #include <string.h>
 #include <unistd.h>  // defines: gethostname, sysconf
 
+const char *core_launcher_rank(void) {
+    const char *names[] = {"PMI_RANK", "PMIX_RANK", "SLURM_PROCID"};
+    for (int i = 0; i < 3; i++) {
+        const char *v = getenv(names[i]);
+        if (v && *v) return v;
+    }
+    return NULL;
+}
+
+int core_launcher_first(void) {
+    const char *r = core_launcher_rank();
+    return !r || !strcmp(r, "0");
+}
+
 CoreHostRank core_host_rank(void) {
     enum { NAME = 64 };
     int rank = 0, size = 1;

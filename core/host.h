@@ -6,6 +6,15 @@
 // refused (3 ranks, 2 GPUs).
 #pragma once
 
+// The rank the launcher gave this process (PMI_RANK from MPICH's Hydra, PMIX_RANK, or
+// SLURM_PROCID from srun), readable before MPI_Init; NULL when not under a launcher. Pure
+// (reads the environment).
+const char *core_launcher_rank(void);
+
+// 1 when this process is the launcher's rank 0 or runs alone: the one that prints a
+// start-up warning every rank would otherwise repeat. Pure (reads the environment).
+int core_launcher_first(void);
+
 typedef struct {
     int local_rank;  // this rank's index among the ranks on its host (by world rank)
     int local_size;  // ranks on its host

@@ -1,17 +1,11 @@
 // core/limits.c: process limits checked at start-up (see limits.h).
 #include "limits.h"
+#include "host.h"  // defines: core_launcher_first
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>  // defines: getrlimit, setrlimit, RLIMIT_NOFILE, RLIMIT_FSIZE
-
-// 1 when this process is the launcher's rank 0 or runs alone (it prints the one line).
-static int first_rank(void) {
-    const char *rank = getenv("PMI_RANK");
-    if (!rank) rank = getenv("SLURM_PROCID");
-    return !rank || !strcmp(rank, "0");
-}
 
 // ulimit -f: MPI's shared-memory transport (UCX's posix/sysv, unless UCX_TLS leaves them out)
 // writes segments of several MB at start-up and fails with only "File too large".
@@ -23,7 +17,7 @@ static void check_file_size(const char *command) {
     if (tls && !strstr(tls, "shm") && !strstr(tls, "posix") && !strstr(tls, "sysv") &&
         !strstr(tls, "all") && !strstr(tls, "mm"))
         return;  // no shared memory: the writes megac makes report EFBIG themselves
-    if (first_rank())
+    if (core_launcher_first())
         fprintf(stderr, "megac %s: ulimit -f is %llu blocks (%.1f MB): MPI's shared memory needs "
                 "files of at least %d MB (and checkpoints need their size); raise it, e.g. "
                 "ulimit -f unlimited\n", command, (unsigned long long)(r.rlim_cur / 1024),
@@ -43,7 +37,7 @@ void core_check_limits(const char *command) {
         if (setrlimit(RLIMIT_NOFILE, &raised) == 0) r.rlim_cur = want;
     }
     if (r.rlim_cur >= CORE_MIN_OPEN_FILES) return;
-    if (first_rank())
+    if (core_launcher_first())
         fprintf(stderr, "megac %s: ulimit -n is %llu (hard limit %llu): megac needs at least %d open "
                 "files (MPI's sockets and shared memory, HDF5, the data files); raise it, e.g. "
                 "ulimit -n %d\n", command, (unsigned long long)r.rlim_cur,

@@ -1,5 +1,6 @@
 // core/rank_guard.c: a guard process per rank that names the rank when it is killed.
 #include "rank_guard.h"
+#include "host.h"  // defines: core_launcher_rank
 
 #include <errno.h>
 #include <signal.h>
@@ -22,18 +23,9 @@ static void forward(int sig) {
     if (guard_child > 0) kill((pid_t)guard_child, sig);
 }
 
-static const char *launcher_rank(void) {
-    const char *names[] = {"PMI_RANK", "PMIX_RANK", "SLURM_PROCID"};
-    for (int i = 0; i < 3; i++) {
-        const char *v = getenv(names[i]);
-        if (v && *v) return v;
-    }
-    return NULL;
-}
-
 void core_rank_guard(int argc, char **argv) {
     (void)argc;
-    const char *rank = launcher_rank();
+    const char *rank = core_launcher_rank();
     if (!rank || getenv(GUARD_MARK) || getenv("MEGAC_NO_GUARD")) return;
     if (setenv(GUARD_MARK, "1", 1) != 0) return;
     pid_t guard = getpid();

@@ -1,13 +1,14 @@
 // megac/cmd_train.c: `megac train`: parse flags, set up MPI and the run, train.
 #include "commands.h"
 #include "core/check.h"
+#include "core/host.h"    // defines: core_launcher_rank
 #include "core/limits.h"  // defines: core_check_limits
 #include "core/stop.h"
 #include "core/watchdog.h"
 #include "train/train_args.h"
 #include "train/trainer.h"
 
-#include <stdlib.h>  // defines: getenv, atoi
+#include <stdlib.h>  // defines: atoi
 
 int cmd_train(int argc, char **argv) {
     TrainArgs args;
@@ -15,8 +16,8 @@ int cmd_train(int argc, char **argv) {
     core_check_limits("train");  // ulimit -n: one line before MPI fails inside its start-up
     // --distributed-timeout-minutes also bounds start-up: MPI_Init to the first iteration
     // (trainer_run disarms it), whichever rank is stuck or gone.
-    const char *pmi_rank = getenv("PMI_RANK");
-    core_watchdog_start(core_watchdog_timeout_from_argv(argc, argv, 600.0), pmi_rank ? atoi(pmi_rank) : -1);
+    const char *rank = core_launcher_rank();
+    core_watchdog_start(core_watchdog_timeout_from_argv(argc, argv, 600.0), rank ? atoi(rank) : -1);
     core_watchdog_arm("start-up (MPI_Init to the first iteration)");
     MPI_CHECK(MPI_Init(NULL, NULL));
     core_watchdog_set_rank(core_world_rank());
