@@ -2,8 +2,12 @@
 // when the library must see a different environment at load.
 #include "cpu_blas.h"
 
+#include "core/host.h"  // defines: core_launcher_first
+
 #include <cblas.h>    // defines: openblas_get_corename
-#include <stdlib.h>   // defines: getenv, setenv, unsetenv
+#include <stdio.h>    // defines: fprintf
+#include <stdlib.h>   // defines: getenv, setenv, unsetenv, free
+#include <string.h>   // defines: strdup
 #include <strings.h>  // defines: strcasecmp
 #include <unistd.h>   // defines: execv
 
@@ -20,11 +24,22 @@ static int kernel_tier(const char *corename) {
     return 0;
 }
 
+// The best kernels the CPU runs: 2 (AVX-512), 1 (AVX2+FMA) or 0. Pure.
+static int cpu_tier(int has_avx512, int has_avx2_fma) {
+    return has_avx512 ? 2 : has_avx2_fma ? 1 : 0;
+}
+
 // The OPENBLAS_CORETYPE to ask for, or NULL when OpenBLAS's own choice is as good. Pure.
 const char *backend_cpu_blas_upgrade(const char *corename, int has_avx512, int has_avx2_fma) {
-    int want = has_avx512 ? 2 : has_avx2_fma ? 1 : 0;
+    int want = cpu_tier(has_avx512, has_avx2_fma);
     if (!corename || want <= kernel_tier(corename)) return NULL;
     return want == 2 ? "SkylakeX" : "Haswell";
+}
+
+const char *backend_cpu_blas_runnable(const char *requested, int has_avx512, int has_avx2_fma) {
+    int can = cpu_tier(has_avx512, has_avx2_fma);
+    if (!requested || kernel_tier(requested) <= can) return NULL;
+    return can == 2 ? "SkylakeX" : can == 1 ? "Haswell" : "";
 }
 
 // openblas_get_corename(), never NULL.
@@ -54,13 +69,28 @@ void backend_cpu_select_blas_kernels(int argc, char **argv) {
         return;
     }
     if (argc < 1 || !argv || !argv[0] || getenv("MEGAC_NO_REEXEC")) return;
-    if (getenv("OPENBLAS_CORETYPE")) return;  // the user's choice stands
     int avx512, avx2_fma;
     cpu_features(&avx512, &avx2_fma);
-    const char *core = backend_cpu_blas_upgrade(backend_cpu_blas_corename(), avx512, avx2_fma);
-    if (!core || setenv("OPENBLAS_CORETYPE", core, 1) != 0) return;
-    setenv(CPU_REEXEC_MARK, "1", 1);
-    execv("/proc/self/exe", argv);  // returns only on failure: carry on as we are
-    unsetenv("OPENBLAS_CORETYPE");
+    const char *user = getenv("OPENBLAS_CORETYPE"), *core;
+    if (user) {  // the user's choice stands, unless its instructions would kill the process
+        core = backend_cpu_blas_runnable(user, avx512, avx2_fma);
+        if (!core) return;
+        if (core_launcher_first())
+            fprintf(stderr, "megac: OPENBLAS_CORETYPE=%s needs %s, which this CPU lacks: "
+                    "running OpenBLAS's %s kernels instead (unset OPENBLAS_CORETYPE to let "
+                    "megac choose)\n", user, kernel_tier(user) == 2 ? "AVX-512" : "AVX2 and FMA",
+                    *core ? core : "own choice of");
+    } else {
+        core = backend_cpu_blas_upgrade(backend_cpu_blas_corename(), avx512, avx2_fma);
+        if (!core) return;
+    }
+    char *saved = user ? strdup(user) : NULL;
+    if ((*core ? setenv("OPENBLAS_CORETYPE", core, 1) : unsetenv("OPENBLAS_CORETYPE")) == 0) {
+        setenv(CPU_REEXEC_MARK, "1", 1);
+        execv("/proc/self/exe", argv);  // returns only on failure: carry on as we are
+    }
+    if (saved) setenv("OPENBLAS_CORETYPE", saved, 1);
+    else unsetenv("OPENBLAS_CORETYPE");
     unsetenv(CPU_REEXEC_MARK);
+    free(saved);
 }

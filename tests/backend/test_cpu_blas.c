@@ -4,12 +4,15 @@
 // main() records its PID and counts its starts in the environment before calling
 // backend_cpu_select_blas_kernels, so after a re-exec the test sees: the same PID, the same
 // argv, at most two starts (no loop), the marker gone, and OpenBLAS running kernels at
-// least as good as the CPU supports. With --mpi it then joins MPI (run under mpiexec:
-// the re-exec happens before MPI_Init and must not break the launcher's connection).
+// least as good as the CPU supports, and never kernels the CPU cannot run (a user's
+// OPENBLAS_CORETYPE=SkylakeX on an AVX2-only CPU is replaced). With --mpi it then joins MPI
+// (run under mpiexec: the re-exec happens before MPI_Init and must not break the launcher's
+// connection). A final sgemm checks that the kernels run.
 #include "backend/backend.h"
 #include "backend/cpu/cpu_blas.h"
 #include "tests/testing.h"
 
+#include <cblas.h>  // defines: cblas_sgemm
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +33,27 @@ static void test_upgrade_table(void) {
         int ok = got && cases[i].want ? strcmp(got, cases[i].want) == 0 : got == cases[i].want;
         EXPECT(ok, "%s (avx512 %d, avx2 %d): got %s, want %s", cases[i].core, cases[i].avx512,
                cases[i].avx2, got ? got : "NULL", cases[i].want ? cases[i].want : "NULL");
+    }
+}
+
+// A user's OPENBLAS_CORETYPE that the CPU cannot run is replaced by the best it runs ("" =
+// unset: OpenBLAS's own choice); one it can run, or a name megac does not know, stands.
+static void test_runnable_table(void) {
+    struct { const char *req; int avx512, avx2; const char *want; } cases[] = {
+        {"SkylakeX", 0, 1, "Haswell"},  // an AVX-512 cluster's job script on AMD Zen 3
+        {"skylakex", 0, 0, ""},          {"Cooperlake", 0, 1, "Haswell"},
+        {"SapphireRapids", 0, 0, ""},    {"Haswell", 0, 0, ""},
+        {"Zen", 0, 0, ""},               {"SkylakeX", 1, 1, NULL},
+        {"Haswell", 0, 1, NULL},         {"Zen", 1, 1, NULL},
+        {"Prescott", 0, 0, NULL},        {"NoSuchCore", 0, 0, NULL},
+        {NULL, 0, 0, NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        const char *got = backend_cpu_blas_runnable(cases[i].req, cases[i].avx512, cases[i].avx2);
+        int ok = got && cases[i].want ? strcmp(got, cases[i].want) == 0 : got == cases[i].want;
+        EXPECT(ok, "%s (avx512 %d, avx2 %d): got %s, want %s", cases[i].req ? cases[i].req : "NULL",
+               cases[i].avx512, cases[i].avx2, got ? got : "NULL",
+               cases[i].want ? cases[i].want : "NULL");
     }
 }
 
@@ -58,6 +82,13 @@ static void test_after_select(int starts, int argc, char **argv) {
     const char *core = backend_cpu_blas_corename();
     EXPECT(off || user_core || !backend_cpu_blas_upgrade(core, avx512, avx2),
            "OpenBLAS runs %s on a CPU with avx512 %d, avx2 %d", core, avx512, avx2);
+    EXPECT(off || !backend_cpu_blas_runnable(core, avx512, avx2),
+           "OpenBLAS runs %s kernels, which need more than this CPU's avx512 %d, avx2 %d", core,
+           avx512, avx2);
+    float a[4] = {1, 2, 3, 4}, b[4] = {5, 6, 7, 8}, c[4] = {0};  // the kernels run here
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 2, 2, 2, 1.0f, a, 2, b, 2, 0.0f, c, 2);
+    EXPECT(c[0] == 19 && c[1] == 22 && c[2] == 43 && c[3] == 50, "sgemm: %g %g %g %g", c[0],
+           c[1], c[2], c[3]);
     const char *want[] = {"alpha", "two words", ""};  // meson passes these (after --mpi)
     int first = argc > 1 && strcmp(argv[1], "--mpi") == 0 ? 2 : 1;
     EXPECT_EQ_INT(argc - first, 3);
@@ -84,6 +115,7 @@ int main(int argc, char **argv) {
     int mpi = argc > 1 && strcmp(argv[1], "--mpi") == 0;
     if (mpi) MPI_Init(&argc, &argv);
     test_upgrade_table();
+    test_runnable_table();
     test_after_select(starts, argc, argv);
     if (mpi) {
         int one = 1, size = 0, sum = 0;
