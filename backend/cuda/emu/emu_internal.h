@@ -15,6 +15,10 @@ extern "C" {
 // cudaSuccess; cudaPeekAtLastError only returns it). cudaSuccess is ignored. Never fails.
 void emu_set_last_error(cudaError_t e);
 
+// Returns e after recording it as the last error (every failing runtime call does, as
+// CUDA). Never fails.
+cudaError_t emu_fail(cudaError_t e);
+
 // With env MEGAC_EMU_TRACE set, appends one line "SEQ s<stream> kind detail" to its file
 // (emu_trace.c describes the format); stream -1: none. Else nothing. Thread-safe; never fails
 // (an unwritable file ends the process at the first call).

@@ -1,5 +1,5 @@
-// backend/cuda/emu/emu_runtime.c: the CPU emulator's CUDA runtime (devices, memory, streams,
-// events, errors). Kernel launches are in emu_kernel.cpp.
+// backend/cuda/emu/emu_runtime.c: the CPU emulator's CUDA runtime (devices, memory, errors;
+// streams and events are in emu_stream.c). Kernel launches are in emu_kernel.cpp.
 //
 // Model
 //   * Device memory is host memory: cudaMalloc is posix_memalign(256) of exactly the bytes
@@ -21,12 +21,10 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 static _Thread_local cudaError_t emu_last_error = cudaSuccess;
@@ -36,8 +34,7 @@ void emu_set_last_error(cudaError_t e) {
     if (e != cudaSuccess) emu_last_error = e;
 }
 
-// Returns e after recording it as the last error (every failing runtime call does, as CUDA).
-static cudaError_t fail(cudaError_t e) {
+cudaError_t emu_fail(cudaError_t e) {
     emu_set_last_error(e);
     return e;
 }
@@ -73,31 +70,31 @@ static size_t memory_limit(void) {
 }
 
 cudaError_t cudaGetDeviceCount(int *count) {
-    if (!count) return fail(cudaErrorInvalidValue);
+    if (!count) return emu_fail(cudaErrorInvalidValue);
     *count = device_count();
-    return *count ? cudaSuccess : fail(cudaErrorNoDevice);
+    return *count ? cudaSuccess : emu_fail(cudaErrorNoDevice);
 }
 
 cudaError_t cudaSetDevice(int device) {
     int n = device_count();
-    if (n == 0) return fail(cudaErrorNoDevice);
-    if (device < 0 || device >= n) return fail(cudaErrorInvalidDevice);
+    if (n == 0) return emu_fail(cudaErrorNoDevice);
+    if (device < 0 || device >= n) return emu_fail(cudaErrorInvalidDevice);
     emu_current_device = device;
     return cudaSuccess;
 }
 
 cudaError_t cudaGetDevice(int *device) {
-    if (!device) return fail(cudaErrorInvalidValue);
-    if (device_count() == 0) return fail(cudaErrorNoDevice);
+    if (!device) return emu_fail(cudaErrorInvalidValue);
+    if (device_count() == 0) return emu_fail(cudaErrorNoDevice);
     *device = emu_current_device;
     return cudaSuccess;
 }
 
 cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device) {
-    if (!prop) return fail(cudaErrorInvalidValue);
+    if (!prop) return emu_fail(cudaErrorInvalidValue);
     int n = device_count();
-    if (n == 0) return fail(cudaErrorNoDevice);
-    if (device < 0 || device >= n) return fail(cudaErrorInvalidDevice);
+    if (n == 0) return emu_fail(cudaErrorNoDevice);
+    if (device < 0 || device >= n) return emu_fail(cudaErrorInvalidDevice);
     memset(prop, 0, sizeof *prop);
     snprintf(prop->name, sizeof prop->name, "megac CPU emulator");
     prop->totalGlobalMem = memory_limit();
@@ -123,7 +120,7 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device) {
 }
 
 cudaError_t cudaDriverGetVersion(int *v) {
-    if (!v) return fail(cudaErrorInvalidValue);
+    if (!v) return emu_fail(cudaErrorInvalidValue);
     *v = CUDART_VERSION;
     return cudaSuccess;
 }
@@ -190,9 +187,9 @@ static AllocSlot *table_find(uintptr_t key) {
 // Allocates `bytes` (256-aligned) of the given kind; device memory counts against the limit
 // and is filled with garbage.
 static cudaError_t emu_alloc(void **out, size_t bytes, int kind) {
-    if (!out) return fail(cudaErrorInvalidValue);
+    if (!out) return emu_fail(cudaErrorInvalidValue);
     *out = NULL;
-    if (device_count() == 0) return fail(cudaErrorNoDevice);
+    if (device_count() == 0) return emu_fail(cudaErrorNoDevice);
     size_t limit = kind == KIND_DEVICE ? memory_limit() : SIZE_MAX;
     pthread_mutex_lock(&emu_alloc_lock);
     cudaError_t e = cudaSuccess;
@@ -208,7 +205,7 @@ static cudaError_t emu_alloc(void **out, size_t bytes, int kind) {
         emu_device_bytes += bytes;
     }
     pthread_mutex_unlock(&emu_alloc_lock);
-    if (e != cudaSuccess) return fail(e);
+    if (e != cudaSuccess) return emu_fail(e);
     if (kind == KIND_DEVICE) memset(p, EMU_GARBAGE_BYTE, bytes);
     *out = p;
     return cudaSuccess;
@@ -229,7 +226,7 @@ static cudaError_t emu_release(void *p, int kind) {
         fprintf(stderr, "emu: %s(%p): not a pointer from %s\n",
                 kind == KIND_DEVICE ? "cudaFree" : "cudaFreeHost", p,
                 kind == KIND_DEVICE ? "cudaMalloc" : "cudaMallocHost/cudaHostAlloc");
-        return fail(cudaErrorInvalidValue);
+        return emu_fail(cudaErrorInvalidValue);
     }
     free(p);
     return cudaSuccess;
@@ -239,13 +236,13 @@ cudaError_t cudaMalloc(void **devPtr, size_t size) { return emu_alloc(devPtr, si
 cudaError_t cudaFree(void *devPtr) { return emu_release(devPtr, KIND_DEVICE); }
 cudaError_t cudaMallocHost(void **ptr, size_t size) { return emu_alloc(ptr, size, KIND_HOST); }
 cudaError_t cudaHostAlloc(void **p, size_t size, unsigned int flags) {
-    if (flags != cudaHostAllocDefault) return fail(cudaErrorInvalidValue);
+    if (flags != cudaHostAllocDefault) return emu_fail(cudaErrorInvalidValue);
     return emu_alloc(p, size, KIND_HOST);
 }
 cudaError_t cudaFreeHost(void *ptr) { return emu_release(ptr, KIND_HOST); }
 
 cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total) {
-    if (!free_bytes || !total) return fail(cudaErrorInvalidValue);
+    if (!free_bytes || !total) return emu_fail(cudaErrorInvalidValue);
     size_t limit = memory_limit();
     pthread_mutex_lock(&emu_alloc_lock);
     size_t used = emu_device_bytes;
@@ -257,9 +254,9 @@ cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total) {
 
 // --- copies and sets: synchronous ---------------------------------------------------------
 static cudaError_t memcpy_now(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind) {
-    if ((unsigned)kind > cudaMemcpyDefault) return fail(cudaErrorInvalidValue);
+    if ((unsigned)kind > cudaMemcpyDefault) return emu_fail(cudaErrorInvalidValue);
     if (count == 0) return cudaSuccess;
-    if (!dst || !src) return fail(cudaErrorInvalidValue);
+    if (!dst || !src) return emu_fail(cudaErrorInvalidValue);
     memmove(dst, src, count);
     return cudaSuccess;
 }
@@ -279,7 +276,7 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaM
 
 cudaError_t cudaMemset(void *devPtr, int value, size_t count) {
     if (count == 0) return cudaSuccess;
-    if (!devPtr) return fail(cudaErrorInvalidValue);
+    if (!devPtr) return emu_fail(cudaErrorInvalidValue);
     memset(devPtr, value, count);
     return cudaSuccess;
 }
@@ -287,111 +284,6 @@ cudaError_t cudaMemset(void *devPtr, int value, size_t count) {
 cudaError_t cudaMemsetAsync(void *devPtr, int value, size_t count, cudaStream_t stream) {
     emu_trace(emu_stream_id(stream), "memset", "%zu", count);
     return cudaMemset(devPtr, value, count);
-}
-
-// --- streams and events ------------------------------------------------------------------
-#define STREAM_MAGIC 0x53747231u
-#define EVENT_MAGIC 0x45767431u
-struct CUstream_st {
-    unsigned magic, flags;
-    int id;  // the trace's number (from 1)
-};
-struct CUevent_st {
-    unsigned magic, flags;
-    int id;  // the trace's number (from 1)
-    int recorded;
-    struct timespec when;
-};
-
-// 1 if s is the default stream or a live stream.
-static int stream_ok(cudaStream_t s) { return !s || s->magic == STREAM_MAGIC; }
-static int event_ok(cudaEvent_t e) { return e && e->magic == EVENT_MAGIC; }
-
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t *pStream, unsigned int flags) {
-    if (!pStream) return fail(cudaErrorInvalidValue);
-    struct CUstream_st *s = malloc(sizeof *s);
-    if (!s) return fail(cudaErrorMemoryAllocation);
-    static atomic_int n_streams;
-    *s = (struct CUstream_st){STREAM_MAGIC, flags, atomic_fetch_add(&n_streams, 1) + 1};
-    *pStream = s;
-    return cudaSuccess;
-}
-
-cudaError_t cudaStreamCreate(cudaStream_t *p) { return cudaStreamCreateWithFlags(p, 0); }
-
-cudaError_t cudaStreamDestroy(cudaStream_t stream) {
-    if (!stream || !stream_ok(stream)) return fail(cudaErrorInvalidValue);
-    stream->magic = 0;
-    free(stream);
-    return cudaSuccess;
-}
-
-cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
-    if (!stream_ok(stream)) return fail(cudaErrorInvalidValue);
-    emu_trace(emu_stream_id(stream), "sync", "stream");
-    return cudaSuccess;
-}
-
-int emu_stream_id(cudaStream_t s) { return s && stream_ok(s) ? s->id : 0; }
-
-// (Traced as a sync: megac's cuda_wait polls it to wait.)
-cudaError_t cudaStreamQuery(cudaStream_t stream) { return cudaStreamSynchronize(stream); }
-
-cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
-    (void)flags;
-    if (!stream_ok(stream) || !event_ok(event)) return fail(cudaErrorInvalidValue);
-    emu_trace(emu_stream_id(stream), "wait", "e%d", event->id);
-    return cudaSuccess;
-}
-
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags) {
-    if (!event) return fail(cudaErrorInvalidValue);
-    struct CUevent_st *e = calloc(1, sizeof *e);
-    if (!e) return fail(cudaErrorMemoryAllocation);
-    static atomic_int n_events;
-    e->magic = EVENT_MAGIC;
-    e->flags = flags;
-    e->id = atomic_fetch_add(&n_events, 1) + 1;
-    *event = e;
-    return cudaSuccess;
-}
-
-cudaError_t cudaEventCreate(cudaEvent_t *e) { return cudaEventCreateWithFlags(e, 0); }
-
-cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
-    if (!event_ok(event) || !stream_ok(stream)) return fail(cudaErrorInvalidValue);
-    emu_trace(emu_stream_id(stream), "record", "e%d", event->id);
-    clock_gettime(CLOCK_MONOTONIC, &event->when);
-    event->recorded = 1;
-    return cudaSuccess;
-}
-
-cudaError_t cudaEventSynchronize(cudaEvent_t event) {
-    if (!event_ok(event)) return fail(cudaErrorInvalidValue);
-    emu_trace(-1, "sync", "event e%d", event->id);
-    return cudaSuccess;
-}
-
-cudaError_t cudaEventQuery(cudaEvent_t event) {
-    if (!event_ok(event)) return fail(cudaErrorInvalidValue);
-    emu_trace(-1, "query", "e%d", event->id);
-    return cudaSuccess;
-}
-
-cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
-    if (!ms || !event_ok(start) || !event_ok(end)) return fail(cudaErrorInvalidValue);
-    if ((start->flags | end->flags) & cudaEventDisableTiming) return fail(cudaErrorInvalidValue);
-    if (!start->recorded || !end->recorded) return fail(cudaErrorNotReady);
-    *ms = (float)((double)(end->when.tv_sec - start->when.tv_sec) * 1e3 +
-                  (double)(end->when.tv_nsec - start->when.tv_nsec) * 1e-6);
-    return cudaSuccess;
-}
-
-cudaError_t cudaEventDestroy(cudaEvent_t event) {
-    if (!event_ok(event)) return fail(cudaErrorInvalidValue);
-    event->magic = 0;
-    free(event);
-    return cudaSuccess;
 }
 
 // --- errors -------------------------------------------------------------------------------
