@@ -13,14 +13,22 @@ other's idle threads have stopped spinning), and per config the script prints ea
 median tokens/s and the median of the same-round ratios megac / torch with their min-max.
 GFLOP/s use Megatron's formula as bench_train's (model/gpt_config.c).
 
+With --profile, one more pair per config says where each side's step goes, in ms per step:
+megac's from `bench_train --profile` (its rows summed by kind), torch's from torch.profiler
+(each op's self CPU time, summed by name: mm/addmm are the linear layers' GEMMs; bmm,
+softmax, masked_fill and scaled-dot-product ops the attention; gelu ops GELU; the
+Optimizer.step scope AdamW; the profiler's own cost lands in torch's figures).
+
     /usr/bin/python3 bench/peer_torch.py --threads 2 --rounds 3 --steps 5
     /usr/bin/python3 bench/peer_torch.py --config medium,gpt2-124m --bench-train build/bench/bench_train
+    /usr/bin/python3 bench/peer_torch.py --config medium --profile
 
 Exits 77 (skip) when torch cannot be imported, 2 on a bad flag, 1 when bench_train fails.
 """
 import argparse
 import math
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -95,8 +103,8 @@ def build_model(torch, L, C, NH, T, V):
     return GPT()
 
 
-def torch_tokens_per_s(torch, name, steps):
-    """Median tokens/s of `steps` steps (after one warm-up) of the config in torch."""
+def torch_step(torch, name):
+    """(one training step of the config in torch, as a function; tokens per step)."""
     L, C, NH, T, B, V = CONFIGS[name]
     torch.manual_seed(1234)
     m = build_model(torch, L, C, NH, T, V)
@@ -107,15 +115,95 @@ def torch_tokens_per_s(torch, name, steps):
                             lr=3e-4, betas=(0.9, 0.95), eps=1e-8)
     i = torch.arange(B * T, dtype=torch.int64)
     tok, tgt = ((i * 7919) % V).view(B, T), ((i * 104729 + 1) % V).view(B, T)
-    times = []
-    for s in range(steps + 1):
-        t0 = time.perf_counter()
+
+    def step():
         opt.zero_grad(set_to_none=True)
         m(tok, tgt).backward()
         opt.step()
+    return step, B * T
+
+
+def torch_tokens_per_s(torch, name, steps):
+    """Median tokens/s of `steps` steps (after one warm-up) of the config in torch."""
+    step, tokens = torch_step(torch, name)
+    times = []
+    for s in range(steps + 1):
+        t0 = time.perf_counter()
+        step()
         if s:
             times.append(time.perf_counter() - t0)
-    return B * T / statistics.median(times)
+    return tokens / statistics.median(times)
+
+
+PARTS = ("GEMMs", "attention", "GELU", "AdamW", "the rest")
+
+
+def torch_profile(torch, name, steps):
+    """ms per step by part (PARTS) and in all, from torch.profiler over `steps` steps after
+    one warm-up: each op's self CPU time (intra-op threads inside), summed by name."""
+    from torch.profiler import ProfilerActivity, profile
+    step, _ = torch_step(torch, name)
+    step()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(steps):
+            step()
+    part, total = dict.fromkeys(PARTS, 0.0), 0.0
+    for e in prof.key_averages():
+        ms = e.self_cpu_time_total / 1e3 / steps
+        total += ms
+        if re.fullmatch(r"aten::(mm|addmm)", e.key):  # the linear layers and the head
+            part["GEMMs"] += ms
+        elif re.fullmatch(r"aten::(bmm|baddbmm|masked_fill_?)", e.key) or \
+                "scaled_dot_product" in e.key or "softmax" in e.key:  # torch < 2: q @ k^T...
+            part["attention"] += ms
+        elif "gelu" in e.key:
+            part["GELU"] += ms
+        elif e.key.startswith("Optimizer.step"):  # the scope: its ops' time is inside
+            part["AdamW"] += e.cpu_time_total / 1e3 / steps - ms
+    part["the rest"] = total - sum(part[k] for k in PARTS[:-1])
+    return part, total
+
+
+def megac_profile(exe, name, steps, threads):
+    """ms per step by part (PARTS) and in all, from bench_train --profile's table."""
+    cmd = [exe, "--config", name, "--steps", str(steps), "--threads", str(threads),
+           "--no-ceiling", "--profile"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    part, total, rows = dict.fromkeys(PARTS, 0.0), None, 0
+    for line in r.stdout.splitlines():
+        m = re.search(r"per step \(mean of \d+ steps?; ([\d.]+) ms\)", line)
+        if m:
+            total = float(m.group(1))
+        m = re.match(r"  (\S.*?)\s{2,}([\d.]+)\s+([\d.]+)\s+[\d.]+%", line)
+        if total is None or not m:
+            continue
+        op, ms = m.group(1), float(m.group(3))
+        kind = ("GEMMs" if op.startswith("gemm ") else "attention" if op.startswith("attention")
+                else "GELU" if op.startswith("act ") else "AdamW" if op == "adamw" else "the rest")
+        part[kind] += ms
+        rows += 1
+    if r.returncode != 0 or total is None or rows == 0:
+        sys.exit(f"peer_torch: {' '.join(cmd)} failed (exit {r.returncode}):\n{r.stdout}{r.stderr}")
+    return part, total
+
+
+def print_profiles(a, torch):
+    """--profile: one more pair per config (megac first), ms per step by part."""
+    for n in a.names:
+        time.sleep(1.0)
+        mg, mg_total = megac_profile(a.bench_train, n, a.steps, a.threads)
+        time.sleep(1.0)
+        tc, tc_total = torch_profile(torch, n, a.steps)
+        print(f"\nprofile of {n}, ms per step (megac: bench_train --profile, its rows by kind; "
+              f"torch: torch.profiler, self CPU time by op name)")
+        print(f"  {'part':<10} {'megac':>9} {'torch':>9}  torch / megac")
+        for k in PARTS:
+            if k == "GELU" and mg[k] == 0:  # cpu_gemm_fused: inside the GEMM rows
+                print(f"  {k:<10} {'in GEMMs':>9} {tc[k]:9.1f}  -")
+                continue
+            ratio = f"{tc[k] / mg[k]:.2f}" if mg[k] > 0 else "-"
+            print(f"  {k:<10} {mg[k]:9.1f} {tc[k]:9.1f}  {ratio}")
+        print(f"  {'step':<10} {mg_total:9.1f} {tc_total:9.1f}  {tc_total / mg_total:.2f}")
 
 
 def megac_tokens_per_s(exe, name, steps, threads):
@@ -138,6 +226,8 @@ def parse_args():
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
     ap.add_argument("--steps", type=int, default=5, help="timed steps per run (default 5)")
     ap.add_argument("--threads", type=int, default=os.cpu_count(), help="threads of both (default: all cores)")
+    ap.add_argument("--profile", action="store_true",
+                    help="also one pair per config with each side's step split by part (ms)")
     ap.add_argument("--bench-train", default=os.path.join(root, "build", "bench", "bench_train"),
                     help="the bench_train program (default: build/bench/bench_train)")
     a = ap.parse_args()
@@ -201,6 +291,8 @@ def main():
         mg, tc, ra = (statistics.median(v) for v in got[n])
         print(f"{n:<11} {mg:11.0f} {tc:11.0f} {mg * fl:13.1f} {tc * fl:13.1f}  "
               f"{ra:.2f} [{min(got[n][2]):.2f}-{max(got[n][2]):.2f}]")
+    if a.profile:
+        print_profiles(a, torch)
 
 
 if __name__ == "__main__":
