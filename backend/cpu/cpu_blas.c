@@ -29,17 +29,22 @@ static int cpu_tier(int has_avx512, int has_avx2_fma) {
     return has_avx512 ? 2 : has_avx2_fma ? 1 : 0;
 }
 
+// The OPENBLAS_CORETYPE that asks for a tier's kernels ("": none, OpenBLAS's own choice). Pure.
+static const char *tier_core(int tier) {
+    return tier == 2 ? "SkylakeX" : tier == 1 ? "Haswell" : "";
+}
+
 // The OPENBLAS_CORETYPE to ask for, or NULL when OpenBLAS's own choice is as good. Pure.
 const char *backend_cpu_blas_upgrade(const char *corename, int has_avx512, int has_avx2_fma) {
     int want = cpu_tier(has_avx512, has_avx2_fma);
     if (!corename || want <= kernel_tier(corename)) return NULL;
-    return want == 2 ? "SkylakeX" : "Haswell";
+    return tier_core(want);
 }
 
 const char *backend_cpu_blas_runnable(const char *requested, int has_avx512, int has_avx2_fma) {
     int can = cpu_tier(has_avx512, has_avx2_fma);
     if (!requested || kernel_tier(requested) <= can) return NULL;
-    return can == 2 ? "SkylakeX" : can == 1 ? "Haswell" : "";
+    return tier_core(can);
 }
 
 // openblas_get_corename(), never NULL.

@@ -19,8 +19,27 @@
 #include <string.h>
 #include <unistd.h>
 
+// One row of a kernel-choice table: the function's arguments and the answer (NULL: none).
+typedef struct {
+    const char *core;
+    int avx512, avx2;
+    const char *want;
+} CoreCase;
+
+// Checks fn (backend_cpu_blas_upgrade or _runnable) against its n cases.
+static void expect_core_table(const char *(*fn)(const char *, int, int), const char *name,
+                              const CoreCase *cases, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        const char *got = fn(cases[i].core, cases[i].avx512, cases[i].avx2);
+        int ok = got && cases[i].want ? strcmp(got, cases[i].want) == 0 : got == cases[i].want;
+        EXPECT(ok, "%s(%s, avx512 %d, avx2 %d): got %s, want %s", name,
+               cases[i].core ? cases[i].core : "NULL", cases[i].avx512, cases[i].avx2,
+               got ? got : "NULL", cases[i].want ? cases[i].want : "NULL");
+    }
+}
+
 static void test_upgrade_table(void) {
-    struct { const char *core; int avx512, avx2; const char *want; } cases[] = {
+    const CoreCase cases[] = {
         {"Prescott", 1, 1, "SkylakeX"},  // Debian 0.3.21 on an unknown AVX-512 Xeon
         {"Prescott", 0, 1, "Haswell"},   {"Prescott", 0, 0, NULL},
         {"Sandybridge", 0, 1, "Haswell"}, {"Haswell", 1, 1, "SkylakeX"},
@@ -28,18 +47,13 @@ static void test_upgrade_table(void) {
         {"Haswell", 0, 1, NULL},         {"SkylakeX", 1, 1, NULL},
         {"COOPERLAKE", 1, 1, NULL},      {"SapphireRapids", 1, 1, NULL},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        const char *got = backend_cpu_blas_upgrade(cases[i].core, cases[i].avx512, cases[i].avx2);
-        int ok = got && cases[i].want ? strcmp(got, cases[i].want) == 0 : got == cases[i].want;
-        EXPECT(ok, "%s (avx512 %d, avx2 %d): got %s, want %s", cases[i].core, cases[i].avx512,
-               cases[i].avx2, got ? got : "NULL", cases[i].want ? cases[i].want : "NULL");
-    }
+    expect_core_table(backend_cpu_blas_upgrade, "upgrade", cases, sizeof cases / sizeof *cases);
 }
 
 // A user's OPENBLAS_CORETYPE that the CPU cannot run is replaced by the best it runs ("" =
 // unset: OpenBLAS's own choice); one it can run, or a name megac does not know, stands.
 static void test_runnable_table(void) {
-    struct { const char *req; int avx512, avx2; const char *want; } cases[] = {
+    const CoreCase cases[] = {
         {"SkylakeX", 0, 1, "Haswell"},  // an AVX-512 cluster's job script on AMD Zen 3
         {"skylakex", 0, 0, ""},          {"Cooperlake", 0, 1, "Haswell"},
         {"SapphireRapids", 0, 0, ""},    {"Haswell", 0, 0, ""},
@@ -48,13 +62,7 @@ static void test_runnable_table(void) {
         {"Prescott", 0, 0, NULL},        {"NoSuchCore", 0, 0, NULL},
         {NULL, 0, 0, NULL},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        const char *got = backend_cpu_blas_runnable(cases[i].req, cases[i].avx512, cases[i].avx2);
-        int ok = got && cases[i].want ? strcmp(got, cases[i].want) == 0 : got == cases[i].want;
-        EXPECT(ok, "%s (avx512 %d, avx2 %d): got %s, want %s", cases[i].req ? cases[i].req : "NULL",
-               cases[i].avx512, cases[i].avx2, got ? got : "NULL",
-               cases[i].want ? cases[i].want : "NULL");
-    }
+    expect_core_table(backend_cpu_blas_runnable, "runnable", cases, sizeof cases / sizeof *cases);
 }
 
 // The environment variable k, or d when it is unset.
