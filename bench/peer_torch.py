@@ -164,13 +164,11 @@ def torch_profile(torch, name, steps):
     return part, total
 
 
-def megac_profile(exe, name, steps, threads):
-    """ms per step by part (PARTS) and in all, from bench_train --profile's table."""
-    cmd = [exe, "--config", name, "--steps", str(steps), "--threads", str(threads),
-           "--no-ceiling", "--profile"]
-    r = subprocess.run(cmd, capture_output=True, text=True)
+def parse_profile(out):
+    """(ms per step by part (PARTS), ms per step in all) from bench_train --profile's table,
+    or None when there is no table."""
     part, total, rows = dict.fromkeys(PARTS, 0.0), None, 0
-    for line in r.stdout.splitlines():
+    for line in out.splitlines():
         m = re.search(r"per step \(mean of \d+ steps?; ([\d.]+) ms\)", line)
         if m:
             total = float(m.group(1))
@@ -182,16 +180,15 @@ def megac_profile(exe, name, steps, threads):
                 else "GELU" if op.startswith("act ") else "AdamW" if op == "adamw" else "the rest")
         part[kind] += ms
         rows += 1
-    if r.returncode != 0 or total is None or rows == 0:
-        sys.exit(f"peer_torch: {' '.join(cmd)} failed (exit {r.returncode}):\n{r.stdout}{r.stderr}")
-    return part, total
+    return (part, total) if rows else None
 
 
 def print_profiles(a, torch):
     """--profile: one more pair per config (megac first), ms per step by part."""
     for n in a.names:
         time.sleep(1.0)
-        mg, mg_total = megac_profile(a.bench_train, n, a.steps, a.threads)
+        mg, mg_total = run_bench_train(a.bench_train, n, a.steps, a.threads, parse_profile,
+                                       "--profile")
         time.sleep(1.0)
         tc, tc_total = torch_profile(torch, n, a.steps)
         print(f"\nprofile of {n}, ms per step (megac: bench_train --profile, its rows by kind; "
@@ -206,15 +203,24 @@ def print_profiles(a, torch):
         print(f"  {'step':<10} {mg_total:9.1f} {tc_total:9.1f}  {tc_total / mg_total:.2f}")
 
 
+def run_bench_train(exe, name, steps, threads, parse, *extra):
+    """parse(stdout) of bench_train for the config (--no-ceiling, then `extra`); exits 1 when
+    bench_train fails or parse finds nothing in its output (returns None)."""
+    cmd = [exe, "--config", name, "--steps", str(steps), "--threads", str(threads),
+           "--no-ceiling", *extra]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    got = parse(r.stdout) if r.returncode == 0 else None
+    if got is None:
+        sys.exit(f"peer_torch: {' '.join(cmd)} failed (exit {r.returncode}):\n{r.stdout}{r.stderr}")
+    return got
+
+
 def megac_tokens_per_s(exe, name, steps, threads):
     """bench_train's tokens/s (median step) for the config; exits 1 when it fails."""
-    cmd = [exe, "--config", name, "--steps", str(steps), "--threads", str(threads), "--no-ceiling"]
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    for line in r.stdout.splitlines():
-        f = line.split()
-        if r.returncode == 0 and len(f) >= 3 and f[0] == name:
-            return float(f[2])
-    sys.exit(f"peer_torch: {' '.join(cmd)} failed (exit {r.returncode}):\n{r.stdout}{r.stderr}")
+    def tokens(out):
+        rows = [f for f in map(str.split, out.splitlines()) if len(f) >= 3 and f[0] == name]
+        return float(rows[0][2]) if rows else None
+    return run_bench_train(exe, name, steps, threads, tokens)
 
 
 def parse_args():
