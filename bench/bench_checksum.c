@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>  // defines: stat, S_ISDIR
 #include <unistd.h>
 
 #define NT 16
@@ -132,15 +133,40 @@ static void tokens(const char *path, size_t n, int mode, double *tw, double *tr,
     free(tok);
 }
 
+// Prints the usage (and `why` when not NULL) on rank 0; every rank exits, 0 for --help, else 2.
+static void usage(int rank, const char *why) {
+    if (rank == 0) {
+        if (why) fprintf(stderr, "bench_checksum: %s\n", why);
+        fprintf(why ? stderr : stdout, "usage: megac-mpiexec -n 2 bench_checksum [DIR] [PARAMS_M] [TOKENS_M]\n"
+                "  DIR: an existing folder for the scratch files (default .); PARAMS_M: million\n"
+                "  parameters in [0.1, 1000] (default 4), TOKENS_M: million tokens in [2, 1000] (default 8)\n");
+    }
+    MPI_Finalize();
+    exit(why ? 2 : 0);
+}
+
+// A PARAMS_M / TOKENS_M argument: a number in [lo, 1000]; else the usage and exit 2.
+static double arg_millions(const char *s, double lo, int rank) {
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || *end || !(v >= lo && v <= 1000))
+        usage(rank, "PARAMS_M must be a number in [0.1, 1000], TOKENS_M in [2, 1000]");
+    return v;
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     int rank = 0, size = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     const char *dir = argc > 1 ? argv[1] : ".";
-    double pm = argc > 2 ? atof(argv[2]) : 4, tm = argc > 3 ? atof(argv[3]) : 8;
+    double pm = argc > 2 ? arg_millions(argv[2], 0.1, rank) : 4, tm = argc > 3 ? arg_millions(argv[3], 2, rank) : 8;
+    struct stat st;
+    if (argc > 4 || !strcmp(dir, "-h") || !strcmp(dir, "--help")) usage(rank, argc > 4 ? "too many arguments" : NULL);
+    if (stat(dir, &st) || !S_ISDIR(st.st_mode)) usage(rank, "DIR is not a folder");
     int n = 64;  // tensor side: NT tensors of n x n ~ pm million, rows divisible by size and chunk
     while ((double)NT * (n + 64) * (n + 64) <= pm * 1e6) n += 64;
+    if (n % size) usage(rank, "the ranks must divide the tensors' rows (a multiple of 64): run 1, 2, 4, 8, ... ranks");
     float *buf = malloc((size_t)n * n * sizeof *buf);
     for (size_t i = 0; i < (size_t)n * n; i++) buf[i] = (float)i * 1e-3f;
     char path[2][4096];

@@ -9,6 +9,7 @@
 #include "backend/cpu/cpu_gemm.h"  // defines: cpu_gemm (the backend's panels)
 #include "core/args.h"
 #include "core/check.h"
+#include "core/host.h"  // defines: core_check_threads
 #include "core/timer.h"
 
 #include <cblas.h>   // defines: cblas_sgemm
@@ -145,14 +146,17 @@ int main(int argc, char **argv) {
         {"--dropout", ARG_FLOAT, &drop, "op breakdown with dropout p (hidden and attention; 0: none)"},
     };
     core_args_parse("bench_gemm [flags]", specs, sizeof specs / sizeof *specs, argc - 1, argv + 1);
+    core_check_threads("--threads", threads);
+    if (reps < 1 || steps < 1 || policies < 0)
+        core_usage_error("--reps and --steps must be >= 1, --policies >= 0");
+    if (vocab < 1) core_usage_error("--vocab must be >= 1");
+    if (drop < 0 || drop >= 1) core_usage_error("--dropout must be in [0, 1), got %g", drop);
     Backend *be = backend_cpu_create(threads, BACKEND_F32);
     const char *spin = getenv("GOMP_SPINCOUNT"), *wait = getenv("OMP_WAIT_POLICY");
     printf("backend: %s\nOpenBLAS kernels: %s, threads: %d, GOMP_SPINCOUNT=%s, OMP_WAIT_POLICY=%s\n",
            be->name, backend_cpu_blas_corename(), be->u.cpu.nthreads, spin ? spin : "(unset)",
            wait ? wait : "(unset)");
     double ceiling = no_gemm ? 0 : bench_sgemm(reps, policies, be);
-    if (vocab < 1) core_usage_error("--vocab must be >= 1");
-    if (drop < 0 || drop >= 1) core_usage_error("--dropout must be in [0, 1), got %g", drop);
     if (!no_ops) bench_ops_medium(be, steps, ceiling, vocab, flash, drop);
     backend_destroy(be);
     return 0;

@@ -18,6 +18,7 @@
 #include "backend/cpu/cpu_blas.h"
 #include "core/args.h"
 #include "core/check.h"
+#include "core/host.h"  // defines: core_check_threads
 #include "core/timer.h"
 #include "pipeline/schedule.h"
 
@@ -177,6 +178,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < n_m; i++)
         if (ms[i] > max_m) max_m = ms[i];
     if (reps <= 0) core_usage_error("--reps must be > 0");
+    core_check_threads("--num-threads", threads);
     int kind = pp_schedule_parse(schedule);
     if (kind < 0) core_usage_error("--pipeline-schedule must be 1f1b or gpipe, got '%s'", schedule);
     cfg.ffn_hidden_size = 4 * cfg.hidden_size;

@@ -29,6 +29,7 @@
 #include "backend/cpu/cpu_gemm.h"  // defines: cpu_gemm, CPU_GEMM_SPLIT_*
 #include "core/args.h"
 #include "core/check.h"
+#include "core/host.h"  // defines: core_check_threads
 #include "core/timer.h"
 #include "model/gpt.h"
 #include "model/gpt_flags.h"  // defines: gpt_attention_backend
@@ -294,6 +295,7 @@ static BenchFlags parse_flags(int argc, char **argv) {
     if (strcmp(f.split, "rule") && strcmp(f.split, "m") && strcmp(f.split, "n"))
         core_usage_error("--gemm-split must be rule, m or n, got '%s'", f.split);
     if (f.panels < 0) core_usage_error("--gemm-panels must be >= 0");
+    core_check_threads("--threads", f.threads);
     if (f.drop < 0 || f.drop >= 1) core_usage_error("--dropout must be in [0, 1), got %g", f.drop);
     if (f.steps < 1 || f.T < 0 || f.B < 0 || f.peak <= 0)
         core_usage_error("--steps must be >= 1, --seq-length/--micro-batch >= 0, --peak-tflops > 0");

@@ -243,6 +243,8 @@ def parse_args():
         ap.error("unknown --config " + ", ".join(bad) + " (dense configs: " + ", ".join(CONFIGS) + ")")
     if a.rounds < 1 or a.steps < 1 or a.threads < 1:
         ap.error("--rounds, --steps and --threads must be >= 1")
+    if a.threads > 1024:  # bench_train's limit (core_check_threads)
+        ap.error(f"--threads {a.threads}: at most 1024, as bench_train")
     if not os.access(a.bench_train, os.X_OK):
         ap.error(f"--bench-train {a.bench_train}: no such program (build it: scripts/build.sh build)")
     a.names = names

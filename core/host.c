@@ -40,6 +40,13 @@ CoreHostRank core_host_rank(void) {
     return h;
 }
 
+void core_check_threads(const char *flag, int n) {
+    if (n < 0) core_usage_error("%s %d must be >= 0 (0: the cores of the node)", flag, n);
+    if (n > CORE_MAX_THREADS)
+        core_usage_error("%s %d: at most %d CPU threads per rank (0: the cores of the node)",
+                         flag, n, CORE_MAX_THREADS);
+}
+
 int core_host_threads(int requested, int local_size) {
     if (requested > 0) return requested;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);

@@ -25,6 +25,14 @@ typedef struct {
 // alone). Collective over MPI_COMM_WORLD. Never fails (an MPI failure aborts the job).
 CoreHostRank core_host_rank(void);
 
+// The most CPU threads a rank takes: OpenMP and OpenBLAS set up state per thread, and far
+// more threads than that crash inside libgomp.
+#define CORE_MAX_THREADS 1024
+
+// Checks a thread-count flag's value (0: the default, 1..CORE_MAX_THREADS): a usage error
+// (one line naming `flag`, exit 2) otherwise. Returns on a good value.
+void core_check_threads(const char *flag, int n);
+
 // CPU threads per rank: `requested` (--num-threads) when > 0, else the host's online cores
 // shared by its local_size ranks, at least 1. Never fails.
 int core_host_threads(int requested, int local_size);

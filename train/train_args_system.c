@@ -4,6 +4,7 @@
 // with loss scaling, bf16 gradient reduction).
 #include "train_args_flags.h"
 #include "core/check.h"
+#include "core/host.h"  // defines: core_check_threads
 
 #include <string.h>
 
@@ -112,10 +113,7 @@ static void finish(TrainArgs *a, TrainFlagText *x) {
     if (strcmp(a->device, "cpu") && strcmp(a->device, "cuda"))
         core_usage_error("--device must be cpu or cuda, got '%s'", a->device);
     if (a->timeout_minutes < 0) core_usage_error("--distributed-timeout-minutes must be >= 0");
-    if (a->num_threads < 0) core_usage_error("--num-threads %d must be >= 0", a->num_threads);
-    if (a->num_threads > 1024)  // OpenMP and BLAS set up per-thread state: 100000 threads crash
-        core_usage_error("--num-threads %d: at most 1024 CPU threads per rank (0: the node's cores "
-                         "shared by its ranks)", a->num_threads);
+    core_check_threads("--num-threads", a->num_threads);
     if (strcmp(a->dist_backend, "nccl") && strcmp(a->dist_backend, "staged"))
         core_usage_error("--distributed-backend must be nccl or staged, got '%s'", a->dist_backend);
     check_data_parallel(a, x);
