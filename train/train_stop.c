@@ -44,3 +44,9 @@ int train_stop_check(Trainer *t, int64_t it_start, char *why, size_t n) {
     }
     return 0;
 }
+
+int train_stop_signalled(void) {
+    int mine = core_stop_signal(), all = 0;
+    MPI_CHECK(MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    return all;
+}

@@ -19,3 +19,8 @@ void train_stop_init(Trainer *t);
 // rank, or t->iteration is a multiple of --exit-interval after this run's first step), with
 // the reason in why (n bytes, the same on every rank); else 0.
 int train_stop_check(Trainer *t, int64_t it_start, char *why, size_t n);
+
+// Collective over MPI_COMM_WORLD (one 1-int all-reduce): the stop signal some rank has
+// received (SIGTERM, ...; the largest number when ranks differ), else 0. For loops between
+// iteration boundaries (evaluation) that must give way to a stop. Never fails.
+int train_stop_signalled(void);

@@ -14,6 +14,7 @@
 #include "core/check.h"
 #include "core/crash.h"  // defines: core_crash_install
 #include "core/host.h"   // defines: core_host_rank, core_host_threads, core_host_device
+#include "core/stop.h"   // defines: core_stop_signal_name
 #include "core/timer.h"  // defines: core_now
 #include "distributed/dist_geometry.h"  // defines: dist_pad_multiple
 #ifdef MEGAC_HAVE_CUDA
@@ -288,6 +289,15 @@ double trainer_evaluate(Trainer *t, SplitKind split) {
     trainer_settle_params(t);  // (the forward hooks would wait too; not counted as exposed)
     double total = 0.0;
     for (int64_t i = 0; i < iters; i++) {
+        int sig = train_stop_signalled();  // a stop must not wait for a long evaluation
+        if (sig) {
+            if (t->grid->coord.rank == 0)
+                printf("megac train: %s stopped after %lld of %lld batches (%s received): no loss "
+                       "logged\n", split == SPLIT_TEST ? "test" : "validation", (long long)i,
+                       (long long)iters, core_stop_signal_name(sig));
+            t->cursor.split = SPLIT_TRAIN;
+            return NAN;
+        }
         trainer_set_batch(t, split, i * t->args.global_batch, t->args.global_batch);
         double loss = pp_forward_only(&t->step), zero = 0.0;
         trainer_global_sums(t, &zero, &loss);

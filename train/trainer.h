@@ -103,7 +103,8 @@ void trainer_settle_params(Trainer *t);
 StepResult trainer_step(Trainer *t);
 
 // Mean loss over eval_iters batches of split (SPLIT_VALID or SPLIT_TEST); NAN when there is
-// no such split (mock data has no test split). Collective.
+// no such split (mock data has no test split), or when a stop signal came (checked before
+// each batch, agreed by all ranks; rank 0 prints a line). Collective.
 double trainer_evaluate(Trainer *t, SplitKind split);
 
 // The whole run: steps, logs, evaluation and checkpoints. Returns the exit code.

@@ -95,6 +95,26 @@ line=$(grep -m1 "^megac train: stopped at iteration" "$wd/out.txt")
 [[ "$(cat "$wd/c3/latest_checkpointed_iteration.txt")" == "${BASH_REMATCH[1]}" ]] || fail "--exit-duration-in-mins: latest"
 echo "ok: --exit-duration-in-mins 0.03 stopped the run at iteration ${BASH_REMATCH[1]} with a checkpoint"
 
+# A stop during a long validation (--eval-iters far past any time limit) cuts it short at
+# the next batch, agreed by every rank, logs no loss, then stops, saving as above.
+rm -rf "$wd/c4"
+"$mpiexec" -n 4 "$megac" train "${flags[@]}" --eval-iters 100000000 --eval-interval 2 \
+  --save "$wd/c4" >"$wd/out.txt" 2>&1 &
+job=$!
+for _ in $(seq 600); do grep -q "^ \[[^]]*\] iteration *2/" "$wd/out.txt" && break; sleep 0.1; done
+sleep 1
+kill -TERM "$job"
+for _ in $(seq 300); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$job" 2>/dev/null && { kill -9 "$job"; fail "a long validation: the job still runs 30 s after SIGTERM"; }
+wait "$job" || fail "a long validation: exit code $? after SIGTERM, want 0"
+grep -q "^megac train: validation stopped after [0-9]* of 100000000 batches (SIGTERM received): no loss logged" \
+  "$wd/out.txt" || fail "a long validation: no line saying it was cut short"
+grep -q "^megac train: stopped at iteration 2 of 40 (SIGTERM received); checkpoint saved at iteration 2" \
+  "$wd/out.txt" || fail "a long validation: no stop with a checkpoint at iteration 2"
+! grep -q "validation loss" "$wd/out.txt" || fail "a long validation: a partial loss was logged"
+[[ "$(cat "$wd/c4/latest_checkpointed_iteration.txt")" == 2 ]] || fail "a long validation: latest is not 2"
+echo "ok: SIGTERM during a long validation stopped it and saved iteration 2"
+
 # --no-exit-signal-handler: SIGTERM to a rank ends the job at once, non-zero, no checkpoint.
 "$mpiexec" -n 4 "$megac" train "${flags[@]}" --no-exit-signal-handler --train-iters 100000 \
   >"$wd/out.txt" 2>&1 &
