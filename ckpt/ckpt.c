@@ -217,6 +217,7 @@ static hid_t mpio_fapl(void) {
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
     H5_CHECK(fapl);
     H5_CHECK(H5Pset_fapl_mpio(fapl, MPI_COMM_WORLD, MPI_INFO_NULL));
+    ckpt_h5_set_format(fapl);
     return fapl;
 }
 

@@ -102,6 +102,13 @@ ParamInfo *ckpt_full_table(const GPTConfig *c, int *n);
 // 2 % and 2 KiB per dataset for chunk indices, checksums and attributes. Pure.
 double ckpt_h5_file_bytes(const GPTConfig *c);
 
+// Sets the file format every checkpoint is created with on fapl: HDF5 1.8's object headers
+// and later (superblock v2+), whose metadata (object headers with the attributes, chunk
+// indices) carries HDF5's own checksums, so a damaged header or attribute fails to read
+// instead of being read as other values. HDF5 1.10+ reads such files. Aborts on an HDF5
+// failure.
+void ckpt_h5_set_format(hid_t fapl);
+
 // Writes the format name and every CkptMeta attribute on the root group of f. Collective
 // under parallel HDF5 (every rank passes the same values). Aborts on an HDF5 failure.
 void ckpt_h5_write_meta(hid_t f, const CkptMeta *m);

@@ -47,6 +47,10 @@ double ckpt_h5_file_bytes(const GPTConfig *c) {
     return CKPT_NGROUPS * (floats * 4.0 * 1.02 + 2048.0 * n);
 }
 
+void ckpt_h5_set_format(hid_t fapl) {
+    H5_CHECK(H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_LATEST));
+}
+
 void ckpt_h5_write_meta(hid_t f, const CkptMeta *m) {
     hid_t scalar = H5Screate(H5S_SCALAR), str = H5Tcopy(H5T_C_S1);
     H5_CHECK(scalar);
@@ -113,7 +117,13 @@ static int read_optional(hid_t f, const char *name, hid_t mem_type, void *v) {
 // The "format" attribute: a fixed-length string equal to CKPT_FORMAT.
 static int read_format(hid_t f, char *err, size_t n) {
     char got[64] = "";
-    if (H5Aexists(f, "format") <= 0) {
+    htri_t has = H5Aexists(f, "format");
+    if (has < 0) {  // the root group's header does not read: its checksum (or more) is wrong
+        snprintf(err, n, "the root group's attributes do not read (HDF5 metadata damaged): the "
+                 "file is damaged");
+        return -1;
+    }
+    if (has == 0) {
         snprintf(err, n, "no 'format' attribute: not a megac checkpoint");
         return -1;
     }

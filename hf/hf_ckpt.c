@@ -194,7 +194,11 @@ int hf_ckpt_write(const char *dir, const HfCkpt *c, char *err, size_t errlen) {
         return -1;
     }
     if (ckpt_fs_mkdirs(idir, err, errlen) != 0) return -1;
-    hid_t f = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    H5_CHECK(fapl);
+    ckpt_h5_set_format(fapl);  // checksummed metadata, as megac train's checkpoints
+    hid_t f = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    H5_CHECK(H5Pclose(fapl));
     if (f < 0) {
         snprintf(err, errlen, "%s: cannot create the file", tmp);
         return -1;

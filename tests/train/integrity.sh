@@ -41,6 +41,23 @@ run --mock-data --tensor-model-parallel-size 2 --train-iters 6 --load "$wd/ck" |
 grep -q "loaded checkpoint" "$wd/out.txt" || fail "no 'loaded checkpoint' line"
 echo "ok: a flipped bit in a checkpoint tensor: exit 2, one line naming file and dataset; old files load"
 
+# Metadata: checkpoints are HDF5 1.8+ files (superblock v2, checksummed object headers), so a
+# byte changed in the root group's attributes (here inside the num_attention_heads value, which
+# would otherwise load as another model) fails the header's checksum: exit 2, one line.
+[[ "$(h5dump -B -H "$wd/good.h5")" == *"SUPERBLOCK_VERSION 2"* ]] || fail "checkpoint not written with superblock v2"
+python3 - "$wd/good.h5" "$file" <<'PY' || fail "could not change the attribute's byte"
+import sys
+d = bytearray(open(sys.argv[1], "rb").read())
+i = d.find(b"num_attention_heads")
+j = d.find(b"\x04" + b"\x00" * 7, i)  # the int64 value 4, after the name
+assert i > 0 and 0 < j - i < 64, (i, j)
+d[j] = 2
+open(sys.argv[2], "wb").write(d)
+PY
+one_line 2 "megac: $file: the root group's attributes do not read (HDF5 metadata damaged): the file is damaged" \
+  --mock-data --tensor-model-parallel-size 2 --train-iters 6 --load "$wd/ck"
+echo "ok: a changed byte in a checkpoint's attributes: exit 2, one line"
+
 # Tokens: a bit flipped inside a chunk of /tokens, and of /doc_offsets.
 python3 -c "
 import random, sys
