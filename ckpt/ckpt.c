@@ -134,9 +134,10 @@ typedef struct {
 
 // Dataset `path` of full tensor `name`: written from (write 1) or read into this rank's
 // ranges (collective: every rank calls it for every dataset). 0, or -1 with the reason in err
-// (a NaN or Inf read, a damaged or unreadable dataset) unless *rc already holds one.
+// (a NaN or Inf read, a negative value where nonneg (Adam's second moments), a damaged or
+// unreadable dataset) unless *rc already holds one.
 static int transfer_dataset(hid_t f, const CkptModel *cm, const Plans *pl, const ParamInfo *full,
-                            const char *path, int write, char *err, size_t errlen) {
+                            const char *path, int write, int nonneg, char *err, size_t errlen) {
     int v = cm->n_chunks, c = 0, rc = 0;  // the chunk holding the parameter (at most one on a rank)
     while (c < v - 1 && gpt_param_index(cm->chunks[c], full->name) < 0) c++;
     const GPT *m = cm->chunks[c];
@@ -154,17 +155,22 @@ static int transfer_dataset(hid_t f, const CkptModel *cm, const Plans *pl, const
         bad = ds < 0 || ckpt_h5_write_ranges(ds, local >= 0 ? &m->params[local] : full, m->tp,
                                              m->tp_rank, pl->e0s, pl->e1s, pl->bufs, nk) != 0;
     }
-    size_t nonfinite = SIZE_MAX;  // the first NaN or Inf read, as a global element
+    size_t nonfinite = SIZE_MAX, negative = SIZE_MAX;  // the first such value, a global element
     for (int k = 0; k < n && local >= 0 && !bad && !write; k++)
         if (r[k].param == local) {
             bad = ds < 0 || ckpt_h5_transfer(ds, &m->params[local], m->tp, m->tp_rank,
                                              r[k].e0, r[k].e1, r[k].buf, write) != 0;
             for (size_t e = 0; !bad && e < r[k].e1 - r[k].e0; e++)
                 if (!isfinite(r[k].buf[e])) nonfinite = r[k].e0 + e, bad = 1;
+                else if (nonneg && r[k].buf[e] < 0.0f) negative = r[k].e0 + e, bad = 1;
         }
     if (nonfinite != SIZE_MAX) {  // never trained on: a NaN spreads everywhere
         snprintf(err, errlen, "dataset %s holds a NaN or Inf (local element %zu): refusing "
                  "non-finite values", path, nonfinite);
+        rc = -1;
+    } else if (negative != SIZE_MAX) {  // sqrt of it in AdamW: NaN steps from the first one
+        snprintf(err, errlen, "dataset %s holds a negative second moment (local element %zu): "
+                 "refusing it", path, negative);
         rc = -1;
     }
     char h5[512] = "";
@@ -198,7 +204,8 @@ static int transfer_all(hid_t f, const CkptModel *cm, const HostState *h, int wr
         for (int i = 0; i < n_full; i++) {
             char path[128];
             snprintf(path, sizeof path, "%s/%s", ckpt_group_path((CkptGroup)g), full[i].name);
-            if (transfer_dataset(f, cm, &pl, &full[i], path, write, why, sizeof why) && rc == 0) {
+            if (transfer_dataset(f, cm, &pl, &full[i], path, write, g == CKPT_EXP_AVG_SQ, why,
+                                 sizeof why) && rc == 0) {
                 snprintf(err, errlen, "%s", why);  // the first failure is the one reported
                 rc = -1;
             }

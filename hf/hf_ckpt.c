@@ -8,6 +8,7 @@
 #include "ckpt/ckpt_fs.h"         // defines: ckpt_fs_path, ckpt_fs_mkdirs, ckpt_fs_publish
 
 #include <errno.h>
+#include <math.h>  // defines: isfinite
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,7 +71,8 @@ int hf_ckpt_find(const HfCkpt *c, const char *name) {
     return -1;
 }
 
-// Reads dataset /model/<p->name> whole into out after checking it is float32 of p's shape.
+// Reads dataset /model/<p->name> whole into out after checking it is float32 of p's shape;
+// -1 with the reason in why when it does not read or holds a NaN or Inf.
 static int read_tensor(hid_t grp, const ParamInfo *p, float *out, char *why, size_t n) {
     if (ckpt_h5_check_dataset(grp, "/model", p, why, n) != 0) return -1;
     hid_t ds = H5Dopen2(grp, p->name, H5P_DEFAULT);
@@ -81,6 +83,12 @@ static int read_tensor(hid_t grp, const ParamInfo *p, float *out, char *why, siz
         snprintf(why, n, "cannot read dataset /model/%s (HDF5: %s)", p->name, h5);
     }
     if (ds >= 0) H5Dclose(ds);
+    for (size_t e = 0; ok && e < p->numel; e++)  // as megac train --load refuses them
+        if (!isfinite(out[e])) {
+            snprintf(why, n, "dataset /model/%s holds a NaN or Inf (element %zu): refusing "
+                     "non-finite values", p->name, e);
+            ok = 0;
+        }
     return ok ? 0 : -1;
 }
 

@@ -7,6 +7,7 @@
 //                                            first chunk (or contiguous data), outside HDF5
 //     ckpt_tamper FILE nan     DATASET       write NaN into its first element, through HDF5
 //                                            (the checksum stays valid: a NaN that was saved)
+//     ckpt_tamper FILE neg     DATASET       write -1 into its first element, the same way
 // Exit 0 when done, 1 on an HDF5 failure, 2 on bad usage.
 #include <hdf5.h>
 #include <stdio.h>
@@ -76,15 +77,14 @@ static int flip(const char *file, const char *path) {
 }
 
 // Writes NaN into element 0 (or [0, 0]) of the dataset.
-static int put_nan(hid_t f, const char *path) {
+static int put_value(hid_t f, const char *path, float value) {
     hid_t ds = H5Dopen2(f, path, H5P_DEFAULT);
     if (ds < 0) return -1;
     hid_t fs = H5Dget_space(ds);
     hsize_t start[2] = {0, 0}, count[2] = {1, 1}, one = 1;
-    float nan = __builtin_nanf("");
     hid_t ms = H5Screate_simple(1, &one, NULL);
     int rc = H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL) < 0 ||
-             H5Dwrite(ds, H5T_NATIVE_FLOAT, ms, fs, H5P_DEFAULT, &nan) < 0 ? -1 : 0;
+             H5Dwrite(ds, H5T_NATIVE_FLOAT, ms, fs, H5P_DEFAULT, &value) < 0 ? -1 : 0;
     H5Sclose(ms);
     H5Sclose(fs);
     H5Dclose(ds);
@@ -102,7 +102,8 @@ int main(int argc, char **argv) {
     int rc = -1;
     if (!strcmp(argv[2], "delete")) rc = H5Ldelete(f, argv[3], H5P_DEFAULT);
     else if (!strcmp(argv[2], "reshape")) rc = reshape(f, argv[3]);
-    else if (!strcmp(argv[2], "nan")) rc = put_nan(f, argv[3]);
+    else if (!strcmp(argv[2], "nan")) rc = put_value(f, argv[3], __builtin_nanf(""));
+    else if (!strcmp(argv[2], "neg")) rc = put_value(f, argv[3], -1.0f);
     else if (!strcmp(argv[2], "attr")) rc = set_attr(f, argv[3], atoll(argv[4]));
     if (H5Fclose(f) < 0) rc = -1;
     return rc < 0 ? 1 : 0;

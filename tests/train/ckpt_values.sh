@@ -42,6 +42,19 @@ refused "fp16_loss_scale_good_steps -7" "attribute 'fp16_loss_scale_good_steps' 
 also=()
 refused "a NaN in /model/wte" "dataset /model/wte holds a NaN or Inf (local element 0): refusing non-finite values" nan /model/wte
 refused "a NaN in an Adam moment" "dataset /optim/exp_avg_sq/wte holds a NaN or Inf" nan /optim/exp_avg_sq/wte
+refused "a negative second moment" "dataset /optim/exp_avg_sq/wte holds a negative second moment (local element 0): refusing it" \
+  neg /optim/exp_avg_sq/wte
+# generate and export read the model tensors too: a NaN is refused there as well (exit 2).
+rm -rf "$wd/bad"; cp -r "$wd/ck" "$wd/bad"; "$tamper" "$wd/bad/$file" nan /model/wte >/dev/null || fail "tamper"
+for cmd in "generate --load $wd/bad --prompt-ids 1,2 --max-new-tokens 2 --tokenizer byte" \
+           "export --load $wd/bad --output $wd/hf"; do
+  timeout 60 "$megac" $cmd >"$wd/out.txt" 2>&1; rc=$?
+  ((rc == 2)) || fail "$cmd with a NaN: exit $rc, want 2"
+  grep -qF "dataset /model/wte holds a NaN or Inf (element 0): refusing non-finite values" "$wd/out.txt" \
+    || fail "$cmd with a NaN: no line naming it"
+done
+[[ ! -e "$wd/hf" ]] || fail "export wrote a folder from a checkpoint holding a NaN"
+echo "ok: generate and export refuse a NaN in /model/wte"
 timeout 60 "$mpiexec" -n 2 "$megac" train "${flags[@]}" --train-iters 4 --load "$wd/ck" \
   >"$wd/out.txt" 2>&1 || fail "the untouched checkpoint does not resume"
 echo "ok: the untouched checkpoint resumes"
