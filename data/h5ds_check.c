@@ -26,8 +26,8 @@ static int attr_int(hid_t file, const char *name, int64_t *out, const char *path
     return ok ? 0 : -1;
 }
 
-// Reads a scalar string attribute (fixed or variable length) into a malloc'ed string. A
-// fixed length larger than the file is damage, not a string.
+// Reads a scalar string attribute (fixed or variable length, ASCII or UTF-8 as h5py writes
+// a str) into a malloc'ed string. A fixed length larger than the file is damage, not a string.
 static char *attr_str(hid_t file, const char *name, const char *path, char *err) {
     hsize_t file_size = 0;
     H5Fget_filesize(file, &file_size);
@@ -36,6 +36,8 @@ static char *attr_str(hid_t file, const char *name, const char *path, char *err)
     hid_t t = a >= 0 ? H5Aget_type(a) : -1, s = a >= 0 ? H5Aget_space(a) : -1;
     if (t >= 0 && s >= 0 && H5Tget_class(t) == H5T_STRING && H5Sget_simple_extent_npoints(s) == 1) {
         hid_t mt = H5Tcopy(H5T_C_S1);
+        H5T_cset_t cs = H5Tget_cset(t);  // HDF5 converts no strings between ASCII and UTF-8:
+        if (cs == H5T_CSET_UTF8) H5Tset_cset(mt, cs);  // read h5py's UTF-8 strings as they are
         if (H5Tis_variable_str(t) > 0) {
             char *v = NULL;
             H5Tset_size(mt, H5T_VARIABLE);

@@ -1,6 +1,8 @@
 // tests/data/data_probe.c: a small tool for the data CLI tests.
 //   data_probe make KIND OUT        writes a synthetic dataset, good or damaged in one way:
-//                                   good, version2, format, badtoken, empty, short, offsets
+//                                   good, version2, format, badtoken, empty, short, offsets;
+//                                   or good with its string attributes in UTF-8, as h5py
+//                                   writes a str: utf8 (variable length), utf8fixed
 //   data_probe read FILE T N SPLIT  (under mpiexec) opens FILE with MPI-IO, builds the train
 //                                   split for N samples of T + 1 tokens, every rank reads its
 //                                   share; prints "ok" on rank 0. Problems exit with code 2.
@@ -35,6 +37,19 @@ static void poke(hid_t f, const char *dset, hsize_t i, uint64_t v) {
     H5_CHECK(H5Dclose(d));
 }
 
+// Replaces string attribute `name` by `value` in UTF-8, of variable or fixed length.
+static void set_utf8_attr(hid_t f, const char *name, const char *value, int variable) {
+    hid_t t, s, a;
+    H5_CHECK(H5Adelete(f, name));
+    H5_CHECK(t = H5Tcopy(H5T_C_S1));
+    H5_CHECK(H5Tset_size(t, variable ? H5T_VARIABLE : strlen(value)));
+    H5_CHECK(H5Tset_cset(t, H5T_CSET_UTF8));
+    H5_CHECK(s = H5Screate(H5S_SCALAR));
+    H5_CHECK(a = H5Acreate2(f, name, t, s, H5P_DEFAULT, H5P_DEFAULT));
+    H5_CHECK(variable ? H5Awrite(a, t, &value) : H5Awrite(a, t, value));
+    H5Aclose(a); H5Sclose(s); H5Tclose(t);
+}
+
 static int make(const char *kind, const char *out) {
     if (!strcmp(kind, "empty")) return synth_write(out, 0, 10, 257, 1), 0;
     if (!strcmp(kind, "short")) return synth_write(out, 1, 5, 257, 1), 0;
@@ -44,7 +59,10 @@ static int make(const char *kind, const char *out) {
     if (!strcmp(kind, "version2")) set_int_attr(f, "version", 2);
     else if (!strcmp(kind, "badtoken")) poke(f, "tokens", 300, 4000);
     else if (!strcmp(kind, "offsets")) poke(f, "doc_offsets", 3, 0);
-    else if (!strcmp(kind, "format")) {
+    else if (!strcmp(kind, "utf8") || !strcmp(kind, "utf8fixed")) {
+        set_utf8_attr(f, "format", "megac-tokens", !strcmp(kind, "utf8"));
+        set_utf8_attr(f, "tokenizer", "byte", !strcmp(kind, "utf8"));
+    } else if (!strcmp(kind, "format")) {
         H5_CHECK(H5Adelete(f, "format"));
         hid_t t, s, a;
         H5_CHECK(t = H5Tcopy(H5T_C_S1));

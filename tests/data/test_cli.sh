@@ -59,10 +59,12 @@ expect 2 "--output $tmp/fifo.h5: not a regular file" timeout 20 "$megac" preproc
 # --- damaged datasets, opened by every rank with MPI-IO ------------------------------------
 read2() { "$mpiexec" -n 2 "$probe" read "$@"; }
 "$probe" make good "$tmp/good.h5" || fail "make good"
-for k in version2 format badtoken empty short offsets; do "$probe" make $k "$tmp/$k.h5" || fail "make $k"; done
+for k in version2 format badtoken empty short offsets utf8 utf8fixed; do "$probe" make $k "$tmp/$k.h5" || fail "make $k"; done
 head -c 3000 "$tmp/good.h5" > "$tmp/trunc.h5"
 expect 0 "ok" read2 "$tmp/good.h5" 16 40 1
 expect 0 "ok" read2 "$tmp/f.h5" 8 10 1
+expect 0 "ok" read2 "$tmp/utf8.h5" 16 40 1       # h5py's str attributes (UTF-8)
+expect 0 "ok" read2 "$tmp/utf8fixed.h5" 16 40 1
 expect 2 "$tmp/none.h5: No such file" read2 "$tmp/none.h5" 16 40 1
 expect 2 "$tmp/bad.txt: not an HDF5 file" read2 "$tmp/bad.txt" 16 40 1
 expect 2 "$tmp/trunc.h5: damaged HDF5 file" read2 "$tmp/trunc.h5" 16 40 1
