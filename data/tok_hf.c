@@ -284,7 +284,39 @@ static int post_processor(json_object *pp, HfParts *p, char *why, size_t wn) {
     return 0;
 }
 
+// 1 when key is in o with another JSON type than t (a present key of the wrong type is not
+// an absent one: merges given as {} must not read as "no merges"). Pure.
+static int mistyped(json_object *o, const char *key, json_type t) {
+    json_object *v;
+    return o && json_object_object_get_ex(o, key, &v) && !json_object_is_type(v, t);
+}
+
+// The structure both families read (BPE here, SentencePiece-style in tok_hf_spm.c): model an
+// object, its vocab an object and merges an array, added_tokens an array of objects with an
+// integer id and a string content. 0, or -1 with the first mismatch in why.
+static int check_shape(json_object *o, char *why, size_t wn) {
+    json_object *model = get(o, "model", json_type_object), *added = get(o, "added_tokens", json_type_array);
+    const char *bad = mistyped(o, "model", json_type_object)              ? "'model' is not an object"
+                      : mistyped(model, "vocab", json_type_object)        ? "'model.vocab' is not an object"
+                      : mistyped(model, "merges", json_type_array)        ? "'model.merges' is not an array"
+                      : mistyped(o, "added_tokens", json_type_array)      ? "'added_tokens' is not an array"
+                                                                           : NULL;
+    if (bad) {
+        snprintf(why, wn, "%s", bad);
+        return -1;
+    }
+    for (size_t i = 0; added && i < json_object_array_length(added); i++) {
+        json_object *a = json_object_array_get_idx(added, i);
+        if (!get(a, "id", json_type_int) || !get(a, "content", json_type_string)) {
+            snprintf(why, wn, "added token %zu has no integer 'id' and string 'content'", i);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static Tokenizer *from_hf(json_object *o, const char *eos, char *why, size_t wn) {
+    if (check_shape(o, why, wn) != 0) return NULL;
     json_object *model = get(o, "model", json_type_object), *norm = get(o, "normalizer", json_type_object);
     const char *ty = type_of(model);
     HfParts p = {.vocab = get(model, "vocab", json_type_object), .merges = get(model, "merges", json_type_array),

@@ -45,6 +45,15 @@ expect 2 "$tmp/bad.jsonl:2: invalid JSON" "$megac" preprocess --input "$tmp/bad.
 expect 2 "$tmp/badtok.json: invalid JSON" "$megac" preprocess --input "$tmp/f.txt" --tokenizer "$tmp/badtok.json" --output "$tmp/o.h5"
 expect 2 "$tmp/none.json: cannot open tokenizer: No such file" "$megac" preprocess --input "$tmp/f.txt" --tokenizer "$tmp/none.json" --output "$tmp/o.h5"
 expect 2 "--output is required" "$megac" preprocess --input "$tmp/f.txt"
+# a Hugging Face tokenizer.json whose parts have the wrong JSON type: refused, not read as empty
+echo '{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": {}}}' > "$tmp/hf_m.json"
+echo '{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}, "added_tokens": {}}' > "$tmp/hf_a.json"
+echo '{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}, "added_tokens": [{"content": "<s>"}]}' > "$tmp/hf_i.json"
+for c in "m:'model.merges' is not an array" "a:'added_tokens' is not an array" \
+         "i:added token 0 has no integer 'id' and string 'content'"; do
+  expect 2 "$tmp/hf_${c%%:*}.json: ${c#*:}" "$megac" preprocess --input "$tmp/f.txt" --output "$tmp/o.h5" \
+    --tokenizer-type HuggingFaceTokenizer --tokenizer-model "$tmp/hf_${c%%:*}.json"
+done
 expect 2 "$tmp/bad.txt:2: invalid UTF-8" "$megac" tokenizer train --input "$tmp/bad.txt" --vocab-size 300 --output "$tmp/t.json"
 expect 2 "--vocab-size must be" "$megac" tokenizer train --input "$tmp/f.txt" --vocab-size 100 --output "$tmp/t.json"
 expect 2 "$tmp/nope.idx" "$megac" preprocess --from-megatron "$tmp/nope" --vocab-size 100 --output "$tmp/o.h5"
