@@ -135,6 +135,27 @@ int hf_json_field(json_object *o, const char *key, json_object **v) {
     return json_object_object_get_ex(o, key, v) && !json_object_is_type(*v, json_type_null);
 }
 
+int hf_json_kinds(json_object *o, const HfJsonKind *k, int n, const char *path, char *err,
+                  size_t errlen) {
+    for (int i = 0; i < n; i++) {
+        json_object *v;
+        if (!hf_json_field(o, k[i].key, &v)) continue;
+        json_type t = json_object_get_type(v);
+        int ok = k[i].kind == 'n' ? t == json_type_double || t == json_type_int
+                 : k[i].kind == 'i' ? t == json_type_int
+                 : k[i].kind == 'b' ? t == json_type_boolean
+                                    : t == json_type_string;
+        if (!ok) {
+            const char *want = k[i].kind == 'n' ? "a number" : k[i].kind == 'i' ? "an integer"
+                               : k[i].kind == 'b' ? "true or false" : "a string";
+            snprintf(err, errlen, "%s: '%s' is %.40s, expected %s", path, k[i].key,
+                     json_object_to_json_string(v), want);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int hf_json_int(json_object *o, const char *key, int dflt, int *out, const char *path,
                      char *err, size_t errlen) {
     json_object *v;
@@ -164,6 +185,12 @@ static int check_representable(json_object *o, const char *path, char *err, size
                  "(GPT2LMHeadModel) and Llama (LlamaForCausalLM)", path, type, arch);
         return -1;
     }
+    static const HfJsonKind KINDS[] = {
+        {"activation_function", 's'}, {"layer_norm_epsilon", 'n'}, {"n_ctx", 'i'},
+        {"tie_word_embeddings", 'b'}, {"scale_attn_weights", 'b'},
+        {"scale_attn_by_inverse_layer_idx", 'b'}, {"add_cross_attention", 'b'},
+    };
+    if (hf_json_kinds(o, KINDS, (int)(sizeof KINDS / sizeof KINDS[0]), path, err, errlen)) return -1;
     const char *act = hf_json_field(o, "activation_function", &v) ? json_object_get_string(v) : "gelu_new";
     if (strcmp(act, "gelu_new") && strcmp(act, "gelu_pytorch_tanh")) {
         snprintf(err, errlen, "%s: activation_function '%s' cannot be represented: megac's GPT-2 "

@@ -54,6 +54,16 @@ struct json_object;  // json-c's object (json-c/json.h)
 int hf_write_json(const char *path, struct json_object *o, char *err, size_t errlen);
 // Field `key` of o: 1 found (in *v), 0 absent or JSON null. Pure.
 int hf_json_field(struct json_object *o, const char *key, struct json_object **v);
+// The JSON type a config.json field must have when present (not null): 'n' a number, 'i' an
+// integer, 'b' a boolean, 's' a string.
+typedef struct {
+    const char *key;
+    char kind;
+} HfJsonKind;
+// Checks the fields of o named in k[0..n) against their kinds: a mistyped one ("rope_theta":
+// true) is refused rather than coerced. Returns 0, or -1 with one line naming path and key.
+int hf_json_kinds(struct json_object *o, const HfJsonKind *k, int n, const char *path, char *err,
+                  size_t errlen);
 // Integer field (> 0, <= HF_JSON_INT_MAX: no product of sizes wraps before gpt_config_check)
 // of o into *out; absent: dflt when > 0. Returns 0, or -1 with one line naming path and key in err.
 #define HF_JSON_INT_MAX (1 << 24)

@@ -243,6 +243,13 @@ int hf_llama_is_config(const char *dir) {
 // The settings megac cannot represent. Returns 0, or -1 with the first one in err.
 static int check_representable(json_object *o, int C, int NH, int moe, const char *path,
                                char *err, size_t errlen) {
+    static const HfJsonKind KINDS[] = {
+        {"hidden_act", 's'}, {"rms_norm_eps", 'n'}, {"head_dim", 'i'},
+        {"partial_rotary_factor", 'n'}, {"pretraining_tp", 'i'}, {"attention_bias", 'b'},
+        {"mlp_bias", 'b'}, {"sliding_window", 'i'}, {"rope_theta", 'n'},
+        {"tie_word_embeddings", 'b'},
+    };
+    if (hf_json_kinds(o, KINDS, (int)(sizeof KINDS / sizeof KINDS[0]), path, err, errlen)) return -1;
     json_object *v, *v2;
     const char *act = hf_json_field(o, "hidden_act", &v) ? json_object_get_string(v) : "silu";
     double eps = hf_json_field(o, "rms_norm_eps", &v) ? json_object_get_double(v) : moe ? 1e-5 : 1e-6;

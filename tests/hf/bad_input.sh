@@ -66,6 +66,8 @@ fresh; edit "$wd/h/config.json" "c['layer_norm_epsilon']=1e-6"
 expect "import: LayerNorm eps" "layer_norm_epsilon 1e-06 cannot be represented" imp
 fresh; edit "$wd/h/config.json" "c['tie_word_embeddings']=False"
 expect "import: untied" "tie_word_embeddings = false cannot be represented" imp
+fresh; edit "$wd/h/config.json" "c['tie_word_embeddings']='yes'"
+expect "import: a string for a boolean" "config.json: 'tie_word_embeddings' is \"yes\", expected true or false" imp
 fresh; edit "$wd/h/config.json" "c['n_layer']=2"
 expect "import: a layer too many in config" "transformer.h.1.ln_1.weight is missing" imp
 fresh; edit "$wd/h/config.json" "c['n_embd']=32"
@@ -146,6 +148,10 @@ fresh; edit "$wd/h/config.json" "c['attention_bias']=True"
 expect "import: Llama attention bias" "attention_bias = true cannot be represented" imp
 fresh; edit "$wd/h/config.json" "c['rope_scaling']={'type': 'linear', 'factor': 2.0}"
 expect "import: Llama rope scaling" "rope_scaling (megac's rope is unscaled) cannot be represented" imp
+fresh; edit "$wd/h/config.json" "c['rope_theta']=True"
+expect "import: Llama rope_theta true" "config.json: 'rope_theta' is true, expected a number" imp
+fresh; edit "$wd/h/config.json" "c['rope_theta']='32'"
+expect "import: Llama rope_theta a string" "config.json: 'rope_theta' is \"32\", expected a number" imp
 fresh; edit "$wd/h/config.json" "c['hidden_act']='gelu'"
 expect "import: Llama GELU" "hidden_act 'gelu'" imp
 fresh; edit "$wd/h/config.json" "c['num_key_value_heads']=1"
