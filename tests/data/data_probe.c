@@ -3,7 +3,7 @@
 //                                   good, version2, format, badtoken, empty, short, offsets;
 //                                   or good with its string attributes in UTF-8, as h5py
 //                                   writes a str: utf8 (variable length), utf8fixed
-//   data_probe read FILE T N SPLIT  (under mpiexec) opens FILE with MPI-IO, builds the train
+//   data_probe read FILE T N SPLIT  (under mpiexec) opens FILE on every rank, builds the train
 //                                   split for N samples of T + 1 tokens, every rank reads its
 //                                   share; prints "ok" on rank 0. Problems exit with code 2.
 #include "core/check.h"

@@ -65,7 +65,7 @@ expect 2 "--output $tmp/outdir: is a directory" "$megac" preprocess --input "$tm
 expect 2 "--output $tmp/fifo.h5: not a regular file" timeout 20 "$megac" preprocess --input "$tmp/f.txt" --output "$tmp/fifo.h5"
 [[ -e "$tmp/o.h5" ]] && fail "output written by a failed run"
 
-# --- damaged datasets, opened by every rank with MPI-IO ------------------------------------
+# --- damaged datasets, opened by every rank -----------------------------------------------
 read2() { "$mpiexec" -n 2 "$probe" read "$@"; }
 "$probe" make good "$tmp/good.h5" || fail "make good"
 for k in version2 format badtoken empty short offsets utf8 utf8fixed; do "$probe" make $k "$tmp/$k.h5" || fail "make $k"; done
