@@ -7,6 +7,7 @@
 #include "commands.h"
 #include "core/args.h"
 #include "core/check.h"  // defines: core_usage_error, MPI_CHECK
+#include "core/host.h"   // defines: core_check_threads
 #include "core/outpath.h"  // defines: core_out_check_file, core_out_open, core_out_publish
 #include "hf/hf_kv.h"
 #include "hf/hf_lm.h"
@@ -138,6 +139,7 @@ static void parse_args(GenArgs *a, int argc, char **argv) {
         core_usage_error("generate needs --load CKPT and one of --prompt TEXT, --prompt-ids IDS (see --help)");
     if (a->max_new < 0 || a->temperature < 0 || a->top_k < 0 || a->top_p <= 0 || a->top_p > 1 || a->threads < 1)
         core_usage_error("--max-new-tokens, --temperature, --top-k >= 0, --top-p in (0, 1], --num-threads >= 1");
+    core_check_threads("--num-threads", a->threads);  // the upper limit every command has
 }
 
 // The tokenizer generate encodes and decodes with (--tokenizer-type, --tokenizer or the

@@ -4,6 +4,7 @@
 #include "commands.h"
 #include "core/args.h"
 #include "core/check.h"
+#include "core/host.h"  // defines: core_check_threads
 #include "core/outpath.h"  // defines: core_out_check_file, core_out_open, core_out_publish
 #include "model/gpt_flags.h"
 #include "optim/optimizer.h"
@@ -53,6 +54,7 @@ static int switch_of(int on, int off, const char *on_name, const char *off_name)
 // --calibrate FILE: measures (every rank of the job), rank 0 writes the profile. The file is
 // opened first, so an unwritable path fails before anything is measured.
 static int calibrate(const PlanFlags *pf, const PlanHardware *base, int argc, char **argv) {
+    core_check_threads("--num-threads", pf->threads);
 #ifndef MEGAC_HAVE_CUDA
     if (strcmp(pf->device, "cpu"))
         core_usage_error("--calibrate --device %s: megac was built without CUDA (add --device cpu)", pf->device);

@@ -104,6 +104,8 @@ expect "generate: wrong tokenizer" "the tokenizer has 257 ids, the checkpoint's 
   "$megac" generate --load "$wd/ck" --prompt "hi" --tokenizer byte
 expect "generate: id out of range" "not a comma-separated list of ids in \[0, 300)" \
   "$megac" generate --load "$wd/ck" --prompt-ids 1,300
+expect "generate: --num-threads 100000" "--num-threads 100000: at most 1024 CPU threads per rank" \
+  "$megac" generate --load "$wd/ck" --prompt-ids 1,2 --num-threads 100000
 expect "export: wrong tokenizer" "the tokenizer has 257 ids" "$megac" export --load "$wd/ck" --output "$wd/x" --tokenizer byte
 
 # Llama-style: what LlamaForCausalLM cannot hold, and Llama configs megac cannot represent

@@ -24,6 +24,11 @@ grep -q "^gpus_per_node = 2$" "$tmp/box.hw" || { echo "FAIL gpus_per_node is not
   --num-attention-heads 4 --seq-length 32 --vocab-size 257 > "$tmp/plan" 2>&1 \
   && grep -q "calibrated" "$tmp/plan" && echo "ok   plan reads the calibrated profile" \
   || { echo "FAIL plan --hardware calibrated"; cat "$tmp/plan"; fails=$((fails + 1)); }
+"$megac" plan --calibrate "$tmp/t.hw" --device cpu --num-threads 100000 > "$tmp/out" 2> "$tmp/err"
+rc=$?  # the thread limit of every command (it crashed inside libgomp)
+[[ $rc -eq 2 && ! -e "$tmp/t.hw" ]] && grep -q "at most 1024 CPU threads" "$tmp/err" \
+  && echo "ok   --num-threads 100000: $(cat "$tmp/err")" \
+  || { echo "FAIL --num-threads 100000: exit $rc: $(tail -1 "$tmp/err")"; fails=$((fails + 1)); }
 "$megac" plan --calibrate /nonexistent/dir/x.hw --device cpu > "$tmp/out" 2> "$tmp/err"
 rc=$?
 [[ $rc -eq 2 ]] && grep -q "cannot write" "$tmp/err" && echo "ok   unwritable: $(cat "$tmp/err")" \
