@@ -106,10 +106,6 @@ void gpt_moe_create(GPT *m) {
     const GPTConfig *c = &m->cfg;
     if (!any_moe(m)) return;
     Backend *be = m->be;
-    if (c->moe_capacity > 0 && (m->sp || m->cp > 1))
-        core_usage_error("--moe-expert-capacity-factor with --sequence-parallel or "
-                         "--context-parallel-size > 1 is not implemented yet (the capacity is per "
-                         "micro-batch: its rows would have to be routed together)");
     struct GPTMoE *s = core_calloc(1, sizeof *s);
     size_t n = (size_t)m->N_sp, E = (size_t)c->num_experts;
     MoEAlloc a = {be, backend_dtype_size(be->act), 0};

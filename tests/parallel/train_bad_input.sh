@@ -78,6 +78,10 @@ expect2 1 "moe-layer-freq '\[1,2\]': not an int or a list" --num-experts 4 --moe
 expect2 1 "moe-expert-capacity-factor must be > 0, got -1" --num-experts 4 --moe-expert-capacity-factor -1
 expect2 2 "moe-expert-capacity-factor with --sequence-parallel or --context-parallel-size > 1 is not implemented yet" \
   --num-experts 4 --moe-expert-capacity-factor 1 --tensor-model-parallel-size 2 --sequence-parallel
+# Only stage 0 holds an MoE layer here: stage 1's ranks must refuse too, not wait for stage 0.
+expect2 4 "moe-expert-capacity-factor with --sequence-parallel or --context-parallel-size > 1 is not implemented yet" \
+  --num-experts 4 --moe-expert-capacity-factor 1 --context-parallel-size 2 --pipeline-model-parallel-size 2 \
+  --moe-layer-freq 2 --global-batch-size 2
 expect2 1 "moe-pad-expert-input-to-capacity needs --moe-expert-capacity-factor" --num-experts 4 --moe-pad-expert-input-to-capacity
 expect2 1 "world size 1 is not divisible by expert-tensor-parallel-size 1 x expert-model-parallel-size 2 x pipeline-model-parallel-size 1 = 2" \
   --num-experts 4 --expert-model-parallel-size 2
