@@ -243,7 +243,7 @@ static void h_norm_forward(Backend *be, void *o, float *mean, float *rstd, const
                            const void *weight, const void *bias, int N, int C, BackendNorm kind) {
     CpuArena a = cpu_arena(be, 2 * cpu_pad(CPU_SZ(N) * C) + 2 * cpu_pad(C));
     const float *fi = cpu_in(&a, inp, CPU_SZ(N) * C), *fw = cpu_in(&a, weight, C);
-    const float *fb = kind == BACKEND_LAYERNORM ? cpu_in(&a, bias, C) : NULL;
+    const float *fb = kind & BACKEND_RMSNORM ? NULL : cpu_in(&a, bias, C);  // LayerNorm, 1p or not
     float *fo = cpu_take(&a, CPU_SZ(N) * C);
     cpu_norm_forward(be, fo, mean, rstd, fi, fw, fb, N, C, kind);
     cpu_out(be, o, fo, CPU_SZ(N) * C);
