@@ -64,9 +64,13 @@ static HostState host_state(const CkptModel *cm, int c, int loading) {
     return h;
 }
 
-// Ends the use of chunk c's h: after a load (loaded = 1) copies to the device; frees the copies.
+// Ends the use of chunk c's h: after a load (loaded = 1) copies to the device, and on every
+// backend refreshes the --bf16/--fp16 weight copies the forward reads; frees the copies.
 static void host_state_done(const CkptModel *cm, int c, HostState *h, int loaded) {
-    if (!h->copies) return;
+    if (!h->copies) {  // the CPU backend: loaded in place
+        if (loaded) gpt_refresh_weight_copies(cm->chunks[c]);
+        return;
+    }
     Backend *be = cm->be;
     const Optimizer *o = cm->opts[c];
     if (loaded) {
