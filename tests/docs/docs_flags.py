@@ -16,6 +16,7 @@ flag is that flag's value, not a program):
     `--` in `megac ablate ... -- <train flags>`, against `megac train --help`;
   - a benchmark program (bench_train, bench_gemm, ...): against its own `--help`;
   - tests/train/parity.py: against its `--help`, and after `--` against `megac train`'s;
+  - tests/parallel/layout_sweep.py: against its `--help`;
   - another program in EXTERNAL (sbatch, meson, h5diff, ...): not checked (not ours);
   - none (prose, or a span that is only a flag): against the union of every help above,
     or ALLOW below.
@@ -58,7 +59,8 @@ def run_help(cmd):
 
 
 def collect_helps(args):
-    """{program context: set of flags}; contexts 'megac', 'megac CMD', 'bench_x', 'parity.py'."""
+    """{program context: set of flags}; contexts 'megac', 'megac CMD', 'bench_x', 'parity.py',
+    'layout_sweep.py'."""
     top = subprocess.run([args.megac, "--help"], stdout=subprocess.PIPE, text=True, timeout=60).stdout
     cmds = re.findall(r"^  ([a-z]+)\s{2,}", top.split("commands:", 1)[-1], re.M)
     if "train" not in cmds:
@@ -73,6 +75,8 @@ def collect_helps(args):
     for b in args.bench:
         helps[os.path.basename(b)] = run_help([b, "--help"])
     helps["parity.py"] = run_help([sys.executable, os.path.join(args.root, "tests/train/parity.py"), "--help"])
+    helps["layout_sweep.py"] = run_help([sys.executable, os.path.join(args.root, "tests/parallel/layout_sweep.py"),
+                                         "--help"])
     return helps
 
 
