@@ -35,6 +35,14 @@ def run(args, layout, extra, workdir, env=None):
     return [r for r in map(json.loads, open(log)) if "iteration" in r]  # not run/validation records
 
 
+def gnorm_diff(g, r):
+    """Relative difference of two grad norms; null (an --fp16 step skipped on overflow) must
+    meet null."""
+    if g is None or r is None:
+        return 0.0 if g is None and r is None else float("inf")
+    return abs(g - r) / max(abs(r), 1e-12)
+
+
 def moe_losses_diff(got, ref, lay):
     """The largest relative difference of the load-balancing and z losses (the ones the
     reference logs, null when their coefficient is 0); None when it logs neither."""
@@ -82,8 +90,7 @@ def main():
             if len(got) != len(ref):
                 sys.exit(f"FAIL: layout {lay}: {len(got)} iterations, reference {len(ref)}")
             dl = max(abs(g["lm_loss"] - r["lm_loss"]) / abs(r["lm_loss"]) for g, r in zip(got, ref))
-            dg = max(abs(g["grad_norm"] - r["grad_norm"]) / max(abs(r["grad_norm"]), 1e-12)
-                     for g, r in zip(got, ref))
+            dg = max(gnorm_diff(g.get("grad_norm"), r.get("grad_norm")) for g, r in zip(got, ref))
             dm = moe_losses_diff(got, ref, lay)
             worst = max(worst, dl, dg, dm if dm is not None else 0.0)
             moe = f"{dm:>24.3e}" if dm is not None else f"{'-':>24}"
