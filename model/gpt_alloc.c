@@ -96,9 +96,9 @@ static void set_sizes(GPT *m, const GPTStage *st) {
     if (m->sp && m->N % tp)
         core_usage_error("--sequence-parallel: micro-batch x seq-length = %d is not divisible by "
                          "tensor-model-parallel-size %d", m->N, tp);
-    int any_moe = 0;  // in the whole model, not this stage: every rank must refuse alike
-    for (int l = 0; cfg->num_experts > 0 && l < cfg->num_layers; l++) any_moe |= gpt_moe_layer(cfg, l);
-    if (any_moe && cfg->moe_capacity > 0 && (m->sp || m->cp > 1))
+    // The whole model's fact, not this stage's, so every rank refuses alike (gpt_moe_check
+    // already refused experts with no MoE layer).
+    if (cfg->num_experts > 0 && cfg->moe_capacity > 0 && (m->sp || m->cp > 1))
         core_usage_error("--moe-expert-capacity-factor with --sequence-parallel or "
                          "--context-parallel-size > 1 is not implemented yet (the capacity is per "
                          "micro-batch: its rows would have to be routed together)");
