@@ -21,6 +21,8 @@ usage: layout_sweep.py --megac BIN --mpiexec MPIEXEC [--seed S] [--count N] [--m
 import argparse, json, os, random, subprocess, sys, tempfile, time
 
 PARITY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "train", "parity.py")
+sys.path.insert(0, os.path.dirname(PARITY))
+from parity import gnorm_diff  # noqa: E402 (null grad norms: --fp16 steps skipped on overflow)
 
 
 def draw_model(r):
@@ -125,6 +127,11 @@ def refused(rc, out):
     return rc == 2 and sum(l.startswith("megac:") for l in out.splitlines()) == 1
 
 
+def failed(rc, out, label):
+    """The verdict of a run that exited rc: a refusal, or a failure with its output."""
+    return ("refused", label) if refused(rc, out) else ("FAIL", label + "\n" + out[-2000:])
+
+
 def records(log):
     return {r["iteration"]: r for r in map(json.loads, open(log)) if "lm_loss" in r}
 
@@ -133,11 +140,10 @@ def worst_diff(got, ref):
     d = 0.0
     for it, r in ref.items():
         g = got.get(it)
-        if g is None or (g.get("grad_norm") is None) != (r.get("grad_norm") is None):
+        if g is None:
             return float("inf")
-        d = max(d, abs(g["lm_loss"] - r["lm_loss"]) / abs(r["lm_loss"]))
-        if r.get("grad_norm") is not None:
-            d = max(d, abs(g["grad_norm"] - r["grad_norm"]) / max(abs(r["grad_norm"]), 1e-12))
+        d = max(d, abs(g["lm_loss"] - r["lm_loss"]) / abs(r["lm_loss"]),
+                gnorm_diff(g.get("grad_norm"), r.get("grad_norm")))
     return d
 
 
@@ -156,7 +162,7 @@ def case(a, seed, wd):
         p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         if "parity: ok" in p.stdout:
             return "ok", label
-        if "exited 2:" in p.stdout and sum(l.startswith("megac:") for l in p.stdout.splitlines()) == 1:
+        if "exited 2:" in p.stdout and refused(2, p.stdout):
             return "refused", label
         return "FAIL", label + "\n" + p.stdout[-3000:] + "\nmodel flags: " + " ".join(model)
     model += ["--train-iters", "6"]
@@ -167,12 +173,12 @@ def case(a, seed, wd):
     ck = os.path.join(wd, f"ck{seed}")
     rc, out = launch(a, (1, 1, 1, 1, 1), model, os.path.join(wd, f"s{seed}.jsonl"))
     if rc:
-        return ("refused" if refused(rc, out) else "FAIL"), label + ("" if refused(rc, out) else "\n" + out[-2000:])
+        return failed(rc, out, label)
     for n, (lay_i, x_i, more) in enumerate(((lay, x, ["--save", ck, "--save-interval", "3", "--exit-interval", "3"]),
                                             (lay_b, x_b, ["--load", ck]))):
         rc, out = launch(a, lay_i, model + x_i + more, os.path.join(wd, f"{'ab'[n]}{seed}.jsonl"))
         if rc:
-            return ("refused" if refused(rc, out) else "FAIL"), label + ("" if refused(rc, out) else "\n" + out[-2000:])
+            return failed(rc, out, label)
     got = {**records(os.path.join(wd, f"a{seed}.jsonl")), **records(os.path.join(wd, f"b{seed}.jsonl"))}
     d = worst_diff(got, records(os.path.join(wd, f"s{seed}.jsonl")))
     return ("ok" if d <= tol else "FAIL"), f"{label} (worst {d:.2e}, tolerance {tol:g})" + \
