@@ -4,9 +4,10 @@
 // (activations stored in fp32, or bf16 / fp16 with --bf16 / --fp16: cpu_half.c), row-major,
 // deterministic (the same inputs give bitwise the same outputs on every run). One pool of
 // threads, OpenMP's, does everything: GEMMs are one-thread OpenBLAS calls, one per thread
-// (cpu_gemm.h); everything else is plain loops in OpenMP regions. Reductions are parallelised over independent outputs (rows, or blocks
-// of channels summed over rows in order), never with atomics, so most ops give the same
-// bits for any thread count. Each op below implements the BackendOps entry of the same
+// (cpu_gemm.h); everything else is plain loops in OpenMP regions. Reductions are parallelised
+// over independent outputs (rows, or channels), or summed over fixed chunks of rows and then
+// the chunks in order (CPU_ROWCHUNK), never with atomics, so most ops give the same bits for
+// any thread count. Each op below implements the BackendOps entry of the same
 // name; the contracts are in backend/backend.h.
 #pragma once
 #include "backend/backend.h"
@@ -19,8 +20,14 @@
 #define CPU_PAR_MIN 16384
 // Buffers of at least this many bytes are cleared by all threads (cpu_zero).
 #define CPU_ZERO_PAR_MIN ((size_t)1 << 20)
-// Channel block for reductions over rows (dbias, dweight of layernorm, embedding grads).
+// Channel block for the embeddings' gradients (scatters over rows: threads own channels).
 #define CPU_COLBLK 32
+// Rows per partial sum of the reductions over rows (the biases' and the norms' weight
+// gradients): each chunk's rows are summed in order, then the chunks' sums in order
+// (cpu_chunks_acc). Fixed, so the bits do not depend on the thread count; the threads take
+// whole chunks in order, so each reads the rows it wrote in the row-split ops before.
+#define CPU_ROWCHUNK 32
+static inline int cpu_rowchunks(int N) { return (N + CPU_ROWCHUNK - 1) / CPU_ROWCHUNK; }
 
 // cpu_backend.c: host memory (the BackendOps entries of the same names)
 void *cpu_alloc(Backend *be, size_t bytes);
@@ -107,8 +114,11 @@ void cpu_matmul_act_forward(Backend *be, void *out, void *pre, const void *inp,
 void cpu_matmul_act_backward(Backend *be, void *dinp, float *dweight, float *dbias,
                              const void *dout, const void *inp, const void *weight,
                              const void *pre, int N, int C, int OC, BackendAct act);
-// acc (C) += column sums of x (N, C), each column summed over rows in order.
+// acc (C) += column sums of x (N, C), in chunks of CPU_ROWCHUNK rows (cpu_chunks_acc).
 void cpu_colsum_acc(Backend *be, float *acc, const float *x, int N, int C);
+// acc (C) += the sum of part (nck, C)'s rows, in order (a chunked reduction's partials). Main
+// thread, outside regions.
+void cpu_chunks_acc(Backend *be, float *acc, const float *part, int nck, int C);
 // Row-major C (M, N) = alpha * op(A) @ op(B) + beta * C; ta/tb: 1 = transposed. Degenerate
 // sizes (M, N or K zero) are handled without calling BLAS. OpenBLAS threads it as it is set
 // to: from the main thread, or from inside an OpenMP region between cpu_blas_single_begin

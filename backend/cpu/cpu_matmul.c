@@ -2,7 +2,8 @@
 // (cpu_gemm: one panel per thread), and the column sums used for bias gradients.
 #include "cpu_backend.h"
 #include "cpu_gemm.h"
-#include "core/check.h"  // defines: core_fatal
+#include "core/check.h"  // defines: core_fatal, core_calloc
+#include "cpu_math.h"   // defines: CPU_SIMD_CLONES
 
 #include <cblas.h>   // defines: cblas_sgemm
 #include <stdlib.h>  // defines: free
@@ -135,20 +136,36 @@ void cpu_matmul_grouped_backward(Backend *be, void *dinp, float *dweight, float 
         if (rows[g]) cpu_colsum_acc(be, dbias + (size_t)g * OC, d + off * OC, rows[g], OC);
 }
 
-// acc (C) += sum over rows of x (N, C). Parallel over blocks of CPU_COLBLK channels; each
-// channel is summed over rows 0..N-1 in order, so the bits do not depend on thread count.
-void cpu_colsum_acc(Backend *be, float *acc, const float *x, int N, int C) {
-    int nblk = (C + CPU_COLBLK - 1) / CPU_COLBLK, nt = cpu_nt(be);
-#pragma omp parallel for num_threads(nt) schedule(static) if ((size_t)N * C > CPU_PAR_MIN)
-    for (int blk = 0; blk < nblk; blk++) {
-        int c0 = blk * CPU_COLBLK, w = C - c0 < CPU_COLBLK ? C - c0 : CPU_COLBLK;
-        float s[CPU_COLBLK] = {0};
-        for (int i = 0; i < N; i++) {
-            const float *row = x + (size_t)i * C + c0;
+// part (C) = the column sums of rows (n, C), rows in order.
+CPU_SIMD_CLONES static void colsum_rows(float *part, const float *rows, int n, int C) {
+    for (int i = 0; i < n; i++) {
+        const float *row = rows + (size_t)i * C;
 #pragma omp simd
-            for (int j = 0; j < w; j++) s[j] += row[j];
-        }
-        for (int j = 0; j < w; j++) acc[c0 + j] += s[j];
+        for (int j = 0; j < C; j++) part[j] += row[j];
+    }
+}
+
+void cpu_colsum_acc(Backend *be, float *acc, const float *x, int N, int C) {
+    if (N <= 0 || C <= 0) return;
+    int nck = cpu_rowchunks(N), nt = cpu_nt(be);
+    float *part = core_calloc((size_t)nck * C, sizeof *part);  // (nck, C): chunk sums
+#pragma omp parallel for num_threads(nt) schedule(static) if ((size_t)N * C > CPU_PAR_MIN)
+    for (int k = 0; k < nck; k++) {
+        int i0 = k * CPU_ROWCHUNK, n = N - i0 < CPU_ROWCHUNK ? N - i0 : CPU_ROWCHUNK;
+        colsum_rows(part + (size_t)k * C, x + (size_t)i0 * C, n, C);
+    }
+    cpu_chunks_acc(be, acc, part, nck, C);
+    free(part);
+}
+
+void cpu_chunks_acc(Backend *be, float *acc, const float *part, int nck, int C) {
+    int nt = cpu_nt(be);
+    if (nck <= 0) return;
+#pragma omp parallel for simd num_threads(nt) schedule(static) if ((size_t)nck * C > CPU_PAR_MIN)
+    for (int j = 0; j < C; j++) {
+        float s = part[j];
+        for (int k = 1; k < nck; k++) s += part[(size_t)k * C + j];
+        acc[j] += s;
     }
 }
 

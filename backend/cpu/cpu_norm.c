@@ -1,7 +1,8 @@
 // backend/cpu/cpu_norm.c: normalization, LayerNorm and RMSNorm (forward, backward; the fused
 // residual add + LayerNorm), and add. Rows are independent, so they are split over threads;
-// the norms' parameter gradients are reductions over rows, done per block of channels (see
-// cpu_colsum_acc), rows in order, so the bits do not depend on the thread count.
+// the norms' parameter gradients are reductions over rows, summed per chunk of rows in the
+// same pass as the input gradient, then the chunks in order (CPU_ROWCHUNK), so the bits do not
+// depend on the thread count.
 #include "cpu_backend.h"
 #include "cpu_math.h"
 
@@ -85,44 +86,40 @@ CPU_SIMD_CLONES static void cpu_layernorm_dinp_row(float *dx, const float *dy, c
     }
 }
 
-// dweight (C) += sum_i dout * norm; dbias (C) += sum_i dout; per block of channels, rows
-// in order (bits independent of the thread count).
-static void cpu_layernorm_dparams(Backend *be, float *dweight, float *dbias, const float *dout,
-                                  const float *inp, const float *mean, const float *rstd,
-                                  int N, int C) {
-    int nblk = (C + CPU_COLBLK - 1) / CPU_COLBLK, nt = cpu_nt(be);
-#pragma omp parallel for num_threads(nt) schedule(static) if ((size_t)N * C > CPU_PAR_MIN)
-    for (int blk = 0; blk < nblk; blk++) {
-        int c0 = blk * CPU_COLBLK, w = C - c0 < CPU_COLBLK ? C - c0 : CPU_COLBLK;
-        float sw[CPU_COLBLK] = {0}, sb[CPU_COLBLK] = {0};
-        for (int i = 0; i < N; i++) {
-            const float *x = inp + (size_t)i * C + c0, *dy = dout + (size_t)i * C + c0;
-            float m = mean[i], s = rstd[i];
+// One row's part of the parameter gradients: sw (C) += dy * norm, sb (C) += dy.
+CPU_SIMD_CLONES static void cpu_layernorm_dparams_row(float *sw, float *sb, const float *dy,
+                                                      const float *x, float m, float s, int C) {
 #pragma omp simd
-            for (int j = 0; j < w; j++) {
-                sw[j] += dy[j] * (x[j] - m) * s;
-                sb[j] += dy[j];
-            }
-        }
-        for (int j = 0; j < w; j++) {
-            if (dweight) dweight[c0 + j] += sw[j];
-            if (dbias) dbias[c0 + j] += sb[j];
-        }
+    for (int j = 0; j < C; j++) {
+        sw[j] += dy[j] * (x[j] - m) * s;
+        sb[j] += dy[j];
     }
 }
 
-// dinp (N, C) += ...; dweight (C) += ...; dbias (C) += ... (each skipped when NULL).
+// dinp (N, C) += ...; dweight (C) += sum_i dout * norm; dbias (C) += sum_i dout (each skipped
+// when NULL). One pass over the rows, in chunks: each chunk's parameter sums, then theirs.
 static void layernorm_backward(Backend *be, float *dinp, float *dweight, float *dbias,
                                const float *dout, const float *inp, const float *weight,
                                const float *mean, const float *rstd, int N, int C) {
-    int nt = cpu_nt(be);
-    if (dinp) {
+    int nt = cpu_nt(be), nck = cpu_rowchunks(N);
+    float *part = dweight || dbias ? core_calloc((size_t)2 * nck * C + 1, sizeof(float)) : NULL;
+    // part (2, nck, C): each chunk's sums of dout * norm, then of dout
 #pragma omp parallel for num_threads(nt) schedule(static) if ((size_t)N * C > CPU_PAR_MIN)
-        for (int i = 0; i < N; i++)
-            cpu_layernorm_dinp_row(dinp + (size_t)i * C, dout + (size_t)i * C,
-                                   inp + (size_t)i * C, weight, mean[i], rstd[i], C);
+    for (int k = 0; k < nck; k++) {
+        int i1 = N - k * CPU_ROWCHUNK < CPU_ROWCHUNK ? N : (k + 1) * CPU_ROWCHUNK;
+        for (int i = k * CPU_ROWCHUNK; i < i1; i++) {
+            const float *dy = dout + (size_t)i * C, *x = inp + (size_t)i * C;
+            if (dinp)
+                cpu_layernorm_dinp_row(dinp + (size_t)i * C, dy, x, weight, mean[i], rstd[i], C);
+            if (part)
+                cpu_layernorm_dparams_row(part + (size_t)k * C, part + ((size_t)nck + k) * C, dy,
+                                          x, mean[i], rstd[i], C);
+        }
     }
-    if (dweight || dbias) cpu_layernorm_dparams(be, dweight, dbias, dout, inp, mean, rstd, N, C);
+    if (!part) return;
+    if (dweight) cpu_chunks_acc(be, dweight, part, nck, C);
+    if (dbias) cpu_chunks_acc(be, dbias, part + (size_t)nck * C, nck, C);
+    free(part);
 }
 
 // --- RMSNorm (eps 1e-5, no bias, no mean) ---------------------------------------------
@@ -145,40 +142,42 @@ static void rmsnorm_forward(Backend *be, float *out, float *rstd, const float *i
     }
 }
 
-// dweight (C) += sum_i dout * inp * rstd, per block of channels, rows in order.
-static void rmsnorm_dweight(Backend *be, float *dweight, const float *dout, const float *inp,
-                            const float *rstd, int N, int C) {
-    int nblk = (C + CPU_COLBLK - 1) / CPU_COLBLK, nt = cpu_nt(be);
-#pragma omp parallel for num_threads(nt) schedule(static) if ((size_t)N * C > CPU_PAR_MIN)
-    for (int blk = 0; blk < nblk; blk++) {
-        int c0 = blk * CPU_COLBLK, w = C - c0 < CPU_COLBLK ? C - c0 : CPU_COLBLK;
-        float sw[CPU_COLBLK] = {0};
-        for (int i = 0; i < N; i++) {
-            const float *x = inp + (size_t)i * C + c0, *dy = dout + (size_t)i * C + c0;
-            float s = rstd[i];
-            for (int j = 0; j < w; j++) sw[j] += dy[j] * x[j] * s;
-        }
-        for (int j = 0; j < w; j++) dweight[c0 + j] += sw[j];
+// One row of RMSNorm's backward: dx (C) += s * dn - x * s^3 * mean(dn * x), dn = dy * w
+// (dx non-NULL); sw (C) += dy * x * s (sw non-NULL).
+CPU_SIMD_CLONES static void cpu_rmsnorm_backward_row(float *dx, float *sw, const float *dy,
+                                                     const float *x, const float *w, float s,
+                                                     int C) {
+    if (dx) {
+        float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+        for (int j = 0; j < C; j++) dot += dy[j] * w[j] * x[j];
+        float k = s * s * s * dot / (float)C;
+#pragma omp simd
+        for (int j = 0; j < C; j++) dx[j] += s * dy[j] * w[j] - x[j] * k;
+    }
+    if (sw) {
+#pragma omp simd
+        for (int j = 0; j < C; j++) sw[j] += dy[j] * x[j] * s;
     }
 }
 
-// dinp (N, C) += s * dn - x * s^3 * mean(dn * x), dn = dout * weight; dweight (C) +=.
+// dinp (N, C) += ...; dweight (C) += sum_i dout * inp * rstd (each skipped when NULL). One
+// pass over the rows, in chunks, as layernorm_backward.
 static void rmsnorm_backward(Backend *be, float *dinp, float *dweight, const float *dout,
                              const float *inp, const float *w, const float *rstd, int N, int C) {
-    int nt = cpu_nt(be);
-    if (dinp) {
+    int nt = cpu_nt(be), nck = cpu_rowchunks(N);
+    float *part = dweight ? core_calloc((size_t)nck * C + 1, sizeof(float)) : NULL;  // (nck, C)
 #pragma omp parallel for num_threads(nt) schedule(static) if ((size_t)N * C > CPU_PAR_MIN)
-        for (int i = 0; i < N; i++) {
-            const float *x = inp + (size_t)i * C, *dy = dout + (size_t)i * C;
-            float *dx = dinp + (size_t)i * C, s = rstd[i], dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-            for (int j = 0; j < C; j++) dot += dy[j] * w[j] * x[j];
-            float k = s * s * s * dot / (float)C;
-#pragma omp simd
-            for (int j = 0; j < C; j++) dx[j] += s * dy[j] * w[j] - x[j] * k;
-        }
+    for (int k = 0; k < nck; k++) {
+        int i1 = N - k * CPU_ROWCHUNK < CPU_ROWCHUNK ? N : (k + 1) * CPU_ROWCHUNK;
+        for (int i = k * CPU_ROWCHUNK; i < i1; i++)
+            cpu_rmsnorm_backward_row(dinp ? dinp + (size_t)i * C : NULL,
+                                     part ? part + (size_t)k * C : NULL, dout + (size_t)i * C,
+                                     inp + (size_t)i * C, w, rstd[i], C);
     }
-    if (dweight) rmsnorm_dweight(be, dweight, dout, inp, rstd, N, C);
+    if (!part) return;
+    cpu_chunks_acc(be, dweight, part, nck, C);
+    free(part);
 }
 
 // BACKEND_NORM_1P: gamma (C) = 1 + weight into a new buffer (the caller frees it); else

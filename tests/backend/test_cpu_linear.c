@@ -270,11 +270,11 @@ static void test_determinism(Backend *be2, Backend *be1, TestRng *r) {
     float *g = test_floats(N * OC), *gc = test_floats(N * C);
     rng_fill(r, x, N * C, -1, 1), rng_fill(r, w, OC * C, -1, 1), rng_fill(r, b, OC, -1, 1);
     rng_fill(r, g, N * OC, -1, 1), rng_fill(r, gc, N * C, -1, 1);
-    float *res[3][6];
+    float *res[3][8];
     Backend *bes[3] = {be2, be2, be1};
     for (int k = 0; k < 3; k++) {
         Backend *be = bes[k];
-        for (int j = 0; j < 6; j++) res[k][j] = test_floats((size_t)N * C);  // >= N*OC, OC*C
+        for (int j = 0; j < 8; j++) res[k][j] = test_floats((size_t)N * C);  // >= N*OC, OC*C
         float *mean = test_floats(N), *rstd = test_floats(N);
         be->ops->matmul_forward(be, res[k][0], x, w, b, N, C, OC);
         be->ops->matmul_backward(be, res[k][1], res[k][2], res[k][3], g, x, w, N, C, OC);
@@ -282,14 +282,18 @@ static void test_determinism(Backend *be2, Backend *be1, TestRng *r) {
         be->ops->norm_backward(be, res[k][5], res[k][3], res[k][3] + C, gc, x, w, mean,
                                     rstd, N, C, BACKEND_LAYERNORM);
         ref_gelu_backward(be, res[k][4], x, res[k][4], (size_t)N * C);
+        be->ops->norm_forward(be, res[k][6], NULL, rstd, x, w, NULL, N, C, BACKEND_RMSNORM);
+        be->ops->norm_backward(be, res[k][6], res[k][7], NULL, gc, x, w, NULL, rstd, N, C,
+                               BACKEND_RMSNORM);
         free(mean), free(rstd);
     }
-    const char *names[6] = {"matmul out", "matmul dinp", "matmul dweight", "dbias, ln dweight/dbias",
-                            "layernorm + gelu", "layernorm dinp"};
-    for (int j = 0; j < 6; j++) EXPECT_SAME_BITS(res[0][j], res[1][j], (size_t)N * C, names[j]);
-    for (int j = 3; j < 6; j++) EXPECT_SAME_BITS(res[0][j], res[2][j], (size_t)N * C, names[j]);
+    const char *names[8] = {"matmul out", "matmul dinp", "matmul dweight", "dbias, ln dweight/dbias",
+                            "layernorm + gelu", "layernorm dinp", "rmsnorm dinp",
+                            "rmsnorm dweight"};
+    for (int j = 0; j < 8; j++) EXPECT_SAME_BITS(res[0][j], res[1][j], (size_t)N * C, names[j]);
+    for (int j = 3; j < 8; j++) EXPECT_SAME_BITS(res[0][j], res[2][j], (size_t)N * C, names[j]);
     for (int k = 0; k < 3; k++)
-        for (int j = 0; j < 6; j++) free(res[k][j]);
+        for (int j = 0; j < 8; j++) free(res[k][j]);
     free(x), free(w), free(b), free(g), free(gc);
 }
 
