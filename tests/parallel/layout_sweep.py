@@ -10,13 +10,17 @@ DP with DDP or ZeRO-1/2/3 and the overlaps, CP with its three exchanges, EP, SP)
   resume  3 iterations under the layout, saved; 3 more under a second random layout loaded
           from it; all 6 against one uninterrupted rank
 
-to 2e-4 relative (3e-2 with bf16/fp16). A combination megac refuses (exit 2 with one
+to 2e-4 relative (3e-2 with bf16/fp16). With --device cuda (the emulator build's megac) the
+layouts run on the CUDA backend with strict fp32 GEMMs (--no-tf32) against one CPU rank; in
+resume mode the second leg draws its backend (CUDA or CPU), so a checkpoint may cross from
+one to the other. A combination megac refuses (exit 2 with one
 'megac:' line on every rank) is counted, not failed; a crash, a hang (--timeout), a
 disagreement fails the test. The sweep found a hang (a refusal on some pipeline stages
 only), a crash (--bf16 --apply-layernorm-1p) and a wrong resume (--bf16 --load on the CPU).
 Each run draws new seeds (printed); `--seed S --count 1` replays a case.
 
 usage: layout_sweep.py --megac BIN --mpiexec MPIEXEC [--seed S] [--count N] [--mode parity|resume]
+                       [--device cpu|cuda]
 """
 import argparse, json, os, random, subprocess, sys, tempfile, time
 
@@ -127,9 +131,14 @@ def refused(rc, out):
     return rc == 2 and sum(l.startswith("megac:") for l in out.splitlines()) == 1
 
 
+def reason(out):
+    """A refusal's one 'megac:' line."""
+    return next(l for l in out.splitlines() if l.startswith("megac:"))
+
+
 def failed(rc, out, label):
-    """The verdict of a run that exited rc: a refusal, or a failure with its output."""
-    return ("refused", label) if refused(rc, out) else ("FAIL", label + "\n" + out[-2000:])
+    """The verdict of a run that exited rc: a refusal (with its reason), or a failure with its output."""
+    return ("refused", f"{label}\n      {reason(out)}") if refused(rc, out) else ("FAIL", label + "\n" + out[-2000:])
 
 
 def records(log):
@@ -153,29 +162,32 @@ def case(a, seed, wd):
     model, L, moe, tol, tags = draw_model(r)
     lay, x, micro = draw_layout(r, L, moe)
     model += ["--global-batch-size", str(2 * lay[2] * micro)]
+    dev = ["--device", "cuda", "--no-tf32"] if a.device == "cuda" else []
     label = f"{','.join(map(str, lay))} {' '.join(tags) or 'gpt'} {' '.join(x)}"
     if a.mode == "parity":
         model += ["--train-iters", "4"]
         cmd = [sys.executable, PARITY, "--megac", a.megac, "--mpiexec", a.mpiexec, "--tol", str(tol),
                "--timeout", str(a.timeout), "--layouts", "1,1,1", ",".join(map(str, lay)),
-               "--extra=" + " ".join(x), "--"] + model
+               "--extra=" + " ".join(x + dev), "--"] + model
         p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         if "parity: ok" in p.stdout:
             return "ok", label
         if "exited 2:" in p.stdout and refused(2, p.stdout):
-            return "refused", label
+            return "refused", f"{label}\n      {reason(p.stdout)}"
         return "FAIL", label + "\n" + p.stdout[-3000:] + "\nmodel flags: " + " ".join(model)
     model += ["--train-iters", "6"]
     lay_b, x_b, _ = draw_layout(r, L, moe)
     label += f" -> {','.join(map(str, lay_b))} {' '.join(x_b)}"
+    dev_b = dev if not dev or r.random() < 0.5 else []  # the second leg's backend
+    label += " (cpu)" if dev and not dev_b else ""
     if (int(model[model.index("--global-batch-size") + 1]) // 2) % lay_b[2]:
         return "refused", label + " (batch)"
     ck = os.path.join(wd, f"ck{seed}")
     rc, out = launch(a, (1, 1, 1, 1, 1), model, os.path.join(wd, f"s{seed}.jsonl"))
     if rc:
         return failed(rc, out, label)
-    for n, (lay_i, x_i, more) in enumerate(((lay, x, ["--save", ck, "--save-interval", "3", "--exit-interval", "3"]),
-                                            (lay_b, x_b, ["--load", ck]))):
+    for n, (lay_i, x_i, more) in enumerate(((lay, x + dev, ["--save", ck, "--save-interval", "3", "--exit-interval", "3"]),
+                                            (lay_b, x_b + dev_b, ["--load", ck]))):
         rc, out = launch(a, lay_i, model + x_i + more, os.path.join(wd, f"{'ab'[n]}{seed}.jsonl"))
         if rc:
             return failed(rc, out, label)
@@ -193,9 +205,11 @@ def main():
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--count", type=int, default=6)
     ap.add_argument("--timeout", type=float, default=120)
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                    help="the layouts' backend (cuda: the emulator build's megac); the reference is one CPU rank")
     a = ap.parse_args()
     seed0 = a.seed if a.seed is not None else random.SystemRandom().randrange(1 << 30)
-    print(f"layout sweep ({a.mode}): seeds {seed0}..{seed0 + a.count - 1} (replay one: --seed S --count 1)")
+    print(f"layout sweep ({a.mode}, {a.device}): seeds {seed0}..{seed0 + a.count - 1} (replay one: --seed S --count 1)")
     counts = {"ok": 0, "refused": 0, "FAIL": 0}
     with tempfile.TemporaryDirectory() as wd:
         for s in range(seed0, seed0 + a.count):
