@@ -13,14 +13,16 @@ DP with DDP or ZeRO-1/2/3 and the overlaps, CP with its three exchanges, EP, SP)
 to 2e-4 relative (3e-2 with bf16/fp16). With --device cuda (the emulator build's megac) the
 layouts run on the CUDA backend with strict fp32 GEMMs (--no-tf32) against one CPU rank; in
 resume mode the second leg draws its backend (CUDA or CPU), so a checkpoint may cross from
-one to the other. A combination megac refuses (exit 2 with one
-'megac:' line on every rank) is counted, not failed; a crash, a hang (--timeout), a
+one to the other. With --data documents the model trains on a token file of short documents
+with EODs (made with megac preprocess) and draws --eod-mask-loss, --reset-position-ids and
+--reset-attention-mask. A combination megac refuses (exit 2 with one 'megac:' line on every
+rank) is counted, not failed, and prints its reason; a crash, a hang (--timeout), a
 disagreement fails the test. The sweep found a hang (a refusal on some pipeline stages
 only), a crash (--bf16 --apply-layernorm-1p) and a wrong resume (--bf16 --load on the CPU).
 Each run draws new seeds (printed); `--seed S --count 1` replays a case.
 
 usage: layout_sweep.py --megac BIN --mpiexec MPIEXEC [--seed S] [--count N] [--mode parity|resume]
-                       [--device cpu|cuda]
+                       [--device cpu|cuda] [--data mock|documents]
 """
 import argparse, json, os, random, subprocess, sys, tempfile, time
 
@@ -29,8 +31,9 @@ sys.path.insert(0, os.path.dirname(PARITY))
 from parity import gnorm_diff  # noqa: E402 (null grad norms: --fp16 steps skipped on overflow)
 
 
-def draw_model(r):
-    """Model flags (the same on every rank and layout), their tolerance and a short label."""
+def draw_model(r, data):
+    """Model flags (the same on every rank and layout), their tolerance and a short label.
+    data: None (--mock-data) or a token file of short documents."""
     L = r.choice([2, 4, 8])
     m = ["--mock-data", "--num-layers", str(L), "--hidden-size", "64", "--num-attention-heads", "4",
          "--seq-length", "32", "--micro-batch-size", "2", "--lr", "1e-3", "--log-interval", "100",
@@ -79,6 +82,13 @@ def draw_model(r):
         m += flags if r.random() < p else []
     if not llama and r.random() < 0.15:
         m += ["--squared-relu"]
+    if data:  # drawn last: a seed draws the same model as with --mock-data, then these
+        m[0:1] = ["--data-path", data, "--split", "1,0,0"]
+        tags.append("documents")
+        for f in ("--eod-mask-loss", "--reset-position-ids", "--reset-attention-mask"):
+            if r.random() < 0.5:
+                m.append(f)
+                tags.append(f[2:])
     return m, L, moe, tol, tags
 
 
@@ -159,7 +169,7 @@ def worst_diff(got, ref):
 def case(a, seed, wd):
     """Returns (verdict, detail): ok, refused or FAIL."""
     r = random.Random(seed)
-    model, L, moe, tol, tags = draw_model(r)
+    model, L, moe, tol, tags = draw_model(r, a.data_file)
     lay, x, micro = draw_layout(r, L, moe)
     model += ["--global-batch-size", str(2 * lay[2] * micro)]
     dev = ["--device", "cuda", "--no-tf32"] if a.device == "cuda" else []
@@ -197,6 +207,19 @@ def case(a, seed, wd):
         ("" if d <= tol else "\nmodel flags: " + " ".join(model))
 
 
+def documents(a, wd):
+    """A token file of 1200 documents of 8 to 30 characters (a 32-token sample holds 2 to 4,
+    each ending in an EOD), made with megac preprocess; its path."""
+    r = random.Random(1)
+    with open(os.path.join(wd, "docs.jsonl"), "w") as f:
+        for _ in range(1200):
+            f.write(json.dumps({"text": "".join(r.choice("abcdefgh ") for _ in range(r.randint(8, 30)))}) + "\n")
+    out = os.path.join(wd, "docs.h5")
+    subprocess.run([a.megac, "preprocess", "--input", os.path.join(wd, "docs.jsonl"), "--output", out],
+                   check=True, stdout=subprocess.DEVNULL)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--megac", required=True)
@@ -205,13 +228,17 @@ def main():
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--count", type=int, default=6)
     ap.add_argument("--timeout", type=float, default=120)
+    ap.add_argument("--data", choices=["mock", "documents"], default="mock",
+                    help="documents: a token file of short documents with EODs, and --eod-mask-loss, "
+                         "--reset-position-ids, --reset-attention-mask drawn")
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
                     help="the layouts' backend (cuda: the emulator build's megac); the reference is one CPU rank")
     a = ap.parse_args()
     seed0 = a.seed if a.seed is not None else random.SystemRandom().randrange(1 << 30)
-    print(f"layout sweep ({a.mode}, {a.device}): seeds {seed0}..{seed0 + a.count - 1} (replay one: --seed S --count 1)")
+    print(f"layout sweep ({a.mode}, {a.device}, {a.data} data): seeds {seed0}..{seed0 + a.count - 1} (replay one: --seed S --count 1)")
     counts = {"ok": 0, "refused": 0, "FAIL": 0}
     with tempfile.TemporaryDirectory() as wd:
+        a.data_file = documents(a, wd) if a.data == "documents" else None
         for s in range(seed0, seed0 + a.count):
             t = time.time()
             verdict, detail = case(a, s, wd)
