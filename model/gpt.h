@@ -141,6 +141,7 @@ typedef struct {
                                        // positions of each sequence, two chunks (gpt_cp.h);
                                        // cp 1: T = T_seq, the whole sequence
     Comm *cp_comm;                     // the context-parallel group (NULL: cp 1)
+    Comm *cp_host;                     // the same ranks over MPI, host memory (NULL: cp 1)
     int ep, ep_rank;                   // expert parallelism: this rank holds experts
     Comm *ep_comm;                     // [ep_rank E/ep, +E/ep) of each MoE layer (ep 1: NULL)
     CPCommType cp_comm_type;           // --cp-comm-type (layers/cp_attention.h; cp > 1)

@@ -68,6 +68,7 @@ static void place_in_grid(GPT *m, const ProcessGrid *grid, const GPTStage *st) {
     m->cp = d ? pgrid_dims_cp(d) : 1;
     m->cp_rank = m->cp > 1 ? grid->coord.cp_rank : 0;
     m->cp_comm = m->cp > 1 ? grid->cp : NULL;
+    m->cp_host = m->cp > 1 ? grid->cp_host : NULL;
     m->cp_comm_type = m->cp > 1 ? st->cp_comm : CP_COMM_P2P;
     m->ep = d ? pgrid_dims_ep(d) : 1;
     m->ep_rank = m->ep > 1 ? grid->coord.ep_rank : 0;

@@ -6,8 +6,11 @@
 // without --calculate-per-token-loss). A micro-batch with every target masked weighs 0
 // (Megatron would divide by zero). With --calculate-per-token-loss every unmasked token
 // weighs the trainer's G T / (unmasked tokens of the global batch) instead, so the step's
-// loss is their summed loss over their count (Megatron's per-token loss). The weights depend only on the micro-batch's targets,
-// which every tensor-parallel rank holds, so every layout computes the same ones. The
+// loss is their summed loss over their count (Megatron's per-token loss). The weights depend
+// only on the micro-batch's targets, which every tensor-parallel rank holds, so every layout
+// computes the same ones; under context parallelism each rank counts its two chunks of each
+// sequence and the CP group sums the counts (over MPI: one int per micro-batch, last stage),
+// so a rank's N = B T / CP tokens weigh B T / n_kept as on one rank. The
 // weights are applied on the host: one copy of the N losses there and back per micro-batch
 // (on CUDA a wait for the stream), and the dscale copy, only with the flag.
 #include "gpt_block.h"
@@ -30,8 +33,10 @@ void gpt_loss_mask_weights(GPT *m, int slot, const int *targets) {
     int N = m->N, kept = 0;
     float *w = m->mask.w + (size_t)slot * N;
     for (int i = 0; i < N; i++) kept += targets[i] != m->mask.id;
+    if (m->mask.global_weight <= 0 && m->cp_host)  // the whole sequences' count (CP's chunks)
+        comm_all_reduce(m->cp_host, &kept, 1, COMM_I32, COMM_SUM);
     float weight = m->mask.global_weight > 0 ? (float)m->mask.global_weight  // per token
-                 : kept ? (float)N / (float)kept : 0.0f;
+                 : kept ? (float)(N * m->cp) / (float)kept : 0.0f;
     for (int i = 0; i < N; i++) w[i] = targets[i] != m->mask.id ? weight : 0.0f;
 }
 

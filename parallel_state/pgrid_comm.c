@@ -88,6 +88,7 @@ ProcessGrid *pgrid_create(const PGridDims *sizes, PGridCommKind kind, void *cuda
         g->etp_ep_pp = g->model;
     }
     g->tp_host = make_group(&g->dims, PGRID_TP, rank, PGRID_COMM_MPI, NULL, timeout_s);
+    g->cp_host = make_group(&g->dims, PGRID_CP, rank, PGRID_COMM_MPI, NULL, timeout_s);
     return g;
 }
 
@@ -112,5 +113,6 @@ void pgrid_destroy(ProcessGrid *g) {
         if (!is_alias(g, k)) comm_destroy(*field(g, k));  // (an alias: a dense kind's Comm)
     }
     comm_destroy(g->tp_host);
+    comm_destroy(g->cp_host);
     free(g);
 }

@@ -27,6 +27,8 @@ typedef struct {
                            // edp: dp_cp; etp_ep_pp: model), so no extra NCCL communicators
     Comm *tp_host;         // the tensor-parallel group over MPI (host memory, e.g. input
                            // batches), whatever the kind of the others
+    Comm *cp_host;         // the context-parallel group over MPI (host memory: a sequence's
+                           // count of unmasked targets, --eod-mask-loss)
 } ProcessGrid;
 
 // The one constructor: builds the grid of the layout *sizes names (its tp, cp, pp, ep, etp;

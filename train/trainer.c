@@ -190,20 +190,20 @@ void trainer_destroy(Trainer *t) {
 // --calculate-per-token-loss with --eod-mask-loss: the unmasked targets of the whole global
 // batch at the cursor, counted by every rank over its own micro-batches (read once more here;
 // TP ranks read together, as the schedule does) and summed over the world (MPI, host
-// memory), where each DP rank's count comes TP x PP times; each unmasked token then weighs
-// G T / that count. Collective over the world.
+// memory), where each DP rank's count comes TP x PP times (its CP ranks count their own
+// chunks); each unmasked token then weighs G T / that count. Collective over the world.
 static void per_token_weight(Trainer *t, int G) {
-    size_t N = (size_t)t->args.micro_batch * t->args.model.seq_length;
-    int *tok = core_calloc(2 * N, sizeof(int)), *tgt = tok + N;
+    size_t N = (size_t)t->args.micro_batch * t->args.model.seq_length, n = N / t->args.cp;
+    int *tok = core_calloc(2 * N, sizeof(int)), *tgt = tok + N;  // n of each: a CP rank's chunks
     int64_t eod = batches_eod_id(t->data);
     double kept = 0.0;
     for (int i = 0; i < t->step.n_micro; i++) {
         batches_get(&t->cursor, i, tok, tgt);
-        for (size_t j = 0; j < N; j++) kept += tgt[j] != eod;
+        for (size_t j = 0; j < n; j++) kept += tgt[j] != eod;
     }
     free(tok);
     comm_all_reduce(t->grid->world, &kept, 1, COMM_F64, COMM_SUM);
-    kept /= (double)t->args.tp * t->args.pp;  // (CP with --eod-mask-loss is refused)
+    kept /= (double)t->args.tp * t->args.pp;  // the CP ranks' chunks make each sequence once
     double w = kept > 0 ? (double)G * t->args.model.seq_length / kept : 0.0;
     for (int c = 0; c < t->n_chunks; c++) gpt_set_loss_mask_global(t->chunks[c], w);
 }

@@ -7,6 +7,9 @@
 #   hold no EOD, nothing is masked and the losses are bitwise those without the flag;
 #   --mock-data (no end-of-document id) is refused with one line, exit 2. The fused classifier
 #   gives bitwise the losses and grad norms of MEGAC_NO_FUSED_CLASSIFIER=1 (TP 1, TP 2 x PP 2).
+#   Context parallelism (each rank counts its chunks of a sequence, the CP group sums the
+#   counts): CP 2 and 4, TP 2 x CP 2 with sequence parallelism, PP 2 x CP 2 and DP 2 x CP 2
+#   agree with one rank, with and without --calculate-per-token-loss.
 #   --calculate-per-token-loss: see its block below.
 # usage: eod_mask_loss.sh MPIEXEC MEGAC PARITY_PY
 set -uo pipefail
@@ -25,6 +28,15 @@ python3 "$parity" --megac "$megac" --mpiexec "$mpiexec" --tol 1e-5 \
   --layouts 1,1,1 2,1,1 1,1,2 1,2,1 2,2,1 -- "${tiny[@]}" --eod-mask-loss || fail "parity with --eod-mask-loss"
 python3 "$parity" --megac "$megac" --mpiexec "$mpiexec" --tol 1e-5 --extra=--sequence-parallel \
   --layouts 1,1,1 2,2,1 -- "${tiny[@]}" --eod-mask-loss || fail "parity with --eod-mask-loss, sequence parallel"
+# context parallelism: a sequence's unmasked targets are counted over the CP group's chunks
+for pt in "" --calculate-per-token-loss; do
+  python3 "$parity" --megac "$megac" --mpiexec "$mpiexec" --tol 1e-5 \
+    --layouts 1,1,1 1,1,1,2 1,1,1,4 1,2,1,2 1,1,2,2 -- "${tiny[@]}" --use-flash-attn --eod-mask-loss $pt ||
+    fail "parity with --eod-mask-loss $pt, context parallel"
+  python3 "$parity" --megac "$megac" --mpiexec "$mpiexec" --tol 1e-5 --extra=--sequence-parallel \
+    --layouts 1,1,1 2,1,1,2 -- "${tiny[@]}" --use-flash-attn --eod-mask-loss $pt ||
+    fail "parity with --eod-mask-loss $pt, TP 2 x CP 2, sequence parallel"
+done
 # the fused classifier (the weighted dscale in the forward's pass): bitwise the backward's
 python3 "$parity" --megac "$megac" --mpiexec "$mpiexec" --tol 0 --paired \
   --ref-env MEGAC_NO_FUSED_CLASSIFIER=1 --layouts 1,1,1 2,2,1 -- "${tiny[@]}" --eod-mask-loss ||
