@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>  // defines: nanosleep
 
 CoreFaults core_fault_from_env(int rank) {
     CoreFaults f = {0};
@@ -23,11 +24,20 @@ CoreFaults core_fault_from_env(int rank) {
         f.nan_at[f.n_nan_at++] = i;
         p = *end == ',' ? end + 1 : end;
     }
+    v = getenv("MEGAC_TEST_SLOW_ITER_MS");
+    int ms = v ? atoi(v) : 0;
+    f.slow_ms = ms >= 1 && ms <= 10000 ? ms : 0;
     return f;
 }
 
 void core_fault_die_at(const CoreFaults *f, int64_t it) {
     if (it == f->die_at_iter) raise(f->die_signal);
+}
+
+void core_fault_slow(const CoreFaults *f) {
+    if (f->slow_ms <= 0) return;
+    struct timespec d = {f->slow_ms / 1000, (long)(f->slow_ms % 1000) * 1000000L};
+    nanosleep(&d, NULL);
 }
 
 int core_fault_nan_at(const CoreFaults *f, int64_t it) {

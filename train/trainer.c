@@ -234,6 +234,7 @@ StepResult trainer_step(Trainer *t) {
     t->dscale_base = 1.0 / ((double)t->step.n_micro * t->model->N);
     pgrid_for_each_comm(t->grid, reset_stats, NULL);  // the log reports one step's traffic
     core_fault_die_at(&t->faults, it);  // test hook MEGAC_TEST_DIE_AT_ITER
+    core_fault_slow(&t->faults);        // test hook MEGAC_TEST_SLOW_ITER_MS
     for (int c = 0; c < t->n_chunks; c++) gpt_zero_grads(t->chunks[c]);
     double S = t->scaler.scale;  // gradients come out S times too large (fp16), else S = 1
     t->step.loss_scale = (float)(t->dscale_base * S);

@@ -162,7 +162,8 @@ expect "$out" "^pretrain_gpt: SUCCESS" "gpu: no success marker"
 echo "ok: gpu: srun --mpi=pmi2 ... megac train --device cuda, rank r sees entry r of CUDA_VISIBLE_DEVICES"
 
 # stop: SIGUSR1 to the ranks -> checkpoint, exit 0, STOPPED, requeue, resume, SUCCESS.
-stop=$(submit stop "${tiny[@]}" SAVE="$tmp/ckpt-stop" SAVE_INTERVAL=1000 TRAIN_ITERS=60 -- \
+# (20 ms per iteration: 60 tiny iterations otherwise end, on a fast box, before the signal)
+stop=$(submit stop "${tiny[@]}" SAVE="$tmp/ckpt-stop" SAVE_INTERVAL=1000 TRAIN_ITERS=60 MEGAC_TEST_SLOW_ITER_MS=20 -- \
        "${one_node[@]}" --ntasks-per-node=8) || fail "sbatch (stop) failed"
 out="$tmp/stop.out"
 for _ in $(seq 600); do grep -q "^ \[[^]]*\] iteration *3/" "$out" 2>/dev/null && break; sleep 0.1; done
