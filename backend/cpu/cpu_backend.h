@@ -28,6 +28,10 @@
 // whole chunks in order, so each reads the rows it wrote in the row-split ops before.
 #define CPU_ROWCHUNK 32
 static inline int cpu_rowchunks(int N) { return (N + CPU_ROWCHUNK - 1) / CPU_ROWCHUNK; }
+// One past the last row of chunk k of N rows (its first is k * CPU_ROWCHUNK).
+static inline int cpu_rowchunk_end(int N, int k) {
+    return N - k * CPU_ROWCHUNK < CPU_ROWCHUNK ? N : (k + 1) * CPU_ROWCHUNK;
+}
 
 // cpu_backend.c: host memory (the BackendOps entries of the same names)
 void *cpu_alloc(Backend *be, size_t bytes);

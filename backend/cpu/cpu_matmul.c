@@ -151,8 +151,8 @@ void cpu_colsum_acc(Backend *be, float *acc, const float *x, int N, int C) {
     float *part = core_calloc((size_t)nck * C, sizeof *part);  // (nck, C): chunk sums
 #pragma omp parallel for num_threads(nt) schedule(static) if ((size_t)N * C > CPU_PAR_MIN)
     for (int k = 0; k < nck; k++) {
-        int i0 = k * CPU_ROWCHUNK, n = N - i0 < CPU_ROWCHUNK ? N - i0 : CPU_ROWCHUNK;
-        colsum_rows(part + (size_t)k * C, x + (size_t)i0 * C, n, C);
+        int i0 = k * CPU_ROWCHUNK;
+        colsum_rows(part + (size_t)k * C, x + (size_t)i0 * C, cpu_rowchunk_end(N, k) - i0, C);
     }
     cpu_chunks_acc(be, acc, part, nck, C);
     free(part);

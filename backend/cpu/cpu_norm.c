@@ -102,12 +102,11 @@ static void layernorm_backward(Backend *be, float *dinp, float *dweight, float *
                                const float *dout, const float *inp, const float *weight,
                                const float *mean, const float *rstd, int N, int C) {
     int nt = cpu_nt(be), nck = cpu_rowchunks(N);
-    float *part = dweight || dbias ? core_calloc((size_t)2 * nck * C + 1, sizeof(float)) : NULL;
+    float *part = dweight || dbias ? core_calloc((size_t)2 * nck * C, sizeof(float)) : NULL;
     // part (2, nck, C): each chunk's sums of dout * norm, then of dout
 #pragma omp parallel for num_threads(nt) schedule(static) if ((size_t)N * C > CPU_PAR_MIN)
     for (int k = 0; k < nck; k++) {
-        int i1 = N - k * CPU_ROWCHUNK < CPU_ROWCHUNK ? N : (k + 1) * CPU_ROWCHUNK;
-        for (int i = k * CPU_ROWCHUNK; i < i1; i++) {
+        for (int i = k * CPU_ROWCHUNK, i1 = cpu_rowchunk_end(N, k); i < i1; i++) {
             const float *dy = dout + (size_t)i * C, *x = inp + (size_t)i * C;
             if (dinp)
                 cpu_layernorm_dinp_row(dinp + (size_t)i * C, dy, x, weight, mean[i], rstd[i], C);
@@ -166,11 +165,10 @@ CPU_SIMD_CLONES static void cpu_rmsnorm_backward_row(float *dx, float *sw, const
 static void rmsnorm_backward(Backend *be, float *dinp, float *dweight, const float *dout,
                              const float *inp, const float *w, const float *rstd, int N, int C) {
     int nt = cpu_nt(be), nck = cpu_rowchunks(N);
-    float *part = dweight ? core_calloc((size_t)nck * C + 1, sizeof(float)) : NULL;  // (nck, C)
+    float *part = dweight ? core_calloc((size_t)nck * C, sizeof(float)) : NULL;  // (nck, C)
 #pragma omp parallel for num_threads(nt) schedule(static) if ((size_t)N * C > CPU_PAR_MIN)
     for (int k = 0; k < nck; k++) {
-        int i1 = N - k * CPU_ROWCHUNK < CPU_ROWCHUNK ? N : (k + 1) * CPU_ROWCHUNK;
-        for (int i = k * CPU_ROWCHUNK; i < i1; i++)
+        for (int i = k * CPU_ROWCHUNK, i1 = cpu_rowchunk_end(N, k); i < i1; i++)
             cpu_rmsnorm_backward_row(dinp ? dinp + (size_t)i * C : NULL,
                                      part ? part + (size_t)k * C : NULL, dout + (size_t)i * C,
                                      inp + (size_t)i * C, w, rstd[i], C);
