@@ -193,8 +193,9 @@ void trainer_destroy(Trainer *t) {
 // memory), where each DP rank's count comes TP x PP times (its CP ranks count their own
 // chunks); each unmasked token then weighs G T / that count. Collective over the world.
 static void per_token_weight(Trainer *t, int G) {
-    size_t N = (size_t)t->args.micro_batch * t->args.model.seq_length, n = N / t->args.cp;
-    int *tok = core_calloc(2 * N, sizeof(int)), *tgt = tok + N;  // n of each: a CP rank's chunks
+    // a micro-batch's tokens and targets on this rank (under CP its two chunks of each sequence)
+    size_t n = (size_t)t->args.micro_batch * t->args.model.seq_length / t->args.cp;
+    int *tok = core_calloc(2 * n, sizeof(int)), *tgt = tok + n;
     int64_t eod = batches_eod_id(t->data);
     double kept = 0.0;
     for (int i = 0; i < t->step.n_micro; i++) {
