@@ -116,6 +116,7 @@ typedef struct {
     void *dqkv;
     float *scratch;
     const void *datty;
+    CPDocStarts docs;
 } CPIO;
 
 // The ring's packing: kv (N, 2*G*hs) = [k | v] of kv heads g = expanded heads g*(NH/G) of
@@ -159,8 +160,9 @@ static void gather_seq(const CPCtx *x, const void *qkv, void *gath, void *seq) {
 static void attend(const CPCtx *x, const CPIO *io, int h, int kpos, int Tk, const void *kv,
                    void *dkv, int G, int accumulate) {
     Backend *be = x->be;
+    const int *qstart = io->docs.rows ? io->docs.rows + (size_t)h * x->B * x->c : NULL;  // half h's
     BackendAttnWindow w = {cp_chunk_pos(x->T_seq, x->P, x->i, h), kpos, Tk, kv, accumulate,
-                           io->dqkv ? dkv : NULL, G, NULL};
+                           io->dqkv ? dkv : NULL, G, qstart};
     if (!io->dqkv)
         be->ops->flash_attention_forward(be, half(io->atty, x->y_half, h), io->lse + h * x->lse_half,
                                          half(io->qkv, x->qkv_half, h), x->B, x->c, x->NH, x->hs,
@@ -275,23 +277,26 @@ static void ulysses(const CPCtx *x, const CPIO *io) {
     int H = x->NH / x->P;
     BackendDropout own;
     const BackendDropout *d = heads_dropout(x, io->d, &own);
+    BackendAttnWindow docs = {0, 0, x->T_seq, NULL, 0, NULL, 0, io->docs.seq};  // documents
+    const BackendAttnWindow *w = io->docs.seq ? &docs : NULL;
     to_heads(x, io->qkv, 3, send, r3, qs);  // (B, T_seq, 3*H*hs)
     if (!io->dqkv) {
-        be->ops->flash_attention_forward(be, ys, io->lse, qs, x->B, x->T_seq, H, x->hs, d, NULL);
+        be->ops->flash_attention_forward(be, ys, io->lse, qs, x->B, x->T_seq, H, x->hs, d, w);
         from_heads(x, ys, 1, send, r2, io->atty);
         return;
     }
     to_heads(x, io->atty, 1, send, r3, ys);
     to_heads(x, io->datty, 1, send, r3, r2);
+    if (w) be->ops->zero(be, r3, 3 * u);  // a window adds: dqkv from 0
     be->ops->flash_attention_backward(be, r3, io->scratch, r2, qs, ys, io->lse, x->B, x->T_seq, H,
-                                      x->hs, d, NULL);
+                                      x->hs, d, w);
     from_heads(x, r3, 3, send, qs, io->dqkv);
 }
 
 void cp_attention_forward(const CPAttention *L, void *atty, float *lse, const void *qkv,
-                          const BackendDropout *d) {
+                          const BackendDropout *d, CPDocStarts docs) {
     CPCtx x = ctx(L);
-    CPIO io = {atty, lse, qkv, d, NULL, NULL, NULL};
+    CPIO io = {atty, lse, qkv, d, NULL, NULL, NULL, docs};
     if (L->d.type == CP_COMM_A2A) {
         ulysses(&x, &io);
         return;
@@ -307,10 +312,10 @@ void cp_attention_forward(const CPAttention *L, void *atty, float *lse, const vo
 
 void cp_attention_backward(const CPAttention *L, void *dqkv, float *scratch, const void *datty,
                            const void *qkv, const void *atty, const float *lse,
-                           const BackendDropout *d) {
+                           const BackendDropout *d, CPDocStarts docs) {
     CPCtx x = ctx(L);
     Backend *be = x.be;
-    CPIO io = {(void *)atty, (float *)lse, qkv, d, dqkv, scratch, datty};
+    CPIO io = {(void *)atty, (float *)lse, qkv, d, dqkv, scratch, datty, docs};
     size_t bytes = x.n * x.esz;
     if (L->d.type == CP_COMM_A2A) {  // writes every element of dqkv
         ulysses(&x, &io);

@@ -77,15 +77,23 @@ size_t cp_attention_workspace(const CPAttnDims *d);
 // entries it filled (<= CP_MAX_CALLS). Pure.
 int cp_attention_calls(const CPAttnDims *d, int backward, CommCall calls[CP_MAX_CALLS]);
 
+// Documents (--reset-attention-mask): the global position where each query's document
+// starts (BackendAttnWindow.qstart), ints in the backend's memory, for this rank's rows
+// (rows: N, the two halves of (B, c) in the rows' order; p2p and all_gather read it) and for
+// the whole sequences (seq: (B, T_seq); a2a reads it). {NULL, NULL}: plain causal.
+typedef struct {
+    const int *rows, *seq;
+} CPDocStarts;
+
 // atty (N, NH*hs) of this rank's queries in qkv (N, 3*NH*hs; attention layout, kv heads
-// expanded) against every key of their sequences, and lse (B*NH*N/B floats, kept for the
-// backward: two halves of (B, NH, c); a2a: (B, NH/cp, T_seq) of this rank's heads); d:
-// attention dropout (NULL: none). Collective over the CP group.
+// expanded) against every key of their sequences (of their documents: docs), and lse
+// (B*NH*N/B floats, kept for the backward: two halves of (B, NH, c); a2a: (B, NH/cp, T_seq)
+// of this rank's heads); d: attention dropout (NULL: none). Collective over the CP group.
 void cp_attention_forward(const CPAttention *L, void *atty, float *lse, const void *qkv,
-                          const BackendDropout *d);
+                          const BackendDropout *d, CPDocStarts docs);
 
 // dqkv (N, 3*NH*hs) [overwritten] from datty (N, NH*hs) and the forward's qkv, atty, lse
-// (same d); scratch (B, NH, N/B) floats is workspace. Collective over the CP group.
+// (same d, docs); scratch (B, NH, N/B) floats is workspace. Collective over the CP group.
 void cp_attention_backward(const CPAttention *L, void *dqkv, float *scratch, const void *datty,
                            const void *qkv, const void *atty, const float *lse,
-                           const BackendDropout *d);
+                           const BackendDropout *d, CPDocStarts docs);

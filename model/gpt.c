@@ -51,7 +51,7 @@ static void attention_forward(GPT *m, const GPTLayerActs *a, const GPTRows *r,
     const BackendAttnWindow *w = r->pos0 ? &cache : r->qstart ? &docs : NULL;
     if (m->cp > 1) {  // this rank's two chunks against the whole sequence's keys
         CPAttention cp = gpt_cp_attention(m);
-        cp_attention_forward(&cp, a->atty, a->lse, a->qkv, d);
+        cp_attention_forward(&cp, a->atty, a->lse, a->qkv, d, (CPDocStarts){r->qstart, r->qstart_seq});
         return;
     }
     if (m->cfg.use_flash_attn)
@@ -68,7 +68,8 @@ static void attention_backward(GPT *m, const GPTLayerActs *a, const GPTRows *r,
     int hs = m->hs;
     if (m->cp > 1) {
         CPAttention cp = gpt_cp_attention(m);
-        cp_attention_backward(&cp, m->s.dqkv, m->s.datt, m->s.datty, a->qkv, a->atty, a->lse, d);
+        cp_attention_backward(&cp, m->s.dqkv, m->s.datt, m->s.datty, a->qkv, a->atty, a->lse, d,
+                              (CPDocStarts){r->qstart, r->qstart_seq});
     } else if (m->cfg.use_flash_attn && r->qstart) {  // a window adds: dqkv from 0
         BackendAttnWindow docs = {0, 0, m->T, NULL, 0, NULL, 0, r->qstart};
         be->ops->zero(be, m->s.dqkv, (size_t)m->N * 3 * m->A_tp * backend_dtype_size(be->act));
@@ -110,8 +111,8 @@ static void block_forward(GPT *m, TPGroup *tp, const GPTBlockW *w, GPTLayerActs 
 // The rows of the micro-batch in slot a: the whole sequences, or this rank's two chunks of
 // each (context parallelism). Pure.
 static GPTRows micro_rows(const GPT *m, const GPTActs *a) {
-    if (m->cp > 1) return gpt_cp_rows(m, a->sample0);
-    GPTRows r = {m->B, m->T, 0, a->sample0, 0, 0, a->doc_pos, a->doc_start};
+    if (m->cp > 1) return gpt_cp_rows(m, a);
+    GPTRows r = {m->B, m->T, 0, a->sample0, 0, 0, a->doc_pos, a->doc_start, NULL};
     return r;
 }
 
@@ -209,7 +210,7 @@ void gpt_forward_positions(GPT *m, Comm *tp_comm, int slot, const int *tokens, i
         core_fatal("gpt_forward_positions: positions [%d, %d) of %d, micro-batch %d, tp %d, "
                    "dropout %d: needs one sequence on one rank without dropout", p0, p0 + n,
                    m->T, m->B, m->tp, m->drop.on);
-    GPTRows r = {1, n, p0, a->sample0, 0, 0, NULL, NULL};
+    GPTRows r = {1, n, p0, a->sample0, 0, 0, NULL, NULL, NULL};
     size_t qkv_row = 3 * (size_t)m->A_tp * backend_dtype_size(be->act);
     hook(m, GPT_HOOK_FORWARD, GPT_UNIT_EDGE);
     if (m->first) {

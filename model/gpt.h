@@ -87,6 +87,8 @@ typedef struct {
                                        // micro-batch's first sample: the dropout masks' s
     int *doc_pos, *doc_start;          // (B, T) backend memory, with gpt_set_documents: each
                                        // row's position in its document, the document's start
+    int *doc_start_seq;                // (B, T_seq) the starts of the whole sequences (CP > 1
+                                       // with --reset-attention-mask; else NULL)
     void *mem;
 } GPTActs;
 
@@ -97,13 +99,14 @@ typedef struct {
 // are two halves, (B, T/2) rows of positions [pos0, pos0 + T/2) of each sequence, then
 // (B, T/2) rows of positions [pos1, pos1 + T/2) (this CP rank's two chunks: gpt_cp.h).
 // Documents (gpt_set_documents): pos, qstart (B, T) in the backend's memory, each row's
-// position in its document and its document's start (NULL: none; positions as above, plain
-// causal attention).
+// position in its document and its document's start (a global position) (NULL: none;
+// positions as above, plain causal attention); with CP also qstart_seq (B, T_seq), the
+// starts of the whole sequences (cp_attention.h's CPDocStarts).
 typedef struct {
     int B, T, pos0;
     int64_t sample0;
     int halves, pos1;
-    const int *pos, *qstart;
+    const int *pos, *qstart, *qstart_seq;
 } GPTRows;
 
 // The data-parallel sync hook (distributed/dist_sync.h): the model calls it right before a
@@ -218,7 +221,7 @@ typedef struct {
     } mask;
     struct {                           // --reset-position-ids / --reset-attention-mask
         int positions, attention, id;  // (gpt_set_documents; both 0: off); id: end of document
-        int *host;                     // (2, N) host staging: positions, document starts
+        int *host;                     // (4 B T_seq + 2 N) host staging (gpt_documents.c)
     } docs;
 } GPT;
 

@@ -187,6 +187,7 @@ void gpt_destroy(GPT *m) {
         be->ops->free(be, m->slots[s].mem);
         be->ops->free(be, m->slots[s].doc_pos);  // gpt_documents.c
         be->ops->free(be, m->slots[s].doc_start);
+        be->ops->free(be, m->slots[s].doc_start_seq);
         free(m->slots[s].layers);
     }
     free(m->slots);

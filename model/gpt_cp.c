@@ -21,9 +21,10 @@ int gpt_cp_check(const GPTConfig *cfg, int tp, int cp, CPCommType type, char *er
     return cp_attention_check(&d, err, errlen);
 }
 
-GPTRows gpt_cp_rows(const GPT *m, int64_t sample0) {
-    GPTRows r = {m->B, m->T, cp_chunk_pos(m->T_seq, m->cp, m->cp_rank, 0), sample0, 1,
-                 cp_chunk_pos(m->T_seq, m->cp, m->cp_rank, 1), NULL, NULL};
+GPTRows gpt_cp_rows(const GPT *m, const GPTActs *a) {
+    GPTRows r = {m->B, m->T, cp_chunk_pos(m->T_seq, m->cp, m->cp_rank, 0), a->sample0, 1,
+                 cp_chunk_pos(m->T_seq, m->cp, m->cp_rank, 1), a->doc_pos, a->doc_start,
+                 a->doc_start_seq};
     return r;
 }
 

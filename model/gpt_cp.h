@@ -15,8 +15,9 @@
 // Pure.
 int gpt_cp_check(const GPTConfig *cfg, int tp, int cp, CPCommType type, char *err, size_t errlen);
 
-// The rows of a training micro-batch on this rank (two halves; sample0 as in GPTRows). Pure.
-GPTRows gpt_cp_rows(const GPT *m, int64_t sample0);
+// The rows of the training micro-batch in slot a on this rank (two halves; its sample0 and
+// documents as in GPTRows). Pure.
+GPTRows gpt_cp_rows(const GPT *m, const GPTActs *a);
 
 // local (2, B, T_seq/(2*cp)) = rank cp_rank's two chunks of full (B, T_seq), token ids or
 // targets (the micro-batch as the data gives it). Pure.

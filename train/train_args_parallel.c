@@ -64,8 +64,7 @@ static void parse_virtual_pipeline(TrainArgs *a, int per_stage, int size) {
                          "support %s yet", v, other);
 }
 
-// CP's exchange and what CP > 1 needs or does not support yet (the document flags). One line,
-// exit 2.
+// CP's exchange and what CP > 1 needs. One line, exit 2.
 static void check_context_parallel(TrainArgs *a) {
     GPTConfig *m = &a->model;
     char cp_err[256];
@@ -73,9 +72,6 @@ static void check_context_parallel(TrainArgs *a) {
     if (cp_comm < 0) core_usage_error("%s", cp_err);
     if (a->cp > 1) m->use_flash_attn = 1;  // the ring's windows are the fused kernels' (Megatron: TE's)
     if (gpt_cp_check(m, a->tp, a->cp, (CPCommType)cp_comm, cp_err, sizeof cp_err)) core_usage_error("%s", cp_err);
-    if (a->cp > 1 && (a->reset_position_ids || a->reset_attention_mask))
-        core_usage_error("--reset-position-ids/--reset-attention-mask with --context-parallel-size "
-                         "%d are not implemented (a rank's chunks need the EODs before them)", a->cp);
 }
 
 static void finish(TrainArgs *a, TrainFlagText *x) {

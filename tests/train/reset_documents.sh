@@ -7,12 +7,17 @@
 #   losses and grad norms (parity.py, fp32 round-off) with both flags: GPT-2 with
 #   materialised attention (also with sequence parallelism and full recomputation), and
 #   Llama-style (rope, grouped-query, flash attention; sequence parallelism in TP 2 x PP 2;
-#   the interleaved schedule, PP 2 x 2 chunks); each flag changes the loss on its own; on a
-#   Megatron prefix whose documents hold no EOD they change nothing, bitwise; --mock-data
-#   and --context-parallel-size 2 are refused with one line, exit 2.
-# usage: reset_documents.sh MPIEXEC MEGAC PARITY_PY
+#   the interleaved schedule, PP 2 x 2 chunks); context parallelism, whose chunks need the
+#   EODs of the chunks before them (CP 2 and 4, with TP, PP and DP, each --cp-comm-type; GPT-2
+#   and Llama-style with SP); each flag changes the loss on its own; on a Megatron prefix
+#   whose documents hold no EOD they change nothing, bitwise; --mock-data is refused with one
+#   line, exit 2.
+#   With `cuda` (the emulator build's megac): only the CUDA backend against one CPU rank,
+#   with context parallelism (the windowed flash kernels with document starts at global
+#   positions): the ring at TP 2 x CP 2 + SP, a2a, all_gather on the staged path.
+# usage: reset_documents.sh MPIEXEC MEGAC PARITY_PY [cuda]
 set -uo pipefail
-mpiexec=$1 megac=$2 parity=$3
+mpiexec=$1 megac=$2 parity=$3 mode=${4:-cpu}
 source "$(dirname "$0")/../lib.sh"
 lib_tmpdir resetdocs
 
@@ -26,6 +31,18 @@ tiny=(--train-iters 5 --num-layers 4 --hidden-size 32 --num-attention-heads 4 --
 docs=(--reset-position-ids --reset-attention-mask)
 llama=(--normalization RMSNorm --swiglu --position-embedding-type rope --group-query-attention
        --num-query-groups 2 --disable-bias-linear --untie-embeddings-and-output-weights --use-flash-attn)
+if [[ $mode == cuda ]]; then
+  cuda="--device cuda --no-tf32"
+  python3 "$parity" --megac "$megac" --mpiexec "$mpiexec" --tol 1e-5 --extra="$cuda --sequence-parallel" \
+    --layouts 1,1,1 1,1,1,2 2,1,1,2 -- "${tiny[@]}" "${llama[@]}" "${docs[@]}" || fail "CUDA, the ring"
+  python3 "$parity" --megac "$megac" --mpiexec "$mpiexec" --tol 1e-5 --extra="$cuda --cp-comm-type a2a" \
+    --layouts 1,1,1 1,1,1,2 -- "${tiny[@]}" "${llama[@]}" "${docs[@]}" || fail "CUDA, a2a"
+  python3 "$parity" --megac "$megac" --mpiexec "$mpiexec" --tol 1e-5 \
+    --extra="$cuda --cp-comm-type all_gather --distributed-backend staged" \
+    --layouts 1,1,1 1,1,1,2 -- "${tiny[@]}" --use-flash-attn "${docs[@]}" || fail "CUDA, all_gather, staged"
+  lib_done reset_documents_cuda
+  exit
+fi
 python3 "$parity" --megac "$megac" --mpiexec "$mpiexec" --tol 1e-5 \
   --layouts 1,1,1 2,1,1 1,2,1 1,4,1 1,1,2 2,2,1 -- "${tiny[@]}" "${docs[@]}" || fail "parity, GPT-2"
 python3 "$parity" --megac "$megac" --mpiexec "$mpiexec" --tol 1e-5 --extra=--sequence-parallel \
@@ -33,6 +50,17 @@ python3 "$parity" --megac "$megac" --mpiexec "$mpiexec" --tol 1e-5 --extra=--seq
   --layouts 1,1,1 2,1,1 2,2,1 -- "${tiny[@]}" "${docs[@]}" || fail "parity, GPT-2, SP and recomputation"
 python3 "$parity" --megac "$megac" --mpiexec "$mpiexec" --tol 1e-5 --extra=--sequence-parallel \
   --layouts 1,1,1 2,2,1 1,4,1 -- "${tiny[@]}" "${llama[@]}" "${docs[@]}" || fail "parity, Llama-style flash"
+python3 "$parity" --megac "$megac" --mpiexec "$mpiexec" --tol 1e-5 \
+  --layouts 1,1,1 1,1,1,2 1,1,1,4 2,1,1,2 1,2,1,2 1,1,2,2 -- "${tiny[@]}" --use-flash-attn "${docs[@]}" ||
+  fail "parity, context parallel (p2p)"
+for ct in all_gather a2a; do
+  python3 "$parity" --megac "$megac" --mpiexec "$mpiexec" --tol 1e-5 --extra="--cp-comm-type $ct" \
+    --layouts 1,1,1 1,1,1,4 2,1,1,2 -- "${tiny[@]}" --use-flash-attn "${docs[@]}" ||
+    fail "parity, context parallel ($ct)"
+done
+python3 "$parity" --megac "$megac" --mpiexec "$mpiexec" --tol 1e-5 --extra=--sequence-parallel \
+  --layouts 1,1,1 2,1,1,2 1,2,1,2 -- "${tiny[@]}" "${llama[@]}" "${docs[@]}" ||
+  fail "parity, Llama-style, context parallel"
 python3 "$parity" --megac "$megac" --mpiexec "$mpiexec" --tol 1e-5 \
   --extra="--virtual-pipeline-model-parallel-size 2" --layouts 1,1,1 1,2,1 -- "${tiny[@]}" "${llama[@]}" \
   "${docs[@]}" || fail "parity, interleaved pipeline"
@@ -60,7 +88,5 @@ refused() {  # refused WANT ARGS...: exit 2 and one megac: line holding WANT
 }
 refused "--reset-position-ids needs --data-path data: --mock-data has no end-of-document id" \
   --mock-data --train-iters 1 --reset-position-ids
-refused "--reset-position-ids/--reset-attention-mask with --context-parallel-size 2 are not implemented" \
-  "${tiny[@]}" --use-flash-attn --context-parallel-size 2 --reset-attention-mask
 
 lib_done reset_documents
