@@ -53,7 +53,7 @@ void pp_step_set_chunks(PPStep *st, GPT **chunks, int v) {
         st->chunk_stages[c] = (PPStage){.ctx = &st->chunk_ctx[c], .forward = chunk_forward,
                                         .backward = chunk_backward, .input = chunk_input,
                                         .output = chunk_output, .input_grad = chunk_input_grad};
-        int n = st->plan.grad_slots[c];
+        int n = st->grad_n[c] = st->plan.grad_slots[c];
         st->grad_bufs[c] = core_calloc((size_t)n, sizeof(void *));
         for (int j = 0; j < n; j++) st->grad_bufs[c][j] = be->ops->alloc(be, bytes);  // (N_sp, C)
     }
@@ -67,7 +67,7 @@ void pp_chunks_free(PPStep *st) {
     if (st->n_chunks <= 1) return;
     Backend *be = st->model->be;
     for (int c = 0; c < st->n_chunks; c++) {
-        for (int j = 0; j < st->plan.grad_slots[c]; j++) be->ops->free(be, st->grad_bufs[c][j]);
+        for (int j = 0; j < st->grad_n[c]; j++) be->ops->free(be, st->grad_bufs[c][j]);
         free(st->grad_bufs[c]);
     }
     free(st->grad_bufs);
@@ -77,12 +77,24 @@ void pp_chunks_free(PPStep *st) {
     pp_ilv_plan_free(&st->eval_plan);
 }
 
+// pl made again for st->n_micro micro-batches (a batch ramp-up, or a step schedule, changed
+// the count); aborts if it needs more slots or queued gradients than were allocated.
+static void replan(PPStep *st, PPIlvPlan *pl) {
+    int p = st->grid->dims.pp, r = st->grid->coord.pp_rank, fonly = pl->forward_only;
+    pp_ilv_plan_free(pl);
+    pp_ilv_plan(pl, p, st->n_chunks, st->n_micro, r, fonly);
+    for (int c = 0; c < st->n_chunks; c++)
+        if (pl->act_slots[c] > st->chunks[c]->n_slots || (!fonly && pl->grad_slots[c] > st->grad_n[c]))
+            core_fatal("interleaved schedule: %d micro-batches need %d activation slots and %d "
+                       "gradient buffers for chunk %d, %d and %d were allocated", st->n_micro,
+                       pl->act_slots[c], pl->grad_slots[c], c, st->chunks[c]->n_slots, st->grad_n[c]);
+}
+
 // One interleaved run (training or forward-only); returns the summed loss on the last rank.
 double pp_chunks_run(PPStep *st, int forward_only) {
     PPIlvPlan *pl = forward_only ? &st->eval_plan : &st->plan;
     st->forward_only = forward_only;
-    if (st->n_micro != pl->m)
-        core_fatal("interleaved schedule planned for %d micro-batches, asked for %d", pl->m, st->n_micro);
+    if (st->n_micro != pl->m) replan(st, pl);
     Backend *be = st->model->be;
     GPT *last = st->chunks[st->n_chunks - 1];
     int slots[PP_ILV_MAX_CHUNKS];

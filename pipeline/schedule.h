@@ -39,8 +39,10 @@ typedef struct {
     GPT **chunks;       // (v) borrowed; chunk c is virtual stage c*PP + pp_rank; chunks[0] == model
     struct PPChunk *chunk_ctx;  // (v) adapters
     PPStage *chunk_stages;      // (v)
-    void ***grad_bufs;          // (v) per chunk (plan.grad_slots[c]) received output gradients
-    PPIlvPlan plan, eval_plan;  // this rank's training and forward-only plans for n_micro
+    void ***grad_bufs;          // (v) per chunk (grad_n[c]) received output gradients
+    int grad_n[PP_ILV_MAX_CHUNKS];  // (v) the queues' buffers, sized for the largest n_micro
+    PPIlvPlan plan, eval_plan;  // this rank's training and forward-only plans (of pl.m
+                                // micro-batches: made again when a run asks for another)
     PPLink ring;                // the pipeline group as a ring (prev/next wrap around)
 } PPStep;
 
@@ -70,7 +72,10 @@ void pp_forward_micro(PPStep *st, GPT *m, int micro, int slot);
 // Interleaved schedule: this rank runs the v model chunks chunks[0..v-1] (built with
 // gpt_create(..., PP*v, c*PP + pp_rank, ...) and pp_ilv_slots' slots) with Megatron's
 // interleaved 1F1B; call after pp_step_init (model == chunks[0]). Allocates the adapters,
-// the gradient queues and the plans, once. n_micro must stay as it is (pp_ilv_check).
+// the gradient queues and the plans, once, for st->n_micro, the largest count a run may
+// ask for (the global batch's: a ramp-up only grows to it). A run of another count (each a
+// multiple of PP: pp_ilv_check) plans again; the queues and the chunks' slots it needs are
+// never more than the largest count's (the plans' buffers grow with the count).
 void pp_step_set_chunks(PPStep *st, GPT **chunks, int v);
 
 // For pp_schedule.c: the interleaved run (summed loss on the last rank) and its teardown.

@@ -32,6 +32,25 @@ PGridDims train_args_dims(const TrainArgs *a) {
     return (PGridDims){.tp = a->tp, .cp = a->cp, .pp = a->pp, .ep = a->ep, .etp = train_args_etp(a)};
 }
 
+// The interleaved schedule's rule (pp_ilv_check: micro-batches per step a multiple of PP)
+// for every batch a step may take: --global-batch-size's, each of a --rampup-batch-size or a
+// --step-batch-size-schedule. One line naming the first batch that breaks it, exit 2.
+static void check_interleaved_batches(const TrainArgs *a, int dp) {
+    const TrainRampup *r = &a->rampup;
+    int unit = a->micro_batch * dp, n = r->n_steps;
+    int64_t k_max = r->start ? (a->global_batch - r->start) / r->incr : 0;
+    for (int64_t k = -1; k < (int64_t)n + (r->start ? k_max + 1 : 0); k++) {
+        int64_t batch = k < 0 ? a->global_batch : k < n ? r->step_batch[k] : r->start + (k - n) * r->incr;
+        const char *from = k < 0 ? "--global-batch-size" : k < n ? "--step-batch-size-schedule"
+                         : "--rampup-batch-size";
+        char ilv[256];
+        if (pp_ilv_check(a->pp, a->vpp, (int)(batch / unit), ilv, sizeof ilv))
+            core_usage_error("--virtual-pipeline-model-parallel-size %d: %s (%s: batch %lld / "
+                             "(--micro-batch-size %d x DP %d))", a->vpp, ilv, from, (long long)batch,
+                             a->micro_batch, dp);
+    }
+}
+
 void train_args_check_layout(const TrainArgs *a, int world) {
     PGridDims d = {.tp = a->tp, .cp = a->cp, .pp = a->pp, .ep = 1, .etp = a->tp};  // dense first
     char err[512];
@@ -51,11 +70,7 @@ void train_args_check_layout(const TrainArgs *a, int world) {
         core_usage_error("--rampup-batch-size %lld %lld: START and INCR must be multiples of "
                          "--micro-batch-size %d x data-parallel size %d", (long long)a->rampup.start,
                          (long long)a->rampup.incr, a->micro_batch, dp);
-    int n_micro = a->global_batch / (a->micro_batch * dp);
-    char ilv[256];
-    if (a->vpp > 1 && pp_ilv_check(a->pp, a->vpp, n_micro, ilv, sizeof ilv))
-        core_usage_error("--virtual-pipeline-model-parallel-size %d: %s (--global-batch-size %d / "
-                         "(--micro-batch-size %d x DP %d))", a->vpp, ilv, a->global_batch, a->micro_batch, dp);
+    if (a->vpp > 1) check_interleaved_batches(a, dp);
     GPTConfig m = a->model;
     if (m.vocab_size == 0) m.vocab_size = 1;  // not known yet; checked once the data is open
     if (gpt_config_check(&m, a->tp, a->pp, err, sizeof err) != 0) core_usage_error("%s", err);

@@ -58,7 +58,7 @@ static void parse_virtual_pipeline(TrainArgs *a, int per_stage, int size) {
     const char *other = a->sharding >= OPTIM_SHARD_GRADS ? "--data-parallel-sharding-strategy optim_grads(_params)"
                       : strcmp(a->pipeline_schedule, "1f1b") ? "--pipeline-schedule gpipe"
                       : (m->first_stage_layers || m->last_stage_layers) ? "--decoder-first/last-pipeline-num-layers"
-                      : a->rampup.start ? "--rampup-batch-size" : NULL;
+                      : NULL;
     if (other)
         core_usage_error("the interleaved schedule (--virtual-pipeline-model-parallel-size %d) does not "
                          "support %s yet", v, other);

@@ -137,6 +137,20 @@ static void check_pure(void) {
                 check_plans(pp, v, k * pp, 0);
                 check_plans(pp, v, k * pp, 1);
             }
+    // a batch ramp-up runs smaller m on the buffers of the largest (pp_chunks.c plans again):
+    // no rank's activation slots or gradient queues of any chunk shrink as m grows
+    for (int pp = 2; pp <= 8; pp++)
+        for (int v = 2; v <= 4; v++) {
+            int act[2][32], grad[2][32];
+            for (int k = 1; k <= 12; k++) {
+                int *a = act[k % 2], *g = grad[k % 2], *pa = act[(k + 1) % 2], *pg = grad[(k + 1) % 2];
+                pp_ilv_slots_all(pp, v, k * pp, a, g);
+                for (int x = 0; x < pp * v && k > 1; x++)
+                    EXPECT(a[x] >= pa[x] && g[x] >= pg[x], "p %d v %d m %d rank %d chunk %d: slots %d "
+                           "(m - p: %d), gradient queue %d (%d)", pp, v, k * pp, x / v, x % v, a[x], pa[x],
+                           g[x], pg[x]);
+            }
+        }
 }
 
 // --- recording chunks over the real ring -------------------------------------------------

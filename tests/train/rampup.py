@@ -14,6 +14,9 @@
    one word or several, as a shell array's unquoted expansion gives them): each iteration's
    batch is the entry reached by the tokens consumed before it; an iteration-based run; the
    same model on one rank and DP 2; bad schedules refused.
+6. The interleaved schedule (PP 2 x 2 model chunks) plans again for each batch of a ramp-up
+   or a step schedule: the same model as one rank, also at PP 2 x DP 2; a batch whose
+   micro-batches are not a multiple of PP is refused with one line, exit 2.
 
 usage: rampup.py MEGAC MPIEXEC PARITY_PY
 """
@@ -117,6 +120,25 @@ def main():
     print(p.stdout[-800:])
     if p.returncode:
         bad.append("step schedule parity across layouts")
+
+    # 6. the interleaved schedule: micro-batches per step 2, 4, 6, 8 (ramp), 2, 4, 6 (steps)
+    tiny4 = [w if w != "2" or TINY[i - 1] != "--num-layers" else "4" for i, w in enumerate(TINY[:-2])]
+    ramp8 = ramp[:-3] + ["8", "8", "64"]  # at DP 2: 2, 4 micro-batches
+    for flags, layouts in ((ramp, ["1,2,1"]), (ramp8, ["1,2,2"]), (sched, ["1,2,1"])):
+        p = subprocess.run([sys.executable, parity, "--megac", megac, "--mpiexec", mpiexec, "--tol", "1e-5",
+                            "--layouts", "1,1,1", *layouts, "--extra=--num-layers-per-virtual-pipeline-stage 1",
+                            "--", *tiny4, *flags], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        print(p.stdout[-800:])
+        if p.returncode:
+            bad.append(f"interleaved schedule: {' '.join(flags)}: parity across layouts")
+    ilv = ["--pipeline-model-parallel-size", "2", "--num-layers-per-virtual-pipeline-stage", "1"]
+    p = subprocess.run([mpiexec, "-n", "2", megac, "train", *tiny4, *ilv, "--train-samples", "64",
+                        "--global-batch-size", "16", "--rampup-batch-size", "2", "2", "64"],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    needle = "micro-batches per step (1) to be a multiple of pipeline-model-parallel-size 2"
+    if p.returncode != 2 or needle not in p.stdout or "--rampup-batch-size: batch 2" not in p.stdout or \
+            sum(l.startswith("megac:") for l in p.stdout.splitlines()) != 1:
+        bad.append(f"interleaved ramp-up of 1 micro-batch: exit {p.returncode}, output {p.stdout[-400:]!r}")
 
     # 4. bad input
     for flags, needle, n in (
