@@ -10,6 +10,9 @@ DP with DDP or ZeRO-1/2/3 and the overlaps, CP with its three exchanges, EP, SP)
   resume  3 iterations under the layout, saved; 3 more under a second random layout loaded
           from it; all 6 against one uninterrupted rank
 
+Either mode may also ramp the batch up (--rampup-batch-size, drawn last), so a resume
+crosses from one batch size to another.
+
 to 2e-4 relative (3e-2 with bf16/fp16). With --device cuda (the emulator build's megac) the
 layouts run on the CUDA backend with strict fp32 GEMMs (--no-tf32) against one CPU rank; in
 resume mode the second leg draws its backend (CUDA or CPU), so a checkpoint may cross from
@@ -124,6 +127,25 @@ def draw_layout(r, L, moe):
     return (tp, pp, dp, cp, ep), x, micro
 
 
+def draw_rampup(r, model, dp, pp, xs):
+    """Megatron's --rampup-batch-size, drawn last (a seed draws the same case as without it):
+    the batch starts at one micro-batch per DP rank (PP ranks with the interleaved schedule)
+    and grows by as much every 2 steps up to the step's. Sample-based, as Megatron's: the
+    run's --train-iters (and --lr-warmup-iters) become samples of that many full batches.
+    Returns the start (0: none)."""
+    ilv = any("--num-layers-per-virtual-pipeline-stage" in x for x in xs)
+    s = 2 * dp * (pp if ilv else 1)
+    gb = int(model[model.index("--global-batch-size") + 1])
+    if gb <= s or r.random() >= 0.25:
+        return 0
+    for flag, to in (("--train-iters", "--train-samples"), ("--lr-warmup-iters", "--lr-warmup-samples")):
+        if flag in model:
+            i = model.index(flag)
+            model[i:i + 2] = [to, str(int(model[i + 1]) * gb)]
+    model += ["--rampup-batch-size", str(s), str(s), str(2 * (gb - s))]
+    return s
+
+
 def launch(a, lay, flags, log):
     tp, pp, dp, cp, ep = lay
     cmd = [a.mpiexec, "-n", str(tp * pp * dp * cp), a.megac, "train", "--num-threads", "1",
@@ -176,6 +198,8 @@ def case(a, seed, wd):
     label = f"{','.join(map(str, lay))} {' '.join(tags) or 'gpt'} {' '.join(x)}"
     if a.mode == "parity":
         model += ["--train-iters", "4"]
+        if draw_rampup(r, model, lay[2], lay[1], [x]):
+            label += " rampup"
         cmd = [sys.executable, PARITY, "--megac", a.megac, "--mpiexec", a.mpiexec, "--tol", str(tol),
                "--timeout", str(a.timeout), "--layouts", "1,1,1", ",".join(map(str, lay)),
                "--extra=" + " ".join(x + dev), "--"] + model
@@ -190,7 +214,9 @@ def case(a, seed, wd):
     label += f" -> {','.join(map(str, lay_b))} {' '.join(x_b)}"
     dev_b = dev if not dev or r.random() < 0.5 else []  # the second leg's backend
     label += " (cpu)" if dev and not dev_b else ""
-    if (int(model[model.index("--global-batch-size") + 1]) // 2) % lay_b[2]:
+    ramp = draw_rampup(r, model, lay[2], lay[1], [x, x_b])
+    label += " rampup" if ramp else ""
+    if (int(model[model.index("--global-batch-size") + 1]) // 2) % lay_b[2] or (ramp // 2) % lay_b[2]:
         return "refused", label + " (batch)"
     ck = os.path.join(wd, f"ck{seed}")
     rc, out = launch(a, (1, 1, 1, 1, 1), model, os.path.join(wd, f"s{seed}.jsonl"))
