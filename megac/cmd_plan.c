@@ -105,7 +105,9 @@ static void check_spec(const PlanSpec *s, const PlanFilter *f, const PlanFlags *
         core_usage_error("--context-parallel-size %d needs 2 x %d dividing --seq-length %d", cp, cp,
                          s->model.seq_length);
     char err[512];
-    if (gpt_config_check(&s->model, 1, 1, err, sizeof err) != 0) core_usage_error("%s", err);
+    GPTConfig c = s->model;  // the model alone; an uneven first/last stage against a given PP
+    if (!f->pp) c.first_stage_layers = c.last_stage_layers = 0;  // (else each layout's PP)
+    if (gpt_config_check(&c, 1, f->pp ? f->pp : 1, err, sizeof err) != 0) core_usage_error("%s", err);
 }
 
 // --virtual-pipeline-model-parallel-size / --num-layers-per-virtual-pipeline-stage as megac

@@ -102,6 +102,16 @@ print(f"ok   interleaved: {len(v2)} layouts, PP 2 x v 2 (PP 4 and 8 cannot split
 PY
 "$megac" plan --world-size 8 "${model[@]}" --global-batch-size 16 --virtual-pipeline-model-parallel-size 2 | grep -q " ilv2 " \
   && echo "ok   interleaved table: ilv2" || { echo "FAIL interleaved table"; fails=$((fails + 1)); }
+# an uneven first stage (--decoder-first-pipeline-num-layers) is checked per layout: 3 of 5
+# layers on the first stage leave 2 for the others, which of world 8's PP 1, 2, 4, 8 only
+# PP 2 takes (it refused every plan before)
+ok uneven "$megac" plan --world-size 8 --num-layers 5 --hidden-size 64 --num-attention-heads 8 \
+  --seq-length 32 --vocab-size 257 --global-batch-size 16 --json --decoder-first-pipeline-num-layers 3
+python3 -c "
+import json
+ls = json.load(open('$tmp/out'))['layouts']
+assert ls and all(l['pp'] == 2 for l in ls), sorted({l['pp'] for l in ls})
+" && echo "ok   uneven first stage: PP 2 only" || { echo "FAIL uneven first stage"; fails=$((fails + 1)); }
 # context parallelism: CP 1 unless asked; --context-parallel-size 0 tries every CP whose chunks
 # T / (2 CP) keep 128 positions (T = 1024: CP 1, 2, 4); its CP 1 layouts are those of a plan
 # without the flag; CP 2 halves the activations of a slot; the ring moves K/V by send/recv,
