@@ -143,7 +143,7 @@ static void create_chunks(GPT **chunks, int v, const GPTConfig *cfg, Backend *be
             if (i == 0 || sl[c] > slots) slots = sl[c];
         }
         chunks[c] = gpt_create(cfg, be, NULL,
-                               &(GPTStage){.stage = c * pp + s, .n_stages = pp * v, .micro_batch = micro_batch,
+                               &(GPTStage){.stage = c * pp + s, .n_stages = pp * v, .vpp = v, .micro_batch = micro_batch,
                                            .n_slots = slots, .seed = 1234, .pad_multiple = 1});
     }
     if (v > 1) gpt_share_workspace(chunks, v);  // one chunk computes at a time

@@ -237,6 +237,8 @@ typedef struct {
     size_t pad_multiple;    // the flat buffers hold a multiple of it (DP slicing)
     int sequence_parallel;  // --sequence-parallel (with tp > 1)
     CPCommType cp_comm;     // context parallelism's K/V exchange (cp > 1; 0: the ring)
+    int vpp;                // model chunks per pipeline rank (interleaved; 0 or 1: one), so
+                            // that the ranks are n_stages / vpp
 } GPTStage;
 
 // Builds the stage (call gpt_config_check first; a sequence-parallel micro-batch that tp

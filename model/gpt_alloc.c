@@ -80,7 +80,8 @@ static void place_in_grid(GPT *m, const ProcessGrid *grid, const GPTStage *st) {
 static void set_sizes(GPT *m, const GPTStage *st) {
     const GPTConfig *cfg = &m->cfg;
     int tp = m->tp;
-    gpt_stage_layers(cfg, st->n_stages, st->stage, &m->layer0, &m->n_layers);
+    int v = st->vpp > 1 ? st->vpp : 1;
+    gpt_stage_layers(cfg, st->n_stages / v, v, st->stage, &m->layer0, &m->n_layers);
     m->first = (st->stage == 0);
     m->last = (st->stage == st->n_stages - 1);
     m->B = st->micro_batch;

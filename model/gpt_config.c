@@ -123,13 +123,35 @@ int gpt_config_check(const GPTConfig *c, int tp, int pp, char *err, size_t n) {
     return gpt_moe_check(c, err, n);  // the mixture-of-experts fields (E > 0)
 }
 
-void gpt_stage_layers(const GPTConfig *c, int pp, int stage, int *layer0, int *n) {
+// The layers pipeline rank r of pp holds in all (its v chunks together).
+static int rank_layers(const GPTConfig *c, int pp, int r) {
     int first = c->first_stage_layers, last = c->last_stage_layers;
     int fixed = (first > 0) + (last > 0), others = pp - fixed;
     int even = others > 0 ? (c->num_layers - first - last) / others : 0;
-    // the stages before `stage`: the first (fixed or even), then even ones (the last comes last)
-    *layer0 = stage == 0 ? 0 : (first > 0 ? first : even) + (stage - 1) * even;
-    *n = (stage == 0 && first > 0) ? first : (stage == pp - 1 && last > 0) ? last : even;
+    return (r == 0 && first > 0) ? first : (r == pp - 1 && last > 0) ? last : even;
+}
+
+int gpt_chunks_check(const GPTConfig *c, int pp, int v, char *err, size_t n) {
+    for (int r = 0; r < pp && v > 1; r++)
+        if (rank_layers(c, pp, r) % v) {
+            snprintf(err, n, "--virtual-pipeline-model-parallel-size %d does not divide the %d layers "
+                     "of pipeline rank %d (--num-layers %d, --decoder-first/last-pipeline-num-layers "
+                     "%d, %d over pipeline-model-parallel-size %d; each chunk holds 1/%d of its rank's)",
+                     v, rank_layers(c, pp, r), r, c->num_layers, c->first_stage_layers,
+                     c->last_stage_layers, pp, v);
+            return -1;
+        }
+    return 0;
+}
+
+void gpt_stage_layers(const GPTConfig *c, int pp, int v, int stage, int *layer0, int *n) {
+    // virtual stages in order (chunk-major: c*pp + r), each 1/v of its rank's layers: the
+    // whole rounds of chunks before `stage` (L/v layers each), then ranks 0 .. r-1 of its
+    // round: rank 0, then r-1 middle ranks (r - 1 > 0 only if pp > 2, and then rank 1 is a
+    // middle one). Closed form: plan enumerates up to 2^20 stages.
+    int r = stage % pp, mid = pp > 1 ? rank_layers(c, pp, 1) : 0;
+    *layer0 = (stage / pp) * (c->num_layers / v) + (r ? rank_layers(c, pp, 0) / v + (r - 1) * (mid / v) : 0);
+    *n = rank_layers(c, pp, r) / v;
 }
 
 // Megatron-LM's count (Narayanan et al. 2021, appendix on FLOPs): every GEMM runs three

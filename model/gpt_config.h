@@ -112,11 +112,19 @@ int gpt_padded_vocab(const GPTConfig *c, int tp);
 // Returns 0, or -1 with one line naming the numbers in err.
 int gpt_config_check(const GPTConfig *c, int tp, int pp, char *err, size_t errlen);
 
-// The layers of pipeline stage `stage` of pp: [*layer0, *layer0 + *n). Evenly split, except
-// that first_stage_layers / last_stage_layers (when > 0) fix the first / last stage's count
-// and the other stages share the rest evenly (Megatron's uneven pipeline split, used to
-// balance the embedding and loss stages). Call after gpt_config_check. Pure.
-void gpt_stage_layers(const GPTConfig *c, int pp, int stage, int *layer0, int *n);
+// The layers of pipeline stage `stage`: [*layer0, *layer0 + *n). pp pipeline ranks hold v
+// model chunks each (v = 1: not interleaved); stage is virtual stage c*pp + r of pp*v (chunk
+// c of rank r; v = 1: the rank). A rank's layers: evenly split, except that
+// first_stage_layers / last_stage_layers (when > 0) fix the first / last rank's count and
+// the other ranks share the rest evenly (Megatron's uneven pipeline split, used to balance
+// the embedding and loss stages); each of its chunks holds 1/v of them. Call after
+// gpt_config_check and gpt_chunks_check. Pure.
+void gpt_stage_layers(const GPTConfig *c, int pp, int v, int stage, int *layer0, int *n);
+
+// 0 if v model chunks split every pipeline rank's layers evenly (Megatron's rule for the
+// interleaved schedule, uneven first/last ranks included); else -1 with one line naming the
+// rank and the numbers in err. Pure.
+int gpt_chunks_check(const GPTConfig *c, int pp, int v, char *err, size_t errlen);
 
 // Megatron-LM's FLOPs per iteration (forward + backward, no recomputation) for `samples`
 // sequences: 12 B T L C^2 (2 + T/C + F/C + Vp/(2LC)), see gpt_config.c; with grouped-query

@@ -41,17 +41,18 @@ static int interleaved_check(const PlanSpec *s, const PlanLayout *l, char *err, 
     int v = l->vpp, m = s->global_batch / (l->micro_batch * l->dp);
     const char *other = l->zero >= 2 ? "ZeRO-2/3 (--data-parallel-sharding-strategy optim_grads(_params))"
                       : l->gpipe ? "--pipeline-schedule gpipe"
-                      : (c->first_stage_layers || c->last_stage_layers) ? "--decoder-first/last-pipeline-num-layers"
                       : NULL;
     if (other) {
         snprintf(err, n, "the interleaved schedule (v = %d) does not support %s yet", v, other);
         return -1;
     }
-    if (l->pp < 2 || c->num_layers % (l->pp * v)) {
+    int uneven = c->first_stage_layers || c->last_stage_layers;
+    if (l->pp < 2 || (!uneven && c->num_layers % (l->pp * v))) {
         snprintf(err, n, "the interleaved schedule needs PP >= 2 (got %d) dividing --num-layers %d "
                  "into PP x v = %d x %d chunks", l->pp, c->num_layers, l->pp, v);
         return -1;
     }
+    if (gpt_chunks_check(c, l->pp, v, err, n)) return -1;
     char why[256];
     if (pp_ilv_check(l->pp, v, m, why, sizeof why)) {
         snprintf(err, n, "v = %d: %s", v, why);
@@ -118,7 +119,7 @@ static void recompute_counts(const GPTConfig *c, PlanStage *st) {
 // allocator's counting passes (a slot, the workspace, the MoE layers' buffers).
 static GPTActBytes stage_act_bytes(const PlanSpec *s, const PlanLayout *l, int P, int stage) {
     PGridDims d = {s->world_size, l->tp, plan_cp(l), l->dp, l->pp, plan_ep(l), l->ep_over_tp ? 1 : l->tp};
-    GPTStage st = {.stage = stage, .n_stages = P, .micro_batch = l->micro_batch, .n_slots = 1,
+    GPTStage st = {.stage = stage, .n_stages = P, .vpp = P / l->pp, .micro_batch = l->micro_batch, .n_slots = 1,
                    .pad_multiple = 1, .sequence_parallel = l->sp,
                    .cp_comm = plan_cp(l) > 1 ? l->cp_comm : CP_COMM_P2P};
     BackendDType act = s->precision == PLAN_BF16 ? BACKEND_BF16 : s->precision == PLAN_FP16 ? BACKEND_F16 : BACKEND_F32;
@@ -195,7 +196,7 @@ static void chunk_counts(const PlanSpec *s, const PlanLayout *l, int P, int stag
                          int n_micro, PlanStage *st) {
     const GPTConfig *c = &s->model;
     *st = (PlanStage){.first = stage == 0, .last = stage == P - 1};
-    gpt_stage_layers(c, P, stage, &st->layer0, &st->n_layers);
+    gpt_stage_layers(c, l->pp, P / l->pp, stage, &st->layer0, &st->n_layers);
     st->n_moe = plan_moe_layers(c, st->layer0, st->n_layers);
     int Vp = gpt_padded_vocab(c, l->tp), n_params = 0, built = st->n_layers > 2 ? 2 : st->n_layers;
     size_t built_floats = 0;  // ZeRO-2/3: the edge and two layers stand for the stage (plan_zero.c)
@@ -258,7 +259,9 @@ static void interleaved_counts(const PlanSpec *s, const PlanLayout *l, int stage
     plan_ilv_slots(s->memo, l->pp, v, n_micro, stage, slots, grad_slots);
     // virtual stages 1 .. P - 2 differ only in layer0 and slots: their counts are computed once
     // (with MoE layers in some layers only, the virtual stages may differ: each is counted)
-    int alike = plan_moe_layers(&s->model, 0, s->model.num_layers) % s->model.num_layers == 0;
+    // (uneven first/last ranks: their chunks differ from the others' too)
+    int alike = plan_moe_layers(&s->model, 0, s->model.num_layers) % s->model.num_layers == 0 &&
+                !s->model.first_stage_layers && !s->model.last_stage_layers;
     if (!memo->have_chunks || memo->n_micro != n_micro || memcmp(&memo->layout, l, sizeof *l)) {
         for (int k = 0; k < 3; k++) chunk_counts(s, l, P, k == 0 ? 0 : k == 1 ? 1 : P - 1, 1, n_micro, &memo->chunks[k]);
         memo->layout = *l;
@@ -273,7 +276,7 @@ static void interleaved_counts(const PlanSpec *s, const PlanLayout *l, int stage
         int vs = c * l->pp + stage, n;
         PlanStage k = memo->chunks[vs == 0 ? 0 : vs == P - 1 ? 2 : 1];
         if (!alike) chunk_counts(s, l, P, vs, 1, n_micro, &k);
-        gpt_stage_layers(&s->model, P, vs, &k.layer0, &n);
+        gpt_stage_layers(&s->model, l->pp, v, vs, &k.layer0, &n);
         k.n_slots = slots[c];
         k.mem[PLAN_MEM_ACTIVATIONS] = (double)k.slot_bytes * k.n_slots;
         if (c == 0) st->layer0 = k.layer0;
@@ -310,7 +313,7 @@ static void interleaved_counts(const PlanSpec *s, const PlanLayout *l, int stage
 int plan_stage_like(const PlanSpec *s, const PlanLayout *l, int stage, int n_micro, PlanStage *st) {
     int layer0, n;
     if (l->vpp > 1 || st->n_layers <= 0 || stage <= 0 || stage >= l->pp) return 0;
-    gpt_stage_layers(&s->model, l->pp, stage, &layer0, &n);
+    gpt_stage_layers(&s->model, l->pp, 1, stage, &layer0, &n);
     if (n != st->n_layers || st->first || (stage == l->pp - 1) != st->last) return 0;
     for (int k = 0; s->model.num_experts > 0 && k < n; k++)  // the same MoE layers too
         if (gpt_moe_layer(&s->model, layer0 + k) != gpt_moe_layer(&s->model, st->layer0 + k)) return 0;

@@ -74,4 +74,5 @@ void train_args_check_layout(const TrainArgs *a, int world) {
     GPTConfig m = a->model;
     if (m.vocab_size == 0) m.vocab_size = 1;  // not known yet; checked once the data is open
     if (gpt_config_check(&m, a->tp, a->pp, err, sizeof err) != 0) core_usage_error("%s", err);
+    if (a->vpp > 1 && gpt_chunks_check(&m, a->pp, a->vpp, err, sizeof err)) core_usage_error("%s", err);
 }

@@ -37,6 +37,10 @@ static void parse_virtual_pipeline(TrainArgs *a, int per_stage, int size) {
         core_usage_error("--num-layers-per-virtual-pipeline-stage %d / --virtual-pipeline-model-parallel-size "
                          "%d must be > 0", per_stage, size);
     int pp = a->pp > 0 ? a->pp : 1;
+    if (per_stage && (m->first_stage_layers || m->last_stage_layers))
+        core_usage_error("--num-layers-per-virtual-pipeline-stage with --decoder-first/last-pipeline-num-layers: "
+                         "the ranks hold different layer counts; give --virtual-pipeline-model-parallel-size "
+                         "(model chunks per rank) instead, as Megatron asks");
     if (per_stage && (m->num_layers % (pp * per_stage)))
         core_usage_error("--num-layers %d is not divisible by pipeline-model-parallel-size %d x "
                          "--num-layers-per-virtual-pipeline-stage %d", m->num_layers, pp, per_stage);
@@ -52,12 +56,11 @@ static void parse_virtual_pipeline(TrainArgs *a, int per_stage, int size) {
     if (pp < 2)
         core_usage_error("the interleaved schedule (--virtual-pipeline-model-parallel-size %d) needs "
                          "--pipeline-model-parallel-size >= 2, got %d", v, a->pp);
-    if (m->num_layers % (pp * v))
+    if (!m->first_stage_layers && !m->last_stage_layers && m->num_layers % (pp * v))
         core_usage_error("--num-layers %d is not divisible by pipeline-model-parallel-size %d x "
                          "--virtual-pipeline-model-parallel-size %d", m->num_layers, pp, v);
     const char *other = a->sharding >= OPTIM_SHARD_GRADS ? "--data-parallel-sharding-strategy optim_grads(_params)"
                       : strcmp(a->pipeline_schedule, "1f1b") ? "--pipeline-schedule gpipe"
-                      : (m->first_stage_layers || m->last_stage_layers) ? "--decoder-first/last-pipeline-num-layers"
                       : NULL;
     if (other)
         core_usage_error("the interleaved schedule (--virtual-pipeline-model-parallel-size %d) does not "

@@ -121,10 +121,16 @@ void train_log_startup(const Trainer *t) {
         if (a->model.num_experts > 0) snprintf(act_s, sizeof act_s, ", %.6g M active per token", active / 1e6);
         printf("parameters: %.6g M in the whole model%s (tied embedding counted once, vocabulary "
                "unpadded); %zu on rank 0's stage slice\n", params / 1e6, act_s, mine_floats);
-        if (t->n_chunks > 1)
-            printf("interleaved 1F1B: %d model chunks per pipeline rank of %d layers each (chunk c of "
-                   "pipeline rank r: layers of virtual stage c*%d + r)\n", t->n_chunks,
-                   a->model.num_layers / (g->dims.pp * t->n_chunks), g->dims.pp);
+        if (t->n_chunks > 1) {  // a chunk of rank r: as virtual stage r (chunk 0) holds
+            char per[256] = "";
+            for (int r = 0, len = 0, l0, n; r < g->dims.pp && len < (int)sizeof per - 16; r++) {
+                gpt_stage_layers(&a->model, g->dims.pp, t->n_chunks, r, &l0, &n);
+                len += snprintf(per + len, sizeof per - (size_t)len, "%s%d", r ? ", " : "", n);
+            }
+            printf("interleaved 1F1B: %d model chunks per pipeline rank, layers per chunk on ranks "
+                   "0..%d: %s (chunk c of pipeline rank r: layers of virtual stage c*%d + r)\n",
+                   t->n_chunks, g->dims.pp - 1, per, g->dims.pp);
+        }
         if (a->rampup.start)
             printf("batch ramp-up: global batch %lld + %lld every %.6g samples up to %d (after %lld samples)\n",
                    (long long)a->rampup.start, (long long)a->rampup.incr,

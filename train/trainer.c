@@ -75,7 +75,7 @@ static void create_model_chunks(Trainer *t, PPScheduleKind kind) {
         GPTStage st = {c * a->pp + r, a->pp * v, a->micro_batch, slots[c], a->seed,
                        dist_pad_multiple(dist_pad_ranks(t->dp * a->cp, g->edp->size)),  // (both
                        a->sequence_parallel,                              // regions' slices even)
-                       (CPCommType)cp_comm_type_parse(a->cp_comm_type, NULL, 0)};  // (checked)
+                       (CPCommType)cp_comm_type_parse(a->cp_comm_type, NULL, 0), v};  // (checked)
         GPT *m = gpt_create(&a->model, t->be, g, &st);
         OptimSharding sh = a->sharding >= OPTIM_SHARD_GRADS ? (OptimSharding)a->sharding
                          : a->zero1 ? OPTIM_SHARD_OPTIM : OPTIM_NO_SHARD;

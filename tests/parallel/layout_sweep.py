@@ -3,7 +3,7 @@
 
 Each case draws, from its own seed, a tiny model (GPT or Llama-style, dense or MoE with a
 random router and dispatcher, dropout, recomputation, fp32/bf16/fp16, Megatron's model
-flags) and a layout of 2, 4 or 8 ranks (TP, PP with interleaving or an uneven first stage,
+flags) and a layout of 2, 4 or 8 ranks (TP, PP with interleaving and/or an uneven first stage,
 DP with DDP or ZeRO-1/2/3 and the overlaps, CP with its three exchanges, EP, SP), then:
 
   parity  the layout's losses and grad norms against one rank's (tests/train/parity.py)
@@ -117,6 +117,13 @@ def draw_layout(r, L, moe):
         if not vpp and r.random() < 0.3:
             firsts = [f for f in range(1, L - pp + 2) if (L - f) % (pp - 1) == 0 and f * pp != L]
             x += ["--decoder-first-pipeline-num-layers", str(r.choice(firsts))] if firsts else []
+        elif vpp and r.random() < 0.3:  # uneven first rank: v chunks split every rank's layers
+            rest = lambda f: (L - f) // (pp - 1)
+            opts = [(f, v) for v in range(2, L) for f in range(v, L, v) if (L - f) % (pp - 1) == 0
+                    and rest(f) > 0 and rest(f) % v == 0 and f != rest(f)]
+            if opts:
+                f, v = r.choice(opts)
+                x[-2:] = ["--virtual-pipeline-model-parallel-size", str(v), "--decoder-first-pipeline-num-layers", str(f)]
     strat = r.choice(["no_shard", "optim"] + ([] if vpp else ["optim_grads", "optim_grads_params"]))
     x += ["--data-parallel-sharding-strategy", strat]
     if strat != "optim_grads_params" and r.random() < 0.4:
@@ -133,7 +140,8 @@ def draw_rampup(r, model, dp, pp, xs):
     and grows by as much every 2 steps up to the step's. Sample-based, as Megatron's: the
     run's --train-iters (and --lr-warmup-iters) become samples of that many full batches.
     Returns the start (0: none)."""
-    ilv = any("--num-layers-per-virtual-pipeline-stage" in x for x in xs)
+    ilv = any(f in x for x in xs for f in ("--num-layers-per-virtual-pipeline-stage",
+                                            "--virtual-pipeline-model-parallel-size"))
     s = 2 * dp * (pp if ilv else 1)
     gb = int(model[model.index("--global-batch-size") + 1])
     if gb <= s or r.random() >= 0.25:

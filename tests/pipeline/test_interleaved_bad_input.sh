@@ -31,8 +31,11 @@ expect2 4 "number of micro-batches per step (6) to be a multiple of pipeline-mod
 expect2 2 "does not support --data-parallel-sharding-strategy optim_grads(_params) yet" \
   --pipeline-model-parallel-size 2 $vpp 2 --data-parallel-sharding-strategy optim_grads
 expect2 2 "does not support --pipeline-schedule gpipe yet" --pipeline-model-parallel-size 2 $vpp 2 --pipeline-schedule gpipe
-expect2 2 "does not support --decoder-first/last-pipeline-num-layers yet" \
-  --pipeline-model-parallel-size 2 $vpp 2 --decoder-first-pipeline-num-layers 2
+# an uneven first/last rank: v must split each rank's layers; only v, not layers per chunk
+expect2 2 "does not divide the 3 layers of pipeline rank 0" \
+  --pipeline-model-parallel-size 2 $vpp 2 --decoder-first-pipeline-num-layers 3
+expect2 2 "give --virtual-pipeline-model-parallel-size (model chunks per rank) instead" \
+  --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 1 --decoder-first-pipeline-num-layers 2
 expect2 2 "must be > 0" --pipeline-model-parallel-size 2 $vpp -1
 [[ $fail -eq 0 ]] && echo "interleaved_bad_input: ok"
 exit $fail

@@ -72,6 +72,9 @@ LAYOUTS = [
     (1, 2, 2, 2, 16, ["--use-distributed-optimizer", "--virtual-pipeline-model-parallel-size", "2"]),
     (2, 2, 2, 1, 16, ["--sequence-parallel", "--no-distributed-optimizer", "--num-layers-per-virtual-pipeline-stage",
                       "1", "--recompute-granularity", "full", "--recompute-num-layers", "1"]),
+    # ... with an uneven first rank (6 layers: rank 0 two per chunk, rank 1 one)
+    (1, 2, 2, 2, 16, ["--use-distributed-optimizer", "--num-layers", "6", "--virtual-pipeline-model-parallel-size",
+                      "2", "--decoder-first-pipeline-num-layers", "4"]),
     # context parallelism (layers/cp_attention.c): the ring's K/V and dK/dV hops or the all_gather
     # variant in the cp group, activations and workspace of B T / CP rows, gradients over DP x CP
     (1, 1, 1, 2, 8, CP + ["2", "--use-distributed-optimizer"]),

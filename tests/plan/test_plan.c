@@ -239,9 +239,18 @@ static void test_interleaved(void) {
     EXPECT(plan_layout_check(&s, &bad, err, sizeof err) != 0 && strstr(err, "--num-layers 8"), "%s", err);
     bad = l, bad.micro_batch = 8;  // m = 1, not a multiple of PP
     EXPECT(plan_layout_check(&s, &bad, err, sizeof err) != 0 && strstr(err, "multiple"), "%s", err);
+    // uneven first rank: v must split each rank's layers (3 | 5 cannot, 2 | 6 can: then the
+    // layout fares as the even one)
     PlanSpec uneven = s;
+    uneven.model.first_stage_layers = 3;
+    EXPECT(plan_layout_check(&uneven, &l, err, sizeof err) != 0 &&
+           strstr(err, "does not divide the 3 layers of pipeline rank 0"), "%s", err);
     uneven.model.first_stage_layers = 2;
-    EXPECT(plan_layout_check(&uneven, &l, err, sizeof err) != 0 && strstr(err, "first/last"), "%s", err);
+    char even_err[512] = "";
+    int even_rc = plan_layout_check(&s, &l, even_err, sizeof even_err);
+    err[0] = 0;
+    EXPECT(plan_layout_check(&uneven, &l, err, sizeof err) == even_rc && !strcmp(err, even_err),
+           "first 2 of 8: %s (even: %s)", err, even_err);
     // enumeration with v fixed: PP 2 and 4 layouts only, all interleaved
     PlanFilter f = {0, 0, 2, -1, -1, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0};
     PlanSet set;
