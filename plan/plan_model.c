@@ -39,9 +39,7 @@ void plan_zero_state_bytes(double n_params, double param_bytes, double grad_byte
 static int interleaved_check(const PlanSpec *s, const PlanLayout *l, char *err, size_t n) {
     const GPTConfig *c = &s->model;
     int v = l->vpp, m = s->global_batch / (l->micro_batch * l->dp);
-    const char *other = l->zero >= 2 ? "ZeRO-2/3 (--data-parallel-sharding-strategy optim_grads(_params))"
-                      : l->gpipe ? "--pipeline-schedule gpipe"
-                      : NULL;
+    const char *other = l->gpipe ? "--pipeline-schedule gpipe" : NULL;
     if (other) {
         snprintf(err, n, "the interleaved schedule (v = %d) does not support %s yet", v, other);
         return -1;

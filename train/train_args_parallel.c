@@ -59,9 +59,7 @@ static void parse_virtual_pipeline(TrainArgs *a, int per_stage, int size) {
     if (!m->first_stage_layers && !m->last_stage_layers && m->num_layers % (pp * v))
         core_usage_error("--num-layers %d is not divisible by pipeline-model-parallel-size %d x "
                          "--virtual-pipeline-model-parallel-size %d", m->num_layers, pp, v);
-    const char *other = a->sharding >= OPTIM_SHARD_GRADS ? "--data-parallel-sharding-strategy optim_grads(_params)"
-                      : strcmp(a->pipeline_schedule, "1f1b") ? "--pipeline-schedule gpipe"
-                      : NULL;
+    const char *other = strcmp(a->pipeline_schedule, "1f1b") ? "--pipeline-schedule gpipe" : NULL;
     if (other)
         core_usage_error("the interleaved schedule (--virtual-pipeline-model-parallel-size %d) does not "
                          "support %s yet", v, other);

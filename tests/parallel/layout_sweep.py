@@ -124,7 +124,7 @@ def draw_layout(r, L, moe):
             if opts:
                 f, v = r.choice(opts)
                 x[-2:] = ["--virtual-pipeline-model-parallel-size", str(v), "--decoder-first-pipeline-num-layers", str(f)]
-    strat = r.choice(["no_shard", "optim"] + ([] if vpp else ["optim_grads", "optim_grads_params"]))
+    strat = r.choice(["no_shard", "optim", "optim_grads", "optim_grads_params"])
     x += ["--data-parallel-sharding-strategy", strat]
     if strat != "optim_grads_params" and r.random() < 0.4:
         x += ["--overlap-grad-reduce"] + (["--ddp-bucket-size", "3000"] if strat in ("no_shard", "optim") else [])

@@ -28,8 +28,6 @@ expect2 2 "gives 2 model chunks per pipeline rank, but --virtual-pipeline-model-
 # m = 8 / (2 x DP 1) = 4 is not a multiple of PP 4... at PP 4 and global 12: m = 6
 expect2 4 "number of micro-batches per step (6) to be a multiple of pipeline-model-parallel-size 4" \
   --pipeline-model-parallel-size 4 $vpp 2 --global-batch-size 12
-expect2 2 "does not support --data-parallel-sharding-strategy optim_grads(_params) yet" \
-  --pipeline-model-parallel-size 2 $vpp 2 --data-parallel-sharding-strategy optim_grads
 expect2 2 "does not support --pipeline-schedule gpipe yet" --pipeline-model-parallel-size 2 $vpp 2 --pipeline-schedule gpipe
 # an uneven first/last rank: v must split each rank's layers; only v, not layers per chunk
 expect2 2 "does not divide the 3 layers of pipeline rank 0" \

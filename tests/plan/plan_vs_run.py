@@ -72,6 +72,10 @@ LAYOUTS = [
     (1, 2, 2, 2, 16, ["--use-distributed-optimizer", "--virtual-pipeline-model-parallel-size", "2"]),
     (2, 2, 2, 1, 16, ["--sequence-parallel", "--no-distributed-optimizer", "--num-layers-per-virtual-pipeline-stage",
                       "1", "--recompute-granularity", "full", "--recompute-num-layers", "1"]),
+    # ... with ZeRO-2 and ZeRO-3 (each chunk its own units)
+    (1, 2, 2, 2, 16, ["--data-parallel-sharding-strategy", "optim_grads", "--virtual-pipeline-model-parallel-size", "2"]),
+    (2, 2, 2, 1, 16, ["--sequence-parallel", "--data-parallel-sharding-strategy", "optim_grads_params",
+                      "--virtual-pipeline-model-parallel-size", "2"]),
     # ... with an uneven first rank (6 layers: rank 0 two per chunk, rank 1 one)
     (1, 2, 2, 2, 16, ["--use-distributed-optimizer", "--num-layers", "6", "--virtual-pipeline-model-parallel-size",
                       "2", "--decoder-first-pipeline-num-layers", "4"]),

@@ -233,8 +233,12 @@ static void test_interleaved(void) {
     PlanLayout bad = l;
     bad.gpipe = 1;
     EXPECT(plan_layout_check(&s, &bad, err, sizeof err) != 0 && strstr(err, "gpipe"), "%s", err);
-    bad = l, bad.zero1 = 1, bad.zero = 2;
-    EXPECT(plan_layout_check(&s, &bad, err, sizeof err) != 0 && strstr(err, "ZeRO-2/3"), "%s", err);
+    PlanLayout z2 = l;  // ZeRO-2/3: each chunk's own units, as any layout's (train takes them)
+    z2.zero1 = 1, z2.zero = 2;
+    char lerr[512] = "";
+    int lrc = plan_layout_check(&s, &l, lerr, sizeof lerr);
+    err[0] = 0;
+    EXPECT(plan_layout_check(&s, &z2, err, sizeof err) == lrc && !strcmp(err, lerr), "ZeRO-2, v 2: %s", err);
     bad = l, bad.vpp = 3;  // 8 layers in 2 x 3 chunks
     EXPECT(plan_layout_check(&s, &bad, err, sizeof err) != 0 && strstr(err, "--num-layers 8"), "%s", err);
     bad = l, bad.micro_batch = 8;  // m = 1, not a multiple of PP

@@ -232,9 +232,14 @@ bad vpp_both "not both" "$megac" plan --world-size 8 "${model[@]}" --virtual-pip
   --num-layers-per-virtual-pipeline-stage 1
 bad vpp_gpipe "does not support --pipeline-schedule gpipe" "$megac" plan --world-size 8 "${model[@]}" \
   --virtual-pipeline-model-parallel-size 2 --pipeline-schedule gpipe --pipeline-model-parallel-size 2
-bad vpp_zero3 "does not support ZeRO-2/3" "$megac" plan --world-size 8 "${model[@]}" \
+ok vpp_zero3 "$megac" plan --world-size 8 "${model[@]}" --json \
   --virtual-pipeline-model-parallel-size 2 --data-parallel-sharding-strategy optim_grads_params --pipeline-model-parallel-size 2 \
   --tensor-model-parallel-size 1
+python3 -c "
+import json
+ls = json.load(open('$tmp/out'))['layouts']
+assert ls and all(l['zero'] == 3 and l['virtual_pipeline_size'] == 2 for l in ls), ls
+" && echo "ok   interleaved ZeRO-3 layouts" || { echo "FAIL interleaved ZeRO-3 layouts"; fails=$((fails + 1)); }
 bad vpp_pp1 "needs PP >= 2" "$megac" plan --world-size 8 "${model[@]}" --virtual-pipeline-model-parallel-size 2 \
   --pipeline-model-parallel-size 1
 bad vpp_m "multiple of" "$megac" plan --world-size 8 "${model[@]}" --virtual-pipeline-model-parallel-size 2 \
