@@ -33,22 +33,24 @@ PGridDims train_args_dims(const TrainArgs *a) {
 }
 
 // The interleaved schedule's rule (pp_ilv_check: micro-batches per step a multiple of PP)
-// for every batch a step may take: --global-batch-size's, each of a --rampup-batch-size or a
-// --step-batch-size-schedule. One line naming the first batch that breaks it, exit 2.
+// for one batch a step may take, given by flag `from`. One line naming it, exit 2.
+static void check_interleaved_batch(const TrainArgs *a, int dp, int64_t batch, const char *from) {
+    char ilv[256];
+    if (pp_ilv_check(a->pp, a->vpp, (int)(batch / (a->micro_batch * dp)), ilv, sizeof ilv))
+        core_usage_error("--virtual-pipeline-model-parallel-size %d: %s (%s: batch %lld / "
+                         "(--micro-batch-size %d x DP %d))", a->vpp, ilv, from, (long long)batch,
+                         a->micro_batch, dp);
+}
+
+// ... for every batch: --global-batch-size's, each of a --step-batch-size-schedule, each of a
+// --rampup-batch-size (START, START + INCR, ... up to the global batch).
 static void check_interleaved_batches(const TrainArgs *a, int dp) {
     const TrainRampup *r = &a->rampup;
-    int unit = a->micro_batch * dp, n = r->n_steps;
-    int64_t k_max = r->start ? (a->global_batch - r->start) / r->incr : 0;
-    for (int64_t k = -1; k < (int64_t)n + (r->start ? k_max + 1 : 0); k++) {
-        int64_t batch = k < 0 ? a->global_batch : k < n ? r->step_batch[k] : r->start + (k - n) * r->incr;
-        const char *from = k < 0 ? "--global-batch-size" : k < n ? "--step-batch-size-schedule"
-                         : "--rampup-batch-size";
-        char ilv[256];
-        if (pp_ilv_check(a->pp, a->vpp, (int)(batch / unit), ilv, sizeof ilv))
-            core_usage_error("--virtual-pipeline-model-parallel-size %d: %s (%s: batch %lld / "
-                             "(--micro-batch-size %d x DP %d))", a->vpp, ilv, from, (long long)batch,
-                             a->micro_batch, dp);
-    }
+    check_interleaved_batch(a, dp, a->global_batch, "--global-batch-size");
+    for (int i = 0; i < r->n_steps; i++)
+        check_interleaved_batch(a, dp, r->step_batch[i], "--step-batch-size-schedule");
+    for (int64_t b = r->start; r->start && b <= a->global_batch; b += r->incr)
+        check_interleaved_batch(a, dp, b, "--rampup-batch-size");
 }
 
 void train_args_check_layout(const TrainArgs *a, int world) {
